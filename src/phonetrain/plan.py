@@ -1,0 +1,270 @@
+"""The plan: the one versioned contract between the Python lowering and the C runner.
+
+A plan is one training iteration (forward, loss, backward, SGD update) lowered to an ordered
+list of steps -- kernel launches, host<->device transfers and batch loads -- over a table of
+tensors. The runner (``src/runner``) executes it without knowing what a layer is; the numpy
+reference (:mod:`phonetrain.reference`) executes the same plan to verify the runner.
+
+JSON layout (``PLAN_VERSION`` = 1)::
+
+    {
+      "plan_version": 1,
+      "name": "mlp_784_256_128_16/b32/opencl-resident-copy",
+      "backend": "cpu" | "opencl",
+      "threads": 0,                      # CPU backend threads; 0 = runner default (all cores)
+      "tensors": [Tensor...],
+      "programs": [Program...],          # OpenCL programs; empty for the CPU backend
+      "batches": [Batch...],             # per-iteration inputs read from bundle files
+      "steps": [Step...],                # one iteration, in order
+      "warmup": 2, "iterations": 10,     # warm-up (discarded) and measured iterations
+      "loss_tensor": 17,                 # read from its host copy after every iteration
+      "dumps": [3, 4]                    # tensors written to dumps/<name>.f32 at the end
+    }
+
+Tensor: ``{"id", "name", "shape", "dtype": "f32"|"i32", "role", "home": "host"|"device",
+"init": Init}``. ``role`` is one of :data:`ROLES`. ``home`` says which copy is authoritative
+at the end of an iteration (dumps read it). Init is ``{"kind": "zeros"}``,
+``{"kind": "file", "path": "tensors/fc1.weight.f32"}`` (raw little-endian, exactly
+``numel * 4`` bytes) or ``{"kind": "uniform", "seed": 7, "low": -0.1, "high": 0.1}`` (the
+splitmix64 fill of :func:`uniform_fill`, reproduced by the runner).
+
+Program: ``{"name": "gemm", "source": "kernels/baseline/gemm.cl", "options": "-DTS=16"}``;
+each source is one self-contained OpenCL C 1.2 program (see ``src/kernels/README.md``).
+
+Batch: ``{"tensor": 0, "path": "data/digits/b32/images.f32", "count": 40}``: the file holds
+``count`` consecutive batches of the tensor's size; iteration ``i`` (warm-up included,
+0-based) loads batch ``i % count``.
+
+Steps (``op`` selects the kind; every step may carry ``layer`` and ``phase`` in
+:data:`PHASES`):
+
+- ``{"op": "kernel", "name": "gemm_nt", "args": [{"i": 32}, {"f": 1.0}, {"t": 3}, ...],
+  "global": [256, 32], "local": null | [16, 16], "flops": 123, "bytes": 456}``
+- ``{"op": "h2d", "tensor": 3}`` / ``{"op": "d2h", "tensor": 3}``: clEnqueueWrite/ReadBuffer
+  of the whole tensor (blocking).
+- ``{"op": "map", "tensor": 3, "access": "write"|"read"}``: map the tensor's
+  ``CL_MEM_ALLOC_HOST_PTR`` buffer, then copy host->mapped (write) or mapped->host (read);
+  the copy is its own ``host`` trace row. Must be followed later by ``{"op": "unmap",
+  "tensor": 3}`` before any kernel uses the buffer.
+- ``{"op": "load", "tensor": 0}``: read this iteration's batch into the host copy.
+
+Bytes of transfers are the tensor's size; the runner records them in the trace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PLAN_VERSION = 1
+ROLES = ("param", "grad", "activation", "input", "label", "scratch", "state", "loss")
+PHASES = ("load", "forward", "loss", "backward", "update", "transfer")
+DTYPES = {"f32": np.float32, "i32": np.int32}
+STEP_OPS = ("kernel", "h2d", "d2h", "map", "unmap", "load")
+
+
+class PlanError(ValueError):
+    """A plan document that breaks the contract; the message names the field."""
+
+
+@dataclass
+class Tensor:
+    """One tensor of the plan. ``shape`` in elements; 4 bytes per element (f32 or i32)."""
+
+    id: int
+    name: str
+    shape: list[int]
+    role: str
+    dtype: str = "f32"
+    home: str = "host"
+    init: dict[str, Any] = field(default_factory=lambda: {"kind": "zeros"})
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def size_bytes(self) -> int:
+        return 4 * self.numel
+
+
+@dataclass
+class Program:
+    """One OpenCL program: a ``.cl`` source path relative to the bundle, and build options."""
+
+    name: str
+    source: str
+    options: str = ""
+
+
+@dataclass
+class Batch:
+    """A per-iteration input: ``count`` consecutive batches of ``tensor`` in ``path``."""
+
+    tensor: int
+    path: str
+    count: int
+
+
+@dataclass
+class Step:
+    """One command of an iteration; fields beyond ``op`` depend on the op (module doc)."""
+
+    op: str
+    tensor: int | None = None
+    name: str | None = None
+    args: list[dict[str, Any]] | None = None
+    global_size: list[int] | None = None
+    local_size: list[int] | None = None
+    access: str | None = None
+    flops: int = 0
+    bytes: int = 0
+    layer: str = ""
+    phase: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"op": self.op}
+        if self.op == "kernel":
+            d.update(name=self.name, args=self.args, **{"global": self.global_size},
+                     local=self.local_size, flops=self.flops, bytes=self.bytes)
+        else:
+            d["tensor"] = self.tensor
+            if self.op == "map":
+                d["access"] = self.access
+            d["bytes"] = self.bytes
+        d.update(layer=self.layer, phase=self.phase)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Step:
+        return cls(op=d["op"], tensor=d.get("tensor"), name=d.get("name"), args=d.get("args"),
+                   global_size=d.get("global"), local_size=d.get("local"),
+                   access=d.get("access"), flops=int(d.get("flops", 0)),
+                   bytes=int(d.get("bytes", 0)), layer=d.get("layer", ""),
+                   phase=d.get("phase", ""))
+
+
+@dataclass
+class Plan:
+    """One lowered training step plus run settings; see the module docstring for the JSON."""
+
+    name: str
+    backend: str
+    tensors: list[Tensor]
+    steps: list[Step]
+    programs: list[Program] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
+    warmup: int = 2
+    iterations: int = 10
+    loss_tensor: int = -1
+    dumps: list[int] = field(default_factory=list)
+    threads: int = 0
+    plan_version: int = PLAN_VERSION
+
+    def tensor(self, tid: int) -> Tensor:
+        return self.tensors[tid]
+
+    def by_name(self, name: str) -> Tensor:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plan_version": self.plan_version, "name": self.name, "backend": self.backend,
+            "threads": self.threads, "tensors": [asdict(t) for t in self.tensors],
+            "programs": [asdict(p) for p in self.programs],
+            "batches": [asdict(b) for b in self.batches],
+            "steps": [s.to_json() for s in self.steps],
+            "warmup": self.warmup, "iterations": self.iterations,
+            "loss_tensor": self.loss_tensor, "dumps": self.dumps,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Plan:
+        if d.get("plan_version") != PLAN_VERSION:
+            raise PlanError(f"plan_version {d.get('plan_version')!r} is not supported "
+                            f"(this phonetrain writes and reads version {PLAN_VERSION}); "
+                            "re-lower the plan")
+        plan = cls(
+            name=d["name"], backend=d["backend"], threads=int(d.get("threads", 0)),
+            tensors=[Tensor(**t) for t in d["tensors"]],
+            programs=[Program(**p) for p in d.get("programs", [])],
+            batches=[Batch(**b) for b in d.get("batches", [])],
+            steps=[Step.from_json(s) for s in d["steps"]],
+            warmup=int(d.get("warmup", 0)), iterations=int(d["iterations"]),
+            loss_tensor=int(d.get("loss_tensor", -1)), dumps=list(d.get("dumps", [])),
+        )
+        plan.validate()
+        return plan
+
+    def validate(self) -> None:
+        """Check ids, roles, dtypes, ops and references; raise :class:`PlanError` naming the field."""
+        if self.backend not in ("cpu", "opencl"):
+            raise PlanError(f"backend {self.backend!r} must be 'cpu' or 'opencl'")
+        for i, t in enumerate(self.tensors):
+            if t.id != i:
+                raise PlanError(f"tensors[{i}].id is {t.id}; ids must equal their index")
+            if t.role not in ROLES or t.dtype not in DTYPES or t.home not in ("host", "device"):
+                raise PlanError(f"tensor {t.name!r}: bad role/dtype/home "
+                                f"({t.role}, {t.dtype}, {t.home})")
+        n = len(self.tensors)
+
+        def check_tid(tid: Any, where: str) -> None:
+            if not isinstance(tid, int) or not 0 <= tid < n:
+                raise PlanError(f"{where}: tensor id {tid!r} is not in 0..{n - 1}")
+
+        for k, s in enumerate(self.steps):
+            if s.op not in STEP_OPS:
+                raise PlanError(f"steps[{k}].op {s.op!r} is not one of {STEP_OPS}")
+            if s.op == "kernel":
+                for a in s.args or []:
+                    if "t" in a:
+                        check_tid(a["t"], f"steps[{k}] ({s.name}) args")
+            else:
+                check_tid(s.tensor, f"steps[{k}] ({s.op})")
+        for b in self.batches:
+            check_tid(b.tensor, "batches")
+        for tid in self.dumps:
+            check_tid(tid, "dumps")
+        if self.loss_tensor != -1:
+            check_tid(self.loss_tensor, "loss_tensor")
+
+    def save(self, path: str | Path) -> None:
+        """Write the plan as JSON atomically (temp file, then rename)."""
+        path = Path(path)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=1))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Plan:
+        """Read and validate a plan; :class:`PlanError` names the file on any defect."""
+        try:
+            return cls.from_json(json.loads(Path(path).read_text()))
+        except (KeyError, TypeError, json.JSONDecodeError, PlanError) as e:
+            raise PlanError(f"{path}: {e}") from e
+
+
+def uniform_fill(seed: int, n: int, low: float, high: float) -> np.ndarray:
+    """Seeded uniform float32 fill shared with the runner (``fill_uniform`` in plan.c).
+
+    Element ``i`` is ``low + (high - low) * u`` with ``u = (x_i >> 40) / 2**24`` where ``x_i`` is
+    the ``(i+1)``-th output of splitmix64 seeded with ``seed`` (Steele, Lea, Flood, "Fast
+    splittable pseudorandom number generators", OOPSLA 2014): ``z = seed + (i+1)*0x9E3779B97F4A7C15``
+    then the three xor-shift-multiply rounds below, all mod 2**64. ``u`` is computed in float64,
+    the result rounded to float32.
+    """
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed) + (np.arange(n, dtype=np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    u = (z >> np.uint64(40)).astype(np.float64) / float(1 << 24)
+    return (low + (high - low) * u).astype(np.float32)
