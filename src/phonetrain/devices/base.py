@@ -1,0 +1,57 @@
+"""The transport interface: how the pipeline reaches a device's staging root.
+
+A device has one staging root (a local folder for ``local``; ``/data/local/tmp/phonetrain``
+for ``adb``) laid out the same everywhere::
+
+    runner                         the runner binary built for the device
+    kernels/<version>/*.cl         resolved kernel sources (inherited files copied in)
+    data/<dataset>/b<batch>/       images.f32, labels.i32 (per-iteration batches)
+    plans/<plan_id>/               plan.json and tensors/*.f32
+    out/<run_id>/                  what one runner invocation writes
+
+Paths given to a transport are relative to that root (``remote_rel``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+
+class TransportError(RuntimeError):
+    """A device could not be reached or did not do what was asked; the message names the
+    device and what to try."""
+
+
+@dataclass
+class CommandResult:
+    """Exit status and output of one command run on the device."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+
+
+class Transport(Protocol):
+    """What the stages need from a device: push, run, pull, facts."""
+
+    name: str
+
+    def push(self, local: Path, remote_rel: str) -> int:
+        """Copy a file or folder to ``root/remote_rel``, skipping files whose content hash
+        already matches; return the number of files actually sent."""
+
+    def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
+        """Run ``argv`` on the device with the staging root as working directory.
+        ``argv[0]`` may be ``./runner``. Raises :class:`TransportError` on a timeout or a lost
+        connection; a non-zero exit status is returned, not raised."""
+
+    def pull(self, remote_rel: str, local: Path, expect: list[str]) -> None:
+        """Copy the folder ``root/remote_rel`` into ``local``; raise :class:`TransportError`
+        naming the file if any name in ``expect`` is missing or empty there. Nothing is
+        written to ``local`` unless every expected file arrived."""
+
+    def facts(self) -> dict[str, str]:
+        """Device facts for provenance (model, SoC, OS version, ABI, ...); missing ones omitted."""
