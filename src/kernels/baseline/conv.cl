@@ -1,0 +1,61 @@
+/* Baseline convolution helpers (kernel ABI: src/kernels/README.md): im2col, its adjoint
+ * col2im (a gather: one work-item per dX element, no atomics), and swap01 (NCHW <-> CNHW).
+ * One work-item per output element, global memory only; out-of-range work-items return. */
+
+/* col[(c*KH+kh)*KW+kw, (b*OH+oh)*OW+ow] = X[b, c, oh*stride-pad+kh, ow*stride-pad+kw],
+ * 0 outside the image. NDRange [B*OH*OW, C*KH*KW]: global[0] is the column of col. */
+__kernel void im2col(const int B, const int C, const int H, const int W, const int KH,
+                     const int KW, const int stride, const int pad, const int OH, const int OW,
+                     __global const float *X, __global float *col)
+{
+    const int j = get_global_id(0);         /* (b*OH+oh)*OW+ow */
+    const int r = get_global_id(1);         /* (c*KH+kh)*KW+kw */
+    const int ncols = B * OH * OW;
+    if (j >= ncols || r >= C * KH * KW) return;
+    const int ow = j % OW, oh = (j / OW) % OH, b = j / (OW * OH);
+    const int kw = r % KW, kh = (r / KW) % KH, c = r / (KW * KH);
+    const int h = oh * stride - pad + kh, w = ow * stride - pad + kw;
+    float v = 0.0f;
+    if (h >= 0 && h < H && w >= 0 && w < W)
+        v = X[(((size_t)b * C + c) * H + h) * W + w];
+    col[(size_t)r * ncols + j] = v;
+}
+
+/* dX[b,c,h,w] = sum of the col entries im2col read from (b,c,h,w); overwrites dX.
+ * NDRange [B*C*H*W]. */
+__kernel void col2im(const int B, const int C, const int H, const int W, const int KH,
+                     const int KW, const int stride, const int pad, const int OH, const int OW,
+                     __global const float *col, __global float *dX)
+{
+    const int i = get_global_id(0);
+    if (i >= B * C * H * W) return;
+    const int w = i % W, h = (i / W) % H, c = (i / (W * H)) % C, b = i / (W * H * C);
+    const size_t ncols = (size_t)B * OH * OW;
+    float acc = 0.0f;
+    for (int kh = 0; kh < KH; ++kh) {
+        const int th = h + pad - kh;        /* = oh*stride */
+        if (th < 0 || th % stride) continue;
+        const int oh = th / stride;
+        if (oh >= OH) continue;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int tw = w + pad - kw;
+            if (tw < 0 || tw % stride) continue;
+            const int ow = tw / stride;
+            if (ow >= OW) continue;
+            const size_t r = ((size_t)c * KH + kh) * KW + kw;
+            acc += col[r * ncols + ((size_t)b * OH + oh) * OW + ow];
+        }
+    }
+    dX[i] = acc;
+}
+
+/* Y[j,i,k] = X[i,j,k] for X of shape [D0,D1,D2]. NDRange [D0*D1*D2], one work-item per Y
+ * element (coalesced writes). */
+__kernel void swap01(const int D0, const int D1, const int D2, __global const float *X,
+                     __global float *Y)
+{
+    const int o = get_global_id(0);
+    if (o >= D0 * D1 * D2) return;
+    const int k = o % D2, i = (o / D2) % D0, j = o / (D2 * D0);
+    Y[o] = X[((size_t)i * D1 + j) * D2 + k];
+}
