@@ -1,0 +1,266 @@
+"""Where a run's time goes: per-iteration breakdown, data-movement share, Perfetto trace.
+
+Input is the runner's ``trace.csv`` (one row per command execution; columns in
+:data:`TRACE_COLUMNS`) and the per-iteration host wall times from ``run.json``.
+
+Two clocks (why this module aligns them):
+
+- device ns (``queued_ns``/``submit_ns``/``start_ns``/``end_ns``) are OpenCL profiling
+  timestamps on the *device's* clock (``CL_PROFILING_COMMAND_*``); only differences between
+  them are meaningful on the host side. Rows without them (``host`` rows such as the copy into
+  a mapped buffer, and every row of the CPU backend) have 0 or empty there.
+- host ns (``host_begin_ns``/``host_end_ns``) are the runner's monotonic clock around the
+  enqueue call (and its wait, for blocking commands); the iteration wall time is on this clock.
+
+Durations never mix clocks: a device command's duration is ``end_ns - start_ns``, a host
+row's is ``host_end_ns - host_begin_ns``. Only the *union* of command intervals (to find the
+time no command covers, the launch gaps) needs one clock. We map device time to host time with
+one offset per run, bracketed by the enqueue calls: ``CL_PROFILING_COMMAND_QUEUED`` is taken
+inside the enqueue call, so for every device row ``host_begin <= queued + offset <= host_end``.
+Intersecting these brackets over all rows gives ``[lo, hi]``; we take its midpoint and report
+the half-width as ``clock_offset_uncertainty_ns`` (NaN when the brackets disagree, e.g. the
+device clock drifts; then each row's bracket midpoint is used). Rows without ``queued_ns`` use
+``start_ns``, which is bracketed the same way only by blocking commands.
+
+Per iteration: ``<kind>_ms`` sums durations per command kind; ``busy_ms`` is the length of
+the union of all command intervals on the host clock; ``gap_ms = max(wall_ms - busy_ms, 0)``
+(launch overhead, host work between commands, waits); ``overlap_ms = sum(kinds) - busy_ms``
+(near 0 on an in-order queue). ``transfer_ms`` (data movement) sums ``h2d``, ``d2h``, ``map``,
+``unmap``, ``d2d`` and the ``host`` rows that copy data (bytes > 0, phase not ``load``: the
+copies to/from mapped buffers), as in Das et al. 2022, where data movement is every
+host<->device copy. ``data_movement_share`` of a run is the sum of ``transfer_ms`` over
+measured iterations divided by the sum of their ``wall_ms``, clipped to 0..1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+TRACE_COLUMNS = ("iteration", "seq", "kind", "name", "layer", "phase", "bytes", "flops",
+                 "queued_ns", "submit_ns", "start_ns", "end_ns", "host_begin_ns", "host_end_ns")
+KINDS = ("kernel", "h2d", "d2h", "map", "unmap", "d2d", "host")
+MOVEMENT_KINDS = ("h2d", "d2h", "map", "unmap", "d2d")
+NS_PER_MS = 1e6
+
+
+class TraceError(ValueError):
+    """A trace that cannot be analysed; the message names the file or column."""
+
+
+def read_trace_csv(path: str | Path) -> pd.DataFrame:
+    """Read a runner ``trace.csv`` into a DataFrame with :data:`TRACE_COLUMNS`.
+
+    Integer ns columns stay int64 (0 where the runner had no value). Raises
+    :class:`TraceError` naming the file for a missing column or an unknown ``kind``.
+    """
+    path = Path(path)
+    try:
+        df = pd.read_csv(path, keep_default_na=False, dtype={"name": str, "layer": str,
+                                                             "phase": str, "kind": str})
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise TraceError(f"{path}: cannot read the trace: {e}") from None
+    return check_trace(df, str(path))
+
+
+def check_trace(df: pd.DataFrame, where: str = "trace") -> pd.DataFrame:
+    """Validate and normalise a trace DataFrame (see :func:`read_trace_csv`)."""
+    missing = [c for c in TRACE_COLUMNS if c not in df.columns]
+    if missing:
+        raise TraceError(f"{where}: missing trace columns {missing} (runner outputs changed? "
+                         "rebuild the runner and rerun)")
+    df = df.copy()
+    for c in ("name", "layer", "phase", "kind"):
+        df[c] = df[c].astype(object).where(df[c].notna(), "").astype(str)
+    bad = sorted(set(df["kind"]) - set(KINDS))
+    if bad:
+        raise TraceError(f"{where}: unknown command kinds {bad}; expected one of {KINDS}")
+    for c in TRACE_COLUMNS:
+        if c not in ("kind", "name", "layer", "phase"):
+            df[c] = pd.to_numeric(df[c].replace("", 0), errors="raise").fillna(0).astype("int64")
+    return df.sort_values(["iteration", "seq"], kind="stable").reset_index(drop=True)
+
+
+def _on_device(trace: pd.DataFrame) -> pd.Series:
+    return (trace["end_ns"] > 0) & (trace["start_ns"] > 0)
+
+
+def clock_offset(trace: pd.DataFrame) -> tuple[pd.Series, float]:
+    """Per-row offset (ns) mapping device timestamps onto the host monotonic clock, and the
+    uncertainty (half-width of the bracket, ns; NaN when brackets disagree; 0 when no row has
+    device timestamps). Method in the module docstring."""
+    dev = _on_device(trace)
+    if not dev.any():
+        return pd.Series(0.0, index=trace.index), 0.0
+    anchor = trace["queued_ns"].where(trace["queued_ns"] > 0, trace["start_ns"])
+    lo = (trace["host_begin_ns"] - anchor)[dev].astype(float)
+    hi = (trace["host_end_ns"] - anchor)[dev].astype(float)
+    if lo.max() <= hi.min():
+        return pd.Series((lo.max() + hi.min()) / 2, index=trace.index), (hi.min() - lo.max()) / 2
+    per_row = ((lo + hi) / 2).reindex(trace.index).fillna(0.0)
+    return per_row, float("nan")
+
+
+def host_intervals(trace: pd.DataFrame) -> pd.DataFrame:
+    """Every command as ``[begin_ns, end_ns)`` on the host clock plus its own ``dur_ns``
+    (device clock for device rows, host clock for host rows). Adds columns to a copy."""
+    off, _ = clock_offset(trace)
+    dev = _on_device(trace)
+    out = trace.copy()
+    out["begin_ns"] = np.where(dev, trace["start_ns"] + off, trace["host_begin_ns"]).astype(float)
+    out["end_ns"] = np.where(dev, trace["end_ns"] + off, trace["host_end_ns"]).astype(float)
+    out["dur_ns"] = np.where(dev, trace["end_ns"] - trace["start_ns"],
+                             trace["host_end_ns"] - trace["host_begin_ns"]).astype(float)
+    return out
+
+
+def union_ns(begin: np.ndarray, end: np.ndarray) -> float:
+    """Total length of the union of intervals ``[begin[i], end[i])`` (same units as input)."""
+    if len(begin) == 0:
+        return 0.0
+    order = np.argsort(begin, kind="stable")
+    total, cur_b, cur_e = 0.0, float(begin[order[0]]), float(end[order[0]])
+    for b, e in zip(begin[order[1:]], end[order[1:]]):
+        if b > cur_e:
+            total += cur_e - cur_b
+            cur_b, cur_e = float(b), float(e)
+        else:
+            cur_e = max(cur_e, float(e))
+    return total + cur_e - cur_b
+
+
+def is_movement(trace: pd.DataFrame) -> pd.Series:
+    """True for rows that move data between host and device memory (module docstring)."""
+    host_copy = (trace["kind"] == "host") & (trace["bytes"] > 0) & (trace["phase"] != "load")
+    return trace["kind"].isin(MOVEMENT_KINDS) | host_copy
+
+
+def breakdown(trace: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
+    """Per-iteration time breakdown.
+
+    ``iterations`` has one row per iteration: ``iteration`` (int), ``wall_ms`` (float, host
+    clock) and ``measured`` (bool; False for warm-up). Returns those rows with added float
+    columns ``kernel_ms``, ``h2d_ms``, ``d2h_ms``, ``map_ms``, ``unmap_ms``, ``d2d_ms``,
+    ``host_ms``, ``busy_ms``, ``gap_ms``, ``transfer_ms``, ``overlap_ms`` (all ms). An
+    iteration with no trace rows gets zeros and ``gap_ms = wall_ms``.
+    """
+    iv = host_intervals(check_trace(trace))
+    iv["movement"] = is_movement(iv)
+    rows = []
+    for it in iterations.itertuples(index=False):
+        sub = iv[iv["iteration"] == it.iteration]
+        per_kind = sub.groupby("kind")["dur_ns"].sum()
+        row = {f"{k}_ms": float(per_kind.get(k, 0.0)) / NS_PER_MS for k in KINDS}
+        busy = union_ns(sub["begin_ns"].to_numpy(), sub["end_ns"].to_numpy()) / NS_PER_MS
+        row["busy_ms"] = busy
+        row["gap_ms"] = max(float(it.wall_ms) - busy, 0.0)
+        row["transfer_ms"] = float(sub.loc[sub["movement"], "dur_ns"].sum()) / NS_PER_MS
+        row["overlap_ms"] = max(sum(row[f"{k}_ms"] for k in KINDS) - busy, 0.0)
+        rows.append(row)
+    cols = [f"{k}_ms" for k in KINDS] + ["busy_ms", "gap_ms", "transfer_ms", "overlap_ms"]
+    added = pd.DataFrame(rows, columns=cols, index=iterations.index)
+    return pd.concat([iterations, added], axis=1)
+
+
+def data_movement_share(per_iteration: pd.DataFrame) -> float:
+    """Share (0..1) of measured wall time spent moving data (module docstring); NaN when no
+    measured iteration has positive wall time."""
+    m = per_iteration[per_iteration["measured"]]
+    wall = float(m["wall_ms"].sum())
+    if not wall > 0:
+        return float("nan")
+    return float(np.clip(m["transfer_ms"].sum() / wall, 0.0, 1.0))
+
+
+def command_summary(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.DataFrame:
+    """Per (kind, name, layer, phase) over measured iterations: ``count`` (executions),
+    ``per_iteration_ms`` (mean time per measured iteration), ``median_ms`` (one execution),
+    ``total_ms``, ``bytes_per_iteration``, ``flops_per_iteration``, ``gflops`` (flops / time,
+    kernels), ``gbps`` (bytes / time, 1e9 B/s), ``share_of_wall`` (of measured wall time)."""
+    measured = per_iteration.loc[per_iteration["measured"], "iteration"]
+    n_iter = max(len(measured), 1)
+    wall_ns = float(per_iteration.loc[per_iteration["measured"], "wall_ms"].sum()) * NS_PER_MS
+    iv = host_intervals(check_trace(trace))
+    iv = iv[iv["iteration"].isin(measured)]
+    keys = ["kind", "name", "layer", "phase"]
+    g = iv.groupby(keys, sort=False)
+    out = g.agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"),
+                median_ns=("dur_ns", "median"), bytes=("bytes", "sum"),
+                flops=("flops", "sum")).reset_index()
+    out["per_iteration_ms"] = out["total_ns"] / n_iter / NS_PER_MS
+    out["median_ms"] = out["median_ns"] / NS_PER_MS
+    out["total_ms"] = out["total_ns"] / NS_PER_MS
+    out["bytes_per_iteration"] = (out["bytes"] // n_iter).astype("int64")
+    out["flops_per_iteration"] = (out["flops"] // n_iter).astype("int64")
+    t = out["total_ns"].where(out["total_ns"] > 0)
+    out["gflops"] = (out["flops"] / t).where(out["flops"] > 0)
+    out["gbps"] = (out["bytes"] / t).where(out["bytes"] > 0)
+    out["share_of_wall"] = out["total_ns"] / wall_ns if wall_ns > 0 else np.nan
+    return out[keys + ["count", "per_iteration_ms", "median_ms", "total_ms",
+                       "bytes_per_iteration", "flops_per_iteration", "gflops", "gbps",
+                       "share_of_wall"]]
+
+
+def perfetto_trace(trace: pd.DataFrame, iterations: pd.DataFrame | None = None, *,
+                   device: str = "device", title: str = "") -> dict:
+    """Chrome trace-event JSON (opens in https://ui.perfetto.dev and chrome://tracing).
+
+    Tracks: process 1 = the OpenCL device (thread 1 = its command queue: every row with device
+    timestamps, placed on the host clock by :func:`clock_offset`); process 2 = the host
+    (thread 1 = the runner's thread: host rows and CPU-backend kernels; thread 2 =
+    iterations, each spanning its commands, named with wall time and warm-up flag). ``ts`` and
+    ``dur`` are microseconds from the first event (format: "Trace Event Format", Google, 2016).
+    ``args`` carry bytes, flops, layer, phase, seq, iteration and the raw device/host ns.
+    """
+    iv = host_intervals(check_trace(trace))
+    dev = _on_device(iv)
+    t0 = float(iv["begin_ns"].min()) if len(iv) else 0.0
+    events: list[dict] = [
+        {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": device}},
+        {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "command queue"}},
+        {"ph": "M", "pid": 2, "tid": 0, "name": "process_name", "args": {"name": "host"}},
+        {"ph": "M", "pid": 2, "tid": 1, "name": "thread_name", "args": {"name": "runner thread"}},
+        {"ph": "M", "pid": 2, "tid": 2, "name": "thread_name", "args": {"name": "iterations"}},
+    ]
+    for r, on_dev in zip(iv.itertuples(index=False), dev):
+        args = {"bytes": int(r.bytes), "flops": int(r.flops), "layer": r.layer, "phase": r.phase,
+                "seq": int(r.seq), "iteration": int(r.iteration)}
+        if on_dev:
+            args.update(queued_ns=int(r.queued_ns), submit_ns=int(r.submit_ns),
+                        start_ns=int(r.start_ns), end_ns=int(r.end_ns))
+        args.update(host_begin_ns=int(r.host_begin_ns), host_end_ns=int(r.host_end_ns))
+        events.append({"ph": "X", "pid": 1 if on_dev else 2, "tid": 1,
+                       "name": r.name or r.kind, "cat": r.kind,
+                       "ts": (r.begin_ns - t0) / 1e3, "dur": max(r.dur_ns, 0.0) / 1e3,
+                       "args": args})
+    walls = {} if iterations is None else dict(
+        zip(iterations["iteration"], zip(iterations["wall_ms"], iterations["measured"])))
+    for it, sub in iv.groupby("iteration"):
+        b, e = float(sub["begin_ns"].min()), float(sub["end_ns"].max())
+        wall, measured = walls.get(it, (float("nan"), True))
+        label = f"iteration {it}" + ("" if measured else " (warm-up)")
+        events.append({"ph": "X", "pid": 2, "tid": 2, "name": label, "cat": "iteration",
+                       "ts": (b - t0) / 1e3, "dur": (e - b) / 1e3,
+                       "args": {"wall_ms": None if np.isnan(wall) else float(wall),
+                                "measured": bool(measured)}})
+    _, unc = clock_offset(iv)
+    meta = {"title": title, "clock": "host monotonic; device rows shifted by one offset",
+            "clock_offset_uncertainty_ns": None if np.isnan(unc) else float(unc)}
+    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta}
+
+
+def write_json_atomic(obj: object, path: str | Path) -> Path:
+    """Write ``obj`` as JSON to ``path`` atomically (temp file in the same folder, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(obj, allow_nan=False))
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

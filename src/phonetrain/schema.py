@@ -1,0 +1,186 @@
+"""The one definition of every results table: pyarrow schemas for ``results/summary/*.parquet``.
+
+One table per grain (DESIGN, Results): ``runs`` (one row per experiment), ``iterations`` (one
+row per runner iteration, warm-up included and flagged), ``commands`` (one row per run x
+command kind x name x layer x phase, over measured iterations), ``bandwidth`` (one row per
+device x transfer kind x size), ``builds`` (one row per device x kernel version x program).
+``gemm`` and ``peaks`` are reserved names for the GEMM-sweep issue; add their schemas here.
+
+Units are in column names: ``_ms`` milliseconds, ``_ns`` nanoseconds, ``_bytes`` bytes,
+``_gflops`` 1e9 FLOP/s, ``_gbps`` 1e9 bytes/s (decimal GB/s, as clpeak reports). Every row
+carries the provenance columns :data:`PROVENANCE`: ``config_hash`` (the composed experiment
+config), ``kernel_hash`` (the kernel version's resolved sources; null where no kernel is
+involved), ``runner_hash`` (the runner's sources), ``device_fingerprint`` (the device's
+identity and driver), ``git_rev`` (the project revision, ``-dirty`` when the tree had edits).
+
+:func:`conform` enforces a schema on a pandas DataFrame (missing or extra columns, nulls in a
+non-nullable column and uncastable values raise :class:`SchemaError` naming the table and
+column); :func:`write_table` writes it atomically; :func:`read_table` reads and re-checks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+STATUSES = ("ok", "wrong", "failed")
+"""``ok``: ran and verified; ``wrong``: ran but failed verification (its speed is not valid);
+``failed``: the job failed or produced no output."""
+
+COMMAND_KINDS = ("kernel", "h2d", "d2h", "map", "unmap", "d2d", "host")
+BANDWIDTH_KINDS = ("h2d", "d2h", "map", "unmap", "d2d")
+
+
+class SchemaError(ValueError):
+    """A table that does not match its schema; the message names the table and column."""
+
+
+def _f(name: str, typ: pa.DataType, nullable: bool = True) -> pa.Field:
+    return pa.field(name, typ, nullable=nullable)
+
+
+S, F, I, B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
+
+PROVENANCE = [
+    _f("config_hash", S, False), _f("kernel_hash", S), _f("runner_hash", S),
+    _f("device_fingerprint", S), _f("git_rev", S, False),
+]
+
+# The experiment's identity, repeated on every per-run table so each joins without a lookup.
+RUN_KEY = [
+    _f("run_id", S, False), _f("model", S, False), _f("device", S, False),
+    _f("backend", S, False), _f("placement", S), _f("transfer", S), _f("kernel", S),
+]
+
+RUNS = pa.schema(RUN_KEY + [
+    _f("dataset", S), _f("batch_size", I), _f("warmup", I), _f("iterations", I),
+    _f("threads", I),
+    _f("status", S, False), _f("status_reason", S),
+    _f("verify_max_abs_err", F), _f("verify_tolerance", F),
+    _f("iteration_median_ms", F), _f("iteration_p25_ms", F), _f("iteration_p75_ms", F),
+    _f("iteration_min_ms", F), _f("iteration_max_ms", F),
+    _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
+    _f("d2d_ms", F), _f("host_ms", F), _f("gap_ms", F), _f("transfer_ms", F),
+    _f("data_movement_share", F), _f("kernel_gflops", F), _f("flops_per_iteration", I),
+    _f("loss_first", F), _f("loss_last", F),
+    _f("device_name", S), _f("platform_name", S), _f("timer_resolution_ns", F),
+    _f("clock_offset_uncertainty_ns", F), _f("max_rss_bytes", I),
+    _f("device_buffer_bytes", I), _f("run_dir", S),
+] + PROVENANCE)
+
+ITERATIONS = pa.schema(RUN_KEY + [
+    _f("iteration", I, False), _f("measured", B, False), _f("wall_ms", F), _f("loss", F),
+    _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
+    _f("d2d_ms", F), _f("host_ms", F), _f("busy_ms", F), _f("gap_ms", F),
+    _f("transfer_ms", F), _f("overlap_ms", F),
+] + PROVENANCE)
+
+COMMANDS = pa.schema(RUN_KEY + [
+    _f("kind", S, False), _f("name", S, False), _f("layer", S), _f("phase", S),
+    _f("count", I, False), _f("per_iteration_ms", F), _f("median_ms", F), _f("total_ms", F),
+    _f("bytes_per_iteration", I), _f("flops_per_iteration", I), _f("gflops", F),
+    _f("gbps", F), _f("share_of_wall", F),
+] + PROVENANCE)
+
+BANDWIDTH = pa.schema([
+    _f("device", S, False), _f("kind", S, False), _f("size_bytes", I, False),
+    _f("repeats", I), _f("time_ns", F), _f("gbps", F),
+] + PROVENANCE)
+
+BUILDS = pa.schema([
+    _f("device", S, False), _f("kernel", S, False), _f("program", S, False),
+    _f("status", S, False), _f("build_ms", F), _f("binary_size_bytes", I), _f("log", S),
+    _f("options", S),
+] + PROVENANCE)
+
+TABLES: dict[str, pa.Schema] = {
+    "runs": RUNS, "iterations": ITERATIONS, "commands": COMMANDS,
+    "bandwidth": BANDWIDTH, "builds": BUILDS,
+}
+"""Table name -> schema; the Parquet file is ``results/summary/<name>.parquet``."""
+
+_ALLOWED = {("runs", "status"): STATUSES, ("builds", "status"): ("ok", "failed"),
+            ("commands", "kind"): COMMAND_KINDS, ("bandwidth", "kind"): BANDWIDTH_KINDS}
+
+
+def schema(table: str) -> pa.Schema:
+    """The schema of ``table``; :class:`SchemaError` for an unknown name."""
+    try:
+        return TABLES[table]
+    except KeyError:
+        raise SchemaError(f"unknown table {table!r}; known: {sorted(TABLES)}") from None
+
+
+def empty(table: str) -> pd.DataFrame:
+    """An empty DataFrame with ``table``'s columns (for tables with no rows yet)."""
+    return schema(table).empty_table().to_pandas()
+
+
+def conform(df: pd.DataFrame, table: str) -> pa.Table:
+    """Check ``df`` against ``table``'s schema and return it as a pyarrow Table, columns in
+    schema order.
+
+    Raises :class:`SchemaError` (naming table and column) for a missing or extra column, a
+    value that cannot be cast to the column's type, a null in a non-nullable column, or a
+    value outside a column's allowed set (``status``, ``kind``).
+    """
+    sch = schema(table)
+    missing = [n for n in sch.names if n not in df.columns]
+    extra = [c for c in df.columns if c not in sch.names]
+    if missing or extra:
+        raise SchemaError(f"table {table!r}: missing columns {missing}, unexpected columns "
+                          f"{extra}; the schema lives in phonetrain.schema")
+    arrays = []
+    for fld in sch:
+        col = df[fld.name]
+        try:
+            arr = pa.array(col.astype(object).where(col.notna(), None).tolist(), type=fld.type,
+                           from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+            raise SchemaError(f"table {table!r}, column {fld.name!r}: values do not fit "
+                              f"{fld.type}: {e}") from None
+        if not fld.nullable and arr.null_count:
+            raise SchemaError(f"table {table!r}, column {fld.name!r}: {arr.null_count} null "
+                              "value(s) in a column that must always be filled")
+        allowed = _ALLOWED.get((table, fld.name))
+        if allowed is not None:
+            bad = sorted({v for v in arr.to_pylist() if v is not None and v not in allowed})
+            if bad:
+                raise SchemaError(f"table {table!r}, column {fld.name!r}: values {bad} are not "
+                                  f"in {list(allowed)}")
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, schema=sch)
+
+
+def write_table(df: pd.DataFrame, table: str, path: str | Path) -> Path:
+    """Conform ``df`` to ``table`` and write it as Parquet atomically (temp file in the same
+    folder, then rename), so a crash never leaves a partial file under ``path``."""
+    path = Path(path)
+    data = conform(df, table)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(data, tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def read_table(path: str | Path, table: str) -> pd.DataFrame:
+    """Read a Parquet file and check it against ``table``'s schema.
+
+    Raises :class:`SchemaError` naming the file when its columns or types differ (e.g. it was
+    written by an older phonetrain: rerun ``phonetrain aggregate``).
+    """
+    path = Path(path)
+    got = pq.read_schema(path)
+    want = schema(table)
+    if not got.equals(want, check_metadata=False):
+        raise SchemaError(f"{path}: schema differs from table {table!r} "
+                          f"(got {got.names}); rerun the aggregate stage")
+    return pq.read_table(path).to_pandas()
