@@ -1,0 +1,447 @@
+"""Structured configs (Hydra + OmegaConf) and the composed sweep of experiments.
+
+The config tree lives in ``conf/``: one group per axis (``model``, ``device``, ``backend``,
+``kernel``) plus ``dataset`` and ``sweep``, and the ``measure`` and ``report`` sections of
+``conf/config.yaml``. The dataclasses below are the schema, registered in Hydra's ConfigStore
+as ``base_config``; a wrong key or type in a YAML file is an error naming the file and key.
+
+:func:`compose_sweep` turns the tree plus Hydra override strings into a :class:`Sweep`: the
+list of :class:`Experiment` records that the Snakefile and ``phonetrain run`` execute. Nothing
+non-deterministic (time, host name, random state) enters a composed config, so the same files
+and overrides always give the same configs and the same :func:`config_hash`.
+
+Errors: every defect raises :class:`ConfigError` whose message names the file (or the override)
+and the key, and says what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
+from hydra.errors import OverrideParseException
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONF_DIR = REPO_ROOT / "conf"
+KERNELS_DIR = REPO_ROOT / "src" / "kernels"
+AXES = ("model", "device", "backend", "kernel")
+NO_KERNEL = "none"  # the kernel axis value of CPU experiments
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")  # ids go into paths and wildcards: no dots
+
+
+class ConfigError(ValueError):
+    """A config file, key or override that cannot be used; the message names it."""
+
+
+@dataclass
+class ModelConfig:
+    """A model of :data:`phonetrain.models.MODELS` and its training settings."""
+
+    name: str = MISSING
+    batch_size: int = 32
+    lr: float = 0.05
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+
+
+@dataclass
+class DeviceFacts:
+    """Datasheet facts for the report; ``None`` = unknown."""
+
+    soc: Optional[str] = None
+    gpu: Optional[str] = None
+    peak_gflops: Optional[float] = None
+    bandwidth_gbps: Optional[float] = None
+
+
+@dataclass
+class DeviceConfig:
+    """Where and how the runner runs: transport, toolchain, OpenCL selection, facts."""
+
+    name: str = MISSING
+    transport: str = "local"
+    serial: Optional[str] = None
+    adb_host: Optional[str] = None
+    adb_port: Optional[int] = None
+    toolchain: str = "host"
+    cc: str = "cc"
+    opencl_library: Optional[str] = None
+    opencl_platform: str = ""
+    opencl_device: str = ""
+    facts: DeviceFacts = field(default_factory=DeviceFacts)
+
+
+@dataclass
+class BackendConfig:
+    """``cpu``, or ``opencl`` with a placement (resident | staged) and a transfer (copy | map)."""
+
+    name: str = MISSING
+    kind: str = "cpu"
+    placement: str = "none"
+    transfer: str = "none"
+
+
+@dataclass
+class KernelConfig:
+    """A kernel version: a folder under ``src/kernels`` plus its build options."""
+
+    name: str = MISSING
+    inherits: Optional[str] = None
+    options: str = ""
+    defines: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DatasetConfig:
+    """The training data: name, number of distinct batches, optional folder."""
+
+    name: str = "digits"
+    num_batches: int = 8
+    path: Optional[str] = None
+    allow_download: bool = False
+
+
+@dataclass
+class SweepConfig:
+    """The members of each axis that the workflow crosses."""
+
+    name: str = MISSING
+    models: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MeasureConfig:
+    """Measurement settings shared by every run (see conf/config.yaml for each key)."""
+
+    warmup: int = 2
+    iterations: int = 10
+    repeats: int = 1
+    seed: int = 0
+    threads: int = 0
+    cooldown_s: float = 0.0
+    timeout_s: float = 600.0
+    progress: bool = True
+    verify_atol: float = 1e-3
+    bandwidth_max_bytes: int = 16 * 1024 * 1024
+
+
+@dataclass
+class ReportConfig:
+    """Report settings."""
+
+    title: str = "phonetrain"
+    paper_reference: bool = True
+    figure_format: str = "png"
+    dpi: int = 120
+
+
+@dataclass
+class Config:
+    """The root schema (``base_config``)."""
+
+    model: ModelConfig = MISSING
+    device: DeviceConfig = MISSING
+    backend: BackendConfig = MISSING
+    kernel: KernelConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    sweep: SweepConfig = MISSING
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+    results_dir: str = "results"
+
+
+ConfigStore.instance().store(name="base_config", node=Config)
+
+CHOICES = {
+    ("device", "transport"): ("local", "adb"),
+    ("device", "toolchain"): ("host", "android", "linux-aarch64"),
+    ("backend", "kind"): ("cpu", "opencl"),
+    ("report", "figure_format"): ("png", "svg"),
+}
+MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "iterations"): 1,
+           ("measure", "repeats"): 1, ("measure", "threads"): 0, ("dataset", "num_batches"): 1,
+           ("measure", "bandwidth_max_bytes"): 4096}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One cell of the sweep: a model trained on a device with a backend and kernel version.
+
+    ``id`` is ``<model>.<backend>.<kernel>`` (``kernel`` is ``none`` for the CPU backend); the
+    run lands in ``results/runs/<device>/<id>/``. ``config`` is the plain dict of everything
+    the run depends on (device facts excluded: they only feed the report).
+    """
+
+    model: str
+    device: str
+    backend: str
+    kernel: str
+    config: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}.{self.backend}.{self.kernel}"
+
+    @property
+    def is_opencl(self) -> bool:
+        return self.config["backend"]["kind"] == "opencl"
+
+    @property
+    def config_hash(self) -> str:
+        return config_hash(self.config)
+
+
+@dataclass
+class Sweep:
+    """The composed study: root settings, the member configs of each axis, the experiments."""
+
+    root: dict[str, Any]
+    members: dict[str, dict[str, dict[str, Any]]]
+    experiments: list[Experiment]
+
+    @property
+    def devices(self) -> list[str]:
+        return list(self.members["device"])
+
+    @property
+    def kernels(self) -> list[str]:
+        return list(self.members["kernel"])
+
+    @property
+    def results_dir(self) -> str:
+        return self.root["results_dir"]
+
+
+def config_hash(cfg: dict[str, Any]) -> str:
+    """First 16 hex digits of SHA-256 over canonical JSON (sorted keys, no spaces)."""
+    blob = json.dumps(cfg, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def normalize_overrides(overrides: Any) -> list[str]:
+    """Accept ``None``, one string or a list of strings (Snakemake ``--config overrides=...``)."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        return [overrides]
+    if isinstance(overrides, (list, tuple)) and all(isinstance(o, str) for o in overrides):
+        return list(overrides)
+    raise ConfigError(f"overrides must be a list of Hydra override strings, got {overrides!r}; "
+                      "write e.g. --config 'overrides=[\"measure.iterations=20\"]'")
+
+
+def _group_file(conf_dir: Path, group: str, name: str) -> Path:
+    return conf_dir / group / f"{name}.yaml"
+
+
+def _tidy(msg: str) -> str:
+    """One-paragraph form of an OmegaConf message: 'key X: what went wrong'."""
+    lines = [ln.strip() for ln in msg.strip().splitlines()]
+    key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
+    body = " ".join(ln for ln in lines if ln and not ln.startswith(
+        ("full_key:", "reference_type=", "object_type=")))
+    body = body.replace("ValidationError raised while composing config: ", "")
+    return f"key '{key}': {body}" if key else body
+
+
+def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
+    """Turn a Hydra/OmegaConf exception into a ConfigError naming the file or override."""
+    msg = str(e).strip()
+    if isinstance(e, OverrideParseException):
+        return ConfigError(f"malformed override in {overrides}: {_tidy(msg)}. Overrides are "
+                           "Hydra syntax, e.g. 'measure.iterations=20' or "
+                           "'sweep.devices=[host,pixel]'")
+    if isinstance(e, MissingConfigException):
+        m = re.search(r"Could not find '([^/']+)/([^']+)'", msg)
+        if m:
+            group, name = m.groups()
+            avail = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+            return ConfigError(f"{_group_file(conf_dir, group, name)} does not exist: "
+                               f"'{name}' is not a {group} (key '{group}'); available: {avail}. "
+                               f"Add the file or fix the name")
+    m = re.search(r"In '([^']+)': (.*)", msg, re.S)
+    if m:
+        where, why = m.groups()
+        return ConfigError(f"{conf_dir / (where + '.yaml')}: {_tidy(why)}")
+    if e.__cause__ is not None:  # "Error merging override x=y" hides the reason in its cause
+        msg = f"{msg}: {e.__cause__}"
+    return ConfigError(f"override {overrides} on {conf_dir}: {_tidy(msg)}")
+
+
+def _compose(conf_dir: Path, overrides: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Compose once; return the resolved config and the chosen option of each group."""
+    try:
+        cfg: DictConfig = compose(config_name="config", overrides=overrides,
+                                  return_hydra_config=True)
+        choices = {g: str(v) for g, v in cfg.hydra.runtime.choices.items() if "/" not in g}
+        with open_dict(cfg):
+            del cfg["hydra"]
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True), choices  # type: ignore
+    except (HydraException, OmegaConfBaseException, ValueError) as e:
+        raise _explain(e, conf_dir, overrides) from e
+
+
+def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]) -> None:
+    path = _group_file(conf_dir, group, name)
+    if node.get("name") != name and group != "model":
+        raise ConfigError(f"{path}: key 'name' is {node.get('name')!r}; it must equal the "
+                          f"file name {name!r}")
+    if not NAME_RE.match(name):
+        raise ConfigError(f"{path}: name {name!r} may use only letters, digits, '_' and '-'")
+    for (g, key), allowed in CHOICES.items():
+        if g == group and node[key] not in allowed:
+            raise ConfigError(f"{path}: key '{key}' is {node[key]!r}; use one of {allowed}")
+    for (g, key), low in MIN_INT.items():
+        if g == group and node[key] < low:
+            raise ConfigError(f"{path}: key '{key}' is {node[key]}; it must be >= {low}")
+    if group == "backend":
+        ok = (("none",), ("none",)) if node["kind"] == "cpu" else (("resident", "staged"),
+                                                                  ("copy", "map"))
+        for key, allowed in zip(("placement", "transfer"), ok):
+            if node[key] not in allowed:
+                raise ConfigError(f"{path}: key '{key}' is {node[key]!r}; a {node['kind']} "
+                                  f"backend takes one of {allowed}")
+    if group == "kernel":
+        for v in (name, node["inherits"]):
+            if v is not None and not (KERNELS_DIR / v).is_dir():
+                raise ConfigError(f"{path}: kernel version {v!r} has no folder "
+                                  f"{KERNELS_DIR / v}; create it or fix key 'name'/'inherits'")
+    if group == "model":
+        _check_model_name(path, node["name"])
+
+
+def _check_model_name(path: Path, name: str) -> None:
+    try:
+        from phonetrain.models import MODELS
+    except ImportError:  # the model zoo is optional at config time (lowering needs it)
+        return
+    if name not in MODELS:
+        raise ConfigError(f"{path}: key 'name' is {name!r}, not a model of phonetrain.models "
+                          f"(known: {sorted(MODELS)})")
+
+
+def _validate_root(conf_dir: Path, root: dict[str, Any]) -> None:
+    path = conf_dir / "config.yaml"
+    for (g, key), low in MIN_INT.items():
+        if g in ("measure",) and root[g][key] < low:
+            raise ConfigError(f"{path}: key '{g}.{key}' is {root[g][key]}; it must be >= {low}")
+    if root["report"]["figure_format"] not in CHOICES[("report", "figure_format")]:
+        raise ConfigError(f"{path}: key 'report.figure_format' must be one of "
+                          f"{CHOICES[('report', 'figure_format')]}")
+    _validate_member(conf_dir, "dataset", root["dataset"]["name"], root["dataset"])
+    sweep = root["sweep"]
+    spath = _group_file(conf_dir, "sweep", sweep["name"])
+    for axis in AXES:
+        names = sweep[axis + "s"]
+        if not names:
+            raise ConfigError(f"{spath}: key 'sweep.{axis}s' is empty; list at least one {axis}")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"{spath}: key 'sweep.{axis}s' lists a {axis} twice: {names}")
+
+
+def _check_axis_overrides(overrides: list[str]) -> None:
+    for o in overrides:
+        key = o.split("=", 1)[0].lstrip("+~")
+        if key in AXES:
+            raise ConfigError(f"override {o!r} selects one {key} but a sweep crosses a list: "
+                              f"write 'sweep.{key}s=[...]' instead")
+
+
+def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Sweep:
+    """Compose ``conf_dir`` with Hydra overrides into the sweep of experiments.
+
+    Each axis member is composed once (``model=<m>`` etc. plus ``overrides``), validated, and
+    the experiments are the cross product (CPU backends once per model and device).
+    Raises :class:`ConfigError` naming the file, key or override on any defect.
+    """
+    overrides = normalize_overrides(overrides)
+    _check_axis_overrides(overrides)
+    conf_dir = Path(conf_dir).resolve()
+    if not (conf_dir / "config.yaml").is_file():
+        raise ConfigError(f"{conf_dir / 'config.yaml'} does not exist: run from the repository "
+                          "root or pass the conf folder")
+    with initialize_config_dir(version_base=None, config_dir=str(conf_dir),
+                               job_name="phonetrain"):
+        root, _ = _compose(conf_dir, overrides)
+        _validate_root(conf_dir, root)
+        members: dict[str, dict[str, dict[str, Any]]] = {}
+        for axis in AXES:
+            members[axis] = {}
+            for name in root["sweep"][axis + "s"]:
+                try:
+                    cfg, _ = _compose(conf_dir, overrides + [f"{axis}={name}"])
+                    _validate_member(conf_dir, axis, name, cfg[axis])
+                except ConfigError as e:
+                    raise ConfigError(f"sweep '{root['sweep']['name']}' key 'sweep.{axis}s' "
+                                      f"lists {name!r}: {e}") from e
+                members[axis][name] = cfg[axis]
+    return Sweep(root=root, members=members, experiments=_cross(root, members))
+
+
+def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple[Sweep, Experiment]:
+    """Compose a single experiment (``model=... device=... backend=... kernel=...`` overrides;
+    the defaults of ``conf/config.yaml`` fill the rest). Used by ``phonetrain run``; the
+    record equals the one a sweep holds for the same cell. Raises :class:`ConfigError`."""
+    overrides = normalize_overrides(overrides)
+    conf_dir = Path(conf_dir).resolve()
+    with initialize_config_dir(version_base=None, config_dir=str(conf_dir),
+                               job_name="phonetrain"):
+        root, choices = _compose(conf_dir, overrides)
+    _validate_root(conf_dir, root)
+    for axis in AXES:
+        _validate_member(conf_dir, axis, choices[axis], root[axis])
+    members = {axis: {choices[axis]: root[axis]} for axis in AXES}
+    root["sweep"] = {"name": "single", **{a + "s": list(members[a]) for a in AXES}}
+    exps = _cross(root, members)
+    return Sweep(root=root, members=members, experiments=exps), exps[0]
+
+
+def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) -> list[Experiment]:
+    exps = []
+    for m, mcfg in members["model"].items():
+        for d, dcfg in members["device"].items():
+            for b, bcfg in members["backend"].items():
+                kernels = members["kernel"] if bcfg["kind"] == "opencl" else {NO_KERNEL: None}
+                for k, kcfg in kernels.items():
+                    cfg = {
+                        "model": mcfg, "backend": bcfg, "kernel": kcfg,
+                        "device": {x: v for x, v in dcfg.items() if x != "facts"},
+                        "dataset": root["dataset"], "measure": root["measure"],
+                    }
+                    exps.append(Experiment(m, d, b, k, cfg))
+    return exps
+
+
+def plan_config(exp: Experiment) -> dict[str, Any]:
+    """What the lowered plan depends on (the device excluded): model, backend, kernel,
+    dataset and the measurement keys that enter the plan."""
+    c = exp.config
+    keys = ("warmup", "iterations", "seed", "threads")
+    return {"id": exp.id, "model": c["model"], "backend": c["backend"], "kernel": c["kernel"],
+            "dataset": c["dataset"], "measure": {k: c["measure"][k] for k in keys}}
+
+
+def write_if_changed(path: Path, obj: Any) -> bool:
+    """Write ``obj`` as pretty JSON atomically, only if the content differs (keeps mtime
+    stable so Snakemake reruns nothing). Returns True when the file was (re)written."""
+    path = Path(path)
+    text = json.dumps(obj, indent=1, sort_keys=True) + "\n"
+    if path.is_file() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return True
