@@ -1,0 +1,432 @@
+"""The ``adb`` transport: a phone (or the virtual device) reached through an adb server.
+
+- Server: adbutils' client; by default the adb server on 127.0.0.1:5037 (or
+  ``ANDROID_ADB_SERVER_PORT``), started from adbutils' bundled ``adb`` binary when nothing
+  listens there; or the user's server at ``adb_host:adb_port`` (another host: never started).
+- Push: incremental by content hash. The device computes ``sha256sum`` of the files already
+  under the target (toybox has it since Android 6); files whose hash matches are skipped, the
+  others are sent with sync SEND and hashed again on the device to confirm they arrived whole.
+  Hashing on the device, not a manifest, means a file changed or truncated there (a push
+  dropped halfway) is never mistaken for current.
+- Run: ``shell,v2:`` (exit status and stderr in their own packets) under a wall-clock
+  deadline; on expiry the stream is closed, which makes adbd kill the command. Devices without
+  ``shell_v2`` run the command with its stdout, stderr and exit status redirected into files
+  that are then read with sync: nothing parses output that an early exit could cut short.
+- Pull: into a temporary sibling folder, every file's size checked against the device's
+  listing, every expected file checked present and non-empty, then renamed into place.
+- Facts and readings: getprop, sysfs clocks/temperatures/battery (docs/device-sensors.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import socket
+import stat
+import struct
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import adbutils
+from filelock import FileLock
+
+from phonetrain.devices.base import CommandResult, TransportError
+
+DEVICE_ROOT = "/data/local/tmp/phonetrain"
+DEFAULT_ADB_PORT = 5037
+FACT_PROPS = {  # fact name -> getprop key
+    "model": "ro.product.model",
+    "manufacturer": "ro.product.manufacturer",
+    "soc_model": "ro.soc.model",
+    "soc_manufacturer": "ro.soc.manufacturer",
+    "board_platform": "ro.board.platform",
+    "hardware": "ro.hardware",
+    "android_version": "ro.build.version.release",
+    "sdk": "ro.build.version.sdk",
+    "abi": "ro.product.cpu.abi",
+}
+# One shell script prints ``key=raw value`` for every readable sensor; unreadable ones are
+# silently absent. Paths and units are documented in docs/device-sensors.md.
+READINGS_SH = r"""
+r() { v=$(cat "$2" 2>/dev/null) && [ -n "$v" ] && echo "$1=$v"; }
+for z in /sys/class/thermal/thermal_zone*; do
+  [ -d "$z" ] || continue; t=$(cat "$z/type" 2>/dev/null | tr -c 'A-Za-z0-9_\n-' _)
+  r "thermal_mc.${z##*/}.${t:-unknown}" "$z/temp"
+done
+for c in /sys/devices/system/cpu/cpu[0-9]*; do r "cpufreq_khz.${c##*/}" "$c/cpufreq/scaling_cur_freq"; done
+r adreno_clock_hz /sys/class/kgsl/kgsl-3d0/gpuclk
+r adreno_busy_pct /sys/class/kgsl/kgsl-3d0/gpu_busy_percentage
+r adreno_temp_mc /sys/class/kgsl/kgsl-3d0/temp
+for d in /sys/class/misc/mali0/device/devfreq/*; do r mali_clock_hz "$d/cur_freq"; done
+r mali_utilization /sys/class/misc/mali0/device/utilization
+for d in /sys/class/devfreq/*gpu* /sys/class/devfreq/*mali*; do r "devfreq_hz.${d##*/}" "$d/cur_freq"; done
+r battery_temp_dc /sys/class/power_supply/battery/temp
+r battery_capacity_pct /sys/class/power_supply/battery/capacity
+r battery_current_ua /sys/class/power_supply/battery/current_now
+r battery_voltage_uv /sys/class/power_supply/battery/voltage_now
+true
+"""
+
+
+@dataclass
+class Cooldown:
+    """Wait before a measurement until the hottest sensor is at most ``threshold_c`` (deg C),
+    polling every ``poll_s`` seconds, for at most ``limit_s`` seconds (then measure anyway and
+    record that the limit was hit)."""
+
+    threshold_c: float = 45.0
+    limit_s: float = 120.0
+    poll_s: float = 5.0
+
+
+def _local_host(host: str) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def ensure_server(host: str, port: int) -> None:
+    """Start adbutils' bundled adb server on a local ``port`` when nothing listens there.
+
+    Raises TransportError when a remote server (``host`` not local) is unreachable."""
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        return
+    except OSError:
+        pass
+    if not _local_host(host):
+        raise TransportError(f"no adb server answers at {host}:{port}; start it on that host "
+                             f"with 'adb -a -P {port} nodaemon server' (listening on all "
+                             f"interfaces) or fix device.adb_host/adb_port")
+    subprocess.run([adbutils.adb_path(), "-P", str(port), "start-server"], check=False,
+                   capture_output=True, timeout=30)
+
+
+def parse_readings(raw: dict[str, str]) -> dict[str, float]:
+    """Convert raw sysfs values to named readings with units in the names.
+
+    thermal zones: millidegrees (or degrees when < 1000) -> ``temp_c.<zone>.<type>``; CPU
+    kHz -> ``cpu_freq_mhz.<cpu>``; Adreno Hz -> ``gpu_freq_mhz``; ``gpu_busy_pct``; battery
+    decidegrees -> ``battery_temp_c``. Unparseable values are dropped."""
+    out: dict[str, float] = {}
+    for key, text in raw.items():
+        m = re.search(r"-?\d+(\.\d+)?", text)
+        if m is None:
+            continue
+        v = float(m.group())
+        if key.startswith("thermal_mc."):
+            c = v / 1000.0 if abs(v) >= 1000 else v
+            if -40.0 <= c <= 150.0:  # drop sentinel values such as -273 or 0xffff
+                out["temp_c." + key.split(".", 1)[1]] = c
+        elif key.startswith("cpufreq_khz."):
+            out["cpu_freq_mhz." + key.split(".", 1)[1]] = v / 1000.0
+        elif key in ("adreno_clock_hz", "mali_clock_hz") or key.startswith("devfreq_hz."):
+            name = "gpu_freq_mhz" if not key.startswith("devfreq_hz.") else \
+                "devfreq_mhz." + key.split(".", 1)[1]
+            out[name] = v / 1e6
+        elif key in ("adreno_busy_pct", "mali_utilization"):
+            out["gpu_busy_pct"] = v
+        elif key == "adreno_temp_mc":
+            out["gpu_temp_c"] = v / 1000.0 if abs(v) >= 1000 else v
+        elif key == "battery_temp_dc":
+            out["battery_temp_c"] = v / 10.0
+        elif key in ("battery_capacity_pct", "battery_current_ua", "battery_voltage_uv"):
+            out[key] = v
+    return out
+
+
+def hottest_c(readings: dict[str, float]) -> float | None:
+    """Highest temperature among thermal zones, GPU and battery (deg C), or None."""
+    temps = [v for k, v in readings.items() if k.startswith("temp_c.") or k.endswith("temp_c")]
+    return max(temps) if temps else None
+
+
+def lock_dir() -> Path:
+    """Where per-device measurement locks live: ``$PHONETRAIN_LOCK_DIR`` or the system temp
+    folder, so that every workflow on this host shares them."""
+    path = Path(os.environ.get("PHONETRAIN_LOCK_DIR", Path(tempfile.gettempdir()) /
+                               "phonetrain-locks"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class AdbTransport:
+    """A device behind an adb server; implements :class:`phonetrain.devices.base.Transport`.
+
+    name: device config name (used in messages); serial: adb serial (``adb devices``);
+    adb_host/adb_port: the adb server; root: staging root on the device.
+    Every failure raises :class:`TransportError` naming the device and what to try.
+    """
+
+    def __init__(self, name: str, serial: str, adb_host: str = "127.0.0.1",
+                 adb_port: int | None = None, root: str = DEVICE_ROOT,
+                 cooldown: Cooldown | None = None):
+        self.name, self.serial, self.root = name, serial, root.rstrip("/")
+        self.adb_host = adb_host or "127.0.0.1"
+        self.adb_port = int(adb_port or os.environ.get("ANDROID_ADB_SERVER_PORT",
+                                                       DEFAULT_ADB_PORT))
+        self.cooldown_policy = cooldown or Cooldown()
+        self._client = adbutils.AdbClient(host=self.adb_host, port=self.adb_port)
+        self._device: adbutils.AdbDevice | None = None
+        self._features: set[str] | None = None
+
+    # -- connection ------------------------------------------------------------------------
+    def _where(self) -> str:
+        return f"device '{self.name}' (adb serial {self.serial} on {self.adb_host}:{self.adb_port})"
+
+    def _fail(self, what: str, exc: BaseException | str, hint: str = "") -> TransportError:
+        hint = hint or ("check the cable and 'adb devices'; for a network device run "
+                        f"'adb connect {self.serial}'")
+        return TransportError(f"{self._where()}: {what}: {exc}; {hint}")
+
+    def device(self) -> adbutils.AdbDevice:
+        """The adbutils device, after checking that it is online (state ``device``)."""
+        if self._device is not None:
+            return self._device
+        ensure_server(self.adb_host, self.adb_port)
+        try:
+            states = {info.serial: info.state for info in self._client.list()}
+        except (adbutils.AdbError, OSError) as exc:
+            raise self._fail("adb server unreachable", exc) from exc
+        state = states.get(self.serial)
+        if state != "device":
+            raise self._fail("not available", f"state {state or 'absent'}",
+                             state_hint(state, self.serial))
+        self._device = self._client.device(self.serial)
+        return self._device
+
+    def features(self) -> set[str]:
+        if self._features is None:
+            try:
+                self._features = set(self.device().get_features().split(","))
+            except (adbutils.AdbError, OSError) as exc:
+                raise self._fail("features query failed", exc) from exc
+        return self._features
+
+    def lock(self) -> FileLock:
+        """A host-wide lock serializing measurements on this device (keyed by server+serial)."""
+        key = re.sub(r"[^A-Za-z0-9_.-]", "_", f"adb-{self.adb_host}-{self.adb_port}-{self.serial}")
+        return FileLock(lock_dir() / f"{key}.lock")
+
+    # -- run -------------------------------------------------------------------------------
+    def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
+        """Run ``argv`` in the staging root; see :class:`Transport`. Raises TransportError on a
+        timeout (the command is stopped) or a lost connection."""
+        return self.shell(f"cd {shlex.quote(self.root)} && {shlex.join(argv)}", timeout_s)
+
+    def shell(self, command: str, timeout_s: float) -> CommandResult:
+        """Run a shell command line on the device (shell v2 when available)."""
+        if "shell_v2" in self.features():
+            return self._shell_v2(command, timeout_s)
+        return self._shell_files(command, timeout_s)
+
+    def _shell_v2(self, command: str, timeout_s: float) -> CommandResult:
+        start = time.monotonic()
+        deadline = start + timeout_s
+        out, err, code = bytearray(), bytearray(), None
+        try:
+            conn = self.device().open_transport(timeout=max(timeout_s, 1.0))
+        except (adbutils.AdbError, OSError) as exc:
+            raise self._fail("cannot open a shell", exc) from exc
+        try:
+            conn.send_command("shell,v2:" + command)
+            conn.check_okay()
+            while code is None:
+                ident, length = struct.unpack("<BI", _recv_until(conn.conn, 5, deadline))
+                data = _recv_until(conn.conn, length, deadline)
+                if ident == 1:
+                    out += data
+                elif ident == 2:
+                    err += data
+                elif ident == 3:
+                    code = data[0] if data else 255
+        except TimeoutError as exc:
+            raise self._fail(f"command timed out after {timeout_s:g} s and was stopped",
+                             command[:200], "raise the timeout or look for a hung runner "
+                             "(cool the phone, check the OpenCL driver)") from exc
+        except (EOFError, adbutils.AdbError, OSError) as exc:
+            raise self._fail("connection lost while running a command", exc) from exc
+        finally:
+            conn.close()
+        return CommandResult(code, out.decode("utf-8", "replace"),
+                             err.decode("utf-8", "replace"), time.monotonic() - start)
+
+    def _shell_files(self, command: str, timeout_s: float) -> CommandResult:
+        """Fallback for devices without shell_v2: outputs and exit status go to files."""
+        start = time.monotonic()
+        tag = f"{self.root}/.cmd/{uuid.uuid4().hex}"
+        wrapped = (f"mkdir -p {self.root}/.cmd && ( {command} ) >{tag}.out 2>{tag}.err; "
+                   f"echo $? >{tag}.rc.tmp && mv {tag}.rc.tmp {tag}.rc")
+        try:
+            self.device().shell(wrapped, timeout=timeout_s)
+            sync = self.device().sync
+            if sync.stat(f"{tag}.rc").size == 0:
+                raise self._fail("command did not finish", command[:200])
+            code = int(sync.read_text(f"{tag}.rc").strip())
+            out, err = sync.read_text(f"{tag}.out"), sync.read_text(f"{tag}.err")
+            self.device().shell(f"rm -f {tag}.*", timeout=30)
+        except adbutils.AdbTimeout as exc:
+            raise self._fail(f"command timed out after {timeout_s:g} s", command[:200]) from exc
+        except (adbutils.AdbError, OSError, ValueError) as exc:
+            raise self._fail("connection lost while running a command", exc) from exc
+        return CommandResult(code, out, err, time.monotonic() - start)
+
+    # -- push ------------------------------------------------------------------------------
+    def remote_hashes(self, remote_rel: str) -> dict[str, str]:
+        """sha256 of every file under ``root/remote_rel`` on the device, keyed by path relative
+        to the root; empty when the folder is absent or the device has no sha256sum."""
+        target = shlex.quote(remote_rel)
+        res = self.shell(f"cd {shlex.quote(self.root)} 2>/dev/null && [ -e {target} ] && "
+                         f"find {target} -type f -exec sha256sum {{}} +", timeout_s=120)
+        hashes = {}
+        for line in res.stdout.splitlines():
+            digest, _, path = line.partition("  ")
+            if len(digest) == 64 and path:
+                hashes[os.path.normpath(path)] = digest
+        return hashes
+
+    def push(self, local: Path, remote_rel: str) -> int:
+        """Copy a file or folder to ``root/remote_rel``, skipping files whose sha256 already
+        matches on the device; returns the number of files sent. Raises TransportError."""
+        local = Path(local)
+        if not local.exists():
+            raise TransportError(f"{self._where()}: nothing to push: {local} does not exist")
+        files = {os.path.normpath(remote_rel): local} if local.is_file() else {
+            os.path.normpath(f"{remote_rel}/{p.relative_to(local).as_posix()}"): p
+            for p in sorted(local.rglob("*")) if p.is_file()}
+        have = self.remote_hashes(remote_rel)
+        todo = {rel: p for rel, p in files.items() if have.get(rel) != _sha256(p)}
+        sync = self.device().sync
+        for rel, path in todo.items():
+            mode = 0o755 if os.access(path, os.X_OK) else 0o644
+            try:
+                sync.push(path, f"{self.root}/{rel}", mode=mode)
+            except (adbutils.AdbError, OSError, struct.error) as exc:
+                raise self._fail(f"push of {path} failed", exc or "connection lost",
+                                 "check free space on the device and the cable; rerun to "
+                                 "resume (files already sent are skipped)") from exc
+        if todo:
+            got = self.remote_hashes(remote_rel)
+            bad = [rel for rel, p in todo.items() if got.get(rel) != _sha256(p)]
+            if bad and got:  # devices without sha256sum report nothing: trust sync's OKAY
+                raise self._fail("pushed files arrived damaged", ", ".join(bad[:5]))
+        return len(todo)
+
+    # -- pull ------------------------------------------------------------------------------
+    def pull(self, remote_rel: str, local: Path, expect: list[str]) -> None:
+        """Copy the folder ``root/remote_rel`` into ``local`` atomically; see :class:`Transport`."""
+        local = Path(local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        remote = f"{self.root}/{remote_rel}".rstrip("/")
+        tmp = Path(tempfile.mkdtemp(dir=local.parent, prefix=f".{local.name}.pull-"))
+        try:
+            sync = self.device().sync
+            if not stat.S_ISDIR(sync.stat(remote).mode):
+                raise self._fail("output folder missing", remote,
+                                 "the runner did not write its outputs; see its stderr")
+            self._pull_tree(sync, remote, tmp)
+            for name in expect:
+                f = tmp / name
+                if not f.is_file() or f.stat().st_size == 0:
+                    raise self._fail("expected output missing or empty", f"{remote}/{name}",
+                                     "the runner stopped early; see its stderr and exit code")
+            if local.exists():
+                shutil.rmtree(local)
+            os.replace(tmp, local)
+        except (adbutils.AdbError, OSError, struct.error) as exc:
+            raise self._fail(f"pull of {remote} failed", exc) from exc
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _pull_tree(self, sync, remote: str, dest: Path) -> None:
+        dest.mkdir(exist_ok=True)
+        for entry in sync.list(remote):
+            if entry.path in (".", ".."):
+                continue
+            src = f"{remote}/{entry.path}"
+            if stat.S_ISDIR(entry.mode):
+                self._pull_tree(sync, src, dest / entry.path)
+            elif stat.S_ISREG(entry.mode):
+                size = sync.pull_file(src, dest / entry.path)
+                if size != entry.size:
+                    raise self._fail("pull incomplete", f"{src}: {size} of {entry.size} bytes")
+
+    # -- facts, readings, cool-down --------------------------------------------------------
+    def facts(self) -> dict[str, str]:
+        """getprop facts (see FACT_PROPS) plus ``serial``; missing ones omitted."""
+        script = "; ".join(f"echo {k}=$(getprop {p})" for k, p in FACT_PROPS.items())
+        res = self.shell(script, timeout_s=30)
+        facts = {"serial": self.serial}
+        for line in res.stdout.splitlines():
+            key, _, value = line.partition("=")
+            if key in FACT_PROPS and value.strip():
+                facts[key] = value.strip()
+        return facts
+
+    def readings(self) -> dict[str, float]:
+        """Clocks, GPU load, temperatures and battery now (see :func:`parse_readings`)."""
+        res = self.shell(READINGS_SH, timeout_s=30)
+        raw = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
+        return parse_readings(raw)
+
+    def cooldown(self, policy: Cooldown | None = None) -> dict[str, float]:
+        """Wait until the device is cool (see :class:`Cooldown`); returns ``cooldown_wait_s``,
+        ``cooldown_start_c``/``cooldown_end_c`` (when a sensor is readable) and
+        ``cooldown_timed_out`` (1.0 when the limit was hit)."""
+        p = policy or self.cooldown_policy
+        start = time.monotonic()
+        first = hot = hottest_c(self.readings())
+        while hot is not None and hot > p.threshold_c and time.monotonic() - start < p.limit_s:
+            time.sleep(min(p.poll_s, max(0.0, p.limit_s - (time.monotonic() - start))))
+            hot = hottest_c(self.readings())
+        out = {"cooldown_wait_s": time.monotonic() - start,
+               "cooldown_timed_out": float(hot is not None and hot > p.threshold_c)}
+        if first is not None:
+            out |= {"cooldown_start_c": first, "cooldown_end_c": hot}
+        return out
+
+
+def state_hint(state: str | None, serial: str) -> str:
+    """What to try for a device in an adb state other than ``device``."""
+    return {
+        "unauthorized": "unlock the phone and accept the 'Allow USB debugging' prompt "
+                        "(or run 'adb kill-server' and replug)",
+        "offline": f"replug the cable or run 'adb reconnect'; for a network device "
+                   f"'adb disconnect {serial}' then 'adb connect {serial}'",
+        "no permissions": "add a udev rule for the phone's USB vendor id (see 'adb devices' "
+                          "help) and replug",
+        None: f"plug the phone in and enable USB debugging, or 'adb connect {serial}'; "
+              "check that the serial matches 'phonetrain devices'",
+    }.get(state, "check 'adb devices' and replug the phone")
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _recv_until(sock: socket.socket, n: int, deadline: float) -> bytes:
+    """Read exactly ``n`` bytes before ``deadline`` (monotonic s); TimeoutError, EOFError."""
+    buf = bytearray()
+    while len(buf) < n:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError()
+        sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(n - len(buf))
+        except socket.timeout as exc:
+            raise TimeoutError() from exc
+        if not chunk:
+            raise EOFError("connection closed before the command's exit status arrived")
+        buf += chunk
+    return bytes(buf)
