@@ -1,9 +1,9 @@
 """The one definition of every results table: pyarrow schemas for ``results/summary/*.parquet``.
 
 One table per grain (DESIGN, Results): ``runs`` (one row per experiment), ``iterations`` (one
-row per runner iteration, warm-up included and flagged), ``commands`` (one row per run x
-command kind x name x layer x phase, over measured iterations), ``bandwidth`` (one row per
-device x transfer kind x size), ``builds`` (one row per device x kernel version x program).
+row per runner invocation ``repeat`` x iteration, warm-up included and flagged), ``commands``
+(one row per run x command kind x name x layer x phase, over measured iterations),
+``bandwidth`` (one row per device x transfer kind x size), ``builds`` (one row per device x kernel version x program).
 ``gemm`` and ``peaks`` are reserved names for the GEMM-sweep issue; add their schemas here.
 
 Units are in column names: ``_ms`` milliseconds, ``_ns`` nanoseconds, ``_bytes`` bytes,
@@ -56,9 +56,12 @@ RUN_KEY = [
     _f("backend", S, False), _f("placement", S), _f("transfer", S), _f("kernel", S),
 ]
 
+# runs: iteration_* are over measured iterations of all repeats; <kind>_ms, gap_ms and
+# transfer_ms are per-iteration medians (phonetrain.profiling defines them); loss_first/last
+# are the first and last iterations run (warm-up included: training starts at iteration 0).
 RUNS = pa.schema(RUN_KEY + [
     _f("dataset", S), _f("batch_size", I), _f("warmup", I), _f("iterations", I),
-    _f("threads", I),
+    _f("repeats", I), _f("threads", I),
     _f("status", S, False), _f("status_reason", S),
     _f("verify_max_abs_err", F), _f("verify_tolerance", F),
     _f("iteration_median_ms", F), _f("iteration_p25_ms", F), _f("iteration_p75_ms", F),
@@ -73,7 +76,8 @@ RUNS = pa.schema(RUN_KEY + [
 ] + PROVENANCE)
 
 ITERATIONS = pa.schema(RUN_KEY + [
-    _f("iteration", I, False), _f("measured", B, False), _f("wall_ms", F), _f("loss", F),
+    _f("repeat", I, False), _f("iteration", I, False), _f("measured", B, False),
+    _f("wall_ms", F), _f("loss", F),
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("busy_ms", F), _f("gap_ms", F),
     _f("transfer_ms", F), _f("overlap_ms", F),

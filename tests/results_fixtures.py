@@ -1,0 +1,106 @@
+"""Run folders in the runner's output format (issue 2) for the aggregate and report tests.
+
+Each folder is what the train/verify stages leave: params.json, run.json, trace.csv,
+verify.json (or failed.json). Timings follow a fixed recipe so tests know the answers:
+every command of a measured iteration lasts ``unit_ns`` (kernels ``kernel_ns``) and commands
+run back to back after a 10 us launch gap each.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+GAP_NS = 10_000
+
+
+def write_run(root: Path, *, model="mlp_784_256_128_16", device="host", backend="cpu",
+              placement="none", transfer="none", kernel="none", warmup=1, iterations=4,
+              kernel_ns=100_000, unit_ns=50_000, n_kernels=3, max_abs_err=1e-6,
+              status="ok", failed_reason=None, loss0=2.3) -> Path:
+    """Write one run folder under ``root/<device>/<model>.<backend>.<kernel>`` and return it."""
+    d = root / device / f"{model}.{backend}.{kernel}"
+    d.mkdir(parents=True, exist_ok=True)
+    params = {"run_id": d.name, "model": model, "device": device, "backend": backend,
+              "placement": placement, "transfer": transfer, "kernel": kernel,
+              "dataset": "digits", "batch_size": 32, "warmup": warmup,
+              "iterations": iterations, "threads": 0, "verify_atol": 1e-3,
+              "config_hash": f"cfg-{model}-{backend}-{kernel}",
+              "kernel_hash": None if kernel == "none" else f"k-{kernel}",
+              "git_rev": "abc123"}
+    (d / "params.json").write_text(json.dumps(params))
+    if failed_reason:
+        (d / "failed.json").write_text(json.dumps({"reason": failed_reason}))
+        return d
+    opencl = backend != "cpu"
+    steps = ([("h2d", "h2d", 4096)] if opencl else []) + \
+        [("kernel", f"gemm_{i}", 0) for i in range(n_kernels)] + \
+        ([("d2h", "d2h", 4)] if opencl else [])
+    rows, iters, t = [], [], 1_000_000_000
+    for it in range(warmup + iterations):
+        t_begin = t
+        for seq, (kind, name, nbytes) in enumerate(steps):
+            dur = kernel_ns if kind == "kernel" else unit_ns
+            t += GAP_NS
+            dev = (lambda x: x - 5_000_000) if opencl else (lambda x: 0)
+            rows.append({"iteration": it, "seq": seq, "kind": kind, "name": name,
+                         "layer": "fc1", "phase": "forward" if kind == "kernel" else "transfer",
+                         "bytes": nbytes or 1000, "flops": 2_000_000 if kind == "kernel" else 0,
+                         "queued_ns": dev(t), "submit_ns": dev(t), "start_ns": dev(t),
+                         "end_ns": dev(t + dur) if opencl else 0,
+                         "host_begin_ns": t, "host_end_ns": t + dur})
+            t += dur
+        t += GAP_NS
+        iters.append({"iteration": it, "warmup": it < warmup, "wall_ms": (t - t_begin) / 1e6,
+                      "loss": loss0 - 0.1 * it})
+    run = {"status": status, "warmup": warmup, "iterations": iters,
+           "device": {"name": "pthread-cpu" if not opencl else "pocl-cpu",
+                      "platform": "Portable Computing Language"},
+           "runner": {"version": "0.1", "source_hash": "runner-h"},
+           "timer_resolution_ns": 1, "max_rss_bytes": 10_000_000, "device_buffer_bytes": 0}
+    pd.DataFrame(rows).to_csv(d / "trace.csv", index=False)
+    (d / "run.json").write_text(json.dumps(run))
+    (d / "verify.json").write_text(json.dumps({"max_abs_err": max_abs_err}))
+    return d
+
+
+def write_bandwidth(root: Path, device="host") -> Path:
+    """A bandwidth CSV (kind, size_bytes, gbps) with its params.json."""
+    d = root / "bandwidth" / device
+    d.mkdir(parents=True, exist_ok=True)
+    rows = [{"kind": k, "size_bytes": 4096 << i, "gbps": g * (1 + i) / 4}
+            for k, g in (("h2d", 2.0), ("d2h", 3.0), ("map", 8.0), ("unmap", 9.0), ("d2d", 20.0))
+            for i in range(4)]
+    pd.DataFrame(rows).to_csv(d / "bandwidth.csv", index=False)
+    (d / "params.json").write_text(json.dumps({"device": device, "config_hash": "bw-h",
+                                               "git_rev": "abc123"}))
+    return d / "bandwidth.csv"
+
+
+def write_build(root: Path, device="host", kernel="baseline", ok=True) -> Path:
+    """A build.json for one kernel version on one device."""
+    d = root / "build" / device / kernel
+    d.mkdir(parents=True, exist_ok=True)
+    doc = {"device": device, "kernel": kernel, "status": "ok" if ok else "failed",
+           "programs": [{"name": "gemm", "build_ms": 12.5, "binary_size_bytes": 2048,
+                         "log": "" if ok else "error: expected ';'",
+                         "status": "ok" if ok else "failed"}]}
+    (d / "build.json").write_text(json.dumps(doc))
+    (d / "params.json").write_text(json.dumps({"device": device, "kernel": kernel,
+                                               "config_hash": "b-h", "git_rev": "abc123"}))
+    return d / "build.json"
+
+
+def standard_study(root: Path) -> dict[str, object]:
+    """cpu ok, opencl ok (slower, 80% movement-ish), opencl_staged wrong, lenet5 cpu failed."""
+    runs = [
+        write_run(root, backend="cpu"),
+        write_run(root, backend="opencl", placement="resident", transfer="copy",
+                  kernel="baseline", kernel_ns=400_000, unit_ns=600_000),
+        write_run(root, backend="opencl_staged", placement="staged", transfer="copy",
+                  kernel="baseline", kernel_ns=1_000, unit_ns=300_000, max_abs_err=0.5),
+        write_run(root, model="lenet5", backend="cpu", failed_reason="runner exit 5: NaN loss"),
+    ]
+    return {"runs": runs, "bandwidth": [write_bandwidth(root)], "builds": [write_build(root)]}

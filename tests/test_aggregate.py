@@ -1,0 +1,132 @@
+"""Aggregation into schema-checked Parquet tables, statuses, provenance, schema enforcement."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from phonetrain import aggregate, schema
+from results_fixtures import GAP_NS, standard_study, write_run
+
+
+@pytest.fixture
+def study(tmp_path):
+    inputs = standard_study(tmp_path / "raw")
+    paths = aggregate.aggregate(inputs["runs"], tmp_path / "summary",
+                                bandwidth_csvs=inputs["bandwidth"], build_jsons=inputs["builds"])
+    return paths
+
+
+def test_every_table_written_with_its_schema(study):
+    assert set(study) == set(schema.TABLES)
+    for table, path in study.items():
+        assert path.name == f"{table}.parquet"
+        assert pq.read_schema(path).equals(schema.schema(table), check_metadata=False)
+        schema.read_table(path, table)  # re-checks
+    assert not list(study["runs"].parent.glob(".*tmp"))
+
+
+def test_statuses_ok_wrong_failed(study):
+    runs = schema.read_table(study["runs"], "runs").set_index("run_id")
+    assert runs.loc["mlp_784_256_128_16.cpu.none", "status"] == "ok"
+    assert runs.loc["mlp_784_256_128_16.opencl.baseline", "status"] == "ok"
+    wrong = runs.loc["mlp_784_256_128_16.opencl_staged.baseline"]
+    assert wrong["status"] == "wrong" and "0.5" in wrong["status_reason"]
+    failed = runs.loc["lenet5.cpu.none"]
+    assert failed["status"] == "failed" and "NaN loss" in failed["status_reason"]
+    assert pd.isna(failed["iteration_median_ms"])
+    assert runs.loc["mlp_784_256_128_16.cpu.none", "placement"] == "none"
+
+
+def test_run_numbers_follow_the_trace(study):
+    runs = schema.read_table(study["runs"], "runs").set_index("run_id")
+    cpu = runs.loc["mlp_784_256_128_16.cpu.none"]
+    # 3 kernels of 100 us, each after a 10 us gap, plus a 10 us tail: 0.34 ms per iteration
+    assert cpu["iteration_median_ms"] == pytest.approx(0.34)
+    assert cpu["kernel_ms"] == pytest.approx(0.30)
+    assert cpu["gap_ms"] == pytest.approx(4 * GAP_NS / 1e6)
+    assert cpu["data_movement_share"] == 0
+    assert cpu["kernel_gflops"] == pytest.approx(3 * 2e6 / 0.30e6)
+    gpu = runs.loc["mlp_784_256_128_16.opencl.baseline"]
+    # h2d 0.6 + 3 kernels of 0.4 + d2h 0.6 + 6 gaps of 0.01 = 2.46 ms; movement 1.2 ms
+    assert gpu["iteration_median_ms"] == pytest.approx(2.46)
+    assert gpu["transfer_ms"] == pytest.approx(1.2)
+    assert gpu["data_movement_share"] == pytest.approx(1.2 / 2.46)
+    assert gpu["loss_first"] == pytest.approx(2.3) and gpu["loss_last"] == pytest.approx(1.9)
+    assert gpu["repeats"] == 1 and gpu["iterations"] == 4
+
+
+def test_every_row_carries_provenance(study):
+    for table in schema.TABLES:
+        df = schema.read_table(study[table], table)
+        assert len(df), table
+        for col in ("config_hash", "git_rev"):
+            assert df[col].notna().all(), (table, col)
+    runs = schema.read_table(study["runs"], "runs")
+    ok = runs[runs["status"] != "failed"]
+    assert (ok["runner_hash"] == "runner-h").all() and ok["device_fingerprint"].notna().all()
+
+
+def test_iterations_and_commands_tables(study):
+    it = schema.read_table(study["iterations"], "iterations")
+    gpu = it[it["run_id"] == "mlp_784_256_128_16.opencl.baseline"]
+    assert len(gpu) == 5 and gpu["measured"].sum() == 4 and (gpu["repeat"] == 0).all()
+    cmds = schema.read_table(study["commands"], "commands")
+    g = cmds[(cmds["run_id"] == "mlp_784_256_128_16.opencl.baseline")].set_index("name")
+    assert g.loc["gemm_0", "count"] == 4
+    assert g.loc["h2d", "gbps"] == pytest.approx(4096 / 600_000)
+
+
+def test_perfetto_written_per_run(study, tmp_path):
+    assert len(list((tmp_path / "raw").rglob("trace.perfetto.json"))) == 3
+
+
+def test_expected_run_without_output_is_failed(tmp_path):
+    d = write_run(tmp_path, backend="opencl", kernel="tiled")
+    for f in ("run.json", "trace.csv", "verify.json"):
+        (d / f).unlink()
+    row = aggregate.read_run(d)["runs"].iloc[0]
+    assert row["status"] == "failed" and "no run.json" in row["status_reason"]
+
+
+def test_missing_verification_is_not_ok(tmp_path):
+    d = write_run(tmp_path)
+    (d / "verify.json").unlink()
+    assert aggregate.read_run(d)["runs"].iloc[0]["status"] == "wrong"
+
+
+def test_repeats_pool_measured_iterations(tmp_path):
+    d = write_run(tmp_path, iterations=3)
+    rep = write_run(tmp_path / "r", iterations=3, kernel_ns=200_000)
+    rep.rename(d / "repeat_1")
+    out = aggregate.read_run(d)
+    assert out["runs"].iloc[0]["repeats"] == 2
+    assert sorted(out["iterations"]["repeat"].unique()) == [0, 1]
+    assert out["commands"].set_index("name").loc["gemm_0", "count"] == 6
+
+
+def test_schema_enforced(tmp_path):
+    df = schema.empty("runs")
+    with pytest.raises(schema.SchemaError, match="unexpected columns.*speed"):
+        schema.conform(df.assign(speed=[]), "runs")
+    with pytest.raises(schema.SchemaError, match="missing columns.*status"):
+        schema.conform(df.drop(columns=["status"]), "runs")
+    row = aggregate._frame([{"run_id": "r", "model": "m", "device": "d", "backend": "cpu",
+                             "status": "fast", "config_hash": "c", "git_rev": "g"}], "runs")
+    with pytest.raises(schema.SchemaError, match="'status'.*fast"):
+        schema.conform(row, "runs")
+    with pytest.raises(schema.SchemaError, match="'iteration_median_ms'"):
+        schema.conform(row.assign(status="ok", iteration_median_ms="slow"), "runs")
+    with pytest.raises(schema.SchemaError, match="'git_rev'.*null"):
+        schema.conform(row.assign(status="ok", git_rev=None), "runs")
+    schema.write_table(row.assign(status="ok"), "runs", tmp_path / "runs.parquet")
+    with pytest.raises(schema.SchemaError, match="runs.parquet.*'iterations'"):
+        schema.read_table(tmp_path / "runs.parquet", "iterations")
+
+
+def test_bad_params_names_file(tmp_path):
+    d = write_run(tmp_path)
+    (d / "params.json").write_text('{"model": "m"}')
+    with pytest.raises(aggregate.AggregateError, match=r"params\.json.*'device'"):
+        aggregate.read_run(d)
