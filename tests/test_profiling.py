@@ -51,8 +51,13 @@ def test_clock_offset_is_bracketed_by_enqueue_calls():
     assert unc == pytest.approx(5_000)
 
 
-def test_breakdown_known_answers():
+@pytest.mark.parametrize("with_op", [False, True])
+def test_breakdown_known_answers(with_op):
     trace, iters = hand_trace()
+    if with_op:  # the runner's op column: the mapped copy is "map_copy", the batch "load"
+        trace["op"] = trace["name"].map({"copy_from_mapped": "map_copy", "load": "load"})
+        trace["op"] = trace["op"].fillna(trace["kind"])
+        trace.loc[trace["op"] == "load", "phase"] = "forward"  # op decides, not phase
     b = profiling.breakdown(trace, iters).set_index("iteration")
     m = b.loc[1]
     assert m["kernel_ms"] == pytest.approx(0.300)

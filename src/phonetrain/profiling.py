@@ -26,8 +26,8 @@ Per iteration: ``<kind>_ms`` sums durations per command kind; ``busy_ms`` is the
 the union of all command intervals on the host clock; ``gap_ms = max(wall_ms - busy_ms, 0)``
 (launch overhead, host work between commands, waits); ``overlap_ms = sum(kinds) - busy_ms``
 (near 0 on an in-order queue). ``transfer_ms`` (data movement) sums ``h2d``, ``d2h``, ``map``,
-``unmap``, ``d2d`` and the ``host`` rows that copy data (bytes > 0, phase not ``load``: the
-copies to/from mapped buffers), as in Das et al. 2022, where data movement is every
+``unmap``, ``d2d`` and the ``host`` rows that copy data to/from mapped buffers (``op`` =
+``map_copy``; for traces without ``op``: bytes > 0 and phase not ``load``), as in Das et al. 2022, where data movement is every
 host<->device copy. ``data_movement_share`` of a run is the sum of ``transfer_ms`` over
 measured iterations divided by the sum of their ``wall_ms``, clipped to 0..1.
 """
@@ -60,8 +60,8 @@ def read_trace_csv(path: str | Path) -> pd.DataFrame:
     """
     path = Path(path)
     try:
-        df = pd.read_csv(path, keep_default_na=False, dtype={"name": str, "layer": str,
-                                                             "phase": str, "kind": str})
+        df = pd.read_csv(path, keep_default_na=False, dtype={
+            "name": str, "layer": str, "phase": str, "kind": str, "op": str})
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise TraceError(f"{path}: cannot read the trace: {e}") from None
     return check_trace(df, str(path))
@@ -74,7 +74,7 @@ def check_trace(df: pd.DataFrame, where: str = "trace") -> pd.DataFrame:
         raise TraceError(f"{where}: missing trace columns {missing} (runner outputs changed? "
                          "rebuild the runner and rerun)")
     df = df.copy()
-    for c in ("name", "layer", "phase", "kind"):
+    for c in [c for c in ("name", "layer", "phase", "kind", "op") if c in df]:
         df[c] = df[c].astype(object).where(df[c].notna(), "").astype(str)
     bad = sorted(set(df["kind"]) - set(KINDS))
     if bad:
@@ -135,7 +135,10 @@ def union_ns(begin: np.ndarray, end: np.ndarray) -> float:
 
 def is_movement(trace: pd.DataFrame) -> pd.Series:
     """True for rows that move data between host and device memory (module docstring)."""
-    host_copy = (trace["kind"] == "host") & (trace["bytes"] > 0) & (trace["phase"] != "load")
+    if "op" in trace:  # the runner names the host copy of a map step op "map_copy"
+        host_copy = (trace["kind"] == "host") & (trace["op"] == "map_copy")
+    else:
+        host_copy = (trace["kind"] == "host") & (trace["bytes"] > 0) & (trace["phase"] != "load")
     return trace["kind"].isin(MOVEMENT_KINDS) | host_copy
 
 
