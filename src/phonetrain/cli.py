@@ -14,5 +14,14 @@ def main() -> None:
     """phonetrain: measure DNN training on phone GPUs and CPUs (see README.md)."""
 
 
+def _register_phone_commands() -> None:
+    from phonetrain.adb_cli import devices, virtual_device  # engineer E: adb, issue 5
+
+    main.add_command(devices)
+    main.add_command(virtual_device)
+
+
+_register_phone_commands()
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,121 @@
+"""Click commands for phones: ``phonetrain devices`` and ``phonetrain virtual-device``.
+
+Registered on the main group in :mod:`phonetrain.cli`; the work lives in
+:mod:`phonetrain.devices.discovery` and :mod:`phonetrain.virtual_device`.
+"""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+import threading
+from pathlib import Path
+
+import click
+
+from phonetrain.devices.base import TransportError
+
+
+@click.command("devices")
+@click.option("--write", is_flag=True,
+              help="Push a runner to each online device, run 'runner info' there and write "
+                   "conf/device/<name>.yaml.")
+@click.option("--conf", "conf_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("conf"), show_default=True, help="Config tree to write into.")
+@click.option("--adb-host", default="127.0.0.1", show_default=True, help="adb server host.")
+@click.option("--adb-port", type=int, default=None,
+              help="adb server port [default: $ANDROID_ADB_SERVER_PORT or 5037].")
+@click.option("--name", "names", multiple=True, metavar="SERIAL=NAME",
+              help="Config name for a serial (default: from the model).")
+@click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where runners are built [default: a temporary folder].")
+def devices(write: bool, conf_dir: Path, adb_host: str, adb_port: int | None,
+            names: tuple[str, ...], build_dir: Path | None) -> None:
+    """List adb devices (serial, state, model, SoC, ABI, Android version)."""
+    from phonetrain.devices import discovery
+
+    try:
+        rows = discovery.list_devices(adb_host, adb_port)
+    except TransportError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not rows:
+        click.echo("no adb devices: plug a phone in with USB debugging enabled, or "
+                   "'adb connect HOST:PORT' for a network device")
+        return
+    click.echo(f"{'serial':24} {'state':13} {'model':22} {'soc':12} {'abi':12} android")
+    for r in rows:
+        f = r.facts
+        click.echo(f"{r.serial:24} {r.state:13} {f.get('model', '-'):22} {r.soc or '-':12} "
+                   f"{f.get('abi', '-'):12} {f.get('android_version', '-')}")
+        if r.hint:
+            click.echo(f"  -> {r.hint}")
+    if write:
+        _write_configs(rows, conf_dir, adb_host, adb_port, dict(n.split("=", 1) for n in names),
+                       build_dir)
+
+
+def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None:
+    from phonetrain import toolchains
+    from phonetrain.devices import discovery
+
+    failed = []
+    build_root = Path(build_dir or tempfile.mkdtemp(prefix="phonetrain-devices-"))
+    for r in (r for r in rows if r.state == "device"):
+        name = names.get(r.serial) or discovery.config_name(r.facts, r.serial)
+        tc_name = discovery.ABI_TOOLCHAIN.get(r.facts.get("abi", ""), "host")
+        try:
+            runner = toolchains.build_runner_for({"name": name, "toolchain": tc_name},
+                                                 build_root / tc_name)
+            info = discovery.probe(r, runner, adb_host, adb_port)
+            cfg = discovery.device_config(name, r, adb_host, adb_port, info)
+            path = discovery.write_config(conf_dir, cfg)
+        except (TransportError, toolchains.ToolchainError, RuntimeError) as exc:
+            failed.append(r.serial)
+            click.echo(f"{r.serial}: not written: {exc}", err=True)
+            continue
+        click.echo(f"{r.serial}: wrote {path} (GPU {cfg['facts']['gpu'] or 'none'}); add it "
+                   f"to a sweep with: snakemake --cores 2 all --config "
+                   f"'overrides=[\"sweep.devices=[host,{name}]\"]'")
+    if failed:
+        raise click.ClickException(f"no config written for {', '.join(failed)}")
+
+
+@click.command("virtual-device")
+@click.option("--port", type=int, required=True,
+              help="TCP port (outside 5555-5585, which adb treats as emulators).")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Sandbox folder standing for /data/local/tmp.")
+@click.option("--props", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="getprop values (JSON or YAML mapping).")
+@click.option("--sysfs", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="Folder standing for /sys (fake sensors).")
+@click.option("--drop-after-bytes", type=int, default=None,
+              help="Fault: drop the connection after N received bytes.")
+@click.option("--fail-push", default=None, metavar="GLOB",
+              help="Fault: sync pushes to matching device paths fail.")
+@click.option("--hang", default=None, metavar="REGEX",
+              help="Fault: shell commands matching REGEX hang until stopped.")
+def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang) -> None:
+    """Serve a virtual phone (device side of ADB) until interrupted; then run
+    'adb connect 127.0.0.1:PORT'."""
+    from phonetrain.virtual_device import Faults, VirtualDevice, load_props
+
+    if 5555 <= port <= 5585:
+        raise click.BadParameter("adb treats ports 5555-5585 as emulators; pick another",
+                                 param_hint="--port")
+    try:
+        vd = VirtualDevice(root, port, load_props(props),
+                           Faults(drop_after_bytes, fail_push, hang), sysfs_root=sysfs)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"virtual device on {vd.serial}, sandbox {vd.root}; "
+               f"connect with: adb connect {vd.serial}", err=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    vd.start()
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        vd.stop()

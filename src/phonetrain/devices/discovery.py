@@ -1,0 +1,140 @@
+"""Device discovery: list adb devices, and write ``conf/device/<name>.yaml`` for each one.
+
+``phonetrain devices`` lists every device the adb server knows (serial, state, model, SoC,
+ABI, Android version); devices in another state than ``device`` come with the fix to try.
+``phonetrain devices --write`` pushes a runner built for the device to it, runs ``runner info``
+there and writes a device config with the OpenCL library, GPU name and compute units found.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import adbutils
+import yaml
+
+from phonetrain.devices.adb import AdbTransport, ensure_server, state_hint
+from phonetrain.devices.base import TransportError
+
+ABI_TOOLCHAIN = {"arm64-v8a": "android"}  # other ABIs: the host toolchain (emulators, vdev)
+
+
+@dataclass
+class DeviceRow:
+    """One line of ``phonetrain devices``."""
+
+    serial: str
+    state: str
+    facts: dict[str, str] = field(default_factory=dict)
+    hint: str = ""
+
+    @property
+    def soc(self) -> str:
+        return self.facts.get("soc_model") or self.facts.get("board_platform") or ""
+
+
+def list_devices(adb_host: str = "127.0.0.1", adb_port: int | None = None) -> list[DeviceRow]:
+    """Every device known to the adb server, with getprop facts for the online ones."""
+    port = int(adb_port or os.environ.get("ANDROID_ADB_SERVER_PORT", 5037))
+    ensure_server(adb_host, port)
+    client = adbutils.AdbClient(host=adb_host, port=port)
+    rows = []
+    for info in client.list():
+        row = DeviceRow(info.serial, info.state)
+        if info.state == "device":
+            try:
+                row.facts = AdbTransport(info.serial, info.serial, adb_host, port).facts()
+            except TransportError as exc:
+                row.hint = str(exc)
+        else:
+            row.hint = state_hint(info.state, info.serial)
+        rows.append(row)
+    return rows
+
+
+def config_name(facts: dict[str, str], serial: str) -> str:
+    """A config/file name from the model (``Pixel 7`` -> ``pixel_7``), else from the serial."""
+    base = facts.get("model") or serial
+    return re.sub(r"[^a-z0-9]+", "_", base.lower()).strip("_") or "phone"
+
+
+def pick_opencl(info: dict) -> tuple[str | None, dict | None]:
+    """The OpenCL library path and the preferred OpenCL device (a GPU if any) in the JSON of
+    ``runner info``; (None, None) when the device has no OpenCL."""
+    devices, libs = [], []
+
+    def walk(node, key=""):
+        if isinstance(node, dict):
+            if "name" in node and "compute_units" in node:
+                devices.append(node)
+            for k, v in node.items():
+                walk(v, k)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key)
+        elif isinstance(node, str) and "librar" in key.lower() and node:
+            libs.append(node)
+
+    walk(info)
+    gpus = [d for d in devices if d.get("type") == "gpu"]
+    return (libs[0] if libs else None), (gpus or devices or [None])[0]
+
+
+def device_config(name: str, row: DeviceRow, adb_host: str, adb_port: int | None,
+                  info: dict) -> dict:
+    """The ``conf/device/<name>.yaml`` mapping for a discovered device."""
+    lib, cl = pick_opencl(info)
+    abi = row.facts.get("abi", "")
+    return {
+        "name": name,
+        "transport": "adb",
+        "serial": row.serial,
+        "adb_host": None if adb_host in ("127.0.0.1", "localhost") else adb_host,
+        "adb_port": adb_port,
+        "toolchain": ABI_TOOLCHAIN.get(abi, "host"),
+        "cc": "cc",
+        "opencl_library": lib,
+        "opencl_platform": (cl or {}).get("platform", "") or "",
+        "opencl_device": (cl or {}).get("name", "") or "",
+        "facts": {
+            "soc": row.soc or None,
+            "gpu": (cl or {}).get("name"),
+            "peak_gflops": None,
+            "bandwidth_gbps": None,
+        },
+    }
+
+
+def probe(row: DeviceRow, runner: Path, adb_host: str, adb_port: int | None) -> dict:
+    """Push ``runner`` to the device and return the JSON that ``runner info`` prints there.
+    Raises TransportError naming the device when it fails."""
+    t = AdbTransport(row.serial, row.serial, adb_host, adb_port)
+    t.push(runner, "runner")
+    res = t.run(["./runner", "info"], timeout_s=120)
+    if res.returncode != 0:
+        raise TransportError(f"device {row.serial}: 'runner info' exited {res.returncode}: "
+                             f"{res.stderr.strip()[-500:]}")
+    try:
+        return json.loads(res.stdout)
+    except json.JSONDecodeError as exc:
+        raise TransportError(f"device {row.serial}: 'runner info' printed no JSON "
+                             f"({exc}); first bytes: {res.stdout[:200]!r}") from exc
+
+
+def write_config(conf_dir: Path, cfg: dict) -> Path:
+    """Write ``conf_dir/device/<name>.yaml`` atomically (temp file + rename); returns its path."""
+    path = Path(conf_dir) / "device" / f"{cfg['name']}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = (f"# Written by 'phonetrain devices --write' for adb serial {cfg['serial']}.\n"
+              "# Fill in facts.peak_gflops and facts.bandwidth_gbps from datasheets "
+              "(OpenCL clocks lie on Adreno).\n")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(header + yaml.safe_dump(cfg, sort_keys=False))
+    os.replace(tmp, path)
+    return path

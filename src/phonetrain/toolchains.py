@@ -1,0 +1,108 @@
+"""Toolchains: which C compiler and flags build the runner for a device.
+
+- ``host``: the device config's ``cc`` (default ``cc``) for this machine (the local device,
+  and the virtual device, which runs this host's binaries).
+- ``android``: the Android NDK's ``aarch64-linux-android<api>-clang`` with ``-fopenmp
+  -static-openmp`` (OpenMP linked in: phones have no libomp.so), from ``device.ndk`` or
+  ``$ANDROID_NDK_HOME`` (``$ANDROID_NDK_ROOT`` also accepted). Android 9 (API 28) is the
+  default minimum API: older phones need ``android_api`` lowered.
+- ``linux-aarch64``: Debian's GNU cross compiler ``aarch64-linux-gnu-gcc`` (package
+  ``gcc-aarch64-linux-gnu``), ``-static`` so the binary runs on any aarch64 Linux board (and
+  under ``qemu-aarch64`` from Debian's ``qemu-user`` on this host).
+
+The runner build itself is :func:`phonetrain.runner.build_runner` (engineer A's module);
+this module only picks its compiler and extra flags.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_ANDROID_API = 28
+NDK_HOST_TAG = {"Linux": "linux-x86_64", "Darwin": "darwin-x86_64"}.get(platform.system(),
+                                                                        "linux-x86_64")
+
+
+class ToolchainError(RuntimeError):
+    """A toolchain that cannot be used on this host; the message says what to install or set."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A compiler and flags for one device ABI.
+
+    cc: compiler path or name; extra_flags: appended to the runner's own flags;
+    emulator: argv prefix that runs the result on this host (``[]`` = runs natively,
+    ``None`` = cannot run here)."""
+
+    name: str
+    cc: str
+    extra_flags: tuple[str, ...] = ()
+    emulator: list[str] | None = field(default_factory=list)
+
+
+def android_ndk_clang(ndk: str | os.PathLike | None, api: int, device: str = "?") -> Path:
+    """Path of ``aarch64-linux-android<api>-clang`` in the NDK; raises ToolchainError."""
+    root = ndk or os.environ.get("ANDROID_NDK_HOME") or os.environ.get("ANDROID_NDK_ROOT")
+    if not root:
+        raise ToolchainError(
+            f"device '{device}': toolchain 'android' needs the Android NDK (r23 or newer); "
+            "install it (e.g. 'sdkmanager \"ndk;26.3.11579264\"') and set ANDROID_NDK_HOME "
+            f"or device.ndk=/path/to/ndk in conf/device/{device}.yaml")
+    clang = (Path(root) / "toolchains/llvm/prebuilt" / NDK_HOST_TAG / "bin" /
+             f"aarch64-linux-android{api}-clang")
+    if not clang.exists():
+        raise ToolchainError(
+            f"device '{device}': no {clang.name} in the NDK at {root} (expected {clang}); "
+            "check ANDROID_NDK_HOME / device.ndk points at an NDK root, and that "
+            f"android_api={api} is supported by that NDK")
+    return clang
+
+
+def resolve(name: str, *, cc: str = "cc", ndk: str | None = None,
+            android_api: int = DEFAULT_ANDROID_API, device: str = "?") -> Toolchain:
+    """The toolchain called ``name`` for device ``device``; raises ToolchainError naming what
+    to install or set when its compiler is missing."""
+    if name == "host":
+        if shutil.which(cc) is None:
+            raise ToolchainError(f"device '{device}': C compiler '{cc}' not found; install "
+                                 "gcc (Debian: apt-get install gcc) or set device.cc")
+        return Toolchain("host", cc)
+    if name == "android":
+        clang = android_ndk_clang(ndk, android_api, device)
+        return Toolchain("android", str(clang), ("-fopenmp", "-static-openmp"), None)
+    if name == "linux-aarch64":
+        gcc = "aarch64-linux-gnu-gcc"
+        if shutil.which(gcc) is None:
+            raise ToolchainError(f"device '{device}': toolchain 'linux-aarch64' needs {gcc}; "
+                                 "install it with 'apt-get install gcc-aarch64-linux-gnu'")
+        native = platform.machine() in ("aarch64", "arm64")
+        qemu = shutil.which("qemu-aarch64")
+        emulator = [] if native else ([qemu, "-L", "/usr/aarch64-linux-gnu"] if qemu else None)
+        return Toolchain("linux-aarch64", gcc, ("-static",), emulator)
+    raise ToolchainError(f"device '{device}': unknown toolchain '{name}'; use host, android "
+                         "or linux-aarch64")
+
+
+def for_device(device_cfg) -> Toolchain:
+    """The toolchain of a device config (``conf/device/*.yaml``: toolchain, cc, ndk,
+    android_api; missing keys take their defaults)."""
+    get = (lambda k, d=None: device_cfg.get(k, d)) if hasattr(device_cfg, "get") else \
+        (lambda k, d=None: getattr(device_cfg, k, d))
+    return resolve(get("toolchain", "host"), cc=get("cc", "cc") or "cc", ndk=get("ndk"),
+                   android_api=int(get("android_api", DEFAULT_ANDROID_API) or
+                                   DEFAULT_ANDROID_API),
+                   device=get("name", "?"))
+
+
+def build_runner_for(device_cfg, build_dir: Path) -> Path:
+    """Build the runner for a device into ``build_dir``; returns the binary's path.
+    Raises ToolchainError before compiling when the toolchain is unusable."""
+    from phonetrain.runner import build_runner
+
+    tc = for_device(device_cfg)
+    return build_runner(Path(build_dir), cc=tc.cc, extra_flags=tc.extra_flags)
