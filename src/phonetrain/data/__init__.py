@@ -1,0 +1,144 @@
+"""Datasets split into per-iteration batch files for the staging root.
+
+``write_batches(dataset, batch_size, num_batches, root, seed)`` writes
+``root/data/<dataset dir>/b<batch>/images.f32`` (``num_batches`` consecutive batches, float32
+little-endian, NCHW) and ``labels.i32`` (int32 little-endian), each atomically. Batches are
+drawn without replacement from a seeded permutation of the training split, reshuffled each
+epoch. ``<dataset dir>`` is the dataset name, except ``synthetic``, whose shape is part of it
+(``synthetic-16-c16``) because it takes the model's shape.
+
+Datasets (:data:`DATASETS`): ``digits`` (default, offline), ``mnist``, ``fashion_mnist``,
+``cifar10``, ``synthetic``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DatasetError
+from .idx import read_idx, write_idx
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Input shape (without batch; ``None`` = takes the model's) and number of classes
+    (``None`` = takes the model's)."""
+
+    name: str
+    input_shape: tuple[int, ...] | None
+    classes: int | None
+
+
+DATASETS: dict[str, DatasetInfo] = {
+    "digits": DatasetInfo("digits", (1, 28, 28), 10),
+    "mnist": DatasetInfo("mnist", (1, 28, 28), 10),
+    "fashion_mnist": DatasetInfo("fashion_mnist", (1, 28, 28), 10),
+    "cifar10": DatasetInfo("cifar10", (3, 32, 32), 10),
+    "synthetic": DatasetInfo("synthetic", None, None),
+}
+
+
+def dataset_info(name: str) -> DatasetInfo:
+    """Shape and classes of a dataset; :class:`DatasetError` lists the known names."""
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}") from None
+
+
+def check_compatible(dataset: str, input_shape: tuple[int, ...], classes: int,
+                     model_name: str = "model") -> None:
+    """Raise :class:`DatasetError` unless the dataset's samples have ``input_shape`` and its
+    labels fit in ``classes`` logits (fewer classes than logits is allowed: the paper's MLP
+    has 16 outputs for MNIST's 10 classes)."""
+    info = dataset_info(dataset)
+    if info.input_shape is not None and tuple(info.input_shape) != tuple(input_shape):
+        raise DatasetError(f"model {model_name} takes input {tuple(input_shape)} but dataset "
+                           f"{dataset} has {info.input_shape}; pick a dataset of that shape "
+                           "(synthetic fits any model)")
+    if info.classes is not None and info.classes > classes:
+        raise DatasetError(f"dataset {dataset} has {info.classes} classes but model "
+                           f"{model_name} has only {classes} outputs")
+
+
+def batch_dir(dataset: str, batch_size: int, input_shape: tuple[int, ...], classes: int) -> str:
+    """Folder of a dataset's batches relative to the staging root, e.g. ``data/digits/b32``."""
+    name = dataset
+    if dataset_info(dataset).input_shape is None:
+        name = f"{dataset}-{'x'.join(map(str, input_shape))}-c{classes}"
+    return f"data/{name}/b{batch_size}"
+
+
+def load(dataset: str, input_shape: tuple[int, ...] | None = None, classes: int | None = None,
+         seed: int = 0, folder: str | Path | None = None, download: bool = False,
+         synthetic_samples: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """The whole training split: ``(images float32 [N, *shape], labels int32 [N])``."""
+    dataset_info(dataset)
+    if dataset == "digits":
+        from .digits import load_digits_28
+        return load_digits_28()
+    if dataset in ("mnist", "fashion_mnist"):
+        from .mnist import load_mnist_like
+        return load_mnist_like(dataset, folder, download)
+    if dataset == "cifar10":
+        from .cifar import load_cifar10
+        return load_cifar10(folder)
+    from .synthetic import make_synthetic
+    if input_shape is None or classes is None:
+        raise DatasetError("synthetic: input_shape and classes are required (the model's)")
+    return make_synthetic(synthetic_samples, tuple(input_shape), classes, seed)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_batches(dataset: str, batch_size: int, num_batches: int, root: str | Path,
+                  seed: int = 0, *, input_shape: tuple[int, ...] | None = None,
+                  classes: int | None = None, **opts) -> dict:
+    """Write ``num_batches`` batches of ``batch_size`` samples under ``root``.
+
+    ``input_shape``/``classes`` are the model's: required for ``synthetic``, checked against
+    the others. ``opts`` go to :func:`load` (``folder``, ``download``, ``synthetic_samples``).
+    Returns ``{"dir", "images", "labels"`` (paths relative to ``root``), ``"num_batches",
+    "batch_size", "input_shape", "classes", "sha256"`` (of images then labels)``}``.
+    """
+    if batch_size < 1 or num_batches < 1:
+        raise DatasetError(f"{dataset}: batch_size and num_batches must be >= 1")
+    x, y = load(dataset, input_shape, classes, seed=seed, **opts)
+    shape = tuple(x.shape[1:])
+    if input_shape is not None:
+        check_compatible(dataset, tuple(input_shape), classes or 1 << 30, "the model")
+    ncls = classes if dataset == "synthetic" else dataset_info(dataset).classes
+    rng = np.random.default_rng(seed)
+    need = batch_size * num_batches
+    order = np.concatenate([rng.permutation(len(x)) for _ in range(math.ceil(need / len(x)))])
+    idx = order[:need]
+    images = np.ascontiguousarray(x[idx], dtype="<f4").tobytes()
+    labels = np.ascontiguousarray(y[idx], dtype="<i4").tobytes()
+    rel = batch_dir(dataset, batch_size, shape, ncls)
+    folder = Path(root) / rel
+    folder.mkdir(parents=True, exist_ok=True)
+    _atomic_write(folder / "images.f32", images)
+    _atomic_write(folder / "labels.i32", labels)
+    return {"dir": rel, "images": f"{rel}/images.f32", "labels": f"{rel}/labels.i32",
+            "num_batches": num_batches, "batch_size": batch_size, "input_shape": list(shape),
+            "classes": ncls, "sha256": hashlib.sha256(images + labels).hexdigest()}
+
+
+__all__ = ["DATASETS", "DatasetError", "DatasetInfo", "batch_dir", "check_compatible",
+           "dataset_info", "load", "read_idx", "write_batches", "write_idx"]

@@ -1,0 +1,282 @@
+"""Lowering of one training step: layers -> kernel steps -> placement-specific plan."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from .. import data as datasets
+from ..kernels import (KERNEL_ARGS, KERNELS_ROOT, KernelVersion, bind_args, buffer_access,
+                       geometry, kernel_flops, kernels_mentioned, load_version,
+                       resolve_sources)
+from ..models import Conv2d, Flatten, Linear, MaxPool2d, Model, ReLU, get_model
+from ..plan import Batch, Plan, Program, Step, Tensor
+from .spec import LowerError, LowerSpec
+
+
+class _Builder:
+    """Accumulates tensors and compute steps; kernels get FLOPs, bytes and geometry."""
+
+    def __init__(self, version: KernelVersion):
+        self.version = version
+        self.tensors: list[Tensor] = []
+        self.steps: list[Step] = []
+
+    def tensor(self, name: str, shape, role: str, dtype: str = "f32", init=None) -> int:
+        t = Tensor(id=len(self.tensors), name=name, shape=[int(s) for s in shape], role=role,
+                   dtype=dtype, init=init or {"kind": "zeros"})
+        self.tensors.append(t)
+        return t.id
+
+    def kernel(self, name: str, values: list, layer: str, phase: str) -> None:
+        """Append a launch; ``values`` follow the ABI order (buffers as tensor ids)."""
+        args = []
+        for spec, v in zip(KERNEL_ARGS[name], values, strict=True):
+            kind = spec.split(":")[0]
+            args.append({"i": int(v)} if kind == "i" else
+                        {"f": float(v)} if kind == "f" else {"t": int(v)})
+        bound = bind_args(name, args)
+        access = buffer_access(name, bound)
+        nbytes = sum(self.tensors[bound[a]].size_bytes * (2 if acc == "rw" else 1)
+                     for a, acc in access.items())
+        glob, local = geometry(name, bound, self.version)
+        self.steps.append(Step(op="kernel", name=name, args=args, global_size=glob,
+                               local_size=local, flops=kernel_flops(name, bound),
+                               bytes=nbytes, layer=layer, phase=phase))
+
+
+def _lower_forward(b: _Builder, layer, x: int, batch: int) -> int:
+    """Emit the forward kernels of ``layer`` on activation ``x``; return the output id."""
+    xs = b.tensors[x].shape
+    if isinstance(layer, Flatten):
+        return x
+    if isinstance(layer, ReLU):
+        y = b.tensor(f"{layer.name}.out", xs, "activation")
+        b.kernel("relu_fwd", [math.prod(xs), x, y], layer.name, "forward")
+        return y
+    if isinstance(layer, MaxPool2d):
+        _, c, h, w = xs
+        oh, ow = layer.out_shape((c, h, w))[1:]
+        y = b.tensor(f"{layer.name}.out", [batch, c, oh, ow], "activation")
+        am = b.tensor(f"{layer.name}.argmax", [batch, c, oh, ow], "scratch", dtype="i32")
+        b.kernel("maxpool_fwd", [batch, c, h, w, layer.kernel, layer.stride, oh, ow, x, y, am],
+                 layer.name, "forward")
+        return y
+    W, bias = b.params[layer.name]
+    if isinstance(layer, Linear):
+        y = b.tensor(f"{layer.name}.out", [batch, layer.out_features], "activation")
+        b.kernel("gemm_nt", [batch, layer.out_features, layer.in_features, 1.0, x, W, 0.0, y],
+                 layer.name, "forward")
+        b.kernel("bias_add", [batch, layer.out_features, 1, y, bias], layer.name, "forward")
+        return y
+    if isinstance(layer, Conv2d):
+        _, c, h, w = xs
+        oc, oh, ow = layer.out_shape((c, h, w))
+        k, ckk, cols = layer.kernel, c * layer.kernel ** 2, batch * oh * ow
+        col = b.tensor(f"{layer.name}.col", [ckk, cols], "scratch")
+        yc = b.tensor(f"{layer.name}.out_cnhw", [oc, cols], "scratch")
+        y = b.tensor(f"{layer.name}.out", [batch, oc, oh, ow], "activation")
+        b.kernel("im2col", [batch, c, h, w, k, k, layer.stride, layer.pad, oh, ow, x, col],
+                 layer.name, "forward")
+        b.kernel("gemm_nn", [oc, cols, ckk, 1.0, W, col, 0.0, yc], layer.name, "forward")
+        b.kernel("swap01", [oc, batch, oh * ow, yc, y], layer.name, "forward")
+        b.kernel("bias_add", [batch, oc, oh * ow, y, bias], layer.name, "forward")
+        b.conv_cache[layer.name] = col
+        return y
+    raise LowerError(f"layer {layer.name}: type {type(layer).__name__} has no lowering")
+
+
+def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
+                    batch: int) -> int | None:
+    """Emit the backward kernels of ``layer``; return the input-gradient id (or None)."""
+    xs = b.tensors[x].shape
+    name = layer.name
+
+    def dx_tensor() -> int:
+        return b.tensor(f"{b.tensors[x].name}.grad", xs, "grad")
+
+    if isinstance(layer, Flatten):
+        return dy
+    if isinstance(layer, ReLU):
+        if not need_dx:
+            return None
+        dx = dx_tensor()
+        b.kernel("relu_bwd", [math.prod(xs), y, dy, dx], name, "backward")
+        return dx
+    if isinstance(layer, MaxPool2d):
+        if not need_dx:
+            return None
+        _, c, h, w = xs
+        oh, ow = b.tensors[y].shape[2:]
+        am = [t.id for t in b.tensors if t.name == f"{name}.argmax"][0]
+        dx = dx_tensor()
+        b.kernel("maxpool_bwd", [batch, c, h, w, layer.kernel, layer.stride, oh, ow, dy, am, dx],
+                 name, "backward")
+        return dx
+    W, bias = b.params[name]
+    dW, db = b.grads[name]
+    dx = None
+    if isinstance(layer, Linear):
+        o, i = layer.out_features, layer.in_features
+        b.kernel("gemm_tn", [o, i, batch, 1.0, dy, x, 0.0, dW], name, "backward")
+        if need_dx:
+            dx = dx_tensor()
+            b.kernel("gemm_nn", [batch, i, o, 1.0, dy, W, 0.0, dx], name, "backward")
+        b.kernel("bias_grad", [batch, o, 1, dy, db], name, "backward")
+        return dx
+    if isinstance(layer, Conv2d):
+        _, c, h, w = xs
+        oc, oh, ow = b.tensors[y].shape[1:]
+        k, ckk, cols = layer.kernel, c * layer.kernel ** 2, batch * oh * ow
+        col = b.conv_cache[name]
+        dyc = b.tensor(f"{name}.out_cnhw.grad", [oc, cols], "scratch")
+        b.kernel("swap01", [batch, oc, oh * ow, dy, dyc], name, "backward")
+        b.kernel("gemm_nt", [oc, ckk, cols, 1.0, dyc, col, 0.0, dW], name, "backward")
+        if need_dx:
+            dcol = b.tensor(f"{name}.col.grad", [ckk, cols], "scratch")
+            b.kernel("gemm_tn", [ckk, cols, oc, 1.0, W, dyc, 0.0, dcol], name, "backward")
+            dx = dx_tensor()
+            b.kernel("col2im", [batch, c, h, w, k, k, layer.stride, layer.pad, oh, ow, dcol, dx],
+                     name, "backward")
+        b.kernel("bias_grad", [batch, oc, oh * ow, dy, db], name, "backward")
+        return dx
+    raise LowerError(f"layer {name}: type {type(layer).__name__} has no lowering")
+
+
+def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir_rel: str) -> tuple:
+    """Forward, loss, backward and update kernels; returns (input, labels, loss) ids."""
+    batch = spec.batch_size
+    x = b.tensor("input", [batch, *model.input_shape], "input")
+    labels = b.tensor("labels", [batch], "label", dtype="i32")
+    b.params, b.grads, b.states, b.conv_cache = {}, {}, [], {}
+    for layer, xs in zip(model.layers, model.shapes()):
+        ps = layer.param_shapes(xs)
+        if ps:
+            ids = [b.tensor(f"{layer.name}.{p}", s, "param", init={
+                "kind": "file", "path": f"{plan_dir_rel}/tensors/{layer.name}.{p}.f32"})
+                for p, s in ps.items()]
+            b.params[layer.name] = ids
+            b.grads[layer.name] = [b.tensor(f"{b.tensors[i].name}.grad", b.tensors[i].shape,
+                                            "grad") for i in ids]
+            b.states += [(i, g, b.tensor(f"{b.tensors[i].name}.momentum", b.tensors[i].shape,
+                                         "state"))
+                         for i, g in zip(ids, b.grads[layer.name])]
+    acts = [x]
+    for layer in model.layers:
+        acts.append(_lower_forward(b, layer, acts[-1], batch))
+    logits = acts[-1]
+    dlogits = b.tensor(f"{b.tensors[logits].name}.grad", [batch, model.classes], "grad")
+    row_loss = b.tensor("loss.rows", [batch], "scratch")
+    loss = b.tensor("loss", [1], "loss")
+    b.kernel("softmax_xent", [batch, model.classes, logits, labels, dlogits, row_loss],
+             "loss", "loss")
+    b.kernel("mean", [batch, row_loss, loss], "loss", "loss")
+    first = next(i for i, layer in enumerate(model.layers) if layer.param_shapes(
+        model.shapes()[i]))
+    dy = dlogits
+    for i in range(len(model.layers) - 1, first - 1, -1):
+        dy = _lower_backward(b, model.layers[i], acts[i], acts[i + 1], dy, i > first, batch)
+    for w, g, v in b.states:
+        b.kernel("sgd_update", [b.tensors[w].numel, spec.lr, spec.momentum, spec.weight_decay,
+                                w, g, v], b.tensors[w].name.rsplit(".", 1)[0], "update")
+    return x, labels, loss
+
+
+def _transfer(b: _Builder, spec: LowerSpec, tid: int, direction: str, layer: str) -> list[Step]:
+    """One host->device ('write') or device->host ('read') move of a whole tensor."""
+    nbytes = b.tensors[tid].size_bytes
+    if spec.transfer == "copy":
+        return [Step(op="h2d" if direction == "write" else "d2h", tensor=tid, bytes=nbytes,
+                     layer=layer, phase="transfer")]
+    return [Step(op="map", tensor=tid, access=direction, bytes=nbytes, layer=layer,
+                 phase="transfer"),
+            Step(op="unmap", tensor=tid, bytes=0, layer=layer, phase="transfer")]
+
+
+def _place(b: _Builder, spec: LowerSpec, x: int, labels: int, loss: int) -> list[Step]:
+    """Wrap the compute steps with loads and the placement's transfers; set homes."""
+    loads = [Step(op="load", tensor=t, bytes=b.tensors[t].size_bytes, layer="input",
+                  phase="load") for t in (x, labels)]
+    compute = b.steps
+    if spec.backend == "cpu":
+        return loads + compute
+    if spec.placement == "resident":
+        for t in b.tensors:
+            t.home = "host" if t.id in (x, labels, loss) else "device"
+        ups = _transfer(b, spec, x, "write", "input") + _transfer(b, spec, labels, "write",
+                                                                  "input")
+        return loads + ups + compute + _transfer(b, spec, loss, "read", "loss")
+    steps = list(loads)
+    for s in compute:  # staged: the host owns everything; move each kernel's operands
+        bound = bind_args(s.name, s.args)
+        access = buffer_access(s.name, bound)
+        for a, acc in access.items():
+            if "r" in acc:
+                steps += _transfer(b, spec, bound[a], "write", s.layer)
+        steps.append(s)
+        for a, acc in access.items():
+            if "w" in acc:
+                steps += _transfer(b, spec, bound[a], "read", s.layer)
+    return steps
+
+
+def _programs(plan_steps: list[Step], version: KernelVersion, kernels_root: Path) -> list[Program]:
+    """Every resolved ``.cl`` file of the version (the build stage compiles the same set);
+    a kernel the plan launches that no file mentions raises :class:`LowerError` early (a
+    word match, since kernels may be defined through macros such as ``GEMM_KERNEL(gemm_nn)``)."""
+    needed = {s.name for s in plan_steps if s.op == "kernel"}
+    programs, found = [], set()
+    for fname, path in resolve_sources(version.name, kernels_root).items():
+        found |= kernels_mentioned(path, needed)
+        programs.append(Program(name=Path(fname).stem, source=f"kernels/{version.name}/{fname}",
+                                options=version.options))
+    missing = needed - found
+    if missing:
+        raise LowerError(f"kernel version {version.name!r} ({kernels_root / version.name}) "
+                         f"defines no kernel {sorted(missing)}; add them or inherit a "
+                         "version that has them")
+    return programs
+
+
+def _dump_ids(tensors: list[Tensor], which: str) -> list[int]:
+    roles = {"params": {"param"}, "grads": {"grad"}, "none": set(),
+             "all": {"param", "grad", "state", "activation"}}[which]
+    return [t.id for t in tensors if t.role in roles]
+
+
+def lower(spec: LowerSpec, model: Model | None = None,
+          kernels_root: Path = KERNELS_ROOT) -> Plan:
+    """Lower one SGD training step of ``spec.model`` into a :class:`~phonetrain.plan.Plan`.
+
+    Tensor files and data are referenced relative to the staging root:
+    ``plans/<plan_id>/tensors/<name>.f32`` (parameters; written by ``write_plan_dir``) and
+    ``data/<dataset dir>/b<batch>/{images.f32,labels.i32}`` (``phonetrain.data``). Raises
+    :class:`LowerError` for a bad spec, an incompatible dataset, or a kernel version that
+    lacks a kernel.
+    """
+    spec.check()
+    model = model or get_model(spec.model)
+    dataset = spec.dataset or model.default_dataset
+    try:
+        datasets.check_compatible(dataset, model.input_shape, model.classes, model.name)
+    except ValueError as e:
+        raise LowerError(str(e)) from None
+    version = load_version(spec.kernel, kernels_root)
+    plan_id = spec.resolved_plan_id()
+    b = _Builder(version)
+    x, labels, loss = _compute_steps(b, model, spec, f"plans/{plan_id}")
+    steps = _place(b, spec, x, labels, loss)
+    ddir = datasets.batch_dir(dataset, spec.batch_size, model.input_shape, model.classes)
+    name = f"{model.name}/b{spec.batch_size}/{spec.backend}"
+    if spec.backend == "opencl":
+        name += f"-{spec.placement}-{spec.transfer}/{spec.kernel}"
+    plan = Plan(name=name, backend=spec.backend, tensors=b.tensors, steps=steps,
+                programs=_programs(steps, version, kernels_root) if spec.backend == "opencl"
+                else [],
+                batches=[Batch(tensor=x, path=f"{ddir}/images.f32", count=spec.num_batches),
+                         Batch(tensor=labels, path=f"{ddir}/labels.i32",
+                               count=spec.num_batches)],
+                warmup=spec.warmup, iterations=spec.iterations, loss_tensor=loss,
+                dumps=_dump_ids(b.tensors, spec.dumps), threads=spec.threads)
+    plan.validate()
+    return plan

@@ -1,0 +1,59 @@
+"""Writing lowered plans (and whole staging roots) to disk, atomically."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from .. import data as datasets
+from ..kernels import KERNELS_ROOT, stage_kernels
+from ..models import get_model
+from .build import lower
+from .init import init_params
+from .spec import LowerSpec
+
+
+def write_plan_dir(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROOT) -> Path:
+    """Write ``root/plans/<plan_id>/plan.json`` and ``tensors/<param>.f32`` (raw little-endian
+    float32, from :func:`~phonetrain.lowering.init_params`) and return that folder.
+
+    Everything goes to a temp folder beside it that is renamed into place, so a crash leaves
+    no folder that looks complete; an existing folder of the same id is replaced.
+    """
+    plan = lower(spec, kernels_root=kernels_root)
+    model = get_model(spec.model)
+    dest = Path(root) / "plans" / spec.resolved_plan_id()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        (tmp / "tensors").mkdir()
+        for name, arr in init_params(model, spec.seed).items():
+            arr.astype("<f4").tofile(tmp / "tensors" / f"{name}.f32")
+        plan.save(tmp / "plan.json")
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
+            dest.rename(old / "x")
+            tmp.rename(dest)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def write_bundle(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROOT,
+                 **data_opts) -> Path:
+    """A complete staging root for one spec: the plan folder, the dataset's batch files and,
+    for the opencl backend, the staged kernel sources. Returns the plan.json path.
+    ``data_opts`` go to :func:`phonetrain.data.write_batches` (e.g. ``folder=``, ``seed=``:
+    the data seed is independent of the init seed because the batch folder is shared)."""
+    model = get_model(spec.model)
+    dataset = spec.dataset or model.default_dataset
+    datasets.write_batches(dataset, spec.batch_size, spec.num_batches, root,
+                           input_shape=model.input_shape, classes=model.classes, **data_opts)
+    if spec.backend == "opencl":
+        stage_kernels(spec.kernel, root, kernels_root)
+    return write_plan_dir(spec, root, kernels_root) / "plan.json"

@@ -1,0 +1,83 @@
+"""What to lower: one model x batch x backend placement x kernel version x dataset."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+PLACEMENTS = ("resident", "staged")
+TRANSFERS = ("copy", "map")
+DUMPS = ("params", "grads", "all", "none")
+
+
+class LowerError(ValueError):
+    """A spec that cannot be lowered; the message names the field and what to change."""
+
+
+@dataclass(frozen=True)
+class LowerSpec:
+    """Settings of one lowered training step.
+
+    ``backend`` ``cpu`` (runner's C kernels, no transfers) or ``opencl`` with ``placement``
+    (``resident``: tensors live on the device; ``staged``: the host owns every tensor) and
+    ``transfer`` (``copy``: read/write buffer; ``map``: map/unmap of host-allocated buffers).
+    ``kernel`` names a folder under ``src/kernels``. ``num_batches`` consecutive batches of
+    ``dataset`` are cycled through. ``lr``/``momentum``/``weight_decay`` are PyTorch SGD's.
+    ``seed`` seeds the parameter init (and names nothing else). ``dumps`` selects the tensors
+    written at the end: ``params`` (final weights and biases), ``grads`` (last gradients),
+    ``all`` (params, grads, momentum buffers, activations) or ``none``.
+    ``plan_id`` defaults to a readable name plus a hash of every field.
+    """
+
+    model: str
+    batch_size: int = 32
+    backend: str = "cpu"
+    placement: str | None = None
+    transfer: str | None = None
+    kernel: str = "baseline"
+    dataset: str | None = None
+    num_batches: int = 8
+    warmup: int = 2
+    iterations: int = 10
+    seed: int = 0
+    lr: float = 0.05
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    threads: int = 0
+    plan_id: str | None = None
+    dumps: str = "params"
+
+    def check(self) -> None:
+        """Raise :class:`LowerError` naming the first bad field."""
+        if self.backend not in ("cpu", "opencl"):
+            raise LowerError(f"backend={self.backend!r}: use 'cpu' or 'opencl'")
+        if self.backend == "opencl":
+            if self.placement not in PLACEMENTS:
+                raise LowerError(f"placement={self.placement!r}: the opencl backend needs "
+                                 f"one of {PLACEMENTS}")
+            if self.transfer not in TRANSFERS:
+                raise LowerError(f"transfer={self.transfer!r}: the opencl backend needs "
+                                 f"one of {TRANSFERS}")
+        elif (self.placement, self.transfer) != (None, None):
+            raise LowerError("placement/transfer apply to the opencl backend only; "
+                             "leave them unset (null) for backend=cpu")
+        for key in ("batch_size", "num_batches", "iterations"):
+            if int(getattr(self, key)) < 1:
+                raise LowerError(f"{key}={getattr(self, key)}: must be >= 1")
+        if self.warmup < 0 or self.threads < 0:
+            raise LowerError("warmup and threads must be >= 0")
+        if self.dumps not in DUMPS:
+            raise LowerError(f"dumps={self.dumps!r}: use one of {DUMPS}")
+
+    def resolved_plan_id(self) -> str:
+        """``plan_id`` or ``<model>-b<batch>-<backend>[-<placement>-<transfer>-<kernel>]-<hash8>``."""
+        if self.plan_id:
+            return self.plan_id
+        parts = [self.model, f"b{self.batch_size}", self.backend]
+        if self.backend == "opencl":
+            parts += [str(self.placement), str(self.transfer), self.kernel]
+        d = asdict(self)
+        d.pop("plan_id")
+        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
+        return "-".join(parts + [digest])
