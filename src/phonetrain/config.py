@@ -47,6 +47,7 @@ class ModelConfig:
     """A model of :data:`phonetrain.models.MODELS` and its training settings."""
 
     name: str = MISSING
+    dataset: Optional[str] = None
     batch_size: int = 32
     lr: float = 0.05
     momentum: float = 0.0
@@ -92,12 +93,10 @@ class BackendConfig:
 
 @dataclass
 class KernelConfig:
-    """A kernel version: a folder under ``src/kernels`` plus its build options."""
+    """A kernel version: a folder under ``src/kernels``. Its build options, defines, local
+    sizes and ``inherits`` live beside the sources in ``src/kernels/<name>/version.yaml``."""
 
     name: str = MISSING
-    inherits: Optional[str] = None
-    options: str = ""
-    defines: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -314,10 +313,9 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
                 raise ConfigError(f"{path}: key '{key}' is {node[key]!r}; a {node['kind']} "
                                   f"backend takes one of {allowed}")
     if group == "kernel":
-        for v in (name, node["inherits"]):
-            if v is not None and not (KERNELS_DIR / v).is_dir():
-                raise ConfigError(f"{path}: kernel version {v!r} has no folder "
-                                  f"{KERNELS_DIR / v}; create it or fix key 'name'/'inherits'")
+        if not (KERNELS_DIR / name).is_dir():
+            raise ConfigError(f"{path}: kernel version {name!r} has no folder "
+                              f"{KERNELS_DIR / name}; create it or fix key 'name'")
     if group == "model":
         _check_model_name(path, node["name"])
 

@@ -1,0 +1,29 @@
+# phonetrain: the study as a workflow. Thin by design: compose the sweep (rules/common.smk),
+# include one .smk per stage, and ask for the report.
+#
+#   snakemake --cores 1 all
+#   snakemake --cores 1 all --config 'overrides=["sweep=test", "measure.iterations=20"]'
+#
+# Overrides are Hydra override strings (README.md, "Usage").
+from snakemake.utils import min_version
+
+min_version("8.0")
+
+
+include: "rules/common.smk"
+include: "rules/build.smk"
+include: "rules/deploy.smk"
+include: "rules/train.smk"
+include: "rules/profile.smk"
+include: "rules/aggregate.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        REPORT_FILES,
+
+
+onerror:
+    partial_report()

@@ -1,0 +1,70 @@
+# Shared by every rule: the composed sweep, the params files, path helpers.
+#
+# The sweep is composed once per Snakemake invocation with Hydra (phonetrain.config), from
+# conf/ beside this workflow and the override strings of `--config overrides=[...]`. A bad
+# config stops here, before any job, with a message naming the file and key.
+# Every job's settings reach it through a params file (JSON) that write_params rewrites only
+# when its content changes: Snakemake's mtime check then reruns exactly the affected jobs.
+import shlex
+import sys
+from pathlib import Path
+
+from phonetrain import experiment as X
+from phonetrain.config import ConfigError, compose_sweep
+from phonetrain.kernels import load_version, resolve_sources
+
+BASE = Path(workflow.basedir)
+try:
+    SWEEP = compose_sweep(config.get("overrides"), conf_dir=BASE / "conf")
+    MAPS = X.write_params(SWEEP)
+except (ConfigError, ValueError) as e:
+    sys.exit(f"phonetrain: configuration error: {e}")
+
+R = SWEEP.results_dir
+PY = shlex.quote(sys.executable)
+EXPERIMENTS = SWEEP.experiments
+RUNNER_SOURCES = sorted(str(p) for p in (BASE / "src" / "runner").glob("*.[ch]"))
+RUNNER_SOURCES += [str(p) for p in (BASE / "src" / "runner").glob("Makefile")]
+
+wildcard_constraints:
+    device="[A-Za-z0-9_-]+",
+    kernel="[A-Za-z0-9_-]+",
+    exp="[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+",
+
+
+def stage(name, *args):
+    """The shell command running one stage of phonetrain.experiment, its output teed to the
+    job's log (bash strict mode makes a failing stage fail the job)."""
+    return f"{PY} -m phonetrain.experiment {name} {' '.join(args)} 2>&1 | tee {{log}}"
+
+
+def kernel_sources(wc):
+    """A kernel version's resolved .cl files and the version.yaml files of its chain: only
+    these feed that version's builds and runs."""
+    files = [str(p) for p in resolve_sources(wc.kernel).values()]
+    for v in load_version(wc.kernel).chain:
+        y = BASE / "src" / "kernels" / v / "version.yaml"
+        if y.exists():
+            files.append(str(y))
+    return files
+
+
+def exp_kernel(exp_id):
+    k = exp_id.split(".")[2]
+    return None if k == "none" else k
+
+
+def run_files(e, names=("run.json", "trace.csv", "verify.json")):
+    return [f"{R}/runs/{e.device}/{e.id}/{n}" for n in names]
+
+
+def partial_report():
+    """On a failed workflow (e.g. a kernel that does not compile, under --keep-going): write
+    the summary and report from what exists, each missing run marked failed."""
+    try:
+        aggregate_now()
+        report_now()
+        print(f"phonetrain: partial report written to {R}/report/ (missing runs are marked)",
+              file=sys.stderr)
+    except Exception as e:  # the workflow already failed; say why the report could not follow
+        print(f"phonetrain: no partial report: {e}", file=sys.stderr)
