@@ -1,0 +1,553 @@
+/* Runner modes bench-gemm and bench-peak (bench_gemm.h).
+ *
+ * bench-gemm spec (JSON, written by phonetrain.gemm):
+ *   {"backend": "opencl" | "cpu", "threads": 0,
+ *    "source": "kernels/tiled/gemm.cl" | "clblast",  (a .cl path, or CLBlast's SGEMM)
+ *    "options": "-DTSM=64 ...", "min_time_ms": 100, "repeats": 5, "seed": 1,
+ *    "cases": [{"kernel": "gemm_nn", "M": 32, "N": 256, "K": 784,
+ *               "global": [64, 8], "local": [16, 4] | null}]}
+ * Output DIR/gemm.json:
+ *   {"mode": "bench-gemm", "status": "ok" | "skipped", "reason": "...", "device": {...},
+ *    "backend", "source", "options", "build_ms",
+ *    "cases": [{kernel, M, N, K, global, local, "status": "ok" | "wrong" | "error",
+ *               "error": "...", "iterations", "repeat_ms": [...], "median_ms", "gflops",
+ *               "max_err"}]}
+ * Method per case: a checked launch with alpha = 1.5, beta = 0.5 against a float64 reference
+ * (every element for small C, else 32 rows x 32 columns including the edges), one warm-up
+ * launch, calibration (launches per repeat so a repeat lasts min_time_ms, clpeak's method),
+ * `repeats` timed repeats (host monotonic clock around the launches and clFinish, so a
+ * multi-kernel CLBlast call is timed whole), then a second check of the timed launches'
+ * output (alpha = 1, beta = 0). max_err = max |C - ref| / (|alpha| K + |beta|) with inputs
+ * uniform in [-1, 1]; above 1e-5 the case is "wrong". GFLOPS = 2 M N K / median time.
+ */
+#include "bench_gemm.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cl_loader.h"
+#include "clblast.h"
+#include "cpu_kernels.h"
+#include "json.h"
+#include "plan.h"
+#include "util.h"
+
+#define ERR_TOL 1e-5
+#define MAX_CHECK 32
+
+typedef struct {
+    const char *out, *platform, *device, *type, *cl_lib, *clblast_lib, *spec;
+    double min_time_ms;
+} bench_args;
+
+static void parse_args(int argc, char **argv, bench_args *a, const char *mode)
+{
+    memset(a, 0, sizeof *a);
+    a->min_time_ms = 200;
+    for (int i = 2; i < argc; i++) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            fail(EXIT_BAD_INPUT, "%s: option %s needs a value", mode, k);
+        if (!strcmp(k, "--out")) a->out = v;
+        else if (!strcmp(k, "--spec")) a->spec = v;
+        else if (!strcmp(k, "--platform")) a->platform = v;
+        else if (!strcmp(k, "--device")) a->device = v;
+        else if (!strcmp(k, "--device-type")) a->type = v;
+        else if (!strcmp(k, "--cl-lib")) a->cl_lib = v;
+        else if (!strcmp(k, "--clblast-lib")) a->clblast_lib = v;
+        else if (!strcmp(k, "--min-time-ms")) a->min_time_ms = atof(v);
+        else fail(EXIT_BAD_INPUT, "%s: unknown option %s", mode, k);
+        i++;
+    }
+    if (!a->out)
+        fail(EXIT_BAD_INPUT, "%s: --out DIR is required", mode);
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void write_out(const char *dir, const char *name, jwriter *w)
+{
+    if (make_dirs(dir) != 0)
+        fail(EXIT_INTERNAL, "cannot create output directory %s", dir);
+    char *path = path_join(dir, name);
+    if (write_file_atomic(path, w->buf, w->len) != 0)
+        fail(EXIT_INTERNAL, "cannot write %s", path);
+    free(path);
+}
+
+/* ------------------------------------------------------------------ OpenCL set-up */
+
+typedef struct {
+    cl_platform_id platform;
+    cl_device_id dev;
+    cl_context ctx;
+    cl_command_queue q;
+} cl_env;
+
+static void env_open(cl_env *e, const bench_args *a)
+{
+    cl_selector sel = {a->platform, a->device, a->type};
+    cl_int err;
+    cl_select(a->cl_lib, &sel, &e->platform, &e->dev);
+    e->ctx = CL.clCreateContext(NULL, 1, &e->dev, NULL, NULL, &err);
+    if (err != CL_SUCCESS) cl_fail("clCreateContext", err, "bench");
+    e->q = CL.clCreateCommandQueue(e->ctx, e->dev, 0, &err);
+    if (err != CL_SUCCESS) cl_fail("clCreateCommandQueue", err, "bench");
+}
+
+/* Builds `src` with `options`; a compiler error fails with EXIT_BUILD and the log. */
+static cl_program build(cl_env *e, const char *src, const char *options, const char *what)
+{
+    cl_int err;
+    cl_program p = CL.clCreateProgramWithSource(e->ctx, 1, &src, NULL, &err);
+    if (err != CL_SUCCESS) cl_fail("clCreateProgramWithSource", err, what);
+    err = CL.clBuildProgram(p, 1, &e->dev, options, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        size_t n = 0;
+        CL.clGetProgramBuildInfo(p, e->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+        char *log = xcalloc(n + 1, 1);
+        CL.clGetProgramBuildInfo(p, e->dev, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+        fprintf(stderr, "%s\n", log);
+        fail(EXIT_BUILD, "building %s with options \"%s\" failed (%s); compiler log above",
+             what, options, cl_error_name(err));
+    }
+    return p;
+}
+
+static cl_mem make_buffer(cl_env *e, const float *host, long n)
+{
+    cl_int err;
+    cl_mem m = CL.clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, (size_t)n * 4, NULL, &err);
+    if (err != CL_SUCCESS) cl_fail("clCreateBuffer", err, "bench buffer");
+    if (host)
+        CL_CHECK(CL.clEnqueueWriteBuffer(e->q, m, CL_TRUE, 0, (size_t)n * 4, host, 0, NULL, NULL),
+                 "bench buffer");
+    return m;
+}
+
+/* ------------------------------------------------------------------ one GEMM case */
+
+typedef struct {
+    const char *kernel;
+    int M, N, K, ta, tb;
+    size_t global[2], local[2];
+    int has_local;
+    /* state */
+    float *a, *b, *c0, *c;
+    cl_mem A, B, C;
+    cl_kernel k;
+} gemm_case;
+
+enum { SRC_KERNEL, SRC_CLBLAST, SRC_CPU };
+
+/* One GEMM call: returns 0, or an error code (OpenCL or CLBlast) with a message in err. */
+static int launch(int src, cl_env *e, gemm_case *g, float alpha, float beta, char *err, size_t n)
+{
+    if (src == SRC_CPU) {
+        rt_arg args[8] = {{.kind = 'i', .i = g->M}, {.kind = 'i', .i = g->N},
+                          {.kind = 'i', .i = g->K}, {.kind = 'f', .f = alpha},
+                          {.kind = 't', .p = g->a, .numel = (long)g->M * g->K},
+                          {.kind = 't', .p = g->b, .numel = (long)g->K * g->N},
+                          {.kind = 'f', .f = beta},
+                          {.kind = 't', .p = g->c, .numel = (long)g->M * g->N}};
+        return cpu_kernel_run(g->kernel, args, 8, err, (int)n);
+    }
+    if (src == SRC_CLBLAST) {
+        int s = clblast_gemm(g->kernel, g->M, g->N, g->K, alpha, g->A, g->B, beta, g->C, e->q);
+        if (s) snprintf(err, n, "CLBlastSgemm returned status %d", s);
+        return s;
+    }
+    cl_int r = 0;
+    r |= CL.clSetKernelArg(g->k, 0, sizeof(int), &g->M);
+    r |= CL.clSetKernelArg(g->k, 1, sizeof(int), &g->N);
+    r |= CL.clSetKernelArg(g->k, 2, sizeof(int), &g->K);
+    r |= CL.clSetKernelArg(g->k, 3, sizeof(float), &alpha);
+    r |= CL.clSetKernelArg(g->k, 4, sizeof(cl_mem), &g->A);
+    r |= CL.clSetKernelArg(g->k, 5, sizeof(cl_mem), &g->B);
+    r |= CL.clSetKernelArg(g->k, 6, sizeof(float), &beta);
+    r |= CL.clSetKernelArg(g->k, 7, sizeof(cl_mem), &g->C);
+    if (r) {
+        snprintf(err, n, "clSetKernelArg failed for %s", g->kernel);
+        return -1;
+    }
+    r = CL.clEnqueueNDRangeKernel(e->q, g->k, 2, NULL, g->global, g->has_local ? g->local : NULL,
+                                  0, NULL, NULL);
+    if (r) snprintf(err, n, "clEnqueueNDRangeKernel(%s, global %zux%zu, local %zux%zu): %s",
+                    g->kernel, g->global[0], g->global[1], g->local[0], g->local[1],
+                    cl_error_name(r));
+    return r;
+}
+
+static void finish(int src, cl_env *e)
+{
+    if (src != SRC_CPU) CL_CHECK(CL.clFinish(e->q), "bench-gemm");
+}
+
+/* Max |C - ref| / (|alpha| K + |beta|) over the checked elements (module comment). */
+static double check(int src, cl_env *e, gemm_case *g, float alpha, float beta)
+{
+    if (src != SRC_CPU)
+        CL_CHECK(CL.clEnqueueReadBuffer(e->q, g->C, CL_TRUE, 0, (size_t)g->M * g->N * 4, g->c, 0,
+                                        NULL, NULL), "bench-gemm check");
+    int all = (long)g->M * g->N <= 65536;
+    int nr = all || g->M <= MAX_CHECK ? g->M : MAX_CHECK, nc = all || g->N <= MAX_CHECK ? g->N : MAX_CHECK;
+    double worst = 0;
+    for (int ri = 0; ri < nr; ri++) {
+        /* rows 0 and M-1 always, the rest spread with a stride coprime-ish to tile sizes */
+        int m = nr == g->M ? ri : ri == nr - 1 ? g->M - 1 : (int)((long)ri * 7919 % g->M);
+        for (int ci = 0; ci < nc; ci++) {
+            int n = nc == g->N ? ci : ci == nc - 1 ? g->N - 1 : (int)((long)ci * 7907 % g->N);
+            double s = 0;
+            for (int k = 0; k < g->K; k++)
+                s += (double)(g->ta ? g->a[(long)k * g->M + m] : g->a[(long)m * g->K + k]) *
+                     (g->tb ? g->b[(long)n * g->K + k] : g->b[(long)k * g->N + n]);
+            double ref = alpha * s + (beta != 0 ? beta * g->c0[(long)m * g->N + n] : 0);
+            double d = fabs(g->c[(long)m * g->N + n] - ref);
+            if (!(d <= worst)) worst = d;   /* NaN-safe: a NaN result becomes the worst */
+        }
+    }
+    return worst / (fabs(alpha) * g->K + fabs(beta));
+}
+
+static void case_alloc(int src, cl_env *e, gemm_case *g, long seed)
+{
+    long na = (long)g->M * g->K, nb = (long)g->K * g->N, nc = (long)g->M * g->N;
+    g->a = xmalloc((size_t)na * 4);
+    g->b = xmalloc((size_t)nb * 4);
+    g->c0 = xmalloc((size_t)nc * 4);
+    g->c = xmalloc((size_t)nc * 4);
+    fill_uniform(g->a, na, (uint64_t)seed, -1, 1);
+    fill_uniform(g->b, nb, (uint64_t)seed + 1, -1, 1);
+    fill_uniform(g->c0, nc, (uint64_t)seed + 2, -1, 1);
+    if (src != SRC_CPU) {
+        g->A = make_buffer(e, g->a, na);
+        g->B = make_buffer(e, g->b, nb);
+        g->C = make_buffer(e, NULL, nc);
+    }
+}
+
+static void case_free(int src, gemm_case *g)
+{
+    if (src != SRC_CPU) {
+        CL.clReleaseMemObject(g->A);
+        CL.clReleaseMemObject(g->B);
+        CL.clReleaseMemObject(g->C);
+        if (g->k) CL.clReleaseKernel(g->k);
+    }
+    free(g->a); free(g->b); free(g->c0); free(g->c);
+}
+
+/* Runs one case and writes its result object (module comment for the method). */
+static void run_case(int src, cl_env *e, cl_program prog, gemm_case *g, int repeats,
+                     double min_time_ms, long seed, jwriter *w)
+{
+    char err[512] = "";
+    int rc = 0;
+    double err1 = 0, err2 = 0, *rep_ms = xcalloc((size_t)repeats, sizeof *rep_ms);
+    long iters = 1;
+    case_alloc(src, e, g, seed);
+    if (src == SRC_KERNEL) {
+        cl_int ke;
+        g->k = CL.clCreateKernel(prog, g->kernel, &ke);
+        if (ke) { snprintf(err, sizeof err, "clCreateKernel(%s): %s", g->kernel, cl_error_name(ke)); rc = ke; }
+    }
+    if (!rc) {
+        memcpy(g->c, g->c0, (size_t)g->M * g->N * 4);
+        if (src != SRC_CPU)
+            CL_CHECK(CL.clEnqueueWriteBuffer(e->q, g->C, CL_TRUE, 0, (size_t)g->M * g->N * 4, g->c0,
+                                             0, NULL, NULL), "bench-gemm");
+        rc = launch(src, e, g, 1.5f, 0.5f, err, sizeof err);
+        if (!rc) { finish(src, e); err1 = check(src, e, g, 1.5f, 0.5f); }
+    }
+    if (!rc) {   /* warm-up, then calibrate launches per repeat */
+        uint64_t t0 = monotonic_ns();
+        rc = launch(src, e, g, 1.0f, 0.0f, err, sizeof err);
+        finish(src, e);
+        double one_ms = (double)(monotonic_ns() - t0) / 1e6;
+        iters = one_ms > 0 ? (long)(min_time_ms / one_ms) : 1000;
+        iters = iters < 1 ? 1 : iters > 100000 ? 100000 : iters;
+    }
+    for (int r = 0; r < repeats && !rc; r++) {
+        uint64_t t0 = monotonic_ns();
+        for (long i = 0; i < iters && !rc; i++) rc = launch(src, e, g, 1.0f, 0.0f, err, sizeof err);
+        finish(src, e);
+        rep_ms[r] = (double)(monotonic_ns() - t0) / 1e6 / (double)iters;
+    }
+    if (!rc) err2 = check(src, e, g, 1.0f, 0.0f);
+    double worst = err1 > err2 || isnan(err1) ? err1 : err2;
+    jw_key(w, "status"); jw_str(w, rc ? "error" : (worst <= ERR_TOL ? "ok" : "wrong"));
+    jw_key(w, "error"); jw_str(w, rc ? err : NULL);
+    jw_key(w, "iterations"); jw_int(w, iters);
+    jw_key(w, "repeat_ms"); jw_arr_begin(w);
+    for (int r = 0; r < repeats && !rc; r++) jw_num(w, rep_ms[r]);
+    jw_arr_end(w);
+    double med = rc ? NAN : median(rep_ms, repeats);
+    jw_key(w, "median_ms"); jw_num(w, med);
+    jw_key(w, "gflops"); jw_num(w, 2.0 * g->M * g->N * (double)g->K / (med * 1e6));
+    jw_key(w, "max_err"); jw_num(w, rc ? NAN : worst);
+    free(rep_ms);
+    case_free(src, g);
+}
+
+static int jint(const jval *o, const char *key, const char *where)
+{
+    const jval *v = json_get(o, key);
+    if (!v || v->type != J_NUM || !v->is_int || v->inum < 1)
+        fail(EXIT_BAD_INPUT, "%s: key %s must be a positive integer", where, key);
+    return (int)v->inum;
+}
+
+static const char *jstr(const jval *o, const char *key, const char *dflt)
+{
+    const jval *v = json_get(o, key);
+    return v && v->type == J_STR ? v->str : dflt;
+}
+
+static double jnum(const jval *o, const char *key, double dflt)
+{
+    const jval *v = json_get(o, key);
+    return v && v->type == J_NUM ? v->num : dflt;
+}
+
+static void parse_case(const jval *c, int idx, const char *spec, gemm_case *g)
+{
+    char where[600];
+    snprintf(where, sizeof where, "%s cases[%d]", spec, idx);
+    memset(g, 0, sizeof *g);
+    g->kernel = jstr(c, "kernel", "");
+    if (!clblast_handles(g->kernel))
+        fail(EXIT_BAD_INPUT, "%s: kernel \"%s\" must be gemm_nn, gemm_nt or gemm_tn", where, g->kernel);
+    g->ta = !strcmp(g->kernel, "gemm_tn");
+    g->tb = !strcmp(g->kernel, "gemm_nt");
+    g->M = jint(c, "M", where); g->N = jint(c, "N", where); g->K = jint(c, "K", where);
+    const jval *gl = json_get(c, "global"), *lo = json_get(c, "local");
+    g->global[0] = (size_t)g->N; g->global[1] = (size_t)g->M;
+    if (gl && gl->type == J_ARR && gl->len == 2)
+        for (int i = 0; i < 2; i++) g->global[i] = (size_t)gl->items[i].num;
+    if (lo && lo->type == J_ARR && lo->len == 2) {
+        g->has_local = 1;
+        for (int i = 0; i < 2; i++) g->local[i] = (size_t)lo->items[i].num;
+    }
+}
+
+int bench_gemm_main(int argc, char **argv)
+{
+    bench_args a;
+    parse_args(argc, argv, &a, "bench-gemm");
+    if (!a.spec) fail(EXIT_BAD_INPUT, "bench-gemm: --spec SPEC.json is required");
+    size_t len;
+    char *text = read_file(a.spec, &len), perr[256];
+    if (!text) fail(EXIT_BAD_INPUT, "bench-gemm: cannot read spec %s", a.spec);
+    jval *spec = json_parse(text, perr, sizeof perr);
+    if (!spec) fail(EXIT_BAD_INPUT, "bench-gemm: %s: %s", a.spec, perr);
+    const char *backend = jstr(spec, "backend", "opencl"), *source = jstr(spec, "source", "");
+    const char *options = jstr(spec, "options", "");
+    int repeats = (int)jnum(spec, "repeats", 5), threads = (int)jnum(spec, "threads", 0);
+    double min_ms = jnum(spec, "min_time_ms", a.min_time_ms);
+    long seed = (long)jnum(spec, "seed", 1);
+    const jval *cases = json_get(spec, "cases");
+    if (!cases || cases->type != J_ARR) fail(EXIT_BAD_INPUT, "bench-gemm: %s: cases must be a list", a.spec);
+    if (repeats < 1) repeats = 1;
+    int src = !strcmp(backend, "cpu") ? SRC_CPU : !strcmp(source, "clblast") ? SRC_CLBLAST : SRC_KERNEL;
+    if (strcmp(backend, "cpu") && strcmp(backend, "opencl"))
+        fail(EXIT_BAD_INPUT, "bench-gemm: %s: backend \"%s\" must be cpu or opencl", a.spec, backend);
+
+    jwriter w;
+    jw_init(&w);
+    jw_obj_begin(&w);
+    jw_key(&w, "mode"); jw_str(&w, "bench-gemm");
+    jw_key(&w, "backend"); jw_str(&w, backend);
+    jw_key(&w, "source"); jw_str(&w, source);
+    jw_key(&w, "options"); jw_str(&w, options);
+    cl_env e = {0};
+    cl_program prog = NULL;
+    char why[512];
+    if (src == SRC_CLBLAST && clblast_load(a.clblast_lib, why, sizeof why) != 0) {
+        jw_key(&w, "status"); jw_str(&w, "skipped");
+        jw_key(&w, "reason"); jw_str(&w, why);
+        jw_obj_end(&w);
+        write_out(a.out, "gemm.json", &w);
+        fprintf(stderr, "runner: bench-gemm skipped: %s\n", why);
+        return EXIT_OK;
+    }
+    if (src == SRC_CPU) {
+#ifdef _OPENMP
+        if (threads > 0) omp_set_num_threads(threads);
+        threads = omp_get_max_threads();
+#endif
+        jw_key(&w, "threads"); jw_int(&w, threads);
+    } else {
+        env_open(&e, &a);
+        jw_key(&w, "device"); cl_write_device_json(&w, e.platform, e.dev);
+    }
+    if (src == SRC_KERNEL) {
+        char *cl_src = read_file(source, &len);
+        if (!cl_src) fail(EXIT_BAD_INPUT, "bench-gemm: %s: cannot read source %s", a.spec, source);
+        uint64_t t0 = monotonic_ns();
+        prog = build(&e, cl_src, options, source);
+        jw_key(&w, "build_ms"); jw_num(&w, (double)(monotonic_ns() - t0) / 1e6);
+        free(cl_src);
+    }
+    jw_key(&w, "status"); jw_str(&w, "ok");
+    jw_key(&w, "cases"); jw_arr_begin(&w);
+    for (int i = 0; i < cases->len; i++) {
+        gemm_case g;
+        parse_case(&cases->items[i], i, a.spec, &g);
+        jw_obj_begin(&w);
+        jw_key(&w, "kernel"); jw_str(&w, g.kernel);
+        jw_key(&w, "M"); jw_int(&w, g.M);
+        jw_key(&w, "N"); jw_int(&w, g.N);
+        jw_key(&w, "K"); jw_int(&w, g.K);
+        jw_key(&w, "global"); jw_arr_begin(&w); jw_int(&w, (long long)g.global[0]);
+        jw_int(&w, (long long)g.global[1]); jw_arr_end(&w);
+        jw_key(&w, "local");
+        if (g.has_local) { jw_arr_begin(&w); jw_int(&w, (long long)g.local[0]);
+                           jw_int(&w, (long long)g.local[1]); jw_arr_end(&w); }
+        else jw_null(&w);
+        run_case(src, &e, prog, &g, repeats, min_ms, seed + 3 * i, &w);
+        jw_obj_end(&w);
+    }
+    jw_arr_end(&w);
+    jw_obj_end(&w);
+    write_out(a.out, "gemm.json", &w);
+    jw_free(&w);
+    json_free(spec);
+    free(text);
+    return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ bench-peak
+ * clpeak's method (github.com/krrishnarraj/clpeak, compute_sp and global_bandwidth kernels):
+ * peak compute = chains of dependent mad() over float, float2, float4, float8, float16, two
+ * interleaved chains per pair and four independent pairs per work-item (enough
+ * independent mads to cover FMA latency on CPUs, which do not interleave work-items), 4096 lane-mads (8192 FLOPs) per work-item for every width;
+ * peak bandwidth = each work-item sums 16 float4 loads spaced one global size apart (coalesced
+ * reads of a whole buffer). Each measurement: warm-up launch, calibration to min_time_ms,
+ * 5 repeats, median; host clock around launches + clFinish.
+ * Output DIR/peaks.json: {"mode": "bench-peak", "device": {...}, "compute": [{"type", "width",
+ * "work_items", "median_ms", "gflops"}], "bandwidth": [{"kernel", "size_bytes", "median_ms",
+ * "gbps"}]}. */
+
+static const char *PEAK_SRC =
+    "#define MAD_4(x, y) x = mad(y, x, y); y = mad(x, y, x); x = mad(y, x, y); y = mad(x, y, x);\n"
+    "#define MAD_16(x, y) MAD_4(x, y) MAD_4(x, y) MAD_4(x, y) MAD_4(x, y)\n"
+    "#define PEAK(T, W, INIT) __kernel void compute_##T(__global T *out, float A) {\\\n"
+    "  T x0 = INIT, x1 = x0 + (T)(1), x2 = x0 + (T)(2), x3 = x0 + (T)(3);\\\n"
+    "  T y0 = (T)(get_local_id(0)), y1 = y0 + (T)(1), y2 = y0 + (T)(2), y3 = y0 + (T)(3);\\\n"
+    "  for (int i = 0; i < 64 / W; i++) {\\\n"
+    "    MAD_16(x0, y0) MAD_16(x1, y1) MAD_16(x2, y2) MAD_16(x3, y3) }\\\n"
+    "  out[get_global_id(0)] = y0 + y1 + y2 + y3; }\n"
+    "PEAK(float, 1, A)\n"
+    "PEAK(float2, 2, ((float2)(A, A + 1)))\n"
+    "PEAK(float4, 4, ((float4)(A, A + 1, A + 2, A + 3)))\n"
+    "PEAK(float8, 8, ((float8)(A, A + 1, A + 2, A + 3, A + 4, A + 5, A + 6, A + 7)))\n"
+    "PEAK(float16, 16, ((float16)(A, A + 1, A + 2, A + 3, A + 4, A + 5, A + 6, A + 7, A + 8, "
+    "A + 9, A + 10, A + 11, A + 12, A + 13, A + 14, A + 15)))\n"
+    "__kernel void read_float4(__global const float4 *in, __global float *out) {\n"
+    "  const int g = get_global_id(0), s = get_global_size(0); float4 acc = (float4)(0.0f);\n"
+    "  for (int i = 0; i < 16; i++) acc += in[g + i * s];\n"
+    "  out[g] = acc.s0 + acc.s1 + acc.s2 + acc.s3; }\n";
+
+/* Median ms per launch of kernel k over global work-items (local = NULL: driver's choice). */
+static double time_kernel(cl_env *e, cl_kernel k, size_t global, double min_time_ms)
+{
+    double rep[5];
+    CL_CHECK(CL.clEnqueueNDRangeKernel(e->q, k, 1, NULL, &global, NULL, 0, NULL, NULL), "bench-peak");
+    uint64_t t0 = monotonic_ns();
+    CL_CHECK(CL.clEnqueueNDRangeKernel(e->q, k, 1, NULL, &global, NULL, 0, NULL, NULL), "bench-peak");
+    CL_CHECK(CL.clFinish(e->q), "bench-peak");
+    double one = (double)(monotonic_ns() - t0) / 1e6;
+    long iters = one > 0 ? (long)(min_time_ms / one) : 1000;
+    iters = iters < 1 ? 1 : iters > 100000 ? 100000 : iters;
+    for (int r = 0; r < 5; r++) {
+        t0 = monotonic_ns();
+        for (long i = 0; i < iters; i++)
+            CL_CHECK(CL.clEnqueueNDRangeKernel(e->q, k, 1, NULL, &global, NULL, 0, NULL, NULL),
+                     "bench-peak");
+        CL_CHECK(CL.clFinish(e->q), "bench-peak");
+        rep[r] = (double)(monotonic_ns() - t0) / 1e6 / (double)iters;
+    }
+    return median(rep, 5);
+}
+
+int bench_peak_main(int argc, char **argv)
+{
+    bench_args a;
+    cl_env e = {0};
+    cl_int err;
+    parse_args(argc, argv, &a, "bench-peak");
+    env_open(&e, &a);
+    cl_program p = build(&e, PEAK_SRC, "", "the bench-peak kernels");
+    size_t cus = (size_t)cl_device_ulong(e.dev, CL_DEVICE_MAX_COMPUTE_UNITS);
+    size_t wg = (size_t)cl_device_ulong(e.dev, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+    size_t global = (cus ? cus : 1) * (wg ? wg : 256) * 16;
+    jwriter w;
+    jw_init(&w);
+    jw_obj_begin(&w);
+    jw_key(&w, "mode"); jw_str(&w, "bench-peak");
+    jw_key(&w, "device"); cl_write_device_json(&w, e.platform, e.dev);
+    jw_key(&w, "compute"); jw_arr_begin(&w);
+    const char *types[] = {"float", "float2", "float4", "float8", "float16"};
+    const int widths[] = {1, 2, 4, 8, 16};
+    for (int t = 0; t < 5; t++) {
+        size_t n = global / (size_t)widths[t];
+        cl_mem out = make_buffer(&e, NULL, (long)global);
+        char name[32];
+        float A = 1.3f;
+        snprintf(name, sizeof name, "compute_%s", types[t]);
+        cl_kernel k = CL.clCreateKernel(p, name, &err);
+        if (err) cl_fail("clCreateKernel", err, name);
+        CL_CHECK(CL.clSetKernelArg(k, 0, sizeof out, &out), name);
+        CL_CHECK(CL.clSetKernelArg(k, 1, sizeof A, &A), name);
+        double ms = time_kernel(&e, k, n, a.min_time_ms);
+        /* per work-item: 64/W iterations x 64 mads x W lanes x 2 FLOPs = 8192 FLOPs */
+        jw_obj_begin(&w);
+        jw_key(&w, "type"); jw_str(&w, types[t]);
+        jw_key(&w, "width"); jw_int(&w, widths[t]);
+        jw_key(&w, "work_items"); jw_int(&w, (long long)n);
+        jw_key(&w, "median_ms"); jw_num(&w, ms);
+        jw_key(&w, "gflops"); jw_num(&w, 8192.0 * (double)n / (ms * 1e6));
+        jw_obj_end(&w);
+        CL.clReleaseKernel(k);
+        CL.clReleaseMemObject(out);
+    }
+    jw_arr_end(&w);
+    /* bandwidth: a buffer of min(max_alloc / 2, 256 MiB), 16 float4 (256 bytes) per work-item */
+    size_t bytes = (size_t)cl_device_ulong(e.dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE) / 2;
+    bytes = bytes > ((size_t)256 << 20) || bytes == 0 ? (size_t)256 << 20 : bytes;
+    size_t items = bytes / 256;
+    bytes = items * 256;
+    cl_mem in = make_buffer(&e, NULL, (long)(bytes / 4)), out = make_buffer(&e, NULL, (long)items);
+    cl_kernel k = CL.clCreateKernel(p, "read_float4", &err);
+    if (err) cl_fail("clCreateKernel", err, "read_float4");
+    CL_CHECK(CL.clSetKernelArg(k, 0, sizeof in, &in), "read_float4");
+    CL_CHECK(CL.clSetKernelArg(k, 1, sizeof out, &out), "read_float4");
+    double ms = time_kernel(&e, k, items, a.min_time_ms);
+    jw_key(&w, "bandwidth"); jw_arr_begin(&w);
+    jw_obj_begin(&w);
+    jw_key(&w, "kernel"); jw_str(&w, "read_float4");
+    jw_key(&w, "size_bytes"); jw_int(&w, (long long)bytes);
+    jw_key(&w, "median_ms"); jw_num(&w, ms);
+    jw_key(&w, "gbps"); jw_num(&w, (double)bytes / (ms * 1e6));
+    jw_obj_end(&w);
+    jw_arr_end(&w);
+    jw_obj_end(&w);
+    write_out(a.out, "peaks.json", &w);
+    jw_free(&w);
+    return EXIT_OK;
+}
