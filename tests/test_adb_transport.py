@@ -198,3 +198,18 @@ def test_measurements_on_one_device_are_serialized(adb_server, vdev, tmp_path, m
         th.join()
     (a0, a1), (b0, b1) = sorted(spans)
     assert a1 <= b0  # the second measurement started after the first ended
+
+
+def test_device_without_shell_v2_gets_exit_status_and_stderr_from_files(adb_server, tmp_path):
+    vd = connect_vdev(adb_server, tmp_path / "dev", features="")
+    try:
+        t = transport(adb_server, vd)
+        assert "shell_v2" not in t.features()
+        t.shell("mkdir -p /data/local/tmp/phonetrain", timeout_s=10)
+        res = t.run(["sh", "-c", "echo out; echo err >&2; exit 4"], timeout_s=10)
+        assert (res.returncode, res.stdout, res.stderr) == (4, "out\n", "err\n")
+        with pytest.raises(TransportError, match="timed out"):
+            t.run(["sleep", "30"], timeout_s=0.5)
+        assert not list((vd.root / "phonetrain/.cmd").glob("*.rc"))  # tidied after use
+    finally:
+        disconnect_vdev(adb_server, vd)

@@ -121,17 +121,19 @@ class VirtualDevice:
     """A TCP server speaking the device side of ADB; see the module docstring.
 
     root: sandbox folder that stands for ``/data/local/tmp``; port: TCP port (0 = any free);
-    sysfs_root: optional folder that stands for ``/sys`` (fake thermal zones, clocks).
+    sysfs_root: optional folder that stands for ``/sys`` (fake thermal zones, clocks);
+    features: the banner's feature list (``""`` plays an old phone without shell v2).
     """
 
     def __init__(self, root: Path, port: int = 0, props: dict[str, str] | None = None,
                  faults: Faults | None = None, host: str = "127.0.0.1",
-                 sysfs_root: Path | None = None):
+                 sysfs_root: Path | None = None, features: str = FEATURES):
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.props = props or default_props()
         self.faults = faults or Faults()
         self.sysfs_root = Path(sysfs_root).resolve() if sysfs_root else None
+        self.features = features
         self._listener = socket.create_server((host, port))
         self.host, self.port = self._listener.getsockname()[:2]
         self._bin = Path(tempfile.mkdtemp(prefix="phonetrain-vdev-"))
@@ -213,7 +215,7 @@ class VirtualDevice:
         return (f"device::ro.product.name={p.get('ro.product.name', '')};"
                 f"ro.product.model={p.get('ro.product.model', '')};"
                 f"ro.product.device={p.get('ro.product.device', '')};"
-                f"features={FEATURES}").encode()
+                f"features={self.features}").encode()
 
 
 class _Connection:
