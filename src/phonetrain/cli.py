@@ -23,5 +23,14 @@ def _register_phone_commands() -> None:
 
 _register_phone_commands()
 
+
+def _register_workflow_commands() -> None:
+    from phonetrain.experiment import run_command  # engineer D1: one experiment, issue 4
+
+    main.add_command(run_command)
+
+
+_register_workflow_commands()
+
 if __name__ == "__main__":
     main()

@@ -28,8 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import click
+
 from phonetrain.config import REPO_ROOT, Experiment, Sweep, plan_config, write_if_changed
-from phonetrain.devices import get_transport, stage_root
+from phonetrain.devices import TransportError, get_transport
 
 RUNNER_SOURCES_DIR = REPO_ROOT / "src" / "runner"
 RUN_EXPECT = ["run.json", "trace.csv"]
@@ -175,18 +177,29 @@ def build_kernels(params_path: Path, out_json: Path, results: Path) -> dict[str,
             t.push(runner, "runner")
             t.push(src, f"kernels/{version}")
             out_rel = f"out/build-{version}"
-            res = t.run(["./runner", "build", "--sources", f"kernels/{version}", "--options",
-                         load_version(version).options, "--out", out_rel] + _selectors(dev),
-                        timeout_s=p["measure"]["timeout_s"])
+            argv = ["./runner", "build", "--options", load_version(version).options,
+                    "--out", out_rel] + _selectors(dev)
+            for f in sorted(src.glob("*.cl")):
+                argv += ["--source", f"kernels/{version}/{f.name}"]
+            res = t.run(argv, timeout_s=p["measure"]["timeout_s"])
             if res.returncode != 0:
                 sys.stderr.write(res.stderr)
-                raise StageError(f"device '{dev['name']}': kernel version '{version}' failed "
-                                 f"to build; {_fail_text(res, 'runner build')}")
+                reason = (f"device '{dev['name']}': kernel version '{version}' failed to "
+                          f"build; {_fail_text(res, 'runner build')}")
+                _mark_runs_failed(Path(results), dev["name"], version, reason, res.stderr)
+                raise StageError(reason)
             t.pull(out_rel, Path(tmp) / "pulled", expect=["build.json"])
         doc = read_json(Path(tmp) / "pulled" / "build.json")
     doc.update(device=dev["name"], kernel=version, kernel_hash=p["kernel_hash"])
     write_json(doc, out_json)
     return doc
+
+
+def _mark_runs_failed(results: Path, device: str, version: str, reason: str, log: str) -> None:
+    """Leave ``failed.json`` (reason + compiler log) in every run folder of this version on
+    this device, so the aggregate reports why those runs are missing."""
+    for params in (results / "runs" / device).glob(f"*.*.{version}/params.json"):
+        write_json({"reason": reason, "log": log[-20000:]}, params.parent / "failed.json")
 
 
 def write_data(params_path: Path, results: Path) -> Path:
@@ -268,6 +281,8 @@ def train(params_path: Path, results: Path, progress: bool | None = None) -> Pat
             "--threads", str(ms["threads"])] + (["--progress"] if show else [])
     if p["kernel"]:
         argv += _selectors(dev)
+    marker = rdir / "failed.json"
+    marker.unlink(missing_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=".train-"))
     try:
         with t.lock():
@@ -279,8 +294,10 @@ def train(params_path: Path, results: Path, progress: bool | None = None) -> Pat
                 if show and res.stderr:
                     sys.stderr.write(res.stderr)
                 if res.returncode != 0:
-                    raise StageError(f"device '{dev['name']}', run {p['run_id']}: "
-                                     f"{_fail_text(res, 'runner run')}")
+                    reason = f"device '{dev['name']}', run {p['run_id']}: " + \
+                        _fail_text(res, "runner run")
+                    write_json({"reason": reason, "log": res.stderr[-20000:]}, marker)
+                    raise StageError(reason)
                 t.pull(out_rel, tmp / ("main" if rep == 0 else f"repeat_{rep}"), RUN_EXPECT)
         verify = verify_run(R, p, tmp / "main")
         write_json(verify, tmp / "main" / "verify.json")
@@ -307,11 +324,10 @@ def verify_run(results: Path, p: dict[str, Any], out_dir: Path) -> dict[str, Any
     from phonetrain import reference
     from phonetrain.plan import Plan
     plan = Plan.load(Path(results) / "plans" / p["run_id"] / "plan.json")
-    doc = reference.verify(plan, Path(results), out_dir)
-    doc = dict(doc)
-    doc.setdefault("atol", p["verify_atol"])
-    doc["ok"] = bool(doc.get("max_abs_err") is not None
-                     and doc["max_abs_err"] <= doc["atol"])
+    doc = dict(reference.verify_run_dir(plan, Path(results), out_dir))
+    doc["atol"] = p["verify_atol"]  # measure.verify_atol is the one tolerance the study uses
+    err = doc.get("max_abs_err")
+    doc["ok"] = bool(err is not None and err <= doc["atol"])
     return doc
 
 
@@ -358,6 +374,29 @@ def run_single(sweep: Sweep, exp: Experiment) -> Path:
     return train(rdir / "params.json", R)
 
 
+@click.command("run", context_settings={"ignore_unknown_options": True})
+@click.argument("overrides", nargs=-1)
+@click.option("--conf", "conf_dir", type=click.Path(file_okay=False), default=None,
+              help="Hydra config folder (default: conf/ of this checkout).")
+def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
+    """Run one experiment without Snakemake: OVERRIDES are Hydra overrides, e.g.
+    `phonetrain run model=lenet5 device=host backend=opencl kernel=baseline
+    measure.iterations=5`. Writes the same files as the workflow (results/runs/...)."""
+    from phonetrain.config import CONF_DIR, ConfigError, compose_one
+    try:
+        sweep, exp = compose_one(list(overrides), conf_dir or CONF_DIR)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"phonetrain run: {exp.id} on {exp.device} (config {exp.config_hash})", err=True)
+    try:
+        rdir = run_single(sweep, exp)
+    except (StageError, TransportError) as e:
+        raise click.ClickException(str(e)) from None
+    v = read_json(rdir / "verify.json")
+    click.echo(f"{rdir}: verify max_abs_err {v.get('max_abs_err'):.3g} "
+               f"({'ok' if v.get('ok') else 'WRONG'})")
+
+
 STAGES = {
     "build-runner": lambda a: build_runner(Path(a[0]), Path(a[1])),
     "build-kernels": lambda a: build_kernels(Path(a[0]), Path(a[1]), Path(a[2])),
@@ -377,7 +416,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         STAGES[argv[0]](argv[1:])
-    except StageError as e:
+    except (StageError, TransportError) as e:
         print(f"phonetrain {argv[0]}: {e}", file=sys.stderr)
         return 1
     return 0
