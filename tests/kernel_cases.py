@@ -243,13 +243,15 @@ def conv_cases(rng: np.random.Generator) -> list[Case]:
 def pool_cases(rng: np.random.Generator) -> list[Case]:
     """Max pooling: LeNet's 2x2/2, overlapping 3x3/2, odd image sizes, one-pixel images."""
     out = []
-    for B, C, H, W, K, stride in [(1, 1, 1, 1, 1, 1), (2, 6, 28, 28, 2, 2), (3, 2, 7, 9, 3, 2),
-                                  (1, 3, 17, 16, 3, 1)]:
+    for B, C, H, W, K, stride, ties in [(1, 1, 1, 1, 1, 1, False), (2, 6, 28, 28, 2, 2, False),
+                                        (3, 2, 7, 9, 3, 2, False), (1, 3, 17, 16, 3, 1, False),
+                                        (2, 2, 9, 8, 3, 2, True)]:
         OH, OW = (H - K) // stride + 1, (W - K) // stride + 1
         dims = [B, C, H, W, K, stride, OH, OW]
         ny, nx = B * C * OH * OW, B * C * H * W
-        tag = f"{B}x{C}x{H}x{W} k{K} s{stride}"
-        x = _rand(rng, nx)
+        tag = f"{B}x{C}x{H}x{W} k{K} s{stride}" + (" ties" if ties else "")
+        # ties: values in {0, 1, 2}, so windows hold equal maxima and argmax must be the first
+        x = rng.integers(0, 3, nx).astype(np.float32) if ties else _rand(rng, nx)
         fwd = Case("maxpool_fwd", dims + ["X", "Y", "argmax"],
                    {"X": x, "Y": np.zeros(ny, np.float32), "argmax": np.full(ny, -1, np.int32)},
                    ("Y", "argmax"), exact=True, label=f"maxpool_fwd {tag}")
