@@ -146,3 +146,21 @@ def test_props_from_constructor_reach_getprop(adb_server, tmp_path):
     finally:
         disconnect_vdev(adb_server, vd)
     assert isinstance(vd, VirtualDevice)
+
+
+def test_fault_crash_and_hide(adb_server, tmp_path):
+    vd = connect_vdev(adb_server, tmp_path / "dev",
+                      Faults(crash=r"runner run", hide="*/out/*/trace.csv"))
+    try:
+        dev = adb_server.device(vd.serial)
+        res = dev.shell2("./runner run --plan x", v2=True)
+        assert res.returncode == 139 and "Segmentation fault" in res.stderr
+        assert dev.shell2("echo ok", v2=True).returncode == 0
+        (vd.root / "out/r1").mkdir(parents=True)
+        (vd.root / "out/r1/run.json").write_text("{}")
+        (vd.root / "out/r1/trace.csv").write_text("a,b\n")
+        sync = dev.sync
+        assert [e.path for e in sync.list("/data/local/tmp/out/r1")] == [".", "..", "run.json"]
+        assert sync.stat("/data/local/tmp/out/r1/trace.csv").mode == 0
+    finally:
+        disconnect_vdev(adb_server, vd)

@@ -95,7 +95,12 @@ def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None
               help="Fault: sync pushes to matching device paths fail.")
 @click.option("--hang", default=None, metavar="REGEX",
               help="Fault: shell commands matching REGEX hang until stopped.")
-def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang) -> None:
+@click.option("--crash", default=None, metavar="REGEX",
+              help="Fault: shell commands matching REGEX die of SIGSEGV.")
+@click.option("--hide", default=None, metavar="GLOB",
+              help="Fault: matching device paths look absent to sync (a missing output).")
+def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, crash,
+                   hide) -> None:
     """Serve a virtual phone (device side of ADB) until interrupted; then run
     'adb connect 127.0.0.1:PORT'."""
     from phonetrain.virtual_device import Faults, VirtualDevice, load_props
@@ -105,7 +110,7 @@ def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang) 
                                  param_hint="--port")
     try:
         vd = VirtualDevice(root, port, load_props(props),
-                           Faults(drop_after_bytes, fail_push, hang), sysfs_root=sysfs)
+                           Faults(drop_after_bytes, fail_push, hang, crash, hide), sysfs_root=sysfs)
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"virtual device on {vd.serial}, sandbox {vd.root}; "

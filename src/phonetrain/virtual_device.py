@@ -60,11 +60,16 @@ class Faults:
         received from the host on one connection (a cable pulled mid-push).
     fail_push: fnmatch pattern of device paths whose sync SEND answers FAIL.
     hang: regular expression; a shell command matching it sleeps until its stream is closed.
+    crash: regular expression; a shell command matching it dies of SIGSEGV (exit 139).
+    hide: fnmatch pattern of device paths that sync STAT/LIST/RECV treat as absent (an
+        output file the runner never wrote).
     """
 
     drop_after_bytes: int | None = None
     fail_push: str | None = None
     hang: str | None = None
+    crash: str | None = None
+    hide: str | None = None
 
 
 def default_props() -> dict[str, str]:
@@ -184,6 +189,8 @@ class VirtualDevice:
     def map_path(self, device_path: str) -> Path | None:
         """Host path for a device path, or None when it lies outside the mapped folders."""
         norm = posixpath.normpath(device_path)
+        if self.faults.hide and fnmatch.fnmatch(norm, self.faults.hide):
+            return None
         for prefix, base in ((DEVICE_TMP, self.root), ("/sys", self.sysfs_root)):
             if base is None:
                 continue
@@ -202,6 +209,8 @@ class VirtualDevice:
         """Start ``/bin/sh -c command`` in the sandbox, in its own process group."""
         if self.faults.hang and re.search(self.faults.hang, command):
             command = "exec sleep 86400"
+        elif self.faults.crash and re.search(self.faults.crash, command):
+            command = "echo 'Segmentation fault' >&2; kill -SEGV $$"
         env = dict(os.environ, PATH=f"{self._bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                    HOME=str(self.root), TMPDIR=str(self.root))
         return subprocess.Popen(
@@ -479,6 +488,9 @@ class _SyncService:
         entries = []
         if host is not None and host.is_dir():
             for name in [".", ".."] + sorted(os.listdir(host)):
+                if name not in (".", "..") and \
+                        device.map_path(posixpath.join(path, name)) is None:
+                    continue  # hidden by fault injection
                 try:
                     st = os.lstat(host / name)
                 except OSError:
