@@ -1,0 +1,44 @@
+/* The run mode's shared state and the two executors (exec_cpu.c, exec_cl.c). */
+#ifndef PHONETRAIN_EXEC_H
+#define PHONETRAIN_EXEC_H
+
+#include "cl_loader.h"
+#include "json.h"
+#include "plan.h"
+#include "trace.h"
+
+typedef struct {
+    pt_plan *plan;
+    const char *root;          /* bundle root: plan paths are relative to it */
+    int threads;               /* CPU backend threads actually used */
+    trace tr;
+    /* opencl backend */
+    const char *cl_lib;
+    cl_selector sel;
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+    cl_program *programs;
+    long long device_bytes;    /* sum of device buffer sizes allocated */
+    jwriter build_json;        /* array of per-program build records, for run.json */
+} run_ctx;
+
+/* CPU backend: thread count; each iteration runs every step with cpu_kernel_run. */
+void cpu_setup(run_ctx *rc);
+uint64_t cpu_iteration(run_ctx *rc, int iteration, int warmup);   /* returns the end time (ns) */
+
+/* OpenCL backend: device, programs, kernels (arguments set once), buffers initialized from
+ * the host copies (untimed). Each iteration enqueues every step with a profiling event,
+ * waits for the queue, then reads the events into the trace. */
+void cl_setup(run_ctx *rc);
+uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup);    /* after clFinish; rows get device times */
+/* Copies the authoritative ("home") contents of tensor t into dst (size_bytes). */
+void cl_read_home(run_ctx *rc, pt_tensor *t, void *dst);
+
+/* Builds one program from source for device d. Returns the cl_int status of clBuildProgram
+ * (or of program creation); *log gets the malloc'd build log, *build_ms the wall time. */
+cl_int cl_build_source(cl_context ctx, cl_device_id d, const char *source, const char *options,
+                       cl_program *program, double *build_ms, char **log);
+
+#endif

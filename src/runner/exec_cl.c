@@ -1,0 +1,265 @@
+/* OpenCL backend: one in-order profiling queue; every command gets an event whose
+ * queued/submit/start/end times go into the trace after the iteration's clFinish. */
+#define _POSIX_C_SOURCE 200809L
+#include "exec.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CL_CONTEXT_PLATFORM_PROP 0x1084
+
+static void build_programs(run_ctx *rc)
+{
+    pt_plan *p = rc->plan;
+    char *dev = cl_device_str(rc->device, CL_DEVICE_NAME);
+    rc->programs = xcalloc((size_t)p->nprograms, sizeof *rc->programs);
+    jw_init(&rc->build_json);
+    jw_arr_begin(&rc->build_json);
+    for (int i = 0; i < p->nprograms; i++) {
+        pt_program *pg = &p->programs[i];
+        char *path = path_join(rc->root, pg->source);
+        char *src = read_file(path, NULL);
+        if (!src) fail(EXIT_BUNDLE, "kernel source %s (program \"%s\") cannot be read: %s; deploy "
+                       "the kernel version first", path, pg->name, strerror(errno));
+        double ms;
+        char *log;
+        cl_int e = cl_build_source(rc->context, rc->device, src, pg->options, &rc->programs[i],
+                                   &ms, &log);
+        if (e != CL_SUCCESS) {
+            fprintf(stderr, "%s\n", log);
+            fail(EXIT_BUILD, "kernel build failed: program \"%s\" (%s, options \"%s\") on \"%s\": "
+                 "%s; the compiler log is above", pg->name, path, pg->options, dev, cl_error_name(e));
+        }
+        size_t bin = 0;
+        CL.clGetProgramInfo(rc->programs[i], CL_PROGRAM_BINARY_SIZES, sizeof bin, &bin, NULL);
+        jwriter *w = &rc->build_json;
+        jw_obj_begin(w);
+        jw_key(w, "program"); jw_str(w, pg->name);
+        jw_key(w, "source"); jw_str(w, pg->source);
+        jw_key(w, "options"); jw_str(w, pg->options);
+        jw_key(w, "build_ms"); jw_num(w, ms);
+        jw_key(w, "binary_size_bytes"); jw_int(w, (long long)bin);
+        jw_key(w, "log"); jw_str(w, log);
+        jw_obj_end(w);
+        free(log);
+        free(src);
+        free(path);
+    }
+    jw_arr_end(&rc->build_json);
+    free(dev);
+}
+
+static void make_buffers(run_ctx *rc)
+{
+    pt_plan *p = rc->plan;
+    for (int i = 0; i < p->ntensors; i++) {
+        pt_tensor *t = &p->tensors[i];
+        if (!t->needs_buffer) continue;
+        cl_int e;
+        cl_mem_flags flags = CL_MEM_READ_WRITE | (t->needs_map ? CL_MEM_ALLOC_HOST_PTR : 0);
+        cl_mem m = CL.clCreateBuffer(rc->context, flags, t->size_bytes, NULL, &e);
+        char ctx[256];
+        snprintf(ctx, sizeof ctx, "allocating %zu bytes for tensor \"%s\"", t->size_bytes, t->name);
+        if (e != CL_SUCCESS) cl_fail("clCreateBuffer", e, ctx);
+        CL_CHECK(CL.clEnqueueWriteBuffer(rc->queue, m, CL_TRUE, 0, t->size_bytes, t->host, 0, NULL,
+                                         NULL), ctx);
+        t->mem = m;
+        rc->device_bytes += (long long)t->size_bytes;
+    }
+}
+
+static cl_kernel find_kernel(run_ctx *rc, const pt_step *s, int k)
+{
+    for (int i = 0; i < rc->plan->nprograms; i++) {
+        cl_int e;
+        cl_kernel kern = CL.clCreateKernel(rc->programs[i], s->name, &e);
+        if (e == CL_SUCCESS) return kern;
+    }
+    fail(EXIT_BAD_INPUT, "bad plan %s: steps[%d]: kernel \"%s\" is defined by none of the plan's "
+         "%d programs; add the .cl file that defines it", rc->plan->path, k, s->name,
+         rc->plan->nprograms);
+}
+
+static void check_local_size(run_ctx *rc, const pt_step *s, cl_kernel kern, int k)
+{
+    if (!s->has_local) return;
+    size_t kmax = 0, items[3] = {0, 0, 0}, total = 1;
+    CL_CHECK(CL.clGetKernelWorkGroupInfo(kern, rc->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax,
+                                         &kmax, NULL), s->name);
+    CL.clGetDeviceInfo(rc->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, NULL);
+    for (int d = 0; d < s->work_dim; d++) {
+        total *= s->local[d];
+        if (items[d] && s->local[d] > items[d])
+            fail(EXIT_BAD_INPUT, "bad plan %s: steps[%d] (%s): local[%d]=%zu exceeds the device's "
+                 "max work-item size %zu in that dimension; choose a smaller local size",
+                 rc->plan->path, k, s->name, d, s->local[d], items[d]);
+    }
+    if (total > kmax)
+        fail(EXIT_BAD_INPUT, "bad plan %s: steps[%d] (%s): local size of %zu work-items exceeds the "
+             "kernel's max work-group size %zu on this device; choose a smaller local size",
+             rc->plan->path, k, s->name, total, kmax);
+}
+
+static void make_kernels(run_ctx *rc)
+{
+    pt_plan *p = rc->plan;
+    for (int k = 0; k < p->nsteps; k++) {
+        pt_step *s = &p->steps[k];
+        if (s->op != OP_KERNEL) continue;
+        cl_kernel kern = find_kernel(rc, s, k);
+        for (int a = 0; a < s->nargs; a++) {
+            const rt_arg *arg = &s->args[a];
+            cl_int e;
+            cl_int iv = arg->i;
+            float fv = arg->f;
+            cl_mem mv = s->arg_tensor[a] >= 0 ? p->tensors[s->arg_tensor[a]].mem : NULL;
+            if (arg->kind == 'i') e = CL.clSetKernelArg(kern, (cl_uint)a, sizeof iv, &iv);
+            else if (arg->kind == 'f') e = CL.clSetKernelArg(kern, (cl_uint)a, sizeof fv, &fv);
+            else e = CL.clSetKernelArg(kern, (cl_uint)a, sizeof mv, &mv);
+            if (e != CL_SUCCESS)
+                fail(EXIT_BAD_INPUT, "bad plan %s: steps[%d] (%s): argument %d ('%c') rejected by "
+                     "clSetKernelArg with %s; check the argument list against src/kernels/README.md",
+                     p->path, k, s->name, a, arg->kind, cl_error_name(e));
+        }
+        check_local_size(rc, s, kern, k);
+        s->kernel = kern;
+    }
+}
+
+void cl_setup(run_ctx *rc)
+{
+    cl_select(rc->cl_lib, &rc->sel, &rc->platform, &rc->device);
+    cl_int e;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM_PROP, (cl_context_properties)rc->platform, 0};
+    rc->context = CL.clCreateContext(props, 1, &rc->device, NULL, NULL, &e);
+    if (e != CL_SUCCESS) cl_fail("clCreateContext", e, "setup");
+    rc->queue = CL.clCreateCommandQueue(rc->context, rc->device, CL_QUEUE_PROFILING_ENABLE, &e);
+    if (e != CL_SUCCESS) cl_fail("clCreateCommandQueue", e, "setup");
+    build_programs(rc);
+    make_buffers(rc);
+    make_kernels(rc);
+    CL_CHECK(CL.clFinish(rc->queue), "setup");
+}
+
+static trace_row *row_for(run_ctx *rc, const pt_step *s, int iteration, int warmup, int seq, int k)
+{
+    trace_row *r = trace_add(&rc->tr);
+    r->iteration = iteration;
+    r->warmup = warmup;
+    r->seq = seq;
+    r->step = k;
+    r->op = op_name(s->op);
+    r->kind = step_kind(s);
+    r->name = s->op == OP_KERNEL ? s->name : rc->plan->tensors[s->tensor].name;
+    r->layer = s->layer;
+    r->phase = s->phase;
+    r->bytes = s->bytes;
+    r->flops = s->flops;
+    return r;
+}
+
+/* Enqueues step k; returns its event (NULL for host-only steps). */
+static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
+{
+    pt_plan *p = rc->plan;
+    cl_event ev = NULL;
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "steps[%d] (%s) of iteration %d", k,
+             s->op == OP_KERNEL ? s->name : op_name(s->op), iteration);
+    pt_tensor *t = s->tensor >= 0 ? &p->tensors[s->tensor] : NULL;
+    cl_int e = CL_SUCCESS;
+    switch (s->op) {
+    case OP_KERNEL:
+        CL_CHECK(CL.clEnqueueNDRangeKernel(rc->queue, s->kernel, (cl_uint)s->work_dim, NULL,
+                                           s->global, s->has_local ? s->local : NULL, 0, NULL, &ev),
+                 ctx);
+        break;
+    case OP_H2D:
+        CL_CHECK(CL.clEnqueueWriteBuffer(rc->queue, t->mem, CL_TRUE, 0, t->size_bytes, t->host, 0,
+                                         NULL, &ev), ctx);
+        break;
+    case OP_D2H:
+        CL_CHECK(CL.clEnqueueReadBuffer(rc->queue, t->mem, CL_TRUE, 0, t->size_bytes, t->host, 0,
+                                        NULL, &ev), ctx);
+        break;
+    case OP_MAP:
+        t->mapped = CL.clEnqueueMapBuffer(rc->queue, t->mem, CL_TRUE,
+                                          s->map_write ? CL_MAP_WRITE_INVALIDATE_REGION : CL_MAP_READ,
+                                          0, t->size_bytes, 0, NULL, &ev, &e);
+        if (e != CL_SUCCESS) cl_fail("clEnqueueMapBuffer", e, ctx);
+        break;
+    case OP_UNMAP:
+        CL_CHECK(CL.clEnqueueUnmapMemObject(rc->queue, t->mem, t->mapped, 0, NULL, &ev), ctx);
+        t->mapped = NULL;
+        break;
+    case OP_LOAD:
+        plan_load_batch(t, iteration);
+        break;
+    }
+    return ev;
+}
+
+/* The memcpy between the host copy and the mapped pointer: its own host row. */
+static void map_copy(run_ctx *rc, pt_step *s, int iteration, int warmup, int seq, int k)
+{
+    pt_tensor *t = &rc->plan->tensors[s->tensor];
+    trace_row *r = row_for(rc, s, iteration, warmup, seq, k);
+    r->op = "map_copy";
+    r->kind = "host";
+    r->flops = 0;
+    r->host_begin_ns = monotonic_ns();
+    if (s->map_write) memcpy(t->mapped, t->host, t->size_bytes);
+    else memcpy(t->host, t->mapped, t->size_bytes);
+    r->host_end_ns = monotonic_ns();
+}
+
+static void read_profile(trace_row *r)
+{
+    cl_event ev = r->event;
+    cl_ulong v[4];
+    static const cl_profiling_info what[4] = {CL_PROFILING_COMMAND_QUEUED, CL_PROFILING_COMMAND_SUBMIT,
+                                              CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END};
+    for (int i = 0; i < 4; i++)
+        CL_CHECK(CL.clGetEventProfilingInfo(ev, what[i], sizeof v[i], &v[i], NULL), r->name);
+    r->queued_ns = (int64_t)v[0];
+    r->submit_ns = (int64_t)v[1];
+    r->start_ns = (int64_t)v[2];
+    r->end_ns = (int64_t)v[3];
+    CL.clReleaseEvent(ev);
+    r->event = NULL;
+}
+
+uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
+{
+    pt_plan *p = rc->plan;
+    int first = rc->tr.n, seq = 0;
+    for (int k = 0; k < p->nsteps; k++) {
+        pt_step *s = &p->steps[k];
+        trace_row *r = row_for(rc, s, iteration, warmup, seq++, k);
+        int idx = rc->tr.n - 1;   /* rows may move when the trace grows */
+        r->host_begin_ns = monotonic_ns();
+        cl_event ev = enqueue_step(rc, s, k, iteration);
+        r = &rc->tr.rows[idx];
+        r->host_end_ns = monotonic_ns();
+        r->event = ev;
+        if (s->op == OP_MAP) map_copy(rc, s, iteration, warmup, seq++, k);
+    }
+    CL_CHECK(CL.clFinish(rc->queue), "the end of an iteration");
+    uint64_t end = monotonic_ns();
+    for (int i = first; i < rc->tr.n; i++)
+        if (rc->tr.rows[i].event) read_profile(&rc->tr.rows[i]);
+    return end;
+}
+
+void cl_read_home(run_ctx *rc, pt_tensor *t, void *dst)
+{
+    if (t->home_device && t->mem) {
+        CL_CHECK(CL.clEnqueueReadBuffer(rc->queue, t->mem, CL_TRUE, 0, t->size_bytes, dst, 0, NULL,
+                                        NULL), t->name);
+    } else {
+        memcpy(dst, t->host, t->size_bytes);
+    }
+}

@@ -1,0 +1,88 @@
+/* runner: executes phonetrain plans on a device's CPU or OpenCL device.
+ *
+ *   runner info [--cl-lib PATH]
+ *   runner build --source A.cl [--source B.cl ...] [--options "..."] --out DIR [selectors]
+ *   runner run --plan PLAN.json --root DIR --out DIR [--threads N] [--progress] [selectors]
+ *   runner bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T]
+ *                          [--repeats R] [selectors]
+ *   runner bench-gemm ... / bench-peak ...   (bench_gemm.c)
+ *   selectors: [--platform SUBSTR] [--device SUBSTR] [--device-type gpu|cpu|accelerator|all]
+ *              [--cl-lib PATH]
+ *
+ * Exit codes: see util.h and README.md. */
+#define _POSIX_C_SOURCE 200809L
+#include "bench_gemm.h"
+#include "modes.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: runner info|build|run|bench-bandwidth|bench-gemm|bench-peak [options]\n"
+    "  run --plan FILE --root DIR --out DIR [--threads N] [--progress]\n"
+    "  build --source FILE.cl [--source ...] [--options STR] --out DIR\n"
+    "  bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T] [--repeats R]\n"
+    "  OpenCL selectors: --platform SUBSTR --device SUBSTR --device-type gpu|cpu|accelerator|all"
+    " --cl-lib PATH\n";
+
+static long long parse_ll(const char *opt, const char *v, long long lo)
+{
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (*end || end == v || x < lo) fail(EXIT_BAD_INPUT, "%s %s: expected an integer >= %lld", opt, v, lo);
+    return x;
+}
+
+static void parse(int argc, char **argv, runner_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->min_bytes = 4096;
+    o->max_bytes = 64ll << 20;
+    o->min_time_ms = 20;
+    o->repeats = 3;
+    o->options = "";
+    for (int i = 2; i < argc; i++) {
+        const char *k = argv[i];
+        if (!strcmp(k, "--progress")) { o->progress = 1; continue; }
+        if (i + 1 >= argc) fail(EXIT_BAD_INPUT, "%s %s needs a value\n%s", argv[1], k, usage);
+        const char *v = argv[++i];
+        if (!strcmp(k, "--plan")) o->plan = v;
+        else if (!strcmp(k, "--root")) o->root = v;
+        else if (!strcmp(k, "--out")) o->out = v;
+        else if (!strcmp(k, "--threads")) o->threads = (int)parse_ll(k, v, 0);
+        else if (!strcmp(k, "--platform")) o->sel.platform = v;
+        else if (!strcmp(k, "--device")) o->sel.device = v;
+        else if (!strcmp(k, "--device-type")) o->sel.type = v;
+        else if (!strcmp(k, "--cl-lib")) o->cl_lib = v;
+        else if (!strcmp(k, "--options")) o->options = v;
+        else if (!strcmp(k, "--min-bytes")) o->min_bytes = parse_ll(k, v, 4);
+        else if (!strcmp(k, "--max-bytes")) o->max_bytes = parse_ll(k, v, 4);
+        else if (!strcmp(k, "--min-time-ms")) o->min_time_ms = (double)parse_ll(k, v, 0);
+        else if (!strcmp(k, "--repeats")) o->repeats = (int)parse_ll(k, v, 1);
+        else if (!strcmp(k, "--source")) {
+            if (o->nsources == 64) fail(EXIT_BAD_INPUT, "build: at most 64 --source files");
+            o->sources[o->nsources++] = v;
+        } else fail(EXIT_BAD_INPUT, "%s: unknown option %s\n%s", argv[1], k, usage);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_BAD_INPUT : EXIT_OK;
+    }
+    const char *mode = argv[1];
+    if (!strcmp(mode, "--version")) { printf("runner %s %s\n", RUNNER_VERSION, RUNNER_SOURCE_HASH); return 0; }
+    if (!strcmp(mode, "bench-gemm")) return bench_gemm_main(argc, argv);
+    if (!strcmp(mode, "bench-peak")) return bench_peak_main(argc, argv);
+    runner_opts o;
+    parse(argc, argv, &o);
+    if (!strcmp(mode, "info")) return mode_info(&o);
+    if (!strcmp(mode, "build")) return mode_build(&o);
+    if (!strcmp(mode, "run")) return mode_run(&o);
+    if (!strcmp(mode, "bench-bandwidth")) return mode_bench_bandwidth(&o);
+    fail(EXIT_BAD_INPUT, "unknown mode \"%s\"\n%s", mode, usage);
+}

@@ -1,0 +1,33 @@
+/* The runner's modes; main.c parses the command line into these options. */
+#ifndef PHONETRAIN_MODES_H
+#define PHONETRAIN_MODES_H
+
+#include "cl_loader.h"
+#include "json.h"
+
+typedef struct {
+    const char *plan, *root, *out;
+    const char *cl_lib;
+    cl_selector sel;
+    int threads;             /* 0 = the plan's, then all cores */
+    int progress;            /* one stderr line per iteration */
+    const char *sources[64]; int nsources;   /* build */
+    const char *options;                     /* build */
+    long long min_bytes, max_bytes;          /* bench-bandwidth */
+    double min_time_ms;                      /* bench-bandwidth calibration target */
+    int repeats;                             /* bench-bandwidth */
+} runner_opts;
+
+int mode_info(const runner_opts *o);
+int mode_build(const runner_opts *o);
+int mode_run(const runner_opts *o);
+int mode_bench_bandwidth(const runner_opts *o);
+
+/* {"cpu_model", "logical_cores"} of this host (from /proc/cpuinfo and OpenMP). */
+void write_host_json(jwriter *w);
+/* {"version", "source_hash", "opencl_library"} */
+void write_runner_json(jwriter *w);
+/* Writes w's buffer to dir/name atomically; fails with EXIT_INTERNAL naming the file. */
+void write_output(const char *dir, const char *name, const void *data, size_t len);
+
+#endif

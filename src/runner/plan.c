@@ -1,0 +1,427 @@
+/* Plan v1 reader: JSON tree -> pt_plan, with the checks of plan.py's Plan.validate plus
+ * those only the runner can make (argument kinds, NDRange shape, map/unmap pairing). */
+#define _POSIX_C_SOURCE 200809L
+#include "plan.h"
+#include "json.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *g_path;  /* plan file named in every message */
+
+#define BAD(...) bad_plan(__VA_ARGS__)
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static _Noreturn void bad_plan(const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fail(EXIT_BAD_INPUT, "bad plan %s: %s", g_path, msg);
+}
+
+static const jval *req(const jval *obj, const char *key, jtype type, const char *where)
+{
+    const jval *v = json_get(obj, key);
+    if (!v) BAD("%s: missing key \"%s\"", where, key);
+    if (v->type != type) BAD("%s.%s must be a %s, not a %s", where, key, json_type_name(type),
+                             json_type_name(v->type));
+    return v;
+}
+
+static long long get_int(const jval *obj, const char *key, const char *where, int required,
+                         long long dflt)
+{
+    const jval *v = json_get(obj, key);
+    if (!v || (!required && v->type == J_NULL)) {
+        if (required) BAD("%s: missing key \"%s\"", where, key);
+        return dflt;
+    }
+    if (v->type != J_NUM || !v->is_int) BAD("%s.%s must be an integer", where, key);
+    return v->inum;
+}
+
+static char *get_str(const jval *obj, const char *key, const char *where, const char *dflt)
+{
+    const jval *v = json_get(obj, key);
+    if (!v || v->type == J_NULL) {
+        if (!dflt) BAD("%s: missing key \"%s\"", where, key);
+        return xstrdup(dflt);
+    }
+    if (v->type != J_STR) BAD("%s.%s must be a string", where, key);
+    return xstrdup(v->str);
+}
+
+static double get_num(const jval *obj, const char *key, const char *where)
+{
+    const jval *v = req(obj, key, J_NUM, where);
+    return v->num;
+}
+
+static int tensor_id(const pt_plan *p, const jval *v, const char *where)
+{
+    if (!v || v->type != J_NUM || !v->is_int || v->inum < 0 || v->inum >= p->ntensors)
+        BAD("%s: tensor id is not in 0..%d", where, p->ntensors - 1);
+    return (int)v->inum;
+}
+
+static void read_tensor(pt_tensor *t, const jval *j, int index)
+{
+    char where[64];
+    snprintf(where, sizeof where, "tensors[%d]", index);
+    if (j->type != J_OBJ) BAD("%s must be an object", where);
+    t->id = (int)get_int(j, "id", where, 1, 0);
+    if (t->id != index) BAD("%s.id is %d; ids must equal their index", where, t->id);
+    t->name = get_str(j, "name", where, NULL);
+    for (const char *c = t->name; *c; c++)
+        if (*c == '/' || *c == '\\' || (c == t->name && *c == '.'))
+            BAD("%s.name \"%s\" must be usable as a file name (no '/', no leading '.')", where, t->name);
+    t->role = get_str(j, "role", where, NULL);
+    static const char *roles[] = {"param", "grad", "activation", "input", "label", "scratch",
+                                  "state", "loss"};
+    int ok = 0;
+    for (size_t r = 0; r < sizeof roles / sizeof *roles; r++) ok |= !strcmp(t->role, roles[r]);
+    if (!ok) BAD("%s.role \"%s\" is not a plan role", where, t->role);
+    char *dtype = get_str(j, "dtype", where, "f32");
+    if (strcmp(dtype, "f32") && strcmp(dtype, "i32"))
+        BAD("%s.dtype \"%s\" must be \"f32\" or \"i32\"", where, dtype);
+    t->is_i32 = !strcmp(dtype, "i32");
+    free(dtype);
+    char *home = get_str(j, "home", where, "host");
+    if (strcmp(home, "host") && strcmp(home, "device"))
+        BAD("%s.home \"%s\" must be \"host\" or \"device\"", where, home);
+    t->home_device = !strcmp(home, "device");
+    free(home);
+    const jval *shape = req(j, "shape", J_ARR, where);
+    if (shape->len < 1 || shape->len > MAX_DIMS) BAD("%s.shape must have 1..%d dims", where, MAX_DIMS);
+    t->ndim = shape->len;
+    t->numel = 1;
+    for (int d = 0; d < shape->len; d++) {
+        const jval *e = &shape->items[d];
+        if (e->type != J_NUM || !e->is_int || e->inum < 1 || e->inum > (1LL << 40))
+            BAD("%s.shape[%d] must be a positive integer", where, d);
+        t->shape[d] = (long)e->inum;
+        t->numel *= t->shape[d];
+        if (t->numel > (1L << 40) / 4) BAD("%s: too many elements", where);
+    }
+    t->size_bytes = (size_t)t->numel * 4;
+    const jval *init = json_get(j, "init");
+    t->init_kind = INIT_ZEROS;
+    if (init && init->type != J_NULL) {
+        if (init->type != J_OBJ) BAD("%s.init must be an object", where);
+        char iw[80];
+        snprintf(iw, sizeof iw, "%s.init", where);
+        char *kind = get_str(init, "kind", iw, NULL);
+        if (!strcmp(kind, "zeros")) t->init_kind = INIT_ZEROS;
+        else if (!strcmp(kind, "file")) {
+            t->init_kind = INIT_FILE;
+            t->init_path = get_str(init, "path", iw, NULL);
+        } else if (!strcmp(kind, "uniform")) {
+            if (t->is_i32) BAD("%s: a uniform init needs dtype f32", iw);
+            t->init_kind = INIT_UNIFORM;
+            long long seed = get_int(init, "seed", iw, 1, 0);
+            if (seed < 0) BAD("%s.seed must be >= 0", iw);
+            t->seed = (uint64_t)seed;
+            t->low = get_num(init, "low", iw);
+            t->high = get_num(init, "high", iw);
+        } else BAD("%s.kind \"%s\" must be zeros, file or uniform", iw, kind);
+        free(kind);
+    }
+}
+
+static void read_args(pt_plan *p, pt_step *s, const jval *args, const char *where)
+{
+    if (args->len > MAX_KERNEL_ARGS) BAD("%s.args: more than %d arguments", where, MAX_KERNEL_ARGS);
+    s->nargs = args->len;
+    for (int a = 0; a < args->len; a++) {
+        const jval *arg = &args->items[a];
+        char aw[96];
+        snprintf(aw, sizeof aw, "%s.args[%d]", where, a);
+        if (arg->type != J_OBJ || arg->len != 1)
+            BAD("%s must be one of {\"i\": int}, {\"f\": float}, {\"t\": tensor id}", aw);
+        rt_arg *r = &s->args[a];
+        memset(r, 0, sizeof *r);
+        s->arg_tensor[a] = -1;
+        const char *k = arg->keys[0];
+        const jval *v = &arg->items[0];
+        if (!strcmp(k, "i")) {
+            if (v->type != J_NUM || !v->is_int || v->inum < -2147483648LL || v->inum > 2147483647LL)
+                BAD("%s.i must be a 32-bit integer", aw);
+            r->kind = 'i';
+            r->i = (int)v->inum;
+        } else if (!strcmp(k, "f")) {
+            if (v->type != J_NUM) BAD("%s.f must be a number", aw);
+            r->kind = 'f';
+            r->f = (float)v->num;
+        } else if (!strcmp(k, "t")) {
+            r->kind = 't';
+            s->arg_tensor[a] = tensor_id(p, v, aw);
+            r->numel = p->tensors[s->arg_tensor[a]].numel;
+        } else BAD("%s: key \"%s\" must be \"i\", \"f\" or \"t\"", aw, k);
+    }
+}
+
+static int read_sizes(const jval *v, size_t out[3], const char *what, const char *where)
+{
+    if (v->type != J_ARR || v->len < 1 || v->len > 3)
+        BAD("%s.%s must be a list of 1 to 3 positive integers", where, what);
+    for (int d = 0; d < v->len; d++) {
+        const jval *e = &v->items[d];
+        if (e->type != J_NUM || !e->is_int || e->inum < 1)
+            BAD("%s.%s[%d] must be a positive integer", where, what, d);
+        out[d] = (size_t)e->inum;
+    }
+    return v->len;
+}
+
+static void read_step(pt_plan *p, pt_step *s, const jval *j, int k)
+{
+    char where[64];
+    snprintf(where, sizeof where, "steps[%d]", k);
+    if (j->type != J_OBJ) BAD("%s must be an object", where);
+    char *op = get_str(j, "op", where, NULL);
+    static const char *ops[] = {"kernel", "h2d", "d2h", "map", "unmap", "load"};
+    s->op = -1;
+    for (int o = 0; o < 6; o++) if (!strcmp(op, ops[o])) s->op = o;
+    if (s->op < 0) BAD("%s.op \"%s\" is not one of kernel, h2d, d2h, map, unmap, load", where, op);
+    free(op);
+    s->layer = get_str(j, "layer", where, "");
+    s->phase = get_str(j, "phase", where, "");
+    s->flops = get_int(j, "flops", where, 0, 0);
+    s->bytes = get_int(j, "bytes", where, 0, 0);
+    s->tensor = -1;
+    if (s->op != OP_KERNEL) {
+        s->tensor = tensor_id(p, json_get(j, "tensor"), where);
+        if (s->bytes == 0) s->bytes = (long long)p->tensors[s->tensor].size_bytes;
+        if (s->op == OP_MAP) {
+            char *access = get_str(j, "access", where, NULL);
+            if (strcmp(access, "read") && strcmp(access, "write"))
+                BAD("%s.access \"%s\" must be \"read\" or \"write\"", where, access);
+            s->map_write = !strcmp(access, "write");
+            free(access);
+        }
+        return;
+    }
+    s->name = get_str(j, "name", where, NULL);
+    if (!cpu_kernel_known(s->name))
+        BAD("%s: unknown kernel \"%s\" (not in the kernel ABI, src/kernels/README.md)", where, s->name);
+    read_args(p, s, req(j, "args", J_ARR, where), where);
+    s->work_dim = read_sizes(req(j, "global", J_ARR, where), s->global, "global", where);
+    const jval *local = json_get(j, "local");
+    if (local && local->type != J_NULL) {
+        int ld = read_sizes(local, s->local, "local", where);
+        if (ld != s->work_dim) BAD("%s.local has %d dims but global has %d", where, ld, s->work_dim);
+        for (int d = 0; d < ld; d++)
+            if (s->global[d] % s->local[d])
+                BAD("%s: global[%d]=%zu is not a multiple of local[%d]=%zu (OpenCL 1.2 needs it)",
+                    where, d, s->global[d], d, s->local[d]);
+        s->has_local = 1;
+    }
+}
+
+/* Marks which tensors need device buffers and checks that maps and unmaps pair up within
+ * the iteration, with no kernel or transfer touching a mapped tensor. */
+static void check_transfers(pt_plan *p)
+{
+    int *mapped = xcalloc((size_t)p->ntensors, sizeof *mapped);
+    for (int k = 0; k < p->nsteps; k++) {
+        pt_step *s = &p->steps[k];
+        if (p->backend == BACKEND_CPU && s->op != OP_KERNEL && s->op != OP_LOAD)
+            BAD("steps[%d]: op \"%s\" needs backend \"opencl\" (this plan's backend is \"cpu\")",
+                k, op_name(s->op));
+        if (s->op == OP_KERNEL) {
+            for (int a = 0; a < s->nargs; a++) {
+                int t = s->arg_tensor[a];
+                if (t < 0) continue;
+                if (mapped[t]) BAD("steps[%d] (%s): tensor \"%s\" is still mapped; unmap it first",
+                                   k, s->name, p->tensors[t].name);
+                p->tensors[t].needs_buffer = 1;
+            }
+            continue;
+        }
+        pt_tensor *t = &p->tensors[s->tensor];
+        if (s->op == OP_LOAD) continue;
+        t->needs_buffer = 1;
+        if (s->op == OP_MAP) {
+            if (mapped[s->tensor]) BAD("steps[%d]: tensor \"%s\" is mapped twice", k, t->name);
+            mapped[s->tensor] = 1;
+            t->needs_map = 1;
+        } else if (s->op == OP_UNMAP) {
+            if (!mapped[s->tensor]) BAD("steps[%d]: unmap of tensor \"%s\" that is not mapped", k, t->name);
+            mapped[s->tensor] = 0;
+        } else if (mapped[s->tensor]) {
+            BAD("steps[%d] (%s): tensor \"%s\" is mapped; unmap it first", k, op_name(s->op), t->name);
+        }
+    }
+    for (int t = 0; t < p->ntensors; t++)
+        if (mapped[t]) BAD("tensor \"%s\" is still mapped at the end of the iteration; add an unmap step",
+                           p->tensors[t].name);
+    free(mapped);
+}
+
+pt_plan *plan_load(const char *path)
+{
+    g_path = path;
+    size_t len;
+    char *text = read_file(path, &len);
+    if (!text) fail(EXIT_BAD_INPUT, "cannot read plan %s: %s", path, strerror(errno));
+    char err[256];
+    jval *root = json_parse(text, err, sizeof err);
+    free(text);
+    if (!root) fail(EXIT_BAD_INPUT, "plan %s is not valid JSON: %s", path, err);
+    if (root->type != J_OBJ) BAD("the document must be a JSON object");
+    const jval *ver = json_get(root, "plan_version");
+    if (!ver || ver->type != J_NUM || !ver->is_int || ver->inum != PLAN_VERSION)
+        BAD("plan_version is %s; this runner reads version %d only (re-lower the plan with a "
+            "matching phonetrain)", ver && ver->type == J_NUM ? "not 1" : "missing", PLAN_VERSION);
+
+    pt_plan *p = xcalloc(1, sizeof *p);
+    p->path = xstrdup(path);
+    p->name = get_str(root, "name", "plan", NULL);
+    char *backend = get_str(root, "backend", "plan", NULL);
+    if (!strcmp(backend, "cpu")) p->backend = BACKEND_CPU;
+    else if (!strcmp(backend, "opencl")) p->backend = BACKEND_OPENCL;
+    else BAD("backend \"%s\" must be \"cpu\" or \"opencl\"", backend);
+    free(backend);
+    p->threads = (int)get_int(root, "threads", "plan", 0, 0);
+    p->warmup = (int)get_int(root, "warmup", "plan", 0, 0);
+    p->iterations = (int)get_int(root, "iterations", "plan", 1, 0);
+    if (p->warmup < 0 || p->iterations < 1) BAD("warmup must be >= 0 and iterations >= 1");
+
+    const jval *tensors = req(root, "tensors", J_ARR, "plan");
+    p->ntensors = tensors->len;
+    p->tensors = xcalloc((size_t)p->ntensors, sizeof *p->tensors);
+    for (int i = 0; i < p->ntensors; i++) read_tensor(&p->tensors[i], &tensors->items[i], i);
+
+    const jval *progs = json_get(root, "programs");
+    if (progs && progs->type != J_ARR) BAD("plan.programs must be a list");
+    p->nprograms = progs ? progs->len : 0;
+    p->programs = xcalloc((size_t)p->nprograms, sizeof *p->programs);
+    for (int i = 0; i < p->nprograms; i++) {
+        char where[48];
+        snprintf(where, sizeof where, "programs[%d]", i);
+        const jval *j = &progs->items[i];
+        if (j->type != J_OBJ) BAD("%s must be an object", where);
+        p->programs[i].name = get_str(j, "name", where, NULL);
+        p->programs[i].source = get_str(j, "source", where, NULL);
+        p->programs[i].options = get_str(j, "options", where, "");
+    }
+    if (p->backend == BACKEND_OPENCL && p->nprograms == 0)
+        BAD("backend \"opencl\" needs at least one entry in programs");
+
+    const jval *steps = req(root, "steps", J_ARR, "plan");
+    p->nsteps = steps->len;
+    p->steps = xcalloc((size_t)p->nsteps, sizeof *p->steps);
+    for (int k = 0; k < p->nsteps; k++) read_step(p, &p->steps[k], &steps->items[k], k);
+
+    const jval *batches = json_get(root, "batches");
+    if (batches && batches->type != J_ARR) BAD("plan.batches must be a list");
+    for (int b = 0; batches && b < batches->len; b++) {
+        char where[48];
+        snprintf(where, sizeof where, "batches[%d]", b);
+        const jval *j = &batches->items[b];
+        if (j->type != J_OBJ) BAD("%s must be an object", where);
+        pt_tensor *t = &p->tensors[tensor_id(p, json_get(j, "tensor"), where)];
+        if (t->batch_count) BAD("%s: tensor \"%s\" has two batch sources", where, t->name);
+        t->batch_count = get_int(j, "count", where, 1, 0);
+        if (t->batch_count < 1) BAD("%s.count must be >= 1", where);
+        t->batch_path = get_str(j, "path", where, NULL);
+    }
+    for (int k = 0; k < p->nsteps; k++)
+        if (p->steps[k].op == OP_LOAD && !p->tensors[p->steps[k].tensor].batch_count)
+            BAD("steps[%d]: load of tensor \"%s\" which has no entry in batches", k,
+                p->tensors[p->steps[k].tensor].name);
+
+    p->loss_tensor = (int)get_int(root, "loss_tensor", "plan", 0, -1);
+    if (p->loss_tensor != -1) {
+        if (p->loss_tensor < 0 || p->loss_tensor >= p->ntensors) BAD("loss_tensor %d is not a tensor id", p->loss_tensor);
+        if (p->tensors[p->loss_tensor].is_i32) BAD("loss_tensor must have dtype f32");
+    }
+    const jval *dumps = json_get(root, "dumps");
+    if (dumps && dumps->type != J_ARR) BAD("plan.dumps must be a list");
+    p->ndumps = dumps ? dumps->len : 0;
+    p->dumps = xcalloc((size_t)p->ndumps, sizeof *p->dumps);
+    for (int i = 0; i < p->ndumps; i++) p->dumps[i] = tensor_id(p, &dumps->items[i], "dumps");
+    check_transfers(p);
+    json_free(root);
+    return p;
+}
+
+static void read_bundle_file(const char *root, const char *rel, size_t expect, char *dst,
+                             const char *what)
+{
+    char *path = path_join(root, rel);
+    size_t len;
+    char *data = read_file(path, &len);
+    if (!data) fail(EXIT_BUNDLE, "bundle file %s (%s) cannot be read: %s; re-run the lowering or "
+                    "deploy step that writes it", path, what, strerror(errno));
+    if (len != expect)
+        fail(EXIT_BUNDLE, "bundle file %s (%s) has %zu bytes; the plan needs exactly %zu", path,
+             what, len, expect);
+    memcpy(dst, data, len);
+    free(data);
+    free(path);
+}
+
+void plan_load_data(pt_plan *p, const char *root)
+{
+    for (int i = 0; i < p->ntensors; i++) {
+        pt_tensor *t = &p->tensors[i];
+        t->host = xcalloc(1, t->size_bytes);
+        char what[256];
+        if (t->batch_count) {
+            snprintf(what, sizeof what, "batches of tensor \"%s\"", t->name);
+            t->batch_data = xmalloc(t->size_bytes * (size_t)t->batch_count);
+            read_bundle_file(root, t->batch_path, t->size_bytes * (size_t)t->batch_count,
+                             t->batch_data, what);
+        }
+        if (t->init_kind == INIT_FILE) {
+            snprintf(what, sizeof what, "init of tensor \"%s\"", t->name);
+            read_bundle_file(root, t->init_path, t->size_bytes, t->host, what);
+        } else if (t->init_kind == INIT_UNIFORM) {
+            fill_uniform(t->host, t->numel, t->seed, t->low, t->high);
+        }
+    }
+}
+
+void plan_load_batch(pt_tensor *t, int iteration)
+{
+    long b = iteration % t->batch_count;
+    memcpy(t->host, t->batch_data + (size_t)b * t->size_bytes, t->size_bytes);
+}
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF   /* low + (high-low)*u must not become an fma: numpy rounds twice */
+#endif
+void fill_uniform(float *out, long n, uint64_t seed, double low, double high)
+{
+    volatile double span = high - low;   /* volatile: keep GCC from contracting into an fma */
+    for (long i = 0; i < n; i++) {
+        uint64_t z = seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z = z ^ (z >> 31);
+        double u = (double)(z >> 40) / 16777216.0;
+        double scaled = span * u;
+        volatile double keep = scaled;
+        out[i] = (float)(low + keep);
+    }
+}
+
+const char *op_name(int op)
+{
+    static const char *names[] = {"kernel", "h2d", "d2h", "map", "unmap", "load"};
+    return names[op];
+}
+
+const char *step_kind(const pt_step *s)
+{
+    return s->op == OP_LOAD ? "host" : op_name(s->op);
+}

@@ -1,0 +1,90 @@
+/* The plan (version 1): loading, validation and initial tensor contents, exactly as
+ * src/phonetrain/plan.py documents them. */
+#ifndef PHONETRAIN_PLAN_H
+#define PHONETRAIN_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_kernels.h"
+
+#define PLAN_VERSION 1
+#define MAX_DIMS 8
+#define MAX_KERNEL_ARGS 32
+
+enum { INIT_ZEROS, INIT_FILE, INIT_UNIFORM };
+enum { OP_KERNEL, OP_H2D, OP_D2H, OP_MAP, OP_UNMAP, OP_LOAD };
+enum { BACKEND_CPU, BACKEND_OPENCL };
+
+typedef struct {
+    int id;
+    char *name, *role;
+    int ndim;
+    long shape[MAX_DIMS];
+    long numel;
+    size_t size_bytes;       /* numel * 4 (f32 and i32 alike) */
+    int is_i32;
+    int home_device;         /* "home": "device" */
+    int init_kind;
+    char *init_path;         /* INIT_FILE, relative to the bundle root */
+    uint64_t seed;           /* INIT_UNIFORM */
+    double low, high;
+    /* run-time state */
+    void *host;              /* host copy, size_bytes */
+    int needs_buffer;        /* touched by a kernel, h2d, d2h or map step */
+    int needs_map;           /* touched by a map step: CL_MEM_ALLOC_HOST_PTR */
+    void *mem;               /* cl_mem on the opencl backend */
+    void *mapped;            /* pointer returned by the last map, until unmap */
+    char *batch_path;        /* batches[].path when this tensor is a per-iteration input */
+    char *batch_data;        /* its batch_count consecutive batches, read at setup */
+    long batch_count;
+} pt_tensor;
+
+typedef struct { char *name, *source, *options; } pt_program;
+
+typedef struct {
+    int op;
+    int tensor;              /* transfers and load */
+    int map_write;           /* map: 1 = "write" (host->mapped), 0 = "read" */
+    char *name;              /* kernel name */
+    rt_arg args[MAX_KERNEL_ARGS];
+    int arg_tensor[MAX_KERNEL_ARGS];   /* tensor id for 't' args, else -1 */
+    int nargs;
+    int work_dim;
+    size_t global[3], local[3];
+    int has_local;
+    long long flops, bytes;
+    char *layer, *phase;
+    void *kernel;            /* cl_kernel on the opencl backend */
+} pt_step;
+
+typedef struct {
+    char *path;              /* the plan file, for messages */
+    char *name;
+    int backend;
+    int threads;
+    pt_tensor *tensors; int ntensors;
+    pt_program *programs; int nprograms;
+    pt_step *steps; int nsteps;
+    int warmup, iterations;
+    int loss_tensor;         /* -1 = none */
+    int *dumps; int ndumps;
+} pt_plan;
+
+/* Reads and validates a plan; any defect fails with EXIT_BAD_INPUT naming the file and key. */
+pt_plan *plan_load(const char *path);
+
+/* Allocates host copies, applies each tensor's init and reads batch files under `root`.
+ * A missing, unreadable or wrong-sized bundle file fails with EXIT_BUNDLE. */
+void plan_load_data(pt_plan *plan, const char *root);
+
+/* Copies batch `iteration % count` of tensor `t` into its host copy. */
+void plan_load_batch(pt_tensor *t, int iteration);
+
+/* splitmix64 uniform fill, identical to phonetrain.plan.uniform_fill. */
+void fill_uniform(float *out, long n, uint64_t seed, double low, double high);
+
+const char *op_name(int op);
+const char *step_kind(const pt_step *s);   /* trace "kind": kernel|h2d|d2h|map|unmap|host */
+
+#endif
