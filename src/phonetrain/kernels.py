@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from omegaconf import OmegaConf
 
 KERNELS_ROOT = Path(__file__).resolve().parents[1] / "kernels"
 
@@ -254,6 +253,7 @@ def load_version(version_name: str, kernels_root: Path = KERNELS_ROOT) -> Kernel
         cfg: dict = {}
         yml = folder / "version.yaml"
         if yml.exists():
+            from omegaconf import OmegaConf  # here, so geometry works with numpy alone
             cfg = OmegaConf.to_container(OmegaConf.load(yml)) or {}
             bad = set(cfg) - _VERSION_KEYS
             if bad:
