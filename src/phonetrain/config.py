@@ -75,6 +75,8 @@ class DeviceConfig:
     adb_port: Optional[int] = None
     toolchain: str = "host"
     cc: str = "cc"
+    ndk: Optional[str] = None
+    android_api: int = 28
     opencl_library: Optional[str] = None
     opencl_platform: str = ""
     opencl_device: str = ""
@@ -130,6 +132,8 @@ class MeasureConfig:
     seed: int = 0
     threads: int = 0
     cooldown_s: float = 0.0
+    cooldown_threshold_c: float = 45.0
+    cooldown_limit_s: float = 120.0
     timeout_s: float = 600.0
     progress: bool = True
     verify_atol: float = 1e-3

@@ -132,14 +132,16 @@ def write_json(obj: Any, path: Path) -> None:
 # ---------------------------------------------------------------- stages
 
 def build_runner(params_path: Path, out: Path) -> Path:
-    """Build the runner for the device of ``params_path`` into ``out`` (atomic)."""
-    from phonetrain import runner
+    """Build the runner for the device of ``params_path`` into ``out`` (atomic), with the
+    device's toolchain (:mod:`phonetrain.toolchains`: host cc, Android NDK, aarch64 cross)."""
+    from phonetrain import runner, toolchains
     dev = read_json(params_path)["device_config"]
-    if dev["toolchain"] != "host":
-        raise StageError(f"device '{dev['name']}': toolchain {dev['toolchain']!r} is built by "
-                         "the adb/cross-build stage, not the host compiler")
+    try:
+        tc = toolchains.for_device(dev)
+    except toolchains.ToolchainError as e:
+        raise StageError(str(e)) from None
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".runner-") as tmp:
-        built = runner.build_runner(Path(tmp), cc=dev["cc"])
+        built = runner.build_runner(Path(tmp), cc=tc.cc, extra_flags=tc.extra_flags)
         os.replace(built, out)
     return out
 
@@ -290,6 +292,7 @@ def train(params_path: Path, results: Path, progress: bool | None = None) -> Pat
                 if ms["cooldown_s"] > 0:
                     time.sleep(ms["cooldown_s"])
                 out_rel = f"out/{p['run_id']}.r{rep}"
+                conditions = _conditions_before(t, ms)
                 res = t.run(argv + ["--out", out_rel], timeout_s=ms["timeout_s"])
                 if show and res.stderr:
                     sys.stderr.write(res.stderr)
@@ -298,13 +301,27 @@ def train(params_path: Path, results: Path, progress: bool | None = None) -> Pat
                         _fail_text(res, "runner run")
                     write_json({"reason": reason, "log": res.stderr[-20000:]}, marker)
                     raise StageError(reason)
-                t.pull(out_rel, tmp / ("main" if rep == 0 else f"repeat_{rep}"), RUN_EXPECT)
+                got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
+                t.pull(out_rel, got, RUN_EXPECT)
+                if conditions is not None:
+                    write_json(conditions | {"after": t.readings()}, got / "device.json")
         verify = verify_run(R, p, tmp / "main")
         write_json(verify, tmp / "main" / "verify.json")
         _install(tmp, rdir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rdir
+
+
+def _conditions_before(t: Any, ms: dict[str, Any]) -> dict[str, Any] | None:
+    """Devices with sensors (adb): wait for the cool-down (measure.cooldown_threshold_c,
+    cooldown_limit_s), then record facts and readings (docs/device-sensors.md); None else."""
+    if not hasattr(t, "cooldown"):
+        return None
+    from phonetrain.devices.adb import Cooldown
+    cd = t.cooldown(Cooldown(ms.get("cooldown_threshold_c", 45.0),
+                             ms.get("cooldown_limit_s", 120.0)))
+    return {"facts": t.facts(), "cooldown": cd, "before": t.readings()}
 
 
 def _install(tmp: Path, rdir: Path) -> None:
