@@ -18,8 +18,8 @@ from .kernels import bind_args
 from .plan import Plan, PlanError, uniform_fill
 
 # Tolerance policy: a run is `wrong` when verify() returns more than this. The error of one
-# tensor is max|run - ref| / max(1, max|ref|): absolute for values of order 1 or less,
-# relative for larger ones. float32 runs that differ only in summation order stay near 1e-6
+# tensor is max_i |run_i - ref_i| / max(1, |ref_i|): absolute for elements of magnitude 1 or
+# less, relative for larger ones. float32 runs that differ only in summation order stay near 1e-6
 # after a few iterations; a wrong index or a missed transfer gives errors of order 1e-1.
 VERIFY_TOLERANCE = 1e-3
 
@@ -247,7 +247,7 @@ def run_plan(plan: Plan | str | Path, root: str | Path, *, dtype=np.float32,
 # ---------------------------------------------------------------- verification
 
 def tensor_error(run: np.ndarray, ref: np.ndarray) -> float:
-    """``max|run - ref| / max(1, max|ref|)``; ``inf`` for a shape mismatch or a non-finite
+    """``max_i |run_i - ref_i| / max(1, |ref_i|)``; ``inf`` for a shape mismatch or a non-finite
     value in ``run`` where ``ref`` is finite."""
     run = np.asarray(run, np.float64).ravel()
     ref = np.asarray(ref, np.float64).ravel()
@@ -258,7 +258,7 @@ def tensor_error(run: np.ndarray, ref: np.ndarray) -> float:
     diff = np.abs(run - ref)
     if not np.all(np.isfinite(diff)):
         return math.inf
-    return float(diff.max() / max(1.0, float(np.abs(ref).max())))
+    return float((diff / np.maximum(1.0, np.abs(ref))).max())
 
 
 def verify(run_dumps, ref_dumps, run_losses=None, ref_losses=None):
