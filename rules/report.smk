@@ -1,6 +1,7 @@
 # Report stage (skeleton by D1, body by D2): summary tables -> results/report/report.html
-# (self-contained), report.md and figures/. Device facts (peak GFLOPS, bandwidth) come from
-# results/config/facts/<device>.json; the sweep and report settings from config/sweep.json.
+# (self-contained), report.md and figures/ (phonetrain.report.build_report). Report settings
+# come from the `report` section of conf/config.yaml; device facts (peak GFLOPS, bandwidth)
+# from results/config/facts/<device>.json.
 REPORT_FILES = [f"{R}/report/report.html", f"{R}/report/report.md"]
 FACTS = [f"{R}/config/facts/{d}.json" for d in SWEEP.devices]
 
@@ -9,8 +10,11 @@ def report_now():
     """Write the report from the summary tables (also used by the partial report)."""
     import importlib  # `report` is a Snakemake keyword: import the module by name
 
-    importlib.import_module("phonetrain.report").write_report(f"{R}/summary", f"{R}/report", facts=FACTS,
-                        sweep=f"{R}/config/sweep.json")
+    rep = SWEEP.root["report"]
+    importlib.import_module("phonetrain.report").build_report(
+        f"{R}/summary", f"{R}/report", title=rep["title"],
+        paper_reference=rep["paper_reference"], figure_format=rep["figure_format"],
+        dpi=rep["dpi"])
 
 
 rule report:
@@ -21,7 +25,8 @@ rule report:
     output:
         html=R + "/report/report.html",
         md=R + "/report/report.md",
-        figures=report(directory(R + "/report/figures"), patterns=["{name}.png"],
-                       caption="../docs/report-figures.rst", category="figures"),
+        figures=report(directory(R + "/report/figures"),
+                       patterns=["{name}." + SWEEP.root["report"]["figure_format"]],
+                       caption="captions/figures.rst", category="Figures"),
     run:
         report_now()

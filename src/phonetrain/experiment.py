@@ -179,13 +179,15 @@ def build_kernels(params_path: Path, out_json: Path, results: Path) -> dict[str,
             t.push(runner, "runner")
             t.push(src, f"kernels/{version}")
             out_rel = f"out/build-{version}"
+            t.run(["rm", "-rf", out_rel], timeout_s=60)
             argv = ["./runner", "build", "--options", load_version(version).options,
                     "--out", out_rel] + _selectors(dev)
             for f in sorted(src.glob("*.cl")):
                 argv += ["--source", f"kernels/{version}/{f.name}"]
             res = t.run(argv, timeout_s=p["measure"]["timeout_s"])
             if res.returncode != 0:
-                sys.stderr.write(res.stderr)
+                if not getattr(t, "streams_stderr", False):
+                    sys.stderr.write(res.stderr)
                 reason = (f"device '{dev['name']}': kernel version '{version}' failed to "
                           f"build; {_fail_text(res, 'runner build')}")
                 _mark_runs_failed(Path(results), dev["name"], version, reason, res.stderr)
@@ -293,8 +295,9 @@ def train(params_path: Path, results: Path, progress: bool | None = None) -> Pat
                     time.sleep(ms["cooldown_s"])
                 out_rel = f"out/{p['run_id']}.r{rep}"
                 conditions = _conditions_before(t, ms)
+                t.run(["rm", "-rf", out_rel], timeout_s=60)  # no stale output can pass as new
                 res = t.run(argv + ["--out", out_rel], timeout_s=ms["timeout_s"])
-                if show and res.stderr:
+                if show and res.stderr and not getattr(t, "streams_stderr", False):
                     sys.stderr.write(res.stderr)
                 if res.returncode != 0:
                     reason = f"device '{dev['name']}', run {p['run_id']}: " + \
@@ -356,6 +359,7 @@ def bandwidth(params_path: Path, out_csv: Path, results: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="phonetrain-bw-") as tmp, t.lock():
         t.push(Path(results) / "build" / dev["name"] / "runner", "runner")
         out_rel = "out/bandwidth"
+        t.run(["rm", "-rf", out_rel], timeout_s=60)
         res = t.run(["./runner", "bench-bandwidth", "--out", out_rel, "--max-bytes",
                      str(ms["bandwidth_max_bytes"])] + _selectors(dev),
                     timeout_s=ms["timeout_s"])
@@ -363,6 +367,9 @@ def bandwidth(params_path: Path, out_csv: Path, results: Path) -> Path:
             raise StageError(f"device '{dev['name']}': {_fail_text(res, 'bench-bandwidth')}")
         t.pull(out_rel, Path(tmp) / "bw", expect=["bandwidth.csv"])
         out_csv.parent.mkdir(parents=True, exist_ok=True)
+        extra = Path(tmp) / "bw" / "bench.json"  # launch latency, beside the CSV
+        if extra.exists():
+            shutil.copyfile(extra, out_csv.with_name("bench.json"))
         tmpcsv = out_csv.with_name(f".{out_csv.name}.tmp")
         shutil.copyfile(Path(tmp) / "bw" / "bandwidth.csv", tmpcsv)
         os.replace(tmpcsv, out_csv)

@@ -14,7 +14,9 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,6 +43,14 @@ def lock_dir() -> Path:
     return path
 
 
+def _tee(stream, sink: list[str]) -> None:
+    """Copy a text stream to our stderr as lines arrive, keeping them in ``sink``."""
+    for line in stream:
+        sink.append(line)
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+
 class LocalTransport:
     """A device that is this host; implements :class:`phonetrain.devices.base.Transport`.
 
@@ -50,6 +60,7 @@ class LocalTransport:
     def __init__(self, name: str, root: Path):
         self.name = name
         self.root = Path(root).resolve()
+        self.streams_stderr = True  # run() echoes stderr live
 
     def lock(self) -> FileLock:
         """Host-wide lock serializing measurements on this device (one at a time)."""
@@ -78,19 +89,30 @@ class LocalTransport:
 
     def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
         """Run ``argv`` in the staging root (``./runner`` resolves there); a non-zero exit is
-        returned; a timeout raises TransportError (the process is killed)."""
+        returned; a timeout raises TransportError (the process is killed). stderr is echoed
+        line by line as it arrives (the runner's ``--progress``) and also captured."""
         self.root.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         try:
-            p = subprocess.run(argv, cwd=self.root, capture_output=True, text=True,
-                               timeout=timeout_s)
-        except subprocess.TimeoutExpired as e:
-            raise TransportError(f"device '{self.name}': {argv[0]} {argv[1:2]} timed out after "
-                                 f"{timeout_s:.0f} s; raise measure.timeout_s or shrink the "
-                                 "run") from e
+            p = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
         except OSError as e:
             raise TransportError(f"device '{self.name}': cannot start {argv[0]}: {e}") from e
-        return CommandResult(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
+        err: list[str] = []
+        echo = threading.Thread(target=_tee, args=(p.stderr, err), daemon=True)
+        echo.start()
+        try:
+            out = p.stdout.read() if p.stdout else ""
+            p.wait(timeout=max(0.0, timeout_s - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired as e:
+            p.kill()
+            p.wait()
+            raise TransportError(f"device '{self.name}': {' '.join(argv[:2])} timed out after "
+                                 f"{timeout_s:.0f} s; raise measure.timeout_s or shrink the "
+                                 "run") from e
+        finally:
+            echo.join(timeout=5)
+        return CommandResult(p.returncode, out, "".join(err), time.monotonic() - t0)
 
     def pull(self, remote_rel: str, local: Path, expect: list[str]) -> None:
         """Copy ``root/remote_rel`` into ``local`` atomically once every name in ``expect`` is
