@@ -23,18 +23,22 @@ class RtArg(ctypes.Structure):
                 ("p", ctypes.c_void_p), ("numel", ctypes.c_long)]
 
 
-@pytest.fixture(scope="module")
-def cpu_lib(tmp_path_factory) -> ctypes.CDLL:
-    """cpu_kernels.c built as a shared library with the runner's kind of flags."""
-    so = tmp_path_factory.mktemp("cpu_kernels") / "libcpu_kernels.so"
-    subprocess.run(["cc", "-std=c11", "-O2", "-fopenmp", "-fPIC", "-shared", "-Wall",
-                    "-Werror", str(RUNNER_SRC / "cpu_kernels.c"), "-o", str(so), "-lm"],
+def build_lib(out_dir: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """cpu_kernels.c built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
+    so = out_dir / "libcpu_kernels.so"
+    subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
+                    "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"), "-o", str(so), "-lm"],
                    check=True)
     lib = ctypes.CDLL(str(so))
     lib.cpu_kernel_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(RtArg), ctypes.c_int,
                                    ctypes.c_char_p, ctypes.c_int]
     lib.cpu_kernel_known.argtypes = [ctypes.c_char_p]
     return lib
+
+
+@pytest.fixture(scope="module")
+def cpu_lib(tmp_path_factory) -> ctypes.CDLL:
+    return build_lib(tmp_path_factory.mktemp("cpu_kernels"))
 
 
 def call(lib, name: str, args: list, numel: dict | None = None) -> tuple[int, str]:
@@ -73,6 +77,17 @@ def test_cpu_kernels_match_numpy(cpu_lib, group, threads):
             else:
                 np.testing.assert_allclose(got[out], case.expected[out], rtol=case.rtol,
                                            atol=case.atol, err_msg=case.label)
+
+
+@pytest.mark.parametrize("x86_max", [0, 1], ids=["generic", "avx2"])
+def test_narrower_gemm_micro_kernels(tmp_path, x86_max):
+    """The x86 GEMM micro-kernels the dispatcher skips on a wider CPU (GEMM_X86_MAX caps it;
+    on a CPU without AVX2 both builds run the generic one)."""
+    lib = build_lib(tmp_path, (f"-DGEMM_X86_MAX={x86_max}",))
+    for case in group_cases("gemm"):
+        got = run_case(lib, case)
+        np.testing.assert_allclose(got["C"], case.expected["C"], rtol=case.rtol,
+                                   atol=case.atol, err_msg=case.label)
 
 
 F32 = np.zeros(64, np.float32)

@@ -83,29 +83,21 @@ static int need_numel(const kctx *k, int idx, int64_t need, const char *expr)
 /* ---- GEMM engine --------------------------------------------------------------------- */
 /* C = alpha * op(A) @ op(B) + beta * C, blocked as in Goto & van de Geijn, "Anatomy of
  * high-performance matrix multiplication" (ACM TOMS 34(3), 2008): B is packed into a KC x NC
- * panel of NR-wide slivers (L3), A into an MC x KC block of MR-high slivers (L2), and a
+ * panel of NR-wide slivers (L3), A into an MC x KC block of MR-high slivers (L2), and an
  * MR x NR micro-kernel keeps its accumulators in registers while streaming one sliver of each
  * (L1). Packing absorbs the transposes and zero-pads the edges, so one micro-kernel serves
- * NN, NT and TN and any M, N, K. The micro-kernel is plain C with constant trip counts so gcc
- * -O3 vectorizes the NR loop and unrolls the MR loop: checked with -fopt-info-vec on gcc 12
- * (x86-64 -march=native, AVX-512): "loop vectorized using 64 byte vectors" for the j loops
- * of gemm_micro, and the packing copies. Tile sizes follow the vector width the compiler
- * targets; override with -DGEMM_MR=.. -DGEMM_NR=.. etc. */
-#ifndef GEMM_NR
-/* Measured at 512^3 on one core of a Xeon (Sapphire Rapids), gcc 12 -O3: AVX-512 8x32
- * 102 GFLOPS; AVX2 4x24 70 (6x16 and 8x16 fell to 3-4: gcc spilled the accumulators);
- * SSE2 4x8 31 (4x16: 4). NEON (arm64) untested here: 4x8 is the conservative choice. */
-#if defined(__AVX512F__)
-#define GEMM_MR 8
-#define GEMM_NR 32
-#elif defined(__AVX__)
-#define GEMM_MR 4
-#define GEMM_NR 24
-#else /* SSE2, NEON (128-bit) */
-#define GEMM_MR 4
-#define GEMM_NR 8
-#endif
-#endif
+ * NN, NT and TN and any M, N, K.
+ *
+ * The micro-kernel is plain C with constant trip counts, so gcc -O3 vectorizes its NR loop and
+ * unrolls its MR loop; no intrinsics. On x86 it is compiled three times (AVX-512, AVX2+FMA,
+ * baseline) with target attributes and picked at run time, so a runner built without
+ * -march=native still uses the host's vector units. Checked with -fopt-info-vec (gcc 12, plain
+ * -O3 -std=c11): "loop vectorized using 64 byte vectors" in gemm_micro_avx512, 32 byte in
+ * gemm_micro_avx2, 16 byte in gemm_micro_generic. The multiply-add is fmaf() where the target
+ * has FMA: -std=c11 turns off gcc's contraction of a*b+c (-ffp-contract=off), which cost 1.5x.
+ * Tile shapes, measured at 512^3 on one core of a Xeon (Sapphire Rapids), gcc 12: AVX-512
+ * 8x32 157 GFLOPS; AVX2+FMA 4x24 104 (6x16 and 8x16 were 20x slower: gcc spilled the
+ * accumulators); 128-bit SSE2 4x8 31; NEON 4x8 untested here. */
 #ifndef GEMM_KC
 #define GEMM_KC 256
 #endif
@@ -115,74 +107,129 @@ static int need_numel(const kctx *k, int idx, int64_t need, const char *expr)
 #ifndef GEMM_NC
 #define GEMM_NC 2048
 #endif
+#define GEMM_MAX_MR 8
+#define GEMM_MAX_NR 32
 
-/* gcc targets 256-bit vectors by default even where AVX-512 is enabled
- * (-mprefer-vector-width=256); the micro-kernel asks for 512-bit ones (1.3x at 512^3). */
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-#define GEMM_MICRO_ATTR __attribute__((target("prefer-vector-width=512")))
+typedef void (*gemm_micro_fn)(int kc, const float *restrict Ap, const float *restrict Bp,
+                              float *restrict C, int64_t ldc, int mr, int nr, float alpha);
+
+typedef struct {
+    int mr, nr;          /* register tile: the micro-kernel computes mr x nr of C */
+    gemm_micro_fn micro;
+} gemm_kernel;
+
+/* Body of a micro-kernel: acc[MR][NR] = sum over p of Ap[p][0:MR] (outer) Bp[p][0:NR], then
+ * C[0:mr, 0:nr] += alpha * acc. MADD(a, b, c) is a*b + c. */
+#define GEMM_MICRO_BODY(MR, NR, MADD)                                                    \
+    float acc[MR][NR] = {{0.0f}};                                                        \
+    for (int p = 0; p < kc; ++p) {                                                       \
+        const float *restrict a = Ap + (int64_t)p * (MR);                                \
+        const float *restrict b = Bp + (int64_t)p * (NR);                                \
+        for (int i = 0; i < (MR); ++i)                                                   \
+            for (int j = 0; j < (NR); ++j) acc[i][j] = MADD(a[i], b[j], acc[i][j]);      \
+    }                                                                                    \
+    if (mr == (MR) && nr == (NR)) {                                                      \
+        for (int i = 0; i < (MR); ++i)                                                   \
+            for (int j = 0; j < (NR); ++j) C[i * ldc + j] += alpha * acc[i][j];          \
+    } else {                                                                             \
+        for (int i = 0; i < mr; ++i)                                                     \
+            for (int j = 0; j < nr; ++j) C[i * ldc + j] += alpha * acc[i][j];            \
+    }
+
+#define MADD_FMA(a, b, c) fmaf((a), (b), (c))
+#define MADD_PLAIN(a, b, c) ((a) * (b) + (c))
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define MADD_NATIVE MADD_FMA
 #else
-#define GEMM_MICRO_ATTR
+#define MADD_NATIVE MADD_PLAIN
 #endif
 
-/* acc[MR][NR] = sum over p of Ap[p][0:MR] (outer) Bp[p][0:NR]; C[0:mr, 0:nr] += alpha * acc. */
-GEMM_MICRO_ATTR static void gemm_micro(int kc, const float *restrict Ap, const float *restrict Bp,
-                       float *restrict C, int64_t ldc, int mr, int nr, float alpha)
+static void gemm_micro_generic(int kc, const float *restrict Ap, const float *restrict Bp,
+                               float *restrict C, int64_t ldc, int mr, int nr, float alpha)
 {
-    float acc[GEMM_MR][GEMM_NR] = {{0.0f}};
-    for (int p = 0; p < kc; ++p) {
-        const float *restrict a = Ap + (int64_t)p * GEMM_MR;
-        const float *restrict b = Bp + (int64_t)p * GEMM_NR;
-        for (int i = 0; i < GEMM_MR; ++i)
-            for (int j = 0; j < GEMM_NR; ++j) acc[i][j] += a[i] * b[j];
-    }
-    if (mr == GEMM_MR && nr == GEMM_NR) {
-        for (int i = 0; i < GEMM_MR; ++i)
-            for (int j = 0; j < GEMM_NR; ++j) C[i * ldc + j] += alpha * acc[i][j];
-    } else {
-        for (int i = 0; i < mr; ++i)
-            for (int j = 0; j < nr; ++j) C[i * ldc + j] += alpha * acc[i][j];
-    }
+    GEMM_MICRO_BODY(4, 8, MADD_NATIVE)
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GEMM_X86_DISPATCH 1
+/* gcc prefers 256-bit vectors even with AVX-512 enabled; ask for 512-bit ones (1.3x). */
+#if defined(__clang__)
+#define GEMM_AVX512_TARGET "avx512f,avx512vl,avx2,fma"
+#else
+#define GEMM_AVX512_TARGET "avx512f,avx512vl,avx2,fma,prefer-vector-width=512"
+#endif
+__attribute__((target(GEMM_AVX512_TARGET)))
+static void gemm_micro_avx512(int kc, const float *restrict Ap, const float *restrict Bp,
+                              float *restrict C, int64_t ldc, int mr, int nr, float alpha)
+{
+    GEMM_MICRO_BODY(8, 32, MADD_FMA)
+}
+
+__attribute__((target("avx2,fma")))
+static void gemm_micro_avx2(int kc, const float *restrict Ap, const float *restrict Bp,
+                            float *restrict C, int64_t ldc, int mr, int nr, float alpha)
+{
+    GEMM_MICRO_BODY(4, 24, MADD_FMA)
+}
+#endif
+
+/* Widest x86 micro-kernel allowed: 2 AVX-512, 1 AVX2, 0 generic (tests build each). */
+#ifndef GEMM_X86_MAX
+#define GEMM_X86_MAX 2
+#endif
+
+/* The widest micro-kernel this CPU runs. */
+static gemm_kernel gemm_pick(void)
+{
+#ifdef GEMM_X86_DISPATCH
+    if (GEMM_X86_MAX >= 2 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512vl"))
+        return (gemm_kernel){8, 32, gemm_micro_avx512};
+    if (GEMM_X86_MAX >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return (gemm_kernel){4, 24, gemm_micro_avx2};
+#endif
+    return (gemm_kernel){4, 8, gemm_micro_generic};
 }
 
 /* Packs rows [i0, i0+mc) x cols [p0, p0+kc) of op(A) (element (i,p) at A[i*rs + p*cs]) into
- * slivers of GEMM_MR rows: Ap[s][p][i], zero rows past mc. Parallel over slivers. */
+ * slivers of MR rows: Ap[s][p][i], zero rows past mc. Parallel over slivers. */
 static void pack_a(const float *A, int64_t rs, int64_t cs, int i0, int mc, int p0, int kc,
-                   float *Ap)
+                   int MR, float *Ap)
 {
-    const int ns = (mc + GEMM_MR - 1) / GEMM_MR;
+    const int ns = (mc + MR - 1) / MR;
 #pragma omp for schedule(static)
     for (int s = 0; s < ns; ++s) {
-        float *dst = Ap + (int64_t)s * kc * GEMM_MR;
-        const int rows = mc - s * GEMM_MR < GEMM_MR ? mc - s * GEMM_MR : GEMM_MR;
-        for (int i = 0; i < GEMM_MR; ++i) {
-            const float *src = A + (int64_t)(i0 + s * GEMM_MR + i) * rs + (int64_t)p0 * cs;
+        float *dst = Ap + (int64_t)s * kc * MR;
+        const int rows = mc - s * MR < MR ? mc - s * MR : MR;
+        for (int i = 0; i < MR; ++i) {
+            const float *src = A + (int64_t)(i0 + s * MR + i) * rs + (int64_t)p0 * cs;
             if (i < rows)
-                for (int p = 0; p < kc; ++p) dst[p * GEMM_MR + i] = src[p * cs];
+                for (int p = 0; p < kc; ++p) dst[p * MR + i] = src[p * cs];
             else
-                for (int p = 0; p < kc; ++p) dst[p * GEMM_MR + i] = 0.0f;
+                for (int p = 0; p < kc; ++p) dst[p * MR + i] = 0.0f;
         }
     }
 }
 
 /* Packs rows [p0, p0+kc) x cols [j0, j0+nc) of op(B) (element (p,j) at B[p*rs + j*cs]) into
- * slivers of GEMM_NR columns: Bp[s][p][j], zero columns past nc. Parallel over slivers. */
+ * slivers of NR columns: Bp[s][p][j], zero columns past nc. Parallel over slivers. */
 static void pack_b(const float *B, int64_t rs, int64_t cs, int p0, int kc, int j0, int nc,
-                   float *Bp)
+                   int NR, float *Bp)
 {
-    const int ns = (nc + GEMM_NR - 1) / GEMM_NR;
+    const int ns = (nc + NR - 1) / NR;
 #pragma omp for schedule(static)
     for (int s = 0; s < ns; ++s) {
-        float *dst = Bp + (int64_t)s * kc * GEMM_NR;
-        const int cols = nc - s * GEMM_NR < GEMM_NR ? nc - s * GEMM_NR : GEMM_NR;
+        float *dst = Bp + (int64_t)s * kc * NR;
+        const int cols = nc - s * NR < NR ? nc - s * NR : NR;
         for (int p = 0; p < kc; ++p) {
-            const float *src = B + (int64_t)(p0 + p) * rs + (int64_t)(j0 + s * GEMM_NR) * cs;
-            float *d = dst + (int64_t)p * GEMM_NR;
-            if (cs == 1 && cols == GEMM_NR) {
-                for (int j = 0; j < GEMM_NR; ++j) d[j] = src[j];
+            const float *src = B + (int64_t)(p0 + p) * rs + (int64_t)(j0 + s * NR) * cs;
+            float *d = dst + (int64_t)p * NR;
+            if (cs == 1) {
+                memcpy(d, src, (size_t)cols * sizeof(float));
             } else {
                 for (int j = 0; j < cols; ++j) d[j] = src[j * cs];
-                for (int j = cols; j < GEMM_NR; ++j) d[j] = 0.0f;
             }
+            for (int j = cols; j < NR; ++j) d[j] = 0.0f;
         }
     }
 }
@@ -193,12 +240,14 @@ static void pack_b(const float *B, int64_t rs, int64_t cs, int p0, int kc, int j
 static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                      const float *A, const float *B, float beta, float *C)
 {
+    const gemm_kernel gk = gemm_pick();
+    const int MR = gk.mr, NR = gk.nr;
     const int64_t ars = trans_a ? 1 : K, acs = trans_a ? M : 1;
     const int64_t brs = trans_b ? 1 : N, bcs = trans_b ? K : 1;
     const int kc_max = K < GEMM_KC ? K : GEMM_KC;
     const int mc_max = M < GEMM_MC ? M : GEMM_MC, nc_max = N < GEMM_NC ? N : GEMM_NC;
-    const int64_t ap_len = (int64_t)((mc_max + GEMM_MR - 1) / GEMM_MR) * GEMM_MR * kc_max;
-    const int64_t bp_len = (int64_t)((nc_max + GEMM_NR - 1) / GEMM_NR) * GEMM_NR * kc_max;
+    const int64_t ap_len = (int64_t)((mc_max + MR - 1) / MR) * MR * kc_max;
+    const int64_t bp_len = (int64_t)((nc_max + NR - 1) / NR) * NR * kc_max;
     float *Ap = malloc((size_t)(ap_len + bp_len) * sizeof(float));
     if (!Ap) {
         fprintf(stderr, "cpu_gemm: out of memory packing %lld floats\n",
@@ -221,20 +270,19 @@ static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
             const int nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
             for (int pc = 0; pc < K; pc += GEMM_KC) {
                 const int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
-                pack_b(B, brs, bcs, pc, kc, jc, nc, Bp);  /* ends with a barrier */
+                pack_b(B, brs, bcs, pc, kc, jc, nc, NR, Bp);  /* omp for: ends in a barrier */
                 for (int ic = 0; ic < M; ic += GEMM_MC) {
                     const int mc = M - ic < GEMM_MC ? M - ic : GEMM_MC;
-                    pack_a(A, ars, acs, ic, mc, pc, kc, Ap);
-                    const int nj = (nc + GEMM_NR - 1) / GEMM_NR, ni = (mc + GEMM_MR - 1) / GEMM_MR;
+                    pack_a(A, ars, acs, ic, mc, pc, kc, MR, Ap);
+                    const int nj = (nc + NR - 1) / NR, ni = (mc + MR - 1) / MR;
 #pragma omp for collapse(2) schedule(static)
                     for (int jr = 0; jr < nj; ++jr)
                         for (int ir = 0; ir < ni; ++ir) {
-                            const int mr = mc - ir * GEMM_MR < GEMM_MR ? mc - ir * GEMM_MR : GEMM_MR;
-                            const int nr = nc - jr * GEMM_NR < GEMM_NR ? nc - jr * GEMM_NR : GEMM_NR;
-                            gemm_micro(kc, Ap + (int64_t)ir * GEMM_MR * kc,
-                                       Bp + (int64_t)jr * GEMM_NR * kc,
-                                       C + (int64_t)(ic + ir * GEMM_MR) * N + jc + jr * GEMM_NR,
-                                       N, mr, nr, alpha);
+                            const int mr = mc - ir * MR < MR ? mc - ir * MR : MR;
+                            const int nr = nc - jr * NR < NR ? nc - jr * NR : NR;
+                            gk.micro(kc, Ap + (int64_t)ir * MR * kc, Bp + (int64_t)jr * NR * kc,
+                                     C + (int64_t)(ic + ir * MR) * N + jc + jr * NR, N, mr, nr,
+                                     alpha);
                         }
                 }
             }
