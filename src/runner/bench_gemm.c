@@ -43,6 +43,7 @@
 typedef struct {
     const char *out, *platform, *device, *type, *cl_lib, *clblast_lib, *spec;
     double min_time_ms;
+    long work_items;   /* bench-peak: compute work-items (0 = CUs x max work-group x 16) */
 } bench_args;
 
 static void parse_args(int argc, char **argv, bench_args *a, const char *mode)
@@ -61,6 +62,7 @@ static void parse_args(int argc, char **argv, bench_args *a, const char *mode)
         else if (!strcmp(k, "--cl-lib")) a->cl_lib = v;
         else if (!strcmp(k, "--clblast-lib")) a->clblast_lib = v;
         else if (!strcmp(k, "--min-time-ms")) a->min_time_ms = atof(v);
+        else if (!strcmp(k, "--work-items")) a->work_items = atol(v);
         else fail(EXIT_BAD_INPUT, "%s: unknown option %s", mode, k);
         i++;
     }
@@ -495,7 +497,8 @@ int bench_peak_main(int argc, char **argv)
     cl_program p = build(&e, PEAK_SRC, "", "the bench-peak kernels");
     size_t cus = (size_t)cl_device_ulong(e.dev, CL_DEVICE_MAX_COMPUTE_UNITS);
     size_t wg = (size_t)cl_device_ulong(e.dev, CL_DEVICE_MAX_WORK_GROUP_SIZE);
-    size_t global = (cus ? cus : 1) * (wg ? wg : 256) * 16;
+    size_t global = a.work_items > 0 ? ((size_t)a.work_items + 15) / 16 * 16
+                                     : (cus ? cus : 1) * (wg ? wg : 256) * 16;
     jwriter w;
     jw_init(&w);
     jw_obj_begin(&w);

@@ -9,7 +9,8 @@
  * output then says "status": "skipped" with the reason). Spec and output: bench_gemm.c. */
 int bench_gemm_main(int argc, char **argv);
 
-/* runner bench-peak --out DIR [selectors as above] [--min-time-ms T]; writes DIR/peaks.json. */
+/* runner bench-peak --out DIR [selectors as above] [--min-time-ms T] [--work-items N];
+ * writes DIR/peaks.json. */
 int bench_peak_main(int argc, char **argv);
 
 #endif
