@@ -32,5 +32,14 @@ def _register_workflow_commands() -> None:
 
 _register_workflow_commands()
 
+
+def _register_runner_commands() -> None:
+    from phonetrain.info_cli import info_command  # engineer A: the runner, issue 2
+
+    main.add_command(info_command)
+
+
+_register_runner_commands()
+
 if __name__ == "__main__":
     main()

@@ -331,3 +331,12 @@ def read_dump(out_dir: Path, tensor_name: str, shape: Sequence[int] | None = Non
 def which_cc(cc: str = "cc") -> str | None:
     """Path of the C compiler, or None when it is not installed."""
     return shutil.which(cc)
+
+
+def host_runner(cc: str = "cc") -> Path:
+    """The runner built for this host in the user cache (``$PHONETRAIN_CACHE`` or
+    ``$XDG_CACHE_HOME/phonetrain``, default ``~/.cache/phonetrain``), for commands run outside
+    the workflow (``phonetrain info``)."""
+    base = os.environ.get("PHONETRAIN_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phonetrain"
+    return build_runner(Path(base) / "runner", cc=cc)
