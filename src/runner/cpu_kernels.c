@@ -111,7 +111,8 @@ static int need_numel(const kctx *k, int idx, int64_t need, const char *expr)
 #define GEMM_MAX_NR 32
 
 typedef void (*gemm_micro_fn)(int kc, const float *restrict Ap, const float *restrict Bp,
-                              float *restrict C, int64_t ldc, int mr, int nr, float alpha);
+                              float *restrict C, int64_t ldc, int mr, int nr, float alpha,
+                              float beta);
 
 typedef struct {
     int mr, nr;          /* register tile: the micro-kernel computes mr x nr of C */
@@ -119,7 +120,8 @@ typedef struct {
 } gemm_kernel;
 
 /* Body of a micro-kernel: acc[MR][NR] = sum over p of Ap[p][0:MR] (outer) Bp[p][0:NR], then
- * C[0:mr, 0:nr] += alpha * acc. MADD(a, b, c) is a*b + c. */
+ * C[0:mr, 0:nr] = alpha * acc + beta * C (C not read when beta == 0). MADD(a, b, c) is
+ * a*b + c. */
 #define GEMM_MICRO_BODY(MR, NR, MADD)                                                    \
     float acc[MR][NR] = {{0.0f}};                                                        \
     for (int p = 0; p < kc; ++p) {                                                       \
@@ -128,12 +130,12 @@ typedef struct {
         for (int i = 0; i < (MR); ++i)                                                   \
             for (int j = 0; j < (NR); ++j) acc[i][j] = MADD(a[i], b[j], acc[i][j]);      \
     }                                                                                    \
-    if (mr == (MR) && nr == (NR)) {                                                      \
-        for (int i = 0; i < (MR); ++i)                                                   \
-            for (int j = 0; j < (NR); ++j) C[i * ldc + j] += alpha * acc[i][j];          \
-    } else {                                                                             \
-        for (int i = 0; i < mr; ++i)                                                     \
-            for (int j = 0; j < nr; ++j) C[i * ldc + j] += alpha * acc[i][j];            \
+    for (int i = 0; i < mr; ++i) {                                                       \
+        float *restrict c = C + i * ldc;                                                 \
+        if (beta == 0.0f)                                                                \
+            for (int j = 0; j < nr; ++j) c[j] = alpha * acc[i][j];                       \
+        else                                                                             \
+            for (int j = 0; j < nr; ++j) c[j] = alpha * acc[i][j] + beta * c[j];         \
     }
 
 #define MADD_FMA(a, b, c) fmaf((a), (b), (c))
@@ -145,7 +147,8 @@ typedef struct {
 #endif
 
 static void gemm_micro_generic(int kc, const float *restrict Ap, const float *restrict Bp,
-                               float *restrict C, int64_t ldc, int mr, int nr, float alpha)
+                               float *restrict C, int64_t ldc, int mr, int nr, float alpha,
+                               float beta)
 {
     GEMM_MICRO_BODY(4, 8, MADD_NATIVE)
 }
@@ -160,14 +163,16 @@ static void gemm_micro_generic(int kc, const float *restrict Ap, const float *re
 #endif
 __attribute__((target(GEMM_AVX512_TARGET)))
 static void gemm_micro_avx512(int kc, const float *restrict Ap, const float *restrict Bp,
-                              float *restrict C, int64_t ldc, int mr, int nr, float alpha)
+                              float *restrict C, int64_t ldc, int mr, int nr, float alpha,
+                              float beta)
 {
     GEMM_MICRO_BODY(8, 32, MADD_FMA)
 }
 
 __attribute__((target("avx2,fma")))
 static void gemm_micro_avx2(int kc, const float *restrict Ap, const float *restrict Bp,
-                            float *restrict C, int64_t ldc, int mr, int nr, float alpha)
+                            float *restrict C, int64_t ldc, int mr, int nr, float alpha,
+                            float beta)
 {
     GEMM_MICRO_BODY(4, 24, MADD_FMA)
 }
@@ -197,7 +202,7 @@ static void pack_a(const float *A, int64_t rs, int64_t cs, int i0, int mc, int p
                    int MR, float *Ap)
 {
     const int ns = (mc + MR - 1) / MR;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int s = 0; s < ns; ++s) {
         float *dst = Ap + (int64_t)s * kc * MR;
         const int rows = mc - s * MR < MR ? mc - s * MR : MR;
@@ -217,7 +222,7 @@ static void pack_b(const float *B, int64_t rs, int64_t cs, int p0, int kc, int j
                    int NR, float *Bp)
 {
     const int ns = (nc + NR - 1) / NR;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int s = 0; s < ns; ++s) {
         float *dst = Bp + (int64_t)s * kc * NR;
         const int cols = nc - s * NR < NR ? nc - s * NR : NR;
@@ -258,31 +263,25 @@ static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
     const int par = (int64_t)M * N * K > PAR_MIN;
 #pragma omp parallel if (par)
     {
-#pragma omp for schedule(static)
-        for (int i = 0; i < M; ++i) {
-            float *c = C + (int64_t)i * N;
-            if (beta == 0.0f)
-                for (int j = 0; j < N; ++j) c[j] = 0.0f;
-            else if (beta != 1.0f)
-                for (int j = 0; j < N; ++j) c[j] *= beta;
-        }
         for (int jc = 0; jc < N; jc += GEMM_NC) {
             const int nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
             for (int pc = 0; pc < K; pc += GEMM_KC) {
                 const int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
+                const float beta_k = pc == 0 ? beta : 1.0f;  /* later K blocks accumulate */
                 pack_b(B, brs, bcs, pc, kc, jc, nc, NR, Bp);  /* omp for: ends in a barrier */
                 for (int ic = 0; ic < M; ic += GEMM_MC) {
                     const int mc = M - ic < GEMM_MC ? M - ic : GEMM_MC;
                     pack_a(A, ars, acs, ic, mc, pc, kc, MR, Ap);
                     const int nj = (nc + NR - 1) / NR, ni = (mc + MR - 1) / MR;
-#pragma omp for collapse(2) schedule(static)
+                    /* dynamic: a thread the OS preempts does not hold up the others */
+#pragma omp for collapse(2) schedule(dynamic, 4)
                     for (int jr = 0; jr < nj; ++jr)
                         for (int ir = 0; ir < ni; ++ir) {
                             const int mr = mc - ir * MR < MR ? mc - ir * MR : MR;
                             const int nr = nc - jr * NR < NR ? nc - jr * NR : NR;
                             gk.micro(kc, Ap + (int64_t)ir * MR * kc, Bp + (int64_t)jr * NR * kc,
                                      C + (int64_t)(ic + ir * MR) * N + jc + jr * NR, N, mr, nr,
-                                     alpha);
+                                     alpha, beta_k);
                         }
                 }
             }
