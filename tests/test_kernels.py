@@ -19,15 +19,11 @@ import numpy as np
 import pytest
 
 from kernel_cases import GROUPS, Case, group_cases
-from phonetrain.kernels import (bind_args, geometry, kernel_flops, kernels_mentioned, load_version,
-                                resolve_sources, stage_kernels)
 from phonetrain import reference
+from phonetrain import runner as runner_api
+from phonetrain.kernels import (bind_args, geometry, kernel_flops, kernels_mentioned,
+                                load_version, resolve_sources, stage_kernels)
 from phonetrain.plan import Plan, Program, Step, Tensor
-
-try:
-    from phonetrain import runner as runner_api
-except ImportError:  # the runner driver (issue 2) is not in this checkout yet
-    runner_api = None
 
 VERSIONS = ["baseline", "tiled", "regblock"]
 
@@ -35,7 +31,7 @@ VERSIONS = ["baseline", "tiled", "regblock"]
 def _own_groups(version: str) -> list[str]:
     """Groups whose kernels live in a .cl file the version defines itself."""
     sources = resolve_sources(version)
-    own = {k for f, p in sources.items() if p.parent.name == version for k in kernels_mentioned(p)}
+    own = {k for p in sources.values() if p.parent.name == version for k in kernels_mentioned(p)}
     return [g for g in GROUPS if own & {c.kernel for c in group_cases(g)}]
 
 
@@ -62,7 +58,8 @@ def build_plan(cases: list[Case], backend: str, version: str, root: Path) -> Pla
         ids = {}
         for name, arr in case.arrays.items():
             tname = f"c{ci}_{name}"
-            (root / "tensors" / f"{tname}.bin").write_bytes(arr.astype(arr.dtype.newbyteorder("<")).tobytes())
+            (root / "tensors" / f"{tname}.bin").write_bytes(
+                arr.astype(arr.dtype.newbyteorder("<")).tobytes())
             ids[name] = len(tensors)
             tensors.append(Tensor(id=len(tensors), name=tname, shape=[arr.size], role="scratch",
                                   dtype="i32" if arr.dtype == np.int32 else "f32",
@@ -88,18 +85,6 @@ def build_plan(cases: list[Case], backend: str, version: str, root: Path) -> Pla
     return plan
 
 
-@pytest.fixture(scope="module")
-def kernel_runner(request, tmp_path_factory) -> Path:
-    """The suite's shared runner build (fixture ``runner`` of tests/conftest.py) if there is
-    one, else a build of our own."""
-    if runner_api is None:
-        pytest.skip("phonetrain.runner is missing: cannot build or drive the runner")
-    try:
-        return request.getfixturevalue("runner")
-    except pytest.FixtureLookupError:
-        return runner_api.build_runner(tmp_path_factory.mktemp("runner-build"))
-
-
 def _mismatches(cases: list[Case], got: dict[tuple[int, str], np.ndarray]) -> list[str]:
     """One line per output that differs from the oracle beyond the case's tolerance."""
     failures = []
@@ -117,12 +102,14 @@ def _mismatches(cases: list[Case], got: dict[tuple[int, str], np.ndarray]) -> li
 
 
 @pytest.mark.parametrize("backend,version,group", PARAMS)
-def test_kernels_match_numpy(kernel_runner, tmp_path, backend, version, group):
+def test_kernels_match_numpy(request, runner, tmp_path, backend, version, group):
     cases = group_cases(group)
     root = tmp_path / "bundle"
     plan = build_plan(cases, backend, version, root)
     plan.save(root / "plan.json")
-    runner_api.run_plan(kernel_runner, root / "plan.json", root, tmp_path / "out")
+    selector = request.getfixturevalue("pocl") if backend == "opencl" else None
+    runner_api.run_plan(runner, root / "plan.json", root, tmp_path / "out",
+                        device_selector=selector)
     dumps = tmp_path / "out" / "dumps"
     got = {(ci, out): np.fromfile(dumps / f"c{ci}_{out}.f32", dtype=case.expected[out].dtype)
            for ci, case in enumerate(cases) for out in case.outputs}
