@@ -55,11 +55,11 @@ def write_run(root: Path, *, model="mlp_784_256_128_16", device="host", backend=
         t += GAP_NS
         iters.append({"iteration": it, "warmup": it < warmup, "wall_ms": (t - t_begin) / 1e6,
                       "loss": loss0 - 0.1 * it})
-    run = {"status": status, "warmup": warmup, "iterations": iters,
+    run = {"status": status, "warmup": warmup, "iterations": iterations, "iters": iters,
            "device": {"name": "pthread-cpu" if not opencl else "pocl-cpu",
                       "platform": "Portable Computing Language"},
            "runner": {"version": "0.1", "source_hash": "runner-h"},
-           "timer_resolution_ns": 1, "max_rss_bytes": 10_000_000, "device_buffer_bytes": 0}
+           "timer_resolution_ns": 1, "peak_rss_bytes": 10_000_000, "device_bytes_allocated": 0}
     pd.DataFrame(rows).to_csv(d / "trace.csv", index=False)
     (d / "run.json").write_text(json.dumps(run))
     (d / "verify.json").write_text(json.dumps({"max_abs_err": max_abs_err}))
@@ -67,10 +67,12 @@ def write_run(root: Path, *, model="mlp_784_256_128_16", device="host", backend=
 
 
 def write_bandwidth(root: Path, device="host") -> Path:
-    """A bandwidth CSV (kind, size_bytes, gbps) with its params.json."""
+    """A bandwidth CSV in the runner's columns with its params.json."""
     d = root / "bandwidth" / device
     d.mkdir(parents=True, exist_ok=True)
-    rows = [{"kind": k, "size_bytes": 4096 << i, "gbps": g * (1 + i) / 4}
+    rows = [{"op": k, "size_bytes": 4096 << i, "iterations": 100, "repeats": 3,
+             "device_ns": 1e3, "host_ns": 2e3, "device_gbps": 2 * g * (1 + i) / 4,
+             "host_gbps": g * (1 + i) / 4}
             for k, g in (("h2d", 2.0), ("d2h", 3.0), ("map", 8.0), ("unmap", 9.0), ("d2d", 20.0))
             for i in range(4)]
     pd.DataFrame(rows).to_csv(d / "bandwidth.csv", index=False)
@@ -84,7 +86,7 @@ def write_build(root: Path, device="host", kernel="baseline", ok=True) -> Path:
     d = root / "build" / device / kernel
     d.mkdir(parents=True, exist_ok=True)
     doc = {"device": device, "kernel": kernel, "status": "ok" if ok else "failed",
-           "programs": [{"name": "gemm", "build_ms": 12.5, "binary_size_bytes": 2048,
+           "programs": [{"program": "gemm", "build_ms": 12.5, "binary_size_bytes": 2048,
                          "log": "" if ok else "error: expected ';'",
                          "status": "ok" if ok else "failed"}]}
     (d / "build.json").write_text(json.dumps(doc))

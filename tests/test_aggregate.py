@@ -78,8 +78,12 @@ def test_iterations_and_commands_tables(study):
     assert g.loc["h2d", "gbps"] == pytest.approx(4096 / 600_000)
 
 
-def test_perfetto_written_per_run(study, tmp_path):
-    assert len(list((tmp_path / "raw").rglob("trace.perfetto.json"))) == 3
+def test_perfetto_written_on_request(tmp_path):
+    d = write_run(tmp_path)
+    aggregate.read_run(d)
+    assert not (d / "trace.perfetto.json").exists()  # the workflow's perfetto rule owns it
+    aggregate.read_run(d, write_perfetto=True)
+    assert (d / "trace.perfetto.json").exists()
 
 
 def test_expected_run_without_output_is_failed(tmp_path):

@@ -22,6 +22,7 @@ tolerance, or no verification: its speed is not valid), ``ok``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -55,6 +56,18 @@ def read_json(path: Path) -> dict[str, Any]:
     return doc
 
 
+def device_fingerprint(device: Any) -> str | None:
+    """16 hex digits identifying an OpenCL device and its driver (platform, name, vendor,
+    versions) from the runner's ``device`` object, or a CPU from its ``host`` object
+    (``cpu_model``, ``logical_cores``); None when there is none."""
+    if not isinstance(device, dict) or not device:
+        return None
+    keys = ("platform", "platform_version", "name", "vendor", "version", "driver_version",
+            "cpu_model", "logical_cores")
+    return short_hash({k: device.get(k) for k in keys})
+
+
+@functools.lru_cache(maxsize=4)
 def git_rev(repo: Path | None = None) -> str:
     """``git rev-parse --short HEAD`` plus ``-dirty`` when tracked files differ; ``unknown``
     outside a git checkout."""
@@ -121,10 +134,11 @@ def _params(run_dir: Path) -> dict[str, Any]:
 def run_iterations(run: dict[str, Any], where: str) -> pd.DataFrame:
     """``run.json``'s per-iteration records as ``iteration, wall_ms, loss, measured``.
 
-    Accepts ``"iterations": [{"iteration", "wall_ms", "loss", "warmup"}...]`` or parallel
-    lists ``"wall_ms": [...]``, ``"loss": [...]`` with ``"warmup": <count>`` (warm-up first).
+    Reads the runner's ``"iters": [{"iteration", "warmup", "wall_ms", "loss"}...]`` (also
+    accepted under ``"iterations"``), or parallel lists ``"wall_ms": [...]``, ``"loss": [...]``
+    with ``"warmup": <count>`` (warm-up first).
     """
-    recs = run.get("iterations")
+    recs = run.get("iters", run.get("iterations"))
     if isinstance(recs, list):
         df = pd.DataFrame(recs)
         if "wall_ms" not in df:
@@ -139,7 +153,7 @@ def run_iterations(run: dict[str, Any], where: str) -> pd.DataFrame:
         df["loss"] = (run.get("loss") or [None] * n)[:n]
         df["measured"] = df["iteration"] >= int(run.get("warmup", 0))
     else:
-        raise AggregateError(f"{where}: no per-iteration records ('iterations' or 'wall_ms')")
+        raise AggregateError(f"{where}: no per-iteration records ('iters' or 'wall_ms')")
     if "loss" not in df:
         df["loss"] = np.nan
     df["loss"] = pd.to_numeric(df["loss"], errors="coerce")
@@ -198,15 +212,15 @@ def _settings(params: dict[str, Any]) -> dict[str, Any]:
 
 def _provenance(params: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     ident = {k: params.get(k) for k in KEY_COLUMNS if k != "run_id"}
-    fp = params.get("device_fingerprint") or (short_hash(run["device"]) if run.get("device")
-                                              else None)
+    fp = (params.get("device_fingerprint") or device_fingerprint(run.get("device"))
+          or device_fingerprint(run.get("host")))
     return {"config_hash": params.get("config_hash") or short_hash(ident),
             "kernel_hash": params.get("kernel_hash"),
             "runner_hash": _runner_hash(run) or params.get("runner_hash"),
             "device_fingerprint": fp, "git_rev": params.get("git_rev") or git_rev()}
 
 
-def read_run(run_dir: str | Path, *, write_perfetto: bool = True) -> dict[str, pd.DataFrame]:
+def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, pd.DataFrame]:
     """Aggregate one run folder into ``{"runs": 1 row, "iterations": ..., "commands": ...}``
     (DataFrames with the schema's columns). A failure marker, a missing ``run.json`` or a
     runner status other than ``ok`` gives a ``failed`` row and no iterations/commands.
@@ -293,10 +307,16 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
            "loss_first": loss.iloc[0] if len(loss) else None,
            "loss_last": loss.iloc[-1] if len(loss) else None,
            "clock_offset_uncertainty_ns": max((r["_offset_unc"] for r in runs), default=None),
-           "max_rss_bytes": max((r.get("max_rss_bytes") or 0 for r in runs), default=0) or None,
-           "device_buffer_bytes": runs[0].get("device_buffer_bytes"),
+           "max_rss_bytes": max((_first(r, "peak_rss_bytes", "max_rss_bytes") or 0
+                                 for r in runs), default=0) or None,
+           "device_buffer_bytes": _first(runs[0], "device_bytes_allocated",
+                                         "device_buffer_bytes"),
            "run_dir": str(run_dir), **_device_facts(runs[0]), **_provenance(params, runs[0])}
     return row
+
+
+def _first(doc: dict[str, Any], *keys: str) -> Any:
+    return next((doc[k] for k in keys if doc.get(k) is not None), None)
 
 
 def _frame(rows: Iterable[dict] | pd.DataFrame, table: str) -> pd.DataFrame:
@@ -323,20 +343,27 @@ def add_kernel_gflops(runs: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFram
 # ---- per-device tables ------------------------------------------------------------------
 
 def read_bandwidth(csv_path: str | Path) -> pd.DataFrame:
-    """One bandwidth CSV (columns ``kind, size_bytes, gbps``; optional ``time_ns``,
-    ``repeats``) plus its folder's ``params.json`` (``device``, provenance) -> bandwidth rows."""
+    """One ``bandwidth.csv`` of the runner's ``bench-bandwidth`` (columns ``op``,
+    ``size_bytes``, ``iterations``, ``repeats``, ``device_ns``, ``host_ns``, ``device_gbps``,
+    ``host_gbps``) -> bandwidth rows. The device is the folder's name (``bandwidth/<device>/``)
+    unless a ``params.json`` beside it names it; ``bench.json`` beside it (the runner's device
+    facts and settings) gives the runner hash and device fingerprint."""
     csv_path = Path(csv_path)
-    df = pd.read_csv(csv_path)
-    for c in ("kind", "size_bytes", "gbps"):
+    try:
+        df = pd.read_csv(csv_path).rename(columns={"op": "kind"})
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise AggregateError(f"{csv_path}: cannot read: {e}") from None
+    for c in ("kind", "size_bytes", "device_gbps", "host_gbps"):
         if c not in df:
-            raise AggregateError(f"{csv_path}: missing column {c!r}")
+            raise AggregateError(f"{csv_path}: missing column {c!r} (rerun the bandwidth stage)")
     params = _side_params(csv_path)
-    for c in ("time_ns", "repeats"):
-        if c not in df:
-            df[c] = None
-    df = df.assign(device=params["device"], **_provenance({**params, "kernel_hash": None},
-                                                          params.get("_run", {})))
-    return _frame(df, "bandwidth")
+    bench_path = csv_path.with_name("bench.json")
+    bench = read_json(bench_path) if bench_path.exists() else {}
+    settings = {"device": params["device"], "bench": {k: v for k, v in bench.items()
+                                                      if k in ("min_time_ms", "repeats")}}
+    params.setdefault("config_hash", short_hash(settings))
+    prov = _provenance({**params, "kernel_hash": None}, bench)
+    return _frame(df.assign(device=params["device"], **prov), "bandwidth")
 
 
 def _side_params(path: Path) -> dict[str, Any]:
@@ -347,19 +374,25 @@ def _side_params(path: Path) -> dict[str, Any]:
 
 
 def read_build(json_path: str | Path) -> pd.DataFrame:
-    """One ``build.json`` (``programs: [{name, build_ms, binary_size_bytes, log, status}]``,
-    ``options``, ``status``) plus its ``params.json`` (``device``, ``kernel``) -> builds rows."""
+    """One ``build.json`` of the runner's ``build`` mode (``programs: [{program, status,
+    error, build_ms, binary_size_bytes, log}]``, ``options``, ``device``, ``kernel``,
+    ``kernel_hash``, ``runner``) plus its ``params.json`` -> one builds row per program."""
     json_path = Path(json_path)
     doc = read_json(json_path)
-    params = {**_side_params(json_path), **{k: doc[k] for k in ("device", "kernel") if k in doc}}
+    params = {**_side_params(json_path),
+              **{k: doc[k] for k in ("device", "kernel", "kernel_hash") if doc.get(k)}}
     params.setdefault("kernel", json_path.parent.name)
-    progs = doc.get("programs") or [{"name": "*", "status": doc.get("status", "failed"),
+    if "config_hash" not in params:
+        params["config_hash"] = short_hash({k: params.get(k) for k in (
+            "device", "kernel", "kernel_hash", "device_config")} | {"options": doc.get("options")})
+    progs = doc.get("programs") or [{"program": "*", "status": doc.get("status", "failed"),
                                      "log": doc.get("log")}]
     rows = [{"device": params["device"], "kernel": params["kernel"],
-             "program": p.get("name"), "status": "ok" if p.get("status", doc.get(
-                 "status", "ok")) == "ok" else "failed",
+             "program": p.get("program", p.get("name")),
+             "status": "ok" if p.get("status", doc.get("status", "ok")) == "ok" else "failed",
              "build_ms": p.get("build_ms"), "binary_size_bytes": p.get("binary_size_bytes"),
-             "log": p.get("log"), "options": p.get("options", doc.get("options"))}
+             "log": "\n".join(x for x in (p.get("error"), p.get("log")) if x) or None,
+             "options": p.get("options", doc.get("options"))}
             for p in progs]
     df = pd.DataFrame(rows).assign(**_provenance(params, doc))
     return _frame(df, "builds")

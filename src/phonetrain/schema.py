@@ -90,9 +90,12 @@ COMMANDS = pa.schema(RUN_KEY + [
     _f("gbps", F), _f("share_of_wall", F),
 ] + PROVENANCE)
 
+# bandwidth: the runner's bench-bandwidth table; device_* timed by OpenCL events (median per
+# transfer), host_* by the host clock around the blocking call (what a training step sees).
 BANDWIDTH = pa.schema([
     _f("device", S, False), _f("kind", S, False), _f("size_bytes", I, False),
-    _f("repeats", I), _f("time_ns", F), _f("gbps", F),
+    _f("iterations", I), _f("repeats", I), _f("device_ns", F), _f("host_ns", F),
+    _f("device_gbps", F), _f("host_gbps", F),
 ] + PROVENANCE)
 
 BUILDS = pa.schema([

@@ -1,0 +1,192 @@
+"""The guideline report: ``report.html`` (self-contained), ``report.md`` and ``figures/``.
+
+Reads ``results/summary/*.parquet`` (schemas re-checked), draws the figures of
+:mod:`phonetrain.figures`, computes the findings of :mod:`phonetrain.guidelines`, and renders
+the Jinja2 templates in ``templates/``. The HTML inlines its CSS and figures (base64 data
+URIs) so it opens anywhere as one file; the Markdown links ``figures/<name>.<fmt>``.
+
+Rules the report keeps (DESIGN, Report and Measurement rules): only ``ok`` runs show speeds;
+``wrong`` runs (verification failed) are listed with their error, never with a speed;
+``failed`` runs are listed as missing with their reason; runs measured under different
+settings (warm-up, iterations, threads, repeats) are flagged.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from phonetrain import figures, guidelines, schema
+from phonetrain.paper import ANCHORS, CITATION
+
+TEMPLATES = Path(__file__).parent / "templates"
+FIGURES = {  # name -> title; Snakemake captions in rules/captions/<name>.rst
+    "iteration_time": "Iteration time, CPU vs GPU, per model and placement",
+    "breakdown": "Data-movement breakdown per run",
+    "gemm_gflops": "GEMM throughput inside training",
+    "bandwidth": "Bandwidth vs transfer size",
+    "loss": "Loss curves",
+}
+SECTIONS = ("summary", "guidelines", "figures", "runs", "not-valid", "missing", "builds",
+            "bandwidth", "provenance", "method")
+
+
+def load_tables(summary_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """Every table of :data:`phonetrain.schema.TABLES` from ``summary_dir`` (schema-checked).
+
+    Raises :class:`FileNotFoundError` naming the missing file (run the aggregate stage)."""
+    summary_dir = Path(summary_dir)
+    out = {}
+    for t in schema.TABLES:
+        p = summary_dir / f"{t}.parquet"
+        if not p.exists():
+            raise FileNotFoundError(f"{p}: missing; run `phonetrain aggregate` (or the "
+                                    "workflow's aggregate stage) first")
+        out[t] = schema.read_table(p, t)
+    return out
+
+
+def _str(x: Any) -> str:
+    """A text cell: '' for null (pandas reads null strings back as NaN)."""
+    return "" if x is None or (not isinstance(x, str) and pd.isna(x)) else str(x)
+
+
+def _fmt(x: Any, spec: str = ".3g") -> str:
+    return "" if x is None or pd.isna(x) else format(x, spec)
+
+
+def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
+    """Report rows of the runs table; speeds only for ``ok`` runs."""
+    rows = []
+    order = ["model", "device", "placement", "transfer", "kernel"]
+    for _, r in runs.sort_values(order, na_position="first").iterrows():
+        ok = r["status"] == "ok"
+        g = gemm["gemm_gflops"].get(r["run_id"]) if ok and len(gemm) else None
+        speed = {
+            "iteration": (f"{_fmt(r['iteration_median_ms'])} [{_fmt(r['iteration_p25_ms'])}-"
+                          f"{_fmt(r['iteration_p75_ms'])}]") if ok else "not valid",
+            "kernel": _fmt(r["kernel_ms"]) if ok else "",
+            "transfer": _fmt(r["transfer_ms"]) if ok else "",
+            "gaps": _fmt(r["gap_ms"]) if ok else "",
+            "movement": _fmt(r["data_movement_share"], ".1%") if ok else "",
+            "gemm_gflops": _fmt(g),
+        }
+        rows.append({"run_id": r["run_id"], "label": figures.run_label(r), "model": r["model"],
+                     "status": r["status"], "reason": _str(r["status_reason"]),
+                     "verify": _fmt(r["verify_max_abs_err"]),
+                     "loss": f"{_fmt(r['loss_first'])} -> {_fmt(r['loss_last'])}"
+                     if pd.notna(r["loss_first"]) else "", **speed})
+    return rows
+
+
+def settings_notes(runs: pd.DataFrame) -> list[str]:
+    """One note per measurement setting that differs between runs that ran."""
+    ran = runs[runs["status"] != "failed"]
+    notes = []
+    for col in ("warmup", "iterations", "repeats", "threads", "batch_size", "dataset"):
+        vals = sorted({str(v) for v in ran[col].dropna()})
+        if len(vals) > 1:
+            notes.append(f"runs were measured with different {col}: {', '.join(vals)} -- "
+                         "compare them with care")
+    return notes
+
+
+def provenance(tables: dict[str, pd.DataFrame]) -> list[dict[str, str]]:
+    """Distinct values of each provenance column over all tables."""
+    out = []
+    for col in ("git_rev", "runner_hash", "device_fingerprint", "config_hash", "kernel_hash"):
+        vals = sorted({str(v) for df in tables.values() if len(df) for v in df[col].dropna()})
+        out.append({"column": col, "count": str(len(vals)),
+                    "values": ", ".join(vals[:8]) + (" ..." if len(vals) > 8 else "")})
+    return out
+
+
+def draw_figures(tables: dict[str, pd.DataFrame], fig_dir: Path, fmt: str = "png",
+                 dpi: int = 120, paper_reference: bool = True) -> dict[str, Path]:
+    """Write every figure of :data:`FIGURES` into ``fig_dir``; returns name -> path."""
+    runs, it, cmds = tables["runs"], tables["iterations"], tables["commands"]
+    p = {n: fig_dir / f"{n}.{fmt}" for n in FIGURES}
+    figures.iteration_time(runs, p["iteration_time"], dpi)
+    figures.breakdown(runs, it, p["breakdown"], dpi, paper_reference=paper_reference)
+    figures.gemm_gflops(runs, cmds, p["gemm_gflops"], dpi, paper_reference=paper_reference)
+    figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi)
+    figures.loss_curves(runs, it, p["loss"], dpi)
+    return p
+
+
+def _data_uri(path: Path) -> str:
+    mime = "image/svg+xml" if path.suffix == ".svg" else "image/png"
+    return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def context(tables: dict[str, pd.DataFrame], *, title: str,
+            paper_reference: bool = True) -> dict[str, Any]:
+    """Everything the templates render, computed from the tables."""
+    runs = tables["runs"]
+    gemm = figures.gemm_table(runs, tables["commands"])
+    rows = run_rows(runs, gemm)
+    builds = tables["builds"]
+    bw = tables["bandwidth"]
+    peaks = (bw.loc[bw.groupby(["device", "kind"])["host_gbps"].idxmax()] if len(bw) else bw)
+    counts = runs["status"].value_counts()
+    return {
+        "title": title, "citation": CITATION, "paper_reference": paper_reference,
+        "anchors": list(ANCHORS.values()), "sections": SECTIONS,
+        "n_runs": len(runs), "n_ok": int(counts.get("ok", 0)),
+        "n_wrong": int(counts.get("wrong", 0)), "n_failed": int(counts.get("failed", 0)),
+        "devices": sorted(runs["device"].unique()), "models": sorted(runs["model"].unique()),
+        "findings": guidelines.all_findings(tables),
+        "runs": [r for r in rows if r["status"] != "failed"],
+        "wrong": [r for r in rows if r["status"] == "wrong"],
+        "missing": [r for r in rows if r["status"] == "failed"],
+        "builds": [{"device": b["device"], "kernel": b["kernel"], "program": b["program"],
+                    "status": b["status"], "build_ms": _fmt(b["build_ms"]),
+                    "binary_size_bytes": _fmt(b["binary_size_bytes"], ".0f"),
+                    "log": _str(b["log"])[-2000:]} for _, b in builds.iterrows()],
+        "bandwidth": [{"device": r["device"], "kind": r["kind"],
+                       "host_gbps": _fmt(r["host_gbps"]), "device_gbps": _fmt(r["device_gbps"]),
+                       "size_bytes": int(r["size_bytes"])} for _, r in peaks.iterrows()],
+        "settings_notes": settings_notes(runs), "provenance": provenance(tables),
+    }
+
+
+def build_report(summary_dir: str | Path, out_dir: str | Path, *,
+                 title: str = "phonetrain report", paper_reference: bool = True,
+                 figure_format: str = "png", dpi: int = 120) -> dict[str, Path]:
+    """Write ``out_dir/report.html``, ``out_dir/report.md`` and ``out_dir/figures/*``.
+
+    ``figure_format`` is ``png`` or ``svg``. Returns ``{"html", "md", <figure name>...}`` ->
+    path. Raises :class:`FileNotFoundError` / :class:`phonetrain.schema.SchemaError` for
+    missing or stale tables, naming the file."""
+    if figure_format not in ("png", "svg"):
+        raise ValueError(f"report.figure_format {figure_format!r} must be 'png' or 'svg'")
+    out_dir = Path(out_dir)
+    tables = load_tables(summary_dir)
+    figs = draw_figures(tables, out_dir / "figures", figure_format, dpi, paper_reference)
+    ctx = context(tables, title=title, paper_reference=paper_reference)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True,
+                             autoescape=jinja2.select_autoescape(("html.j2",)))
+    html_figs = [{"name": n, "title": FIGURES[n], "src": _data_uri(p)} for n, p in figs.items()]
+    md_figs = [{"name": n, "title": FIGURES[n], "src": f"figures/{p.name}"}
+               for n, p in figs.items()]
+    html = env.get_template("report.html.j2").render(**ctx, figures=html_figs)
+    md = env.get_template("report.md.j2").render(**ctx, figures=md_figs)
+    _write_atomic(out_dir / "report.html", html)
+    _write_atomic(out_dir / "report.md", md)
+    return {"html": out_dir / "report.html", "md": out_dir / "report.md", **figs}

@@ -1,0 +1,147 @@
+"""The report: every section and figure, self-contained HTML, wrong runs never shown as speeds,
+guidelines computed from the tables."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from phonetrain import aggregate, guidelines, report, schema
+from results_fixtures import standard_study, write_run
+
+WRONG = "mlp_784_256_128_16.opencl_staged.baseline"
+FAILED = "lenet5.cpu.none"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    inputs = standard_study(root / "raw")
+    aggregate.aggregate(inputs["runs"], root / "summary", bandwidth_csvs=inputs["bandwidth"],
+                        build_jsons=inputs["builds"])
+    paths = report.build_report(root / "summary", root / "report", title="T")
+    tables = report.load_tables(root / "summary")
+    return paths, tables
+
+
+def _section(html: str, sid: str) -> str:
+    m = re.search(rf'<section id="{sid}">(.*?)</section>', html, re.S)
+    assert m, sid
+    return m.group(1)
+
+
+def test_every_section_and_figure_present(built):
+    paths, _ = built
+    html = paths["html"].read_text()
+    md = paths["md"].read_text()
+    for sid in report.SECTIONS:
+        _section(html, sid)
+    for name in report.FIGURES:
+        png = paths[name]
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        assert f'id="fig-{name}"' in html
+        assert f"](figures/{png.name})" in md
+    assert html.count('src="data:image/png;base64,') == len(report.FIGURES)
+    for heading in ("## Guidelines", "## Figures", "## Runs", "## Missing runs",
+                    "## Runs that failed verification", "## Kernel builds", "## Bandwidth"):
+        assert heading in md
+
+
+def test_html_is_self_contained(built):
+    html = built[0]["html"].read_text()
+    assert "<style>" in html
+    assert not re.search(r'(src|href)="(https?:|//|figures/)', html)
+    assert "<link" not in html and "<script" not in html
+
+
+def test_wrong_run_never_shown_as_a_speed(built):
+    paths, tables = built
+    runs = tables["runs"].set_index("run_id")
+    wrong_ms = f"{runs.loc[WRONG, 'iteration_median_ms']:.3g}"
+    html = paths["html"].read_text()
+    runs_sec = _section(html, "runs")
+    row = next(r for r in runs_sec.split("<tr>") if "staged/copy" in r)
+    assert "not valid" in row and wrong_ms not in row
+    assert WRONG in _section(html, "not-valid")
+    assert WRONG not in _section(html, "guidelines")
+    for f in guidelines.all_findings(tables):
+        assert not any(WRONG in r for r in f.rows)
+    md_row = next(line for line in paths["md"].read_text().splitlines() if "staged/copy" in line
+                  and line.startswith("|"))
+    assert "not valid" in md_row and wrong_ms not in md_row
+
+
+def test_missing_runs_listed(built):
+    paths, _ = built
+    sec = _section(paths["html"].read_text(), "missing")
+    assert FAILED in sec and "NaN loss" in sec
+
+
+def test_guideline_numbers_come_from_the_tables(built):
+    paths, tables = built
+    runs = tables["runs"].set_index("run_id")
+    ratio = (runs.loc["mlp_784_256_128_16.opencl.baseline", "iteration_median_ms"]
+             / runs.loc["mlp_784_256_128_16.cpu.none", "iteration_median_ms"])
+    f = {x.key: x for x in guidelines.all_findings(tables)}
+    assert f"{ratio:.2f}x" in f["gpu_vs_cpu"].statement
+    assert "runs.parquet: mlp_784_256_128_16.cpu.none" in f["gpu_vs_cpu"].rows
+    share = runs.loc["mlp_784_256_128_16.opencl.baseline", "data_movement_share"]
+    assert f"{share:.1%}" in f["data_movement"].statement
+    assert not f["placement"].measured and "Not measured" in f["placement"].statement
+    html = paths["html"].read_text()
+    assert f"{ratio:.2f}x" in _section(html, "guidelines")
+    assert "second-hand" in html and "~91%" in html
+
+
+def test_placement_and_transfer_findings(tmp_path):
+    raw = tmp_path / "raw"
+    dirs = [write_run(raw, backend="cpu"),
+            write_run(raw, backend="opencl", placement="resident", transfer="copy",
+                      kernel="baseline", unit_ns=100_000),
+            write_run(raw, backend="opencl_staged", placement="staged", transfer="copy",
+                      kernel="baseline", unit_ns=400_000),
+            write_run(raw, backend="opencl_staged_map", placement="staged", transfer="map",
+                      kernel="baseline", unit_ns=200_000)]
+    aggregate.aggregate(dirs, tmp_path / "summary")
+    tables = report.load_tables(tmp_path / "summary")
+    f = {x.key: x for x in guidelines.all_findings(tables)}
+    runs = tables["runs"].set_index("run_id")
+    q = (runs.loc["mlp_784_256_128_16.opencl_staged.baseline", "iteration_median_ms"]
+         / runs.loc["mlp_784_256_128_16.opencl.baseline", "iteration_median_ms"])
+    assert f["placement"].measured and f"{q:.2f}x" in f["placement"].statement
+    assert "map/unmap is faster here" in f["transfer_method"].statement
+    assert not f["bandwidth"].measured
+
+
+def test_svg_figures_and_bad_inputs(tmp_path, built):
+    paths, _ = built
+    summary = paths["html"].parent.parent / "summary"
+    out = report.build_report(summary, tmp_path / "svg", figure_format="svg",
+                              paper_reference=False)
+    assert out["loss"].suffix == ".svg" and out["loss"].read_text().lstrip().startswith("<?xml")
+    assert "data:image/svg+xml;base64," in out["html"].read_text()
+    with pytest.raises(ValueError, match="figure_format"):
+        report.build_report(summary, tmp_path / "x", figure_format="gif")
+    with pytest.raises(FileNotFoundError, match=r"runs\.parquet"):
+        report.build_report(tmp_path / "nowhere", tmp_path / "y")
+
+
+def test_different_settings_are_flagged(tmp_path):
+    dirs = [write_run(tmp_path / "raw", backend="cpu", iterations=3),
+            write_run(tmp_path / "raw", backend="opencl", placement="resident",
+                      transfer="copy", kernel="baseline", iterations=5)]
+    aggregate.aggregate(dirs, tmp_path / "summary")
+    notes = report.settings_notes(report.load_tables(tmp_path / "summary")["runs"])
+    assert notes == ["runs were measured with different iterations: 3, 5 -- compare them "
+                     "with care"]
+
+
+def test_empty_study_still_renders(tmp_path):
+    for t in schema.TABLES:
+        schema.write_table(schema.empty(t), t, tmp_path / "summary" / f"{t}.parquet")
+    out = report.build_report(tmp_path / "summary", tmp_path / "report")
+    assert all(out[n].exists() for n in report.FIGURES)
+    assert "Not measured" in out["md"].read_text()
+    assert isinstance(pd.read_parquet(tmp_path / "summary" / "runs.parquet"), pd.DataFrame)
