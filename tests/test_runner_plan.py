@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from phonetrain import runner as rt
-from phonetrain.plan import Step, uniform_fill
+from phonetrain.plan import Program, Step, uniform_fill
 from runner_plans import HID, OUT, PARAMS, W2_INIT, T, mlp_plan, numpy_training, stage, write_bundle
 
 COMBOS = [("cpu", "resident", "copy"), ("opencl", "resident", "copy"), ("opencl", "resident", "map"),
@@ -100,3 +100,21 @@ def test_uniform_fill_matches_plan(runner, tmp_path):
     rt.run_plan(runner, path, tmp_path / "b", tmp_path / "out")
     want = uniform_fill(W2_INIT["seed"], OUT * HID, W2_INIT["low"], W2_INIT["high"])
     assert np.array_equal(rt.read_dump(tmp_path / "out", "W2"), want)
+
+
+def test_mlp_with_clblast_gemm(runner, pocl, tmp_path):
+    """Program "source": "clblast" routes every GEMM step to CLBlast; one host-timed trace
+    row per GEMM call; results still match numpy."""
+    plan = mlp_plan("opencl", "resident", "copy", warmup=1, iterations=1)
+    plan.programs = [p for p in plan.programs if p.name != "gemm"] + [Program(name="gemm", source="clblast")]
+    path = stage(tmp_path / "bundle", plan)
+    try:
+        doc = rt.run_plan(runner, path, tmp_path / "bundle", tmp_path / "out", device_selector=pocl)
+    except rt.MissingLibraryError as e:
+        pytest.skip(str(e))
+    ref_losses, _, _ = numpy_training(write_bundle(tmp_path / "ref"), 2)
+    np.testing.assert_allclose([i["loss"] for i in doc["iters"]], ref_losses, rtol=1e-4)
+    tr = rt.read_trace(tmp_path / "out")
+    gemm = tr[tr["name"].str.startswith("gemm_")]
+    assert len(gemm) == 2 * sum(s.op == "kernel" and s.name.startswith("gemm_") for s in plan.steps)
+    assert gemm["start_ns"].isna().all() and (gemm["host_end_ns"] > gemm["host_begin_ns"]).all()

@@ -42,6 +42,7 @@ class ExitCode(enum.IntEnum):
     BUILD = 5          # OpenCL program build failed; the compiler log is on stderr
     CL_RUNTIME = 6     # an OpenCL call failed at run time (call and error name)
     NONFINITE = 7      # the loss became NaN or infinite
+    NO_LIBRARY = 8     # an external library the plan needs (CLBlast) cannot be loaded
 
 
 class RunnerError(RuntimeError):
@@ -85,6 +86,11 @@ class NonFiniteLossError(RunnerError):
     """Exit code 7: the loss became NaN or infinite."""
 
 
+class MissingLibraryError(RunnerError):
+    """Exit code 8: an external library the plan needs (CLBlast) cannot be loaded; callers
+    skip such runs with the reason rather than fail them."""
+
+
 class RunnerTimeout(RunnerError):
     """The runner ran past its timeout and was killed."""
 
@@ -97,7 +103,7 @@ ERRORS: dict[int, type[RunnerError]] = {
     ExitCode.INTERNAL: RunnerInternalError, ExitCode.BAD_INPUT: BadInputError,
     ExitCode.BUNDLE: BundleFileError, ExitCode.NO_DEVICE: NoDeviceError,
     ExitCode.BUILD: KernelBuildError, ExitCode.CL_RUNTIME: OpenCLRuntimeError,
-    ExitCode.NONFINITE: NonFiniteLossError,
+    ExitCode.NONFINITE: NonFiniteLossError, ExitCode.NO_LIBRARY: MissingLibraryError,
 }
 
 
@@ -253,7 +259,8 @@ def devices_table(info_doc: dict) -> pd.DataFrame:
 
 def run_plan(runner: Path, plan_path: Path, root: Path, out_dir: Path, threads: int | None = None,
              device_selector: DeviceSelector | Mapping[str, Any] | None = None,
-             timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = False) -> dict:
+             timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = False,
+             clblast_lib: str | None = None) -> dict:
     """Execute a plan; return the parsed ``run.json`` (``status`` "ok").
 
     ``plan_path`` and ``root`` (the bundle: the plan's relative paths resolve under it) may be
@@ -265,6 +272,8 @@ def run_plan(runner: Path, plan_path: Path, root: Path, out_dir: Path, threads: 
         args += ["--threads", str(int(threads))]
     if progress:
         args.append("--progress")
+    if clblast_lib:
+        args += ["--clblast-lib", str(clblast_lib)]
     args += _selector(device_selector).to_args()
     run_mode(runner, "run", args, timeout_s)
     return read_run(out_dir)

@@ -14,6 +14,8 @@ typedef struct {
     trace tr;
     /* opencl backend */
     const char *cl_lib;
+    const char *clblast_lib;   /* explicit libclblast path, or NULL */
+    int use_clblast;           /* a program has "source": "clblast" */
     cl_selector sel;
     cl_platform_id platform;
     cl_device_id device;

@@ -1,6 +1,7 @@
 /* OpenCL backend: one in-order profiling queue; every command gets an event whose
  * queued/submit/start/end times go into the trace after the iteration's clFinish. */
 #define _POSIX_C_SOURCE 200809L
+#include "clblast.h"
 #include "exec.h"
 #include "util.h"
 
@@ -11,6 +12,25 @@
 
 #define CL_CONTEXT_PLATFORM_PROP 0x1084
 
+/* A program with "source": "clblast": GEMM steps call CLBlast instead of a kernel. */
+static void use_clblast(run_ctx *rc, const pt_program *pg)
+{
+    char err[512];
+    if (clblast_load(rc->clblast_lib, err, sizeof err) != 0)
+        fail(EXIT_NO_LIBRARY, "program \"%s\" needs CLBlast: %s; install libclblast1 or pass "
+             "--clblast-lib PATH", pg->name, err);
+    rc->use_clblast = 1;
+    jwriter *w = &rc->build_json;
+    jw_obj_begin(w);
+    jw_key(w, "program"); jw_str(w, pg->name);
+    jw_key(w, "source"); jw_str(w, pg->source);
+    jw_key(w, "options"); jw_str(w, pg->options);
+    jw_key(w, "build_ms"); jw_num(w, 0);
+    jw_key(w, "binary_size_bytes"); jw_int(w, 0);
+    jw_key(w, "log"); jw_str(w, "external: CLBlast");
+    jw_obj_end(w);
+}
+
 static void build_programs(run_ctx *rc)
 {
     pt_plan *p = rc->plan;
@@ -20,6 +40,10 @@ static void build_programs(run_ctx *rc)
     jw_arr_begin(&rc->build_json);
     for (int i = 0; i < p->nprograms; i++) {
         pt_program *pg = &p->programs[i];
+        if (!strcmp(pg->source, "clblast")) {
+            use_clblast(rc, pg);
+            continue;
+        }
         char *path = path_join(rc->root, pg->source);
         char *src = read_file(path, NULL);
         if (!src) fail(EXIT_BUNDLE, "kernel source %s (program \"%s\") cannot be read: %s; deploy "
@@ -109,6 +133,15 @@ static void make_kernels(run_ctx *rc)
     for (int k = 0; k < p->nsteps; k++) {
         pt_step *s = &p->steps[k];
         if (s->op != OP_KERNEL) continue;
+        if (rc->use_clblast && clblast_handles(s->name)) {
+            static const char kinds[] = "iiifttft";   /* M N K alpha A B beta C */
+            for (int a = 0; a < 8; a++)
+                if (s->nargs != 8 || s->args[a].kind != kinds[a])
+                    fail(EXIT_BAD_INPUT, "bad plan %s: steps[%d] (%s): arguments must be M, N, K, "
+                         "alpha, A, B, beta, C", p->path, k, s->name);
+            s->external = 1;
+            continue;
+        }
         cl_kernel kern = find_kernel(rc, s, k);
         for (int a = 0; a < s->nargs; a++) {
             const rt_arg *arg = &s->args[a];
@@ -173,6 +206,15 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
     cl_int e = CL_SUCCESS;
     switch (s->op) {
     case OP_KERNEL:
+        if (s->external) {   /* CLBlast may enqueue several kernels: time the whole call */
+            const rt_arg *a = s->args;
+            int st = clblast_gemm(s->name, a[0].i, a[1].i, a[2].i, a[3].f,
+                                  p->tensors[s->arg_tensor[4]].mem, p->tensors[s->arg_tensor[5]].mem,
+                                  a[6].f, p->tensors[s->arg_tensor[7]].mem, rc->queue);
+            if (st != 0) fail(EXIT_CL_RUNTIME, "CLBlast error: CLBlastSgemm returned status %d during %s", st, ctx);
+            CL_CHECK(CL.clFinish(rc->queue), ctx);
+            break;
+        }
         CL_CHECK(CL.clEnqueueNDRangeKernel(rc->queue, s->kernel, (cl_uint)s->work_dim, NULL,
                                            s->global, s->has_local ? s->local : NULL, 0, NULL, &ev),
                  ctx);
@@ -240,6 +282,7 @@ uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
         pt_step *s = &p->steps[k];
         trace_row *r = row_for(rc, s, iteration, warmup, seq++, k);
         int idx = rc->tr.n - 1;   /* rows may move when the trace grows */
+        if (s->external) CL_CHECK(CL.clFinish(rc->queue), "before a CLBlast call");   /* untimed */
         r->host_begin_ns = monotonic_ns();
         cl_event ev = enqueue_step(rc, s, k, iteration);
         r = &rc->tr.rows[idx];

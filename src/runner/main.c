@@ -21,7 +21,7 @@
 
 static const char usage[] =
     "usage: runner info|build|run|bench-bandwidth|bench-gemm|bench-peak [options]\n"
-    "  run --plan FILE --root DIR --out DIR [--threads N] [--progress]\n"
+    "  run --plan FILE --root DIR --out DIR [--threads N] [--progress] [--clblast-lib PATH]\n"
     "  build --source FILE.cl [--source ...] [--options STR] --out DIR\n"
     "  bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T] [--repeats R]\n"
     "  OpenCL selectors: --platform SUBSTR --device SUBSTR --device-type gpu|cpu|accelerator|all"
@@ -56,6 +56,7 @@ static void parse(int argc, char **argv, runner_opts *o)
         else if (!strcmp(k, "--device")) o->sel.device = v;
         else if (!strcmp(k, "--device-type")) o->sel.type = v;
         else if (!strcmp(k, "--cl-lib")) o->cl_lib = v;
+        else if (!strcmp(k, "--clblast-lib")) o->clblast_lib = v;
         else if (!strcmp(k, "--options")) o->options = v;
         else if (!strcmp(k, "--min-bytes")) o->min_bytes = parse_ll(k, v, 4);
         else if (!strcmp(k, "--max-bytes")) o->max_bytes = parse_ll(k, v, 4);

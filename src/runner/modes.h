@@ -8,6 +8,7 @@
 typedef struct {
     const char *plan, *root, *out;
     const char *cl_lib;
+    const char *clblast_lib; /* run: explicit libclblast path */
     cl_selector sel;
     int threads;             /* 0 = the plan's, then all cores */
     int progress;            /* one stderr line per iteration */

@@ -56,6 +56,7 @@ typedef struct {
     long long flops, bytes;
     char *layer, *phase;
     void *kernel;            /* cl_kernel on the opencl backend */
+    int external;            /* GEMM routed to CLBlast (program "source": "clblast") */
 } pt_step;
 
 typedef struct {

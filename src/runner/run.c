@@ -143,6 +143,7 @@ int mode_run(const runner_opts *o)
     rc.plan = g_plan = plan_load(o->plan);
     rc.root = o->root ? o->root : ".";
     rc.cl_lib = o->cl_lib;
+    rc.clblast_lib = o->clblast_lib;
     rc.sel = o->sel;
     pt_plan *p = rc.plan;
     rc.threads = o->threads > 0 ? o->threads : p->threads > 0 ? p->threads : omp_get_num_procs();
