@@ -64,11 +64,11 @@ def iterations_for(n: int) -> int:
 
 def gemm_plan(n: int, threads: int, warmup: int, iterations: int) -> Plan:
     """One ``gemm_nn`` of ``[n,n] x [n,n]`` on the CPU backend, inputs from seeded fills."""
-    tensors = [
-        Tensor(0, "A", [n, n], "scratch", init={"kind": "uniform", "seed": 1, "low": -1.0, "high": 1.0}),
-        Tensor(1, "B", [n, n], "scratch", init={"kind": "uniform", "seed": 2, "low": -1.0, "high": 1.0}),
-        Tensor(2, "C", [n, n], "scratch"),
-    ]
+    def fill(seed: int) -> dict:
+        return {"kind": "uniform", "seed": seed, "low": -1.0, "high": 1.0}
+
+    tensors = [Tensor(0, "A", [n, n], "scratch", init=fill(1)),
+               Tensor(1, "B", [n, n], "scratch", init=fill(2)), Tensor(2, "C", [n, n], "scratch")]
     args = [{"i": n}, {"i": n}, {"i": n}, {"f": 1.0}, {"t": 0}, {"t": 1}, {"f": 0.0}, {"t": 2}]
     step = Step(op="kernel", name="gemm_nn", args=args, global_size=[n, n], flops=2 * n ** 3,
                 bytes=4 * 3 * n * n, layer=f"gemm{n}", phase="forward")
@@ -89,7 +89,8 @@ def runner_gflops(runner: Path, work: Path, n: int, threads: int, warmup: int,
     return rows["flops"].to_numpy(dtype=float) / ns
 
 
-def numpy_gflops(sizes: list[int], threads: int, warmup: int, iters: list[int]) -> tuple[dict, list]:
+def numpy_gflops(sizes: list[int], threads: int, warmup: int,
+                 iters: list[int]) -> tuple[dict, list]:
     """GFLOPS per size of numpy's matmul at ``threads`` BLAS threads, and the BLAS info."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}

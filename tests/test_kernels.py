@@ -35,8 +35,14 @@ def _own_groups(version: str) -> list[str]:
     return [g for g in GROUPS if own & {c.kernel for c in group_cases(g)}]
 
 
-PARAMS = [pytest.param("cpu", "baseline", g, id=f"cpu-{g}") for g in GROUPS] + [
-    pytest.param("opencl", v, g, id=f"opencl-{v}-{g}") for v in VERSIONS for g in _own_groups(v)]
+# Launches: "version" = the version's own geometry; "padded" = global rounded up to a
+# multiple of an explicit local size (work-items past the edge must return early).
+PARAMS = [pytest.param("cpu", "baseline", g, "version", id=f"cpu-{g}") for g in GROUPS] + [
+    pytest.param("opencl", v, g, "version", id=f"opencl-{v}-{g}")
+    for v in VERSIONS for g in _own_groups(v)] + [
+    pytest.param("opencl", "baseline", g, "padded", id=f"opencl-baseline-{g}-padded")
+    for g in GROUPS]
+PADDED_LOCAL = {1: [32], 2: [8, 4]}
 
 
 def _arg(a: object, ids: dict[str, int]) -> dict:
@@ -45,10 +51,12 @@ def _arg(a: object, ids: dict[str, int]) -> dict:
     return {"f": float(a)} if isinstance(a, float) else {"i": int(a)}
 
 
-def build_plan(cases: list[Case], backend: str, version: str, root: Path) -> Plan:
+def build_plan(cases: list[Case], backend: str, version: str, root: Path,
+               launch: str = "version") -> Plan:
     """One plan running every case once (no warm-up), each on its own tensors, loaded from
     files in ``root/tensors``; every output tensor is dumped. OpenCL tensors live on the
-    device (uploaded at set-up, dumped from the device copy)."""
+    device (uploaded at set-up, dumped from the device copy). ``launch="padded"`` rounds each
+    global size up to a multiple of :data:`PADDED_LOCAL` and sets that local size."""
     (root / "tensors").mkdir(parents=True, exist_ok=True)
     kv = load_version(version)
     tensors: list[Tensor] = []
@@ -68,6 +76,9 @@ def build_plan(cases: list[Case], backend: str, version: str, root: Path) -> Pla
         args = [_arg(a, ids) for a in case.args]
         bound = bind_args(case.kernel, args)
         glob, local = geometry(case.kernel, bound, kv)
+        if launch == "padded":
+            local = PADDED_LOCAL[len(glob)]
+            glob = [-(-g // ls) * ls for g, ls in zip(glob, local)]
         steps.append(Step(op="kernel", name=case.kernel, args=args, global_size=glob,
                           local_size=local, flops=kernel_flops(case.kernel, bound),
                           layer=case.label, phase="forward"))
@@ -101,11 +112,11 @@ def _mismatches(cases: list[Case], got: dict[tuple[int, str], np.ndarray]) -> li
     return failures
 
 
-@pytest.mark.parametrize("backend,version,group", PARAMS)
-def test_kernels_match_numpy(request, runner, tmp_path, backend, version, group):
+@pytest.mark.parametrize("backend,version,group,launch", PARAMS)
+def test_kernels_match_numpy(request, runner, tmp_path, backend, version, group, launch):
     cases = group_cases(group)
     root = tmp_path / "bundle"
-    plan = build_plan(cases, backend, version, root)
+    plan = build_plan(cases, backend, version, root, launch)
     plan.save(root / "plan.json")
     selector = request.getfixturevalue("pocl") if backend == "opencl" else None
     runner_api.run_plan(runner, root / "plan.json", root, tmp_path / "out",
