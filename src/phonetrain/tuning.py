@@ -1,0 +1,172 @@
+"""Per-device tuning of the optimized GEMM versions (tile sizes, work per item, local sizes).
+
+A build-stage job per device x version runs every candidate of the version's search space
+(:data:`SPACES`) on the sweep's GEMM shapes through the runner's ``bench-gemm`` mode, and keeps,
+per shape class (:func:`shape_class`), the candidate with the highest geometric-mean GFLOPS
+among those whose every case of that class passed the correctness check (a candidate that does
+not compile, fails to launch or computes a wrong result is never picked). The result is
+``results/build/<device>/kernels/<version>/tuning.json``::
+
+    {"version": "regblock", "device": "host", "kernel_hash": "...",
+     "classes": {"small": {"defines": {...}, "local": [4, 4] | null, "gflops_geomean": 12.3,
+                           "shapes": [["gemm_nt", 32, 256, 784], ...]}, ...},
+     "default": "medium",
+     "trials": [{"defines", "local", "status": "ok" | "error: ...", "cases": [...]}]}
+
+Runs use it through :func:`tune_plan`: one program per plan, so the plan takes the class that
+holds the largest share of its GEMM FLOPs (:func:`plan_class`), and its GEMM steps get that
+configuration's defines (program build options) and launch geometry. Only numpy/pandas are
+needed (no Hydra), so benchmarks/bench_gemm.py can use the same spaces.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from phonetrain.gemm import BenchError, GemmShape, gemm_spec, GEMM_KERNELS
+from phonetrain.kernels import KernelVersion, geometry
+
+# Search spaces: candidates {"defines": {...}, "local": [LX, LY] | None}; the first of each is
+# the version.yaml default. tiled's local size follows from its defines (local = None).
+SPACES: dict[str, list[dict[str, Any]]] = {
+    "tiled": [{"defines": dict(zip(("TSM", "TSN", "TSK", "WPTM", "WPTN"), t)), "local": None}
+              for t in [(64, 64, 8, 8, 4), (64, 64, 16, 4, 4), (32, 32, 16, 4, 4),
+                        (32, 32, 8, 2, 2), (128, 128, 8, 8, 8), (64, 64, 16, 8, 8),
+                        (16, 16, 16, 1, 1), (128, 64, 16, 8, 4), (32, 32, 16, 2, 2)]],
+    "regblock": [{"defines": dict(zip(("RM", "RN", "VK"), t[:3])), "local": list(t[3])}
+                 for t in [(8, 16, 16, (4, 4)), (4, 8, 8, (8, 8)), (4, 4, 4, (16, 16)),
+                           (8, 8, 8, (8, 8)), (4, 16, 16, (8, 8)), (8, 4, 4, (16, 16)),
+                           (2, 4, 4, (16, 16)), (8, 16, 16, (8, 8)), (4, 8, 4, (16, 8))]],
+}
+
+# Shape classes by GEMM FLOPs (2*M*N*K): the paper MLP's layers are "small"/"medium",
+# 1024^2 and up are "large".
+CLASS_BOUNDS = (("small", 1 << 23), ("medium", 1 << 30), ("large", math.inf))
+
+
+class TuningError(RuntimeError):
+    """No candidate of a class passed the correctness check; the message names the version."""
+
+
+def shape_class(g: GemmShape) -> str:
+    """``small`` (< 2^23 FLOPs), ``medium`` (< 2^30) or ``large``."""
+    for name, bound in CLASS_BOUNDS:
+        if g.flops < bound:
+            return name
+    return "large"
+
+
+def candidate_version(version: KernelVersion, cand: dict[str, Any]) -> KernelVersion:
+    """A copy of ``version`` with the candidate's defines and (if any) local size applied to
+    every GEMM kernel."""
+    v = copy.deepcopy(version)
+    v.defines.update(cand.get("defines") or {})
+    if cand.get("local"):
+        v.local_sizes.update({k: list(cand["local"]) for k in GEMM_KERNELS})
+    return v
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
+
+
+def tune(version: KernelVersion, shapes: list[GemmShape],
+         run_spec: Callable[[dict[str, Any]], dict[str, Any]], *, source: str,
+         space: list[dict[str, Any]] | None = None, min_time_ms: float = 20,
+         repeats: int = 3) -> dict[str, Any]:
+    """Run every candidate; return the tuning document (module docstring).
+
+    ``run_spec(spec) -> gemm.json document`` executes one bench-gemm spec on the device (and
+    raises :class:`~phonetrain.gemm.BenchError` when the runner fails, e.g. a build error);
+    ``source`` is the version's ``gemm.cl`` path as the runner sees it. Raises
+    :class:`TuningError` when some class has no correct candidate.
+    """
+    space = space if space is not None else SPACES.get(version.name) or \
+        next((SPACES[c] for c in version.chain if c in SPACES), [{"defines": {}, "local": None}])
+    trials = []
+    for cand in space:
+        v = candidate_version(version, cand)
+        trial = {"defines": cand.get("defines") or {}, "local": cand.get("local"), "cases": []}
+        try:
+            spec = gemm_spec(v, shapes, source=source, min_time_ms=min_time_ms, repeats=repeats)
+            doc = run_spec(spec)
+            trial["status"] = "ok"
+            trial["cases"] = [{k: c.get(k) for k in ("kernel", "M", "N", "K", "status", "gflops",
+                                                     "max_err", "error")}
+                              for c in doc.get("cases", [])]
+        except (BenchError, ValueError) as e:
+            trial["status"] = f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        trials.append(trial)
+    classes = {}
+    for cls in dict.fromkeys(shape_class(g) for g in shapes):
+        members = [g for g in shapes if shape_class(g) == cls]
+        best, best_score = None, 0.0
+        for t in trials:
+            cases = [c for c in t["cases"] if shape_class(GemmShape(c["kernel"], c["M"], c["N"],
+                                                                    c["K"])) == cls]
+            if t["status"] != "ok" or len(cases) != len(members) or \
+                    any(c["status"] != "ok" for c in cases):
+                continue   # never pick a candidate that failed anything in this class
+            score = _geomean([c["gflops"] for c in cases])
+            if score > best_score:
+                best, best_score = t, score
+        if best is None:
+            raise TuningError(f"kernel version {version.name}: no candidate passed the "
+                              f"correctness check on the {cls} shapes; see the trials")
+        classes[cls] = {"defines": best["defines"], "local": best["local"],
+                        "gflops_geomean": best_score,
+                        "shapes": [[g.kernel, g.M, g.N, g.K] for g in members]}
+    default = max(classes, key=lambda c: sum(GemmShape(*s).flops for s in classes[c]["shapes"]))
+    return {"version": version.name, "classes": classes, "default": default, "trials": trials}
+
+
+def write_tuning(doc: dict[str, Any], path: str | Path) -> None:
+    """Write the tuning document atomically (temp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, path)
+
+
+def load_tuning(path: str | Path) -> dict[str, Any]:
+    """Read a tuning.json; ``ValueError`` naming the file when it is not one."""
+    try:
+        doc = json.loads(Path(path).read_text())
+        doc["classes"], doc["default"]  # noqa: B018 (presence check)
+        return doc
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a tuning document ({e}); rerun the tune job") from e
+
+
+def plan_class(plan, tuning: dict[str, Any]) -> str:
+    """The tuned class holding the largest share of the plan's GEMM FLOPs (the tuning's
+    default class when the plan has no GEMM or none of its classes was tuned)."""
+    flops: dict[str, int] = {}
+    for s in plan.steps:
+        if s.op == "kernel" and s.name in GEMM_KERNELS:
+            g = GemmShape(s.name, *(int(a["i"]) for a in s.args[:3]))
+            flops[shape_class(g)] = flops.get(shape_class(g), 0) + g.flops
+    tuned = {c: f for c, f in flops.items() if c in tuning["classes"]}
+    return max(tuned, key=tuned.get) if tuned else tuning["default"]
+
+
+def tune_plan(plan, version: KernelVersion, tuning: dict[str, Any]):
+    """A copy of ``plan`` using the tuned configuration of :func:`plan_class`: every
+    program's build options and every GEMM step's global/local size. Returns (plan, class)."""
+    cls = plan_class(plan, tuning)
+    v = candidate_version(version, tuning["classes"][cls])
+    out = copy.deepcopy(plan)
+    for p in out.programs:
+        if p.source != "clblast":
+            p.options = v.options
+    for s in out.steps:
+        if s.op == "kernel" and s.name in GEMM_KERNELS:
+            m, n, k = (int(a["i"]) for a in s.args[:3])
+            s.global_size, s.local_size = geometry(s.name, {"M": m, "N": n, "K": k}, v)
+    return out, cls
