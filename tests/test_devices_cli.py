@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import os
 import subprocess
 import sys
@@ -77,3 +78,30 @@ def test_config_name_and_opencl_pick():
     lib, dev = pick_opencl(info)
     assert lib == "/vendor/lib64/libOpenCL.so" and dev["compute_units"] == 3
     assert pick_opencl({"opencl": None}) == (None, None)
+
+
+def test_devices_write_gives_a_valid_device_config(adb_server, tmp_path):
+    import shutil
+
+    from phonetrain.config import compose_sweep
+
+    repo = Path(__file__).resolve().parents[1]
+    conf = tmp_path / "conf"
+    shutil.copytree(repo / "conf", conf)
+    vd = connect_vdev(adb_server, tmp_path / "dev", props={"ro.product.model": "Virtual 9"})
+    try:
+        res = CliRunner().invoke(main, ["devices", "--write", "--conf", str(conf), "--adb-port",
+                                        str(adb_server.port), "--build-dir",
+                                        str(tmp_path / "build")])
+        assert res.exit_code == 0, res.output
+        cfg = yaml.safe_load((conf / "device/virtual_9.yaml").read_text())
+        assert cfg["transport"] == "adb" and cfg["serial"] == vd.serial
+        assert cfg["toolchain"] == "host"  # the virtual phone runs this host's binaries
+        assert cfg["opencl_device"] and cfg["facts"]["gpu"] == cfg["opencl_device"]
+        assert (vd.root / "phonetrain/runner").is_file()  # info really ran on the device
+        sweep = compose_sweep(["sweep=test", "sweep.devices=[host,virtual_9]"], conf_dir=conf)
+        assert {e.device for e in sweep.experiments} == {"host", "virtual_9"}
+        DeviceConfig(**{k: v for k, v in sweep.members["device"]["virtual_9"].items()
+                        if k != "facts"})
+    finally:
+        disconnect_vdev(adb_server, vd)
