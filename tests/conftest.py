@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -14,7 +15,10 @@ from phonetrain import runner as runner_api  # noqa: E402
 
 @pytest.fixture(scope="session")
 def runner(tmp_path_factory) -> Path:
-    """The runner binary, compiled once per session from src/runner with the default flags."""
+    """The runner binary, compiled once per session from src/runner with the default flags
+    (or the binary named by $PHONETRAIN_TEST_RUNNER, e.g. a sanitizer build)."""
+    if os.environ.get("PHONETRAIN_TEST_RUNNER"):
+        return Path(os.environ["PHONETRAIN_TEST_RUNNER"])
     if runner_api.which_cc() is None:
         pytest.skip("no C compiler (cc) on this machine")
     return runner_api.build_runner(tmp_path_factory.mktemp("runner-build"))

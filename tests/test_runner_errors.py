@@ -151,3 +151,25 @@ def test_bad_arguments(runner, tmp_path):
         rt.run_mode(runner, "run", ["--out", str(tmp_path / "o")], timeout_s=30)
     with pytest.raises(rt.BadInputError, match='unknown mode "fly"'):
         rt.run_mode(runner, "fly", [], timeout_s=30)
+
+
+def test_opencl_runtime_error_names_call_and_error(runner, pocl, tmp_path):
+    """A buffer above the device's max allocation: clCreateBuffer fails at setup (exit 6)."""
+    dev = next(d for p in rt.info(runner)["platforms"] if "Portable" in p["name"] for d in p["devices"])
+    n = dev["max_alloc_bytes"] // 4 + 1
+    if n * 4 > 8 << 30:
+        pytest.skip("max allocation above 8 GiB: the host copy would be too large for a test")
+    plan = tiny_plan()
+    plan.tensors[0].shape = [n]
+    plan.tensors[0].init = {"kind": "zeros"}  # calloc'd, never touched by the host
+    e = run_expect(runner, tmp_path, plan, rt.OpenCLRuntimeError,
+                   r'clCreateBuffer returned CL_INVALID_BUFFER_SIZE \(-61\) during allocating \d+ bytes for tensor "X"')
+    assert e.exit_code == rt.ExitCode.CL_RUNTIME
+
+
+def test_progress_lines(runner, pocl, tmp_path):
+    path = stage(tmp_path / "b", tiny_plan())
+    proc = rt.run_mode(runner, "run", ["--plan", str(path), "--root", str(tmp_path / "b"), "--out",
+                                       str(tmp_path / "out"), "--progress", *pocl.to_args()], timeout_s=60)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("iteration 1/2 wall_ms=") and "loss=1.5" in lines[1]

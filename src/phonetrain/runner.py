@@ -227,7 +227,7 @@ def run_mode(runner: Path, mode: str, args: list[str], timeout_s: float = DEFAUL
     loc = locate_opencl()
     env = {**os.environ, **loc.env}
     cmd = [str(runner), mode, *args]
-    if loc.cl_lib and "--cl-lib" not in args and mode != "info":
+    if loc.cl_lib and "--cl-lib" not in args:
         cmd += ["--cl-lib", loc.cl_lib]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=cwd,

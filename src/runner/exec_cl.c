@@ -177,23 +177,6 @@ void cl_setup(run_ctx *rc)
     CL_CHECK(CL.clFinish(rc->queue), "setup");
 }
 
-static trace_row *row_for(run_ctx *rc, const pt_step *s, int iteration, int warmup, int seq, int k)
-{
-    trace_row *r = trace_add(&rc->tr);
-    r->iteration = iteration;
-    r->warmup = warmup;
-    r->seq = seq;
-    r->step = k;
-    r->op = op_name(s->op);
-    r->kind = step_kind(s);
-    r->name = s->op == OP_KERNEL ? s->name : rc->plan->tensors[s->tensor].name;
-    r->layer = s->layer;
-    r->phase = s->phase;
-    r->bytes = s->bytes;
-    r->flops = s->flops;
-    return r;
-}
-
 /* Enqueues step k; returns its event (NULL for host-only steps). */
 static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
 {
@@ -248,7 +231,7 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
 static void map_copy(run_ctx *rc, pt_step *s, int iteration, int warmup, int seq, int k)
 {
     pt_tensor *t = &rc->plan->tensors[s->tensor];
-    trace_row *r = row_for(rc, s, iteration, warmup, seq, k);
+    trace_row *r = trace_step(&rc->tr, rc->plan, s, iteration, warmup, seq, k);
     r->op = "map_copy";
     r->kind = "host";
     r->flops = 0;
@@ -280,7 +263,7 @@ uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
     int first = rc->tr.n, seq = 0;
     for (int k = 0; k < p->nsteps; k++) {
         pt_step *s = &p->steps[k];
-        trace_row *r = row_for(rc, s, iteration, warmup, seq++, k);
+        trace_row *r = trace_step(&rc->tr, rc->plan, s, iteration, warmup, seq++, k);
         int idx = rc->tr.n - 1;   /* rows may move when the trace grows */
         if (s->external) CL_CHECK(CL.clFinish(rc->queue), "before a CLBlast call");   /* untimed */
         r->host_begin_ns = monotonic_ns();

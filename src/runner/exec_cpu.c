@@ -17,29 +17,12 @@ void cpu_setup(run_ctx *rc)
     }
 }
 
-static trace_row *row_for(run_ctx *rc, const pt_step *s, int iteration, int warmup, int seq, int k)
-{
-    trace_row *r = trace_add(&rc->tr);
-    r->iteration = iteration;
-    r->warmup = warmup;
-    r->seq = seq;
-    r->step = k;
-    r->op = op_name(s->op);
-    r->kind = step_kind(s);
-    r->name = s->op == OP_KERNEL ? s->name : rc->plan->tensors[s->tensor].name;
-    r->layer = s->layer;
-    r->phase = s->phase;
-    r->bytes = s->bytes;
-    r->flops = s->flops;
-    return r;
-}
-
 uint64_t cpu_iteration(run_ctx *rc, int iteration, int warmup)
 {
     pt_plan *p = rc->plan;
     for (int k = 0; k < p->nsteps; k++) {
         pt_step *s = &p->steps[k];
-        trace_row *r = row_for(rc, s, iteration, warmup, k, k);
+        trace_row *r = trace_step(&rc->tr, rc->plan, s, iteration, warmup, k, k);
         char err[512] = "";
         r->host_begin_ns = monotonic_ns();
         int rcode = 0;

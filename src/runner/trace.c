@@ -22,6 +22,24 @@ trace_row *trace_add(trace *t)
     return r;
 }
 
+trace_row *trace_step(trace *t, const pt_plan *p, const pt_step *s, int iteration, int warmup,
+                      int seq, int k)
+{
+    trace_row *r = trace_add(t);
+    r->iteration = iteration;
+    r->warmup = warmup;
+    r->seq = seq;
+    r->step = k;
+    r->op = op_name(s->op);
+    r->kind = step_kind(s);
+    r->name = s->op == OP_KERNEL ? s->name : p->tensors[s->tensor].name;
+    r->layer = s->layer;
+    r->phase = s->phase;
+    r->bytes = s->bytes;
+    r->flops = s->flops;
+    return r;
+}
+
 /* CSV field: quoted only when it holds a comma, quote or newline (RFC 4180). */
 static void csv_str(jwriter *w, const char *s)
 {

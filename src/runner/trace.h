@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plan.h"
+
 typedef struct {
     int iteration, warmup, seq, step;
     const char *op;          /* plan op, or "map_copy" for the host copy of a map step */
@@ -23,6 +25,11 @@ typedef struct {
 } trace;
 
 trace_row *trace_add(trace *t);           /* appends a zeroed row with device times -1 */
+
+/* Appends the row of plan step k (index `seq` within the iteration), named and sized from it.
+ * The pointer is valid until the next trace_add. */
+trace_row *trace_step(trace *t, const pt_plan *p, const pt_step *s, int iteration, int warmup,
+                      int seq, int k);
 
 /* The CSV header and rows; returns a malloc'd buffer (len in *len). */
 char *trace_csv(const trace *t, size_t *len);
