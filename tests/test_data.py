@@ -143,3 +143,26 @@ def test_cifar10_binary(tmp_path):
     bad.tofile(tmp_path / "x.bin")
     with pytest.raises(DatasetError, match=r"x\.bin: label 12"):
         read_cifar_batch(tmp_path / "x.bin")
+
+
+def test_download_checks_md5(tmp_path, monkeypatch):
+    """Downloading (only when asked) verifies each file's MD5 before it lands in the folder;
+    a file:// mirror stands in for the network."""
+    import hashlib
+
+    from phonetrain.data import mnist
+
+    _mnist_folder(tmp_path / "mirror", n=3)
+    sums = {f: hashlib.md5((tmp_path / "mirror" / f).read_bytes()).hexdigest()
+            for f in mnist.MD5["mnist"]}
+    monkeypatch.setitem(mnist.MIRRORS, "mnist", (tmp_path / "mirror").as_uri() + "/")
+    monkeypatch.setitem(mnist.KNOWN_FOLDERS, "mnist", [])
+    with pytest.raises(DatasetError, match="no train-images"):
+        load_mnist_like("mnist", tmp_path / "dl")  # download is off by default
+    with pytest.raises(DatasetError, match="has MD5 .* expected"):
+        load_mnist_like("mnist", tmp_path / "dl", download=True)  # published sums differ
+    assert not list((tmp_path / "dl").glob("*ubyte*"))
+    monkeypatch.setitem(mnist.MD5, "mnist", sums)
+    x, y = load_mnist_like("mnist", tmp_path / "dl", download=True)
+    assert x.shape == (3, 1, 28, 28) and sorted(p.name for p in (tmp_path / "dl").iterdir()) \
+        == sorted(sums)

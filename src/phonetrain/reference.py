@@ -127,30 +127,53 @@ def _sgd(d) -> None:
     W -= t(d["lr"]) * V
 
 
+def _bias_add(d) -> None:
+    B, C, HW = d["B"], d["C"], d["HW"]
+    d["Y"][: B * C * HW].reshape(B, C, HW)[...] += d["bias"][:C][None, :, None]
+
+
+def _bias_grad(d) -> None:
+    B, C, HW = d["B"], d["C"], d["HW"]
+    d["db"][:C] = d["dY"][: B * C * HW].reshape(B, C, HW).sum(axis=(0, 2))
+
+
+def _relu_fwd(d) -> None:
+    n = d["n"]
+    d["Y"][:n] = np.maximum(d["X"][:n], 0)
+
+
+def _relu_bwd(d) -> None:
+    n = d["n"]
+    d["dX"][:n] = np.where(d["Y"][:n] > 0, d["dY"][:n], 0)
+
+
+def _swap01(d) -> None:
+    D0, D1, D2 = d["D0"], d["D1"], d["D2"]
+    n = D0 * D1 * D2
+    d["Y"][:n] = d["X"][:n].reshape(D0, D1, D2).transpose(1, 0, 2).ravel()
+
+
+def _mean(d) -> None:
+    x = d["X"][: d["n"]]
+    d["out"][0] = x.sum() / x.dtype.type(d["n"])
+
+
+def _fill(d) -> None:
+    d["X"][: d["n"]] = d["value"]
+
+
+def _copy(d) -> None:
+    d["Y"][: d["n"]] = d["X"][: d["n"]]
+
+
 KERNELS = {
     "gemm_nn": lambda d: _gemm(d, False, False),
     "gemm_nt": lambda d: _gemm(d, False, True),
     "gemm_tn": lambda d: _gemm(d, True, False),
-    "bias_add": lambda d: d["Y"][: d["B"] * d["C"] * d["HW"]].reshape(
-        d["B"], d["C"], d["HW"]).__iadd__(d["bias"][: d["C"]][None, :, None]),
-    "bias_grad": lambda d: d["db"].__setitem__(slice(0, d["C"]), d["dY"][
-        : d["B"] * d["C"] * d["HW"]].reshape(d["B"], d["C"], d["HW"]).sum(axis=(0, 2))),
-    "relu_fwd": lambda d: d["Y"].__setitem__(slice(0, d["n"]),
-                                             np.maximum(d["X"][: d["n"]], 0)),
-    "relu_bwd": lambda d: d["dX"].__setitem__(slice(0, d["n"]), np.where(
-        d["Y"][: d["n"]] > 0, d["dY"][: d["n"]], 0)),
-    "im2col": _im2col,
-    "col2im": _col2im,
-    "swap01": lambda d: d["Y"].__setitem__(slice(0, d["D0"] * d["D1"] * d["D2"]), d["X"][
-        : d["D0"] * d["D1"] * d["D2"]].reshape(d["D0"], d["D1"], d["D2"]).transpose(
-        1, 0, 2).ravel()),
-    "maxpool_fwd": _maxpool_fwd,
-    "maxpool_bwd": _maxpool_bwd,
-    "softmax_xent": _softmax_xent,
-    "mean": lambda d: d["out"].__setitem__(0, d["X"][: d["n"]].sum() / d["X"].dtype.type(d["n"])),
-    "sgd_update": _sgd,
-    "fill": lambda d: d["X"].__setitem__(slice(0, d["n"]), d["value"]),
-    "copy": lambda d: d["Y"].__setitem__(slice(0, d["n"]), d["X"][: d["n"]]),
+    "bias_add": _bias_add, "bias_grad": _bias_grad, "relu_fwd": _relu_fwd,
+    "relu_bwd": _relu_bwd, "im2col": _im2col, "col2im": _col2im, "swap01": _swap01,
+    "maxpool_fwd": _maxpool_fwd, "maxpool_bwd": _maxpool_bwd, "softmax_xent": _softmax_xent,
+    "mean": _mean, "sgd_update": _sgd, "fill": _fill, "copy": _copy,
 }
 
 

@@ -1,4 +1,13 @@
-"""Lowering of one training step: layers -> kernel steps -> placement-specific plan."""
+"""Lowering of one training step: layers -> kernel steps -> placement-specific plan.
+
+Tensor names: ``input``, ``labels``; ``<layer>.weight``/``.bias`` (params), each with
+``.grad`` and ``.momentum``; ``<layer>.out`` (activations) and ``<tensor>.grad`` for the
+gradient of any activation; conv scratch ``<layer>.col``, ``<layer>.out_cnhw`` (+ ``.grad``),
+pool scratch ``<layer>.argmax`` (int); ``loss.rows`` and ``loss``. Every step is tagged with
+its layer (``input``/``loss`` for batch and loss traffic) and phase. Each layer type's kernel
+sequence is the one ``src/kernels/README.md`` gives (Linear: gemm_nt + bias_add; Conv2d:
+im2col + gemm_nn + swap01 + bias_add; backward mirrors it).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +30,10 @@ class _Builder:
         self.version = version
         self.tensors: list[Tensor] = []
         self.steps: list[Step] = []
+        self.params: dict[str, list[int]] = {}   # layer -> [weight, bias] ids
+        self.grads: dict[str, list[int]] = {}    # layer -> [dweight, dbias] ids
+        self.states: list[tuple[int, int, int]] = []  # (param, grad, momentum) ids
+        self.saved: dict[str, int] = {}          # forward tensors backward needs (col, argmax)
 
     def tensor(self, name: str, shape, role: str, dtype: str = "f32", init=None) -> int:
         t = Tensor(id=len(self.tensors), name=name, shape=[int(s) for s in shape], role=role,
@@ -58,7 +71,8 @@ def _lower_forward(b: _Builder, layer, x: int, batch: int) -> int:
         _, c, h, w = xs
         oh, ow = layer.out_shape((c, h, w))[1:]
         y = b.tensor(f"{layer.name}.out", [batch, c, oh, ow], "activation")
-        am = b.tensor(f"{layer.name}.argmax", [batch, c, oh, ow], "scratch", dtype="i32")
+        am = b.saved[f"{layer.name}.argmax"] = b.tensor(f"{layer.name}.argmax",
+                                                        [batch, c, oh, ow], "scratch", dtype="i32")
         b.kernel("maxpool_fwd", [batch, c, h, w, layer.kernel, layer.stride, oh, ow, x, y, am],
                  layer.name, "forward")
         return y
@@ -81,7 +95,7 @@ def _lower_forward(b: _Builder, layer, x: int, batch: int) -> int:
         b.kernel("gemm_nn", [oc, cols, ckk, 1.0, W, col, 0.0, yc], layer.name, "forward")
         b.kernel("swap01", [oc, batch, oh * ow, yc, y], layer.name, "forward")
         b.kernel("bias_add", [batch, oc, oh * ow, y, bias], layer.name, "forward")
-        b.conv_cache[layer.name] = col
+        b.saved[f"{layer.name}.col"] = col
         return y
     raise LowerError(f"layer {layer.name}: type {type(layer).__name__} has no lowering")
 
@@ -108,7 +122,7 @@ def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
             return None
         _, c, h, w = xs
         oh, ow = b.tensors[y].shape[2:]
-        am = [t.id for t in b.tensors if t.name == f"{name}.argmax"][0]
+        am = b.saved[f"{name}.argmax"]
         dx = dx_tensor()
         b.kernel("maxpool_bwd", [batch, c, h, w, layer.kernel, layer.stride, oh, ow, dy, am, dx],
                  name, "backward")
@@ -128,7 +142,7 @@ def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
         _, c, h, w = xs
         oc, oh, ow = b.tensors[y].shape[1:]
         k, ckk, cols = layer.kernel, c * layer.kernel ** 2, batch * oh * ow
-        col = b.conv_cache[name]
+        col = b.saved[f"{name}.col"]
         dyc = b.tensor(f"{name}.out_cnhw.grad", [oc, cols], "scratch")
         b.kernel("swap01", [batch, oc, oh * ow, dy, dyc], name, "backward")
         b.kernel("gemm_nt", [oc, ckk, cols, 1.0, dyc, col, 0.0, dW], name, "backward")
@@ -143,24 +157,28 @@ def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
     raise LowerError(f"layer {name}: type {type(layer).__name__} has no lowering")
 
 
+def _declare_params(b: _Builder, model: Model, plan_dir_rel: str) -> None:
+    """Parameters (bundle files), their gradients and SGD momentum buffers, per layer."""
+    for layer, xs in zip(model.layers, model.shapes()):
+        ids = [b.tensor(f"{layer.name}.{p}", s, "param", init={
+            "kind": "file", "path": f"{plan_dir_rel}/tensors/{layer.name}.{p}.f32"})
+            for p, s in layer.param_shapes(xs).items()]
+        if not ids:
+            continue
+        b.params[layer.name] = ids
+        b.grads[layer.name] = [b.tensor(f"{b.tensors[i].name}.grad", b.tensors[i].shape,
+                                        "grad") for i in ids]
+        for w, g in zip(ids, b.grads[layer.name]):
+            v = b.tensor(f"{b.tensors[w].name}.momentum", b.tensors[w].shape, "state")
+            b.states.append((w, g, v))
+
+
 def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir_rel: str) -> tuple:
     """Forward, loss, backward and update kernels; returns (input, labels, loss) ids."""
     batch = spec.batch_size
     x = b.tensor("input", [batch, *model.input_shape], "input")
     labels = b.tensor("labels", [batch], "label", dtype="i32")
-    b.params, b.grads, b.states, b.conv_cache = {}, {}, [], {}
-    for layer, xs in zip(model.layers, model.shapes()):
-        ps = layer.param_shapes(xs)
-        if ps:
-            ids = [b.tensor(f"{layer.name}.{p}", s, "param", init={
-                "kind": "file", "path": f"{plan_dir_rel}/tensors/{layer.name}.{p}.f32"})
-                for p, s in ps.items()]
-            b.params[layer.name] = ids
-            b.grads[layer.name] = [b.tensor(f"{b.tensors[i].name}.grad", b.tensors[i].shape,
-                                            "grad") for i in ids]
-            b.states += [(i, g, b.tensor(f"{b.tensors[i].name}.momentum", b.tensors[i].shape,
-                                         "state"))
-                         for i, g in zip(ids, b.grads[layer.name])]
+    _declare_params(b, model, plan_dir_rel)
     acts = [x]
     for layer in model.layers:
         acts.append(_lower_forward(b, layer, acts[-1], batch))
@@ -171,8 +189,8 @@ def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir_rel: str
     b.kernel("softmax_xent", [batch, model.classes, logits, labels, dlogits, row_loss],
              "loss", "loss")
     b.kernel("mean", [batch, row_loss, loss], "loss", "loss")
-    first = next(i for i, layer in enumerate(model.layers) if layer.param_shapes(
-        model.shapes()[i]))
+    # Backward stops at the first parameterized layer: nothing needs the input's gradient.
+    first = next(i for i, layer in enumerate(model.layers) if layer.name in b.params)
     dy = dlogits
     for i in range(len(model.layers) - 1, first - 1, -1):
         dy = _lower_backward(b, model.layers[i], acts[i], acts[i + 1], dy, i > first, batch)
@@ -247,6 +265,13 @@ def _dump_ids(tensors: list[Tensor], which: str) -> list[int]:
 def lower(spec: LowerSpec, model: Model | None = None,
           kernels_root: Path = KERNELS_ROOT) -> Plan:
     """Lower one SGD training step of ``spec.model`` into a :class:`~phonetrain.plan.Plan`.
+
+    Placements: ``cpu`` -- loads then the kernels, no transfers, every tensor home on the
+    host. ``resident`` -- loads, the batch (input, labels) up, the kernels, the loss down;
+    everything but input/labels/loss lives on the device. ``staged`` -- every tensor home on
+    the host; before each kernel every buffer it reads is written to the device, after it
+    every buffer it writes is read back (``copy``: h2d/d2h; ``map``: map + unmap).
+    The batch and loss transfers and the staged operand transfers are the only transfers.
 
     Tensor files and data are referenced relative to the staging root:
     ``plans/<plan_id>/tensors/<name>.f32`` (parameters; written by ``write_plan_dir``) and
