@@ -14,6 +14,7 @@ def aggregate_now():
     """Aggregate whatever exists (also used by the partial report on a failed workflow)."""
     from phonetrain.aggregate import aggregate
 
+    X.mark_missing_runs(R, JP)
     aggregate(RUN_DIRS, f"{R}/summary",
               bandwidth_csvs=[p for p in BANDWIDTH if Path(p).exists()],
               build_jsons=[p for p in BUILDS if Path(p).exists()])
@@ -21,8 +22,8 @@ def aggregate_now():
 
 rule aggregate:
     input:
-        runs=[f for e in EXPERIMENTS for f in run_files(e, ("params.json", "run.json",
-              "trace.csv", "verify.json", "trace.perfetto.json"))],
+        runs=[f for e in EXPERIMENTS for f in run_files(e, ("run.json", "trace.csv",
+              "verify.json", "trace.perfetto.json"))],
         bandwidth=BANDWIDTH,
         builds=BUILDS,
     output:

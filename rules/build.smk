@@ -5,23 +5,25 @@
 rule build_runner:
     input:
         sources=RUNNER_SOURCES,
-        params=R + "/build/{device}/params.json",
     output:
         R + "/build/{device}/runner",
+    params:
+        p=lambda wc: JP["device"][wc.device],
     log:
         R + "/logs/build_runner/{device}.log",
-    shell:
-        stage("build-runner", "{input.params}", "{output}")
+    run:
+        X.job("build-runner", log[0], params.p, output[0])
 
 
 rule build_kernels:
     input:
         runner=R + "/build/{device}/runner",
-        sources=kernel_sources,
-        params=R + "/build/{device}/kernels/{kernel}/params.json",
+        sources=lambda wc: version_sources(wc.kernel),
     output:
         R + "/build/{device}/kernels/{kernel}/build.json",
+    params:
+        p=lambda wc: JP["kernel"][(wc.device, wc.kernel)],
     log:
         R + "/logs/build_kernels/{device}/{kernel}.log",
-    shell:
-        stage("build-kernels", "{input.params}", "{output}", R)
+    run:
+        X.job("build-kernels", log[0], params.p, output[0], R, TIMEOUT_S)

@@ -1,30 +1,30 @@
-# Shared by every rule: the composed sweep, the params files, path helpers.
+# Shared by every rule: the composed sweep, each job's params, path helpers.
 #
 # The sweep is composed once per Snakemake invocation with Hydra (phonetrain.config), from
 # conf/ beside this workflow and the override strings of `--config overrides=[...]`. A bad
 # config stops here, before any job, with a message naming the file and key.
-# Every job's settings reach it through a params file (JSON) that write_params rewrites only
-# when its content changes: Snakemake's mtime check then reruns exactly the affected jobs.
-import shlex
+# Each job receives, as Snakemake `params`, a dict of exactly what its result depends on
+# (phonetrain.experiment.job_params); Snakemake's `params` rerun trigger then reruns exactly
+# the jobs whose settings changed. Run-time knobs (timeout, progress) are not params.
 import sys
 from pathlib import Path
 
 from phonetrain import experiment as X
 from phonetrain.config import ConfigError, compose_sweep
-from phonetrain.kernels import load_version, resolve_sources
+from phonetrain.kernels import KernelVersionError, load_version, resolve_sources
 
 BASE = Path(workflow.basedir)
 try:
     SWEEP = compose_sweep(config.get("overrides"), conf_dir=BASE / "conf")
-    MAPS = X.write_params(SWEEP)
-except (ConfigError, ValueError) as e:
+    JP = X.job_params(SWEEP)
+except (ConfigError, KernelVersionError) as e:
     sys.exit(f"phonetrain: configuration error: {e}")
 
 R = SWEEP.results_dir
-PY = shlex.quote(sys.executable)
 EXPERIMENTS = SWEEP.experiments
+TIMEOUT_S = SWEEP.root["measure"]["timeout_s"]
+PROGRESS = SWEEP.root["measure"]["progress"]
 RUNNER_SOURCES = sorted(str(p) for p in (BASE / "src" / "runner").glob("*.[ch]"))
-RUNNER_SOURCES += [str(p) for p in (BASE / "src" / "runner").glob("Makefile")]
 
 wildcard_constraints:
     device="[A-Za-z0-9_-]+",
@@ -32,21 +32,20 @@ wildcard_constraints:
     exp="[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+",
 
 
-def stage(name, *args):
-    """The shell command running one stage of phonetrain.experiment, its output teed to the
-    job's log (bash strict mode makes a failing stage fail the job)."""
-    return f"{PY} -m phonetrain.experiment {name} {' '.join(args)} 2>&1 | tee {{log}}"
-
-
-def kernel_sources(wc):
+def version_sources(kernel):
     """A kernel version's resolved .cl files and the version.yaml files of its chain: only
     these feed that version's builds and runs."""
-    files = [str(p) for p in resolve_sources(wc.kernel).values()]
-    for v in load_version(wc.kernel).chain:
+    files = [str(p) for p in resolve_sources(kernel).values()]
+    for v in load_version(kernel).chain:
         y = BASE / "src" / "kernels" / v / "version.yaml"
         if y.exists():
             files.append(str(y))
     return files
+
+
+def kernel_sources(wc):
+    """version_sources for a rule with a {kernel} wildcard."""
+    return version_sources(wc.kernel)
 
 
 def exp_kernel(exp_id):

@@ -4,12 +4,11 @@
 
 def deploy_inputs(wc):
     d = {"runner": f"{R}/build/{wc.device}/runner", "plan": f"{R}/plans/{wc.exp}",
-         "data": f"{R}/{MAPS['plan_data'][wc.exp]}",
-         "params": f"{R}/runs/{wc.device}/{wc.exp}/params.json"}
+         "data": f"{R}/{JP['plan'][wc.exp]['data_dir']}"}
     k = exp_kernel(wc.exp)
     if k:
         d["build"] = f"{R}/build/{wc.device}/kernels/{k}/build.json"
-        d["sources"] = kernel_sources(type("W", (), {"kernel": k}))
+        d["sources"] = version_sources(k)
     return d
 
 
@@ -18,7 +17,10 @@ rule deploy:
         unpack(deploy_inputs),
     output:
         R + "/deploy/{device}/{exp}.json",
+    params:
+        p=lambda wc: JP["run"][(wc.device, wc.exp)],
+        ddir=lambda wc: JP["plan"][wc.exp]["data_dir"],
     log:
         R + "/logs/deploy/{device}/{exp}.log",
-    shell:
-        stage("deploy", "{input.params}", "{output}", R)
+    run:
+        X.job("deploy", log[0], params.p, params.ddir, output[0], R)

@@ -5,13 +5,14 @@
 rule bandwidth:
     input:
         runner=R + "/build/{device}/runner",
-        params=R + "/build/{device}/params.json",
     output:
         R + "/bandwidth/{device}/bandwidth.csv",
+    params:
+        p=lambda wc: JP["bandwidth"][wc.device],
     log:
         R + "/logs/bandwidth/{device}.log",
-    shell:
-        stage("bandwidth", "{input.params}", "{output}", R)
+    run:
+        X.job("bandwidth", log[0], params.p, output[0], R, TIMEOUT_S)
 
 
 rule perfetto:

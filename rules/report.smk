@@ -1,9 +1,10 @@
 # Report stage (skeleton by D1, body by D2): summary tables -> results/report/report.html
 # (self-contained), report.md and figures/ (phonetrain.report.build_report). Report settings
 # come from the `report` section of conf/config.yaml; device facts (peak GFLOPS, bandwidth)
-# from results/config/facts/<device>.json.
+# from conf/device/<name>.yaml (FACTS: one dict per device, passed as params so an edit of
+# the facts reruns the report only).
 REPORT_FILES = [f"{R}/report/report.html", f"{R}/report/report.md"]
-FACTS = [f"{R}/config/facts/{d}.json" for d in SWEEP.devices]
+FACTS = [{"device": d, **SWEEP.members["device"][d]["facts"]} for d in SWEEP.devices]
 
 
 def report_now():
@@ -20,8 +21,9 @@ def report_now():
 rule report:
     input:
         summary=SUMMARY,
+    params:
+        report=SWEEP.root["report"],
         facts=FACTS,
-        sweep=R + "/config/sweep.json",
     output:
         html=R + "/report/report.html",
         md=R + "/report/report.md",

@@ -6,42 +6,43 @@
 
 
 rule data:
-    input:
-        params=R + "/config/{ddir}.json",
     output:
         directory(R + "/{ddir}"),
     wildcard_constraints:
         ddir="data/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+",
+    params:
+        p=lambda wc: JP["data"][wc.ddir],
     log:
         R + "/logs/{ddir}.log",
-    shell:
-        stage("data", "{input.params}", R)
+    run:
+        X.job("data", log[0], params.p, R)
 
 
 ruleorder: data > lower
 
 
 rule lower:
-    input:
-        params=R + "/config/plans/{exp}.json",
     output:
         directory(R + "/plans/{exp}"),
+    params:
+        p=lambda wc: JP["plan"][wc.exp],
     log:
         R + "/logs/lower/{exp}.log",
-    shell:
-        stage("lower", "{input.params}", R)
+    run:
+        X.job("lower", log[0], params.p, R)
 
 
 rule train:
     input:
-        params=R + "/runs/{device}/{exp}/params.json",
         deployed=R + "/deploy/{device}/{exp}.json",
         plan=R + "/plans/{exp}",
     output:
         run=R + "/runs/{device}/{exp}/run.json",
         trace=R + "/runs/{device}/{exp}/trace.csv",
         verify=R + "/runs/{device}/{exp}/verify.json",
+    params:
+        p=lambda wc: JP["run"][(wc.device, wc.exp)],
     log:
         R + "/logs/train/{device}/{exp}.log",
-    shell:
-        stage("train", "{input.params}", R)
+    run:
+        X.job("train", log[0], params.p, R, TIMEOUT_S, PROGRESS)

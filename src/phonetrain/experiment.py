@@ -1,17 +1,19 @@
 """One experiment end to end -- lower, deploy, build, run, verify -- without Snakemake.
 
-The Snakemake rules call the stage functions below one job at a time (through
-``python -m phonetrain.experiment <stage> PARAMS OUT``); ``phonetrain run`` calls
-:func:`run_single`, which chains the same functions, so both write the same files.
+The Snakemake rules call the stage functions below one job at a time, in-process through
+:func:`job`; ``phonetrain run`` calls :func:`run_single`, which chains the same functions,
+so both write the same files.
 
-Every stage reads one *params file* (JSON written by :func:`write_params` only when its
-content changes, so Snakemake's mtime check reruns exactly what a config change touches):
+Each stage takes a *params dict* built by :func:`job_params` from the composed sweep, holding
+exactly what its result depends on (nothing run-time only, such as timeouts or progress
+output). The rules pass these dicts as Snakemake ``params``, so Snakemake's ``params`` rerun
+trigger reruns exactly the jobs whose settings changed, and a dry run changes no file.
 
-- ``results/build/<device>/params.json``: the device config (runner build, bandwidth sweep);
-- ``results/build/<device>/kernels/<version>/params.json``: one kernel version on one device;
-- ``results/config/<data dir>.json`` (``results/config/data/<dataset>/b<batch>.json``): one dataset split into batches;
-- ``results/config/plans/<experiment id>.json``: what the lowered plan depends on;
-- ``results/runs/<device>/<experiment id>/params.json``: one run (the aggregate reads it).
+- ``device``: the device config (runner build); ``bandwidth``: plus the sweep's size limit;
+- ``kernel``: one kernel version on one device (with the sources' hash);
+- ``data``: one dataset split into batches for a model's input shape and batch size;
+- ``plan``: what the lowered plan depends on; ``run``: one run (also written to the run folder
+  as ``params.json``, which :mod:`phonetrain.aggregate` reads).
 
 Errors: :class:`StageError` (a stage that cannot complete; the message names the device,
 experiment and cause, with the runner's stderr tail).
@@ -30,7 +32,8 @@ from typing import Any
 
 import click
 
-from phonetrain.config import REPO_ROOT, Experiment, Sweep, plan_config, write_if_changed
+from phonetrain.config import (REPO_ROOT, Experiment, Sweep, config_hash, plan_config,
+                               write_if_changed)
 from phonetrain.devices import TransportError, get_transport
 
 RUNNER_SOURCES_DIR = REPO_ROOT / "src" / "runner"
@@ -64,10 +67,16 @@ def kernel_hash(version: str) -> str:
     return source_hash(version)[:16]
 
 
+RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
+                    "cooldown_threshold_c", "cooldown_limit_s", "verify_atol")
+
+
 def run_params(exp: Experiment) -> dict[str, Any]:
     """``params.json`` of a run folder: identity and settings read by
-    :func:`phonetrain.aggregate.read_run`, plus the full config under ``config``."""
-    c = exp.config
+    :func:`phonetrain.aggregate.read_run`, plus the config the run depends on under ``config``
+    (measurement keys limited to :data:`RUN_MEASURE_KEYS`)."""
+    c = dict(exp.config)
+    c["measure"] = {k: c["measure"][k] for k in RUN_MEASURE_KEYS if k in c["measure"]}
     b = c["backend"]
     return {
         "run_id": exp.id, "model": exp.model, "device": exp.device, "backend": exp.backend,
@@ -77,44 +86,37 @@ def run_params(exp: Experiment) -> dict[str, Any]:
         "dataset": dataset_of(exp), "batch_size": c["model"]["batch_size"],
         "warmup": c["measure"]["warmup"], "iterations": c["measure"]["iterations"],
         "threads": c["measure"]["threads"], "verify_atol": c["measure"]["verify_atol"],
-        "config_hash": exp.config_hash,
+        "config_hash": config_hash(c),
         "kernel_hash": kernel_hash(exp.kernel) if exp.is_opencl else None,
         "config": c,
     }
 
 
-def write_params(sweep: Sweep) -> dict[str, Any]:
-    """Write every params file of the sweep (only those whose content changed) and return
-    ``{"data": {ddir: params}, "plan_data": {exp_id: ddir}}`` for the Snakefile."""
-    R = Path(sweep.results_dir)
+def job_params(sweep: Sweep) -> dict[str, dict[Any, dict[str, Any]]]:
+    """Every job's params dict, keyed by job: ``device[d]``, ``bandwidth[d]``,
+    ``kernel[(d, k)]``, ``data[data_dir]``, ``plan[exp_id]``, ``run[(d, exp_id)]``."""
+    out: dict[str, dict[Any, dict[str, Any]]] = {
+        "device": {}, "bandwidth": {}, "kernel": {}, "data": {}, "plan": {}, "run": {}}
+    ms = sweep.root["measure"]
     for d, dcfg in sweep.members["device"].items():
         dev = {k: v for k, v in dcfg.items() if k != "facts"}
-        write_if_changed(R / "build" / d / "params.json",
-                         {"device": d, "device_config": dev, "measure": sweep.root["measure"]})
-        write_if_changed(R / "config" / "facts" / f"{d}.json", {"device": d, **dcfg["facts"]})
+        out["device"][d] = {"device": d, "device_config": dev}
+        out["bandwidth"][d] = {"device": d, "device_config": dev,
+                               "bandwidth_max_bytes": ms["bandwidth_max_bytes"]}
         for k in sweep.kernels:
-            write_if_changed(R / "build" / d / "kernels" / k / "params.json",
-                             {"device": d, "kernel": k, "kernel_hash": kernel_hash(k),
-                              "device_config": dev, "measure": sweep.root["measure"]})
-    data: dict[str, dict[str, Any]] = {}
-    plan_data: dict[str, str] = {}
+            out["kernel"][(d, k)] = {"device": d, "kernel": k, "kernel_hash": kernel_hash(k),
+                                     "device_config": dev}
     for exp in sweep.experiments:
         pc = plan_config(exp)
         ddir = data_dir_rel(dataset_of(exp), pc["model"]["batch_size"], exp.model)
         pc["data_dir"] = ddir
-        data[ddir] = {"dataset": dataset_of(exp), "model": exp.model,
-                      "batch_size": pc["model"]["batch_size"], "dir": ddir,
-                      "dataset_config": exp.config["dataset"], "seed": pc["measure"]["seed"]}
-        plan_data[exp.id] = ddir
-        write_if_changed(R / "config" / "plans" / f"{exp.id}.json", pc)
-        write_if_changed(run_dir(R, exp) / "params.json", run_params(exp))
-    for ddir, p in data.items():
-        write_if_changed(R / "config" / f"{ddir}.json", p)
-    write_if_changed(R / "config" / "sweep.json", {
-        "root": {k: v for k, v in sweep.root.items() if k in ("sweep", "report", "measure")},
-        "experiments": [{"id": e.id, "device": e.device, "model": e.model,
-                         "backend": e.backend, "kernel": e.kernel} for e in sweep.experiments]})
-    return {"data": data, "plan_data": plan_data}
+        out["data"][ddir] = {"dataset": dataset_of(exp), "model": exp.model,
+                             "batch_size": pc["model"]["batch_size"], "dir": ddir,
+                             "dataset_config": exp.config["dataset"],
+                             "seed": pc["measure"]["seed"]}
+        out["plan"][exp.id] = pc
+        out["run"][(exp.device, exp.id)] = run_params(exp)
+    return out
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
@@ -131,11 +133,13 @@ def write_json(obj: Any, path: Path) -> None:
 
 # ---------------------------------------------------------------- stages
 
-def build_runner(params_path: Path, out: Path) -> Path:
-    """Build the runner for the device of ``params_path`` into ``out`` (atomic), with the
+def build_runner(p: dict[str, Any], out: Path) -> Path:
+    """Build the runner for the device of params ``p`` into ``out`` (atomic), with the
     device's toolchain (:mod:`phonetrain.toolchains`: host cc, Android NDK, aarch64 cross)."""
     from phonetrain import runner, toolchains
-    dev = read_json(params_path)["device_config"]
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    dev = p["device_config"]
     try:
         tc = toolchains.for_device(dev)
     except toolchains.ToolchainError as e:
@@ -164,12 +168,13 @@ def _fail_text(res: Any, what: str) -> str:
     return f"{what} exited with status {res.returncode}:\n{tail}"
 
 
-def build_kernels(params_path: Path, out_json: Path, results: Path) -> dict[str, Any]:
+def build_kernels(p: dict[str, Any], out_json: Path, results: Path,
+                  timeout_s: float = 600.0) -> dict[str, Any]:
     """Compile one kernel version on one device with the runner's ``build`` mode; write
-    ``build.json`` (per-program build time, log, binary size). A compile error raises
-    :class:`StageError` with the compiler log (and leaves no build.json)."""
+    ``build.json`` (per-program build time, log, binary size) and ``params.json`` beside it.
+    A compile error raises :class:`StageError` with the compiler log (no build.json)."""
     from phonetrain.kernels import load_version, stage_kernels
-    p = read_json(params_path)
+    out_json = Path(out_json)
     dev, version = p["device_config"], p["kernel"]
     t = _transport(dev, results)
     runner = Path(results) / "build" / dev["name"] / "runner"
@@ -184,7 +189,7 @@ def build_kernels(params_path: Path, out_json: Path, results: Path) -> dict[str,
                     "--out", out_rel] + _selectors(dev)
             for f in sorted(src.glob("*.cl")):
                 argv += ["--source", f"kernels/{version}/{f.name}"]
-            res = t.run(argv, timeout_s=p["measure"]["timeout_s"])
+            res = t.run(argv, timeout_s=timeout_s)
             if res.returncode != 0:
                 if not getattr(t, "streams_stderr", False):
                     sys.stderr.write(res.stderr)
@@ -195,23 +200,37 @@ def build_kernels(params_path: Path, out_json: Path, results: Path) -> dict[str,
             t.pull(out_rel, Path(tmp) / "pulled", expect=["build.json"])
         doc = read_json(Path(tmp) / "pulled" / "build.json")
     doc.update(device=dev["name"], kernel=version, kernel_hash=p["kernel_hash"])
+    write_json(p, out_json.with_name("params.json"))
+    out_json.with_name("failed.json").unlink(missing_ok=True)
     write_json(doc, out_json)
     return doc
 
 
 def _mark_runs_failed(results: Path, device: str, version: str, reason: str, log: str) -> None:
-    """Leave ``failed.json`` (reason + compiler log) in every run folder of this version on
-    this device, so the aggregate reports why those runs are missing."""
-    for params in (results / "runs" / device).glob(f"*.*.{version}/params.json"):
-        write_json({"reason": reason, "log": log[-20000:]}, params.parent / "failed.json")
+    """Leave ``failed.json`` (reason + compiler log) beside the would-be build.json; the
+    aggregate copies it into each run folder of this version on this device."""
+    write_json({"reason": reason, "log": log[-20000:]},
+               results / "build" / device / "kernels" / version / "failed.json")
 
 
-def write_data(params_path: Path, results: Path) -> Path:
+def mark_missing_runs(results: str | Path, jp: dict[str, Any]) -> None:
+    """Before aggregating: give every expected run folder its ``params.json`` and, where the
+    run never happened because its kernel build failed, that build's ``failed.json``."""
+    R = Path(results)
+    for (dev, exp_id), p in jp["run"].items():
+        rdir = R / "runs" / dev / exp_id
+        rdir.mkdir(parents=True, exist_ok=True)
+        write_if_changed(rdir / "params.json", p)
+        build_failed = R / "build" / dev / "kernels" / str(p["kernel"]) / "failed.json"
+        if p["kernel"] and not (rdir / "run.json").exists() and build_failed.exists():
+            shutil.copyfile(build_failed, rdir / "failed.json")
+
+
+def write_data(p: dict[str, Any], results: Path) -> Path:
     """Write one dataset's batch files under ``results/<data dir>`` (the phonetrain.data
-    layout) for the model and batch size in ``params_path``."""
+    layout) for the model and batch size of params ``p``."""
     from phonetrain import data as datasets
     from phonetrain.models import get_model
-    p = read_json(params_path)
     m = get_model(p["model"])
     dcfg = p["dataset_config"]
     opts: dict[str, Any] = {}
@@ -240,25 +259,29 @@ def lower_spec(pc: dict[str, Any]) -> Any:
                      threads=ms["threads"], plan_id=pc["id"])
 
 
-def lower(params_path: Path, results: Path) -> Path:
+def lower(p: dict[str, Any], results: Path) -> Path:
     """Lower one plan into ``results/plans/<experiment id>/`` (atomic); returns the folder."""
     from phonetrain.lowering import write_plan_dir
-    return write_plan_dir(lower_spec(read_json(params_path)), Path(results))
+    return write_plan_dir(lower_spec(p), Path(results))
 
 
-def deploy(params_path: Path, manifest: Path, results: Path) -> dict[str, Any]:
+def deploy(p: dict[str, Any], ddir: str, manifest: Path, results: Path) -> dict[str, Any]:
     """Push the runner, the plan, its data and (OpenCL) the kernel sources to the device's
     staging root; write a manifest of what is there. Unchanged files are not re-sent."""
     from phonetrain.kernels import stage_kernels
-    p = read_json(params_path)
     cfg, R = p["config"], Path(results)
     dev = cfg["device"]
     t = _transport(dev, R)
-    ddir = read_json(R / "config" / "plans" / f"{p['run_id']}.json")["data_dir"]
     sent = {}
     with t.lock():
         sent["runner"] = t.push(R / "build" / dev["name"] / "runner", "runner")
-        sent["plan"] = t.push(R / "plans" / p["run_id"], f"plans/{p['run_id']}")
+        plan_dir = R / "plans" / p["run_id"]
+        tuned = R / "build" / dev["name"] / "kernels" / str(p["kernel"]) / "tuning.json"
+        with tempfile.TemporaryDirectory(prefix="phonetrain-plan-") as tmp:
+            if p["kernel"] and tuned.exists():   # the device's tuned GEMM config (issue 6)
+                from phonetrain.gemm_stages import tuned_plan_dir
+                plan_dir = tuned_plan_dir(plan_dir, p["kernel"], tuned, Path(tmp) / "plan")
+            sent["plan"] = t.push(plan_dir, f"plans/{p['run_id']}")
         sent["data"] = t.push(R / ddir, ddir)
         if p["kernel"]:
             with tempfile.TemporaryDirectory(prefix="phonetrain-kernels-") as tmp:
@@ -266,21 +289,24 @@ def deploy(params_path: Path, manifest: Path, results: Path) -> dict[str, Any]:
                 sent["kernels"] = t.push(src, f"kernels/{p['kernel']}")
     doc = {"device": dev["name"], "run_id": p["run_id"], "files_sent": sent,
            "plan": f"plans/{p['run_id']}/plan.json", "data": ddir}
-    write_json(doc, manifest)
+    write_json(doc, Path(manifest))
     return doc
 
 
-def train(params_path: Path, results: Path, progress: bool | None = None) -> Path:
+def train(p: dict[str, Any], results: Path, timeout_s: float = 600.0,
+          progress: bool = True) -> Path:
     """Run one experiment on its device (under the device's lock), ``repeats`` times, and
-    verify it against the numpy reference. Writes into the run folder (beside params.json):
-    ``run.json``, ``trace.csv``, ``dumps/`` (repeat 0), ``repeat_<k>/`` (more repeats) and
-    ``verify.json``. Raises :class:`StageError` when the runner fails."""
-    p = read_json(params_path)
+    verify it against the numpy reference. Writes into the run folder
+    ``results/runs/<device>/<id>/``: ``params.json``, ``run.json``, ``trace.csv``, ``dumps/``
+    (repeat 0), ``repeat_<k>/`` (more repeats) and ``verify.json``; on a runner failure
+    ``failed.json`` (reason, stderr) and :class:`StageError`."""
     cfg, R = p["config"], Path(results)
     dev, ms = cfg["device"], cfg["measure"]
-    rdir = Path(params_path).parent
+    rdir = R / "runs" / p["device"] / p["run_id"]
+    rdir.mkdir(parents=True, exist_ok=True)
+    write_json(p, rdir / "params.json")
     t = _transport(dev, R)
-    show = ms["progress"] if progress is None else progress
+    show = progress
     argv = ["./runner", "run", "--plan", f"plans/{p['run_id']}/plan.json", "--root", ".",
             "--threads", str(ms["threads"])] + (["--progress"] if show else [])
     if p["kernel"]:
@@ -296,7 +322,7 @@ def train(params_path: Path, results: Path, progress: bool | None = None) -> Pat
                 out_rel = f"out/{p['run_id']}.r{rep}"
                 conditions = _conditions_before(t, ms)
                 t.run(["rm", "-rf", out_rel], timeout_s=60)  # no stale output can pass as new
-                res = t.run(argv + ["--out", out_rel], timeout_s=ms["timeout_s"])
+                res = t.run(argv + ["--out", out_rel], timeout_s=timeout_s)
                 if show and res.stderr and not getattr(t, "streams_stderr", False):
                     sys.stderr.write(res.stderr)
                 if res.returncode != 0:
@@ -351,18 +377,18 @@ def verify_run(results: Path, p: dict[str, Any], out_dir: Path) -> dict[str, Any
     return doc
 
 
-def bandwidth(params_path: Path, out_csv: Path, results: Path) -> Path:
-    """Host<->device bandwidth sweep on one device (runner ``bench-bandwidth``) -> CSV."""
-    p = read_json(params_path)
-    dev, ms = p["device_config"], p["measure"]
+def bandwidth(p: dict[str, Any], out_csv: Path, results: Path, timeout_s: float = 600.0) -> Path:
+    """Host<->device bandwidth sweep on one device (runner ``bench-bandwidth``) -> CSV (and
+    the runner's ``bench.json`` with launch latency beside it)."""
+    out_csv = Path(out_csv)
+    dev = p["device_config"]
     t = _transport(dev, Path(results))
     with tempfile.TemporaryDirectory(prefix="phonetrain-bw-") as tmp, t.lock():
         t.push(Path(results) / "build" / dev["name"] / "runner", "runner")
         out_rel = "out/bandwidth"
         t.run(["rm", "-rf", out_rel], timeout_s=60)
         res = t.run(["./runner", "bench-bandwidth", "--out", out_rel, "--max-bytes",
-                     str(ms["bandwidth_max_bytes"])] + _selectors(dev),
-                    timeout_s=ms["timeout_s"])
+                     str(p["bandwidth_max_bytes"])] + _selectors(dev), timeout_s=timeout_s)
         if res.returncode != 0:
             raise StageError(f"device '{dev['name']}': {_fail_text(res, 'bench-bandwidth')}")
         t.pull(out_rel, Path(tmp) / "bw", expect=["bandwidth.csv"])
@@ -380,22 +406,22 @@ def bandwidth(params_path: Path, out_csv: Path, results: Path) -> Path:
 
 def run_single(sweep: Sweep, exp: Experiment) -> Path:
     """Every stage of one experiment in order, writing the files the workflow writes;
-    returns the run folder. Stages whose output is newer than its params are still redone
-    (this path is for one-off runs; Snakemake does the incremental bookkeeping)."""
+    returns the run folder. Each stage is redone (this path is for one-off runs; Snakemake
+    does the incremental bookkeeping)."""
     R = Path(sweep.results_dir)
-    maps = write_params(sweep)
+    jp = job_params(sweep)
+    ms = sweep.root["measure"]
     bdir = R / "build" / exp.device
-    bdir.mkdir(parents=True, exist_ok=True)
-    build_runner(bdir / "params.json", bdir / "runner")
+    build_runner(jp["device"][exp.device], bdir / "runner")
     if exp.is_opencl:
-        kdir = bdir / "kernels" / exp.kernel
-        build_kernels(kdir / "params.json", kdir / "build.json", R)
-    ddir = maps["plan_data"][exp.id]
-    write_data(R / "config" / f"{ddir}.json", R)
-    lower(R / "config" / "plans" / f"{exp.id}.json", R)
-    rdir = run_dir(R, exp)
-    deploy(rdir / "params.json", R / "deploy" / exp.device / f"{exp.id}.json", R)
-    return train(rdir / "params.json", R)
+        build_kernels(jp["kernel"][(exp.device, exp.kernel)],
+                      bdir / "kernels" / exp.kernel / "build.json", R, ms["timeout_s"])
+    pc = jp["plan"][exp.id]
+    write_data(jp["data"][pc["data_dir"]], R)
+    lower(pc, R)
+    rp = jp["run"][(exp.device, exp.id)]
+    deploy(rp, pc["data_dir"], R / "deploy" / exp.device / f"{exp.id}.json", R)
+    return train(rp, R, ms["timeout_s"], ms["progress"])
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True})
@@ -421,30 +447,21 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
                f"({'ok' if v.get('ok') else 'WRONG'})")
 
 
-STAGES = {
-    "build-runner": lambda a: build_runner(Path(a[0]), Path(a[1])),
-    "build-kernels": lambda a: build_kernels(Path(a[0]), Path(a[1]), Path(a[2])),
-    "data": lambda a: write_data(Path(a[0]), Path(a[1])),
-    "lower": lambda a: lower(Path(a[0]), Path(a[1])),
-    "deploy": lambda a: deploy(Path(a[0]), Path(a[1]), Path(a[2])),
-    "train": lambda a: train(Path(a[0]), Path(a[1])),
-    "bandwidth": lambda a: bandwidth(Path(a[0]), Path(a[1]), Path(a[2])),
-}
+STAGES = {"build-runner": build_runner, "build-kernels": build_kernels, "data": write_data,
+          "lower": lower, "deploy": deploy, "train": train, "bandwidth": bandwidth}
 
 
-def main(argv: list[str]) -> int:
-    """``python -m phonetrain.experiment STAGE ARGS...`` (used by the Snakemake rules)."""
-    if not argv or argv[0] not in STAGES:
-        print(f"usage: python -m phonetrain.experiment {{{','.join(STAGES)}}} ARGS...",
-              file=sys.stderr)
-        return 2
+def job(stage: str, log: str | Path, *args: Any, **kwargs: Any) -> None:
+    """Run one stage inside a Snakemake job (its ``run:`` block); the outcome goes to the job's
+    log, and a failure is re-raised as :class:`StageError` whose message (runner stderr or
+    compiler log included) Snakemake prints."""
+    from phonetrain.runner import RunnerError
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
     try:
-        STAGES[argv[0]](argv[1:])
-    except (StageError, TransportError) as e:
-        print(f"phonetrain {argv[0]}: {e}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        STAGES[stage](*args, **kwargs)
+    except (StageError, TransportError, RunnerError) as e:
+        log.write_text(f"{stage}: FAILED\n{e}\n")
+        raise StageError(f"{stage}: {e}") from None
+    log.write_text(f"{stage}: ok in {time.monotonic() - t0:.2f} s\n")
