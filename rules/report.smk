@@ -7,6 +7,16 @@ REPORT_FILES = [f"{R}/report/report.html", f"{R}/report/report.md"]
 FACTS = [{"device": d, **SWEEP.members["device"][d]["facts"]} for d in SWEEP.devices]
 
 
+FIG_EXT = SWEEP.root["report"]["figure_format"]
+
+
+def figure(name):
+    """One report figure, declared with Snakemake's report() and its caption
+    (rules/captions/<name>.rst) so `snakemake --report` shows it."""
+    return report(f"{R}/report/figures/{name}.{FIG_EXT}", caption=f"captions/{name}.rst",
+                  category="Figures")
+
+
 def report_now():
     """Write the report from the summary tables (also used by the partial report)."""
     import importlib  # `report` is a Snakemake keyword: import the module by name
@@ -15,7 +25,7 @@ def report_now():
     importlib.import_module("phonetrain.report").build_report(
         f"{R}/summary", f"{R}/report", title=rep["title"],
         paper_reference=rep["paper_reference"], figure_format=rep["figure_format"],
-        dpi=rep["dpi"])
+        dpi=rep["dpi"], facts=FACTS)
 
 
 rule report:
@@ -27,8 +37,10 @@ rule report:
     output:
         html=R + "/report/report.html",
         md=R + "/report/report.md",
-        figures=report(directory(R + "/report/figures"),
-                       patterns=["{name}." + SWEEP.root["report"]["figure_format"]],
-                       caption="captions/figures.rst", category="Figures"),
+        iteration_time=figure("iteration_time"),
+        breakdown=figure("breakdown"),
+        gemm_gflops=figure("gemm_gflops"),
+        bandwidth=figure("bandwidth"),
+        loss=figure("loss"),
     run:
         report_now()

@@ -1,11 +1,12 @@
-"""A small real study for the aggregate/report tests: the real runner on PoCL through the
-workflow's own stage functions (phonetrain.experiment), no Snakemake.
+"""A small real study for the aggregate/report tests: the real runner on PoCL, driven through
+the user-facing ``phonetrain run`` command (the workflow's code path without Snakemake).
 
 Runs of mlp_784_256_128_16 (1 warm-up + 3 measured iterations) on this host: cpu, opencl
 (resident/copy), opencl_staged_map (staged/map), plus opencl_staged (staged/copy) verified
-with an impossible tolerance so it is really ``wrong``, and lenet5 on cpu whose params are
-written but which never runs (the ``--keep-going`` case: ``failed``). Plus the device's
-bandwidth sweep (up to 64 KiB) and the baseline kernel build.
+with an impossible tolerance so it is really ``wrong``; and lenet5 on cpu, an expected run
+whose folder holds only its params (the ``--keep-going`` case: ``failed``). Plus the
+device's bandwidth sweep (runner ``bench-bandwidth`` up to 64 KiB) and the baseline kernel
+build that ``phonetrain run`` wrote.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from phonetrain import experiment as X
-from phonetrain.config import compose_sweep
+from click.testing import CliRunner
+
+from phonetrain import runner as runner_api
+from phonetrain.cli import main
 
 MODEL = "mlp_784_256_128_16"
 WRONG = f"{MODEL}.opencl_staged.baseline"
@@ -22,40 +25,32 @@ FAILED = "lenet5.cpu.none"
 OK = (f"{MODEL}.cpu.none", f"{MODEL}.opencl.baseline", f"{MODEL}.opencl_staged_map.baseline")
 
 
+def _run(R: Path, *overrides: str) -> None:
+    args = ["run", f"model={MODEL}", "device=host", f"results_dir={R}", "measure.warmup=1",
+            "measure.iterations=3", "measure.progress=false", *overrides]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, (args, res.output, res.exception)
+
+
 def make_real_study(root: Path) -> dict[str, list[Path]]:
     """Run the study under ``root/results``; return the aggregate's inputs."""
     R = root / "results"
-    base = [f"results_dir={R}", "measure.warmup=1", "measure.iterations=3",
-            "measure.progress=false", "measure.bandwidth_max_bytes=65536",
-            "sweep.devices=[host]", "sweep.kernels=[baseline]"]
-    main = compose_sweep(base + [f"sweep.models=[{MODEL}]",
-                                 "sweep.backends=[cpu,opencl,opencl_staged_map]"])
-    strict = compose_sweep(base + [f"sweep.models=[{MODEL}]", "sweep.backends=[opencl_staged]",
-                                   "measure.verify_atol=1e-12"])
-    never = compose_sweep(base + ["sweep.models=[lenet5]", "sweep.backends=[cpu]"])
-    bdir = R / "build" / "host"
-    bdir.mkdir(parents=True, exist_ok=True)
-    maps = X.write_params(main)
-    X.build_runner(bdir / "params.json", bdir / "runner")
-    kdir = bdir / "kernels" / "baseline"
-    X.build_kernels(kdir / "params.json", kdir / "build.json", R)
-    X.bandwidth(bdir / "params.json", R / "bandwidth" / "host" / "bandwidth.csv", R)
-    run_dirs = []
-    for sweep in (main, strict, never):
-        maps = X.write_params(sweep)
-        for exp in sweep.experiments:
-            rdir = X.run_dir(R, exp)
-            run_dirs.append(rdir)
-            if sweep is never:
-                continue
-            ddir = maps["plan_data"][exp.id]
-            X.write_data(R / "config" / f"{ddir}.json", R)
-            X.lower(R / "config" / "plans" / f"{exp.id}.json", R)
-            X.deploy(rdir / "params.json", R / "deploy" / exp.device / f"{exp.id}.json", R)
-            X.train(rdir / "params.json", R, progress=False)
+    _run(R, "backend=cpu")
+    for backend in ("opencl", "opencl_staged_map"):
+        _run(R, f"backend={backend}", "kernel=baseline")
+    _run(R, "backend=opencl_staged", "kernel=baseline", "measure.verify_atol=1e-12")
+    missing = R / "runs" / "host" / FAILED
+    missing.mkdir(parents=True)
+    (missing / "params.json").write_text(json.dumps({
+        "run_id": FAILED, "model": "lenet5", "device": "host", "backend": "cpu",
+        "config_hash": "never-ran"}))
+    bw = R / "bandwidth" / "host"
+    runner_api.bench_bandwidth(R / "build" / "host" / "runner", bw, max_bytes=65536,
+                               min_time_ms=2, repeats=1)
     assert json.loads((R / "runs" / "host" / WRONG / "verify.json").read_text())["ok"] is False
-    return {"runs": run_dirs, "bandwidth": [R / "bandwidth" / "host" / "bandwidth.csv"],
-            "builds": [kdir / "build.json"]}
+    runs = [R / "runs" / "host" / r for r in (*OK, WRONG, FAILED)]
+    return {"runs": runs, "bandwidth": [bw / "bandwidth.csv"],
+            "builds": [R / "build" / "host" / "kernels" / "baseline" / "build.json"]}
 
 
 _CACHE: dict[str, dict[str, list[Path]]] = {}

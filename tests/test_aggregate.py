@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -14,7 +15,9 @@ from results_fixtures import GAP_NS, standard_study, write_run
 def study(tmp_path):
     inputs = standard_study(tmp_path / "raw")
     paths = aggregate.aggregate(inputs["runs"], tmp_path / "summary",
-                                bandwidth_csvs=inputs["bandwidth"], build_jsons=inputs["builds"])
+                                bandwidth_csvs=inputs["bandwidth"], build_jsons=inputs["builds"],
+                                gemm_jsons=inputs.get("gemm", ()),
+                                peaks_jsons=inputs.get("peaks", ()))
     return paths
 
 
@@ -58,7 +61,7 @@ def test_run_numbers_follow_the_trace(study):
 
 
 def test_every_row_carries_provenance(study):
-    for table in schema.TABLES:
+    for table in ("runs", "iterations", "commands", "bandwidth", "builds"):
         df = schema.read_table(study[table], table)
         assert len(df), table
         for col in ("config_hash", "git_rev"):
@@ -134,3 +137,72 @@ def test_bad_params_names_file(tmp_path):
     (d / "params.json").write_text('{"model": "m"}')
     with pytest.raises(aggregate.AggregateError, match=r"params\.json.*'device'"):
         aggregate.read_run(d)
+
+
+# ---- the real runner on PoCL (tests/real_study.py) -------------------------------------
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    from real_study import cached_real_study
+    inputs = cached_real_study(tmp_path_factory)
+    paths = aggregate.aggregate(inputs["runs"], tmp_path_factory.mktemp("real-summary"),
+                                bandwidth_csvs=inputs["bandwidth"], build_jsons=inputs["builds"],
+                                gemm_jsons=inputs.get("gemm", ()),
+                                peaks_jsons=inputs.get("peaks", ()))
+    return inputs, {t: schema.read_table(p, t) for t, p in paths.items()}
+
+
+def test_real_statuses_and_numbers(real):
+    from real_study import FAILED, OK, WRONG
+    _, t = real
+    runs = t["runs"].set_index("run_id")
+    assert runs.loc[WRONG, "status"] == "wrong" and "atol 1e-12" in runs.loc[WRONG, "status_reason"]
+    assert runs.loc[FAILED, "status"] == "failed"
+    for rid in OK:
+        r = runs.loc[rid]
+        assert r["status"] == "ok", (rid, r["status_reason"])
+        assert 0 < r["iteration_p25_ms"] <= r["iteration_median_ms"] <= r["iteration_p75_ms"]
+        assert 0 < r["kernel_ms"] <= r["iteration_median_ms"]
+        assert 0 <= r["data_movement_share"] <= 1 and r["gap_ms"] >= 0
+        assert r["verify_max_abs_err"] < 1e-3 and np.isfinite([r["loss_first"], r["loss_last"]]).all()
+        assert r["kernel_gflops"] > 0 and r["repeats"] == 1 and r["iterations"] == 3
+        assert r["runner_hash"] and r["device_fingerprint"] and r["config_hash"]
+    cpu, res, smap = (runs.loc[rid] for rid in OK)
+    assert cpu["data_movement_share"] == 0 and pd.isna(cpu["kernel_hash"])
+    assert res["h2d_ms"] > 0 and res["d2h_ms"] > 0 and res["map_ms"] == 0  # batch up, loss down
+    assert smap["map_ms"] > 0 and smap["unmap_ms"] > 0 and smap["transfer_ms"] > smap["map_ms"]
+    assert smap["kernel_hash"] == res["kernel_hash"]
+    # enqueue brackets agree on PoCL: device and host clocks aligned to well under 1 ms
+    assert 0 <= res["clock_offset_uncertainty_ns"] < 1e6
+
+
+def test_real_iterations_and_commands_follow_the_trace(real):
+    import json
+
+    from phonetrain import profiling
+    from real_study import OK
+    inputs, t = real
+    for d in inputs["runs"]:
+        if d.name not in OK:
+            continue
+        doc = json.loads((d / "run.json").read_text())
+        it = t["iterations"][t["iterations"]["run_id"] == d.name].sort_values("iteration")
+        assert it["wall_ms"].tolist() == pytest.approx([i["wall_ms"] for i in doc["iters"]])
+        assert it["measured"].tolist() == [not i["warmup"] for i in doc["iters"]]
+        assert (it["busy_ms"] <= it["wall_ms"] * 1.001).all()  # commands lie inside the wall
+        trace = profiling.read_trace_csv(d / "trace.csv")
+        measured_rows = int((trace["warmup"] == 0).sum())
+        cmds = t["commands"][t["commands"]["run_id"] == d.name]
+        assert int(cmds["count"].sum()) == measured_rows
+
+
+def test_real_bandwidth_and_builds(real):
+    _, t = real
+    bw = t["bandwidth"]
+    assert set(bw["kind"]) == {"h2d", "d2h", "map", "unmap", "d2d"}
+    assert bw["size_bytes"].min() == 4096 and bw["size_bytes"].max() == 65536
+    assert (bw["host_gbps"] > 0).all() and bw["runner_hash"].notna().all()
+    assert bw["device_fingerprint"].notna().all()
+    b = t["builds"]
+    assert (b["status"] == "ok").all() and "gemm" in set(b["program"])
+    assert (b["kernel"] == "baseline").all() and b["kernel_hash"].notna().all()

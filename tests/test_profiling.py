@@ -146,3 +146,26 @@ def test_perfetto_json_is_valid_trace_event_format(tmp_path):
     assert load["pid"] == 2 and load["args"]["phase"] == "load"
     assert any(e["name"] == "iteration 0 (warm-up)" for e in slices)
     assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_real_trace_breakdown_and_perfetto(tmp_path_factory, tmp_path):
+    """A real runner trace (PoCL, staged placement with map/unmap): components add up, every
+    command lies inside its iteration's wall time, the Perfetto JSON has every row."""
+    from phonetrain import aggregate
+    from real_study import cached_real_study
+    d = next(p for p in cached_real_study(tmp_path_factory)["runs"]
+             if p.name == "mlp_784_256_128_16.opencl_staged_map.baseline")
+    trace = profiling.read_trace_csv(d / "trace.csv")
+    iters = aggregate.run_iterations(aggregate.read_json(d / "run.json"), "run.json")
+    b = profiling.breakdown(trace, iters)
+    assert (b["busy_ms"] <= b["wall_ms"] * 1.001).all()
+    parts = b[[f"{k}_ms" for k in profiling.KINDS]].sum(axis=1) - b["overlap_ms"]
+    assert (parts + b["gap_ms"]).to_numpy() == pytest.approx(b["wall_ms"].to_numpy(), rel=1e-3)
+    assert (b["map_ms"] > 0).all() and (b["transfer_ms"] > b["map_ms"] + b["unmap_ms"]).all()
+    doc = json.loads(profiling.write_json_atomic(profiling.perfetto_trace(trace, iters),
+                                                 tmp_path / "t.json").read_text())
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(slices) == len(trace) + len(iters)
+    dev_rows = int(((trace["start_ns"] > 0)).sum())
+    assert sum(e["pid"] == 1 for e in slices) == dev_rows > 0
+    assert all(e["ts"] >= 0 and e["dur"] >= 0 for e in slices)

@@ -36,7 +36,7 @@ def _span(values, unit: str) -> str:
     v = [float(x) for x in values if pd.notna(x)]
     if not v:
         return "n/a"
-    f = (lambda x: f"{x:.1%}") if unit == "%" else (lambda x: f"{x:.2f}{unit}")
+    f = (lambda x: f"{x:.1%}") if unit == "%" else (lambda x: f"{x:.3g}{unit}")
     lo, hi = min(v), max(v)
     return f(lo) if np.isclose(lo, hi) else f"{f(lo)} to {f(hi)} (median {f(np.median(v))})"
 

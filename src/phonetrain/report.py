@@ -164,9 +164,31 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
     }
 
 
+def read_facts(paths: list[str | Path]) -> list[dict[str, Any]]:
+    """Device datasheet facts (``results/config/facts/<device>.json``: ``device``, ``soc``,
+    ``gpu``, ``peak_gflops``, ``bandwidth_gbps``), one dict per existing file."""
+    import json
+    return [json.loads(Path(p).read_text()) for p in paths if Path(p).exists()]
+
+
+def write_report(summary_dir: str | Path, out_dir: str | Path, *,
+                 facts: list[str | Path] = (), sweep: str | Path | None = None) -> dict[str, Path]:
+    """The workflow's entry point: :func:`build_report` with the report settings of the
+    composed sweep (``results/config/sweep.json``: ``root.report`` = ``title``,
+    ``paper_reference``, ``figure_format``, ``dpi``) and the devices' facts files."""
+    import json
+    settings: dict[str, Any] = {}
+    if sweep is not None and Path(sweep).exists():
+        settings = json.loads(Path(sweep).read_text()).get("root", {}).get("report", {})
+    keys = ("title", "paper_reference", "figure_format", "dpi")
+    return build_report(summary_dir, out_dir, facts=read_facts(list(facts)),
+                        **{k: settings[k] for k in keys if k in settings})
+
+
 def build_report(summary_dir: str | Path, out_dir: str | Path, *,
                  title: str = "phonetrain report", paper_reference: bool = True,
-                 figure_format: str = "png", dpi: int = 120) -> dict[str, Path]:
+                 figure_format: str = "png", dpi: int = 120,
+                 facts: list[dict[str, Any]] = ()) -> dict[str, Path]:
     """Write ``out_dir/report.html``, ``out_dir/report.md`` and ``out_dir/figures/*``.
 
     ``figure_format`` is ``png`` or ``svg``. Returns ``{"html", "md", <figure name>...}`` ->
@@ -178,6 +200,8 @@ def build_report(summary_dir: str | Path, out_dir: str | Path, *,
     tables = load_tables(summary_dir)
     figs = draw_figures(tables, out_dir / "figures", figure_format, dpi, paper_reference)
     ctx = context(tables, title=title, paper_reference=paper_reference)
+    ctx["facts"] = [{k: _str(f.get(k)) or "unknown" for k in (
+        "device", "soc", "gpu", "peak_gflops", "bandwidth_gbps")} for f in facts]
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True,
