@@ -72,10 +72,18 @@ def test_tiny_plan_runs(runner, pocl, tmp_path):
         assert [i["loss"] for i in doc["iters"]] == [1.5, 1.5]
 
 
-def test_malformed_json(runner, tmp_path):
-    e = run_expect(runner, tmp_path, '{"plan_version": 1, "name": "x",', rt.BadInputError,
-                   r"plan\.json is not valid JSON: line 1 col \d+")
-    assert e.exit_code == rt.ExitCode.BAD_INPUT
+@pytest.mark.parametrize("text,match", [
+    ('{"plan_version": 1, "name": "x",', r"not valid JSON: line 1 col \d+: expected a string key"),
+    ('{"plan_version": 1,\n "name": "x", }', r"not valid JSON: line 2 col \d+: expected a string key"),
+    ('{"plan_version": 1} trailing', "not valid JSON: .*trailing characters"),
+    ('{"name": "bad \\q escape"}', "not valid JSON: .*bad escape"),
+    ("[1, 2]", "the document must be a JSON object"),
+    ('{"plan_version": 1, "name": "x", "backend": "cpu", "tensors": {}, "steps": [], "iterations": 1}',
+     "plan.tensors must be of JSON type array, not object"),
+], ids=["truncated", "trailing-comma", "trailing-text", "bad-escape", "not-object", "wrong-type"])
+def test_malformed_json(runner, tmp_path, text, match):
+    e = run_expect(runner, tmp_path, text, rt.BadInputError, match)
+    assert e.exit_code == rt.ExitCode.BAD_INPUT and "plan.json" in e.message
 
 
 def test_wrong_plan_version(runner, tmp_path):

@@ -31,7 +31,7 @@ static const jval *req(const jval *obj, const char *key, jtype type, const char 
 {
     const jval *v = json_get(obj, key);
     if (!v) BAD("%s: missing key \"%s\"", where, key);
-    if (v->type != type) BAD("%s.%s must be a %s, not a %s", where, key, json_type_name(type),
+    if (v->type != type) BAD("%s.%s must be of JSON type %s, not %s", where, key, json_type_name(type),
                              json_type_name(v->type));
     return v;
 }
