@@ -12,6 +12,7 @@ min_version("8.0")
 
 include: "rules/common.smk"
 include: "rules/build.smk"
+include: "rules/gemm.smk"
 include: "rules/deploy.smk"
 include: "rules/train.smk"
 include: "rules/profile.smk"

@@ -95,6 +95,34 @@ def write_build(root: Path, device="host", kernel="baseline", ok=True) -> Path:
     return d / "build.json"
 
 
+def write_gemm(root: Path, device="host", version="tiled") -> Path:
+    """A gemm/<device>/<version>.json as phonetrain.gemm_stages.gemm_stage writes it."""
+    d = root / "gemm" / device
+    d.mkdir(parents=True, exist_ok=True)
+    rows = [{"kernel": "gemm_nt", "M": 32, "N": 256, "K": 784, "global": [8, 8], "local": [8, 8],
+             "status": "ok", "error": None, "gflops": 20.0, "median_ms": 0.64, "max_err": 1e-8,
+             "iterations": 300, "source": "model:mlp_784_256_128_16", "options": "-DTS=8",
+             "tuned_class": "medium"}]
+    doc = {"device": device, "version": version, "status": "ok", "rows": rows,
+           "kernel_hash": "k-h", "device_info": {"name": "pthread-cpu", "platform": "PoCL"}}
+    (d / f"{version}.json").write_text(json.dumps(doc))
+    return d / f"{version}.json"
+
+
+def write_peaks(root: Path, device="host") -> Path:
+    """A gemm/<device>/peaks.json as the runner's bench-peak writes it (plus device_id)."""
+    d = root / "gemm" / device
+    d.mkdir(parents=True, exist_ok=True)
+    doc = {"mode": "bench-peak", "device_id": device, "device": {"name": "pthread-cpu",
+                                                                 "platform": "PoCL"},
+           "compute": [{"type": "float4", "width": 4, "work_items": 64, "median_ms": 1.0,
+                        "gflops": 50.0}],
+           "bandwidth": [{"kernel": "read_float4", "size_bytes": 1 << 20, "median_ms": 0.1,
+                          "gbps": 10.5}]}
+    (d / "peaks.json").write_text(json.dumps(doc))
+    return d / "peaks.json"
+
+
 def standard_study(root: Path) -> dict[str, object]:
     """cpu ok, opencl ok (slower, 80% movement-ish), opencl_staged wrong, lenet5 cpu failed."""
     runs = [
@@ -105,4 +133,5 @@ def standard_study(root: Path) -> dict[str, object]:
                   kernel="baseline", kernel_ns=1_000, unit_ns=300_000, max_abs_err=0.5),
         write_run(root, model="lenet5", backend="cpu", failed_reason="runner exit 5: NaN loss"),
     ]
-    return {"runs": runs, "bandwidth": [write_bandwidth(root)], "builds": [write_build(root)]}
+    return {"runs": runs, "bandwidth": [write_bandwidth(root)], "builds": [write_build(root)],
+            "gemm": [write_gemm(root)], "peaks": [write_peaks(root)]}

@@ -402,15 +402,21 @@ def read_build(json_path: str | Path) -> pd.DataFrame:
 
 def aggregate(run_dirs: Iterable[str | Path], out_dir: str | Path, *,
               bandwidth_csvs: Iterable[str | Path] = (),
-              build_jsons: Iterable[str | Path] = ()) -> dict[str, Path]:
-    """Aggregate run folders (present or expected-but-empty), bandwidth CSVs and build files
-    into ``out_dir/<table>.parquet`` (atomic, schema-enforced). Returns table -> path."""
+              build_jsons: Iterable[str | Path] = (),
+              gemm_jsons: Iterable[str | Path] = (),
+              peaks_jsons: Iterable[str | Path] = ()) -> dict[str, Path]:
+    """Aggregate run folders (present or expected-but-empty), bandwidth CSVs, build files and
+    the GEMM sweep's files (phonetrain.gemm_stages) into ``out_dir/<table>.parquet`` (atomic,
+    schema-enforced). Returns table -> path."""
     parts: dict[str, list[pd.DataFrame]] = {t: [] for t in schema.TABLES}
     for d in run_dirs:
         for t, df in read_run(d).items():
             parts[t].append(df)
     parts["bandwidth"] = [read_bandwidth(p) for p in bandwidth_csvs]
     parts["builds"] = [read_build(p) for p in build_jsons]
+    from phonetrain.gemm_stages import read_gemm, read_peaks
+    parts["gemm"] = [read_gemm(p) for p in gemm_jsons]
+    parts["peaks"] = [read_peaks(p) for p in peaks_jsons]
     tables = {t: (pd.concat([df for df in dfs if len(df)], ignore_index=True)
                   if any(len(df) for df in dfs) else schema.empty(t))
               for t, dfs in parts.items()}

@@ -138,6 +138,11 @@ class MeasureConfig:
     progress: bool = True
     verify_atol: float = 1e-3
     bandwidth_max_bytes: int = 16 * 1024 * 1024
+    gemm_sizes: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
+    gemm_min_time_ms: float = 100.0
+    gemm_max_launch_s: float = 5.0
+    tune: bool = True
+    tune_min_time_ms: float = 20.0
 
 
 @dataclass

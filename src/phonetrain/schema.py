@@ -4,7 +4,8 @@ One table per grain (DESIGN, Results): ``runs`` (one row per experiment), ``iter
 row per runner invocation ``repeat`` x iteration, warm-up included and flagged), ``commands``
 (one row per run x command kind x name x layer x phase, over measured iterations),
 ``bandwidth`` (one row per device x transfer kind x size), ``builds`` (one row per device x kernel version x program).
-``gemm`` and ``peaks`` are reserved names for the GEMM-sweep issue; add their schemas here.
+``gemm`` (one row per device x kernel version x GEMM call) and ``peaks`` (one row per device
+x peak measurement) hold the GEMM sweep and the roofline (phonetrain.gemm_stages).
 
 Units are in column names: ``_ms`` milliseconds, ``_ns`` nanoseconds, ``_bytes`` bytes,
 ``_gflops`` 1e9 FLOP/s, ``_gbps`` 1e9 bytes/s (decimal GB/s, as clpeak reports). Every row
@@ -104,14 +105,37 @@ BUILDS = pa.schema([
     _f("options", S),
 ] + PROVENANCE)
 
+# gemm: one row per device x kernel version (``cpu`` = the runner's CPU backend) x GEMM call
+# (runner bench-gemm: checked, warm-up, calibrated, median of 5 repeats; phonetrain.gemm).
+# ``shape_source`` is ``model:<name>`` or ``square``; ``tuned_class`` the tuning.json class
+# used (null: version.yaml defaults); status ok | wrong (failed the float64 check: its speed
+# is not valid) | error | skipped (e.g. CLBlast absent; the reason in status_reason).
+GEMM = pa.schema([
+    _f("device", S, False), _f("kernel", S, False), _f("gemm", S), _f("m", I), _f("n", I),
+    _f("k", I), _f("shape_source", S), _f("status", S, False), _f("status_reason", S),
+    _f("options", S), _f("global_size", S), _f("local_size", S), _f("tuned_class", S),
+    _f("gflops", F), _f("median_ms", F), _f("max_err", F), _f("iterations", I),
+    _f("device_name", S), _f("platform_name", S),
+] + PROVENANCE)
+
+# peaks: the device's roofline ceilings (runner bench-peak, clpeak's method): kind compute
+# (name float..float16, gflops) or bandwidth (name read_float4, gbps).
+PEAKS = pa.schema([
+    _f("device", S, False), _f("kind", S, False), _f("name", S, False), _f("width", I),
+    _f("gflops", F), _f("gbps", F), _f("median_ms", F), _f("device_name", S),
+    _f("platform_name", S),
+] + PROVENANCE)
+
 TABLES: dict[str, pa.Schema] = {
     "runs": RUNS, "iterations": ITERATIONS, "commands": COMMANDS,
-    "bandwidth": BANDWIDTH, "builds": BUILDS,
+    "bandwidth": BANDWIDTH, "builds": BUILDS, "gemm": GEMM, "peaks": PEAKS,
 }
 """Table name -> schema; the Parquet file is ``results/summary/<name>.parquet``."""
 
 _ALLOWED = {("runs", "status"): STATUSES, ("builds", "status"): ("ok", "failed"),
-            ("commands", "kind"): COMMAND_KINDS, ("bandwidth", "kind"): BANDWIDTH_KINDS}
+            ("commands", "kind"): COMMAND_KINDS, ("bandwidth", "kind"): BANDWIDTH_KINDS,
+            ("gemm", "status"): ("ok", "wrong", "error", "skipped"),
+            ("peaks", "kind"): ("compute", "bandwidth")}
 
 
 def schema(table: str) -> pa.Schema:
