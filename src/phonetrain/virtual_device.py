@@ -444,10 +444,15 @@ def _pump(ident: int, pipe, out: queue.Queue) -> None:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the command's whole process group (adbd does the same when a shell stream closes)."""
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=5)  # reap it: no zombie left behind
+        except subprocess.TimeoutExpired:
             pass
 
 
