@@ -244,7 +244,12 @@ def _programs(plan_steps: list[Step], version: KernelVersion, kernels_root: Path
     word match, since kernels may be defined through macros such as ``GEMM_KERNEL(gemm_nn)``)."""
     needed = {s.name for s in plan_steps if s.op == "kernel"}
     programs, found = [], set()
+    if "clblast" in version.chain:   # GEMM routed to CLBlast (src/kernels/clblast/README.md)
+        programs.append(Program(name="gemm", source="clblast", options=""))
+        found |= {"gemm_nn", "gemm_nt", "gemm_tn"}
     for fname, path in resolve_sources(version.name, kernels_root).items():
+        if "clblast" in version.chain and fname == "gemm.cl":
+            continue
         found |= kernels_mentioned(path, needed)
         programs.append(Program(name=Path(fname).stem, source=f"kernels/{version.name}/{fname}",
                                 options=version.options))
