@@ -159,3 +159,27 @@ def test_snakemake_declares_every_figure_with_a_caption():
         caption = rules / "captions" / f"{name}.rst"
         assert caption.exists() and caption.read_text().strip(), caption
         assert f'figure("{name}")' in smk
+
+
+def test_cli_aggregate_report_trace(tmp_path_factory):
+    import json
+
+    from click.testing import CliRunner
+
+    from phonetrain.cli import main
+    results = cached_real_study(tmp_path_factory)["runs"][0].parents[2]
+    cli = CliRunner()
+    res = cli.invoke(main, ["aggregate", "--results", str(results)])
+    assert res.exit_code == 0, res.output
+    runs = schema.read_table(results / "summary" / "runs.parquet", "runs")
+    assert set(runs["status"]) == {"ok", "wrong", "failed"}
+    res = cli.invoke(main, ["report", "--results", str(results)])
+    assert res.exit_code == 0, res.output
+    md = (results / "report" / "report.md").read_text()
+    assert md.startswith("# ") and WRONG in md and FAILED in md
+    run_dir = results / "runs" / "host" / "mlp_784_256_128_16.opencl.baseline"
+    res = cli.invoke(main, ["trace", str(run_dir)])
+    assert res.exit_code == 0, res.output
+    assert json.loads((run_dir / "trace.perfetto.json").read_text())["traceEvents"]
+    res = cli.invoke(main, ["report", "--results", str(results / "nowhere")])
+    assert res.exit_code != 0 and "runs.parquet" in res.output

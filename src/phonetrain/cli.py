@@ -41,5 +41,17 @@ def _register_runner_commands() -> None:
 
 _register_runner_commands()
 
+
+def _register_results_commands() -> None:
+    from phonetrain.results_cli import (aggregate_command, report_command,  # engineer D2
+                                        trace_command)
+
+    main.add_command(aggregate_command)
+    main.add_command(report_command)
+    main.add_command(trace_command)
+
+
+_register_results_commands()
+
 if __name__ == "__main__":
     main()
