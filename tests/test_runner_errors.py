@@ -181,3 +181,20 @@ def test_progress_lines(runner, pocl, tmp_path):
                                        str(tmp_path / "out"), "--progress", *pocl.to_args()], timeout_s=60)
     lines = proc.stderr.splitlines()
     assert len(lines) == 2 and lines[0].startswith("iteration 1/2 wall_ms=") and "loss=1.5" in lines[1]
+
+
+def test_killed_run_leaves_nothing_complete(runner, pocl, tmp_path):
+    """A rerun into a folder holding a complete run removes the old run.json first, so a run
+    killed by the timeout leaves no run.json that looks complete."""
+    plan = tiny_plan("cpu")
+    path = stage(tmp_path / "b", plan)
+    out = tmp_path / "out"
+    rt.run_plan(runner, path, tmp_path / "b", out)
+    assert (out / "run.json").exists() and (out / "trace.csv").exists()
+    plan.iterations = 10**6  # about 1 ms each: far past the timeout
+    plan.tensors[0].shape, plan.tensors[0].init = [1 << 20], {"kind": "zeros"}
+    plan.steps[0].args[0] = plan.steps[1].args[0] = {"i": 1 << 20}
+    plan.save(path)
+    with pytest.raises(rt.RunnerTimeout, match="ran past 1 s"):
+        rt.run_plan(runner, path, tmp_path / "b", out, timeout_s=1)
+    assert not (out / "run.json").exists() and not (out / "trace.csv").exists()

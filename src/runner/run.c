@@ -1,7 +1,9 @@
 /* run mode: load a plan, set up the backend, run warm-up + measured iterations, write
  * dumps/, trace.csv and, last, run.json (the completion marker) into the output folder.
  * On any failure after the output folder is known, the fail hook removes trace.csv and the
- * plan's dumps and writes run.json with "status": "failed", the exit code and the message. */
+ * plan's dumps and writes run.json with "status": "failed", the exit code and the message.
+ * A previous run.json and trace.csv are removed at the start, so a run killed midway (timeout,
+ * crash) leaves no run.json at all. */
 #define _POSIX_C_SOURCE 200809L
 #include "exec.h"
 #include "modes.h"
@@ -136,6 +138,11 @@ int mode_run(const runner_opts *o)
     if (make_dirs(o->out) != 0) fail(EXIT_INTERNAL, "cannot create output folder %s: %s", o->out, strerror(errno));
     g_out = o->out;
     g_plan_path = o->plan;
+    /* A stale run.json would make a killed or crashed run look complete: remove it first. */
+    char *stale = path_join(o->out, "run.json");
+    unlink(stale);
+    free(stale);
+    remove_outputs();
     set_fail_hook(write_failed);
     uint64_t t0 = monotonic_ns();
     run_ctx rc;
