@@ -8,8 +8,9 @@ tile, K shorter than a vector. Parameter variants exercise small and large tiles
 
 from __future__ import annotations
 
-import shutil
+import json
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,6 @@ import pytest
 from phonetrain import gemm
 from phonetrain.kernels import KERNELS_ROOT, load_version
 
-REPO = Path(__file__).resolve().parents[1]
 SHAPES = [(1, 1, 1), (1, 17, 5), (17, 1, 33), (16, 16, 16), (32, 16, 128), (33, 47, 65),
           (5, 130, 3), (65, 33, 17), (32, 256, 784 // 7)]
 PARAMS = [
@@ -28,24 +28,6 @@ PARAMS = [
     ("regblock", {"RM": 1, "RN": 2, "VK": 2}, {"local": [1, 1]}),
     ("regblock", {"RM": 3, "RN": 4, "VK": 4}, {"local": [16, 4]}),
 ]
-
-
-def build_runner(out: Path) -> Path:
-    """The runner through engineer A's builder when present, else cc on src/runner/*.c."""
-    try:
-        from phonetrain.runner import build_runner as build
-        return Path(build(out))
-    except ImportError:
-        exe = out / "runner"
-        srcs = sorted(str(p) for p in (REPO / "src" / "runner").glob("*.c"))
-        subprocess.run(["cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-fopenmp", "-o", str(exe),
-                        *srcs, "-ldl", "-lm"], check=True)
-        return exe
-
-
-@pytest.fixture(scope="session")
-def runner(tmp_path_factory) -> Path:
-    return build_runner(tmp_path_factory.mktemp("runner"))
 
 
 def _shapes() -> list[gemm.GemmShape]:
@@ -63,41 +45,39 @@ def _variant(name: str, defines: dict, extra: dict):
 @pytest.mark.parametrize("name,defines,extra", PARAMS,
                          ids=[f"{p[0]}-{'-'.join(f'{k}{v}' for k, v in p[1].items()) or 'default'}"
                               for p in PARAMS])
-def test_version_matches_reference(runner, name, defines, extra):
+def test_version_matches_reference(runner, pocl, name, defines, extra):
     df = gemm.bench_gemm(runner, _variant(name, defines, extra), _shapes(),
-                         selectors=["--device-type", "cpu"], min_time_ms=0.1, repeats=1)
+                         selectors=pocl.to_args(), min_time_ms=0.1, repeats=1)
     assert len(df) == len(SHAPES) * 3
     bad = df[df.status != "ok"]
     assert bad.empty, bad[["kernel", "M", "N", "K", "status", "error", "max_err"]].to_string()
     assert (df.max_err < 1e-5).all() and (df.gflops > 0).all()
 
 
-def test_check_catches_a_wrong_geometry(runner):
+def test_check_catches_a_wrong_geometry(runner, pocl):
     """The correctness check is live: a global size covering half the output is 'wrong'."""
     v = load_version("regblock")
     spec = gemm.gemm_spec(v, [gemm.GemmShape("gemm_nn", 64, 64, 64)],
                           source=str(KERNELS_ROOT / "regblock" / "gemm.cl"), min_time_ms=0.1,
                           repeats=1)
     spec["cases"][0]["global"][1] //= 2
-    doc = _run_spec(runner, spec)
+    doc = _run_spec(runner, spec, pocl.to_args())
     assert doc["cases"][0]["status"] == "wrong"
 
 
-def _run_spec(runner: Path, spec: dict) -> dict:
-    import json
-    import tempfile
+def _run_spec(runner: Path, spec: dict, selectors: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
-        gemm.run_runner(runner, "bench-gemm", ["--spec", "spec.json", "--out", "o",
-                                               "--device-type", "cpu"], cwd=tmp)
+        gemm.run_runner(runner, "bench-gemm", ["--spec", "spec.json", "--out", "o", *selectors],
+                        cwd=tmp)
         return json.loads((Path(tmp) / "o" / "gemm.json").read_text())
 
 
-def test_clblast_matches_reference(runner):
+def test_clblast_matches_reference(runner, pocl):
     if not any(Path(d).glob("libclblast.so*") for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib")):
         pytest.skip("libclblast not installed (Debian: apt install libclblast1)")
     df = gemm.bench_gemm(runner, load_version("clblast"), _shapes()[:12],
-                         selectors=["--device-type", "cpu"], min_time_ms=0.1, repeats=1)
+                         selectors=pocl.to_args(), min_time_ms=0.1, repeats=1)
     assert not df.attrs.get("skipped"), df.attrs
     bad = df[df.status != "ok"]
     assert bad.empty, bad[["kernel", "M", "N", "K", "status", "error", "max_err"]].to_string()
@@ -105,8 +85,6 @@ def test_clblast_matches_reference(runner):
 
 def test_clblast_absent_is_skipped_with_reason(runner):
     spec = gemm.gemm_spec(load_version("clblast"), [gemm.GemmShape("gemm_nn", 8, 8, 8)])
-    import json
-    import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
         res = subprocess.run([str(runner), "bench-gemm", "--spec", "spec.json", "--out", "o",
@@ -121,10 +99,10 @@ def test_clblast_absent_is_skipped_with_reason(runner):
         assert doc["status"] == "ok"
 
 
-def test_cpu_backend_and_peaks(runner):
+def test_cpu_backend_and_peaks(runner, pocl):
     df = gemm.bench_gemm(runner, None, [gemm.GemmShape("gemm_tn", 17, 33, 9)], min_time_ms=0.1,
                          repeats=1)
     assert df.status.tolist() == ["ok"] and df.version.tolist() == ["cpu"]
-    pk = gemm.peaks(runner, ["--device-type", "cpu"], min_time_ms=1, work_items=4096)
+    pk = gemm.peaks(runner, pocl.to_args(), min_time_ms=1, work_items=4096)
     assert set(pk.name) == {"float", "float2", "float4", "float8", "float16", "read_float4"}
     assert (pk[pk.kind == "compute"].gflops > 0).all() and (pk[pk.kind == "bandwidth"].gbps > 0).all()
