@@ -17,7 +17,9 @@ def aggregate_now():
     X.mark_missing_runs(R, JP)
     aggregate(RUN_DIRS, f"{R}/summary",
               bandwidth_csvs=[p for p in BANDWIDTH if Path(p).exists()],
-              build_jsons=[p for p in BUILDS if Path(p).exists()])
+              build_jsons=[p for p in BUILDS if Path(p).exists()],
+              gemm_jsons=[p for p in GEMM_FILES if Path(p).exists()],
+              peaks_jsons=[p for p in PEAKS_FILES if Path(p).exists()])
 
 
 rule aggregate:
@@ -26,6 +28,8 @@ rule aggregate:
               "verify.json", "trace.perfetto.json"))],
         bandwidth=BANDWIDTH,
         builds=BUILDS,
+        gemm=GEMM_FILES,
+        peaks=PEAKS_FILES,
     output:
         SUMMARY,
     run:

@@ -9,6 +9,7 @@ def deploy_inputs(wc):
     if k:
         d["build"] = f"{R}/build/{wc.device}/kernels/{k}/build.json"
         d["sources"] = version_sources(k)
+        d["tuning"] = tuning_file(wc.device, k)   # rules/gemm.smk: runs use the tuned config
     return d
 
 

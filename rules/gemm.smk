@@ -38,7 +38,7 @@ rule tune:
 def gemm_inputs(wc):
     d = {"runner": f"{R}/build/{wc.device}/runner", "tuning": tuning_file(wc.device, wc.version)}
     if wc.version != G.CPU:
-        d["sources"] = kernel_sources(type("W", (), {"kernel": wc.version}))
+        d["sources"] = version_sources(wc.version)
     return d
 
 
