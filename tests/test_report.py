@@ -183,3 +183,17 @@ def test_cli_aggregate_report_trace(tmp_path_factory):
     assert json.loads((run_dir / "trace.perfetto.json").read_text())["traceEvents"]
     res = cli.invoke(main, ["report", "--results", str(results / "nowhere")])
     assert res.exit_code != 0 and "runs.parquet" in res.output
+
+
+def test_multiline_failure_reason_keeps_tables_intact(tmp_path):
+    reason = "kernel version 'broken' failed to build | exit 4\nerror: expected ';'\n  x = 1"
+    dirs = [write_run(tmp_path / "raw", backend="cpu"),
+            write_run(tmp_path / "raw", backend="opencl", placement="resident",
+                      transfer="copy", kernel="broken", failed_reason=reason)]
+    aggregate.aggregate(dirs, tmp_path / "summary")
+    out = report.build_report(tmp_path / "summary", tmp_path / "report")
+    md = out["md"].read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| mlp_784_256_128_16.opencl"))
+    assert row.count(" | ") == 1 and "\\| exit 4 ..." in row
+    assert "error: expected ';'" in md.split("## Missing runs")[1]
+    assert "<pre>kernel version &#39;broken&#39; failed" in out["html"].read_text()

@@ -297,7 +297,8 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
     loss = it["loss"].dropna()
     row = {**_key(params), **_settings(params),
            "status": "ok" if problem is None else "wrong", "status_reason": problem,
-           "repeats": len(runs), "verify_max_abs_err": err, "verify_tolerance": tol,
+           "repeats": len(runs), "verify_max_abs_err": err,
+           "threads": runs[0].get("threads", params.get("threads")),  # as run (0 = all cores) "verify_tolerance": tol,
            "iteration_median_ms": wall.median(), "iteration_p25_ms": wall.quantile(0.25),
            "iteration_p75_ms": wall.quantile(0.75), "iteration_min_ms": wall.min(),
            "iteration_max_ms": wall.max(),

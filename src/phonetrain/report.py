@@ -77,7 +77,7 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
             "gemm_gflops": _fmt(g),
         }
         rows.append({"run_id": r["run_id"], "label": figures.run_label(r), "model": r["model"],
-                     "status": r["status"], "reason": _str(r["status_reason"]),
+                     "status": r["status"], "reason": _str(r["status_reason"])[-4000:],
                      "verify": _fmt(r["verify_max_abs_err"]),
                      "loss": f"{_fmt(r['loss_first'])} -> {_fmt(r['loss_last'])}"
                      if pd.notna(r["loss_first"]) else "", **speed})
@@ -117,6 +117,15 @@ def draw_figures(tables: dict[str, pd.DataFrame], fig_dir: Path, fmt: str = "png
     figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi)
     figures.loss_curves(runs, it, p["loss"], dpi)
     return p
+
+
+def md_cell(text: Any, width: int = 160) -> str:
+    """One Markdown table cell: the first line, ``|`` escaped, cut at ``width`` characters
+    (the full text follows the table in a code block)."""
+    lines = _str(text).strip().splitlines() or [""]
+    first = lines[0].replace("|", "\\|")
+    more = len(lines) > 1 or len(first) > width
+    return (first[:width] + (" ..." if more else "")).strip()
 
 
 def _data_uri(path: Path) -> str:
@@ -206,6 +215,7 @@ def build_report(summary_dir: str | Path, out_dir: str | Path, *,
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True,
                              autoescape=jinja2.select_autoescape(("html.j2",)))
+    env.filters["cell"] = md_cell
     html_figs = [{"name": n, "title": FIGURES[n], "src": _data_uri(p)} for n, p in figs.items()]
     md_figs = [{"name": n, "title": FIGURES[n], "src": f"figures/{p.name}"}
                for n, p in figs.items()]
