@@ -170,6 +170,7 @@ class VirtualDevice:
                 sock, _ = self._listener.accept()
             except OSError:
                 break
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small packets: no Nagle wait
             conn = _Connection(self, sock)
             self._conns.append(conn)
             threading.Thread(target=conn.serve, daemon=True).start()
