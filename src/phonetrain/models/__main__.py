@@ -6,6 +6,7 @@ import math
 
 import click
 
+from ..data import DATASETS
 from . import MODELS
 
 BATCH = 32
@@ -34,6 +35,20 @@ def markdown(batch_size: int = BATCH) -> str:
         lines.append(f"| `{m.name}` | {shape} | {m.classes} | {m.param_count():,} | "
                      f"{f['forward'] / 1e6:.3f} | {f['backward'] / 1e6:.3f} | "
                      f"{f['update'] / 1e6:.3f} | {total / 1e6:.3f} |")
+    lines += ["", "## Initialization", "",
+              "Seeded, written to `plans/<plan_id>/tensors/*.f32` so the runner and the numpy "
+              "reference start from identical bytes (`phonetrain.lowering.init_params`): "
+              "Linear and Conv2d weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) "
+              "(PyTorch's default), fan_in = in_features or C*KH*KW; momentum buffers zero.",
+              "", "## Datasets", "", "| dataset | input | classes |", "|---|---|---|"]
+    for d in DATASETS.values():
+        shape = "x".join(map(str, d.input_shape)) if d.input_shape else "the model's"
+        classes = d.classes or "the model's"
+        lines.append(f"| `{d.name}` | {shape} | {classes} |")
+    lines += ["", "Normalization and sources: `phonetrain.data` (digits: 8x8 / 16, bilinear "
+              "upsampling to 28x28, standardized over the whole set; MNIST-like: /255 then "
+              "published mean/std; CIFAR-10: per-channel mean/std; synthetic: N(0,1) inputs, "
+              "labels from a random linear teacher)."]
     lines += ["", "## Layers", ""]
     for m in MODELS.values():
         lines += [f"### `{m.name}`", "", "| layer | type | output | parameters |",
