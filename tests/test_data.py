@@ -66,9 +66,16 @@ def test_mnist_folder_normalized(tmp_path, compress):
     np.testing.assert_array_equal(y, labels)
 
 
-def test_mnist_errors(tmp_path):
-    with pytest.raises(DatasetError, match=rf"no train-images.*{tmp_path / 'none'}.*fashion"):
+def test_mnist_errors_and_known_folder(tmp_path, monkeypatch):
+    from phonetrain.data import mnist
+
+    known = tmp_path / "usr-share-datasets-fashion-mnist"
+    monkeypatch.setitem(mnist.KNOWN_FOLDERS, "fashion_mnist", [known])
+    with pytest.raises(DatasetError, match=rf"no train-images.*{tmp_path / 'none'}, {known}"):
         load_mnist_like("fashion_mnist", tmp_path / "none")
+    _mnist_folder(known, n=2)
+    x, _ = load_mnist_like("fashion_mnist", tmp_path / "none")  # falls back to the known folder
+    assert x.shape == (2, 1, 28, 28)
     _mnist_folder(tmp_path / "m", n=5)
     write_idx(tmp_path / "m" / "train-labels-idx1-ubyte.gz", np.zeros(4, np.uint8), True)
     with pytest.raises(DatasetError, match="4 labels for 5 images"):

@@ -21,9 +21,11 @@ from .idx import read_idx
 FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
 
 # Known install locations. Debian's dataset-fashion-mnist package puts the four .gz files in
-# /usr/share/datasets/fashion-mnist/ (checked with dpkg -c, version 0.0~git20200523.55506a9-1).
+# /usr/share/datasets/fashion-mnist/ (checked with dpkg -c, version 0.0~git20200523.55506a9-1;
+# its .gz files are recompressed, so their MD5s differ from the published ones below). Debian
+# has no MNIST package.
 KNOWN_FOLDERS = {
-    "mnist": [Path("/usr/share/datasets/mnist")],
+    "mnist": [],
     "fashion_mnist": [Path("/usr/share/datasets/fashion-mnist")],
 }
 
