@@ -196,7 +196,8 @@ def test_version_errors(tmp_path):
 
 def test_lowering_rejects_version_missing_a_kernel(tmp_path):
     root = tmp_path / "kernels"
-    _version(root, "partial", [("gemm.cl", "GEMM_KERNEL(gemm_nt, 0, 1)\nGEMM_KERNEL(gemm_tn, 1, 0)")])
+    _version(root, "partial",
+             [("gemm.cl", "GEMM_KERNEL(gemm_nt, 0, 1)\nGEMM_KERNEL(gemm_tn, 1, 0)")])
     with pytest.raises(LowerError, match=r"partial.*\['bias_add', .*'sgd_update'"):
         lower(LowerSpec(model="mlp_16_16", backend="opencl", placement="resident",
                         transfer="copy", kernel="partial"), kernels_root=root)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from phonetrain import reference
-from phonetrain.lowering import LowerSpec, init_params, lower, write_bundle
+from phonetrain.lowering import LowerSpec, init_params, write_bundle
 from phonetrain.models import MODELS, get_model
 from phonetrain.plan import Plan
 

@@ -55,9 +55,11 @@ def _windows(x: np.ndarray, k: int, s: int, oh: int, ow: int):
             yield kh, kw, x[:, :, kh:kh + s * (oh - 1) + 1:s, kw:kw + s * (ow - 1) + 1:s]
 
 
+_CONV_DIMS = ("B", "C", "H", "W", "KH", "KW", "stride", "pad", "OH", "OW")
+
+
 def _im2col(d) -> None:
-    B, C, H, W, KH, KW, s, p, OH, OW = (d[k] for k in
-                                        ("B", "C", "H", "W", "KH", "KW", "stride", "pad", "OH", "OW"))
+    B, C, H, W, KH, KW, s, p, OH, OW = (d[k] for k in _CONV_DIMS)
     x = d["X"][: B * C * H * W].reshape(B, C, H, W)
     hp, wp = max(H + 2 * p, (OH - 1) * s + KH), max(W + 2 * p, (OW - 1) * s + KW)
     xp = np.zeros((B, C, hp, wp), x.dtype)
@@ -70,8 +72,7 @@ def _im2col(d) -> None:
 
 
 def _col2im(d) -> None:
-    B, C, H, W, KH, KW, s, p, OH, OW = (d[k] for k in
-                                        ("B", "C", "H", "W", "KH", "KW", "stride", "pad", "OH", "OW"))
+    B, C, H, W, KH, KW, s, p, OH, OW = (d[k] for k in _CONV_DIMS)
     col = d["col"][: C * KH * KW * B * OH * OW].reshape(C, KH, KW, B, OH, OW)
     hp, wp = max(H + 2 * p, (OH - 1) * s + KH), max(W + 2 * p, (OW - 1) * s + KW)
     dxp = np.zeros((B, C, hp, wp), col.dtype)

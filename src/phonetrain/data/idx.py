@@ -46,7 +46,8 @@ def read_idx(path: Path, expect_ndim: int | None = None) -> np.ndarray:
     need = header + int(np.prod(dims)) * dtype.itemsize
     if len(raw) != need:
         raise DatasetError(f"{path}: IDX body is {len(raw) - header} bytes, dims {dims} need "
-                           f"{need - header} ({'truncated' if len(raw) < need else 'trailing data'})")
+                           f"{need - header} "
+                           f"({'truncated' if len(raw) < need else 'trailing data'})")
     return np.frombuffer(raw, dtype, offset=header).reshape(dims).astype(dtype.newbyteorder("="))
 
 

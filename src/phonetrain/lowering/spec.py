@@ -71,7 +71,8 @@ class LowerSpec:
             raise LowerError(f"dumps={self.dumps!r}: use one of {DUMPS}")
 
     def resolved_plan_id(self) -> str:
-        """``plan_id`` or ``<model>-b<batch>-<backend>[-<placement>-<transfer>-<kernel>]-<hash8>``."""
+        """``plan_id``, else ``<model>-b<batch>-<backend>[-<placement>-<transfer>-<kernel>]``
+        plus ``-<first 8 hex of sha256 over every other field>``."""
         if self.plan_id:
             return self.plan_id
         parts = [self.model, f"b{self.batch_size}", self.backend]
