@@ -309,10 +309,9 @@ def stage_kernels(version_name: str, dest_root: Path,
     tmp = Path(tempfile.mkdtemp(prefix=f".{version_name}.", dir=dest.parent))
     for fname, path in sources.items():
         shutil.copyfile(path, tmp / fname)
-    if dest.exists():
-        old = dest.with_name(f".{version_name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        dest.rename(old)
+    if dest.exists():  # move the old folder aside (a unique name: stagers may race)
+        old = Path(tempfile.mkdtemp(prefix=f".{version_name}.old.", dir=dest.parent))
+        dest.rename(old / version_name)
         tmp.rename(dest)
         shutil.rmtree(old, ignore_errors=True)
     else:
