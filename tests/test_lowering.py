@@ -227,3 +227,4 @@ def test_geometry_baseline_local_and_registered_rules():
     child = KernelVersion(name="child", chain=["child", "test_tiles", "baseline"])
     assert geometry("gemm_nn", {"M": 5, "N": 6, "K": 1}, child) == ([8, 8], [4, 4])
     assert geometry("relu_fwd", {"n": 10}, child) == ([10], None)
+    assert geometry("gemm_nn", {"M": 5, "N": 6, "K": 1}, "baseline") == ([6, 5], None)

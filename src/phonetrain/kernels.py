@@ -184,11 +184,14 @@ def register_geometry(version_name: str) -> Callable[[Geometry], Geometry]:
     return deco
 
 
-def geometry(kernel_name: str, dims: dict, version: KernelVersion
+def geometry(kernel_name: str, dims: dict, version: KernelVersion | str
              ) -> tuple[list[int], list[int] | None]:
     """Global and local NDRange of one launch: the nearest registered rule along the
-    inheritance chain, else :func:`baseline_geometry`."""
+    inheritance chain, else :func:`baseline_geometry`. ``dims`` holds the launch's named
+    int args (:func:`bind_args`); ``version`` a :class:`KernelVersion` or a version name."""
     _load_rule_modules()
+    if isinstance(version, str):
+        version = load_version(version)
     for vname in version.chain:
         rule = _GEOMETRY.get(vname)
         if rule is not None:
