@@ -6,8 +6,10 @@ per iteration come from the trace's kernel rows (``2*n^3`` FLOPs over the host t
 row). numpy runs ``np.matmul(A, B, out=C)`` the same number of times in a subprocess whose
 BLAS is pinned to the same thread count (OPENBLAS_NUM_THREADS and friends, checked with
 threadpoolctl); OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed from that subprocess's
-environment so OpenBLAS picks its kernel for this CPU itself. Prints a markdown table:
-median GFLOPS and [min-max] over the measured iterations, and the runner/numpy ratio.
+environment so OpenBLAS picks its kernel for this CPU itself. The two alternate ``--repeats``
+times (runner, numpy, runner, ...) so both see the same background load. Prints a markdown
+table: median GFLOPS and [min-max] over every measured iteration of every repeat, and the
+ratio of the medians.
 
     /work/venv/bin/python benchmarks/bench_cpu_gemm.py [--threads 2] [--sizes 256,512,1024]
 """
@@ -124,24 +126,34 @@ def fmt(g: np.ndarray) -> str:
               help="threads for both the runner's CPU backend (OpenMP) and numpy's BLAS")
 @click.option("--sizes", default="256,512,1024", show_default=True, help="n of n^3 GEMMs")
 @click.option("--warmup", type=int, default=3, show_default=True)
+@click.option("--repeats", type=int, default=3, show_default=True,
+              help="alternating runner/numpy rounds")
 @click.option("--build-dir", type=click.Path(path_type=Path), default=None,
               help="where the runner is built (default: a temporary folder)")
-def main(threads: int, sizes: str, warmup: int, build_dir: Path | None) -> None:
+def main(threads: int, sizes: str, warmup: int, repeats: int, build_dir: Path | None) -> None:
     """Print the CPU backend's GEMM GFLOPS against numpy's as a markdown table."""
     ns = [int(s) for s in sizes.split(",")]
     iters = [iterations_for(n) for n in ns]
+    ours: dict[int, list] = {n: [] for n in ns}
+    theirs: dict[int, list] = {n: [] for n in ns}
     with tempfile.TemporaryDirectory(prefix="bench_cpu_gemm.") as tmp:
         runner = rt.build_runner(build_dir or Path(tmp) / "build")
-        ours = {n: runner_gflops(runner, Path(tmp), n, threads, warmup, it)
-                for n, it in zip(ns, iters)}
-    theirs, blas = numpy_gflops(ns, threads, warmup, iters)
+        for r in range(repeats):
+            for n, it in zip(ns, iters):
+                ours[n].append(runner_gflops(runner, Path(tmp) / f"r{r}", n, threads, warmup, it))
+            got, blas = numpy_gflops(ns, threads, warmup, iters)
+            for n in ns:
+                theirs[n].append(got[n])
+    ours = {n: np.concatenate(v) for n, v in ours.items()}
+    theirs = {n: np.concatenate(v) for n, v in theirs.items()}
     print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores; threads: {threads}; "
           f"runner flags: {' '.join(rt.BASE_FLAGS)}")
     for b in blas:
         print(f"numpy {np.__version__} BLAS: {b['internal_api']} {b['version']} "
               f"kernel {b['architecture']}, {b['num_threads']} threads")
-    print(f"GFLOPS, median [min-max] over the measured iterations (warm-up {warmup}):\n")
-    print("| n | iterations | runner cpu gemm_nn | numpy matmul | runner / numpy |")
+    print(f"GFLOPS, median [min-max] over {repeats} repeats x the measured iterations "
+          f"(warm-up {warmup} per repeat):\n")
+    print("| n | iterations per repeat | runner cpu gemm_nn | numpy matmul | runner / numpy |")
     print("|---|---|---|---|---|")
     for n, it in zip(ns, iters):
         ratio = np.median(ours[n]) / np.median(theirs[n])
