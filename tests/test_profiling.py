@@ -107,6 +107,19 @@ def test_command_summary_over_measured_iterations():
     assert s.loc["gemm_nt", "gflops"] == pytest.approx(3_000_000 / 300_000)
     assert s.loc["h2d", "gbps"] == pytest.approx(4096 / 100_000)
     assert s.loc["gemm_nt", "share_of_wall"] == pytest.approx(0.3)
+    assert s.loc["gemm_nt", "per_iteration_median_ms"] == pytest.approx(0.3)
+
+
+def test_per_iteration_median_resists_a_disturbed_iteration():
+    rows = [_row(it, 0, "kernel", "gemm_nn", it * 10_000_000,
+                 it * 10_000_000 + (9_000_000 if it == 2 else 100_000), flops=1000)
+            for it in range(3)]
+    iters = pd.DataFrame({"iteration": [0, 1, 2], "wall_ms": [0.2, 0.2, 9.1],
+                          "measured": [True] * 3})
+    trace = pd.DataFrame(rows)
+    s = profiling.command_summary(trace, profiling.breakdown(trace, iters)).iloc[0]
+    assert s["per_iteration_median_ms"] == pytest.approx(0.1)
+    assert s["per_iteration_ms"] == pytest.approx(9.2 / 3)
 
 
 def test_bad_trace_names_the_problem(tmp_path):

@@ -281,6 +281,7 @@ def _merge_commands(c: pd.DataFrame, it: pd.DataFrame) -> pd.DataFrame:
         return pd.Series({
             "count": int(g["count"].sum()),
             "per_iteration_ms": float((g["per_iteration_ms"] * w).sum()),
+            "per_iteration_median_ms": float(g["per_iteration_median_ms"].median()),
             "median_ms": float(g["median_ms"].median()), "total_ms": float(g["total_ms"].sum()),
             "bytes_per_iteration": int(g["bytes_per_iteration"].iloc[0]),
             "flops_per_iteration": int(g["flops_per_iteration"].iloc[0]),

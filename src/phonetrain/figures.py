@@ -219,19 +219,20 @@ def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int
         ax.legend(fontsize=7, loc="lower right")
     ax.set_xscale("log")
     ax.set_xlim(left=min(float(g["gemm_gflops"].min()) / 3, 1.0))
-    ax.set_xlabel("GEMM GFLOPS (sum of GEMM FLOPs / their time, measured iterations)")
+    ax.set_xlabel("GEMM GFLOPS (GEMM FLOPs of an iteration / their median time per iteration)")
     ax.set_title("GEMM throughput inside training: CPU (green) vs GPU (blue)")
     return _save(fig, path, dpi)
 
 
 def gemm_table(runs: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:
-    """Per ok run: GEMM FLOPs and time per iteration and ``gemm_gflops`` (kernels named
-    ``gemm*``; FLOPs as the lowering counts them, 2 x MACs)."""
+    """Per ok run: GEMM FLOPs per iteration, GEMM time per iteration (sum over GEMM commands
+    of their median per-iteration time) and ``gemm_gflops`` (kernels named ``gemm*``; FLOPs
+    as the lowering counts them, 2 x MACs)."""
     ok = runs[runs["status"] == "ok"].set_index("run_id")
     c = commands[(commands["kind"] == "kernel") & commands["name"].str.startswith("gemm")
                  & commands["run_id"].isin(ok.index)]
     if c.empty:
         return pd.DataFrame()
-    s = c.groupby("run_id")[["flops_per_iteration", "per_iteration_ms"]].sum()
-    s["gemm_gflops"] = s["flops_per_iteration"] / (s["per_iteration_ms"] * 1e6)
+    s = c.groupby("run_id")[["flops_per_iteration", "per_iteration_median_ms"]].sum()
+    s["gemm_gflops"] = s["flops_per_iteration"] / (s["per_iteration_median_ms"] * 1e6)
     return ok[["model", "device", "placement", "transfer", "kernel"]].join(s, how="inner")

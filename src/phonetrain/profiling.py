@@ -181,7 +181,9 @@ def data_movement_share(per_iteration: pd.DataFrame) -> float:
 
 def command_summary(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.DataFrame:
     """Per (kind, name, layer, phase) over measured iterations: ``count`` (executions),
-    ``per_iteration_ms`` (mean time per measured iteration), ``median_ms`` (one execution),
+    ``per_iteration_ms`` (mean time per measured iteration), ``per_iteration_median_ms``
+    (median over measured iterations of the time per iteration: robust to an iteration
+    disturbed by other load), ``median_ms`` (one execution),
     ``total_ms``, ``bytes_per_iteration``, ``flops_per_iteration``, ``gflops`` (flops / time,
     kernels), ``gbps`` (bytes / time, 1e9 B/s), ``share_of_wall`` (of measured wall time)."""
     measured = per_iteration.loc[per_iteration["measured"], "iteration"]
@@ -195,6 +197,9 @@ def command_summary(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.Data
                 median_ns=("dur_ns", "median"), bytes=("bytes", "sum"),
                 flops=("flops", "sum")).reset_index()
     out["per_iteration_ms"] = out["total_ns"] / n_iter / NS_PER_MS
+    per_it = iv.groupby(keys + ["iteration"], sort=False)["dur_ns"].sum()
+    med = per_it.groupby(level=keys, sort=False).median() / NS_PER_MS
+    out = out.merge(med.rename("per_iteration_median_ms").reset_index(), on=keys, how="left")
     out["median_ms"] = out["median_ns"] / NS_PER_MS
     out["total_ms"] = out["total_ns"] / NS_PER_MS
     out["bytes_per_iteration"] = (out["bytes"] // n_iter).astype("int64")
@@ -203,7 +208,8 @@ def command_summary(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.Data
     out["gflops"] = (out["flops"] / t).where(out["flops"] > 0)
     out["gbps"] = (out["bytes"] / t).where(out["bytes"] > 0)
     out["share_of_wall"] = out["total_ns"] / wall_ns if wall_ns > 0 else np.nan
-    return out[keys + ["count", "per_iteration_ms", "median_ms", "total_ms",
+    return out[keys + ["count", "per_iteration_ms", "per_iteration_median_ms", "median_ms",
+                       "total_ms",
                        "bytes_per_iteration", "flops_per_iteration", "gflops", "gbps",
                        "share_of_wall"]]
 

@@ -86,7 +86,8 @@ ITERATIONS = pa.schema(RUN_KEY + [
 
 COMMANDS = pa.schema(RUN_KEY + [
     _f("kind", S, False), _f("name", S, False), _f("layer", S), _f("phase", S),
-    _f("count", I, False), _f("per_iteration_ms", F), _f("median_ms", F), _f("total_ms", F),
+    _f("count", I, False), _f("per_iteration_ms", F), _f("per_iteration_median_ms", F),
+    _f("median_ms", F), _f("total_ms", F),
     _f("bytes_per_iteration", I), _f("flops_per_iteration", I), _f("gflops", F),
     _f("gbps", F), _f("share_of_wall", F),
 ] + PROVENANCE)
