@@ -144,9 +144,13 @@ def build_runner(p: dict[str, Any], out: Path) -> Path:
         tc = toolchains.for_device(dev)
     except toolchains.ToolchainError as e:
         raise StageError(str(e)) from None
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".runner-") as tmp:
-        built = runner.build_runner(Path(tmp), cc=tc.cc, extra_flags=tc.extra_flags)
-        os.replace(built, out)
+    # Devices sharing a toolchain share one compile: build_runner keys its cache folder by
+    # sources, compiler and flags (and locks it), so e.g. three phones compile once.
+    cache = out.parent.parent / ".runner-cache"
+    built = runner.build_runner(cache, cc=tc.cc, extra_flags=tc.extra_flags)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.copy2(built, tmp)
+    os.replace(tmp, out)
     return out
 
 
