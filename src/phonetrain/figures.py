@@ -82,6 +82,9 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
         colors = ["#2ca02c" if c else "#1f77b4" for c in is_cpu(sub)]
         ax.bar(x[ok], med[ok], yerr=err[:, ok], color=np.array(colors)[ok], capsize=3)
         ax.set_yscale("log")
+        for xi, m in zip(x[ok], med[ok]):
+            ax.annotate(f"{m:.3g} ms", (xi, m), xytext=(0, 2), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=8)
         for xi, (_, r) in zip(x, sub.iterrows()):
             if r["status"] != "ok":
                 text = "verification failed" if r["status"] == "wrong" else "missing (failed)"
