@@ -9,7 +9,7 @@ X.STAGES.update(G.STAGES)
 GEMM_P = G.gemm_params(SWEEP)
 GEMM_VERSIONS = list(SWEEP.kernels) + [G.CPU]
 GEMM_FILES = [f"{R}/gemm/{d}/{v}.json" for d in SWEEP.devices for v in GEMM_VERSIONS]
-PEAKS_FILES = [f"{R}/gemm/{d}/peaks.json" for d in SWEEP.devices]
+PEAKS_FILES = [f"{R}/peaks/{d}.json" for d in SWEEP.devices]
 TIMEOUT_S = SWEEP.root["measure"]["timeout_s"]
 
 
@@ -63,7 +63,7 @@ rule peaks:
     input:
         runner=R + "/build/{device}/runner",
     output:
-        R + "/gemm/{device}/peaks.json",
+        R + "/peaks/{device}.json",
     params:
         p=lambda wc: G.device_params(SWEEP, wc.device),
     log:

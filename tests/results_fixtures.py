@@ -110,8 +110,8 @@ def write_gemm(root: Path, device="host", version="tiled") -> Path:
 
 
 def write_peaks(root: Path, device="host") -> Path:
-    """A gemm/<device>/peaks.json as the runner's bench-peak writes it (plus device_id)."""
-    d = root / "gemm" / device
+    """A peaks/<device>.json as the runner's bench-peak writes it (plus device_id)."""
+    d = root / "peaks"
     d.mkdir(parents=True, exist_ok=True)
     doc = {"mode": "bench-peak", "device_id": device, "device": {"name": "pthread-cpu",
                                                                  "platform": "PoCL"},
@@ -119,8 +119,8 @@ def write_peaks(root: Path, device="host") -> Path:
                         "gflops": 50.0}],
            "bandwidth": [{"kernel": "read_float4", "size_bytes": 1 << 20, "median_ms": 0.1,
                           "gbps": 10.5}]}
-    (d / "peaks.json").write_text(json.dumps(doc))
-    return d / "peaks.json"
+    (d / f"{device}.json").write_text(json.dumps(doc))
+    return d / f"{device}.json"
 
 
 def standard_study(root: Path) -> dict[str, object]:

@@ -9,7 +9,7 @@ Files (under ``results/``):
   tuning and the GEMM sweep, nothing else;
 - ``build/<device>/kernels/<version>/tuning.json``: :mod:`phonetrain.tuning`'s document;
 - ``gemm/<device>/<version>.json`` (``cpu`` = the runner's CPU backend) and
-  ``gemm/<device>/peaks.json``: measurements, turned into the summary tables by
+  ``peaks/<device>.json``: measurements, turned into the summary tables by
   :func:`read_gemm` / :func:`read_peaks` (schemas ``gemm`` and ``peaks`` in
   :mod:`phonetrain.schema`).
 """
@@ -139,7 +139,8 @@ def gemm_stage(p: dict[str, Any], gp: dict[str, Any], version: str, out_json: Pa
         groups.append((s["source"], [GemmShape(s["kernel"], s["M"], s["N"], s["K"])]))
     groups += [("square", [GemmShape("gemm_nn", n, n, n)]) for n in sorted(gp["sizes"])]
     dev = _Device(p["device_config"], results, version if kv else None)
-    rows, doc_out = [], {"device": p["device"], "version": version, "status": "ok", "rows": rows}
+    rows: list[dict[str, Any]] = []
+    doc_out = {"device": p["device"], "version": version, "status": "ok", "rows": rows}
     last_gflops = None
     with dev.t.lock():
         for source, shapes in groups:
@@ -238,7 +239,7 @@ def read_gemm(path: str | Path) -> pd.DataFrame:
 
 
 def read_peaks(path: str | Path) -> pd.DataFrame:
-    """Rows of the ``peaks`` table from one ``gemm/<device>/peaks.json``."""
+    """Rows of the ``peaks`` table from one ``peaks/<device>.json``."""
     doc = json.loads(Path(path).read_text())
     df = gemm.peaks_frame(doc)
     info = doc.get("device") or {}
