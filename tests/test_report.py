@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import markupsafe
 import pandas as pd
 import pytest
 
@@ -87,8 +88,8 @@ def test_guideline_numbers_come_from_the_tables(built):
               for b in ("opencl", "opencl_staged_map")]
     ratio = min(ratios)
     f = {x.key: x for x in guidelines.all_findings(tables)}
-    assert f"{ratio:.2f}x" in f["gpu_vs_cpu"].statement
-    assert all(f"{q:.2f}x" in " ".join(f["gpu_vs_cpu"].details) for q in ratios)
+    assert f"{ratio:.3g}x" in f["gpu_vs_cpu"].statement
+    assert all(f"{q:.3g}x" in " ".join(f["gpu_vs_cpu"].details) for q in ratios)
     assert "runs.parquet: mlp_784_256_128_16.cpu.none" in f["gpu_vs_cpu"].rows
     share = runs.loc["mlp_784_256_128_16.opencl_staged_map.baseline", "data_movement_share"]
     assert f"{share:.1%}" in " ".join([f["data_movement"].statement] + f["data_movement"].details)
@@ -96,8 +97,13 @@ def test_guideline_numbers_come_from_the_tables(built):
     assert not f["placement"].measured and "Not measured" in f["placement"].statement
     assert f["bandwidth"].measured and f["gemm_throughput"].measured
     html = paths["html"].read_text()
-    assert f"{ratio:.2f}x" in _section(html, "guidelines")
+    assert f"{ratio:.3g}x" in _section(html, "guidelines")
     assert "second-hand" in html and "~91%" in html
+    # PoCL runs OpenCL on this host's CPU: the report must not pass it off as a GPU
+    assert (tables["runs"].query("status == 'ok' and kernel == 'baseline'")["device_type"]
+            == "cpu").all()
+    caveat = guidelines.opencl_on_cpu(tables["runs"])
+    assert caveat and "not a GPU" in caveat and str(markupsafe.escape(caveat)) in html
 
 
 def test_placement_and_transfer_findings(tmp_path):
@@ -115,7 +121,7 @@ def test_placement_and_transfer_findings(tmp_path):
     runs = tables["runs"].set_index("run_id")
     q = (runs.loc["mlp_784_256_128_16.opencl_staged.baseline", "iteration_median_ms"]
          / runs.loc["mlp_784_256_128_16.opencl.baseline", "iteration_median_ms"])
-    assert f["placement"].measured and f"{q:.2f}x" in f["placement"].statement
+    assert f["placement"].measured and f"{q:.3g}x" in f["placement"].statement
     assert "map/unmap is faster here" in f["transfer_method"].statement
     assert not f["bandwidth"].measured
 

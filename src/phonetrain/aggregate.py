@@ -169,7 +169,8 @@ def _repeat_dirs(run_dir: Path) -> list[Path]:
 
 def _device_facts(run: dict[str, Any]) -> dict[str, Any]:
     dev = run.get("device") or {}
-    return {"device_name": dev.get("name"), "platform_name": dev.get("platform"),
+    return {"device_name": dev.get("name"), "device_type": dev.get("type"),
+            "platform_name": dev.get("platform"),
             "timer_resolution_ns": run.get("timer_resolution_ns",
                                            dev.get("timer_resolution_ns"))}
 

@@ -53,6 +53,19 @@ def _missing(key: str, title: str, why: str, paper: list[Anchor]) -> Finding:
     return Finding(key, title, f"Not measured: {why}.", paper=paper, measured=False)
 
 
+def opencl_on_cpu(runs: pd.DataFrame) -> str | None:
+    """A caveat when verified OpenCL runs used a CPU device (e.g. PoCL on this host): their
+    numbers measure OpenCL's overheads on the same cores, not a GPU."""
+    ok = _ok(runs)
+    cl = ok[~is_cpu(ok) & (ok["device_type"] == "cpu")]
+    if cl.empty:
+        return None
+    names = ", ".join(sorted({f"{d} ({n})" for d, n in zip(cl["device"], cl["device_name"])}))
+    return (f"Caveat: the OpenCL device of {len(cl)} verified run(s) is a CPU ({names}), so "
+            "'GPU' below means that OpenCL device sharing the host's cores, not a GPU; the "
+            "comparison shows the cost of the OpenCL path, not of GPU hardware.")
+
+
 def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
     """OpenCL iteration time over the CPU's, per model and device (median ms)."""
     title, paper = "GPU vs CPU training time", [ANCHORS["gpu_slowdown"]]
@@ -71,7 +84,7 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
     ratios = np.array([p[3] for p in pairs])
     best = min(pairs, key=lambda p: p[3])
     details = [f"{r['model']} on {r['device']}, {run_label(r, False)}: "
-               f"{r['iteration_median_ms']:.3g} ms vs CPU {c:.3g} ms = {q:.2f}x"
+               f"{r['iteration_median_ms']:.3g} ms vs CPU {c:.3g} ms = {q:.3g}x"
                for r, _, c, q in pairs]
     verdict = ("slower than the CPU in every pairing" if (ratios > 1).all() else
                "faster than the CPU in every pairing" if (ratios < 1).all() else
@@ -80,7 +93,7 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
               else f"Use the GPU for {best[0]['model']} with {run_label(best[0], False)}.")
     stmt = (f"Across {len(pairs)} OpenCL/CPU pairing(s) the GPU took {_span(ratios, 'x')} the "
             f"CPU's median iteration time: it is {verdict}. Best GPU case: {best[0]['model']}, "
-            f"{run_label(best[0])} at {best[3]:.2f}x. {advice}")
+            f"{run_label(best[0])} at {best[3]:.3g}x. {advice}")
     rows = _ref(sorted({p[0]["run_id"] for p in pairs} | {p[1] for p in pairs}))
     return Finding("gpu_vs_cpu", title, stmt, rows, paper, details)
 
@@ -105,12 +118,12 @@ def size_trend(runs: pd.DataFrame) -> Finding:
         return _missing("size_trend", title, "fewer than two models with verified CPU and "
                         "OpenCL runs on one device", paper)
     best.sort(key=lambda b: b[2])
-    details = [f"{m} on {d} ({f / 1e6:.3g} MFLOP/iteration): best GPU / CPU = {q:.2f}x"
+    details = [f"{m} on {d} ({f / 1e6:.3g} MFLOP/iteration): best GPU / CPU = {q:.3g}x"
                for m, d, f, q, _, _ in best]
     small, large = best[0], best[-1]
     trend = "shrinks" if large[3] < small[3] else "does not shrink"
-    stmt = (f"The best GPU/CPU time ratio {trend} with model size: {small[3]:.2f}x for "
-            f"{small[0]} ({small[2] / 1e6:.3g} MFLOP/iteration) vs {large[3]:.2f}x for "
+    stmt = (f"The best GPU/CPU time ratio {trend} with model size: {small[3]:.3g}x for "
+            f"{small[0]} ({small[2] / 1e6:.3g} MFLOP/iteration) vs {large[3]:.3g}x for "
             f"{large[0]} ({large[2] / 1e6:.3g} MFLOP/iteration).")
     rows = _ref(sorted({b[4] for b in best} | {b[5] for b in best}))
     return Finding("size_trend", title, stmt, rows, paper, details)
@@ -127,7 +140,7 @@ def data_movement(runs: pd.DataFrame) -> Finding:
     details = [f"{p}/{t}: median share {s:.1%}" for (p, t), s in by.items()]
     details += [f"{r['model']} {run_label(r)}: {r['data_movement_share']:.1%} "
                 f"(transfer {r['transfer_ms']:.3g} ms, kernels {r['kernel_ms']:.3g} ms, "
-                f"transfer/kernel {r['transfer_ms'] / r['kernel_ms']:.2f}x)"
+                f"transfer/kernel {r['transfer_ms'] / r['kernel_ms']:.3g}x)"
                 for _, r in gpu.iterrows() if r["kernel_ms"] > 0]
     top = gpu.loc[gpu["data_movement_share"].idxmax()]
     shares = gpu["data_movement_share"].to_numpy()
@@ -164,7 +177,7 @@ def placement(runs: pd.DataFrame) -> Finding:
                         "of the same model, device and kernel", paper)
     q = [s["iteration_median_ms"] / r["iteration_median_ms"] for _, r, s in pairs]
     details = [f"{k[0]} on {k[1]}, kernel {k[2]}: staged {s['iteration_median_ms']:.3g} ms "
-               f"vs resident {r['iteration_median_ms']:.3g} ms = {s['iteration_median_ms'] / r['iteration_median_ms']:.2f}x; "
+               f"vs resident {r['iteration_median_ms']:.3g} ms = {s['iteration_median_ms'] / r['iteration_median_ms']:.3g}x; "
                f"transfer {s['transfer_ms']:.3g} vs {r['transfer_ms']:.3g} ms"
                for k, r, s in pairs]
     stmt = (f"Staging every tensor through the host made an iteration {_span(q, 'x')} as long "
@@ -216,7 +229,7 @@ def gemm_throughput(runs: pd.DataFrame, commands: pd.DataFrame) -> Finding:
     stmt = "GEMM inside training reached: " + "; ".join(parts) + "."
     if len(best) == 2:
         q = best["GPU (OpenCL)"]["gemm_gflops"] / best["CPU"]["gemm_gflops"]
-        stmt += (f" Best GPU over best CPU: {q:.2f}x (paper: optimized GPU GEMM 25-70 vs CPU "
+        stmt += (f" Best GPU over best CPU: {q:.3g}x (paper: optimized GPU GEMM 25-70 vs CPU "
                  "15-30 GFLOPS, about 2x).")
     return Finding("gemm_throughput", title, stmt, _ref(rows), paper, details)
 

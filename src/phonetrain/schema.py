@@ -71,8 +71,8 @@ RUNS = pa.schema(RUN_KEY + [
     _f("d2d_ms", F), _f("host_ms", F), _f("gap_ms", F), _f("transfer_ms", F),
     _f("data_movement_share", F), _f("kernel_gflops", F), _f("flops_per_iteration", I),
     _f("loss_first", F), _f("loss_last", F),
-    _f("device_name", S), _f("platform_name", S), _f("timer_resolution_ns", F),
-    _f("clock_offset_uncertainty_ns", F), _f("max_rss_bytes", I),
+    _f("device_name", S), _f("device_type", S), _f("platform_name", S),
+    _f("timer_resolution_ns", F), _f("clock_offset_uncertainty_ns", F), _f("max_rss_bytes", I),
     _f("device_buffer_bytes", I), _f("run_dir", S),
 ] + PROVENANCE)
 
