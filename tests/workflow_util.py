@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 # The tiny sweep of the tests: two small models x cpu/opencl x baseline, few iterations.
 TINY = ["sweep=test", "measure.warmup=1", "measure.iterations=3", "dataset.num_batches=2",
-        "measure.bandwidth_max_bytes=262144", "measure.progress=false"]
+        "measure.bandwidth_max_bytes=262144", "measure.progress=false",
+        "measure.gemm_sizes=[64]", "measure.gemm_min_time_ms=1", "measure.tune_min_time_ms=1"]
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
 
 
