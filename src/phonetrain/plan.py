@@ -30,6 +30,11 @@ splitmix64 fill of :func:`uniform_fill`, reproduced by the runner).
 
 Program: ``{"name": "gemm", "source": "kernels/baseline/gemm.cl", "options": "-DTS=16"}``;
 each source is one self-contained OpenCL C 1.2 program (see ``src/kernels/README.md``).
+The reserved source ``"clblast"`` (``{"name": "gemm", "source": "clblast", "options": ""}``,
+the ``clblast`` kernel version) is not a file: it marks ``gemm_nn``/``gemm_nt``/``gemm_tn``
+steps as external, and the runner calls CLBlast's ``CLBlastSgemm`` for them (their
+``global``/``local`` are ignored; the trace row spans the whole call). Where libclblast cannot
+be loaded the runner exits with its missing-library code (8).
 
 Batch: ``{"tensor": 0, "path": "data/digits/b32/images.f32", "count": 40}``: the file holds
 ``count`` consecutive batches of the tensor's size; iteration ``i`` (warm-up included,
