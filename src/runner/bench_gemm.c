@@ -436,7 +436,7 @@ int bench_gemm_main(int argc, char **argv)
 /* ------------------------------------------------------------------ bench-peak
  * clpeak's method (github.com/krrishnarraj/clpeak, compute_sp and global_bandwidth kernels):
  * peak compute = chains of dependent mad() over float, float2, float4, float8, float16, two
- * interleaved chains per pair and four independent pairs per work-item (enough
+ * interleaved chains per pair and eight independent pairs per work-item (enough
  * independent mads to cover FMA latency on CPUs, which do not interleave work-items), 4096 lane-mads (8192 FLOPs) per work-item for every width;
  * peak bandwidth = each work-item sums 16 float4 loads spaced one global size apart (coalesced
  * reads of a whole buffer). Each measurement: warm-up launch, calibration to min_time_ms,
@@ -450,10 +450,13 @@ static const char *PEAK_SRC =
     "#define MAD_16(x, y) MAD_4(x, y) MAD_4(x, y) MAD_4(x, y) MAD_4(x, y)\n"
     "#define PEAK(T, W, INIT) __kernel void compute_##T(__global T *out, float A) {\\\n"
     "  T x0 = INIT, x1 = x0 + (T)(1), x2 = x0 + (T)(2), x3 = x0 + (T)(3);\\\n"
+    "  T x4 = x0 + (T)(4), x5 = x0 + (T)(5), x6 = x0 + (T)(6), x7 = x0 + (T)(7);\\\n"
     "  T y0 = (T)(get_local_id(0)), y1 = y0 + (T)(1), y2 = y0 + (T)(2), y3 = y0 + (T)(3);\\\n"
-    "  for (int i = 0; i < 64 / W; i++) {\\\n"
-    "    MAD_16(x0, y0) MAD_16(x1, y1) MAD_16(x2, y2) MAD_16(x3, y3) }\\\n"
-    "  out[get_global_id(0)] = y0 + y1 + y2 + y3; }\n"
+    "  T y4 = y0 + (T)(4), y5 = y0 + (T)(5), y6 = y0 + (T)(6), y7 = y0 + (T)(7);\\\n"
+    "  for (int i = 0; i < 32 / W; i++) {\\\n"
+    "    MAD_16(x0, y0) MAD_16(x1, y1) MAD_16(x2, y2) MAD_16(x3, y3)\\\n"
+    "    MAD_16(x4, y4) MAD_16(x5, y5) MAD_16(x6, y6) MAD_16(x7, y7) }\\\n"
+    "  out[get_global_id(0)] = y0 + y1 + y2 + y3 + y4 + y5 + y6 + y7; }\n"
     "PEAK(float, 1, A)\n"
     "PEAK(float2, 2, ((float2)(A, A + 1)))\n"
     "PEAK(float4, 4, ((float4)(A, A + 1, A + 2, A + 3)))\n"
@@ -518,7 +521,7 @@ int bench_peak_main(int argc, char **argv)
         CL_CHECK(CL.clSetKernelArg(k, 0, sizeof out, &out), name);
         CL_CHECK(CL.clSetKernelArg(k, 1, sizeof A, &A), name);
         double ms = time_kernel(&e, k, n, a.min_time_ms);
-        /* per work-item: 64/W iterations x 64 mads x W lanes x 2 FLOPs = 8192 FLOPs */
+        /* per work-item: 32/W iterations x 128 mads x W lanes x 2 FLOPs = 8192 FLOPs */
         jw_obj_begin(&w);
         jw_key(&w, "type"); jw_str(&w, types[t]);
         jw_key(&w, "width"); jw_int(&w, widths[t]);
