@@ -40,6 +40,7 @@ rule report:
         iteration_time=figure("iteration_time"),
         breakdown=figure("breakdown"),
         gemm_gflops=figure("gemm_gflops"),
+        gemm_kernels=figure("gemm_kernels"),
         bandwidth=figure("bandwidth"),
         loss=figure("loss"),
     run:

@@ -262,7 +262,9 @@ def bandwidth(bw: pd.DataFrame) -> Finding:
 
 def all_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
     """Every guideline, in report order."""
+    from phonetrain.gemm_report import kernel_optimization  # imports this module
     runs, commands = tables["runs"], tables["commands"]
     return [gpu_vs_cpu(runs), size_trend(runs), data_movement(runs), placement(runs),
             transfer_method(runs), gemm_throughput(runs, commands),
+            kernel_optimization(tables["gemm"], tables["peaks"]),
             bandwidth(tables["bandwidth"])]

@@ -29,6 +29,7 @@ FIGURES = {  # name -> title; Snakemake captions in rules/captions/<name>.rst
     "iteration_time": "Iteration time, CPU vs GPU, per model and placement",
     "breakdown": "Data-movement breakdown per run",
     "gemm_gflops": "GEMM throughput inside training",
+    "gemm_kernels": "GEMM kernel versions vs the device's peak (roofline)",
     "bandwidth": "Bandwidth vs transfer size",
     "loss": "Loss curves",
 }
@@ -115,6 +116,8 @@ def draw_figures(tables: dict[str, pd.DataFrame], fig_dir: Path, fmt: str = "png
     figures.breakdown(runs, it, p["breakdown"], dpi, paper_reference=paper_reference)
     figures.gemm_gflops(runs, cmds, p["gemm_gflops"], dpi, paper_reference=paper_reference)
     figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi)
+    from phonetrain.gemm_report import kernel_figure  # the GEMM sweep's figure (issue 6)
+    kernel_figure(tables["gemm"], tables["peaks"], p["gemm_kernels"], dpi)
     figures.loss_curves(runs, it, p["loss"], dpi)
     return p
 
