@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -182,3 +183,43 @@ def test_real_trace_breakdown_and_perfetto(tmp_path_factory, tmp_path):
     dev_rows = int(((trace["start_ns"] > 0)).sum())
     assert sum(e["pid"] == 1 for e in slices) == dev_rows > 0
     assert all(e["ts"] >= 0 and e["dur"] >= 0 for e in slices)
+
+
+def test_rows_without_queued_stay_out_of_the_bracket():
+    """NVIDIA gives map events no QUEUED time and start/end off the queue's clock: the
+    offset comes from the other rows and the map lands at the end of its own call."""
+    trace, iters = hand_trace()
+    mp = _row(1, 5, "map", "map", 800_000, 900_000, q=1, s=1, e=1, bytes_=64,
+              phase="transfer")
+    mp.update(queued_ns=0, submit_ns=0, start_ns=123, end_ns=20_123)  # 20 us, stray clock
+    trace = pd.concat([trace, pd.DataFrame([mp])], ignore_index=True)
+    off, unc = profiling.clock_offset(profiling.check_trace(trace))
+    assert off.iloc[0] == pytest.approx(OFFSET) and unc == pytest.approx(5_000)
+    iv = profiling.host_intervals(profiling.check_trace(trace)).set_index("name")
+    assert iv.loc["map", "begin_ns"] == H + 880_000 and iv.loc["map", "end_ns"] == H + 900_000
+    b = profiling.breakdown(trace, iters).set_index("iteration").loc[1]
+    assert b["map_ms"] == pytest.approx(0.020) and b["busy_ms"] == pytest.approx(0.510)
+
+
+def test_real_nvidia_trace_alignment():
+    """A real trace from an NVIDIA H200 (OpenCL 3.0 driver, 1000 ns timer; staged placement
+    with map/unmap; tests/data/h200_staged_map, first 3 iterations): the driver gives map
+    events no QUEUED time and start/end off the queue's clock, yet the offset is bracketed
+    to a few microseconds and every command lies inside its iteration."""
+    from phonetrain import aggregate
+    d = Path(__file__).parent / "data" / "h200_staged_map"
+    trace = profiling.read_trace_csv(d / "trace.csv.gz")
+    run = aggregate.read_json(d / "run.json")
+    assert run["device"]["name"] == "NVIDIA H200" and run["timer_resolution_ns"] == 1000
+    maps = trace[(trace["kind"] == "map") & (trace["start_ns"] > 0)]
+    assert (maps["queued_ns"] == 0).sum() > 10
+    _, unc = profiling.clock_offset(trace)
+    assert 0 <= unc < 20_000
+    iters = aggregate.run_iterations(run, "run.json")
+    b = profiling.breakdown(trace, iters)
+    assert (b["busy_ms"] <= b["wall_ms"] * 1.001).all()
+    iv = profiling.host_intervals(trace)
+    on_dev = iv[(iv["start_ns"] > 0) & iv["kind"].isin(["h2d", "d2h", "map"])]  # blocking
+    assert (on_dev["begin_ns"] >= on_dev["host_begin_ns"] - unc).all()
+    assert (on_dev["end_ns"] <= on_dev["host_end_ns"] + unc).all()
+    assert 0 < profiling.data_movement_share(b) < 1

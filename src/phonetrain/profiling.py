@@ -19,8 +19,11 @@ one offset per run, bracketed by the enqueue calls: ``CL_PROFILING_COMMAND_QUEUE
 inside the enqueue call, so for every device row ``host_begin <= queued + offset <= host_end``.
 Intersecting these brackets over all rows gives ``[lo, hi]``; we take its midpoint and report
 the half-width as ``clock_offset_uncertainty_ns`` (NaN when the brackets disagree, e.g. the
-device clock drifts; then each row's bracket midpoint is used). Rows without ``queued_ns`` use
-``start_ns``, which is bracketed the same way only by blocking commands.
+device clock drifts; then each row's bracket midpoint is used). Rows without ``queued_ns``
+(NVIDIA's map/unmap events carry none, and their start/end do not follow the queue's clock)
+take no part in the bracket; one whose shifted interval leaves its own enqueue call is placed
+at the end of that call (:func:`host_intervals`). Only when no row has ``queued_ns`` is
+``start_ns`` the anchor (bracketed that way by blocking commands only).
 
 Per iteration: ``<kind>_ms`` sums durations per command kind; ``busy_ms`` is the length of
 the union of all command intervals on the host clock; ``gap_ms = max(wall_ms - busy_ms, 0)``
@@ -96,25 +99,39 @@ def clock_offset(trace: pd.DataFrame) -> tuple[pd.Series, float]:
     dev = _on_device(trace)
     if not dev.any():
         return pd.Series(0.0, index=trace.index), 0.0
-    anchor = trace["queued_ns"].where(trace["queued_ns"] > 0, trace["start_ns"])
-    lo = (trace["host_begin_ns"] - anchor)[dev].astype(float)
-    hi = (trace["host_end_ns"] - anchor)[dev].astype(float)
+    anchored = dev & (trace["queued_ns"] > 0)
+    rows = anchored if anchored.any() else dev
+    anchor = trace["queued_ns"].where(anchored, trace["start_ns"])
+    lo = (trace["host_begin_ns"] - anchor)[rows].astype(float)
+    hi = (trace["host_end_ns"] - anchor)[rows].astype(float)
     if lo.max() <= hi.min():
         return pd.Series((lo.max() + hi.min()) / 2, index=trace.index), (hi.min() - lo.max()) / 2
-    per_row = ((lo + hi) / 2).reindex(trace.index).fillna(0.0)
-    return per_row, float("nan")
+    mid = (lo + hi) / 2
+    return mid.reindex(trace.index).fillna(float(mid.median())), float("nan")
 
 
 def host_intervals(trace: pd.DataFrame) -> pd.DataFrame:
     """Every command as ``[begin_ns, end_ns)`` on the host clock plus its own ``dur_ns``
-    (device clock for device rows, host clock for host rows). Adds columns to a copy."""
+    (device clock for device rows, host clock for host rows). Adds columns to a copy.
+
+    A device row without ``queued_ns`` (NVIDIA reports none for map/unmap) whose shifted
+    interval falls outside its own enqueue call is placed at the end of that call: its
+    device timestamps do not follow the queue's clock, but a blocking command's work ends
+    before its call returns (its duration is capped at the call's)."""
     off, _ = clock_offset(trace)
     dev = _on_device(trace)
     out = trace.copy()
-    out["begin_ns"] = np.where(dev, trace["start_ns"] + off, trace["host_begin_ns"]).astype(float)
-    out["end_ns"] = np.where(dev, trace["end_ns"] + off, trace["host_end_ns"]).astype(float)
-    out["dur_ns"] = np.where(dev, trace["end_ns"] - trace["start_ns"],
-                             trace["host_end_ns"] - trace["host_begin_ns"]).astype(float)
+    dur = np.where(dev, trace["end_ns"] - trace["start_ns"],
+                   trace["host_end_ns"] - trace["host_begin_ns"]).astype(float)
+    begin = np.where(dev, trace["start_ns"] + off, trace["host_begin_ns"]).astype(float)
+    end = np.where(dev, trace["end_ns"] + off, trace["host_end_ns"]).astype(float)
+    stray = (dev & (trace["queued_ns"] <= 0) & ((begin < trace["host_begin_ns"])
+                                                | (end > trace["host_end_ns"]))).to_numpy()
+    call = (trace["host_end_ns"] - trace["host_begin_ns"]).to_numpy(dtype=float)
+    dur = np.where(stray, np.minimum(dur, call), dur)
+    end = np.where(stray, trace["host_end_ns"], end)
+    begin = np.where(stray, end - dur, begin)
+    out["begin_ns"], out["end_ns"], out["dur_ns"] = begin, end, dur
     return out
 
 
