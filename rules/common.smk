@@ -6,6 +6,7 @@
 # Each job receives, as Snakemake `params`, a dict of exactly what its result depends on
 # (phonetrain.experiment.job_params); Snakemake's `params` rerun trigger then reruns exactly
 # the jobs whose settings changed. Run-time knobs (timeout, progress) are not params.
+import os
 import sys
 from pathlib import Path
 
@@ -24,7 +25,15 @@ R = SWEEP.results_dir
 EXPERIMENTS = SWEEP.experiments
 TIMEOUT_S = SWEEP.root["measure"]["timeout_s"]
 PROGRESS = SWEEP.root["measure"]["progress"]
-RUNNER_SOURCES = sorted(str(p) for p in (BASE / "src" / "runner").glob("*.[ch]"))
+
+
+def rel(path):
+    """A source path relative to the working directory: the same files give the same input
+    set wherever the checkout lives (Snakemake's `input` rerun trigger compares paths)."""
+    return os.path.relpath(path)
+
+
+RUNNER_SOURCES = sorted(rel(p) for p in (BASE / "src" / "runner").glob("*.[ch]"))
 
 wildcard_constraints:
     device="[A-Za-z0-9_-]+",
@@ -35,11 +44,11 @@ wildcard_constraints:
 def version_sources(kernel):
     """A kernel version's resolved .cl files and the version.yaml files of its chain: only
     these feed that version's builds and runs."""
-    files = [str(p) for p in resolve_sources(kernel).values()]
+    files = [rel(p) for p in resolve_sources(kernel).values()]
     for v in load_version(kernel).chain:
         y = BASE / "src" / "kernels" / v / "version.yaml"
         if y.exists():
-            files.append(str(y))
+            files.append(rel(y))
     return files
 
 
