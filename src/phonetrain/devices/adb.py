@@ -306,7 +306,8 @@ class AdbTransport:
             try:
                 sync.push(path, f"{self.root}/{rel}", mode=mode)
             except (adbutils.AdbError, OSError, struct.error) as exc:
-                raise self._fail(f"push of {path} failed", exc or "connection lost",
+                raise self._fail(f"push of {path} failed",
+                                 str(exc) or "connection to the device lost mid-transfer",
                                  "check free space on the device and the cable; rerun to "
                                  "resume (files already sent are skipped)") from exc
         if todo:
