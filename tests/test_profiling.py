@@ -72,6 +72,8 @@ def test_breakdown_known_answers(with_op):
     # movement: h2d + d2h + the mapped copy; the batch load is not movement
     assert m["transfer_ms"] == pytest.approx(0.170)
     assert m["overlap_ms"] == pytest.approx(0.0, abs=1e-12)
+    # idle inside the blocking h2d/d2h calls: 0-50, 150-200, 540-600, 650-700 us
+    assert m["transfer_overhead_ms"] == pytest.approx(0.210)
     assert b.loc[0, "h2d_ms"] == pytest.approx(0.900)
 
 
@@ -79,6 +81,7 @@ def test_data_movement_share_excludes_warmup():
     trace, iters = hand_trace()
     b = profiling.breakdown(trace, iters)
     assert profiling.data_movement_share(b) == pytest.approx(0.17)
+    assert profiling.data_movement_share(b, with_overhead=True) == pytest.approx(0.38)
     b["measured"] = True  # counting warm-up would change it: (0.9 + 0.17) / 2.2
     assert profiling.data_movement_share(b) == pytest.approx(1.07 / 2.2)
 
@@ -88,6 +91,9 @@ def test_union_handles_overlap_and_containment():
     e = np.array([10.0, 7.0, 12.0, 25.0])
     assert profiling.union_ns(b, e) == 17.0
     assert profiling.union_ns(np.array([]), np.array([])) == 0.0
+    a = profiling.merge_intervals(b, e)
+    assert a == [(0.0, 12.0), (20.0, 25.0)]
+    assert profiling.intersection_ns(a, [(5.0, 21.0), (24.0, 30.0)]) == 7.0 + 1.0 + 1.0
 
 
 def test_cpu_backend_rows_use_host_clock():

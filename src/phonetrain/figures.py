@@ -25,8 +25,10 @@ from phonetrain.paper import ANCHORS  # noqa: E402
 SEGMENTS = [  # stacked breakdown: data movement first, so its total reads off the axis
     ("h2d_ms", "h2d", "#d62728"), ("d2h_ms", "d2h", "#ff7f0e"),
     ("mapunmap_ms", "map/unmap", "#e377c2"), ("d2d_ms", "d2d", "#8c564b"),
-    ("host_copy_ms", "host copy (mapped)", "#bcbd22"), ("kernel_ms", "kernel", "#1f77b4"),
-    ("host_other_ms", "host (load, other)", "#7f7f7f"), ("gap_ms", "launch gaps", "#c7c7c7"),
+    ("host_copy_ms", "host copy (mapped)", "#bcbd22"),
+    ("transfer_overhead_ms", "idle in transfer calls", "#f7b6d2"),
+    ("kernel_ms", "kernel", "#1f77b4"), ("host_other_ms", "host (load, other)", "#7f7f7f"),
+    ("other_gap_ms", "other launch gaps", "#c7c7c7"),
 ]
 
 
@@ -108,6 +110,7 @@ def breakdown_frame(runs: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFram
     moved = it[["h2d_ms", "d2h_ms", "map_ms", "unmap_ms", "d2d_ms"]].sum(axis=1)
     it["host_copy_ms"] = (it["transfer_ms"] - moved).clip(lower=0)
     it["host_other_ms"] = (it["host_ms"] - it["host_copy_ms"]).clip(lower=0)
+    it["other_gap_ms"] = (it["gap_ms"] - it["transfer_overhead_ms"]).clip(lower=0)
     cols = [c for c, _, _ in SEGMENTS]
     med = it.groupby("run_id")[cols + ["wall_ms"]].median()
     return ok.set_index("run_id")[["model", "device", "placement", "transfer", "kernel"]].join(

@@ -33,6 +33,10 @@ the union of all command intervals on the host clock; ``gap_ms = max(wall_ms - b
 ``map_copy``; for traces without ``op``: bytes > 0 and phase not ``load``), as in Das et al. 2022, where data movement is every
 host<->device copy. ``data_movement_share`` of a run is the sum of ``transfer_ms`` over
 measured iterations divided by the sum of their ``wall_ms``, clipped to 0..1.
+``transfer_overhead_ms`` is the part of ``gap_ms`` inside the host calls of data-movement
+commands (a blocking copy's driver and synchronisation cost); ``data_movement_call_share``
+adds it to ``transfer_ms``, closer to what a host-side profiler timing each copy call (MNN's,
+as in the paper) reports.
 """
 
 from __future__ import annotations
@@ -135,19 +139,32 @@ def host_intervals(trace: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def merge_intervals(begin: np.ndarray, end: np.ndarray) -> list[tuple[float, float]]:
+    """The union of intervals ``[begin[i], end[i])`` as sorted, disjoint ``(b, e)`` pairs."""
+    merged: list[tuple[float, float]] = []
+    for b, e in sorted(zip(np.asarray(begin, float), np.asarray(end, float))):
+        if merged and b <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((b, e))
+    return merged
+
+
 def union_ns(begin: np.ndarray, end: np.ndarray) -> float:
     """Total length of the union of intervals ``[begin[i], end[i])`` (same units as input)."""
-    if len(begin) == 0:
-        return 0.0
-    order = np.argsort(begin, kind="stable")
-    total, cur_b, cur_e = 0.0, float(begin[order[0]]), float(end[order[0]])
-    for b, e in zip(begin[order[1:]], end[order[1:]]):
-        if b > cur_e:
-            total += cur_e - cur_b
-            cur_b, cur_e = float(b), float(e)
+    return sum(e - b for b, e in merge_intervals(begin, end))
+
+
+def intersection_ns(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Length of the intersection of two merged interval lists (:func:`merge_intervals`)."""
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        total += max(0.0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
         else:
-            cur_e = max(cur_e, float(e))
-    return total + cur_e - cur_b
+            j += 1
+    return total
 
 
 def is_movement(trace: pd.DataFrame) -> pd.Series:
@@ -165,8 +182,10 @@ def breakdown(trace: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
     ``iterations`` has one row per iteration: ``iteration`` (int), ``wall_ms`` (float, host
     clock) and ``measured`` (bool; False for warm-up). Returns those rows with added float
     columns ``kernel_ms``, ``h2d_ms``, ``d2h_ms``, ``map_ms``, ``unmap_ms``, ``d2d_ms``,
-    ``host_ms``, ``busy_ms``, ``gap_ms``, ``transfer_ms``, ``overlap_ms`` (all ms). An
-    iteration with no trace rows gets zeros and ``gap_ms = wall_ms``.
+    ``host_ms``, ``busy_ms``, ``gap_ms``, ``transfer_ms``, ``overlap_ms`` and
+    ``transfer_overhead_ms`` (the part of ``gap_ms`` spent inside data-movement calls: driver
+    and synchronisation cost of the transfers) (all ms). An iteration with no trace rows gets
+    zeros and ``gap_ms = wall_ms``.
     """
     iv = host_intervals(check_trace(trace))
     iv["movement"] = is_movement(iv)
@@ -180,20 +199,32 @@ def breakdown(trace: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
         row["gap_ms"] = max(float(it.wall_ms) - busy, 0.0)
         row["transfer_ms"] = float(sub.loc[sub["movement"], "dur_ns"].sum()) / NS_PER_MS
         row["overlap_ms"] = max(sum(row[f"{k}_ms"] for k in KINDS) - busy, 0.0)
+        row["transfer_overhead_ms"] = _call_overhead_ns(sub) / NS_PER_MS
         rows.append(row)
-    cols = [f"{k}_ms" for k in KINDS] + ["busy_ms", "gap_ms", "transfer_ms", "overlap_ms"]
+    cols = [f"{k}_ms" for k in KINDS] + ["busy_ms", "gap_ms", "transfer_ms", "overlap_ms",
+                                         "transfer_overhead_ms"]
     added = pd.DataFrame(rows, columns=cols, index=iterations.index)
     return pd.concat([iterations, added], axis=1)
 
 
-def data_movement_share(per_iteration: pd.DataFrame) -> float:
-    """Share (0..1) of measured wall time spent moving data (module docstring); NaN when no
-    measured iteration has positive wall time."""
+def _call_overhead_ns(sub: pd.DataFrame) -> float:
+    """Time inside the host calls of data-movement commands during which no command runs."""
+    mv = sub[sub["movement"]]
+    calls = merge_intervals(mv["host_begin_ns"].to_numpy(), mv["host_end_ns"].to_numpy())
+    busy = merge_intervals(sub["begin_ns"].to_numpy(), sub["end_ns"].to_numpy())
+    return sum(e - b for b, e in calls) - intersection_ns(calls, busy)
+
+
+def data_movement_share(per_iteration: pd.DataFrame, with_overhead: bool = False) -> float:
+    """Share (0..1) of measured wall time spent moving data (module docstring); with
+    ``with_overhead`` the idle time inside data-movement calls counts too (what a host-side
+    profiler timing each copy call sees). NaN when no measured iteration has wall time."""
     m = per_iteration[per_iteration["measured"]]
     wall = float(m["wall_ms"].sum())
     if not wall > 0:
         return float("nan")
-    return float(np.clip(m["transfer_ms"].sum() / wall, 0.0, 1.0))
+    moved = m["transfer_ms"].sum() + (m["transfer_overhead_ms"].sum() if with_overhead else 0)
+    return float(np.clip(moved / wall, 0.0, 1.0))
 
 
 def command_summary(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.DataFrame:

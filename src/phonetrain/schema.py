@@ -69,7 +69,8 @@ RUNS = pa.schema(RUN_KEY + [
     _f("iteration_min_ms", F), _f("iteration_max_ms", F),
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("gap_ms", F), _f("transfer_ms", F),
-    _f("data_movement_share", F), _f("kernel_gflops", F), _f("flops_per_iteration", I),
+    _f("transfer_overhead_ms", F), _f("data_movement_share", F),
+    _f("data_movement_call_share", F), _f("kernel_gflops", F), _f("flops_per_iteration", I),
     _f("loss_first", F), _f("loss_last", F),
     _f("device_name", S), _f("device_type", S), _f("platform_name", S),
     _f("timer_resolution_ns", F), _f("clock_offset_uncertainty_ns", F), _f("max_rss_bytes", I),
@@ -81,7 +82,7 @@ ITERATIONS = pa.schema(RUN_KEY + [
     _f("wall_ms", F), _f("loss", F),
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("busy_ms", F), _f("gap_ms", F),
-    _f("transfer_ms", F), _f("overlap_ms", F),
+    _f("transfer_ms", F), _f("overlap_ms", F), _f("transfer_overhead_ms", F),
 ] + PROVENANCE)
 
 COMMANDS = pa.schema(RUN_KEY + [
