@@ -74,7 +74,8 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
             "kernel": _fmt(r["kernel_ms"]) if ok else "",
             "transfer": _fmt(r["transfer_ms"]) if ok else "",
             "gaps": _fmt(r["gap_ms"]) if ok else "",
-            "movement": _fmt(r["data_movement_share"], ".1%") if ok else "",
+            "movement": (f"{_fmt(r['data_movement_share'], '.1%')} / "
+                         f"{_fmt(r['data_movement_call_share'], '.1%')}") if ok else "",
             "gemm_gflops": _fmt(g),
         }
         rows.append({"run_id": r["run_id"], "label": figures.run_label(r), "model": r["model"],
