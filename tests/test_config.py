@@ -23,10 +23,13 @@ def conf(tmp_path: Path) -> Path:
 
 def test_default_sweep_crosses_models_backends_kernels():
     sweep = compose_sweep()
+    kernels = sweep.root["sweep"]["kernels"]
+    assert "baseline" in kernels
     ids = sorted(e.id for e in sweep.experiments)
-    expected = sorted(f"{m}.{b}" for m in ("mlp_784_256_128_16", "lenet5") for b in (
-        "cpu.none", "opencl.baseline", "opencl_staged.baseline", "opencl_staged_map.baseline"))
-    assert ids == expected
+    expected = sorted([f"{m}.cpu.none" for m in ("mlp_784_256_128_16", "lenet5")] + [
+        f"{m}.{b}.{k}" for m in ("mlp_784_256_128_16", "lenet5")
+        for b in ("opencl", "opencl_staged", "opencl_staged_map") for k in kernels])
+    assert ids == expected  # CPU runs once per model: they use no kernel version
     assert {e.device for e in sweep.experiments} == {"host"}
     staged_map = next(e for e in sweep.experiments if e.backend == "opencl_staged_map")
     assert staged_map.config["backend"] == {"name": "opencl_staged_map", "kind": "opencl",
@@ -42,12 +45,13 @@ def test_composition_is_deterministic_and_hash_tracks_content():
 
 
 def test_overrides_reach_every_experiment_and_select_a_sweep_file():
-    sweep = compose_sweep(["measure.iterations=20", "sweep=test"])
+    sweep = compose_sweep(["measure.iterations=20", "sweep=test", "sweep.models=[lenet5]"])
     assert sweep.root["sweep"]["name"] == "test"
-    assert {e.model for e in sweep.experiments} == {"mlp_784_256_128_16"}
+    assert {e.model for e in sweep.experiments} == {"lenet5"}
     assert all(e.config["measure"]["iterations"] == 20 for e in sweep.experiments)
     one = compose_sweep("sweep.backends=[opencl]")  # a single string is accepted too
-    assert [e.backend for e in one.experiments] == ["opencl", "opencl"]
+    assert {e.backend for e in one.experiments} == {"opencl"}
+    assert len(one.experiments) == 2 * len(one.root["sweep"]["kernels"])
 
 
 def test_model_setting_changes_only_that_models_hashes():
