@@ -25,8 +25,7 @@ from typing import Any, Optional
 
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
-from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
-from hydra.errors import OverrideParseException
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 

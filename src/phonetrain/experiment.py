@@ -32,11 +32,9 @@ from typing import Any
 
 import click
 
-from phonetrain.config import (REPO_ROOT, Experiment, Sweep, config_hash, plan_config,
-                               write_if_changed)
+from phonetrain.config import Experiment, Sweep, config_hash, plan_config, write_if_changed
 from phonetrain.devices import TransportError, get_transport
 
-RUNNER_SOURCES_DIR = REPO_ROOT / "src" / "runner"
 RUN_EXPECT = ["run.json", "trace.csv"]
 
 
@@ -44,11 +42,7 @@ class StageError(RuntimeError):
     """A stage that failed; the message names the device/experiment and the cause."""
 
 
-# ---------------------------------------------------------------- params files
-
-def run_dir(results: Path, exp: Experiment) -> Path:
-    return Path(results) / "runs" / exp.device / exp.id
-
+# ---------------------------------------------------------------- job params
 
 def data_dir_rel(dataset: str, batch_size: int, model_name: str) -> str:
     """Batch folder of a dataset for a model, relative to a staging root (``data/...``)."""
@@ -442,9 +436,10 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"phonetrain run: {exp.id} on {exp.device} (config {exp.config_hash})", err=True)
+    from phonetrain.runner import RunnerError
     try:
         rdir = run_single(sweep, exp)
-    except (StageError, TransportError) as e:
+    except (StageError, TransportError, RunnerError) as e:
         raise click.ClickException(str(e)) from None
     v = read_json(rdir / "verify.json")
     click.echo(f"{rdir}: verify max_abs_err {v.get('max_abs_err'):.3g} "
