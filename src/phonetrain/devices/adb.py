@@ -100,7 +100,7 @@ def ensure_server(host: str, port: int) -> None:
         pass
     if not _local_host(host):
         raise TransportError(f"no adb server answers at {host}:{port}; start it on that host "
-                             f"with 'adb -a -P {port} nodaemon server' (listening on all "
+                             f"with 'adb -a -P {port} server nodaemon' (listening on all "
                              f"interfaces) or fix device.adb_host/adb_port")
     subprocess.run([adbutils.adb_path(), "-P", str(port), "start-server"], check=False,
                    capture_output=True, timeout=30)
