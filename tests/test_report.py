@@ -104,6 +104,7 @@ def test_guideline_numbers_come_from_the_tables(built):
             == "cpu").all()
     caveat = guidelines.opencl_on_cpu(tables["runs"])
     assert caveat and "not a GPU" in caveat and str(markupsafe.escape(caveat)) in html
+    assert "| host | pthread-" in paths["md"].read_text()  # the OpenCL device is named
 
 
 def test_placement_and_transfer_findings(tmp_path):

@@ -98,6 +98,14 @@ def settings_notes(runs: pd.DataFrame) -> list[str]:
     return notes
 
 
+def opencl_devices(runs: pd.DataFrame) -> list[dict[str, str]]:
+    """The distinct OpenCL devices the runs used (from run.json): name, type, platform and
+    profiling timer resolution, per configured device."""
+    cols = ["device", "device_name", "device_type", "platform_name", "timer_resolution_ns"]
+    cl = runs.dropna(subset=["device_type"])[cols].drop_duplicates()
+    return [{c: _str(r[c]) for c in cols} for _, r in cl.iterrows()]
+
+
 def provenance(tables: dict[str, pd.DataFrame]) -> list[dict[str, str]]:
     """Distinct values of each provenance column over all tables."""
     out = []
@@ -175,6 +183,7 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
                        "host_gbps": _fmt(r["host_gbps"]), "device_gbps": _fmt(r["device_gbps"]),
                        "size_bytes": int(r["size_bytes"])} for _, r in peaks.iterrows()],
         "settings_notes": settings_notes(runs), "provenance": provenance(tables),
+        "opencl_devices": opencl_devices(runs),
     }
 
 
