@@ -105,8 +105,8 @@ def run_runner(runner: str | Path, mode: str, args: list[str], *, cwd: str | Pat
 def gemm_frame(doc: dict[str, Any], version: str) -> pd.DataFrame:
     """One row per case of a bench-gemm ``gemm.json``: version, kernel, M, N, K, global,
     local, options, status (ok | wrong | error | skipped), gflops, median_ms, max_err,
-    iterations, device, platform. A skipped run (CLBlast absent) gives one row per nothing:
-    an empty frame with ``attrs["skipped"]`` holding the reason."""
+    iterations, device, platform. A skipped run (CLBlast absent) gives an empty frame with
+    ``attrs["skipped"]`` holding the reason."""
     dev = doc.get("device") or {}
     rows = []
     for c in doc.get("cases", []):

@@ -29,8 +29,8 @@ def _ints(version: KernelVersion, keys: tuple[str, ...]) -> list[int]:
     out = []
     for k in keys:
         if k not in version.defines:
-            raise ValueError(f"kernel version {version.name}: define {k} is missing "
-                             f"(set it in src/kernels/{version.chain[-2] if len(version.chain) > 1 else version.name}/version.yaml)")
+            raise ValueError(f"kernel version {version.name}: define {k} is missing; set it "
+                             f"under defines: in src/kernels/{version.name}/version.yaml")
         v = int(version.defines[k])
         if v < 1:
             raise ValueError(f"kernel version {version.name}: define {k}={v} must be >= 1")
