@@ -53,3 +53,20 @@ def test_edit_to_tiled_reruns_only_tiled_and_its_children(tmp_path):
     rules = {r for r, _ in jobs}
     assert {"build_kernels", "tune", "gemm", "deploy", "train", "aggregate", "report"} <= rules
     assert not rules & {"build_runner", "lower", "data", "bandwidth", "peaks"}, rules
+
+
+def test_absent_clblast_is_a_skipped_row_with_its_reason(tmp_path):
+    """The gemm stage's output for a device without libclblast aggregates to one ``skipped``
+    row carrying the runner's reason (the report shows why, nothing fails)."""
+    import json
+
+    from phonetrain import schema
+    from phonetrain.gemm_stages import read_gemm
+
+    doc = {"device": "phone", "version": "clblast", "status": "skipped", "rows": [],
+           "reason": "libclblast not found (tried libclblast.so.1, libclblast.so)"}
+    (tmp_path / "clblast.json").write_text(json.dumps(doc))
+    df = read_gemm(tmp_path / "clblast.json")
+    table = schema.conform(df, "gemm").to_pandas()
+    assert table["status"].tolist() == ["skipped"]
+    assert "libclblast not found" in table["status_reason"].iloc[0]

@@ -225,9 +225,10 @@ def read_gemm(path: str | Path) -> pd.DataFrame:
     base = {"device": doc["device"], "kernel": doc["version"],
             "device_name": info.get("name"), "platform_name": info.get("platform")}
     if doc.get("status") == "skipped":
-        return pd.DataFrame([{**base, "gemm": None, "m": None, "n": None, "k": None,
-                              "shape_source": None, "status": "skipped",
-                              "status_reason": doc.get("reason"), **prov}])
+        from phonetrain.schema import schema
+        row = {f.name: None for f in schema("gemm")}
+        row.update(base, status="skipped", status_reason=doc.get("reason"), **prov)
+        return pd.DataFrame([row])
     rows = [{**base, "gemm": r["kernel"], "m": r["M"], "n": r["N"], "k": r["K"],
              "shape_source": r["source"], "status": r["status"],
              "status_reason": r.get("error"), "options": r.get("options"),
