@@ -264,14 +264,14 @@ class AdbTransport:
         try:
             self.device().shell(wrapped, timeout=timeout_s)
             sync = self.device().sync
-            if sync.stat(f"{tag}.rc").size == 0:
+            if self.stat(f"{tag}.rc")[1] == 0:
                 raise self._fail("command did not finish", command[:200])
             code = int(sync.read_text(f"{tag}.rc").strip())
             out, err = sync.read_text(f"{tag}.out"), sync.read_text(f"{tag}.err")
             self.device().shell(f"rm -f {tag}.*", timeout=30)
         except adbutils.AdbTimeout as exc:
             raise self._fail(f"command timed out after {timeout_s:g} s", command[:200]) from exc
-        except (adbutils.AdbError, OSError, ValueError) as exc:
+        except (adbutils.AdbError, OSError, EOFError, ValueError) as exc:
             raise self._fail("connection lost while running a command", exc) from exc
         return CommandResult(code, out, err, time.monotonic() - start)
 
@@ -326,7 +326,7 @@ class AdbTransport:
         tmp = Path(tempfile.mkdtemp(dir=local.parent, prefix=f".{local.name}.pull-"))
         try:
             sync = self.device().sync
-            if not stat.S_ISDIR(sync.stat(remote).mode):
+            if not stat.S_ISDIR(self.stat(remote)[0]):
                 raise self._fail("output folder missing", remote,
                                  "the runner did not write its outputs; see its stderr")
             self._pull_tree(sync, remote, tmp)
@@ -338,23 +338,53 @@ class AdbTransport:
             if local.exists():
                 shutil.rmtree(local)
             os.replace(tmp, local)
-        except (adbutils.AdbError, OSError, struct.error) as exc:
+        except (adbutils.AdbError, OSError, EOFError, struct.error) as exc:
             raise self._fail(f"pull of {remote} failed", exc) from exc
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def _pull_tree(self, sync, remote: str, dest: Path) -> None:
         dest.mkdir(exist_ok=True)
-        for entry in sync.list(remote):
-            if entry.path in (".", ".."):
-                continue
-            src = f"{remote}/{entry.path}"
-            if stat.S_ISDIR(entry.mode):
-                self._pull_tree(sync, src, dest / entry.path)
-            elif stat.S_ISREG(entry.mode):
-                size = sync.pull_file(src, dest / entry.path)
-                if size != entry.size:
-                    raise self._fail("pull incomplete", f"{src}: {size} of {entry.size} bytes")
+        for name, mode, expected in self.listdir(remote):
+            src = f"{remote}/{name}"
+            if stat.S_ISDIR(mode):
+                self._pull_tree(sync, src, dest / name)
+            elif stat.S_ISREG(mode):
+                size = sync.pull_file(src, dest / name)
+                if size != expected:
+                    raise self._fail("pull incomplete", f"{src}: {size} of {expected} bytes")
+
+    # -- sync v1 STAT and LIST, read exactly (adbutils' versions assume whole recv()s) ------
+    def _sync(self, request: bytes, path: str):
+        conn = self.device().open_transport(timeout=60)
+        conn.send_command("sync:")
+        conn.check_okay()
+        raw = path.encode()
+        conn.conn.sendall(request + struct.pack("<I", len(raw)) + raw)
+        return conn
+
+    def stat(self, path: str) -> tuple[int, int]:
+        """(mode, size_bytes) of a device path; (0, 0) when it does not exist."""
+        with self._sync(b"STAT", path) as c:
+            if c.read_exact(4) != b"STAT":
+                raise adbutils.AdbError(f"bad sync STAT reply for {path}")
+            mode, size, _mtime = struct.unpack("<III", c.read_exact(12))
+        return mode, size
+
+    def listdir(self, path: str) -> list[tuple[str, int, int]]:
+        """(name, mode, size_bytes) of each entry of a device folder, without . and .."""
+        out = []
+        with self._sync(b"LIST", path) as c:
+            while True:
+                ident = c.read_exact(4)
+                mode, size, _mtime, namelen = struct.unpack("<IIII", c.read_exact(16))
+                if ident == b"DONE":
+                    return out
+                if ident != b"DENT":
+                    raise adbutils.AdbError(f"bad sync LIST reply {ident!r} for {path}")
+                name = c.read_exact(namelen).decode("utf-8", "replace")
+                if name not in (".", ".."):
+                    out.append((name, mode, size))
 
     # -- facts, readings, cool-down --------------------------------------------------------
     def facts(self) -> dict[str, str]:
