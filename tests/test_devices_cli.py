@@ -105,3 +105,23 @@ def test_devices_write_gives_a_valid_device_config(adb_server, tmp_path):
                         if k != "facts"})
     finally:
         disconnect_vdev(adb_server, vd)
+
+
+def test_devices_write_names_two_phones_of_one_model_apart(adb_server, tmp_path):
+    conf = tmp_path / "conf"
+    props = {"ro.product.model": "Twin"}
+    a = connect_vdev(adb_server, tmp_path / "a", props=props)
+    b = connect_vdev(adb_server, tmp_path / "b", props=props)
+    try:
+        res = CliRunner().invoke(main, ["devices", "--write", "--conf", str(conf), "--adb-port",
+                                        str(adb_server.port), "--build-dir",
+                                        str(tmp_path / "build")])
+        assert res.exit_code == 0, res.output
+        written = sorted(p.stem for p in (conf / "device").glob("*.yaml"))
+        assert len(written) == 2 and "twin" in written
+        serials = {yaml.safe_load((conf / "device" / f"{n}.yaml").read_text())["serial"]
+                   for n in written}
+        assert serials == {a.serial, b.serial}
+    finally:
+        disconnect_vdev(adb_server, a)
+        disconnect_vdev(adb_server, b)

@@ -58,10 +58,13 @@ def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None
     from phonetrain import toolchains
     from phonetrain.devices import discovery
 
-    failed = []
+    failed, used = [], set()
     build_root = Path(build_dir or tempfile.mkdtemp(prefix="phonetrain-devices-"))
     for r in (r for r in rows if r.state == "device"):
         name = names.get(r.serial) or discovery.config_name(r.facts, r.serial)
+        if name in used:  # two phones of one model: tell them apart by serial
+            name = f"{name}_{discovery.config_name({}, r.serial)}"
+        used.add(name)
         tc_name = discovery.ABI_TOOLCHAIN.get(r.facts.get("abi", ""), "host")
         try:
             runner = toolchains.build_runner_for({"name": name, "toolchain": tc_name},
