@@ -8,13 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from adb_fixtures import _free_port, adb_server, connect_vdev, disconnect_vdev  # noqa: F401
+from adb_fixtures import adb_server, connect_vdev, disconnect_vdev  # noqa: F401
 
 from phonetrain.virtual_device import Faults
 

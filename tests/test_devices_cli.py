@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import yaml
-from adb_fixtures import _free_port, adb_server, connect_vdev, disconnect_vdev, vdev  # noqa: F401
+from adb_fixtures import _free_port, adb_server, connect_vdev, disconnect_vdev  # noqa: F401
 from click.testing import CliRunner
 
 from phonetrain.cli import main
