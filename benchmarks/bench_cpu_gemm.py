@@ -61,8 +61,8 @@ print(json.dumps(out))
 
 
 def iterations_for(n: int) -> int:
-    """Measured iterations: about 2e10 FLOPs per size, between 10 and 100."""
-    return int(min(100, max(10, 2e10 // (2 * n ** 3))))
+    """Measured iterations: about 2e10 FLOPs per size, between 20 and 100."""
+    return int(min(100, max(20, 2e10 // (2 * n ** 3))))
 
 
 def gemm_plan(n: int, threads: int, warmup: int, iterations: int) -> Plan:
