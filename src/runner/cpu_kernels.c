@@ -95,9 +95,10 @@ static int need_numel(const kctx *k, int idx, int64_t need, const char *expr)
  * -O3 -std=c11): "loop vectorized using 64 byte vectors" in gemm_micro_avx512, 32 byte in
  * gemm_micro_avx2, 16 byte in gemm_micro_generic. The multiply-add is fmaf() where the target
  * has FMA: -std=c11 turns off gcc's contraction of a*b+c (-ffp-contract=off), which cost 1.5x.
- * Tile shapes, measured at 512^3 on one core of a Xeon (Sapphire Rapids), gcc 12: AVX-512
- * 8x32 157 GFLOPS; AVX2+FMA 4x24 104 (6x16 and 8x16 were 20x slower: gcc spilled the
- * accumulators); 128-bit SSE2 4x8 31; NEON 4x8 untested here. */
+ * Tile shapes, measured at 512^3 on one core of this project's KVM Xeon (lscpu family 6,
+ * model 167, AVX-512), gcc 12: AVX-512 8x32 157 GFLOPS; AVX2+FMA 4x24 104 (6x16 and 8x16 were
+ * 20x slower: gcc spilled the accumulators); 128-bit SSE2 4x8 31; NEON 4x8 compiles and
+ * vectorizes (aarch64-linux-gnu-gcc 12) but is unmeasured. */
 #ifndef GEMM_KC
 #define GEMM_KC 256
 #endif
@@ -107,8 +108,6 @@ static int need_numel(const kctx *k, int idx, int64_t need, const char *expr)
 #ifndef GEMM_NC
 #define GEMM_NC 2048
 #endif
-#define GEMM_MAX_MR 8
-#define GEMM_MAX_NR 32
 
 typedef void (*gemm_micro_fn)(int kc, const float *restrict Ap, const float *restrict Bp,
                               float *restrict C, int64_t ldc, int mr, int nr, float alpha,
