@@ -88,14 +88,16 @@ def test_study_runs_on_host_and_virtual_phone(study):
     assert cond["cooldown"]["cooldown_timed_out"] == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="report code keys runs by run_id alone, which repeats "
-                   "across devices (figures.loss_curves: 'truth value of a Series is "
-                   "ambiguous'); remove this mark once the report handles several devices")
 def test_report_shows_the_virtual_phone_as_its_own_device(study):
     ws, over, _ = study
     res = snakemake(ws, over, "all")
     assert res.returncode == 0, res.stderr[-4000:]
-    assert "vphone" in (ws / "results/report/report.md").read_text()
+    runs = pd.read_parquet(ws / "results/summary/runs.parquet")
+    assert runs["run_id"].is_unique  # one experiment id on two devices: <device>/<id>
+    assert {"host/mlp_16_16.cpu.none", "vphone/mlp_16_16.cpu.none"} <= set(runs["run_id"])
+    md = (ws / "results/report/report.md").read_text()
+    for dev in ("host", "vphone"):  # each device's runs labelled with it in the runs table
+        assert f"| mlp_16_16 | {dev}: cpu | ok |" in md, dev
 
 
 def test_second_deploy_pushes_nothing_unchanged(study):

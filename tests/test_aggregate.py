@@ -32,26 +32,27 @@ def test_every_table_written_with_its_schema(study):
 
 def test_statuses_ok_wrong_failed(study):
     runs = schema.read_table(study["runs"], "runs").set_index("run_id")
-    assert runs.loc["mlp_784_256_128_16.cpu.none", "status"] == "ok"
-    assert runs.loc["mlp_784_256_128_16.opencl.baseline", "status"] == "ok"
-    wrong = runs.loc["mlp_784_256_128_16.opencl_staged.baseline"]
+    assert runs.loc["host/mlp_784_256_128_16.cpu.none", "status"] == "ok"
+    assert runs.loc["host/mlp_784_256_128_16.opencl.baseline", "status"] == "ok"
+    wrong = runs.loc["host/mlp_784_256_128_16.opencl_staged.baseline"]
     assert wrong["status"] == "wrong" and "0.5" in wrong["status_reason"]
-    failed = runs.loc["lenet5.cpu.none"]
+    assert wrong["verify_tolerance"] == pytest.approx(1e-3)  # params' verify_atol
+    failed = runs.loc["host/lenet5.cpu.none"]
     assert failed["status"] == "failed" and "NaN loss" in failed["status_reason"]
     assert pd.isna(failed["iteration_median_ms"])
-    assert runs.loc["mlp_784_256_128_16.cpu.none", "placement"] == "none"
+    assert runs.loc["host/mlp_784_256_128_16.cpu.none", "placement"] == "none"
 
 
 def test_run_numbers_follow_the_trace(study):
     runs = schema.read_table(study["runs"], "runs").set_index("run_id")
-    cpu = runs.loc["mlp_784_256_128_16.cpu.none"]
+    cpu = runs.loc["host/mlp_784_256_128_16.cpu.none"]
     # 3 kernels of 100 us, each after a 10 us gap, plus a 10 us tail: 0.34 ms per iteration
     assert cpu["iteration_median_ms"] == pytest.approx(0.34)
     assert cpu["kernel_ms"] == pytest.approx(0.30)
     assert cpu["gap_ms"] == pytest.approx(4 * GAP_NS / 1e6)
     assert cpu["data_movement_share"] == 0
     assert cpu["kernel_gflops"] == pytest.approx(3 * 2e6 / 0.30e6)
-    gpu = runs.loc["mlp_784_256_128_16.opencl.baseline"]
+    gpu = runs.loc["host/mlp_784_256_128_16.opencl.baseline"]
     # h2d 0.6 + 3 kernels of 0.4 + d2h 0.6 + 6 gaps of 0.01 = 2.46 ms; movement 1.2 ms
     assert gpu["iteration_median_ms"] == pytest.approx(2.46)
     assert gpu["transfer_ms"] == pytest.approx(1.2)
@@ -73,12 +74,38 @@ def test_every_row_carries_provenance(study):
 
 def test_iterations_and_commands_tables(study):
     it = schema.read_table(study["iterations"], "iterations")
-    gpu = it[it["run_id"] == "mlp_784_256_128_16.opencl.baseline"]
+    gpu = it[it["run_id"] == "host/mlp_784_256_128_16.opencl.baseline"]
     assert len(gpu) == 5 and gpu["measured"].sum() == 4 and (gpu["repeat"] == 0).all()
     cmds = schema.read_table(study["commands"], "commands")
-    g = cmds[(cmds["run_id"] == "mlp_784_256_128_16.opencl.baseline")].set_index("name")
+    g = cmds[(cmds["run_id"] == "host/mlp_784_256_128_16.opencl.baseline")].set_index("name")
     assert g.loc["gemm_0", "count"] == 4
     assert g.loc["h2d", "gbps"] == pytest.approx(4096 / 600_000)
+
+
+def test_same_experiment_on_two_devices_gets_one_run_id_per_device(tmp_path):
+    """An experiment id repeats on every device; every table keys runs by <device>/<id>."""
+    raw = tmp_path / "raw"
+    dirs = [write_run(raw, device=dev, backend="opencl", placement="resident",
+                      transfer="copy", kernel="baseline") for dev in ("host", "phone")]
+    dirs.append(write_run(raw, device="phone", backend="cpu", failed_reason="adb: offline"))
+    dirs.append(write_run(raw, device="host", backend="cpu"))  # expected, never produced
+    for f in ("run.json", "trace.csv", "verify.json"):
+        (dirs[-1] / f).unlink()
+    paths = aggregate.aggregate(dirs, tmp_path / "summary")
+    exp = "mlp_784_256_128_16.opencl.baseline"
+    runs = schema.read_table(paths["runs"], "runs").set_index("run_id")
+    assert runs.index.is_unique
+    assert sorted(runs.index) == sorted([f"host/{exp}", f"phone/{exp}",
+                                         "host/mlp_784_256_128_16.cpu.none",
+                                         "phone/mlp_784_256_128_16.cpu.none"])
+    assert (runs.index.str.split("/").str[0] == runs["device"]).all()
+    assert runs.loc["phone/mlp_784_256_128_16.cpu.none", "status_reason"] == "adb: offline"
+    assert "no run.json" in runs.loc["host/mlp_784_256_128_16.cpu.none", "status_reason"]
+    for table in ("iterations", "commands"):
+        df = schema.read_table(paths[table], table)
+        assert set(df["run_id"]) == {f"host/{exp}", f"phone/{exp}"}, table
+        assert (df["run_id"] == df["device"] + f"/{exp}").all(), table
+    assert aggregate.run_id("host", f"host/{exp}") == f"host/{exp}"  # already keyed
 
 
 def test_perfetto_written_on_request(tmp_path):
@@ -156,6 +183,7 @@ def test_real_statuses_and_numbers(real):
     from real_study import FAILED, OK, WRONG
     _, t = real
     runs = t["runs"].set_index("run_id")
+    WRONG, FAILED, OK = f"host/{WRONG}", f"host/{FAILED}", [f"host/{r}" for r in OK]
     assert runs.loc[WRONG, "status"] == "wrong" and "atol 1e-12" in runs.loc[WRONG, "status_reason"]
     assert runs.loc[FAILED, "status"] == "failed"
     for rid in OK:
@@ -186,13 +214,14 @@ def test_real_iterations_and_commands_follow_the_trace(real):
         if d.name not in OK:
             continue
         doc = json.loads((d / "run.json").read_text())
-        it = t["iterations"][t["iterations"]["run_id"] == d.name].sort_values("iteration")
+        rid = f"host/{d.name}"  # the tables' run_id: <device>/<experiment id>
+        it = t["iterations"][t["iterations"]["run_id"] == rid].sort_values("iteration")
         assert it["wall_ms"].tolist() == pytest.approx([i["wall_ms"] for i in doc["iters"]])
         assert it["measured"].tolist() == [not i["warmup"] for i in doc["iters"]]
         assert (it["busy_ms"] <= it["wall_ms"] * 1.001).all()  # commands lie inside the wall
         trace = profiling.read_trace_csv(d / "trace.csv")
         measured_rows = int((trace["warmup"] == 0).sum())
-        cmds = t["commands"][t["commands"]["run_id"] == d.name]
+        cmds = t["commands"][t["commands"]["run_id"] == rid]
         assert int(cmds["count"].sum()) == measured_rows
 
 

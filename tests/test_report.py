@@ -60,14 +60,14 @@ def test_html_is_self_contained(built):
 def test_wrong_run_never_shown_as_a_speed(built):
     paths, tables = built
     runs = tables["runs"].set_index("run_id")
-    wrong_ms = f"{runs.loc[WRONG, 'iteration_median_ms']:.3g}"
+    wrong_ms = f"{runs.loc[f'host/{WRONG}', 'iteration_median_ms']:.3g}"
     html = paths["html"].read_text()
     runs_sec = _section(html, "runs")
     row = next(r for r in runs_sec.split("<tr>") if "staged/copy" in r)
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row)  # model, run, status, iteration, ...
     assert cells[2] == "wrong" and cells[3] == "not valid"
     assert all(c == "" for c in cells[4:9]) and wrong_ms not in "".join(cells[3:9])
-    assert WRONG in _section(html, "not-valid")
+    assert f"<td>host/{WRONG}</td>" in _section(html, "not-valid")
     assert WRONG not in _section(html, "guidelines")
     for f in guidelines.all_findings(tables):
         assert not any(WRONG in r for r in f.rows)
@@ -80,21 +80,21 @@ def test_wrong_run_never_shown_as_a_speed(built):
 def test_missing_runs_listed(built):
     paths, _ = built
     sec = _section(paths["html"].read_text(), "missing")
-    assert FAILED in sec and "no run.json" in sec
+    assert f"<td>host/{FAILED}</td>" in sec and "no run.json" in sec
 
 
 def test_guideline_numbers_come_from_the_tables(built):
     paths, tables = built
     runs = tables["runs"].set_index("run_id")
-    ratios = [runs.loc[f"mlp_784_256_128_16.{b}.baseline", "iteration_median_ms"]
-              / runs.loc["mlp_784_256_128_16.cpu.none", "iteration_median_ms"]
+    ratios = [runs.loc[f"host/mlp_784_256_128_16.{b}.baseline", "iteration_median_ms"]
+              / runs.loc["host/mlp_784_256_128_16.cpu.none", "iteration_median_ms"]
               for b in ("opencl", "opencl_staged_map")]
     ratio = min(ratios)
     f = {x.key: x for x in guidelines.all_findings(tables)}
     assert f"{ratio:.3g}x" in f["gpu_vs_cpu"].statement
     assert all(f"{q:.3g}x" in " ".join(f["gpu_vs_cpu"].details) for q in ratios)
-    assert "runs.parquet: mlp_784_256_128_16.cpu.none" in f["gpu_vs_cpu"].rows
-    share = runs.loc["mlp_784_256_128_16.opencl_staged_map.baseline", "data_movement_share"]
+    assert "runs.parquet: host/mlp_784_256_128_16.cpu.none" in f["gpu_vs_cpu"].rows
+    share = runs.loc["host/mlp_784_256_128_16.opencl_staged_map.baseline", "data_movement_share"]
     assert f"{share:.1%}" in " ".join([f["data_movement"].statement] + f["data_movement"].details)
     # the only staged/copy run failed verification: no placement finding may use it
     assert not f["placement"].measured and "Not measured" in f["placement"].statement
@@ -123,8 +123,8 @@ def test_placement_and_transfer_findings(tmp_path):
     tables = report.load_tables(tmp_path / "summary")
     f = {x.key: x for x in guidelines.all_findings(tables)}
     runs = tables["runs"].set_index("run_id")
-    q = (runs.loc["mlp_784_256_128_16.opencl_staged.baseline", "iteration_median_ms"]
-         / runs.loc["mlp_784_256_128_16.opencl.baseline", "iteration_median_ms"])
+    q = (runs.loc["host/mlp_784_256_128_16.opencl_staged.baseline", "iteration_median_ms"]
+         / runs.loc["host/mlp_784_256_128_16.opencl.baseline", "iteration_median_ms"])
     assert f["placement"].measured and f"{q:.3g}x" in f["placement"].statement
     assert "map/unmap is faster here" in f["transfer_method"].statement
     assert not f["bandwidth"].measured
@@ -203,7 +203,43 @@ def test_multiline_failure_reason_keeps_tables_intact(tmp_path):
     aggregate.aggregate(dirs, tmp_path / "summary")
     out = report.build_report(tmp_path / "summary", tmp_path / "report")
     md = out["md"].read_text()
-    row = next(line for line in md.splitlines() if line.startswith("| mlp_784_256_128_16.opencl"))
+    row = next(line for line in md.splitlines()
+               if line.startswith("| host/mlp_784_256_128_16.opencl"))
     assert row.count(" | ") == 1 and "\\| exit 4 ..." in row
     assert "error: expected ';'" in md.split("## Missing runs")[1]
     assert "<pre>kernel version &#39;broken&#39; failed" in out["html"].read_text()
+
+
+def test_same_experiment_on_two_devices_is_reported_per_device(tmp_path):
+    """One experiment id on two devices: two rows, labels naming the device, every figure."""
+    raw = tmp_path / "raw"
+    dirs = [write_run(raw, device=dev, backend=b, placement=pl, transfer=tr, kernel=k,
+                      unit_ns=u)
+            for dev, u in (("host", 50_000), ("phone", 90_000))
+            for b, pl, tr, k in (("cpu", "none", "none", "none"),
+                                 ("opencl", "resident", "copy", "baseline"))]
+    dirs.append(write_run(raw, device="phone", model="lenet5", failed_reason="adb: offline"))
+    aggregate.aggregate(dirs, tmp_path / "summary")
+    out = report.build_report(tmp_path / "summary", tmp_path / "report")
+    for name in ("iteration_time", "breakdown", "gemm_gflops", "loss"):  # drawn, not "no data"
+        assert out[name].stat().st_size > 20_000, name
+    md = out["md"].read_text()
+    runs_md = md.split("## Runs\n")[1].split("\n## ")[0]
+    for dev in ("host", "phone"):
+        assert f"| mlp_784_256_128_16 | {dev}: cpu | ok |" in runs_md
+        assert f"| mlp_784_256_128_16 | {dev}: resident/copy baseline | ok |" in runs_md
+    assert "| phone/lenet5.cpu.none | adb: offline |" in md
+    assert "host/lenet5.cpu.none" not in md
+    html = out["html"].read_text()
+    assert "<td>phone: cpu</td>" in html and "<td>host: cpu</td>" in html
+    tables = report.load_tables(tmp_path / "summary")
+    gpu_vs_cpu = next(f for f in guidelines.all_findings(tables) if f.key == "gpu_vs_cpu")
+    assert {r.split(": ")[1].split("/")[0] for r in gpu_vs_cpu.rows} == {"host", "phone"}
+    assert any("on phone" in d for d in gpu_vs_cpu.details)
+
+
+def test_one_device_labels_omit_the_device(tmp_path):
+    dirs = [write_run(tmp_path / "raw", backend="cpu")]
+    aggregate.aggregate(dirs, tmp_path / "summary")
+    md = report.build_report(tmp_path / "summary", tmp_path / "report")["md"].read_text()
+    assert "| mlp_784_256_128_16 | cpu | ok |" in md

@@ -3,7 +3,8 @@
 Inputs, per experiment, one *run folder* holding what the train/verify stages wrote:
 
 - ``params.json`` (:data:`PARAMS_FILE`, written by the workflow): the experiment's identity
-  (``run_id``, ``model``, ``device``, ``backend``, ``placement``, ``transfer``, ``kernel``,
+  (``run_id``: the experiment id, which the tables prefix with the device, see :func:`run_id`;
+  ``model``, ``device``, ``backend``, ``placement``, ``transfer``, ``kernel``,
   ``dataset``, ``batch_size``, ``warmup``, ``iterations``, ``threads``, ``verify_atol``) and
   provenance (``config_hash``, ``kernel_hash``, optional ``device_fingerprint``, ``git_rev``);
 - ``run.json`` and ``trace.csv`` from the runner (repeat 0), ``repeat_<k>/`` for more repeats;
@@ -127,8 +128,16 @@ def _params(run_dir: Path) -> dict[str, Any]:
     for k in ("model", "device", "backend"):
         if not params.get(k):
             raise AggregateError(f"{p}: key {k!r} is missing or empty")
-    params.setdefault("run_id", run_dir.name)
+    params["run_id"] = run_id(params["device"], params.get("run_id") or run_dir.name)
     return params
+
+
+def run_id(device: str, experiment_id: str) -> str:
+    """A run's key in every summary table: ``<device>/<experiment id>`` (e.g.
+    ``host/mlp_16_16.cpu.none``). An experiment id alone repeats on every device of a study;
+    an id that already carries this device's prefix is returned unchanged."""
+    prefix = f"{device}/"
+    return experiment_id if experiment_id.startswith(prefix) else prefix + experiment_id
 
 
 def run_iterations(run: dict[str, Any], where: str) -> pd.DataFrame:
@@ -300,7 +309,8 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
     row = {**_key(params), **_settings(params),
            "status": "ok" if problem is None else "wrong", "status_reason": problem,
            "repeats": len(runs), "verify_max_abs_err": err,
-           "threads": runs[0].get("threads", params.get("threads")),  # as run (0 = all cores) "verify_tolerance": tol,
+           "threads": runs[0].get("threads", params.get("threads")),  # as run (0 = all cores)
+           "verify_tolerance": tol,
            "iteration_median_ms": wall.median(), "iteration_p25_ms": wall.quantile(0.25),
            "iteration_p75_ms": wall.quantile(0.75), "iteration_min_ms": wall.min(),
            "iteration_max_ms": wall.max(),

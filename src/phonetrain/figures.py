@@ -46,6 +46,11 @@ def run_label(r: pd.Series | dict, device: bool = True) -> str:
     return dev + f"{r['placement']}/{r['transfer']} {r['kernel']}"
 
 
+def several_devices(runs: pd.DataFrame) -> bool:
+    """True when the runs come from more than one device: labels then name the device."""
+    return runs["device"].nunique() > 1
+
+
 def _save(fig: plt.Figure, path: Path, dpi: int) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
@@ -72,10 +77,11 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
         return _no_data(path, dpi, "no runs")
     models = sorted(runs["model"].unique())
     fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 4.2), squeeze=False)
+    dev = several_devices(runs)
     for ax, model in zip(axes[0], models):
         sub = runs[runs["model"] == model].sort_values(["device", "placement", "transfer",
                                                         "kernel"], na_position="first")
-        labels = [run_label(r) for _, r in sub.iterrows()]
+        labels = [run_label(r, dev) for _, r in sub.iterrows()]
         x = np.arange(len(sub))
         ok = (sub["status"] == "ok").to_numpy()
         med = sub["iteration_median_ms"].to_numpy(dtype=float)
@@ -140,8 +146,9 @@ def breakdown(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path, dpi: int
         ax.axvline(a.low, color="k", ls="--", lw=1)
         ax.text(a.low, 1.01, "paper: ~91% data movement", ha="center", va="bottom",
                 fontsize=8, transform=ax.get_xaxis_transform())
-    ax.set_yticks(y, [f"{m} | {run_label(r)}" for m, (_, r) in zip(df["model"], df.iterrows())],
-                  fontsize=8)
+    dev = several_devices(runs)
+    ax.set_yticks(y, [f"{m} | {run_label(r, dev)}" for m, (_, r) in
+                      zip(df["model"], df.iterrows())], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1.12)
     ax.set_xlabel("share of the median measured iteration")
@@ -182,14 +189,15 @@ def loss_curves(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path,
         return _no_data(path, dpi, "no losses recorded")
     models = sorted(it["model"].unique())
     fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.6), squeeze=False)
-    status = runs.set_index("run_id")["status"]
+    status = runs.set_index("run_id")["status"]  # run_id is unique: <device>/<experiment>
+    dev = several_devices(runs)
     for ax, model in zip(axes[0], models):
         sub = it[it["model"] == model]
         for run_id, g in sub.groupby("run_id"):
             r = g.iloc[0]
             wrong = status.get(run_id) != "ok"
             ax.plot(g["iteration"], g["loss"], ls="--" if wrong else "-", marker=".",
-                    label=run_label(r) + (" (verification failed)" if wrong else ""))
+                    label=run_label(r, dev) + (" (verification failed)" if wrong else ""))
         warm = sub.loc[~sub["measured"], "iteration"]
         if len(warm):
             ax.axvspan(warm.min() - 0.5, warm.max() + 0.5, color="0.9", label="warm-up")
@@ -213,7 +221,9 @@ def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int
     y = np.arange(len(g))
     colors = ["#2ca02c" if c else "#1f77b4" for c in is_cpu(g)]
     ax.barh(y, g["gemm_gflops"], color=colors, zorder=2)
-    ax.set_yticks(y, [f"{r['model']} | {run_label(r)}" for _, r in g.iterrows()], fontsize=8)
+    dev = several_devices(runs)
+    ax.set_yticks(y, [f"{r['model']} | {run_label(r, dev)}" for _, r in g.iterrows()],
+                  fontsize=8)
     ax.invert_yaxis()
     if paper_reference:
         for key, color in (("cpu_gflops", "#2ca02c"), ("gpu_gemm_before", "#9467bd"),

@@ -62,8 +62,11 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
 
 
 def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
-    """Report rows of the runs table; speeds only for ``ok`` runs."""
+    """Report rows of the runs table; speeds only for ``ok`` runs. ``gemm`` is indexed by
+    ``run_id`` (:func:`phonetrain.figures.gemm_table`); labels name the device when the runs
+    come from several."""
     rows = []
+    dev = figures.several_devices(runs)
     order = ["model", "device", "placement", "transfer", "kernel"]
     for _, r in runs.sort_values(order, na_position="first").iterrows():
         ok = r["status"] == "ok"
@@ -78,7 +81,8 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
                          f"{_fmt(r['data_movement_call_share'], '.1%')}") if ok else "",
             "gemm_gflops": _fmt(g),
         }
-        rows.append({"run_id": r["run_id"], "label": figures.run_label(r), "model": r["model"],
+        rows.append({"run_id": r["run_id"], "label": figures.run_label(r, dev),
+                     "model": r["model"],
                      "status": r["status"], "reason": _str(r["status_reason"])[-4000:],
                      "verify": _fmt(r["verify_max_abs_err"]),
                      "loss": f"{_fmt(r['loss_first'])} -> {_fmt(r['loss_last'])}"

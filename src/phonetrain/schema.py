@@ -52,6 +52,8 @@ PROVENANCE = [
 ]
 
 # The experiment's identity, repeated on every per-run table so each joins without a lookup.
+# run_id is ``<device>/<experiment id>`` (phonetrain.aggregate.run_id): unique in a study,
+# since one experiment id (e.g. ``mlp_16_16.cpu.none``) runs on every device.
 RUN_KEY = [
     _f("run_id", S, False), _f("model", S, False), _f("device", S, False),
     _f("backend", S, False), _f("placement", S), _f("transfer", S), _f("kernel", S),
