@@ -29,7 +29,7 @@ def test_tables_have_the_schema_and_every_run_is_verified(done: Path):
         got = pq.read_schema(R / "summary" / f"{t}.parquet")
         assert got.names == schema.schema(t).names, t
     runs = pd.read_parquet(R / "summary" / "runs.parquet")
-    assert sorted(runs["run_id"]) == sorted(IDS)
+    assert sorted(runs["run_id"]) == sorted(f"host/{i}" for i in IDS)  # <device>/<experiment>
     assert (runs["status"] == "ok").all(), runs[["run_id", "status", "status_reason"]]
     assert (runs["iteration_median_ms"] > 0).all()
     assert (runs["loss_last"] < runs["loss_first"]).any()  # training, not a constant
@@ -102,7 +102,7 @@ def test_kernel_that_does_not_compile_fails_only_its_jobs(done: Path, tmp_path: 
         assert (R / "runs" / "host" / f"{m}.opencl.baseline" / "run.json").exists()
     runs = pd.read_parquet(R / "summary" / "runs.parquet").set_index("run_id")
     assert set(runs.loc[[i for i in runs.index if i.endswith(".broken")], "status"]) == {"failed"}
-    assert (runs.loc[IDS, "status"] == "ok").all()
+    assert (runs.loc[[f"host/{i}" for i in IDS], "status"] == "ok").all()
     md = (R / "report" / "report.md").read_text()
     assert "mlp_16_16.opencl.broken" in md
 
