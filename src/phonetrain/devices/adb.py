@@ -37,6 +37,7 @@ import adbutils
 from filelock import FileLock
 
 from phonetrain.devices.base import CommandResult, TransportError
+from phonetrain.devices.local import sha256_file
 
 DEVICE_ROOT = "/data/local/tmp/phonetrain"
 DEFAULT_ADB_PORT = 5037
@@ -299,7 +300,7 @@ class AdbTransport:
             os.path.normpath(f"{remote_rel}/{p.relative_to(local).as_posix()}"): p
             for p in sorted(local.rglob("*")) if p.is_file()}
         have = self.remote_hashes(remote_rel)
-        todo = {rel: p for rel, p in files.items() if have.get(rel) != _sha256(p)}
+        todo = {rel: p for rel, p in files.items() if have.get(rel) != sha256_file(p)}
         sync = self.device().sync
         for rel, path in todo.items():
             mode = 0o755 if os.access(path, os.X_OK) else 0o644
@@ -312,7 +313,7 @@ class AdbTransport:
                                  "resume (files already sent are skipped)") from exc
         if todo:
             got = self.remote_hashes(remote_rel)
-            bad = [rel for rel, p in todo.items() if got.get(rel) != _sha256(p)]
+            bad = [rel for rel, p in todo.items() if got.get(rel) != sha256_file(p)]
             if bad and got:  # devices without sha256sum report nothing: trust sync's OKAY
                 raise self._fail("pushed files arrived damaged", ", ".join(bad[:5]))
         return len(todo)
@@ -433,16 +434,6 @@ def state_hint(state: str | None, serial: str) -> str:
         None: f"plug the phone in and enable USB debugging, or 'adb connect {serial}'; "
               "check that the serial matches 'phonetrain devices'",
     }.get(state, "check 'adb devices' and replug the phone")
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _recv_until(sock: socket.socket, n: int, deadline: float) -> bytes:
