@@ -37,7 +37,7 @@ import adbutils
 from filelock import FileLock
 
 from phonetrain.devices.base import CommandResult, TransportError
-from phonetrain.devices.local import sha256_file
+from phonetrain.devices.local import lock_dir, sha256_file
 
 DEVICE_ROOT = "/data/local/tmp/phonetrain"
 DEFAULT_ADB_PORT = 5037
@@ -144,15 +144,6 @@ def hottest_c(readings: dict[str, float]) -> float | None:
     """Highest temperature among thermal zones, GPU and battery (deg C), or None."""
     temps = [v for k, v in readings.items() if k.startswith("temp_c.") or k.endswith("temp_c")]
     return max(temps) if temps else None
-
-
-def lock_dir() -> Path:
-    """Where per-device measurement locks live: ``$PHONETRAIN_LOCK_DIR`` or the system temp
-    folder, so that every workflow on this host shares them."""
-    path = Path(os.environ.get("PHONETRAIN_LOCK_DIR", Path(tempfile.gettempdir()) /
-                               "phonetrain-locks"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 class AdbTransport:
