@@ -8,11 +8,11 @@ rule build_runner:
     output:
         R + "/build/{device}/runner",
     params:
-        p=lambda wc: JP["device"][wc.device],
+        p=lambda wc: as_json(JP["device"][wc.device]),
     log:
         R + "/logs/build_runner/{device}.log",
-    run:
-        X.job("build-runner", log[0], params.p, output[0])
+    shell:
+        stage("build-runner", "{params.p:q}", "{output:q}")
 
 
 rule build_kernels:
@@ -22,8 +22,8 @@ rule build_kernels:
     output:
         R + "/build/{device}/kernels/{kernel}/build.json",
     params:
-        p=lambda wc: JP["kernel"][(wc.device, wc.kernel)],
+        p=lambda wc: as_json(JP["kernel"][(wc.device, wc.kernel)]),
     log:
         R + "/logs/build_kernels/{device}/{kernel}.log",
-    run:
-        X.job("build-kernels", log[0], params.p, output[0], R, TIMEOUT_S)
+    shell:
+        stage("build-kernels", "{params.p:q}", "{output:q}", RQ, str(TIMEOUT_S))

@@ -6,7 +6,9 @@
 # Each job receives, as Snakemake `params`, a dict of exactly what its result depends on
 # (phonetrain.experiment.job_params); Snakemake's `params` rerun trigger then reruns exactly
 # the jobs whose settings changed. Run-time knobs (timeout, progress) are not params.
+import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -22,6 +24,8 @@ except (ConfigError, KernelVersionError) as e:
     sys.exit(f"phonetrain: configuration error: {e}")
 
 R = SWEEP.results_dir
+PY = shlex.quote(sys.executable)
+RQ = shlex.quote(R)  # the results folder as a shell word
 EXPERIMENTS = SWEEP.experiments
 TIMEOUT_S = SWEEP.root["measure"]["timeout_s"]
 PROGRESS = SWEEP.root["measure"]["progress"]
@@ -39,6 +43,18 @@ wildcard_constraints:
     device="[A-Za-z0-9_-]+",
     kernel="[A-Za-z0-9_-]+",
     exp="[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+",
+
+
+def stage(name, *args):
+    """Shell command of one stage: `python -m phonetrain.experiment NAME LOG ARGS`. Shell
+    jobs run from Snakemake's own process, whereas a `run:` job is a new Snakemake process
+    that re-parses the workflow (seconds per job). Dict params go as shell-quoted JSON."""
+    return f"{PY} -m phonetrain.experiment {name} {{log:q}} " + " ".join(args)
+
+
+def as_json(d):
+    """A job's params dict as canonical JSON (what the `params` rerun trigger compares)."""
+    return json.dumps(d, sort_keys=True)
 
 
 def version_sources(kernel):

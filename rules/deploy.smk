@@ -19,9 +19,9 @@ rule deploy:
     output:
         R + "/deploy/{device}/{exp}.json",
     params:
-        p=lambda wc: JP["run"][(wc.device, wc.exp)],
+        p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
         ddir=lambda wc: JP["plan"][wc.exp]["data_dir"],
     log:
         R + "/logs/deploy/{device}/{exp}.log",
-    run:
-        X.job("deploy", log[0], params.p, params.ddir, output[0], R)
+    shell:
+        stage("deploy", "{params.p:q}", "{params.ddir:q}", "{output:q}", RQ)

@@ -8,11 +8,11 @@ rule bandwidth:
     output:
         R + "/bandwidth/{device}/bandwidth.csv",
     params:
-        p=lambda wc: JP["bandwidth"][wc.device],
+        p=lambda wc: as_json(JP["bandwidth"][wc.device]),
     log:
         R + "/logs/bandwidth/{device}.log",
-    run:
-        X.job("bandwidth", log[0], params.p, output[0], R, TIMEOUT_S)
+    shell:
+        stage("bandwidth", "{params.p:q}", "{output:q}", RQ, str(TIMEOUT_S))
 
 
 rule perfetto:
@@ -21,11 +21,8 @@ rule perfetto:
         trace=R + "/runs/{device}/{exp}/trace.csv",
     output:
         R + "/runs/{device}/{exp}/trace.perfetto.json",
-    run:
-        from phonetrain import aggregate, profiling
-
-        tr = profiling.read_trace_csv(input.trace)
-        it = aggregate.run_iterations(aggregate.read_json(input.run), input.run)
-        profiling.write_json_atomic(
-            profiling.perfetto_trace(tr, it, title=wildcards.exp, device=wildcards.device),
-            output[0])
+    log:
+        R + "/logs/perfetto/{device}/{exp}.log",
+    shell:
+        stage("perfetto", "{input.run:q}", "{input.trace:q}", "{output:q}", "{wildcards.device}",
+              "{wildcards.exp}")

@@ -11,11 +11,11 @@ rule data:
     wildcard_constraints:
         ddir="data/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+",
     params:
-        p=lambda wc: JP["data"][wc.ddir],
+        p=lambda wc: as_json(JP["data"][wc.ddir]),
     log:
         R + "/logs/{ddir}.log",
-    run:
-        X.job("data", log[0], params.p, R)
+    shell:
+        stage("data", "{params.p:q}", RQ)
 
 
 ruleorder: data > lower
@@ -25,11 +25,11 @@ rule lower:
     output:
         directory(R + "/plans/{exp}"),
     params:
-        p=lambda wc: JP["plan"][wc.exp],
+        p=lambda wc: as_json(JP["plan"][wc.exp]),
     log:
         R + "/logs/lower/{exp}.log",
-    run:
-        X.job("lower", log[0], params.p, R)
+    shell:
+        stage("lower", "{params.p:q}", RQ)
 
 
 rule train:
@@ -41,8 +41,8 @@ rule train:
         trace=R + "/runs/{device}/{exp}/trace.csv",
         verify=R + "/runs/{device}/{exp}/verify.json",
     params:
-        p=lambda wc: JP["run"][(wc.device, wc.exp)],
+        p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
     log:
         R + "/logs/train/{device}/{exp}.log",
-    run:
-        X.job("train", log[0], params.p, R, TIMEOUT_S, PROGRESS)
+    shell:
+        stage("train", "{params.p:q}", RQ, str(TIMEOUT_S), json.dumps(PROGRESS))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -44,7 +45,7 @@ def test_tables_have_the_schema_and_every_run_is_verified(done: Path):
     assert build["kernel"] == "baseline"
 
 
-def test_report_has_every_section_and_figure(done: Path):
+def test_report_has_every_section_and_figure(done: Path, tmp_path: Path):
     out = done / "results" / "report"
     html = (out / "report.html").read_text()
     md = (out / "report.md").read_text()
@@ -55,6 +56,12 @@ def test_report_has_every_section_and_figure(done: Path):
     assert "data:image/png;base64," in html  # self-contained
     for rid in IDS:
         assert rid.split(".")[0] in md
+    bundle = tmp_path / "report.zip"  # figures are declared with report(): --report works
+    p = snakemake(done, "--report", str(bundle))
+    assert p.returncode == 0, p.stderr[-3000:]
+    with zipfile.ZipFile(bundle) as z:
+        names = " ".join(z.namelist())
+    assert all(f"{n}.png" in names for n in report.FIGURES)
 
 
 def _bad_yaml(ws: Path) -> None:

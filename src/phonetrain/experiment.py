@@ -28,12 +28,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from phonetrain.config import Experiment, Sweep, config_hash, plan_config, write_if_changed
 from phonetrain.devices import TransportError, get_transport
+
+if TYPE_CHECKING:  # the stages run in light processes: hydra is imported only to compose
+    from phonetrain.config import Experiment, Sweep
 
 RUN_EXPECT = ["run.json", "trace.csv"]
 
@@ -69,6 +71,7 @@ def run_params(exp: Experiment) -> dict[str, Any]:
     """``params.json`` of a run folder: identity and settings read by
     :func:`phonetrain.aggregate.read_run`, plus the config the run depends on under ``config``
     (measurement keys limited to :data:`RUN_MEASURE_KEYS`)."""
+    from phonetrain.config import config_hash
     c = dict(exp.config)
     c["measure"] = {k: c["measure"][k] for k in RUN_MEASURE_KEYS if k in c["measure"]}
     b = c["backend"]
@@ -89,6 +92,7 @@ def run_params(exp: Experiment) -> dict[str, Any]:
 def job_params(sweep: Sweep) -> dict[str, dict[Any, dict[str, Any]]]:
     """Every job's params dict, keyed by job: ``device[d]``, ``bandwidth[d]``,
     ``kernel[(d, k)]``, ``data[data_dir]``, ``plan[exp_id]``, ``run[(d, exp_id)]``."""
+    from phonetrain.config import plan_config
     out: dict[str, dict[Any, dict[str, Any]]] = {
         "device": {}, "bandwidth": {}, "kernel": {}, "data": {}, "plan": {}, "run": {}}
     ms = sweep.root["measure"]
@@ -214,6 +218,7 @@ def _mark_runs_failed(results: Path, device: str, version: str, reason: str, log
 def mark_missing_runs(results: str | Path, jp: dict[str, Any]) -> None:
     """Before aggregating: give every expected run folder its ``params.json`` and, where the
     run never happened because its kernel build failed, that build's ``failed.json``."""
+    from phonetrain.config import write_if_changed
     R = Path(results)
     for (dev, exp_id), p in jp["run"].items():
         rdir = R / "runs" / dev / exp_id
@@ -400,6 +405,16 @@ def bandwidth(p: dict[str, Any], out_csv: Path, results: Path, timeout_s: float 
     return out_csv
 
 
+def perfetto(run_json: Path, trace_csv: Path, out: Path, device: str, title: str) -> Path:
+    """A run's command trace as Chrome/Perfetto trace-event JSON (phonetrain.profiling)."""
+    from phonetrain import aggregate, profiling
+    tr = profiling.read_trace_csv(trace_csv)
+    it = aggregate.run_iterations(aggregate.read_json(Path(run_json)), str(run_json))
+    profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=title, device=device),
+                                Path(out))
+    return Path(out)
+
+
 # ---------------------------------------------------------------- one experiment, no Snakemake
 
 def run_single(sweep: Sweep, exp: Experiment) -> Path:
@@ -447,20 +462,57 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
 
 
 STAGES = {"build-runner": build_runner, "build-kernels": build_kernels, "data": write_data,
-          "lower": lower, "deploy": deploy, "train": train, "bandwidth": bandwidth}
+          "lower": lower, "deploy": deploy, "train": train, "bandwidth": bandwidth,
+          "perfetto": perfetto}
+
+
+def _expected_errors() -> tuple[type[Exception], ...]:
+    """Errors a stage reports as one message (no traceback); RunnerError only when the
+    runner driver (and pandas with it) was imported."""
+    runner = sys.modules.get("phonetrain.runner")
+    return (StageError, TransportError) + ((runner.RunnerError,) if runner else ())
+
+
+def _arg(a: str) -> Any:
+    """A command-line stage argument: JSON (dicts, numbers, booleans) or a plain string."""
+    try:
+        return json.loads(a)
+    except ValueError:
+        return a
+
+
+def main(argv: list[str]) -> int:
+    """``python -m phonetrain.experiment STAGE LOG ARGS...``: one stage in its own light
+    process (how the Snakemake rules run them); ARGS are JSON or plain strings. Exit status 1
+    with one message on stderr on a stage failure."""
+    if len(argv) < 2 or argv[0] not in STAGES:
+        print(f"usage: python -m phonetrain.experiment {{{','.join(STAGES)}}} LOG ARGS...",
+              file=sys.stderr)
+        return 2
+    try:
+        job(argv[0], argv[1], *[_arg(a) for a in argv[2:]])
+    except StageError as e:
+        print(f"phonetrain {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def job(stage: str, log: str | Path, *args: Any, **kwargs: Any) -> None:
     """Run one stage inside a Snakemake job (its ``run:`` block); the outcome goes to the job's
     log, and a failure is re-raised as :class:`StageError` whose message (runner stderr or
     compiler log included) Snakemake prints."""
-    from phonetrain.runner import RunnerError
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     try:
         STAGES[stage](*args, **kwargs)
-    except (StageError, TransportError, RunnerError) as e:
+    except Exception as e:
+        if not isinstance(e, _expected_errors()):
+            raise
         log.write_text(f"{stage}: FAILED\n{e}\n")
         raise StageError(f"{stage}: {e}") from None
     log.write_text(f"{stage}: ok in {time.monotonic() - t0:.2f} s\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
