@@ -1,4 +1,4 @@
-"""Optimized GEMM kernel versions (tiled, regblock, clblast) on PoCL against a float64
+"""Optimized GEMM kernel versions (tiled, regblock, image, clblast) on PoCL against a float64
 reference, through the runner's bench-gemm mode (its checked launch uses alpha=1.5,
 beta=0.5 and a second check uses alpha=1, beta=0; every element is compared for these sizes).
 
@@ -27,6 +27,9 @@ PARAMS = [
     ("regblock", {}, {}),
     ("regblock", {"RM": 1, "RN": 2, "VK": 2}, {"local": [1, 1]}),
     ("regblock", {"RM": 3, "RN": 4, "VK": 4}, {"local": [16, 4]}),
+    ("image", {}, {}),
+    ("image", {"RM": 1}, {"local": [1, 1]}),
+    ("image", {"RM": 5}, {"local": [4, 16]}),
 ]
 
 

@@ -21,11 +21,12 @@ import pytest
 from kernel_cases import GROUPS, Case, group_cases
 from phonetrain import reference
 from phonetrain import runner as runner_api
+from phonetrain.gemm_geometry import mark_image_args
 from phonetrain.kernels import (bind_args, geometry, kernel_flops, kernels_mentioned,
                                 load_version, resolve_sources, stage_kernels)
 from phonetrain.plan import Plan, Program, Step, Tensor
 
-VERSIONS = ["baseline", "tiled", "regblock"]
+VERSIONS = ["baseline", "tiled", "regblock", "image"]
 
 
 def _own_groups(version: str) -> list[str]:
@@ -74,6 +75,8 @@ def build_plan(cases: list[Case], backend: str, version: str, root: Path,
                                   home="device" if backend == "opencl" else "host",
                                   init={"kind": "file", "path": f"tensors/{tname}.bin"}))
         args = [_arg(a, ids) for a in case.args]
+        if backend == "opencl":   # the image version reads GEMM operand B as an image2d_t
+            mark_image_args(case.kernel, args, kv, lambda t: tensors[t].numel)
         bound = bind_args(case.kernel, args)
         glob, local = geometry(case.kernel, bound, kv)
         if launch == "padded":

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from phonetrain.gemm_geometry import IMAGE_MAX_WIDTH4, IMAGE_VERSION
 from phonetrain.kernels import KERNELS_ROOT, KernelVersion, geometry
 
 GEMM_KERNELS = ("gemm_nn", "gemm_nt", "gemm_tn")
@@ -71,13 +72,15 @@ def gemm_spec(version: KernelVersion | None, shapes: list[GemmShape], *, source:
 
     ``version`` None with ``backend="cpu"`` benchmarks the runner's CPU GEMM; a version named
     :data:`CLBLAST` (or inheriting it) routes to CLBlast; otherwise ``source`` is the path of
-    the version's ``gemm.cl`` as the runner will see it.
+    the version's ``gemm.cl`` as the runner will see it. A version inheriting ``image`` reads
+    B through an image2d_t (``b_image_width4``: the view's maximum width, pixels).
     """
     if backend == "cpu" or version is None:
         return {"backend": "cpu", "threads": threads, "source": "", "options": "",
                 "min_time_ms": min_time_ms, "repeats": repeats, "seed": seed,
                 "cases": [{"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K} for g in shapes]}
     clblast = CLBLAST in version.chain
+    image = IMAGE_VERSION in version.chain
     cases = []
     for g in shapes:
         glob, local = geometry(g.kernel, {"M": g.M, "N": g.N, "K": g.K}, version)
@@ -85,7 +88,8 @@ def gemm_spec(version: KernelVersion | None, shapes: list[GemmShape], *, source:
                       "local": local})
     return {"backend": "opencl", "source": CLBLAST if clblast else source,
             "options": "" if clblast else version.options, "min_time_ms": min_time_ms,
-            "repeats": repeats, "seed": seed, "cases": cases}
+            "repeats": repeats, "seed": seed, "cases": cases,
+            **({"b_image_width4": IMAGE_MAX_WIDTH4} if image else {})}
 
 
 def run_runner(runner: str | Path, mode: str, args: list[str], *, cwd: str | Path | None = None,

@@ -42,6 +42,10 @@ SPACES: dict[str, list[dict[str, Any]]] = {
                  for t in [(8, 16, 16, (4, 4)), (4, 8, 8, (8, 8)), (4, 4, 4, (16, 16)),
                            (8, 8, 8, (8, 8)), (4, 16, 16, (8, 8)), (8, 4, 4, (16, 16)),
                            (2, 4, 4, (16, 16)), (8, 16, 16, (8, 8)), (4, 8, 4, (16, 8))]],
+    # image: RN is fixed at 4 (one RGBA pixel of columns), so only RM and the work-group vary
+    "image": [{"defines": {"RM": rm, "RN": 4}, "local": list(loc)}
+              for rm, loc in [(4, (8, 8)), (8, (8, 8)), (2, (16, 16)), (4, (16, 16)),
+                              (8, (4, 4)), (1, (16, 16))]],
 }
 
 # Shape classes by GEMM FLOPs (2*M*N*K): the paper MLP's layers are "small"/"medium",

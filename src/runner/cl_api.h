@@ -24,6 +24,9 @@ typedef cl_uint cl_program_build_info;
 typedef cl_uint cl_kernel_work_group_info;
 typedef cl_uint cl_profiling_info;
 typedef intptr_t cl_context_properties;
+typedef cl_uint cl_channel_order;
+typedef cl_uint cl_channel_type;
+typedef cl_uint cl_mem_object_type;
 
 typedef struct _cl_platform_id *cl_platform_id;
 typedef struct _cl_device_id *cl_device_id;
@@ -33,6 +36,22 @@ typedef struct _cl_mem *cl_mem;
 typedef struct _cl_program *cl_program;
 typedef struct _cl_kernel *cl_kernel;
 typedef struct _cl_event *cl_event;
+
+/* Image format and descriptor (OpenCL 1.2 section 5.3.1; 2.0 renames `buffer` to the union
+ * member `mem_object`, same layout). A 2D image with `buffer` set is a view of that buffer
+ * (cl_khr_image2d_from_buffer / OpenCL 2.0). */
+typedef struct {
+    cl_channel_order image_channel_order;
+    cl_channel_type image_channel_data_type;
+} cl_image_format;
+
+typedef struct {
+    cl_mem_object_type image_type;
+    size_t image_width, image_height, image_depth, image_array_size;
+    size_t image_row_pitch, image_slice_pitch;
+    cl_uint num_mip_levels, num_samples;
+    cl_mem buffer;
+} cl_image_desc;
 
 #define CL_SUCCESS 0
 #define CL_DEVICE_NOT_FOUND (-1)
@@ -65,6 +84,8 @@ typedef struct _cl_event *cl_event;
 #define CL_DEVICE_MAX_CLOCK_FREQUENCY 0x100C
 #define CL_DEVICE_MAX_MEM_ALLOC_SIZE 0x1010
 #define CL_DEVICE_IMAGE_SUPPORT 0x1016
+#define CL_DEVICE_IMAGE2D_MAX_WIDTH 0x1011
+#define CL_DEVICE_IMAGE2D_MAX_HEIGHT 0x1012
 #define CL_DEVICE_GLOBAL_MEM_CACHE_SIZE 0x101E
 #define CL_DEVICE_GLOBAL_MEM_SIZE 0x101F
 #define CL_DEVICE_LOCAL_MEM_SIZE 0x1023
@@ -77,13 +98,21 @@ typedef struct _cl_event *cl_event;
 #define CL_DEVICE_EXTENSIONS 0x1030
 #define CL_DEVICE_HOST_UNIFIED_MEMORY 0x1035
 #define CL_DEVICE_OPENCL_C_VERSION 0x103D
+#define CL_DEVICE_IMAGE_PITCH_ALIGNMENT 0x104A          /* OpenCL 2.0 / image2d_from_buffer */
+#define CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT 0x104B
 
 /* cl_command_queue_properties */
 #define CL_QUEUE_PROFILING_ENABLE (1u << 1)
 
 /* cl_mem_flags */
 #define CL_MEM_READ_WRITE (1u << 0)
+#define CL_MEM_READ_ONLY (1u << 2)
 #define CL_MEM_ALLOC_HOST_PTR (1u << 4)
+
+/* cl_channel_order, cl_channel_type, cl_mem_object_type */
+#define CL_RGBA 0x10B5
+#define CL_FLOAT 0x10DE
+#define CL_MEM_OBJECT_IMAGE2D 0x10F1
 
 /* cl_map_flags */
 #define CL_MAP_READ (1u << 0)
@@ -120,6 +149,8 @@ typedef void (*cl_build_notify_fn)(cl_program, void *);
     X(cl_int, clReleaseCommandQueue, (cl_command_queue)) \
     X(cl_mem, clCreateBuffer, (cl_context, cl_mem_flags, size_t, void *, cl_int *)) \
     X(cl_int, clReleaseMemObject, (cl_mem)) \
+    X(cl_mem, clCreateImage, (cl_context, cl_mem_flags, const cl_image_format *, \
+                              const cl_image_desc *, void *, cl_int *)) \
     X(cl_program, clCreateProgramWithSource, (cl_context, cl_uint, const char **, const size_t *, \
                                               cl_int *)) \
     X(cl_int, clBuildProgram, (cl_program, cl_uint, const cl_device_id *, const char *, \
@@ -142,6 +173,9 @@ typedef void (*cl_build_notify_fn)(cl_program, void *);
                                     cl_uint, const cl_event *, cl_event *)) \
     X(cl_int, clEnqueueCopyBuffer, (cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, \
                                     cl_uint, const cl_event *, cl_event *)) \
+    X(cl_int, clEnqueueCopyBufferToImage, (cl_command_queue, cl_mem, cl_mem, size_t, \
+                                           const size_t *, const size_t *, cl_uint, \
+                                           const cl_event *, cl_event *)) \
     X(void *, clEnqueueMapBuffer, (cl_command_queue, cl_mem, cl_bool, cl_map_flags, size_t, \
                                    size_t, cl_uint, const cl_event *, cl_event *, cl_int *)) \
     X(cl_int, clEnqueueUnmapMemObject, (cl_command_queue, cl_mem, void *, cl_uint, \

@@ -1,6 +1,7 @@
 /* OpenCL backend: one in-order profiling queue; every command gets an event whose
  * queued/submit/start/end times go into the trace after the iteration's clFinish. */
 #define _POSIX_C_SOURCE 200809L
+#include "cl_image.h"
 #include "clblast.h"
 #include "exec.h"
 #include "util.h"
@@ -76,6 +77,26 @@ static void build_programs(run_ctx *rc)
     free(dev);
 }
 
+/* The image2d_t view of a tensor some kernel argument reads as {"t", "image_width4"}. A device
+ * without image support exits with EXIT_NO_LIBRARY, like a missing CLBlast: callers skip. */
+static void make_image(run_ctx *rc, pt_tensor *t)
+{
+    const char *why = image_unsupported(rc->device, t->numel, t->image_width4);
+    if (why) {
+        char *dev = cl_device_str(rc->device, CL_DEVICE_NAME);
+        fail(EXIT_NO_LIBRARY, "tensor \"%s\" is read as an image (kernel version image) but on "
+             "\"%s\" %s; drop that kernel version for this device", t->name, dev, why);
+    }
+    cl_image_view *v = xcalloc(1, sizeof *v);
+    cl_int e = image_view_make(rc->context, rc->device, t->mem, t->numel, t->image_width4, v);
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "a %zux%zu RGBA float image of tensor \"%s\"", v->width, v->height,
+             t->name);
+    if (e != CL_SUCCESS) cl_fail("clCreateImage", e, ctx);
+    if (v->copied) rc->device_bytes += (long long)(v->width * v->height * 16);
+    t->image = v;
+}
+
 static void make_buffers(run_ctx *rc)
 {
     pt_plan *p = rc->plan;
@@ -84,14 +105,23 @@ static void make_buffers(run_ctx *rc)
         if (!t->needs_buffer) continue;
         cl_int e;
         cl_mem_flags flags = CL_MEM_READ_WRITE | (t->needs_map ? CL_MEM_ALLOC_HOST_PTR : 0);
-        cl_mem m = CL.clCreateBuffer(rc->context, flags, t->size_bytes, NULL, &e);
+        /* an image view covers whole rows: pad the buffer to them (zeros, never written) */
+        size_t alloc = t->image_width4 ? image_alloc_bytes(t->numel, t->image_width4) : t->size_bytes;
+        cl_mem m = CL.clCreateBuffer(rc->context, flags, alloc, NULL, &e);
         char ctx[256];
-        snprintf(ctx, sizeof ctx, "allocating %zu bytes for tensor \"%s\"", t->size_bytes, t->name);
+        snprintf(ctx, sizeof ctx, "allocating %zu bytes for tensor \"%s\"", alloc, t->name);
         if (e != CL_SUCCESS) cl_fail("clCreateBuffer", e, ctx);
         CL_CHECK(CL.clEnqueueWriteBuffer(rc->queue, m, CL_TRUE, 0, t->size_bytes, t->host, 0, NULL,
                                          NULL), ctx);
+        if (alloc > t->size_bytes) {
+            void *zeros = xcalloc(alloc - t->size_bytes, 1);
+            CL_CHECK(CL.clEnqueueWriteBuffer(rc->queue, m, CL_TRUE, t->size_bytes,
+                                             alloc - t->size_bytes, zeros, 0, NULL, NULL), ctx);
+            free(zeros);
+        }
         t->mem = m;
-        rc->device_bytes += (long long)t->size_bytes;
+        rc->device_bytes += (long long)alloc;
+        if (t->image_width4) make_image(rc, t);
     }
 }
 
@@ -149,6 +179,7 @@ static void make_kernels(run_ctx *rc)
             cl_int iv = arg->i;
             float fv = arg->f;
             cl_mem mv = s->arg_tensor[a] >= 0 ? p->tensors[s->arg_tensor[a]].mem : NULL;
+            if (s->arg_image[a]) mv = ((cl_image_view *)p->tensors[s->arg_tensor[a]].image)->image;
             if (arg->kind == 'i') e = CL.clSetKernelArg(kern, (cl_uint)a, sizeof iv, &iv);
             else if (arg->kind == 'f') e = CL.clSetKernelArg(kern, (cl_uint)a, sizeof fv, &fv);
             else e = CL.clSetKernelArg(kern, (cl_uint)a, sizeof mv, &mv);
@@ -241,6 +272,36 @@ static void map_copy(run_ctx *rc, pt_step *s, int iteration, int warmup, int seq
     r->host_end_ns = monotonic_ns();
 }
 
+/* Before a kernel reading copied image views: one clEnqueueCopyBufferToImage per view, each
+ * its own d2d row (op "image_copy", named after the tensor), so the copy's time shows.
+ * Returns the next seq. */
+static int refresh_images(run_ctx *rc, pt_step *s, int iteration, int warmup, int seq, int k)
+{
+    for (int a = 0; a < s->nargs; a++) {
+        if (!s->arg_image[a]) continue;
+        pt_tensor *t = &rc->plan->tensors[s->arg_tensor[a]];
+        const cl_image_view *v = t->image;
+        if (!v->copied) continue;
+        trace_row *r = trace_step(&rc->tr, rc->plan, s, iteration, warmup, seq++, k);
+        int idx = rc->tr.n - 1;
+        r->op = "image_copy";
+        r->kind = "d2d";
+        r->name = t->name;
+        r->flops = 0;
+        r->bytes = (long long)(v->width * v->height * 16);
+        r->host_begin_ns = monotonic_ns();
+        cl_event ev;
+        char ctx[160];
+        snprintf(ctx, sizeof ctx, "the image copy of tensor \"%s\" for steps[%d] (%s), iteration %d",
+                 t->name, k, s->name, iteration);
+        CL_CHECK(image_view_refresh(rc->queue, t->mem, v, &ev), ctx);
+        r = &rc->tr.rows[idx];
+        r->host_end_ns = monotonic_ns();
+        r->event = ev;
+    }
+    return seq;
+}
+
 static void read_profile(trace_row *r)
 {
     cl_event ev = r->event;
@@ -263,6 +324,7 @@ uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
     int first = rc->tr.n, seq = 0;
     for (int k = 0; k < p->nsteps; k++) {
         pt_step *s = &p->steps[k];
+        if (s->has_image) seq = refresh_images(rc, s, iteration, warmup, seq, k);
         trace_row *r = trace_step(&rc->tr, rc->plan, s, iteration, warmup, seq++, k);
         int idx = rc->tr.n - 1;   /* rows may move when the trace grows */
         if (s->external) CL_CHECK(CL.clFinish(rc->queue), "before a CLBlast call");   /* untimed */

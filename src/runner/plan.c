@@ -144,11 +144,32 @@ static void read_args(pt_plan *p, pt_step *s, const jval *args, const char *wher
         const jval *arg = &args->items[a];
         char aw[96];
         snprintf(aw, sizeof aw, "%s.args[%d]", where, a);
-        if (arg->type != J_OBJ || arg->len != 1)
-            BAD("%s must be one of {\"i\": int}, {\"f\": float}, {\"t\": tensor id}", aw);
+        const jval *img = arg->type == J_OBJ ? json_get(arg, "image_width4") : NULL;
+        if (arg->type != J_OBJ || arg->len != 1 + (img != NULL))
+            BAD("%s must be one of {\"i\": int}, {\"f\": float}, {\"t\": tensor id}, "
+                "{\"t\": tensor id, \"image_width4\": W}", aw);
         rt_arg *r = &s->args[a];
         memset(r, 0, sizeof *r);
         s->arg_tensor[a] = -1;
+        s->arg_image[a] = 0;
+        if (img) {   /* read through an image2d_t on the opencl backend; a buffer on cpu */
+            if (strcmp(arg->keys[0], "t") && strcmp(arg->keys[1], "t"))
+                BAD("%s: image_width4 needs \"t\" (the tensor) beside it", aw);
+            if (img->type != J_NUM || !img->is_int || img->inum < 1 || img->inum > 1 << 20)
+                BAD("%s.image_width4 must be a positive integer (pixels per image row)", aw);
+            int t = tensor_id(p, json_get(arg, "t"), aw);
+            pt_tensor *tt = &p->tensors[t];
+            if (tt->image_width4 && tt->image_width4 != (int)img->inum)
+                BAD("%s: tensor \"%s\" is already read as an image %d pixels wide; use one "
+                    "image_width4 per tensor", aw, tt->name, tt->image_width4);
+            tt->image_width4 = (int)img->inum;
+            r->kind = 't';
+            s->arg_tensor[a] = t;
+            s->arg_image[a] = 1;
+            s->has_image = 1;
+            r->numel = tt->numel;
+            continue;
+        }
         const char *k = arg->keys[0];
         const jval *v = &arg->items[0];
         if (!strcmp(k, "i")) {

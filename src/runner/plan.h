@@ -35,6 +35,8 @@ typedef struct {
     int needs_map;           /* touched by a map step: CL_MEM_ALLOC_HOST_PTR */
     void *mem;               /* cl_mem on the opencl backend */
     void *mapped;            /* pointer returned by the last map, until unmap */
+    int image_width4;        /* > 0: a kernel reads it as an image2d_t this wide (pixels) */
+    void *image;             /* cl_image_view * on the opencl backend (cl_image.h) */
     char *batch_path;        /* batches[].path when this tensor is a per-iteration input */
     char *batch_data;        /* its batch_count consecutive batches, read at setup */
     long batch_count;
@@ -49,6 +51,8 @@ typedef struct {
     char *name;              /* kernel name */
     rt_arg args[MAX_KERNEL_ARGS];
     int arg_tensor[MAX_KERNEL_ARGS];   /* tensor id for 't' args, else -1 */
+    int arg_image[MAX_KERNEL_ARGS];    /* 1: {"t": id, "image_width4": W}, an image2d_t */
+    int has_image;                     /* some argument is an image */
     int nargs;
     int work_dim;
     size_t global[3], local[3];

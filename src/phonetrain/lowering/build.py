@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 from .. import data as datasets
+from ..gemm_geometry import mark_image_args
 from ..kernels import (KERNEL_ARGS, KERNELS_ROOT, KernelVersion, bind_args, buffer_access,
                        geometry, kernel_flops, kernels_mentioned, load_version,
                        resolve_sources)
@@ -49,6 +50,7 @@ class _Builder:
             args.append({"i": int(v)} if kind == "i" else
                         {"f": float(v)} if kind == "f" else {"t": int(v)})
         bound = bind_args(name, args)
+        mark_image_args(name, args, self.version, lambda t: self.tensors[t].numel)
         access = buffer_access(name, bound)
         nbytes = sum(self.tensors[bound[a]].size_bytes * (2 if acc == "rw" else 1)
                      for a, acc in access.items())

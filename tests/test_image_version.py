@@ -1,0 +1,97 @@
+"""The ``image`` kernel version end to end: lowering emits image arguments only for its GEMMs,
+the runner reads them as image2d_t views on PoCL (a traced d2d image copy where the device
+cannot view a buffer as an image) and trains like the numpy reference; the CPU backend treats
+them as buffers; bad image arguments are one clear error."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from phonetrain import reference
+from phonetrain import runner as runner_api
+from phonetrain.gemm_geometry import IMAGE_MAX_WIDTH4, image_width4
+from phonetrain.lowering import LowerSpec, lower, write_bundle
+from phonetrain.plan import Plan
+
+GEMMS = ("gemm_nn", "gemm_nt", "gemm_tn")
+
+
+def _spec(backend: str, kernel: str = "image", **kw) -> LowerSpec:
+    return LowerSpec(model="lenet5", batch_size=4, backend=backend,
+                     placement="resident" if backend == "opencl" else None,
+                     transfer="copy" if backend == "opencl" else None, kernel=kernel, warmup=1,
+                     iterations=2, num_batches=2, momentum=0.9, dumps="all", threads=1, **kw)
+
+
+def _image_args(plan: Plan) -> list[tuple[str, int, dict]]:
+    return [(s.name, i, a) for s in plan.steps if s.op == "kernel"
+            for i, a in enumerate(s.args) if "image_width4" in a]
+
+
+def test_lowering_marks_operand_b_of_every_gemm_only_for_image():
+    plan = lower(_spec("opencl"))
+    marked = _image_args(plan)
+    n_gemm = sum(s.op == "kernel" and s.name in GEMMS for s in plan.steps)
+    assert len(marked) == n_gemm > 0
+    for name, pos, a in marked:
+        assert name in GEMMS and pos == 5
+        assert a["image_width4"] == image_width4(plan.tensor(a["t"]).numel) <= IMAGE_MAX_WIDTH4
+    assert not _image_args(lower(_spec("opencl", kernel="regblock")))
+    assert image_width4(1) == 1 and image_width4(10) == 3 and image_width4(10**7) == 1024
+
+
+@pytest.mark.parametrize("backend", ["opencl", "cpu"])
+def test_image_run_matches_reference(runner, pocl, tmp_path, backend):
+    """LeNet-5 (conv GEMMs of every transpose, odd widths) trains as the reference does; on
+    PoCL (no cl_khr_image2d_from_buffer) each GEMM's B is copied into its image first, as a
+    d2d trace row with device times right before the GEMM."""
+    spec = _spec(backend)
+    plan_path = write_bundle(spec, tmp_path)
+    out = tmp_path / "out"
+    doc = runner_api.run_plan(runner, plan_path, tmp_path, out,
+                              device_selector=pocl if backend == "opencl" else None)
+    plan = Plan.load(plan_path)
+    assert doc["status"] == "ok" and len(doc["iters"]) == 3
+    v = reference.verify_run_dir(plan, tmp_path, out)
+    assert v["max_abs_err"] <= reference.VERIFY_TOLERANCE, (v["worst"], v["max_abs_err"])
+    tr = runner_api.read_trace(out)
+    copies = tr[tr["op"] == "image_copy"]
+    if backend == "cpu":
+        assert copies.empty
+        return
+    first = tr[tr["iteration"] == 0].reset_index(drop=True)
+    marked = [(k, s) for k, s in enumerate(plan.steps)
+              if s.op == "kernel" and any("image_width4" in a for a in s.args)]
+    assert (first["op"] == "image_copy").sum() == len(marked)
+    for k, s in marked:
+        i = first.index[(first["step"] == k) & (first["op"] == "kernel")][0]
+        row = first.loc[i - 1]
+        assert row["op"] == "image_copy" and row["kind"] == "d2d" and row["step"] == k
+        assert row["name"] == plan.tensor(s.args[5]["t"]).name
+        assert row["bytes"] >= plan.tensor(s.args[5]["t"]).size_bytes
+        assert row["start_ns"] <= row["end_ns"]
+    assert first["seq"].tolist() == list(range(len(first)))
+
+
+def _first_image_arg(doc: dict) -> dict:
+    return next(a for s in doc["steps"] if s["op"] == "kernel" for a in s["args"]
+                if "image_width4" in a)
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda a: a.update(image_width4=a["image_width4"] + 1), "one image_width4 per tensor"),
+    (lambda a: a.update(image_width4=0), "image_width4 must be a positive integer"),
+    (lambda a: a.update(f=1.0) or a.pop("t"), "needs \"t\""),
+], ids=["two-widths", "zero-width", "no-tensor"])
+def test_bad_image_argument_is_one_clear_error(runner, pocl, tmp_path, mutate, message):
+    plan_path = write_bundle(_spec("opencl"), tmp_path)
+    doc = json.loads(plan_path.read_text())
+    mutate(_first_image_arg(doc))
+    plan_path.write_text(json.dumps(doc))
+    with pytest.raises(runner_api.BadInputError, match="image_width4|needs") as e:
+        runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out",
+                            device_selector=pocl)
+    assert message in str(e.value) and "plan.json" in str(e.value)
