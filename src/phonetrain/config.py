@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
@@ -179,7 +180,14 @@ CHOICES = {
 }
 MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "iterations"): 1,
            ("measure", "repeats"): 1, ("measure", "threads"): 0, ("dataset", "num_batches"): 1,
-           ("measure", "bandwidth_max_bytes"): 4096}
+           ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1}
+# Floats that must be > 0 (a limit or calibration target of 0 makes every job fail or spin)
+# or >= 0 (a negative tolerance fails every verification; a negative wait is meaningless).
+POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
+            ("measure", "gemm_max_launch_s"), ("measure", "tune_min_time_ms")}
+NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldown_s"),
+                ("measure", "cooldown_limit_s"), ("model", "momentum"),
+                ("model", "weight_decay")}
 
 
 @dataclass(frozen=True)
@@ -259,7 +267,8 @@ def _tidy(msg: str) -> str:
     key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
     body = " ".join(ln for ln in lines if ln and not ln.startswith(
         ("full_key:", "reference_type=", "object_type=")))
-    body = body.replace("ValidationError raised while composing config: ", "")
+    for kind in ("ValidationError", "ConfigKeyError"):
+        body = body.replace(f"{kind} raised while composing config: ", "")
     return f"key '{key}': {body}" if key else body
 
 
@@ -282,6 +291,13 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     if m:
         where, why = m.groups()
         return ConfigError(f"{conf_dir / (where + '.yaml')}: {_tidy(why)}")
+    m = re.search(r"full_key: (\w+)\.(\w+)", msg)
+    if "Missing mandatory value" in msg and m and m.group(1) in AXES + ("sweep",):
+        group, key = m.groups()
+        chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == group]
+        where = (_group_file(conf_dir, group, chosen[-1]) if chosen
+                 else f"the {group} chosen in {conf_dir / 'config.yaml'}")
+        return ConfigError(f"{where}: key '{key}' is missing; add '{key}: ...' to the file")
     if e.__cause__ is not None:  # "Error merging override x=y" hides the reason in its cause
         msg = f"{msg}: {e.__cause__}"
     return ConfigError(f"override {overrides} on {conf_dir}: {_tidy(msg)}")
@@ -298,6 +314,8 @@ def _compose(conf_dir: Path, overrides: list[str]) -> tuple[dict[str, Any], dict
         return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True), choices  # type: ignore
     except (HydraException, OmegaConfBaseException, ValueError) as e:
         raise _explain(e, conf_dir, overrides) from e
+    except yaml.YAMLError as e:  # the message names the file, line and column
+        raise ConfigError(f"YAML syntax error: {' '.join(str(e).split())}; fix that file") from e
 
 
 def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]) -> None:
@@ -313,6 +331,7 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
     for (g, key), low in MIN_INT.items():
         if g == group and node[key] < low:
             raise ConfigError(f"{path}: key '{key}' is {node[key]}; it must be >= {low}")
+    _check_signs(path, group, node, "")
     if group == "backend":
         ok = (("none",), ("none",)) if node["kind"] == "cpu" else (("resident", "staged"),
                                                                   ("copy", "map"))
@@ -324,8 +343,46 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
         if not (KERNELS_DIR / name).is_dir():
             raise ConfigError(f"{path}: kernel version {name!r} has no folder "
                               f"{KERNELS_DIR / name}; create it or fix key 'name'")
+        from phonetrain.kernels import KernelVersionError, load_version
+        try:  # version.yaml syntax, keys and the inherits chain, before any job
+            load_version(name, KERNELS_DIR)
+        except KernelVersionError as e:
+            raise ConfigError(f"{path}: {e}") from None
     if group == "model":
         _check_model_name(path, node["name"])
+
+
+def _check_signs(path: Path, group: str, node: dict[str, Any], prefix: str) -> None:
+    for (g, key) in sorted(POSITIVE | NON_NEGATIVE):
+        if g != group:
+            continue
+        low_ok = node[key] > 0 if (g, key) in POSITIVE else node[key] >= 0
+        if not low_ok:
+            bound = "> 0" if (g, key) in POSITIVE else ">= 0"
+            raise ConfigError(f"{path}: key '{prefix}{key}' is {node[key]}; it must be {bound}")
+
+
+def _check_dataset_fits(conf_dir: Path, root: dict[str, Any], model: str,
+                        mcfg: dict[str, Any]) -> None:
+    """A model's dataset must exist and have the model's input shape (before any job)."""
+    try:
+        from phonetrain.data import DATASETS, check_compatible
+        from phonetrain.models import MODELS
+    except ImportError:  # data/models are optional at config time (lowering needs them)
+        return
+    name = mcfg.get("dataset") or root["dataset"]["name"]
+    path = _group_file(conf_dir, "model", model)
+    if name not in DATASETS:
+        raise ConfigError(f"{path}: key 'dataset' is {name!r}; use one of {sorted(DATASETS)} "
+                          "or null (the sweep's dataset.name)")
+    m = MODELS.get(mcfg["name"])
+    if m is None:
+        return
+    try:
+        check_compatible(name, tuple(m.input_shape), m.classes, m.name)
+    except ValueError as e:
+        raise ConfigError(f"{path}: {e}; set key 'dataset' of this model or 'dataset.name'"
+                          ) from None
 
 
 def _check_model_name(path: Path, name: str) -> None:
@@ -341,11 +398,21 @@ def _check_model_name(path: Path, name: str) -> None:
 def _validate_root(conf_dir: Path, root: dict[str, Any]) -> None:
     path = conf_dir / "config.yaml"
     for (g, key), low in MIN_INT.items():
-        if g in ("measure",) and root[g][key] < low:
+        if g in ("measure", "report") and root[g][key] < low:
             raise ConfigError(f"{path}: key '{g}.{key}' is {root[g][key]}; it must be >= {low}")
+    _check_signs(path, "measure", root["measure"], "measure.")
+    bad = [s for s in root["measure"]["gemm_sizes"] if s < 1]
+    if bad:
+        raise ConfigError(f"{path}: key 'measure.gemm_sizes' lists {bad}; sizes must be >= 1")
+    if not str(root["results_dir"]).strip():
+        raise ConfigError(f"{path}: key 'results_dir' is empty; name the output folder")
     if root["report"]["figure_format"] not in CHOICES[("report", "figure_format")]:
         raise ConfigError(f"{path}: key 'report.figure_format' must be one of "
                           f"{CHOICES[('report', 'figure_format')]}")
+    from phonetrain.data import DATASETS
+    if root["dataset"]["name"] not in DATASETS:
+        raise ConfigError(f"key 'dataset.name' is {root['dataset']['name']!r} (conf/dataset or "
+                          f"an override); use one of {sorted(DATASETS)}")
     _validate_member(conf_dir, "dataset", root["dataset"]["name"], root["dataset"])
     sweep = root["sweep"]
     spath = _group_file(conf_dir, "sweep", sweep["name"])
@@ -389,6 +456,8 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
                 try:
                     cfg, _ = _compose(conf_dir, overrides + [f"{axis}={name}"])
                     _validate_member(conf_dir, axis, name, cfg[axis])
+                    if axis == "model":
+                        _check_dataset_fits(conf_dir, cfg, name, cfg[axis])
                 except ConfigError as e:
                     raise ConfigError(f"sweep '{root['sweep']['name']}' key 'sweep.{axis}s' "
                                       f"lists {name!r}: {e}") from e
@@ -408,6 +477,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     _validate_root(conf_dir, root)
     for axis in AXES:
         _validate_member(conf_dir, axis, choices[axis], root[axis])
+    _check_dataset_fits(conf_dir, root, choices["model"], root["model"])
     members = {axis: {choices[axis]: root[axis]} for axis in AXES}
     root["sweep"] = {"name": "single", **{a + "s": list(members[a]) for a in AXES}}
     exps = _cross(root, members)

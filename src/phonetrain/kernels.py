@@ -231,6 +231,22 @@ class KernelVersion:
 _VERSION_KEYS = {"inherits", "build_options", "defines", "local_sizes"}
 
 
+def _read_version_yaml(yml: Path) -> dict:
+    """A version.yaml as a dict; :class:`KernelVersionError` naming the file when it is not
+    valid YAML or not a mapping."""
+    import yaml  # here, so geometry works with numpy alone
+    from omegaconf import OmegaConf
+    try:
+        cfg = OmegaConf.to_container(OmegaConf.load(yml)) or {}
+    except yaml.YAMLError as e:
+        raise KernelVersionError(f"{yml}: not valid YAML ({' '.join(str(e).split())}); "
+                                 "fix the file") from None
+    if not isinstance(cfg, dict):
+        raise KernelVersionError(f"{yml}: must be a mapping of {sorted(_VERSION_KEYS)}, "
+                                 f"got {type(cfg).__name__}")
+    return cfg
+
+
 def load_version(version_name: str, kernels_root: Path = KERNELS_ROOT) -> KernelVersion:
     """Read ``kernels_root/<version>/version.yaml`` (optional) and its ancestors.
 
@@ -242,6 +258,7 @@ def load_version(version_name: str, kernels_root: Path = KERNELS_ROOT) -> Kernel
     merged = KernelVersion(name=version_name, root=kernels_root)
     name: str | None = version_name
     layers: list[dict] = []
+    parent_yml: Path | None = None  # the version.yaml whose `inherits` named `name`
     while name is not None:
         folder = kernels_root / name
         if name in chain:
@@ -250,20 +267,21 @@ def load_version(version_name: str, kernels_root: Path = KERNELS_ROOT) -> Kernel
         if not folder.is_dir():
             known = sorted(p.name for p in kernels_root.iterdir() if p.is_dir()) \
                 if kernels_root.is_dir() else []
-            raise KernelVersionError(f"kernel version {name!r}: no folder {folder} "
+            where = f"{parent_yml}: key 'inherits' names " if parent_yml else ""
+            raise KernelVersionError(f"{where}kernel version {name!r}: no folder {folder} "
                                      f"(known versions: {', '.join(known) or 'none'})")
         chain.append(name)
         cfg: dict = {}
         yml = folder / "version.yaml"
         if yml.exists():
-            from omegaconf import OmegaConf  # here, so geometry works with numpy alone
-            cfg = OmegaConf.to_container(OmegaConf.load(yml)) or {}
+            cfg = _read_version_yaml(yml)
             bad = set(cfg) - _VERSION_KEYS
             if bad:
                 raise KernelVersionError(f"{yml}: unknown key(s) {sorted(bad)}; "
                                          f"allowed: {sorted(_VERSION_KEYS)}")
         layers.append(cfg)
         name = cfg.get("inherits")
+        parent_yml = yml
     merged.chain = chain
     merged.inherits = layers[0].get("inherits")
     for cfg in reversed(layers):  # ancestors first, so the child overrides

@@ -92,8 +92,9 @@ def load_mnist_like(name: str, folder: str | Path | None = None, download: bool 
         if all(paths):
             break
     else:
+        searched = ", ".join(map(str, candidates)) or "no folder (dataset.path is not set)"
         raise DatasetError(f"{name}: no {FILES[0]}[.gz] and {FILES[1]}[.gz] in "
-                           f"{', '.join(map(str, candidates))}; set the dataset folder, "
+                           f"{searched}; set the dataset folder (dataset.path), "
                            f"install Debian's dataset-fashion-mnist (fashion_mnist), or allow "
                            "download")
     images = read_idx(paths[0], expect_ndim=3)

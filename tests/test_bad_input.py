@@ -1,0 +1,131 @@
+"""Careless input: each mistake gives one clear error naming the file, key or override and
+what to do, before any job runs, and never a Python traceback."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from phonetrain import config as C
+from phonetrain.cli import main
+from phonetrain.config import CONF_DIR, ConfigError, compose_one, compose_sweep
+from phonetrain.data import DatasetError, load
+from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version
+
+
+@pytest.fixture
+def conf(tmp_path: Path) -> Path:
+    """A private copy of conf/ that a test may edit."""
+    dest = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, dest)
+    return dest
+
+
+@pytest.fixture
+def kernels(tmp_path: Path, monkeypatch) -> Path:
+    """A private copy of src/kernels that the config validation reads."""
+    dest = tmp_path / "kernels"
+    shutil.copytree(KERNELS_ROOT, dest)
+    monkeypatch.setattr(C, "KERNELS_DIR", dest)
+    return dest
+
+
+@pytest.mark.parametrize("override, needles", [
+    ("measure.timeout_s=0", ["config.yaml", "measure.timeout_s", "> 0"]),
+    ("measure.timeout_s=-5", ["measure.timeout_s", "> 0"]),
+    ("measure.verify_atol=-1", ["measure.verify_atol", ">= 0"]),
+    ("measure.cooldown_s=-1", ["measure.cooldown_s", ">= 0"]),
+    ("measure.gemm_min_time_ms=0", ["measure.gemm_min_time_ms", "> 0"]),
+    ("measure.gemm_sizes=[256,0]", ["measure.gemm_sizes", "[0]"]),
+    ("report.dpi=0", ["report.dpi", ">= 1"]),
+    ("results_dir=", ["results_dir", "empty"]),
+    ("model.lr=-1", ["model/lenet5.yaml", "'lr'", ">= 0"]),
+    ("dataset.name=mnsit", ["dataset.name", "mnsit", "mnist"]),
+])
+def test_bad_values_fail_at_composition(override, needles):
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.models=[lenet5]", override])
+    for n in needles:
+        assert n in str(e.value), str(e.value)
+
+
+def test_model_dataset_shape_mismatch_names_the_model_file():
+    with pytest.raises(ConfigError) as e:
+        compose_one(["model=mlp_16_16", "model.dataset=digits"])
+    msg = str(e.value)
+    assert "model/mlp_16_16.yaml" in msg and "(16,)" in msg and "(1, 28, 28)" in msg, msg
+    with pytest.raises(ConfigError, match="model/lenet5.yaml.*cifar10"):
+        compose_sweep(["sweep=test", "sweep.models=[lenet5]", "dataset.name=cifar10"])
+
+
+def test_device_yaml_syntax_error_names_file_and_line(conf: Path):
+    (conf / "device" / "pixel.yaml").write_text("name: pixel\ntransport: [local\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[host,pixel]"], conf_dir=conf)
+    msg = str(e.value)
+    assert "device/pixel.yaml" in msg and "line" in msg, msg
+
+
+def test_device_yaml_missing_name_names_the_file(conf: Path):
+    text = (conf / "device" / "host.yaml").read_text().replace("name: host", "")
+    (conf / "device" / "pixel.yaml").write_text(text)
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[pixel]"], conf_dir=conf)
+    msg = str(e.value)
+    assert "device/pixel.yaml" in msg and "'name'" in msg, msg
+
+
+def test_device_yaml_typo_key_names_file_and_key(conf: Path):
+    text = (conf / "device" / "host.yaml").read_text().replace("name: host", "name: pixel")
+    (conf / "device" / "pixel.yaml").write_text(text.replace("toolchain:", "toolchian:"))
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[pixel]"], conf_dir=conf)
+    msg = str(e.value)
+    assert "device/pixel.yaml" in msg and "toolchian" in msg, msg
+    assert "raised while composing" not in msg, msg
+
+
+def _version(kernels: Path, conf: Path, name: str, yaml_text: str) -> None:
+    (kernels / name).mkdir()
+    (kernels / name / "version.yaml").write_text(yaml_text)
+    (conf / "kernel" / f"{name}.yaml").write_text(f"name: {name}\n")
+
+
+@pytest.mark.parametrize("versions, needles", [
+    ({"bad": "inherits: baseline\ndefines: {TSM: 64\n"}, ["bad/version.yaml", "not valid YAML"]),
+    ({"bad": "- inherits\n"}, ["bad/version.yaml", "mapping"]),
+    ({"bad": "inherits: basline\n"}, ["bad/version.yaml", "'inherits'", "basline"]),
+    ({"bad": "inherits: other\n", "other": "inherits: bad\n"}, ["cycle", "bad -> other -> bad"]),
+])
+def test_bad_kernel_version_fails_at_composition(conf, kernels, versions, needles):
+    for name, text in versions.items():
+        _version(kernels, conf, name, text)
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.kernels=[baseline,bad]"], conf_dir=conf)
+    msg = str(e.value)
+    assert "kernel/bad.yaml" in msg, msg
+    for n in needles:
+        assert n in msg, msg
+    with pytest.raises(KernelVersionError):
+        load_version("bad", kernels)
+
+
+def test_mnist_without_folder_says_to_set_dataset_path():
+    with pytest.raises(DatasetError) as e:
+        load("mnist", folder=None)
+    assert "dataset.path" in str(e.value) and " in ;" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["dataset.name=nosuch"], "dataset.name"),
+    (["model=mlp_16_16", "model.dataset=digits"], "mlp_16_16.yaml"),
+    (["measure.timeout_s=0"], "measure.timeout_s"),
+])
+def test_phonetrain_run_bad_config_is_one_message_no_traceback(args, needle):
+    res = CliRunner().invoke(main, ["run", *args])
+    assert res.exit_code == 1, res.output
+    assert isinstance(res.exception, SystemExit), repr(res.exception)
+    assert needle in res.output and "Traceback" not in res.output, res.output
