@@ -129,3 +129,39 @@ def test_phonetrain_run_bad_config_is_one_message_no_traceback(args, needle):
     assert res.exit_code == 1, res.output
     assert isinstance(res.exception, SystemExit), repr(res.exception)
     assert needle in res.output and "Traceback" not in res.output, res.output
+
+
+def _truncated_mnist(folder: Path) -> Path:
+    """IDX files whose image body is cut short (a partial download)."""
+    folder.mkdir()
+    (folder / "train-images-idx3-ubyte").write_bytes(
+        bytes([0, 0, 8, 3]) + (100).to_bytes(4, "big") + (28).to_bytes(4, "big") * 2
+        + b"\0" * 5000)
+    (folder / "train-labels-idx1-ubyte").write_bytes(
+        bytes([0, 0, 8, 1]) + (100).to_bytes(4, "big") + b"\0" * 100)
+    return folder
+
+
+def test_data_stage_truncated_idx_is_one_message_and_no_batches(tmp_path: Path, capsys):
+    import json
+
+    from phonetrain.experiment import main as stage_main
+    folder = _truncated_mnist(tmp_path / "mnist")
+    p = {"batch_size": 32, "dataset": "mnist", "dir": "data/mnist/b32", "model": "lenet5",
+         "seed": 0, "dataset_config": {"allow_download": False, "name": "mnist",
+                                       "num_batches": 2, "path": str(folder)}}
+    log = tmp_path / "logs" / "data.log"
+    rc = stage_main(["data", str(log), json.dumps(p), str(tmp_path / "results")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "train-images-idx3-ubyte" in err and "truncated" in err, err
+    assert "Traceback" not in err and "FAILED" in log.read_text()
+    assert not (tmp_path / "results" / "data" / "mnist").exists()
+
+
+def test_phonetrain_run_missing_mnist_folder_is_one_message(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["run", "model=lenet5", "dataset.name=mnist",
+                                    f"dataset.path={tmp_path / 'nowhere'}",
+                                    f"results_dir={tmp_path / 'results'}"])
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
+    assert "nowhere" in res.output and "dataset.path" in res.output, res.output

@@ -451,10 +451,11 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"phonetrain run: {exp.id} on {exp.device} (config {exp.config_hash})", err=True)
-    from phonetrain.runner import RunnerError
     try:
         rdir = run_single(sweep, exp)
-    except (StageError, TransportError, RunnerError) as e:
+    except Exception as e:
+        if not isinstance(e, _expected_errors()):
+            raise
         raise click.ClickException(str(e)) from None
     v = read_json(rdir / "verify.json")
     click.echo(f"{rdir}: verify max_abs_err {v.get('max_abs_err'):.3g} "
@@ -467,10 +468,17 @@ STAGES = {"build-runner": build_runner, "build-kernels": build_kernels, "data": 
 
 
 def _expected_errors() -> tuple[type[Exception], ...]:
-    """Errors a stage reports as one message (no traceback); RunnerError only when the
-    runner driver (and pandas with it) was imported."""
-    runner = sys.modules.get("phonetrain.runner")
-    return (StageError, TransportError) + ((runner.RunnerError,) if runner else ())
+    """Errors a stage reports as one message (no traceback): bad data files, kernel versions
+    and plans too. RunnerError/LowerError only when their (heavier) modules were imported."""
+    from phonetrain.data import DatasetError
+    from phonetrain.kernels import KernelVersionError
+    errs: tuple[type[Exception], ...] = (StageError, TransportError, DatasetError,
+                                         KernelVersionError)
+    for mod, name in (("phonetrain.runner", "RunnerError"),
+                      ("phonetrain.lowering.spec", "LowerError")):
+        if mod in sys.modules:
+            errs += (getattr(sys.modules[mod], name),)
+    return errs
 
 
 def _arg(a: str) -> Any:
