@@ -102,7 +102,7 @@ def main() -> int:
     ap.add_argument("--platform", help="OpenCL platform name substring")
     ap.add_argument("--device", help="OpenCL device name substring")
     ap.add_argument("--device-type", help="gpu | cpu | accelerator | all")
-    ap.add_argument("--versions", default="baseline,tiled,regblock,clblast,cpu")
+    ap.add_argument("--versions", default="baseline,tiled,regblock,image,clblast,cpu")
     ap.add_argument("--sizes", default="1024,2048,4096", help="square M=N=K sizes")
     ap.add_argument("--no-mlp", action="store_true", help="skip the paper MLP's shapes")
     ap.add_argument("--tune", action="store_true", help="best of each version's search space")

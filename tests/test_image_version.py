@@ -10,11 +10,13 @@ import json
 import numpy as np
 import pytest
 
-from phonetrain import reference
+from phonetrain import reference, tuning
 from phonetrain import runner as runner_api
+from phonetrain.gemm import GemmShape
 from phonetrain.gemm_geometry import IMAGE_MAX_WIDTH4, image_width4
+from phonetrain.kernels import load_version
 from phonetrain.lowering import LowerSpec, lower, write_bundle
-from phonetrain.plan import Plan
+from phonetrain.plan import Plan, PlanError
 
 GEMMS = ("gemm_nn", "gemm_nt", "gemm_tn")
 
@@ -95,3 +97,23 @@ def test_bad_image_argument_is_one_clear_error(runner, pocl, tmp_path, mutate, m
         runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out",
                             device_selector=pocl)
     assert message in str(e.value) and "plan.json" in str(e.value)
+
+
+def test_plan_validate_rejects_a_bad_image_width():
+    plan = lower(_spec("opencl"))
+    plan.validate()
+    _image_args(plan)[0][2]["image_width4"] = 0
+    with pytest.raises(PlanError, match="image_width4 0"):
+        plan.validate()
+
+
+def test_tuning_on_a_device_without_images_is_skipped_and_leaves_runs_untouched():
+    """bench-gemm answers "skipped" where the device has no image support: the tuning
+    document records the reason with no classes, and tune_plan keeps the plan as lowered."""
+    reason = "the device has no image support (CL_DEVICE_IMAGE_SUPPORT is false)"
+    doc = tuning.tune(load_version("image"), [GemmShape("gemm_nn", 32, 64, 16)],
+                      lambda spec: {"status": "skipped", "reason": reason}, source="g.cl")
+    assert doc["classes"] == {} and doc["skipped"] == reason
+    plan = lower(_spec("opencl"))
+    tuned, cls = tuning.tune_plan(plan, load_version("image"), doc)
+    assert cls is None and tuned.to_json() == plan.to_json()

@@ -152,7 +152,7 @@ def gemm_stage(p: dict[str, Any], gp: dict[str, Any], version: str, out_json: Pa
                              "measure.gemm_max_launch_s"})
                 continue
             v, cls = kv, None
-            if tuned and kv is not None:
+            if tuned and tuned["classes"] and kv is not None:
                 cls = tuning.shape_class(g)
                 cls = cls if cls in tuned["classes"] else tuned["default"]
                 v = tuning.candidate_version(kv, tuned["classes"][cls])

@@ -44,7 +44,16 @@ Steps (``op`` selects the kind; every step may carry ``layer`` and ``phase`` in
 :data:`PHASES`):
 
 - ``{"op": "kernel", "name": "gemm_nt", "args": [{"i": 32}, {"f": 1.0}, {"t": 3}, ...],
-  "global": [256, 32], "local": null | [16, 16], "flops": 123, "bytes": 456}``
+  "global": [256, 32], "local": null | [16, 16], "flops": 123, "bytes": 456}``. A buffer
+  argument may instead be ``{"t": 3, "image_width4": 196}``: the opencl backend binds an
+  ``image2d_t`` (CL_RGBA, CL_FLOAT) ``image_width4`` pixels wide and
+  ``ceil(numel / (4 * image_width4))`` rows over the tensor's buffer, float ``i`` at component
+  ``i % 4`` of pixel ``i / 4`` (one width per tensor; the buffer is zero-padded to whole rows).
+  It is a view of the buffer where the device has ``cl_khr_image2d_from_buffer`` (or OpenCL
+  2.x), else a copy refreshed before each such kernel (a ``d2d`` trace row, op
+  ``image_copy``). The cpu backend and the numpy reference treat it as ``{"t": 3}``. Only the
+  ``image`` kernel version's GEMM operand B uses it; a device without image support exits with
+  the missing-library code (8).
 - ``{"op": "h2d", "tensor": 3}`` / ``{"op": "d2h", "tensor": 3}``: clEnqueueWrite/ReadBuffer
   of the whole tensor (blocking).
 - ``{"op": "map", "tensor": 3, "access": "write"|"read"}``: map the tensor's
@@ -232,6 +241,11 @@ class Plan:
                 for a in s.args or []:
                     if "t" in a:
                         check_tid(a["t"], f"steps[{k}] ({s.name}) args")
+                    w = a.get("image_width4", 1)   # optional: the tensor as an image2d_t
+                    if not isinstance(w, int) or isinstance(w, bool) or w < 1 or \
+                            ("image_width4" in a and "t" not in a):
+                        raise PlanError(f"steps[{k}] ({s.name}) args: image_width4 {w!r} "
+                                        f"needs a tensor \"t\" and a positive int width")
             else:
                 check_tid(s.tensor, f"steps[{k}] ({s.op})")
         for b in self.batches:

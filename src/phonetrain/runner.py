@@ -47,7 +47,8 @@ class ExitCode(enum.IntEnum):
     BUILD = 5          # OpenCL program build failed; the compiler log is on stderr
     CL_RUNTIME = 6     # an OpenCL call failed at run time (call and error name)
     NONFINITE = 7      # the loss became NaN or infinite
-    NO_LIBRARY = 8     # an external library the plan needs (CLBlast) cannot be loaded
+    NO_LIBRARY = 8     # an external library the plan needs (CLBlast) cannot be loaded, or the
+                       # device lacks image support that a plan's image argument needs
 
 
 class RunnerError(RuntimeError):
@@ -92,8 +93,9 @@ class NonFiniteLossError(RunnerError):
 
 
 class MissingLibraryError(RunnerError):
-    """Exit code 8: an external library the plan needs (CLBlast) cannot be loaded; callers
-    skip such runs with the reason rather than fail them."""
+    """Exit code 8: an external library the plan needs (CLBlast) cannot be loaded, or the
+    device has no image support for the ``image`` kernel version; callers skip such runs
+    with the reason rather than fail them."""
 
 
 class RunnerTimeout(RunnerError):

@@ -13,6 +13,10 @@ not compile, fails to launch or computes a wrong result is never picked). The re
      "default": "medium",
      "trials": [{"defines", "local", "status": "ok" | "error: ...", "cases": [...]}]}
 
+A device lacking what the version needs (CLBlast, image support: bench-gemm says "skipped")
+gives ``{"classes": {}, "default": null, "skipped": reason}``, which runs leave untouched
+(the run itself then stops with the runner's missing-library exit code and that reason).
+
 Runs use it through :func:`tune_plan`: one program per plan, so the plan takes the class that
 holds the largest share of its GEMM FLOPs (:func:`plan_class`), and its GEMM steps get that
 configuration's defines (program build options) and launch geometry. Only numpy/pandas are
@@ -99,6 +103,9 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
         try:
             spec = gemm_spec(v, shapes, source=source, min_time_ms=min_time_ms, repeats=repeats)
             doc = run_spec(spec)
+            if doc.get("status") == "skipped":   # the device lacks what the version needs
+                return {"version": version.name, "classes": {}, "default": None,
+                        "skipped": doc.get("reason", ""), "trials": []}
             trial["status"] = "ok"
             trial["cases"] = [{k: c.get(k) for k in ("kernel", "M", "N", "K", "status", "gflops",
                                                      "max_err", "error")}
@@ -162,7 +169,10 @@ def plan_class(plan, tuning: dict[str, Any]) -> str:
 
 def tune_plan(plan, version: KernelVersion, tuning: dict[str, Any]):
     """A copy of ``plan`` using the tuned configuration of :func:`plan_class`: every
-    program's build options and every GEMM step's global/local size. Returns (plan, class)."""
+    program's build options and every GEMM step's global/local size. Returns (plan, class);
+    a skipped tuning (no classes) returns an unchanged copy and class None."""
+    if not tuning["classes"]:   # skipped on this device (module docstring)
+        return copy.deepcopy(plan), None
     cls = plan_class(plan, tuning)
     v = candidate_version(version, tuning["classes"][cls])
     out = copy.deepcopy(plan)

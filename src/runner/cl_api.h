@@ -1,5 +1,6 @@
 /* The OpenCL types, constants and entry points the runner uses, declared from the
- * OpenCL 1.2 specification (Khronos, rev. 19, sections 4-5 and appendix on error codes).
+ * OpenCL 1.2 specification (Khronos, rev. 19, sections 4-5 and appendix on error codes);
+ * the image pitch/base-address alignment queries are OpenCL 2.0's (section 4.2).
  * No vendor header is needed: the library is loaded with dlopen (cl_loader.c). On Linux and
  * Android CL_API_CALL is the default C calling convention. */
 #ifndef PHONETRAIN_CL_API_H

@@ -20,7 +20,8 @@ enum {
     EXIT_BUILD = 5,         /* OpenCL program build failed (compiler log on stderr) */
     EXIT_CL_RUNTIME = 6,    /* an OpenCL call failed at run time (call and error name) */
     EXIT_NONFINITE = 7,     /* the loss became NaN or infinite */
-    EXIT_NO_LIBRARY = 8     /* an external library the plan needs (CLBlast) cannot be loaded */
+    EXIT_NO_LIBRARY = 8     /* an external library the plan needs (CLBlast) cannot be loaded,
+                               or the device lacks image support a plan needs */
 };
 
 /* Called by fail() before exiting, e.g. to write a "failed" run.json; may be NULL. */
