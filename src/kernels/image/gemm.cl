@@ -24,6 +24,11 @@
 #error "image: RN must be 4 (one RGBA pixel of columns per work-item)"
 #endif
 
+/* OpenCL C defines __IMAGE_SUPPORT__ only on devices with images (OpenCL C 1.2, 6.10). Without
+ * it the program builds empty, and a run of this version stops before looking its kernels up
+ * with the runner's missing-capability exit code (8) and the reason, like an absent CLBlast. */
+#ifdef __IMAGE_SUPPORT__
+
 __constant sampler_t SMP = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
 
 inline float4 pixel(read_only image2d_t img, const int w, const int p)
@@ -133,3 +138,5 @@ inline void gemm_dot(const int M, const int N, const int K, const float alpha,
 GEMM_KERNEL(gemm_nn, 0, 0)
 GEMM_KERNEL(gemm_nt, 0, 1)
 GEMM_KERNEL(gemm_tn, 1, 0)
+
+#endif /* __IMAGE_SUPPORT__ */
