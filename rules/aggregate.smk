@@ -32,5 +32,7 @@ rule aggregate:
         peaks=PEAKS_FILES,
     output:
         SUMMARY,
+        complete=SUMMARY_COMPLETE,
     run:
         aggregate_now()
+        mark_complete(output.complete)

@@ -82,9 +82,24 @@ def run_files(e, names=("run.json", "trace.csv", "verify.json")):
     return [f"{R}/runs/{e.device}/{e.id}/{n}" for n in names]
 
 
+# Written last by the aggregate and report rules, removed by partial_report: a summary or
+# report made after a failure lacks it, so the next run redoes the missing jobs (Snakemake
+# does not rerun jobs for missing inputs when their outputs already exist).
+SUMMARY_COMPLETE = f"{R}/summary/COMPLETE"
+REPORT_COMPLETE = f"{R}/report/COMPLETE"
+
+
+def mark_complete(path):
+    Path(path).write_text("written by the workflow after a complete stage; absent after a "
+                          "failed run (partial summary/report)\n")
+
+
 def partial_report():
     """On a failed workflow (e.g. a kernel that does not compile, under --keep-going): write
-    the summary and report from what exists, each missing run marked failed."""
+    the summary and report from what exists, each missing run marked failed. The COMPLETE
+    markers go first, so the next `snakemake all` reruns what is missing."""
+    for marker in (SUMMARY_COMPLETE, REPORT_COMPLETE):
+        Path(marker).unlink(missing_ok=True)
     try:
         aggregate_now()
         report_now()

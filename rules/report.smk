@@ -3,7 +3,7 @@
 # come from the `report` section of conf/config.yaml; device facts (peak GFLOPS, bandwidth)
 # from conf/device/<name>.yaml (FACTS: one dict per device, passed as params so an edit of
 # the facts reruns the report only).
-REPORT_FILES = [f"{R}/report/report.html", f"{R}/report/report.md"]
+REPORT_FILES = [f"{R}/report/report.html", f"{R}/report/report.md", REPORT_COMPLETE]
 FACTS = [{"device": d, **SWEEP.members["device"][d]["facts"]} for d in SWEEP.devices]
 
 
@@ -31,6 +31,7 @@ def report_now():
 rule report:
     input:
         summary=SUMMARY,
+        complete=SUMMARY_COMPLETE,
     params:
         report=SWEEP.root["report"],
         facts=FACTS,
@@ -43,5 +44,7 @@ rule report:
         gemm_kernels=figure("gemm_kernels"),
         bandwidth=figure("bandwidth"),
         loss=figure("loss"),
+        complete=REPORT_COMPLETE,
     run:
         report_now()
+        mark_complete(output.complete)

@@ -165,3 +165,17 @@ def test_phonetrain_run_missing_mnist_folder_is_one_message(tmp_path: Path, monk
                                     f"results_dir={tmp_path / 'results'}"])
     assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
     assert "nowhere" in res.output and "dataset.path" in res.output, res.output
+
+
+def test_failed_workflow_partial_report_does_not_hide_missing_runs(tmp_path: Path):
+    """The partial report written on failure must not make the next run a no-op."""
+    from workflow_util import make_workspace, planned, snakemake
+    ws = make_workspace(tmp_path / "ws")
+    src = ws / "src" / "runner" / "main.c"
+    src.write_text(src.read_text() + "\nthis is not C;\n")
+    p = snakemake(ws, "all")
+    assert p.returncode != 0
+    assert (ws / "results" / "report" / "report.md").exists(), p.stderr[-2000:]
+    assert not (ws / "results" / "report" / "COMPLETE").exists()
+    jobs = planned(ws)
+    assert jobs["build_runner"] == 1 and jobs["train"] >= 1 and jobs["report"] == 1, jobs
