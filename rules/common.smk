@@ -17,6 +17,11 @@ from phonetrain.config import ConfigError, compose_sweep
 from phonetrain.kernels import KernelVersionError, load_version, resolve_sources
 
 BASE = Path(workflow.basedir)
+if set(config) - {"overrides"}:  # a typo'd --config key would be ignored silently
+    sys.exit(f"phonetrain: configuration error: unknown --config key(s) "
+             f"{sorted(set(config) - {'overrides'})}; settings are Hydra override strings "
+             "under the one key 'overrides', e.g. "
+             "--config 'overrides=[\"measure.iterations=20\"]' (README.md, Overrides)")
 try:
     SWEEP = compose_sweep(config.get("overrides"), conf_dir=BASE / "conf")
     JP = X.job_params(SWEEP)

@@ -179,3 +179,17 @@ def test_failed_workflow_partial_report_does_not_hide_missing_runs(tmp_path: Pat
     assert not (ws / "results" / "report" / "COMPLETE").exists()
     jobs = planned(ws)
     assert jobs["build_runner"] == 1 and jobs["train"] >= 1 and jobs["report"] == 1, jobs
+
+
+def test_unknown_snakemake_config_key_is_refused(tmp_path: Path):
+    """`--config override=[...]` (or any key but `overrides`) would otherwise be ignored."""
+    import subprocess
+
+    from workflow_util import SNAKEMAKE, env, make_workspace
+    ws = make_workspace(tmp_path / "ws")
+    p = subprocess.run([str(SNAKEMAKE), "--cores", "1", "--dry-run", "all", "--config",
+                        'override=["measure.iterations=5"]'], cwd=ws, env=env(ws),
+                       capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and "unknown --config key(s) ['override']" in out, out[-2000:]
+    assert "Traceback" not in out
