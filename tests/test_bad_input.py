@@ -193,3 +193,18 @@ def test_unknown_snakemake_config_key_is_refused(tmp_path: Path):
     out = p.stdout + p.stderr
     assert p.returncode != 0 and "unknown --config key(s) ['override']" in out, out[-2000:]
     assert "Traceback" not in out
+
+
+def test_local_transport_timeout_stops_a_hung_runner(tmp_path: Path):
+    """measure.timeout_s must hold even when the process never closes its stdout."""
+    import time
+
+    from phonetrain.devices.base import TransportError
+    from phonetrain.devices.local import LocalTransport
+    t = LocalTransport("host", tmp_path)
+    t0 = time.monotonic()
+    with pytest.raises(TransportError, match="timed out after 1 s"):
+        t.run(["sleep", "30"], timeout_s=1)
+    assert time.monotonic() - t0 < 10
+    res = t.run(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout_s=10)
+    assert (res.returncode, res.stdout, res.stderr) == (3, "out\n", "err\n")

@@ -99,10 +99,14 @@ class LocalTransport:
         except OSError as e:
             raise TransportError(f"device '{self.name}': cannot start {argv[0]}: {e}") from e
         err: list[str] = []
-        echo = threading.Thread(target=_tee, args=(p.stderr, err), daemon=True)
-        echo.start()
+        out: list[str] = []
+        # Both pipes are drained by threads so that the wait below, not a blocking read,
+        # enforces the time limit (a hung runner never closes its stdout).
+        readers = [threading.Thread(target=_tee, args=(p.stderr, err), daemon=True),
+                   threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True)]
+        for r in readers:
+            r.start()
         try:
-            out = p.stdout.read() if p.stdout else ""
             p.wait(timeout=max(0.0, timeout_s - (time.monotonic() - t0)))
         except subprocess.TimeoutExpired as e:
             p.kill()
@@ -111,8 +115,9 @@ class LocalTransport:
                                  f"{timeout_s:.0f} s; raise measure.timeout_s or shrink the "
                                  "run") from e
         finally:
-            echo.join(timeout=5)
-        return CommandResult(p.returncode, out, "".join(err), time.monotonic() - t0)
+            for r in readers:
+                r.join(timeout=5)
+        return CommandResult(p.returncode, "".join(out), "".join(err), time.monotonic() - t0)
 
     def pull(self, remote_rel: str, local: Path, expect: list[str]) -> None:
         """Copy ``root/remote_rel`` into ``local`` atomically once every name in ``expect`` is
