@@ -21,10 +21,11 @@ from phonetrain.plan import Plan, PlanError
 GEMMS = ("gemm_nn", "gemm_nt", "gemm_tn")
 
 
-def _spec(backend: str, kernel: str = "image", **kw) -> LowerSpec:
+def _spec(backend: str, kernel: str = "image", placement: str = "resident",
+          transfer: str = "copy", **kw) -> LowerSpec:
     return LowerSpec(model="lenet5", batch_size=4, backend=backend,
-                     placement="resident" if backend == "opencl" else None,
-                     transfer="copy" if backend == "opencl" else None, kernel=kernel, warmup=1,
+                     placement=placement if backend == "opencl" else None,
+                     transfer=transfer if backend == "opencl" else None, kernel=kernel, warmup=1,
                      iterations=2, num_batches=2, momentum=0.9, dumps="all", threads=1, **kw)
 
 
@@ -45,12 +46,14 @@ def test_lowering_marks_operand_b_of_every_gemm_only_for_image():
     assert image_width4(1) == 1 and image_width4(10) == 3 and image_width4(10**7) == 1024
 
 
-@pytest.mark.parametrize("backend", ["opencl", "cpu"])
-def test_image_run_matches_reference(runner, pocl, tmp_path, backend):
+@pytest.mark.parametrize("backend,placement,transfer", [
+    ("opencl", "resident", "copy"), ("opencl", "staged", "map"), ("cpu", None, None)],
+    ids=["opencl-resident-copy", "opencl-staged-map", "cpu"])
+def test_image_run_matches_reference(runner, pocl, tmp_path, backend, placement, transfer):
     """LeNet-5 (conv GEMMs of every transpose, odd widths) trains as the reference does; on
     PoCL (no cl_khr_image2d_from_buffer) each GEMM's B is copied into its image first, as a
-    d2d trace row with device times right before the GEMM."""
-    spec = _spec(backend)
+    d2d trace row with device times right before the GEMM (staged: after B's upload)."""
+    spec = _spec(backend, placement=placement, transfer=transfer)
     plan_path = write_bundle(spec, tmp_path)
     out = tmp_path / "out"
     doc = runner_api.run_plan(runner, plan_path, tmp_path, out,
