@@ -208,3 +208,16 @@ def test_local_transport_timeout_stops_a_hung_runner(tmp_path: Path):
     assert time.monotonic() - t0 < 10
     res = t.run(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout_s=10)
     assert (res.returncode, res.stdout, res.stderr) == (3, "out\n", "err\n")
+
+
+def test_stage_interrupted_is_one_line(tmp_path: Path, monkeypatch, capsys):
+    """Ctrl-C reaches every running job's process: one line each, not a traceback."""
+    from phonetrain import experiment
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(experiment.STAGES, "data", interrupted)
+    rc = experiment.main(["data", str(tmp_path / "data.log"), "{}", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 130 and "data: interrupted" in err and "Traceback" not in err, err

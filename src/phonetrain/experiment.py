@@ -502,6 +502,10 @@ def main(argv: list[str]) -> int:
     except StageError as e:
         print(f"phonetrain {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C in the terminal reaches every job: one line each
+        print(f"phonetrain {argv[0]}: interrupted; rerun snakemake to redo this "
+              "job", file=sys.stderr)
+        return 130
     return 0
 
 
