@@ -17,6 +17,11 @@ from phonetrain.config import ConfigError, compose_sweep
 from phonetrain.kernels import KernelVersionError, load_version, resolve_sources
 
 BASE = Path(workflow.basedir)
+_PKG = Path(X.__file__).resolve().parent
+if (BASE / "src" / "phonetrain").is_dir() and _PKG != (BASE / "src" / "phonetrain").resolve():
+    sys.exit(f"phonetrain: configuration error: this workflow is {BASE} but Python imports "
+             f"phonetrain from {_PKG}, whose stages and kernels would run instead; run with "
+             f"PYTHONPATH={BASE / 'src'} or install this checkout (pip install -e {BASE})")
 if set(config) - {"overrides"}:  # a typo'd --config key would be ignored silently
     sys.exit(f"phonetrain: configuration error: unknown --config key(s) "
              f"{sorted(set(config) - {'overrides'})}; settings are Hydra override strings "

@@ -221,3 +221,18 @@ def test_stage_interrupted_is_one_line(tmp_path: Path, monkeypatch, capsys):
     rc = experiment.main(["data", str(tmp_path / "data.log"), "{}", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc == 130 and "data: interrupted" in err and "Traceback" not in err, err
+
+
+def test_workflow_refuses_another_checkouts_package(tmp_path: Path):
+    """Snakemake in a copy whose src/ is not the imported phonetrain would silently run the
+    other checkout's stages and kernels."""
+    import os
+    import subprocess
+
+    from workflow_util import SNAKEMAKE, make_workspace
+    ws = make_workspace(tmp_path / "ws")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([str(SNAKEMAKE), "--cores", "1", "--dry-run", "all"], cwd=ws, env=env,
+                       capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and f"PYTHONPATH={ws / 'src'}" in out, out[-2000:]
