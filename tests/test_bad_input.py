@@ -236,3 +236,27 @@ def test_workflow_refuses_another_checkouts_package(tmp_path: Path):
                        capture_output=True, text=True, timeout=120)
     out = p.stdout + p.stderr
     assert p.returncode != 0 and f"PYTHONPATH={ws / 'src'}" in out, out[-2000:]
+
+
+def test_stale_run_is_not_reported_as_current(tmp_path: Path):
+    """Settings changed, then the workflow failed before re-measuring: the old run.json is
+    kept, but the summary gets a failed row, not the old measurement under the new params."""
+    import json
+
+    from phonetrain.aggregate import read_run
+    from phonetrain.experiment import job_params, mark_missing_runs
+    key = ("host", "mlp_16_16.cpu.none")
+    jp = {n: job_params(compose_sweep(["sweep=test", "sweep.backends=[cpu]",
+                                       f"measure.iterations={n}"])) for n in (3, 4)}
+    jp = {n: {"run": {key: j["run"][key]}} for n, j in jp.items()}
+    rdir = tmp_path / "runs" / "host" / "mlp_16_16.cpu.none"
+    rdir.mkdir(parents=True)
+    (rdir / "params.json").write_text(json.dumps(jp[3]["run"][key]))
+    (rdir / "run.json").write_text('{"status": "ok"}')
+    mark_missing_runs(tmp_path, jp[3])
+    assert not (rdir / "failed.json").exists()  # up to date: untouched
+    mark_missing_runs(tmp_path, jp[4])
+    assert "not re-measured" in json.loads((rdir / "failed.json").read_text())["reason"]
+    assert (rdir / "run.json").exists()  # nothing measured is deleted
+    row = read_run(rdir)["runs"].iloc[0]
+    assert row["status"] == "failed" and "not re-measured" in row["status_reason"]

@@ -217,16 +217,28 @@ def _mark_runs_failed(results: Path, device: str, version: str, reason: str, log
 
 def mark_missing_runs(results: str | Path, jp: dict[str, Any]) -> None:
     """Before aggregating: give every expected run folder its ``params.json`` and, where the
-    run never happened because its kernel build failed, that build's ``failed.json``."""
+    run never happened because its kernel build failed, that build's ``failed.json``.
+
+    A run.json measured under other params (the settings or a kernel changed, then the
+    workflow failed before re-measuring it) is stale: it is kept, but ``failed.json`` says
+    why, so the summary never shows it as a measurement of the current config."""
     from phonetrain.config import write_if_changed
     R = Path(results)
     for (dev, exp_id), p in jp["run"].items():
         rdir = R / "runs" / dev / exp_id
         rdir.mkdir(parents=True, exist_ok=True)
-        write_if_changed(rdir / "params.json", p)
+        old = rdir / "params.json"
+        stale = ((rdir / "run.json").exists() and old.exists()
+                 and read_json(old) != json.loads(json.dumps(p, default=str)))
+        write_if_changed(old, p)
         build_failed = R / "build" / dev / "kernels" / str(p["kernel"]) / "failed.json"
-        if p["kernel"] and not (rdir / "run.json").exists() and build_failed.exists():
+        if p["kernel"] and (stale or not (rdir / "run.json").exists()) and build_failed.exists():
             shutil.copyfile(build_failed, rdir / "failed.json")
+        elif stale:
+            write_json({"reason": "not re-measured: its settings or sources changed since "
+                        "run.json was measured, and the workflow stopped before rerunning it "
+                        "(a job failed or was interrupted); rerun snakemake"},
+                       rdir / "failed.json")
 
 
 def write_data(p: dict[str, Any], results: Path) -> Path:
