@@ -17,8 +17,10 @@ failed job under ``snakemake --keep-going``) becomes a ``failed`` row too, so th
 it. Per device: bandwidth CSVs (the runner's ``bench-bandwidth`` table) and ``build.json``
 files (runner ``build``), each beside a ``params.json`` naming the device (and kernel).
 
-Status: ``failed`` (no usable runner output), ``wrong`` (ran, but ``verify_max_abs_err`` >
-tolerance, or no verification: its speed is not valid), ``ok``.
+Status: ``failed`` (no usable runner output), ``skipped`` (the device lacks a library the
+kernel version needs, e.g. CLBlast or image support: nothing ran; the reason in
+``status_reason``), ``wrong`` (ran, but ``verify_max_abs_err`` > tolerance, or no
+verification: its speed is not valid), ``ok``.
 """
 
 from __future__ import annotations
@@ -233,7 +235,8 @@ def _provenance(params: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
 def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, pd.DataFrame]:
     """Aggregate one run folder into ``{"runs": 1 row, "iterations": ..., "commands": ...}``
     (DataFrames with the schema's columns). A failure marker, a missing ``run.json`` or a
-    runner status other than ``ok`` gives a ``failed`` row and no iterations/commands.
+    runner status other than ``ok`` gives a ``failed`` row and no iterations/commands; a
+    skipped run (``run.json`` status ``skipped``) a ``skipped`` row with its reason, and none.
     Writes ``trace.perfetto.json`` beside each ``trace.csv`` when ``write_perfetto``."""
     run_dir = Path(run_dir)
     params = _params(run_dir)
@@ -245,6 +248,10 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     if not (run_dir / "run.json").exists():
         return {"runs": _frame([_failed_row(params, "no run.json (job failed or not run)",
                                             run_dir)], "runs"), **none}
+    top = read_json(run_dir / "run.json")
+    if top.get("status") == "skipped":  # the device lacks a library the version needs
+        row = _failed_row(params, top.get("reason") or "skipped", run_dir)
+        return {"runs": _frame([{**row, "status": "skipped"}], "runs"), **none}
     per_iter, per_cmd, runs = [], [], []
     for rep, d in enumerate(_repeat_dirs(run_dir)):
         run = read_json(d / "run.json")

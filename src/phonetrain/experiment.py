@@ -314,7 +314,9 @@ def train(p: dict[str, Any], results: Path, timeout_s: float = 600.0,
     verify it against the numpy reference. Writes into the run folder
     ``results/runs/<device>/<id>/``: ``params.json``, ``run.json``, ``trace.csv``, ``dumps/``
     (repeat 0), ``repeat_<k>/`` (more repeats) and ``verify.json``; on a runner failure
-    ``failed.json`` (reason, stderr) and :class:`StageError`."""
+    ``failed.json`` (reason, stderr) and :class:`StageError`. Where the device lacks a library
+    the version needs (runner exit 8: CLBlast absent, no image support) the run is *skipped*:
+    see :func:`_skip`."""
     cfg, R = p["config"], Path(results)
     dev, ms = cfg["device"], cfg["measure"]
     rdir = R / "runs" / p["device"] / p["run_id"]
@@ -340,6 +342,8 @@ def train(p: dict[str, Any], results: Path, timeout_s: float = 600.0,
                 res = t.run(argv + ["--out", out_rel], timeout_s=timeout_s)
                 if show and res.stderr and not getattr(t, "streams_stderr", False):
                     sys.stderr.write(res.stderr)
+                if res.returncode == _NO_LIBRARY:  # issue 6: skipped with the reason
+                    return _skip(p, tmp, rdir, _last_line(res.stderr))
                 if res.returncode != 0:
                     reason = f"device '{dev['name']}', run {p['run_id']}: " + \
                         _fail_text(res, "runner run")
@@ -355,6 +359,41 @@ def train(p: dict[str, Any], results: Path, timeout_s: float = 600.0,
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rdir
+
+
+_NO_LIBRARY = 8  # phonetrain.runner.ExitCode.NO_LIBRARY (src/runner/util.h)
+TRACE_HEADER = ("iteration,warmup,seq,step,op,kind,name,layer,phase,bytes,flops,queued_ns,"
+                "submit_ns,start_ns,end_ns,host_begin_ns,host_end_ns\n")
+"""The header line of the runner's ``trace.csv`` (src/runner/trace.c, ``trace_csv``)."""
+
+
+def _last_line(text: str | None) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else "the device lacks a library this kernel version needs"
+
+
+def _skip(p: dict[str, Any], tmp: Path, rdir: Path, reason: str) -> Path:
+    """Record a run the device cannot do (runner exit 8) as skipped, not failed: the rule's
+    outputs, installed atomically -- ``run.json`` (``status: skipped``, ``reason``), a
+    ``trace.csv`` with only the runner's header, ``verify.json`` (``skipped: true``) -- so the
+    job succeeds without anything that looks like a measurement."""
+    main = tmp / "main"
+    main.mkdir(parents=True, exist_ok=True)
+    doc = {"status": "skipped", "reason": reason, "run_id": p["run_id"],
+           "device": p["device"], "kernel": p["kernel"]}
+    (main / "trace.csv").write_text(TRACE_HEADER)
+    write_json({"skipped": True, "ok": None, "max_abs_err": None, "reason": reason},
+               main / "verify.json")
+    write_json(doc, main / "run.json")
+    _install(tmp, rdir)
+    click.echo(f"phonetrain: run {p['device']}/{p['run_id']} skipped: {reason}", err=True)
+    return rdir
+
+
+def is_skipped(run_json: str | Path) -> str | None:
+    """The reason a run was skipped (its ``run.json`` says ``status: skipped``), else None."""
+    doc = read_json(run_json)
+    return (doc.get("reason") or "skipped") if doc.get("status") == "skipped" else None
 
 
 def _conditions_before(t: Any, ms: dict[str, Any]) -> dict[str, Any] | None:
@@ -420,6 +459,11 @@ def bandwidth(p: dict[str, Any], out_csv: Path, results: Path, timeout_s: float 
 def perfetto(run_json: Path, trace_csv: Path, out: Path, device: str, title: str) -> Path:
     """A run's command trace as Chrome/Perfetto trace-event JSON (phonetrain.profiling)."""
     from phonetrain import aggregate, profiling
+    if is_skipped(run_json):  # nothing ran: a valid trace with no events
+        profiling.write_json_atomic({"traceEvents": [], "displayTimeUnit": "ns",
+                                     "otherData": {"title": title, "device": device,
+                                                   "skipped": is_skipped(run_json)}}, Path(out))
+        return Path(out)
     tr = profiling.read_trace_csv(trace_csv)
     it = aggregate.run_iterations(aggregate.read_json(Path(run_json)), str(run_json))
     profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=title, device=device),
@@ -469,6 +513,10 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
         if not isinstance(e, _expected_errors()):
             raise
         raise click.ClickException(str(e)) from None
+    reason = is_skipped(rdir / "run.json")
+    if reason:
+        click.echo(f"{rdir}: skipped: {reason}")
+        return
     v = read_json(rdir / "verify.json")
     click.echo(f"{rdir}: verify max_abs_err {v.get('max_abs_err'):.3g} "
                f"({'ok' if v.get('ok') else 'WRONG'})")

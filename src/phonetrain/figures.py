@@ -4,7 +4,7 @@ Every function takes DataFrames as read by :func:`phonetrain.schema.read_table`,
 figure file and returns its path. A figure is always written (with a "no data" note when its
 table is empty) so the report and Snakemake's ``report()`` outputs are stable. Only runs with
 status ``ok`` are drawn as speeds; ``wrong`` runs appear as a marked empty slot, ``failed``
-runs as "missing". Paper reference lines are labelled with their provenance (see
+runs as "missing", ``skipped`` runs (device lacks a library) as "skipped". Paper reference lines are labelled with their provenance (see
 :mod:`phonetrain.paper`).
 """
 
@@ -95,7 +95,8 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
                         ha="center", va="bottom", fontsize=8)
         for xi, (_, r) in zip(x, sub.iterrows()):
             if r["status"] != "ok":
-                text = "verification failed" if r["status"] == "wrong" else "missing (failed)"
+                text = {"wrong": "verification failed",
+                        "skipped": "skipped (no library)"}.get(r["status"], "missing (failed)")
                 ax.text(xi, 0.02, text, rotation=90, ha="center", va="bottom", color="#d62728",
                         transform=ax.get_xaxis_transform(), fontsize=8)
         ax.set_xticks(x, labels, rotation=45, ha="right", fontsize=8)

@@ -1,7 +1,8 @@
 """The report's guidelines: findings computed from the Parquet tables, each quoting its numbers
 and the rows it came from, set beside the seed paper's figures (:mod:`phonetrain.paper`).
 
-Only runs with status ``ok`` (ran and verified) enter a finding; a finding whose inputs are
+Only runs with status ``ok`` (ran and verified) enter a finding (``wrong``, ``failed`` and
+``skipped`` runs never do); a finding whose inputs are
 absent says so instead of guessing. Row references read ``runs.parquet: <run_id>`` (or
 ``bandwidth.parquet: <device>/<kind>``).
 """

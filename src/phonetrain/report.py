@@ -7,7 +7,9 @@ URIs) so it opens anywhere as one file; the Markdown links ``figures/<name>.<fmt
 
 Rules the report keeps (DESIGN, Report and Measurement rules): only ``ok`` runs show speeds;
 ``wrong`` runs (verification failed) are listed with their error, never with a speed;
-``failed`` runs are listed as missing with their reason; runs measured under different
+``failed`` runs are listed as missing with their reason; ``skipped`` runs (the device lacks a
+library the kernel version needs: CLBlast, image support) are listed beside them with their
+reason, never with a speed; runs measured under different
 settings (warm-up, iterations, threads, repeats) are flagged.
 """
 
@@ -92,7 +94,7 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
 
 def settings_notes(runs: pd.DataFrame) -> list[str]:
     """One note per measurement setting that differs between runs that ran."""
-    ran = runs[runs["status"] != "failed"]
+    ran = runs[~runs["status"].isin(["failed", "skipped"])]
     notes = []
     for col in ("warmup", "iterations", "repeats", "threads", "batch_size", "dataset"):
         vals = sorted({str(v) for v in ran[col].dropna()})
@@ -173,12 +175,14 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
         "anchors": list(ANCHORS.values()), "sections": SECTIONS,
         "n_runs": len(runs), "n_ok": int(counts.get("ok", 0)),
         "n_wrong": int(counts.get("wrong", 0)), "n_failed": int(counts.get("failed", 0)),
+        "n_skipped": int(counts.get("skipped", 0)),
         "devices": sorted(runs["device"].unique()), "models": sorted(runs["model"].unique()),
         "findings": guidelines.all_findings(tables),
         "caveat": guidelines.opencl_on_cpu(runs),
-        "runs": [r for r in rows if r["status"] != "failed"],
+        "runs": [r for r in rows if r["status"] not in ("failed", "skipped")],
         "wrong": [r for r in rows if r["status"] == "wrong"],
         "missing": [r for r in rows if r["status"] == "failed"],
+        "skipped": [r for r in rows if r["status"] == "skipped"],
         "builds": [{"device": b["device"], "kernel": b["kernel"], "program": b["program"],
                     "status": b["status"], "build_ms": _fmt(b["build_ms"]),
                     "binary_size_bytes": _fmt(b["binary_size_bytes"], ".0f"),

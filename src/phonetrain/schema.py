@@ -28,9 +28,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-STATUSES = ("ok", "wrong", "failed")
+STATUSES = ("ok", "wrong", "failed", "skipped")
 """``ok``: ran and verified; ``wrong``: ran but failed verification (its speed is not valid);
-``failed``: the job failed or produced no output."""
+``failed``: the job failed or produced no output; ``skipped``: not run because the device lacks
+a library its kernel version needs (runner exit 8: CLBlast absent, no image support), the
+reason in ``status_reason``; it has no speed and no iterations/commands rows."""
 
 COMMAND_KINDS = ("kernel", "h2d", "d2h", "map", "unmap", "d2d", "host")
 BANDWIDTH_KINDS = ("h2d", "d2h", "map", "unmap", "d2d")

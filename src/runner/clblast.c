@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { CLBLAST_ROW_MAJOR = 101, CLBLAST_TRANS_NO = 111, CLBLAST_TRANS_YES = 112 };
@@ -16,7 +17,12 @@ static sgemm_fn g_sgemm;
 
 int clblast_load(const char *explicit_path, char *err, size_t errlen)
 {
-    const char *names[] = {explicit_path, "libclblast.so.1", "libclblast.so"};
+    /* PHONETRAIN_CLBLAST=PATH: try only PATH (no default names), e.g. /nonexistent to
+     * reproduce a device without CLBlast (tests/test_skipped_runs.py). */
+    const char *only = getenv("PHONETRAIN_CLBLAST");
+    const char *names[] = {only && *only ? only : explicit_path,
+                           only && *only ? NULL : "libclblast.so.1",
+                           only && *only ? NULL : "libclblast.so"};
     char tried[512] = "";
     if (g_sgemm)
         return 0;

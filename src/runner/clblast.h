@@ -9,7 +9,8 @@
 #include "cl_api.h"
 
 /* Loads libclblast (explicit path if non-NULL, else libclblast.so.1, libclblast.so). Returns 0,
- * or -1 with "libclblast not found (tried ...)" in err. Idempotent. */
+ * or -1 with "libclblast not found (tried ...)" in err. Idempotent. The environment variable
+ * PHONETRAIN_CLBLAST=PATH, when set, replaces that search with PATH alone. */
 int clblast_load(const char *explicit_path, char *err, size_t errlen);
 
 /* 1 for the kernel names CLBlast replaces (gemm_nn, gemm_nt, gemm_tn). */
