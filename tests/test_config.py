@@ -138,3 +138,13 @@ def test_write_if_changed_keeps_mtime_when_content_is_equal(tmp_path: Path):
     assert write_if_changed(p, {"a": [1, 2], "b": 2})
     assert p.stat().st_mtime > past + 50
     assert not list(p.parent.glob(".*tmp"))
+
+
+def test_models_of_one_input_shape_share_the_data_job():
+    """The batch files depend on dataset, shape, classes and batch size, not on which model
+    reads them: a sweep of another model must not rewrite (and so re-measure) shared data."""
+    from phonetrain.experiment import job_params
+
+    mlp = job_params(compose_sweep(["sweep.models=[mlp_784_256_128_16]"]))["data"]
+    lenet = job_params(compose_sweep(["sweep.models=[lenet5]"]))["data"]
+    assert mlp.keys() == lenet.keys() and mlp == lenet

@@ -57,6 +57,15 @@ def test_html_is_self_contained(built):
     assert "<link" not in html and "<script" not in html
 
 
+def test_provenance_lists_the_tables_values(built):
+    paths, tables = built
+    revs = sorted(set(tables["runs"]["git_rev"].dropna().astype(str)))
+    assert revs
+    for text in (paths["md"].read_text(), paths["html"].read_text()):
+        assert "built-in method" not in text
+        assert all(r in text for r in revs)
+
+
 def test_wrong_run_never_shown_as_a_speed(built):
     paths, tables = built
     runs = tables["runs"].set_index("run_id")

@@ -93,6 +93,8 @@ def job_params(sweep: Sweep) -> dict[str, dict[Any, dict[str, Any]]]:
     """Every job's params dict, keyed by job: ``device[d]``, ``bandwidth[d]``,
     ``kernel[(d, k)]``, ``data[data_dir]``, ``plan[exp_id]``, ``run[(d, exp_id)]``."""
     from phonetrain.config import plan_config
+    from phonetrain.data import dataset_info
+    from phonetrain.models import get_model
     out: dict[str, dict[Any, dict[str, Any]]] = {
         "device": {}, "bandwidth": {}, "kernel": {}, "data": {}, "plan": {}, "run": {}}
     ms = sweep.root["measure"]
@@ -108,7 +110,14 @@ def job_params(sweep: Sweep) -> dict[str, dict[Any, dict[str, Any]]]:
         pc = plan_config(exp)
         ddir = data_dir_rel(dataset_of(exp), pc["model"]["batch_size"], exp.model)
         pc["data_dir"] = ddir
-        out["data"][ddir] = {"dataset": dataset_of(exp), "model": exp.model,
+        # Not the model: every model reading a dataset shares its batch files. Only synthetic
+        # data takes its shape and classes from the model (compatibility is checked at
+        # composition).
+        m, ds = get_model(exp.model), dataset_of(exp)
+        synth = dataset_info(ds).input_shape is None
+        out["data"][ddir] = {"dataset": ds,
+                             "input_shape": list(m.input_shape) if synth else None,
+                             "classes": m.classes if synth else None,
                              "batch_size": pc["model"]["batch_size"], "dir": ddir,
                              "dataset_config": exp.config["dataset"],
                              "seed": pc["measure"]["seed"]}
@@ -243,10 +252,8 @@ def mark_missing_runs(results: str | Path, jp: dict[str, Any]) -> None:
 
 def write_data(p: dict[str, Any], results: Path) -> Path:
     """Write one dataset's batch files under ``results/<data dir>`` (the phonetrain.data
-    layout) for the model and batch size of params ``p``."""
+    layout) for the input shape, classes and batch size of params ``p``."""
     from phonetrain import data as datasets
-    from phonetrain.models import get_model
-    m = get_model(p["model"])
     dcfg = p["dataset_config"]
     opts: dict[str, Any] = {}
     if dcfg.get("path"):
@@ -254,7 +261,9 @@ def write_data(p: dict[str, Any], results: Path) -> Path:
     if dcfg.get("allow_download"):
         opts["download"] = True
     datasets.write_batches(p["dataset"], p["batch_size"], dcfg["num_batches"], Path(results),
-                           seed=p["seed"], input_shape=m.input_shape, classes=m.classes, **opts)
+                           seed=p["seed"], classes=p["classes"],
+                           input_shape=tuple(p["input_shape"]) if p["input_shape"] else None,
+                           **opts)
     return Path(results) / p["dir"]
 
 
