@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""PyTorch cross-check: the lowered plans train exactly like torch.nn + torch.optim.SGD.
+
+For each model of ``phonetrain.models.MODELS`` this lowers a cpu-backend bundle, builds the
+same network in PyTorch from the plan's initial parameter files (Linear ``W[out, in]``,
+Conv2d ``W[OC, C, KH, KW]``, activations NCHW: the layouts of ``src/kernels/README.md``),
+feeds the bundle's batch files, and trains ``--iterations`` SGD steps with the plan's
+lr/momentum/weight_decay. It compares per-iteration losses and final parameters with
+``phonetrain.reference.run_plan`` and, when ``cc`` is installed, the runner's cpu backend.
+Differences are ``phonetrain.reference.tensor_error`` (``|a - b| / max(1, |b|)``).
+Prints a markdown table; exits 1 if any difference exceeds ``--tolerance``.
+
+PyTorch is optional (not a phonetrain dependency): without it this prints how to install it
+and exits 0::
+
+    pip install torch            # CPU build is enough
+    python benchmarks/torch_crosscheck.py
+    python benchmarks/torch_crosscheck.py --models lenet5 --no-runner
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from phonetrain import reference  # noqa: E402
+from phonetrain import runner as rt  # noqa: E402
+from phonetrain.models import (MODELS, Conv2d, Flatten, Linear, MaxPool2d, Model,  # noqa: E402
+                               ReLU, get_model)
+from phonetrain.plan import Plan  # noqa: E402
+
+TOLERANCE = 1e-4
+
+
+def torch_network(model: Model, plan: Plan, root: Path):
+    """``torch.nn.Sequential`` of ``model`` with parameters read from the plan's init files."""
+    import torch
+    from torch import nn
+
+    mods = []
+    for layer in model.layers:
+        if isinstance(layer, Linear):
+            m = nn.Linear(layer.in_features, layer.out_features)
+        elif isinstance(layer, Conv2d):
+            m = nn.Conv2d(layer.in_channels, layer.out_channels, layer.kernel,
+                          stride=layer.stride, padding=layer.pad)
+        elif isinstance(layer, ReLU):
+            m = nn.ReLU()
+        elif isinstance(layer, MaxPool2d):
+            m = nn.MaxPool2d(layer.kernel, stride=layer.stride)
+        elif isinstance(layer, Flatten):
+            m = nn.Flatten()
+        else:
+            raise TypeError(f"layer {layer.name}: no PyTorch equivalent for "
+                            f"{type(layer).__name__}")
+        for pname, p in m.named_parameters():
+            t = plan.by_name(f"{layer.name}.{pname}")
+            raw = np.fromfile(root / t.init["path"], "<f4").reshape(t.shape)
+            with torch.no_grad():
+                p.copy_(torch.from_numpy(raw))
+        mods.append((layer.name, m))
+    from collections import OrderedDict
+    return nn.Sequential(OrderedDict(mods))
+
+
+def torch_train(model: Model, plan: Plan, root: Path, lr: float, momentum: float,
+                weight_decay: float, n_iter: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Train ``n_iter`` float32 SGD steps on the plan's batches (cycled as the runner does);
+    return (losses before each update, final params by plan tensor name, flat)."""
+    import torch
+
+    net = torch_network(model, plan, root)
+    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum,
+                          weight_decay=weight_decay)
+    data = {}
+    for b in plan.batches:
+        t = plan.tensor(b.tensor)
+        raw = np.fromfile(root / b.path, "<i4" if t.dtype == "i32" else "<f4")
+        data[t.name] = raw[: b.count * t.numel].reshape(b.count, *t.shape)
+    count = len(data["input"])
+    losses = np.empty(n_iter)
+    for it in range(n_iter):
+        x = torch.from_numpy(data["input"][it % count].copy())
+        y = torch.from_numpy(data["labels"][it % count].astype(np.int64))
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        losses[it] = loss.item()
+    params = {n: p.detach().numpy().ravel().copy() for n, p in net.named_parameters()}
+    return losses, params
+
+
+def max_err(losses_a, params_a, losses_b, params_b) -> tuple[float, float]:
+    """(loss error, worst parameter error) of a against b, as ``reference.tensor_error``."""
+    loss = reference.tensor_error(losses_a, losses_b)
+    param = max(reference.tensor_error(params_a[k], v) if k in params_a else float("inf")
+                for k, v in params_b.items())
+    return loss, param
+
+
+def check_model(name: str, root: Path, a, runner: Path | None) -> dict:
+    from phonetrain.lowering import LowerSpec, write_bundle
+
+    spec = LowerSpec(model=name, batch_size=a.batch, backend="cpu", warmup=0,
+                     iterations=a.iterations, num_batches=a.iterations, lr=a.lr,
+                     momentum=a.momentum, weight_decay=a.weight_decay, dumps="params")
+    plan_path = write_bundle(spec, root)
+    plan = Plan.load(plan_path)
+    ref = reference.run_plan(plan, root)
+    losses, params = torch_train(get_model(name), plan, root, a.lr, a.momentum,
+                                 a.weight_decay, a.iterations)
+    row = {"model": name}
+    row["loss_err"], row["param_err"] = max_err(losses, params, ref.losses, ref.dumps)
+    errs = [row["loss_err"], row["param_err"]]
+    row["runner_err"] = None
+    if runner is not None:
+        out = root / "out" / plan.name
+        doc = rt.run_plan(runner, plan_path, root, out)
+        run_losses = np.array([it["loss"] for it in doc["iters"]], np.float64)
+        row["runner_err"] = max(max_err(losses, reference.read_dumps(out / "dumps", plan),
+                                        run_losses, params))
+        errs.append(row["runner_err"])
+    row["status"] = "ok" if max(errs) <= a.tolerance else "MISMATCH"
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="*", default=sorted(MODELS))
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=1e-4)
+    ap.add_argument("--tolerance", type=float, default=TOLERANCE)
+    ap.add_argument("--no-runner", action="store_true", help="skip the runner's cpu backend")
+    a = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch is not installed, so there is nothing to cross-check (it is optional).\n"
+              "Install a CPU build with `pip install torch` (e.g. "
+              "`pip install torch --index-url https://download.pytorch.org/whl/cpu`) "
+              "and run this script again.")
+        return 0
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = None
+        if not a.no_runner and rt.which_cc():
+            runner = rt.build_runner(Path(tmp) / "build")
+        rows = [check_model(m, Path(tmp) / "bundle", a, runner) for m in a.models]
+    print(f"torch {torch.__version__}; batch {a.batch}, {a.iterations} SGD iterations, "
+          f"lr {a.lr}, momentum {a.momentum}, weight_decay {a.weight_decay}; "
+          f"diffs are |a-b|/max(1,|b|), tolerance {a.tolerance:g}\n")
+    print("| model | max loss diff torch vs reference | max param diff torch vs reference "
+          "| max diff torch vs runner (cpu) | status |")
+    print("|---|---:|---:|---:|---|")
+    for r in rows:
+        run = "n/a" if r["runner_err"] is None else f"{r['runner_err']:.1e}"
+        print(f"| {r['model']} | {r['loss_err']:.1e} | {r['param_err']:.1e} | {run} "
+              f"| {r['status']} |")
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
