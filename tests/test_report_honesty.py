@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from phonetrain import figures, guidelines, report
 from phonetrain.gemm_report import compute_peak, kernel_optimization
 
 
@@ -31,3 +32,91 @@ def test_peak_is_best_width_and_above_peak_is_flagged():
     above = kernel_optimization(_gemm(87.0), _peaks(6.0, 60.0)).statement
     assert "above the measured peak 60 GFLOPS (float16" in above
     assert "the microbenchmark underestimates" in above and "145%" not in above
+
+
+def _bw(kind: str, host_ns: list[float]) -> pd.DataFrame:
+    sizes = [4096 * 8 ** i for i in range(len(host_ns))]
+    return pd.DataFrame({"device": "d", "kind": kind, "size_bytes": sizes, "host_ns": host_ns,
+                         "device_ns": [h / 2 for h in host_ns],
+                         "host_gbps": [s / h for s, h in zip(sizes, host_ns)],
+                         "device_gbps": [2 * s / h for s, h in zip(sizes, host_ns)]})
+
+
+def test_zero_copy_map_reports_time_per_call_not_gbps(tmp_path):
+    bw = pd.concat([_bw("h2d", [8e3, 1e4, 4e4, 1.6e5]), _bw("map", [7e3, 7.2e3, 7.1e3, 7.3e3])],
+                   ignore_index=True)
+    zc = guidelines.zero_copy(bw)
+    assert list(zc.index) == [("d", "map")] and 7.0 <= zc[("d", "map")] <= 7.3
+    f = guidelines.bandwidth(bw)
+    assert "d map: zero-copy: constant ~7.15 us per map regardless of size" in f.statement
+    assert "d h2d" in f.statement and "map 2" not in f.statement
+    assert not any("map: peak" in d for d in f.details)
+    rows = {r["kind"]: r for r in [report._bandwidth_row(r, zc) for _, r in
+                                   bw.loc[bw.groupby("kind")["host_gbps"].idxmax()].iterrows()]}
+    assert rows["map"]["host_gbps"].startswith("zero-copy: ~7.15 us")
+    assert rows["h2d"]["host_gbps"] == f"{bw['host_gbps'].iloc[3]:.3g}"
+    seen = []
+    orig = figures._save
+    figures._save = lambda fig, path, dpi: (seen.extend(
+        t.get_text() for t in fig.axes[0].get_legend().get_texts()), orig(fig, path, dpi))[1]
+    try:
+        figures.bandwidth(bw, tmp_path / "bw.png")
+    finally:
+        figures._save = orig
+    assert any("d map: zero-copy" in t and "no GB/s" in t for t in seen)
+    assert not any(t.startswith("d map (host-timed)") for t in seen)
+
+
+def _run(run_id, placement, transfer, kernel, med, p25, p75, dtype="cpu"):
+    return {"run_id": run_id, "model": "m", "device": "d", "status": "ok",
+            "placement": placement, "transfer": transfer, "kernel": kernel,
+            "iteration_median_ms": med, "iteration_p25_ms": p25, "iteration_p75_ms": p75,
+            "device_type": None if placement is None else dtype, "transfer_ms": 0.1,
+            "platform_name": None if placement is None else "Portable Computing Language"}
+
+
+def _runs() -> pd.DataFrame:
+    return pd.DataFrame([
+        _run("d/cpu", None, None, None, 10.0, 9.0, 11.0),
+        _run("d/res.a", "resident", "copy", "a", 20.0, 19.5, 21.8),     # clearly slower
+        _run("d/stg.a", "staged", "copy", "a", 16.4, 11.6, 20.0),       # overlaps res.a
+        _run("d/res.b", "resident", "copy", "b", 10.5, 10.0, 12.0),     # overlaps cpu
+        _run("d/stg.b", "staged", "copy", "b", 40.0, 38.0, 42.0),       # clearly slower
+    ])
+
+
+def test_within_noise_comparisons_are_marked():
+    runs = _runs()
+    f = guidelines.placement(runs)
+    assert "kernel a: staged 16.4 ms vs resident 20 ms = within noise" in "\n".join(f.details)
+    assert "0.82x" not in f.statement + "\n".join(f.details)
+    assert "3.81x as long" in f.statement and "1 of 2 comparison(s) are within noise" \
+        in f.statement
+    g = guidelines.gpu_vs_cpu(runs)
+    assert any("resident/copy b: 10.5 ms vs CPU 10 ms = within noise" in d for d in g.details)
+    assert "1.05x" not in g.statement + "\n".join(g.details)
+    assert "1 of 4 comparison(s) are within noise" in g.statement
+    assert "Across 3 OpenCL/CPU pairing(s) beyond the noise the GPU took 1.64x to 4x" in g.statement
+
+
+def test_figures_name_an_opencl_cpu_device(tmp_path):
+    runs = _runs()
+    assert figures.opencl_label(runs) == "OpenCL (CPU device: PoCL)"
+    assert figures.opencl_label(runs.assign(device_type="gpu")) == "OpenCL GPU"
+    titles = []
+    orig = figures._save
+    figures._save = lambda fig, path, dpi: (titles.append(fig._suptitle.get_text()),
+                                            orig(fig, path, dpi))[1]
+    try:
+        figures.iteration_time(runs, tmp_path / "it.png")
+    finally:
+        figures._save = orig
+    assert titles == ["Training iteration time: CPU (green) vs OpenCL (CPU device: PoCL) (blue)"]
+    assert "GPU" not in titles[0]
+
+
+def test_short_sweep_of_small_copies_is_not_called_zero_copy():
+    # 4 KiB..256 KiB: a copy's time is all call overhead here; too short a sweep to judge
+    short = _bw("h2d", [8e3, 8.1e3, 8.2e3]).assign(size_bytes=[4096, 32768, 262144])
+    assert guidelines.zero_copy(short).empty
+    assert "zero-copy" not in guidelines.bandwidth(short).statement

@@ -46,6 +46,22 @@ def run_label(r: pd.Series | dict, device: bool = True) -> str:
     return dev + f"{r['placement']}/{r['transfer']} {r['kernel']}"
 
 
+def opencl_label(runs: pd.DataFrame) -> str:
+    """How figures name the OpenCL backend, from the OpenCL device type of the verified
+    OpenCL runs (``device_type`` in runs.parquet): ``OpenCL GPU`` only when every one is a
+    GPU; ``OpenCL (CPU device: PoCL)`` when all are CPU devices (a CPU driver such as PoCL
+    is not a GPU); otherwise ``OpenCL device``."""
+    cl = runs[~is_cpu(runs) & (runs["status"] == "ok")] if "status" in runs else runs[~is_cpu(runs)]
+    types = set(cl["device_type"].dropna().str.lower()) if "device_type" in cl else set()
+    if types == {"gpu"}:
+        return "OpenCL GPU"
+    if types == {"cpu"}:
+        plats = sorted({"PoCL" if "Portable Computing Language" in p else p
+                        for p in cl["platform_name"].dropna()}) if "platform_name" in cl else []
+        return "OpenCL (CPU device" + (f": {', '.join(plats)})" if plats else ")")
+    return "OpenCL device"
+
+
 def several_devices(runs: pd.DataFrame) -> bool:
     """True when the runs come from more than one device: labels then name the device."""
     return runs["device"].nunique() > 1
@@ -103,7 +119,7 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
         ax.set_xlim(-0.6, len(sub) - 0.4)
         ax.set_title(model)
         ax.set_ylabel("iteration time, median [IQR] (ms)")
-    fig.suptitle("Training iteration time: CPU (green) vs OpenCL GPU (blue)")
+    fig.suptitle(f"Training iteration time: CPU (green) vs {opencl_label(runs)} (blue)")
     return _save(fig, path, dpi)
 
 
@@ -164,15 +180,23 @@ def bandwidth(bw: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     training step sees) and event-timed (dashed, the device's view)."""
     if bw.empty:
         return _no_data(path, dpi, "no bandwidth sweep")
+    from phonetrain.guidelines import zero_copy  # guidelines imports this module
+    zc = zero_copy(bw)
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     for i, ((dev, kind), g) in enumerate(bw.sort_values("size_bytes").groupby(["device", "kind"])):
         color = f"C{i % 10}"
+        if (dev, kind) in zc.index:  # time constant over sizes: a GB/s curve would mislead
+            ax.plot([], [], marker="x", ls="none", color=color,
+                    label=f"{dev} {kind}: zero-copy, ~{zc[(dev, kind)]:.3g} us per call "
+                          "regardless of size (no GB/s)")
+            continue
         ax.plot(g["size_bytes"], g["host_gbps"], marker="o", ms=3, color=color,
                 label=f"{dev} {kind} (host-timed)")
         ax.plot(g["size_bytes"], g["device_gbps"], ls="--", lw=1, color=color,
                 label=f"{dev} {kind} (event-timed)")
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    if len(zc) < bw.groupby(["device", "kind"]).ngroups:  # some GB/s curve was drawn
+        ax.set_yscale("log")
     ax.set_xlabel("transfer size (bytes)")
     ax.set_ylabel("bandwidth (GB/s, 1e9 B/s)")
     ax.legend(fontsize=6, ncol=2)
@@ -237,7 +261,7 @@ def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int
     ax.set_xscale("log")
     ax.set_xlim(left=min(float(g["gemm_gflops"].min()) / 3, 1.0))
     ax.set_xlabel("GEMM GFLOPS (GEMM FLOPs of an iteration / their median time per iteration)")
-    ax.set_title("GEMM throughput inside training: CPU (green) vs GPU (blue)")
+    ax.set_title(f"GEMM throughput inside training: CPU (green) vs {opencl_label(runs)} (blue)")
     return _save(fig, path, dpi)
 
 

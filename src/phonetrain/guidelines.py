@@ -54,6 +54,36 @@ def _missing(key: str, title: str, why: str, paper: list[Anchor]) -> Finding:
     return Finding(key, title, f"Not measured: {why}.", paper=paper, measured=False)
 
 
+def within_noise(a: pd.Series | dict, b: pd.Series | dict) -> bool:
+    """True when two runs' iteration IQRs (``iteration_p25_ms``..``iteration_p75_ms``)
+    overlap: their difference is within the run-to-run spread, not a speedup or slowdown."""
+    lo = ("iteration_p25_ms", "iteration_p75_ms")
+    if any(pd.isna(x[c]) for x in (a, b) for c in lo):
+        return False
+    return bool(a[lo[0]] <= b[lo[1]] and b[lo[0]] <= a[lo[1]])
+
+
+def _noise_note(n_noise: int, n: int) -> str:
+    return (f" {n_noise} of {n} comparison(s) are within noise (the two runs' iteration IQRs "
+            "overlap), so they show no difference." if n_noise else "")
+
+
+def zero_copy(bw: pd.DataFrame, ratio: float = 2.0, min_span: int = 256) -> pd.Series:
+    """Per (device, kind) of ``bandwidth.parquet``: the median host-timed microseconds per
+    call where the call is zero-copy, i.e. its host time at the largest size is below
+    ``ratio`` x the time at the smallest (time does not grow with size, so GB/s is
+    meaningless); kinds whose time grows are absent. Only sweeps whose sizes span at least
+    ``min_span`` x are judged (over a short sweep of small sizes a real copy's time is all
+    call overhead and looks constant too). Index (device, kind), float us."""
+    out = {}
+    for key, g in bw.dropna(subset=["host_ns"]).groupby(["device", "kind"]):
+        g = g.sort_values("size_bytes")
+        span = g["size_bytes"].iloc[-1] / max(int(g["size_bytes"].iloc[0]), 1)
+        if span >= min_span and g["host_ns"].iloc[-1] < ratio * g["host_ns"].iloc[0]:
+            out[key] = float(g["host_ns"].median()) / 1e3
+    return pd.Series(out, dtype=float)
+
+
 def opencl_on_cpu(runs: pd.DataFrame) -> str | None:
     """A caveat when verified OpenCL runs used a CPU device (e.g. PoCL on this host): their
     numbers measure OpenCL's overheads on the same cores, not a GPU."""
@@ -78,23 +108,35 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
         if c is not None and c > 0:
             cid = ok[is_cpu(ok) & (ok["model"] == r["model"]) & (ok["device"] == r["device"])
                      & (ok["iteration_median_ms"] == c)]["run_id"].iloc[0]
-            pairs.append((r, cid, c, r["iteration_median_ms"] / c))
+            crow = ok[ok["run_id"] == cid].iloc[0]
+            pairs.append((r, cid, c, r["iteration_median_ms"] / c, within_noise(r, crow)))
     if not pairs:
         return _missing("gpu_vs_cpu", title, "no model has both a verified CPU run and a "
                         "verified OpenCL run on the same device", paper)
-    ratios = np.array([p[3] for p in pairs])
-    best = min(pairs, key=lambda p: p[3])
+    noise = np.array([p[4] for p in pairs])
+    clear_pairs = [p for p in pairs if not p[4]]  # difference exceeds the runs' spread
+    clear = np.array([p[3] for p in clear_pairs])
     details = [f"{r['model']} on {r['device']}, {run_label(r, False)}: "
-               f"{r['iteration_median_ms']:.3g} ms vs CPU {c:.3g} ms = {q:.3g}x"
-               for r, _, c, q in pairs]
-    verdict = ("slower than the CPU in every pairing" if (ratios > 1).all() else
-               "faster than the CPU in every pairing" if (ratios < 1).all() else
-               "faster than the CPU in some pairings and slower in others")
-    advice = ("Train on the CPU: no verified GPU configuration beat it." if (ratios > 1).all()
-              else f"Use the GPU for {best[0]['model']} with {run_label(best[0], False)}.")
-    stmt = (f"Across {len(pairs)} OpenCL/CPU pairing(s) the GPU took {_span(ratios, 'x')} the "
-            f"CPU's median iteration time: it is {verdict}. Best GPU case: {best[0]['model']}, "
-            f"{run_label(best[0])} at {best[3]:.3g}x. {advice}")
+               f"{r['iteration_median_ms']:.3g} ms vs CPU {c:.3g} ms = "
+               + ("within noise (IQRs overlap)" if n else f"{q:.3g}x")
+               for r, _, c, q, n in pairs]
+    if not clear_pairs:
+        stmt = (f"Across {len(pairs)} OpenCL/CPU pairing(s) the GPU's iteration time is within "
+                "noise of the CPU's in every pairing (iteration IQRs overlap): no speedup or "
+                "slowdown can be claimed.")
+    else:
+        best = min(clear_pairs, key=lambda p: p[3])
+        verdict = ("slower than the CPU in every pairing" if (clear > 1).all() else
+                   "faster than the CPU in every pairing" if (clear < 1).all() else
+                   "faster than the CPU in some pairings and slower in others")
+        beyond = " beyond the noise" if noise.any() else ""
+        advice = (f"Train on the CPU: no verified GPU configuration beat it{beyond}."
+                  if (clear > 1).all() else
+                  f"Use the GPU for {best[0]['model']} with {run_label(best[0], False)}.")
+        stmt = (f"Across {len(clear_pairs)} OpenCL/CPU pairing(s){beyond} the GPU took "
+                f"{_span(clear, 'x')} the CPU's median iteration time: it is {verdict}. Best "
+                f"GPU case: {best[0]['model']}, {run_label(best[0])} at {best[3]:.3g}x. "
+                f"{advice}" + _noise_note(int(noise.sum()), len(pairs)))
     rows = _ref(sorted({p[0]["run_id"] for p in pairs} | {p[1] for p in pairs}))
     return Finding("gpu_vs_cpu", title, stmt, rows, paper, details)
 
@@ -181,14 +223,20 @@ def placement(runs: pd.DataFrame) -> Finding:
     if not pairs:
         return _missing("placement", title, "no verified resident/copy and staged/copy pair "
                         "of the same model, device and kernel", paper)
-    q = [s["iteration_median_ms"] / r["iteration_median_ms"] for _, r, s in pairs]
+    noise = [within_noise(r, s) for _, r, s in pairs]
+    q = [s["iteration_median_ms"] / r["iteration_median_ms"]
+         for (_, r, s), n in zip(pairs, noise) if not n]
     details = [f"{k[0]} on {k[1]}, kernel {k[2]}: staged {s['iteration_median_ms']:.3g} ms "
-               f"vs resident {r['iteration_median_ms']:.3g} ms = {s['iteration_median_ms'] / r['iteration_median_ms']:.3g}x; "
-               f"transfer {s['transfer_ms']:.3g} vs {r['transfer_ms']:.3g} ms"
-               for k, r, s in pairs]
-    stmt = (f"Staging every tensor through the host made an iteration {_span(q, 'x')} as long "
-            f"as keeping tensors resident ({len(pairs)} pair(s)), the regime of frameworks that "
-            "fall back to the host between operators.")
+               f"vs resident {r['iteration_median_ms']:.3g} ms = "
+               + ("within noise (IQRs overlap)" if n else
+                  f"{s['iteration_median_ms'] / r['iteration_median_ms']:.3g}x")
+               + f"; transfer {s['transfer_ms']:.3g} vs {r['transfer_ms']:.3g} ms"
+               for (k, r, s), n in zip(pairs, noise)]
+    stmt = ((f"Staging every tensor through the host made an iteration {_span(q, 'x')} as long "
+             f"as keeping tensors resident ({len(q)} pair(s) outside noise)" if q else
+             f"Staged and resident iteration times are within noise in all {len(pairs)} "
+             "pair(s)") + ", the regime of frameworks that fall back to the host between "
+            "operators." + _noise_note(sum(noise), len(pairs)))
     rows = _ref(sorted({r["run_id"] for _, r, _ in pairs} | {s["run_id"] for _, _, s in pairs}))
     return Finding("placement", title, stmt, rows, paper, details)
 
@@ -201,15 +249,21 @@ def transfer_method(runs: pd.DataFrame) -> Finding:
         return _missing("transfer_method", title, "no verified staged/copy and staged/map pair",
                         paper)
     q = [m["transfer_ms"] / c["transfer_ms"] for _, c, m in pairs if c["transfer_ms"] > 0]
-    t = [m["iteration_median_ms"] / c["iteration_median_ms"] for _, c, m in pairs]
+    noise = [within_noise(c, m) for _, c, m in pairs]
+    t = [m["iteration_median_ms"] / c["iteration_median_ms"]
+         for (_, c, m), n in zip(pairs, noise) if not n]
     details = [f"{k[0]} on {k[1]}, kernel {k[2]}: map {m['iteration_median_ms']:.3g} ms "
                f"(transfer {m['transfer_ms']:.3g}) vs copy {c['iteration_median_ms']:.3g} ms "
-               f"(transfer {c['transfer_ms']:.3g})" for k, c, m in pairs]
-    better = ("map/unmap is faster here" if max(t) < 1 else "copies are faster here"
-              if min(t) > 1 else "neither wins everywhere")
-    stmt = (f"With staged tensors, map/unmap iterations took {_span(t, 'x')} the copy time "
+               f"(transfer {c['transfer_ms']:.3g})" + ("; within noise (IQRs overlap)" if n else "")
+               for (k, c, m), n in zip(pairs, noise)]
+    better = ("no difference outside noise" if not t else "map/unmap is faster here"
+              if max(t) < 1 else "copies are faster here" if min(t) > 1
+              else "neither wins everywhere")
+    stmt = (f"With staged tensors, map/unmap iterations took "
+            f"{_span(t, 'x') if t else 'the same as'} the copy time "
             f"({better}); data-movement time {_span(q, 'x')}. On phones with unified memory "
-            "map is zero-copy (clpeak); the answer is per device.")
+            "map is zero-copy (clpeak); the answer is per device."
+            + _noise_note(sum(noise), len(pairs)))
     rows = _ref(sorted({c["run_id"] for _, c, _ in pairs} | {m["run_id"] for _, _, m in pairs}))
     return Finding("transfer_method", title, stmt, rows, paper, details)
 
@@ -247,6 +301,13 @@ def bandwidth(bw: pd.DataFrame) -> Finding:
     bw = bw.dropna(subset=["host_gbps"])
     if bw.empty:
         return _missing("bandwidth", title, "no bandwidth sweep", paper)
+    zc = zero_copy(bw)  # GB/s of a call whose time does not grow with size is meaningless
+    zc_text = [f"{d} {k}: zero-copy: constant ~{us:.3g} us per {k} regardless of size"
+               for (d, k), us in zc.items()]
+    zc_rows = [f"bandwidth.parquet: {d}/{k}" for d, k in zc.index]
+    bw = bw[~bw.set_index(["device", "kind"]).index.isin(zc.index)]
+    if bw.empty:
+        return Finding("bandwidth", title, "; ".join(zc_text) + ".", zc_rows, paper, zc_text)
     peak = bw.loc[bw.groupby(["device", "kind"])["host_gbps"].idxmax()]
     small = bw.loc[bw.groupby(["device", "kind"])["size_bytes"].idxmin()]
     frac = (small.set_index(["device", "kind"])["host_gbps"]
@@ -260,9 +321,10 @@ def bandwidth(bw: pd.DataFrame) -> Finding:
         f"{r['device']} {r['kind']} {r['host_gbps']:.3g} GB/s" for _, r in peak.iterrows()) +
         f". The smallest transfers reach a median {frac.median():.1%} of their kind's peak" +
         (": per-call overhead dominates small tensors, so fewer, larger transfers pay off."
-         if frac.median() < 0.5 else "."))
+         if frac.median() < 0.5 else ".")) + "".join(f" {z}." for z in zc_text)
+    details += zc_text
     rows = [f"bandwidth.parquet: {r['device']}/{r['kind']}/{int(r['size_bytes'])}"
-            for _, r in pd.concat([peak, small]).iterrows()]
+            for _, r in pd.concat([peak, small]).iterrows()] + zc_rows
     return Finding("bandwidth", title, stmt, rows, paper, details)
 
 
