@@ -147,8 +147,8 @@ def test_data_stage_truncated_idx_is_one_message_and_no_batches(tmp_path: Path, 
 
     from phonetrain.experiment import main as stage_main
     folder = _truncated_mnist(tmp_path / "mnist")
-    p = {"batch_size": 32, "dataset": "mnist", "dir": "data/mnist/b32", "model": "lenet5",
-         "seed": 0, "dataset_config": {"allow_download": False, "name": "mnist",
+    p = {"batch_size": 32, "dataset": "mnist", "dir": "data/mnist/b32", "input_shape": None,
+         "classes": None, "seed": 0, "dataset_config": {"allow_download": False, "name": "mnist",
                                        "num_batches": 2, "path": str(folder)}}
     log = tmp_path / "logs" / "data.log"
     rc = stage_main(["data", str(log), json.dumps(p), str(tmp_path / "results")])
