@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "src"))
 import adbutils  # noqa: E402
 
 from phonetrain.devices.adb import AdbTransport  # noqa: E402
-from phonetrain.virtual_device import VirtualDevice  # noqa: E402
+from phonetrain.devices.virtual import VirtualDevice  # noqa: E402
 
 
 def _free_port() -> int:

@@ -9,7 +9,7 @@ given; no Hydra, no Snakemake)::
     python benchmarks/bench_gemm.py                                   # this host's PoCL
     python benchmarks/bench_gemm.py --platform NVIDIA --device-type gpu --sizes 1024,2048,4096
 
-``--tune`` runs each optimized version's search space (phonetrain.tuning.SPACES) per shape and
+``--tune`` runs each optimized version's search space (phonetrain.kernels.tuning.SPACES) per shape and
 reports its best correct configuration (what the build stage's tune job would keep);
 without it the version.yaml defaults are used (their values are mirrored in the first
 candidate of each space, so this works without omegaconf). A version whose estimated time per
@@ -29,7 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from phonetrain import gemm, tuning  # noqa: E402
+from phonetrain.kernels import gemm  # noqa: E402
+from phonetrain.kernels import tuning
 from phonetrain.kernels import KernelVersion  # noqa: E402
 
 MLP = [(784, 256), (256, 128), (128, 16)]   # paper MLP layers (in, out)

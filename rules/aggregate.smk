@@ -1,7 +1,7 @@
 # Aggregate stage (skeleton by D1, body by D2): raw outputs -> results/summary/*.parquet
-# with the schemas of phonetrain.schema. Inputs: every run folder of the sweep (params.json
+# with the schemas of phonetrain.results.schema. Inputs: every run folder of the sweep (params.json
 # + runner outputs + verify.json), every device's bandwidth CSV, every kernel build.json.
-from phonetrain.schema import TABLES
+from phonetrain.results.schema import TABLES
 
 SUMMARY = [f"{R}/summary/{t}.parquet" for t in TABLES]
 RUN_DIRS = [f"{R}/runs/{e.device}/{e.id}" for e in EXPERIMENTS]
@@ -12,7 +12,7 @@ BUILDS = [f"{R}/build/{d}/kernels/{k}/build.json" for d in SWEEP.devices for k i
 
 def aggregate_now():
     """Aggregate whatever exists (also used by the partial report on a failed workflow)."""
-    from phonetrain.aggregate import aggregate
+    from phonetrain.results.aggregate import aggregate
 
     X.mark_missing_runs(R, JP)
     aggregate(RUN_DIRS, f"{R}/summary",

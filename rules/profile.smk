@@ -1,5 +1,5 @@
 # Profile stage: the host<->device bandwidth sweep per device (runner bench-bandwidth), and
-# per run the Chrome/Perfetto trace of its commands (phonetrain.profiling, D2's code).
+# per run the Chrome/Perfetto trace of its commands (phonetrain.results.profiling, D2's code).
 
 
 rule bandwidth:

@@ -13,7 +13,7 @@ from pathlib import Path
 import adbutils
 import pytest
 
-from phonetrain.virtual_device import Faults, VirtualDevice
+from phonetrain.devices.virtual import Faults, VirtualDevice
 
 
 def _free_port() -> int:

@@ -10,7 +10,7 @@ from adb_fixtures import adb_server, connect_vdev, disconnect_vdev, vdev  # noqa
 
 from phonetrain.devices.adb import AdbTransport, Cooldown, parse_readings
 from phonetrain.devices.base import TransportError
-from phonetrain.virtual_device import Faults
+from phonetrain.devices.virtual import Faults
 
 
 def transport(client, vd, **kw) -> AdbTransport:

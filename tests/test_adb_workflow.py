@@ -15,7 +15,7 @@ import pytest
 import yaml
 from adb_fixtures import adb_server, connect_vdev, disconnect_vdev  # noqa: F401
 
-from phonetrain.virtual_device import Faults
+from phonetrain.devices.virtual import Faults
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["sweep=test", "sweep.models=[mlp_16_16]", "model.batch_size=8", "measure.warmup=1",

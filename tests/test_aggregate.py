@@ -7,7 +7,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from phonetrain import aggregate, schema
+from phonetrain.results import aggregate
+from phonetrain.results import schema
 from results_fixtures import GAP_NS, standard_study, write_run
 
 
@@ -207,7 +208,7 @@ def test_real_statuses_and_numbers(real):
 def test_real_iterations_and_commands_follow_the_trace(real):
     import json
 
-    from phonetrain import profiling
+    from phonetrain.results import profiling
     from real_study import OK
     inputs, t = real
     for d in inputs["runs"]:

@@ -243,7 +243,7 @@ def test_stale_run_is_not_reported_as_current(tmp_path: Path):
     kept, but the summary gets a failed row, not the old measurement under the new params."""
     import json
 
-    from phonetrain.aggregate import read_run
+    from phonetrain.results.aggregate import read_run
     from phonetrain.experiment import job_params, mark_missing_runs
     key = ("host", "mlp_16_16.cpu.none")
     jp = {n: job_params(compose_sweep(["sweep=test", "sweep.backends=[cpu]",

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from phonetrain import toolchains
-from phonetrain.toolchains import ToolchainError
+from phonetrain.devices import toolchains
+from phonetrain.devices.toolchains import ToolchainError
 
 EM_AARCH64 = 183  # ELF e_machine of AArch64 (System V ABI, AArch64 supplement)
 

@@ -60,7 +60,7 @@ def test_absent_clblast_is_a_skipped_row_with_its_reason(tmp_path):
     row carrying the runner's reason (the report shows why, nothing fails)."""
     import json
 
-    from phonetrain import schema
+    from phonetrain.results import schema
     from phonetrain.gemm_stages import read_gemm
 
     doc = {"device": "phone", "version": "clblast", "status": "skipped", "rows": [],

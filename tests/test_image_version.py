@@ -10,10 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from phonetrain import reference, tuning
+from phonetrain import reference
+from phonetrain.kernels import tuning
 from phonetrain import runner as runner_api
-from phonetrain.gemm import GemmShape
-from phonetrain.gemm_geometry import IMAGE_MAX_WIDTH4, image_width4
+from phonetrain.kernels.gemm import GemmShape
+from phonetrain.kernels.gemm_geometry import IMAGE_MAX_WIDTH4, image_width4
 from phonetrain.kernels import load_version
 from phonetrain.lowering import LowerSpec, lower, write_bundle
 from phonetrain.plan import Plan, PlanError

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from phonetrain import gemm
+from phonetrain.kernels import gemm
 from phonetrain.kernels import KERNELS_ROOT, load_version
 
 SHAPES = [(1, 1, 1), (1, 17, 5), (17, 1, 33), (16, 16, 16), (32, 16, 128), (33, 47, 65),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from phonetrain.models import MODELS, Linear, ShapeError, get_model, mlp
-from phonetrain.models.__main__ import markdown
+from phonetrain.lowering.model_table import markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,10 +81,10 @@ def test_bad_shape_is_named():
 def test_docs_table_up_to_date():
     doc = (ROOT / "docs" / "models.md").read_text()
     assert doc == markdown() + "\n", \
-        "docs/models.md is stale: run python -m phonetrain.models --markdown > docs/models.md"
+        "docs/models.md is stale: run python -m phonetrain.lowering.model_table --markdown > docs/models.md"
 
 
 def test_cli_prints_table():
-    out = subprocess.run([sys.executable, "-m", "phonetrain.models", "--markdown"],
+    out = subprocess.run([sys.executable, "-m", "phonetrain.lowering.model_table", "--markdown"],
                          capture_output=True, text=True, check=True).stdout
     assert "| `lenet5` | 1x28x28 | 10 | 61,706 |" in out

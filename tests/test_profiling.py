@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phonetrain import profiling
+from phonetrain.results import profiling
 
 OFFSET = 1_000_000  # device clock = host clock - OFFSET
 H = 10_000_000      # host ns at which the measured iteration starts
@@ -171,7 +171,7 @@ def test_perfetto_json_is_valid_trace_event_format(tmp_path):
 def test_real_trace_breakdown_and_perfetto(tmp_path_factory, tmp_path):
     """A real runner trace (PoCL, staged placement with map/unmap): components add up, every
     command lies inside its iteration's wall time, the Perfetto JSON has every row."""
-    from phonetrain import aggregate
+    from phonetrain.results import aggregate
     from real_study import cached_real_study
     d = next(p for p in cached_real_study(tmp_path_factory)["runs"]
              if p.name == "mlp_784_256_128_16.opencl_staged_map.baseline")
@@ -212,7 +212,7 @@ def test_real_nvidia_trace_alignment():
     with map/unmap; tests/data/h200_staged_map, first 3 iterations): the driver gives map
     events no QUEUED time and start/end off the queue's clock, yet the offset is bracketed
     to a few microseconds and every command lies inside its iteration."""
-    from phonetrain import aggregate
+    from phonetrain.results import aggregate
     d = Path(__file__).parent / "data" / "h200_staged_map"
     trace = profiling.read_trace_csv(d / "trace.csv.gz")
     run = aggregate.read_json(d / "run.json")

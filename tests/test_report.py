@@ -10,7 +10,10 @@ import markupsafe
 import pandas as pd
 import pytest
 
-from phonetrain import aggregate, guidelines, report, schema
+from phonetrain import report
+from phonetrain.results import aggregate
+from phonetrain.report import findings as guidelines
+from phonetrain.results import schema
 from real_study import FAILED, WRONG, cached_real_study
 from results_fixtures import write_run
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from phonetrain import figures, guidelines, report
-from phonetrain.gemm_report import compute_peak, kernel_optimization
+from phonetrain import report
+from phonetrain.report import figures
+from phonetrain.report import findings as guidelines
+from phonetrain.report.gemm import compute_peak, kernel_optimization
 
 
 def _peaks(scalar: float, vec16: float) -> pd.DataFrame:

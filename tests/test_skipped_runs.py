@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from phonetrain import experiment, report, schema
+from phonetrain import experiment, report
+from phonetrain.results import schema
 from phonetrain.cli import main
 
 MODEL = "mlp_16_16"

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from phonetrain import gemm, reference, tuning
+from phonetrain import reference
+from phonetrain.kernels import gemm
+from phonetrain.kernels import tuning
 from phonetrain import runner as runner_api
 from phonetrain.gemm_stages import tuned_plan_dir
 from phonetrain.kernels import KERNELS_ROOT, load_version

@@ -10,7 +10,7 @@ import adbutils
 import pytest
 from adb_fixtures import adb_server, connect_vdev, disconnect_vdev, vdev  # noqa: F401
 
-from phonetrain.virtual_device import Faults, VirtualDevice, load_props
+from phonetrain.devices.virtual import Faults, VirtualDevice, load_props
 
 
 def adb_cli(client, *args, timeout=30):

@@ -12,7 +12,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from phonetrain import report, schema
+from phonetrain import report
+from phonetrain.results import schema
 from workflow_util import TINY, clone_workspace, completed_workspace, env, make_workspace, snakemake
 
 IDS = ["mlp_784_256_128_16.cpu.none", "mlp_784_256_128_16.opencl.baseline",

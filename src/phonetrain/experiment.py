@@ -13,7 +13,7 @@ trigger reruns exactly the jobs whose settings changed, and a dry run changes no
 - ``kernel``: one kernel version on one device (with the sources' hash);
 - ``data``: one dataset split into batches for a model's input shape and batch size;
 - ``plan``: what the lowered plan depends on; ``run``: one run (also written to the run folder
-  as ``params.json``, which :mod:`phonetrain.aggregate` reads).
+  as ``params.json``, which :mod:`phonetrain.results.aggregate` reads).
 
 Errors: :class:`StageError` (a stage that cannot complete; the message names the device,
 experiment and cause, with the runner's stderr tail).
@@ -69,7 +69,7 @@ RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "coold
 
 def run_params(exp: Experiment) -> dict[str, Any]:
     """``params.json`` of a run folder: identity and settings read by
-    :func:`phonetrain.aggregate.read_run`, plus the config the run depends on under ``config``
+    :func:`phonetrain.results.aggregate.read_run`, plus the config the run depends on under ``config``
     (measurement keys limited to :data:`RUN_MEASURE_KEYS`)."""
     from phonetrain.config import config_hash
     c = dict(exp.config)
@@ -142,8 +142,9 @@ def write_json(obj: Any, path: Path) -> None:
 
 def build_runner(p: dict[str, Any], out: Path) -> Path:
     """Build the runner for the device of params ``p`` into ``out`` (atomic), with the
-    device's toolchain (:mod:`phonetrain.toolchains`: host cc, Android NDK, aarch64 cross)."""
-    from phonetrain import runner, toolchains
+    device's toolchain (:mod:`phonetrain.devices.toolchains`: host cc, Android NDK, aarch64 cross)."""
+    from phonetrain import runner
+    from phonetrain.devices import toolchains
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     dev = p["device_config"]
@@ -466,8 +467,9 @@ def bandwidth(p: dict[str, Any], out_csv: Path, results: Path, timeout_s: float 
 
 
 def perfetto(run_json: Path, trace_csv: Path, out: Path, device: str, title: str) -> Path:
-    """A run's command trace as Chrome/Perfetto trace-event JSON (phonetrain.profiling)."""
-    from phonetrain import aggregate, profiling
+    """A run's command trace as Chrome/Perfetto trace-event JSON (phonetrain.results.profiling)."""
+    from phonetrain.results import aggregate
+    from phonetrain.results import profiling
     if is_skipped(run_json):  # nothing ran: a valid trace with no events
         profiling.write_json_atomic({"traceEvents": [], "displayTimeUnit": "ns",
                                      "otherData": {"title": title, "device": device,

@@ -7,11 +7,11 @@ Files (under ``results/``):
   step, lowered), the square sizes and the ``measure.gemm_*``/``tune*`` settings; the rules
   pass it as Snakemake ``params`` (with the device or kernel params dict), so a change reruns
   tuning and the GEMM sweep, nothing else;
-- ``build/<device>/kernels/<version>/tuning.json``: :mod:`phonetrain.tuning`'s document;
+- ``build/<device>/kernels/<version>/tuning.json``: :mod:`phonetrain.kernels.tuning`'s document;
 - ``gemm/<device>/<version>.json`` (``cpu`` = the runner's CPU backend) and
   ``peaks/<device>.json``: measurements, turned into the summary tables by
   :func:`read_gemm` / :func:`read_peaks` (schemas ``gemm`` and ``peaks`` in
-  :mod:`phonetrain.schema`).
+  :mod:`phonetrain.results.schema`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from typing import Any
 
 import pandas as pd
 
-from phonetrain import gemm, tuning
-from phonetrain.gemm import BenchError, GemmShape
+from phonetrain.kernels import gemm
+from phonetrain.kernels import tuning
+from phonetrain.kernels.gemm import BenchError, GemmShape
 
 CPU = "cpu"
 
@@ -194,7 +195,7 @@ def peaks_stage(p: dict[str, Any], out_json: Path, results: Path,
 
 def tuned_plan_dir(plan_dir: Path, version: str, tuning_json: Path, dest: Path) -> Path:
     """A copy of a lowered plan folder whose plan.json uses the device's tuned configuration
-    (:func:`phonetrain.tuning.tune_plan`); the class chosen is recorded in ``tuning.txt``."""
+    (:func:`phonetrain.kernels.tuning.tune_plan`); the class chosen is recorded in ``tuning.txt``."""
     import shutil
     from phonetrain.kernels import load_version
     from phonetrain.plan import Plan
@@ -210,7 +211,7 @@ def tuned_plan_dir(plan_dir: Path, version: str, tuning_json: Path, dest: Path) 
 # ---------------------------------------------------------------- summary tables
 
 def _prov(doc: dict[str, Any], device_info: dict[str, Any], params: dict[str, Any]) -> dict:
-    from phonetrain.aggregate import device_fingerprint, git_rev, short_hash
+    from phonetrain.results.aggregate import device_fingerprint, git_rev, short_hash
     return {"config_hash": short_hash(params), "kernel_hash": doc.get("kernel_hash"),
             "runner_hash": None, "device_fingerprint": device_fingerprint(device_info),
             "git_rev": git_rev()}
@@ -225,7 +226,7 @@ def read_gemm(path: str | Path) -> pd.DataFrame:
     base = {"device": doc["device"], "kernel": doc["version"],
             "device_name": info.get("name"), "platform_name": info.get("platform")}
     if doc.get("status") == "skipped":
-        from phonetrain.schema import schema
+        from phonetrain.results.schema import schema
         row = {f.name: None for f in schema("gemm")}
         row.update(base, status="skipped", status_reason=doc.get("reason"), **prov)
         return pd.DataFrame([row])

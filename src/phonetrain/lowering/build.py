@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 from .. import data as datasets
-from ..gemm_geometry import mark_image_args
+from ..kernels.gemm_geometry import mark_image_args
 from ..kernels import (KERNEL_ARGS, KERNELS_ROOT, KernelVersion, bind_args, buffer_access,
                        geometry, kernel_flops, kernels_mentioned, load_version,
                        resolve_sources)

@@ -1,7 +1,7 @@
 """The model zoo: layer graphs named for config (``get_model("lenet5")``).
 
 See :mod:`phonetrain.models.zoo` for the models and :mod:`phonetrain.models.layers` for the
-layer types. ``python -m phonetrain.models --markdown`` prints parameter counts and per-step
+layer types. ``python -m phonetrain.lowering.model_table --markdown`` prints parameter counts and per-step
 FLOPs (the source of ``docs/models.md``).
 """
 

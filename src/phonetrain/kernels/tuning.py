@@ -32,7 +32,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from phonetrain.gemm import BenchError, GemmShape, gemm_spec, GEMM_KERNELS
+from phonetrain.kernels.gemm import BenchError, GemmShape, gemm_spec, GEMM_KERNELS
 from phonetrain.kernels import KernelVersion, geometry
 
 # Search spaces: candidates {"defines": {...}, "local": [LX, LY] | None}; the first of each is
@@ -90,7 +90,7 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
     """Run every candidate; return the tuning document (module docstring).
 
     ``run_spec(spec) -> gemm.json document`` executes one bench-gemm spec on the device (and
-    raises :class:`~phonetrain.gemm.BenchError` when the runner fails, e.g. a build error);
+    raises :class:`~phonetrain.kernels.gemm.BenchError` when the runner fails, e.g. a build error);
     ``source`` is the version's ``gemm.cl`` path as the runner sees it. Raises
     :class:`TuningError` when some class has no correct candidate.
     """

@@ -1,7 +1,7 @@
 """Click commands for phones: ``phonetrain devices`` and ``phonetrain virtual-device``.
 
 Registered on the main group in :mod:`phonetrain.cli`; the work lives in
-:mod:`phonetrain.devices.discovery` and :mod:`phonetrain.virtual_device`.
+:mod:`phonetrain.devices.discovery` and :mod:`phonetrain.devices.virtual`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def devices(write: bool, conf_dir: Path, adb_host: str, adb_port: int | None,
 
 
 def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None:
-    from phonetrain import toolchains
+    from phonetrain.devices import toolchains
     from phonetrain.devices import discovery
 
     failed, used = [], set()
@@ -106,7 +106,7 @@ def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, 
                    hide) -> None:
     """Serve a virtual phone (device side of ADB) until interrupted; then run
     'adb connect 127.0.0.1:PORT'."""
-    from phonetrain.virtual_device import Faults, VirtualDevice, load_props
+    from phonetrain.devices.virtual import Faults, VirtualDevice, load_props
 
     if 5555 <= port <= 5585:
         raise click.BadParameter("adb treats ports 5555-5585 as emulators; pick another",

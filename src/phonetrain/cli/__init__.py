@@ -15,7 +15,7 @@ def main() -> None:
 
 
 def _register_phone_commands() -> None:
-    from phonetrain.adb_cli import devices, virtual_device  # engineer E: adb, issue 5
+    from phonetrain.cli.devices import devices, virtual_device  # engineer E: adb, issue 5
 
     main.add_command(devices)
     main.add_command(virtual_device)
@@ -34,7 +34,7 @@ _register_workflow_commands()
 
 
 def _register_runner_commands() -> None:
-    from phonetrain.info_cli import info_command  # engineer A: the runner, issue 2
+    from phonetrain.cli.info import info_command  # engineer A: the runner, issue 2
 
     main.add_command(info_command)
 
@@ -43,7 +43,7 @@ _register_runner_commands()
 
 
 def _register_results_commands() -> None:
-    from phonetrain.results_cli import (aggregate_command, report_command,  # engineer D2
+    from phonetrain.cli.results import (aggregate_command, report_command,  # engineer D2
                                         trace_command)
 
     main.add_command(aggregate_command)

@@ -1,4 +1,4 @@
-"""Raw outputs -> ``results/summary/*.parquet`` (schemas in :mod:`phonetrain.schema`).
+"""Raw outputs -> ``results/summary/*.parquet`` (schemas in :mod:`phonetrain.results.schema`).
 
 Inputs, per experiment, one *run folder* holding what the train/verify stages wrote:
 
@@ -36,7 +36,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from phonetrain import profiling, schema
+from phonetrain.results import profiling
+from phonetrain.results import schema
 
 PARAMS_FILE = "params.json"
 FAILURE_MARKER = "failed.json"

@@ -1,5 +1,5 @@
 """The report's kernel figure and kernel-optimization guideline, from ``gemm.parquet`` and
-``peaks.parquet`` (schemas in :mod:`phonetrain.schema`; written by the GEMM sweep).
+``peaks.parquet`` (schemas in :mod:`phonetrain.results.schema`; written by the GEMM sweep).
 
 Figure (per device): left, GFLOPS per kernel version per GEMM shape (the CPU backend dashed,
 the best measured compute peak over widths float..float16 as a horizontal line); right, the
@@ -19,9 +19,9 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from phonetrain.figures import _no_data, _save  # noqa: E402
-from phonetrain.guidelines import Finding, _missing  # noqa: E402
-from phonetrain.paper import ANCHORS  # noqa: E402
+from phonetrain.report.figures import _no_data, _save  # noqa: E402
+from phonetrain.report.findings import Finding, _missing  # noqa: E402
+from phonetrain.report.paper import ANCHORS  # noqa: E402
 
 CPU = "cpu"
 OWN = ("tiled", "regblock")          # the project's optimized versions

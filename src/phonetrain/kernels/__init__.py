@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 
-KERNELS_ROOT = Path(__file__).resolve().parents[1] / "kernels"
+KERNELS_ROOT = Path(__file__).resolve().parents[2] / "kernels"
 
 # Kernel ABI (src/kernels/README.md): argument names in order. Prefix i: int, f: float,
 # r: buffer read, w: buffer written, rw: buffer read and written. The C of gemm_* is "w" when
@@ -161,7 +161,7 @@ _GEOMETRY: dict[str, Geometry] = {}
 
 # Modules that register geometry rules for the versions under src/kernels; imported on the
 # first geometry() call so a plan never silently falls back to the baseline rule.
-GEOMETRY_MODULES = ("phonetrain.gemm_geometry",)
+GEOMETRY_MODULES = ("phonetrain.kernels.gemm_geometry",)
 _loaded = False
 
 

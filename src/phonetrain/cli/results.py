@@ -18,7 +18,7 @@ RESULTS = click.option("--results", "results", type=click.Path(file_okay=False, 
 
 
 def discover(results: Path) -> dict[str, list[Path]]:
-    """Inputs of :func:`phonetrain.aggregate.aggregate` found under ``results`` (sorted)."""
+    """Inputs of :func:`phonetrain.results.aggregate.aggregate` found under ``results`` (sorted)."""
     return {"run_dirs": sorted(p.parent for p in results.glob("runs/*/*/params.json")),
             "bandwidth_csvs": sorted(results.glob("bandwidth/*/bandwidth.csv")),
             "build_jsons": sorted(results.glob("build/*/kernels/*/build.json"))}
@@ -28,7 +28,7 @@ def discover(results: Path) -> dict[str, list[Path]]:
 @RESULTS
 def aggregate_command(results: Path) -> None:
     """Raw outputs under RESULTS -> RESULTS/summary/*.parquet (schema-checked)."""
-    from phonetrain.aggregate import AggregateError, aggregate
+    from phonetrain.results.aggregate import AggregateError, aggregate
     found = discover(results)
     if not found["run_dirs"]:
         raise click.ClickException(f"{results}/runs/*/*/params.json: no run folders; run "
@@ -46,7 +46,7 @@ def aggregate_command(results: Path) -> None:
 def report_command(results: Path) -> None:
     """RESULTS/summary -> RESULTS/report/report.html, report.md and figures/."""
     from phonetrain.report import write_report
-    from phonetrain.schema import SchemaError
+    from phonetrain.results.schema import SchemaError
     try:
         out = write_report(results / "summary", results / "report",
                            facts=sorted(results.glob("config/facts/*.json")),
@@ -60,7 +60,8 @@ def report_command(results: Path) -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def trace_command(run_dir: Path) -> None:
     """RUN_DIR/trace.csv -> RUN_DIR/trace.perfetto.json (open it in ui.perfetto.dev)."""
-    from phonetrain import aggregate, profiling
+    from phonetrain.results import aggregate
+    from phonetrain.results import profiling
     try:
         trace = profiling.read_trace_csv(run_dir / "trace.csv")
         iters = aggregate.run_iterations(aggregate.read_json(run_dir / "run.json"),

@@ -1,5 +1,5 @@
 """The report's guidelines: findings computed from the Parquet tables, each quoting its numbers
-and the rows it came from, set beside the seed paper's figures (:mod:`phonetrain.paper`).
+and the rows it came from, set beside the seed paper's figures (:mod:`phonetrain.report.paper`).
 
 Only runs with status ``ok`` (ran and verified) enter a finding (``wrong``, ``failed`` and
 ``skipped`` runs never do); a finding whose inputs are
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from phonetrain.figures import gemm_table, is_cpu, run_label
-from phonetrain.paper import ANCHORS, Anchor
+from phonetrain.report.figures import gemm_table, is_cpu, run_label
+from phonetrain.report.paper import ANCHORS, Anchor
 
 
 @dataclass
@@ -330,7 +330,7 @@ def bandwidth(bw: pd.DataFrame) -> Finding:
 
 def all_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
     """Every guideline, in report order."""
-    from phonetrain.gemm_report import kernel_optimization  # imports this module
+    from phonetrain.report.gemm import kernel_optimization  # imports this module
     runs, commands = tables["runs"], tables["commands"]
     return [gpu_vs_cpu(runs), size_trend(runs), data_movement(runs), placement(runs),
             transfer_method(runs), gemm_throughput(runs, commands),

@@ -1,7 +1,7 @@
 """GEMM and peak microbenchmarks through the runner's ``bench-gemm`` and ``bench-peak`` modes.
 
 :func:`gemm_spec` turns a kernel version and a list of :class:`GemmShape` into the runner's
-bench-gemm spec (launch geometry from :func:`phonetrain.kernels.geometry`, so tuned defines
+bench-gemm spec (launch geometry from :func:`phonetrain.kernels.gemm_geometry`, so tuned defines
 and local sizes apply exactly as in training plans); :func:`run_runner` executes a mode on
 this host; :func:`gemm_frame` / :func:`peaks_frame` turn the runner's JSON into DataFrames.
 :func:`bench_gemm` and :func:`peaks` chain these for the local device. The method (checked
@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from phonetrain.gemm_geometry import IMAGE_MAX_WIDTH4, IMAGE_VERSION
+from phonetrain.kernels.gemm_geometry import IMAGE_MAX_WIDTH4, IMAGE_VERSION
 from phonetrain.kernels import KERNELS_ROOT, KernelVersion, geometry
 
 GEMM_KERNELS = ("gemm_nn", "gemm_nt", "gemm_tn")

@@ -1,11 +1,11 @@
 """The report's figures, drawn with matplotlib (Agg) from the Parquet tables.
 
-Every function takes DataFrames as read by :func:`phonetrain.schema.read_table`, writes one
+Every function takes DataFrames as read by :func:`phonetrain.results.schema.read_table`, writes one
 figure file and returns its path. A figure is always written (with a "no data" note when its
 table is empty) so the report and Snakemake's ``report()`` outputs are stable. Only runs with
 status ``ok`` are drawn as speeds; ``wrong`` runs appear as a marked empty slot, ``failed``
 runs as "missing", ``skipped`` runs (device lacks a library) as "skipped". Paper reference lines are labelled with their provenance (see
-:mod:`phonetrain.paper`).
+:mod:`phonetrain.report.paper`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from phonetrain.paper import ANCHORS  # noqa: E402
+from phonetrain.report.paper import ANCHORS  # noqa: E402
 
 SEGMENTS = [  # stacked breakdown: data movement first, so its total reads off the axis
     ("h2d_ms", "h2d", "#d62728"), ("d2h_ms", "d2h", "#ff7f0e"),
@@ -182,7 +182,7 @@ def bandwidth(bw: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     training step sees) and event-timed (dashed, the device's view)."""
     if bw.empty:
         return _no_data(path, dpi, "no bandwidth sweep")
-    from phonetrain.guidelines import zero_copy  # guidelines imports this module
+    from phonetrain.report.findings import zero_copy  # guidelines imports this module
     zc = zero_copy(bw)
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     for i, ((dev, kind), g) in enumerate(bw.sort_values("size_bytes").groupby(["device", "kind"])):

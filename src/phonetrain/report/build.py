@@ -1,7 +1,7 @@
 """The guideline report: ``report.html`` (self-contained), ``report.md`` and ``figures/``.
 
 Reads ``results/summary/*.parquet`` (schemas re-checked), draws the figures of
-:mod:`phonetrain.figures`, computes the findings of :mod:`phonetrain.guidelines`, and renders
+:mod:`phonetrain.report.figures`, computes the findings of :mod:`phonetrain.report.findings`, and renders
 the Jinja2 templates in ``templates/``. The HTML inlines its CSS and figures (base64 data
 URIs) so it opens anywhere as one file; the Markdown links ``figures/<name>.<fmt>``.
 
@@ -23,8 +23,10 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from phonetrain import figures, guidelines, schema
-from phonetrain.paper import ANCHORS, CITATION
+from phonetrain.report import figures
+from phonetrain.report import findings as guidelines
+from phonetrain.results import schema
+from phonetrain.report.paper import ANCHORS, CITATION
 
 TEMPLATES = Path(__file__).parent / "templates"
 FIGURES = {  # name -> title; Snakemake captions in rules/captions/<name>.rst
@@ -40,7 +42,7 @@ SECTIONS = ("summary", "guidelines", "figures", "runs", "not-valid", "missing", 
 
 
 def load_tables(summary_dir: str | Path) -> dict[str, pd.DataFrame]:
-    """Every table of :data:`phonetrain.schema.TABLES` from ``summary_dir`` (schema-checked).
+    """Every table of :data:`phonetrain.results.schema.TABLES` from ``summary_dir`` (schema-checked).
 
     Raises :class:`FileNotFoundError` naming the missing file (run the aggregate stage)."""
     summary_dir = Path(summary_dir)
@@ -65,7 +67,7 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
 
 def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
     """Report rows of the runs table; speeds only for ``ok`` runs. ``gemm`` is indexed by
-    ``run_id`` (:func:`phonetrain.figures.gemm_table`); labels name the device when the runs
+    ``run_id`` (:func:`phonetrain.report.figures.gemm_table`); labels name the device when the runs
     come from several."""
     rows = []
     dev = figures.several_devices(runs)
@@ -131,7 +133,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], fig_dir: Path, fmt: str = "png
     figures.breakdown(runs, it, p["breakdown"], dpi, paper_reference=paper_reference)
     figures.gemm_gflops(runs, cmds, p["gemm_gflops"], dpi, paper_reference=paper_reference)
     figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi)
-    from phonetrain.gemm_report import kernel_figure  # the GEMM sweep's figure (issue 6)
+    from phonetrain.report.gemm import kernel_figure  # the GEMM sweep's figure (issue 6)
     kernel_figure(tables["gemm"], tables["peaks"], p["gemm_kernels"], dpi)
     figures.loss_curves(runs, it, p["loss"], dpi)
     return p
@@ -233,7 +235,7 @@ def build_report(summary_dir: str | Path, out_dir: str | Path, *,
     """Write ``out_dir/report.html``, ``out_dir/report.md`` and ``out_dir/figures/*``.
 
     ``figure_format`` is ``png`` or ``svg``. Returns ``{"html", "md", <figure name>...}`` ->
-    path. Raises :class:`FileNotFoundError` / :class:`phonetrain.schema.SchemaError` for
+    path. Raises :class:`FileNotFoundError` / :class:`phonetrain.results.schema.SchemaError` for
     missing or stale tables, naming the file."""
     if figure_format not in ("png", "svg"):
         raise ValueError(f"report.figure_format {figure_format!r} must be 'png' or 'svg'")

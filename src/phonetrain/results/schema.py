@@ -54,7 +54,7 @@ PROVENANCE = [
 ]
 
 # The experiment's identity, repeated on every per-run table so each joins without a lookup.
-# run_id is ``<device>/<experiment id>`` (phonetrain.aggregate.run_id): unique in a study,
+# run_id is ``<device>/<experiment id>`` (phonetrain.results.aggregate.run_id): unique in a study,
 # since one experiment id (e.g. ``mlp_16_16.cpu.none``) runs on every device.
 RUN_KEY = [
     _f("run_id", S, False), _f("model", S, False), _f("device", S, False),
@@ -62,7 +62,7 @@ RUN_KEY = [
 ]
 
 # runs: iteration_* are over measured iterations of all repeats; <kind>_ms, gap_ms and
-# transfer_ms are per-iteration medians (phonetrain.profiling defines them); loss_first/last
+# transfer_ms are per-iteration medians (phonetrain.results.profiling defines them); loss_first/last
 # are the first and last iterations run (warm-up included: training starts at iteration 0).
 RUNS = pa.schema(RUN_KEY + [
     _f("dataset", S), _f("batch_size", I), _f("warmup", I), _f("iterations", I),
@@ -112,7 +112,7 @@ BUILDS = pa.schema([
 ] + PROVENANCE)
 
 # gemm: one row per device x kernel version (``cpu`` = the runner's CPU backend) x GEMM call
-# (runner bench-gemm: checked, warm-up, calibrated, median of 5 repeats; phonetrain.gemm).
+# (runner bench-gemm: checked, warm-up, calibrated, median of 5 repeats; phonetrain.kernels.gemm).
 # ``shape_source`` is ``model:<name>`` or ``square``; ``tuned_class`` the tuning.json class
 # used (null: version.yaml defaults); status ok | wrong (failed the float64 check: its speed
 # is not valid) | error | skipped (e.g. CLBlast absent; the reason in status_reason).
@@ -170,7 +170,7 @@ def conform(df: pd.DataFrame, table: str) -> pa.Table:
     extra = [c for c in df.columns if c not in sch.names]
     if missing or extra:
         raise SchemaError(f"table {table!r}: missing columns {missing}, unexpected columns "
-                          f"{extra}; the schema lives in phonetrain.schema")
+                          f"{extra}; the schema lives in phonetrain.results.schema")
     arrays = []
     for fld in sch:
         col = df[fld.name]

@@ -1,0 +1,1 @@
+"""Results: the Parquet schemas, readers of raw outputs, profiling analysis, aggregation."""
