@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from phonetrain import runner as rt  # noqa: E402
+from phonetrain.devices import toolchains  # noqa: E402
 
 
 def main() -> None:
@@ -33,7 +34,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        runner = a.runner or rt.build_runner(Path(tmp) / "build")
+        runner = a.runner or toolchains.build_runner(Path(tmp) / "build")
         sel = rt.DeviceSelector(a.platform, a.device, a.device_type)
         df = rt.bench_bandwidth(runner, Path(tmp) / "bw", a.min_bytes, a.max_bytes, a.min_time_ms,
                                 a.repeats, device_selector=sel)

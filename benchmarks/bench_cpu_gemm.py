@@ -29,6 +29,7 @@ import click
 import numpy as np
 
 from phonetrain import runner as rt
+from phonetrain.devices import toolchains  # noqa: E402
 from phonetrain.plan import Plan, Step, Tensor
 
 NUMPY_BENCH = r"""
@@ -139,7 +140,7 @@ def main(threads: int, sizes: str, warmup: int, repeats: int, build_dir: Path | 
     ours: dict[int, list] = {n: [] for n in ns}
     theirs: dict[int, list] = {n: [] for n in ns}
     with tempfile.TemporaryDirectory(prefix="bench_cpu_gemm.") as tmp:
-        runner = rt.build_runner(build_dir or Path(tmp) / "build")
+        runner = toolchains.build_runner(build_dir or Path(tmp) / "build")
         for r in range(repeats):
             for n, it in zip(ns, iters):
                 ours[n].append(runner_gflops(runner, Path(tmp) / f"r{r}", n, threads, warmup, it))
@@ -149,7 +150,7 @@ def main(threads: int, sizes: str, warmup: int, repeats: int, build_dir: Path | 
     ours = {n: np.concatenate(v) for n, v in ours.items()}
     theirs = {n: np.concatenate(v) for n, v in theirs.items()}
     print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores; threads: {threads}; "
-          f"runner flags: {' '.join(rt.BASE_FLAGS)}")
+          f"runner flags: {' '.join(toolchains.BASE_FLAGS)}")
     for b in blas:
         print(f"numpy {np.__version__} BLAS: {b['internal_api']} {b['version']} "
               f"kernel {b['architecture']}, {b['num_threads']} threads")

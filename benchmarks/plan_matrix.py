@@ -24,7 +24,11 @@ sys.path.insert(0, str(REPO / "src"))
 
 from phonetrain import reference  # noqa: E402
 from phonetrain import runner as rt  # noqa: E402
+from phonetrain.devices import toolchains  # noqa: E402
+from phonetrain.config import MeasureConfig  # noqa: E402
 from phonetrain.plan import Plan  # noqa: E402
+
+VERIFY_ATOL = MeasureConfig.verify_atol  # the study's tolerance
 
 CONFIGS = [("cpu", None, None), ("opencl", "resident", "copy"), ("opencl", "resident", "map"),
            ("opencl", "staged", "copy"), ("opencl", "staged", "map")]
@@ -42,7 +46,7 @@ def lower_all(root: Path, models: list[str], kernels: list[str], a) -> list[str]
                 spec = LowerSpec(model=m, batch_size=a.batch, backend=backend,
                                  placement=placement, transfer=transfer, kernel=k,
                                  warmup=a.warmup, iterations=a.iterations, num_batches=8,
-                                 momentum=0.9, dumps="params", threads=a.threads,
+                                 momentum=0.9, dumps="params",
                                  dataset="synthetic" if m in SMALL else "digits")
                 write_bundle(spec, root)
                 ids.append(spec.resolved_plan_id())
@@ -50,7 +54,8 @@ def lower_all(root: Path, models: list[str], kernels: list[str], a) -> list[str]
     return ids
 
 
-def run_all(root: Path, ids: list[str], runner: Path, sel: rt.DeviceSelector) -> list[dict]:
+def run_all(root: Path, ids: list[str], runner: Path, sel: rt.DeviceSelector,
+            threads: int = 0) -> list[dict]:
     rows = []
     for pid in ids:
         plan = Plan.load(root / "plans" / pid / "plan.json")
@@ -58,6 +63,7 @@ def run_all(root: Path, ids: list[str], runner: Path, sel: rt.DeviceSelector) ->
         row = {"plan": plan.name, "max_err": float("nan"), "median_ms": float("nan")}
         try:
             doc = rt.run_plan(runner, root / "plans" / pid / "plan.json", root, out,
+                              threads=threads,
                               device_selector=sel if plan.backend == "opencl" else None)
         except rt.RunnerError as e:
             row["status"] = f"failed: {e.message}"
@@ -65,7 +71,7 @@ def run_all(root: Path, ids: list[str], runner: Path, sel: rt.DeviceSelector) ->
             continue
         v = reference.verify_run_dir(plan, root, out)
         wall = sorted(it["wall_ms"] for it in doc["iters"] if not it["warmup"])
-        row.update(status="ok" if v["max_abs_err"] <= reference.VERIFY_TOLERANCE else "WRONG",
+        row.update(status="ok" if v["max_abs_err"] <= VERIFY_ATOL else "WRONG",
                    max_err=v["max_abs_err"], median_ms=wall[len(wall) // 2],
                    moved_bytes=sum(s.bytes for s in plan.steps if s.op in ("h2d", "d2h", "map")),
                    mflop=sum(s.flops for s in plan.steps if s.op == "kernel") / 1e6,
@@ -98,8 +104,8 @@ def main() -> None:
         if a.lower_only:
             print(f"{len(ids)} plans in {root}")
             return
-        runner = a.runner or rt.build_runner(Path(tmp) / "build")
-        rows = run_all(root, ids, runner, rt.DeviceSelector(a.platform, a.device))
+        runner = a.runner or toolchains.build_runner(Path(tmp) / "build")
+        rows = run_all(root, ids, runner, rt.DeviceSelector(a.platform, a.device), a.threads)
     print("| plan | device | status | max err | median ms/iter | moved bytes/iter | MFLOP/iter |")
     print("|---|---|---|---:|---:|---:|---:|")
     for r in rows:

@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from phonetrain import reference  # noqa: E402
 from phonetrain import runner as rt  # noqa: E402
+from phonetrain.devices import toolchains  # noqa: E402
 from phonetrain.models import (MODELS, Conv2d, Flatten, Linear, MaxPool2d, Model,  # noqa: E402
                                ReLU, get_model)
 from phonetrain.plan import Plan  # noqa: E402
@@ -154,8 +155,8 @@ def main() -> int:
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
         runner = None
-        if not a.no_runner and rt.which_cc():
-            runner = rt.build_runner(Path(tmp) / "build")
+        if not a.no_runner and toolchains.which_cc():
+            runner = toolchains.build_runner(Path(tmp) / "build")
         rows = [check_model(m, Path(tmp) / "bundle", a, runner) for m in a.models]
     print(f"torch {torch.__version__}; batch {a.batch}, {a.iterations} SGD iterations, "
           f"lr {a.lr}, momentum {a.momentum}, weight_decay {a.weight_decay}; "

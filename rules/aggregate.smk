@@ -1,38 +1,21 @@
-# Aggregate stage (skeleton by D1, body by D2): raw outputs -> results/summary/*.parquet
-# with the schemas of phonetrain.results.schema. Inputs: every run folder of the sweep (params.json
-# + runner outputs + verify.json), every device's bandwidth CSV, every kernel build.json.
-from phonetrain.results.schema import TABLES
-
-SUMMARY = [f"{R}/summary/{t}.parquet" for t in TABLES]
-RUN_DIRS = [f"{R}/runs/{e.device}/{e.id}" for e in EXPERIMENTS]
-BANDWIDTH = [f"{R}/bandwidth/{d}/bandwidth.csv" for d in SWEEP.devices]
-BUILDS = [f"{R}/build/{d}/kernels/{k}/build.json" for d in SWEEP.devices for k in SWEEP.kernels
-          if any(e.kernel == k and e.device == d for e in EXPERIMENTS)]
-
-
-def aggregate_now():
-    """Aggregate whatever exists (also used by the partial report on a failed workflow)."""
-    from phonetrain.results.aggregate import aggregate
-
-    X.mark_missing_runs(R, JP)
-    aggregate(RUN_DIRS, f"{R}/summary",
-              bandwidth_csvs=[p for p in BANDWIDTH if Path(p).exists()],
-              build_jsons=[p for p in BUILDS if Path(p).exists()],
-              gemm_jsons=[p for p in GEMM_FILES if Path(p).exists()],
-              peaks_jsons=[p for p in PEAKS_FILES if Path(p).exists()])
+# Aggregate stage: every run folder of the sweep, every device's bandwidth sweep, kernel
+# builds, GEMM sweeps and peaks -> the summary tables (phonetrain.results.schema), then the
+# COMPLETE marker. The same function writes the partial summary after a failure and serves
+# `phonetrain aggregate`.
 
 
 rule aggregate:
     input:
-        runs=[f for e in EXPERIMENTS for f in run_files(e, ("run.json", "trace.csv",
-              "verify.json", "trace.perfetto.json"))],
-        bandwidth=BANDWIDTH,
-        builds=BUILDS,
-        gemm=GEMM_FILES,
-        peaks=PEAKS_FILES,
+        runs=run_outputs(layout.RUN) + run_outputs(layout.TRACE) + run_outputs(layout.VERIFY)
+        + run_outputs(layout.PERFETTO),
+        bandwidth=EXPECTED["bandwidth"],
+        builds=EXPECTED["builds"],
+        gemm=EXPECTED["gemm"],
+        peaks=EXPECTED["peaks"],
     output:
-        SUMMARY,
-        complete=SUMMARY_COMPLETE,
+        **SUMMARY,
+        complete=L.summary_complete(),
+    log:
+        L.log("aggregate", "summary"),
     run:
-        aggregate_now()
-        mark_complete(output.complete)
+        aggregate_now(output.complete)

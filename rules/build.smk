@@ -6,24 +6,24 @@ rule build_runner:
     input:
         sources=RUNNER_SOURCES,
     output:
-        R + "/build/{device}/runner",
+        runner=L.runner("{device}"),
     params:
-        p=lambda wc: as_json(JP["device"][wc.device]),
+        p=lambda wc: as_json({**JP["device"][wc.device], "cache": L.runner_cache()}),
     log:
-        R + "/logs/build_runner/{device}.log",
+        L.log("build_runner", "{device}"),
     shell:
-        stage("build-runner", "{params.p:q}", "{output:q}")
+        stage("build", "build-runner", outputs=["runner"])
 
 
 rule build_kernels:
     input:
-        runner=R + "/build/{device}/runner",
-        sources=lambda wc: version_sources(wc.kernel),
+        runner=L.runner("{device}"),
+        sources=kernel_sources,
     output:
-        R + "/build/{device}/kernels/{kernel}/build.json",
+        build=L.kernel_build("{device}", "{kernel}"),
     params:
         p=lambda wc: as_json(JP["kernel"][(wc.device, wc.kernel)]),
     log:
-        R + "/logs/build_kernels/{device}/{kernel}.log",
+        L.log("build_kernels", "{device}", "{kernel}"),
     shell:
-        stage("build-kernels", "{params.p:q}", "{output:q}", RQ, str(TIMEOUT_S))
+        stage("build", "build-kernels", inputs=["runner", "sources"], outputs=["build"])

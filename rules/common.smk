@@ -1,23 +1,31 @@
-# Shared by every rule: the composed sweep, each job's params, path helpers.
+# Shared by every rule: the composed sweep, each job's params, the results layout, the stage
+# command line, and every input function.
 #
 # The sweep is composed once per Snakemake invocation with Hydra (phonetrain.config), from
 # conf/ beside this workflow and the override strings of `--config overrides=[...]`. A bad
 # config stops here, before any job, with a message naming the file and key.
 # Each job receives, as Snakemake `params`, a dict of exactly what its result depends on
-# (phonetrain.experiment.job_params); Snakemake's `params` rerun trigger then reruns exactly
-# the jobs whose settings changed. Run-time knobs (timeout, progress) are not params.
+# (phonetrain.stages.params.job_params); Snakemake's `params` rerun trigger then reruns exactly
+# the jobs whose settings changed. Run-time knobs (timeout, progress) reach the jobs through
+# the environment (phonetrain.stages.job.Runtime), so changing them reruns nothing.
+# Every path comes from phonetrain.layout.Layout; stages take their files by name.
 import json
 import os
 import shlex
 import sys
 from pathlib import Path
 
-from phonetrain import experiment as X
-from phonetrain.config import ConfigError, compose_sweep
-from phonetrain.kernels import KernelVersionError, load_version, resolve_sources
+from phonetrain import layout
+from phonetrain.config import compose_sweep
+from phonetrain.errors import PhonetrainError
+from phonetrain.kernels import load_version, resolve_sources, tuning
+from phonetrain.layout import Layout
+from phonetrain.stages.job import RUNTIME_ENV, Runtime
+from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_versions,
+                                      job_params, summary_outputs)
 
 BASE = Path(workflow.basedir)
-_PKG = Path(X.__file__).resolve().parent
+_PKG = Path(layout.__file__).resolve().parent
 if (BASE / "src" / "phonetrain").is_dir() and _PKG != (BASE / "src" / "phonetrain").resolve():
     sys.exit(f"phonetrain: configuration error: this workflow is {BASE} but Python imports "
              f"phonetrain from {_PKG}, whose stages and kernels would run instead; run with "
@@ -29,16 +37,40 @@ if set(config) - {"overrides"}:  # a typo'd --config key would be ignored silent
              "--config 'overrides=[\"measure.iterations=20\"]' (README.md, Overrides)")
 try:
     SWEEP = compose_sweep(config.get("overrides"), conf_dir=BASE / "conf")
-    JP = X.job_params(SWEEP)
-except (ConfigError, KernelVersionError) as e:
+    JP = job_params(SWEEP)
+except PhonetrainError as e:
     sys.exit(f"phonetrain: configuration error: {e}")
 
-R = SWEEP.results_dir
-PY = shlex.quote(sys.executable)
-RQ = shlex.quote(R)  # the results folder as a shell word
+L = Layout(SWEEP.results_dir)
 EXPERIMENTS = SWEEP.experiments
-TIMEOUT_S = SWEEP.root["measure"]["timeout_s"]
-PROGRESS = SWEEP.root["measure"]["progress"]
+MEASURE = SWEEP.root["measure"]
+os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"]).to_env()
+PY = shlex.quote(sys.executable)
+EXPECTED = expected_files(SWEEP)
+SUMMARY = summary_outputs(SWEEP)
+FIG_EXT = SWEEP.root["report"]["figure_format"]
+REPORT_FILES = [L.report_html(), L.report_md(), L.report_complete()]
+
+wildcard_constraints:
+    device="[A-Za-z0-9_-]+",
+    kernel="[A-Za-z0-9_-]+",
+    version="[A-Za-z0-9_-]+",
+    exp="[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+",
+
+
+def stage(module, name, inputs=(), outputs=()):
+    """Shell command of one stage: `python -m phonetrain.stages.MODULE NAME --log LOG --params
+    JSON --input NAME=PATH... --output NAME=PATH...` (phonetrain.stages.job). Shell jobs run
+    from Snakemake's own process; a `run:` job would re-parse the workflow (seconds per job)."""
+    words = [f"{PY} -m phonetrain.stages.{module} {name} --log {{log:q}} --params {{params.p:q}}"]
+    words += [f"--input {k}={{input.{k}:q}}" for k in inputs]
+    words += [f"--output {k}={{output.{k}:q}}" for k in outputs]
+    return " ".join(words)
+
+
+def as_json(d):
+    """A job's params dict as canonical JSON (what the `params` rerun trigger compares)."""
+    return json.dumps(d, sort_keys=True)
 
 
 def rel(path):
@@ -48,23 +80,6 @@ def rel(path):
 
 
 RUNNER_SOURCES = sorted(rel(p) for p in (BASE / "src" / "runner").glob("*.[ch]"))
-
-wildcard_constraints:
-    device="[A-Za-z0-9_-]+",
-    kernel="[A-Za-z0-9_-]+",
-    exp="[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+",
-
-
-def stage(name, *args):
-    """Shell command of one stage: `python -m phonetrain.experiment NAME LOG ARGS`. Shell
-    jobs run from Snakemake's own process, whereas a `run:` job is a new Snakemake process
-    that re-parses the workflow (seconds per job). Dict params go as shell-quoted JSON."""
-    return f"{PY} -m phonetrain.experiment {name} {{log:q}} " + " ".join(args)
-
-
-def as_json(d):
-    """A job's params dict as canonical JSON (what the `params` rerun trigger compares)."""
-    return json.dumps(d, sort_keys=True)
 
 
 def version_sources(kernel):
@@ -84,36 +99,81 @@ def kernel_sources(wc):
 
 
 def exp_kernel(exp_id):
+    """The kernel version of an experiment id (None for the CPU backend's `none`)."""
     k = exp_id.split(".")[2]
     return None if k == "none" else k
 
 
-def run_files(e, names=("run.json", "trace.csv", "verify.json")):
-    return [f"{R}/runs/{e.device}/{e.id}/{n}" for n in names]
+def tuning_files(device, kernel):
+    """The tuning.json a version's runs and GEMM sweep use on a device ([] if untunable)."""
+    if kernel and kernel != CPU_VERSION and tuning.tunable(kernel):
+        return [L.tuning(device, kernel)]
+    return []
 
 
-# Written last by the aggregate and report rules, removed by partial_report: a summary or
-# report made after a failure lacks it, so the next run redoes the missing jobs (Snakemake
-# does not rerun jobs for missing inputs when their outputs already exist).
-SUMMARY_COMPLETE = f"{R}/summary/COMPLETE"
-REPORT_COMPLETE = f"{R}/report/COMPLETE"
+def deploy_inputs(wc):
+    pc = JP["plan"][wc.exp]
+    d = {"runner": L.runner(wc.device), "plan_dir": L.plan_dir(wc.exp),
+         "data": L.data_dir(pc["data_dir"]), "sources": [], "tuning": []}
+    k = exp_kernel(wc.exp)
+    if k:
+        d["build"] = L.kernel_build(wc.device, k)
+        d["sources"] = version_sources(k)
+        d["tuning"] = tuning_files(wc.device, k)
+    return d
 
 
-def mark_complete(path):
-    Path(path).write_text("written by the workflow after a complete stage; absent after a "
-                          "failed run (partial summary/report)\n")
+def gemm_inputs(wc):
+    d = {"runner": L.runner(wc.device), "tuning": tuning_files(wc.device, wc.version),
+         "sources": []}
+    if wc.version != CPU_VERSION:
+        d["sources"] = version_sources(wc.version)
+    return d
+
+
+def gemm_job_params(wc):
+    """A GEMM sweep job's params: the device (and kernel version), the study's GEMM settings."""
+    base = JP["device"][wc.device] if wc.version == CPU_VERSION else \
+        JP["kernel"][(wc.device, wc.version)]
+    return as_json({**base, **JP["gemm"], "version": wc.version})
+
+
+def run_outputs(name):
+    """A file of every run folder of the sweep."""
+    return [L.run_file(e.device, e.id, name) for e in EXPERIMENTS]
+
+
+def figure(name):
+    """One report figure, declared with Snakemake's report() and its caption
+    (rules/captions/<name>.rst) so `snakemake --report` shows it."""
+    return report(L.figure(name, FIG_EXT), caption=f"captions/{name}.rst", category="Figures")
+
+
+def aggregate_now(complete=None):
+    """Aggregate whatever exists (also used by the partial report on a failed workflow)."""
+    from phonetrain.stages.aggregate import aggregate_study  # pandas: only in these jobs
+
+    aggregate_study(JP["run"], L, EXPECTED, SUMMARY, complete)
+
+
+def report_now(complete=None):
+    """Write the report from the summary tables (also used by the partial report)."""
+    from phonetrain.stages.aggregate import report_study  # matplotlib: only in these jobs
+
+    report_study(L.summary_dir(), L.report_dir(), SWEEP.root["report"], facts(SWEEP), complete)
 
 
 def partial_report():
     """On a failed workflow (e.g. a kernel that does not compile, under --keep-going): write
     the summary and report from what exists, each missing run marked failed. The COMPLETE
-    markers go first, so the next `snakemake all` reruns what is missing."""
-    for marker in (SUMMARY_COMPLETE, REPORT_COMPLETE):
+    markers go first, so the next `snakemake all` reruns what is missing (Snakemake does not
+    rerun jobs for missing inputs when their outputs already exist)."""
+    for marker in (L.summary_complete(), L.report_complete()):
         Path(marker).unlink(missing_ok=True)
     try:
         aggregate_now()
         report_now()
-        print(f"phonetrain: partial report written to {R}/report/ (missing runs are marked)",
-              file=sys.stderr)
+        print(f"phonetrain: partial report written to {L.report_dir()} (missing runs are "
+              "marked)", file=sys.stderr)
     except Exception as e:  # the workflow already failed; say why the report could not follow
         print(f"phonetrain: no partial report: {e}", file=sys.stderr)

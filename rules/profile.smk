@@ -1,28 +1,30 @@
 # Profile stage: the host<->device bandwidth sweep per device (runner bench-bandwidth), and
-# per run the Chrome/Perfetto trace of its commands (phonetrain.results.profiling, D2's code).
+# per run the Chrome/Perfetto trace of its commands (phonetrain.results.profiling).
 
 
 rule bandwidth:
     input:
-        runner=R + "/build/{device}/runner",
+        runner=L.runner("{device}"),
     output:
-        R + "/bandwidth/{device}/bandwidth.csv",
+        bench=L.bandwidth_bench("{device}"),
+        csv=L.bandwidth("{device}"),
     params:
         p=lambda wc: as_json(JP["bandwidth"][wc.device]),
     log:
-        R + "/logs/bandwidth/{device}.log",
+        L.log("bandwidth", "{device}"),
     shell:
-        stage("bandwidth", "{params.p:q}", "{output:q}", RQ, str(TIMEOUT_S))
+        stage("profile", "bandwidth", inputs=["runner"], outputs=["csv", "bench"])
 
 
 rule perfetto:
     input:
-        run=R + "/runs/{device}/{exp}/run.json",
-        trace=R + "/runs/{device}/{exp}/trace.csv",
+        run=L.run_file("{device}", "{exp}", layout.RUN),
+        trace=L.run_file("{device}", "{exp}", layout.TRACE),
     output:
-        R + "/runs/{device}/{exp}/trace.perfetto.json",
+        json=L.run_file("{device}", "{exp}", layout.PERFETTO),
+    params:
+        p=lambda wc: as_json({"device": wc.device, "title": wc.exp}),
     log:
-        R + "/logs/perfetto/{device}/{exp}.log",
+        L.log("perfetto", "{device}", "{exp}"),
     shell:
-        stage("perfetto", "{input.run:q}", "{input.trace:q}", "{output:q}", "{wildcards.device}",
-              "{wildcards.exp}")
+        stage("profile", "perfetto", inputs=["run", "trace"], outputs=["json"])

@@ -1,21 +1,21 @@
 # Data, lowering and training stages.
-# data:  a dataset split into per-iteration batch files        results/data/<dataset>/b<batch>/
-# lower: model + batch + backend placement -> plan + tensors   results/plans/<experiment id>/
-# train: the runner executes the plan on the device (warm-up + measured iterations, per-
-#        command trace), then the numpy reference verifies it   results/runs/<device>/<id>/
+# data:  a dataset split into per-iteration batch files
+# lower: model + batch + backend placement -> plan + tensors (device-independent)
+# train: the runner executes the device's plan (warm-up + measured iterations, per-command
+#        trace), then the numpy reference verifies it
 
 
 rule data:
     output:
-        directory(R + "/{ddir}"),
+        dir=directory(L.data_dir("{ddir}")),
     wildcard_constraints:
         ddir="data/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+",
     params:
         p=lambda wc: as_json(JP["data"][wc.ddir]),
     log:
-        R + "/logs/{ddir}.log",
+        L.log("{ddir}"),
     shell:
-        stage("data", "{params.p:q}", RQ)
+        stage("train", "data", outputs=["dir"])
 
 
 ruleorder: data > lower
@@ -23,26 +23,29 @@ ruleorder: data > lower
 
 rule lower:
     output:
-        directory(R + "/plans/{exp}"),
+        dir=directory(L.plan_dir("{exp}")),
     params:
         p=lambda wc: as_json(JP["plan"][wc.exp]),
     log:
-        R + "/logs/lower/{exp}.log",
+        L.log("lower", "{exp}"),
     shell:
-        stage("lower", "{params.p:q}", RQ)
+        stage("train", "lower", outputs=["dir"])
 
 
 rule train:
     input:
-        deployed=R + "/deploy/{device}/{exp}.json",
-        plan=R + "/plans/{exp}",
+        manifest=L.deploy_manifest("{device}", "{exp}"),
+        plan=L.run_file("{device}", "{exp}", layout.PLAN),
+        plan_dir=L.plan_dir("{exp}"),
+        data=lambda wc: L.data_dir(JP["plan"][wc.exp]["data_dir"]),
     output:
-        run=R + "/runs/{device}/{exp}/run.json",
-        trace=R + "/runs/{device}/{exp}/trace.csv",
-        verify=R + "/runs/{device}/{exp}/verify.json",
+        run=L.run_file("{device}", "{exp}", layout.RUN),
+        trace=L.run_file("{device}", "{exp}", layout.TRACE),
+        verify=L.run_file("{device}", "{exp}", layout.VERIFY),
     params:
         p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
     log:
-        R + "/logs/train/{device}/{exp}.log",
+        L.log("train", "{device}", "{exp}"),
     shell:
-        stage("train", "{params.p:q}", RQ, str(TIMEOUT_S), json.dumps(PROGRESS))
+        stage("train", "train", inputs=["manifest", "plan", "plan_dir", "data"],
+              outputs=["run", "trace", "verify"])

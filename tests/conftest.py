@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # helper modules beside the tests
 
 from phonetrain import runner as runner_api  # noqa: E402
+from phonetrain.devices import toolchains  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -19,9 +20,9 @@ def runner(tmp_path_factory) -> Path:
     (or the binary named by $PHONETRAIN_TEST_RUNNER, e.g. a sanitizer build)."""
     if os.environ.get("PHONETRAIN_TEST_RUNNER"):
         return Path(os.environ["PHONETRAIN_TEST_RUNNER"])
-    if runner_api.which_cc() is None:
+    if toolchains.which_cc() is None:
         pytest.skip("no C compiler (cc) on this machine")
-    return runner_api.build_runner(tmp_path_factory.mktemp("runner-build"))
+    return toolchains.build_runner(tmp_path_factory.mktemp("runner-build"))
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from phonetrain.results.schema import TABLES
+
 GAP_NS = 10_000
+
+
+def summary_paths(folder: Path) -> dict[str, Path]:
+    """Every summary table's Parquet path in ``folder``: the ``outputs`` of aggregate()."""
+    return {t: Path(folder) / f"{t}.parquet" for t in TABLES}
 
 
 def write_run(root: Path, *, model="mlp_784_256_128_16", device="host", backend="cpu",
@@ -62,7 +69,8 @@ def write_run(root: Path, *, model="mlp_784_256_128_16", device="host", backend=
            "timer_resolution_ns": 1, "peak_rss_bytes": 10_000_000, "device_bytes_allocated": 0}
     pd.DataFrame(rows).to_csv(d / "trace.csv", index=False)
     (d / "run.json").write_text(json.dumps(run))
-    (d / "verify.json").write_text(json.dumps({"max_abs_err": max_abs_err}))
+    (d / "verify.json").write_text(json.dumps({"max_abs_err": max_abs_err, "atol": 1e-3,
+                                               "ok": max_abs_err <= 1e-3}))
     return d
 
 
@@ -96,7 +104,7 @@ def write_build(root: Path, device="host", kernel="baseline", ok=True) -> Path:
 
 
 def write_gemm(root: Path, device="host", version="tiled") -> Path:
-    """A gemm/<device>/<version>.json as phonetrain.gemm_stages.gemm_stage writes it."""
+    """A gemm/<device>/<version>.json as phonetrain.stages.gemm.gemm writes it."""
     d = root / "gemm" / device
     d.mkdir(parents=True, exist_ok=True)
     rows = [{"kernel": "gemm_nt", "M": 32, "N": 256, "K": 784, "global": [8, 8], "local": [8, 8],

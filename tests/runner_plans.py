@@ -140,7 +140,7 @@ def mlp_plan(backend: str, placement: str = "resident", method: str = "copy",
                 batches=[Batch(tensor=T["x"], path="data/x.f32", count=N_BATCHES),
                          Batch(tensor=T["y"], path="data/y.i32", count=N_BATCHES)],
                 warmup=warmup, iterations=iterations, loss_tensor=T["loss"],
-                dumps=[T[p] for p in PARAMS] + [T["dW1"]], threads=2)
+                dumps=[T[p] for p in PARAMS] + [T["dW1"]])
     plan.validate()
     return plan
 

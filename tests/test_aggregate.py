@@ -7,6 +7,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from phonetrain.results import runs as run_folders
+from phonetrain.errors import ResultsFileError
+from results_fixtures import summary_paths
 from phonetrain.results import aggregate
 from phonetrain.results import schema
 from results_fixtures import GAP_NS, standard_study, write_run
@@ -15,7 +18,7 @@ from results_fixtures import GAP_NS, standard_study, write_run
 @pytest.fixture
 def study(tmp_path):
     inputs = standard_study(tmp_path / "raw")
-    paths = aggregate.aggregate(inputs["runs"], tmp_path / "summary",
+    paths = aggregate.aggregate(inputs["runs"], summary_paths(tmp_path / "summary"),
                                 bandwidth_csvs=inputs["bandwidth"], build_jsons=inputs["builds"],
                                 gemm_jsons=inputs.get("gemm", ()),
                                 peaks_jsons=inputs.get("peaks", ()))
@@ -92,7 +95,7 @@ def test_same_experiment_on_two_devices_gets_one_run_id_per_device(tmp_path):
     dirs.append(write_run(raw, device="host", backend="cpu"))  # expected, never produced
     for f in ("run.json", "trace.csv", "verify.json"):
         (dirs[-1] / f).unlink()
-    paths = aggregate.aggregate(dirs, tmp_path / "summary")
+    paths = aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
     exp = "mlp_784_256_128_16.opencl.baseline"
     runs = schema.read_table(paths["runs"], "runs").set_index("run_id")
     assert runs.index.is_unique
@@ -106,14 +109,14 @@ def test_same_experiment_on_two_devices_gets_one_run_id_per_device(tmp_path):
         df = schema.read_table(paths[table], table)
         assert set(df["run_id"]) == {f"host/{exp}", f"phone/{exp}"}, table
         assert (df["run_id"] == df["device"] + f"/{exp}").all(), table
-    assert aggregate.run_id("host", f"host/{exp}") == f"host/{exp}"  # already keyed
+    assert run_folders.run_id("host", f"host/{exp}") == f"host/{exp}"  # already keyed
 
 
 def test_perfetto_written_on_request(tmp_path):
     d = write_run(tmp_path)
-    aggregate.read_run(d)
+    run_folders.read_run(d)
     assert not (d / "trace.perfetto.json").exists()  # the workflow's perfetto rule owns it
-    aggregate.read_run(d, write_perfetto=True)
+    run_folders.read_run(d, write_perfetto=True)
     assert (d / "trace.perfetto.json").exists()
 
 
@@ -121,21 +124,21 @@ def test_expected_run_without_output_is_failed(tmp_path):
     d = write_run(tmp_path, backend="opencl", kernel="tiled")
     for f in ("run.json", "trace.csv", "verify.json"):
         (d / f).unlink()
-    row = aggregate.read_run(d)["runs"].iloc[0]
+    row = run_folders.read_run(d)["runs"].iloc[0]
     assert row["status"] == "failed" and "no run.json" in row["status_reason"]
 
 
 def test_missing_verification_is_not_ok(tmp_path):
     d = write_run(tmp_path)
     (d / "verify.json").unlink()
-    assert aggregate.read_run(d)["runs"].iloc[0]["status"] == "wrong"
+    assert run_folders.read_run(d)["runs"].iloc[0]["status"] == "wrong"
 
 
 def test_repeats_pool_measured_iterations(tmp_path):
     d = write_run(tmp_path, iterations=3)
     rep = write_run(tmp_path / "r", iterations=3, kernel_ns=200_000)
     rep.rename(d / "repeat_1")
-    out = aggregate.read_run(d)
+    out = run_folders.read_run(d)
     assert out["runs"].iloc[0]["repeats"] == 2
     assert sorted(out["iterations"]["repeat"].unique()) == [0, 1]
     assert out["commands"].set_index("name").loc["gemm_0", "count"] == 6
@@ -147,7 +150,7 @@ def test_schema_enforced(tmp_path):
         schema.conform(df.assign(speed=[]), "runs")
     with pytest.raises(schema.SchemaError, match="missing columns.*status"):
         schema.conform(df.drop(columns=["status"]), "runs")
-    row = aggregate._frame([{"run_id": "r", "model": "m", "device": "d", "backend": "cpu",
+    row = schema.frame([{"run_id": "r", "model": "m", "device": "d", "backend": "cpu",
                              "status": "fast", "config_hash": "c", "git_rev": "g"}], "runs")
     with pytest.raises(schema.SchemaError, match="'status'.*fast"):
         schema.conform(row, "runs")
@@ -163,8 +166,8 @@ def test_schema_enforced(tmp_path):
 def test_bad_params_names_file(tmp_path):
     d = write_run(tmp_path)
     (d / "params.json").write_text('{"model": "m"}')
-    with pytest.raises(aggregate.AggregateError, match=r"params\.json.*'device'"):
-        aggregate.read_run(d)
+    with pytest.raises(ResultsFileError, match=r"params\.json.*'device'"):
+        run_folders.read_run(d)
 
 
 # ---- the real runner on PoCL (tests/real_study.py) -------------------------------------
@@ -173,7 +176,7 @@ def test_bad_params_names_file(tmp_path):
 def real(tmp_path_factory):
     from real_study import cached_real_study
     inputs = cached_real_study(tmp_path_factory)
-    paths = aggregate.aggregate(inputs["runs"], tmp_path_factory.mktemp("real-summary"),
+    paths = aggregate.aggregate(inputs["runs"], summary_paths(tmp_path_factory.mktemp("real-summary")),
                                 bandwidth_csvs=inputs["bandwidth"], build_jsons=inputs["builds"],
                                 gemm_jsons=inputs.get("gemm", ()),
                                 peaks_jsons=inputs.get("peaks", ()))

@@ -145,13 +145,15 @@ def _truncated_mnist(folder: Path) -> Path:
 def test_data_stage_truncated_idx_is_one_message_and_no_batches(tmp_path: Path, capsys):
     import json
 
-    from phonetrain.experiment import main as stage_main
+    from phonetrain.stages.job import main as stage_main
+    from phonetrain.stages.train import STAGES
     folder = _truncated_mnist(tmp_path / "mnist")
     p = {"batch_size": 32, "dataset": "mnist", "dir": "data/mnist/b32", "input_shape": None,
          "classes": None, "seed": 0, "dataset_config": {"allow_download": False, "name": "mnist",
                                        "num_batches": 2, "path": str(folder)}}
     log = tmp_path / "logs" / "data.log"
-    rc = stage_main(["data", str(log), json.dumps(p), str(tmp_path / "results")])
+    rc = stage_main(STAGES, ["data", "--log", str(log), "--params", json.dumps(p), "--output",
+                             f"dir={tmp_path / 'results' / 'data' / 'mnist' / 'b32'}"])
     err = capsys.readouterr().err
     assert rc == 1 and "train-images-idx3-ubyte" in err and "truncated" in err, err
     assert "Traceback" not in err and "FAILED" in log.read_text()
@@ -212,13 +214,12 @@ def test_local_transport_timeout_stops_a_hung_runner(tmp_path: Path):
 
 def test_stage_interrupted_is_one_line(tmp_path: Path, monkeypatch, capsys):
     """Ctrl-C reaches every running job's process: one line each, not a traceback."""
-    from phonetrain import experiment
+    from phonetrain.stages.job import main as stage_main
 
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(experiment.STAGES, "data", interrupted)
-    rc = experiment.main(["data", str(tmp_path / "data.log"), "{}", str(tmp_path)])
+    rc = stage_main({"data": interrupted}, ["data", "--log", str(tmp_path / "data.log")])
     err = capsys.readouterr().err
     assert rc == 130 and "data: interrupted" in err and "Traceback" not in err, err
 
@@ -243,8 +244,10 @@ def test_stale_run_is_not_reported_as_current(tmp_path: Path):
     kept, but the summary gets a failed row, not the old measurement under the new params."""
     import json
 
-    from phonetrain.results.aggregate import read_run
-    from phonetrain.experiment import job_params, mark_missing_runs
+    from phonetrain.layout import Layout
+    from phonetrain.results.runs import read_run
+    from phonetrain.stages.aggregate import prepare_run_folders
+    from phonetrain.stages.params import job_params
     key = ("host", "mlp_16_16.cpu.none")
     jp = {n: job_params(compose_sweep(["sweep=test", "sweep.backends=[cpu]",
                                        f"measure.iterations={n}"])) for n in (3, 4)}
@@ -253,9 +256,9 @@ def test_stale_run_is_not_reported_as_current(tmp_path: Path):
     rdir.mkdir(parents=True)
     (rdir / "params.json").write_text(json.dumps(jp[3]["run"][key]))
     (rdir / "run.json").write_text('{"status": "ok"}')
-    mark_missing_runs(tmp_path, jp[3])
+    prepare_run_folders(jp[3]["run"], Layout(str(tmp_path)))
     assert not (rdir / "failed.json").exists()  # up to date: untouched
-    mark_missing_runs(tmp_path, jp[4])
+    prepare_run_folders(jp[4]["run"], Layout(str(tmp_path)))
     assert "not re-measured" in json.loads((rdir / "failed.json").read_text())["reason"]
     assert (rdir / "run.json").exists()  # nothing measured is deleted
     row = read_run(rdir)["runs"].iloc[0]

@@ -143,7 +143,7 @@ def test_write_if_changed_keeps_mtime_when_content_is_equal(tmp_path: Path):
 def test_models_of_one_input_shape_share_the_data_job():
     """The batch files depend on dataset, shape, classes and batch size, not on which model
     reads them: a sweep of another model must not rewrite (and so re-measure) shared data."""
-    from phonetrain.experiment import job_params
+    from phonetrain.stages.params import job_params
 
     mlp = job_params(compose_sweep(["sweep.models=[mlp_784_256_128_16]"]))["data"]
     lenet = job_params(compose_sweep(["sweep.models=[lenet5]"]))["data"]

@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from phonetrain.config import MeasureConfig
 from phonetrain.devices import toolchains
 from phonetrain.devices.toolchains import ToolchainError
 
 EM_AARCH64 = 183  # ELF e_machine of AArch64 (System V ABI, AArch64 supplement)
+
+
+VERIFY_ATOL = MeasureConfig.verify_atol  # the study's tolerance
 
 
 def elf_machine(path: Path) -> int:
@@ -43,7 +47,7 @@ def test_linux_aarch64_runner_matches_reference_under_qemu(tmp_path):
                          cwd=root, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     doc = reference.verify(Plan.load(plan_json), root, root / "out/qemu")
-    assert doc["max_abs_err"] <= reference.VERIFY_TOLERANCE, doc
+    assert doc["max_abs_err"] <= VERIFY_ATOL, doc
 
 
 def test_android_without_ndk_names_what_to_set(monkeypatch):

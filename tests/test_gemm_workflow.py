@@ -61,7 +61,7 @@ def test_absent_clblast_is_a_skipped_row_with_its_reason(tmp_path):
     import json
 
     from phonetrain.results import schema
-    from phonetrain.gemm_stages import read_gemm
+    from phonetrain.results.readers import read_gemm
 
     doc = {"device": "phone", "version": "clblast", "status": "skipped", "rows": [],
            "reason": "libclblast not found (tried libclblast.so.1, libclblast.so)"}

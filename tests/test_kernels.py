@@ -93,8 +93,7 @@ def build_plan(cases: list[Case], backend: str, version: str, root: Path,
         programs = [Program(name=p.stem, source=f"kernels/{version}/{p.name}", options=kv.options)
                     for p in sorted(staged.glob("*.cl")) if wanted & kernels_mentioned(p)]
     plan = Plan(name=f"kernels/{version}/{backend}", backend=backend, tensors=tensors,
-                steps=steps, programs=programs, warmup=0, iterations=1, dumps=dumps,
-                threads=2 if backend == "cpu" else 0)
+                steps=steps, programs=programs, warmup=0, iterations=1, dumps=dumps)
     plan.validate()
     return plan
 
@@ -123,7 +122,7 @@ def test_kernels_match_numpy(request, runner, tmp_path, backend, version, group,
     plan.save(root / "plan.json")
     selector = request.getfixturevalue("pocl") if backend == "opencl" else None
     runner_api.run_plan(runner, root / "plan.json", root, tmp_path / "out",
-                        device_selector=selector)
+                        threads=2 if backend == "cpu" else 0, device_selector=selector)
     dumps = tmp_path / "out" / "dumps"
     got = {(ci, out): np.fromfile(dumps / f"c{ci}_{out}.f32", dtype=case.expected[out].dtype)
            for ci, case in enumerate(cases) for out in case.outputs}

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from phonetrain.results import runs as run_folders
+from phonetrain.io import read_json
 from phonetrain.results import profiling
 
 OFFSET = 1_000_000  # device clock = host clock - OFFSET
@@ -171,12 +173,11 @@ def test_perfetto_json_is_valid_trace_event_format(tmp_path):
 def test_real_trace_breakdown_and_perfetto(tmp_path_factory, tmp_path):
     """A real runner trace (PoCL, staged placement with map/unmap): components add up, every
     command lies inside its iteration's wall time, the Perfetto JSON has every row."""
-    from phonetrain.results import aggregate
     from real_study import cached_real_study
     d = next(p for p in cached_real_study(tmp_path_factory)["runs"]
              if p.name == "mlp_784_256_128_16.opencl_staged_map.baseline")
     trace = profiling.read_trace_csv(d / "trace.csv")
-    iters = aggregate.run_iterations(aggregate.read_json(d / "run.json"), "run.json")
+    iters = run_folders.run_iterations(read_json(d / "run.json"), "run.json")
     b = profiling.breakdown(trace, iters)
     assert (b["busy_ms"] <= b["wall_ms"] * 1.001).all()
     parts = b[[f"{k}_ms" for k in profiling.KINDS]].sum(axis=1) - b["overlap_ms"]
@@ -212,16 +213,15 @@ def test_real_nvidia_trace_alignment():
     with map/unmap; tests/data/h200_staged_map, first 3 iterations): the driver gives map
     events no QUEUED time and start/end off the queue's clock, yet the offset is bracketed
     to a few microseconds and every command lies inside its iteration."""
-    from phonetrain.results import aggregate
     d = Path(__file__).parent / "data" / "h200_staged_map"
     trace = profiling.read_trace_csv(d / "trace.csv.gz")
-    run = aggregate.read_json(d / "run.json")
+    run = read_json(d / "run.json")
     assert run["device"]["name"] == "NVIDIA H200" and run["timer_resolution_ns"] == 1000
     maps = trace[(trace["kind"] == "map") & (trace["start_ns"] > 0)]
     assert (maps["queued_ns"] == 0).sum() > 10
     _, unc = profiling.clock_offset(trace)
     assert 0 <= unc < 20_000
-    iters = aggregate.run_iterations(run, "run.json")
+    iters = run_folders.run_iterations(run, "run.json")
     b = profiling.breakdown(trace, iters)
     assert (b["busy_ms"] <= b["wall_ms"] * 1.001).all()
     iv = profiling.host_intervals(trace)

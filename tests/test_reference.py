@@ -6,12 +6,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from phonetrain.config import MeasureConfig
 from phonetrain import reference
 from phonetrain.lowering import LowerSpec, init_params, write_bundle
 from phonetrain.models import MODELS, get_model
 from phonetrain.plan import Plan
 
 # Small instances: batch 2, and 2 batches of data.
+VERIFY_ATOL = MeasureConfig.verify_atol  # the study's tolerance
+
+
 GRAD_BATCH = 2
 
 
@@ -154,10 +158,10 @@ def test_run_kernel_rejects_bad_signature():
 
 def test_verify_policy():
     ref = {"w": np.array([1.0, -2.0, 300.0])}
-    assert reference.verify({"w": ref["w"] + 1e-5}, ref) < reference.VERIFY_TOLERANCE
+    assert reference.verify({"w": ref["w"] + 1e-5}, ref) < VERIFY_ATOL
     # relative above magnitude 1: 0.03 off on 300 is 1e-4; absolute below
     assert reference.verify({"w": ref["w"] + [0, 0, 0.03]}, ref) == pytest.approx(1e-4)
-    assert reference.verify({"w": ref["w"] + [0.01, 0, 0]}, ref) > reference.VERIFY_TOLERANCE
+    assert reference.verify({"w": ref["w"] + [0.01, 0, 0]}, ref) > VERIFY_ATOL
     assert reference.verify({}, ref) == np.inf
     assert reference.verify({"w": np.array([np.nan, 0, 0])}, ref) == np.inf
     assert reference.verify(ref, ref, [2.0, 1.0], [2.0, 1.0]) == 0

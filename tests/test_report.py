@@ -10,6 +10,7 @@ import markupsafe
 import pandas as pd
 import pytest
 
+from results_fixtures import summary_paths
 from phonetrain import report
 from phonetrain.results import aggregate
 from phonetrain.report import findings as guidelines
@@ -23,7 +24,7 @@ def built(tmp_path_factory):
     """The report of a real study: the runner on PoCL, one run wrong, one missing."""
     root = tmp_path_factory.mktemp("report")
     inputs = cached_real_study(tmp_path_factory)
-    aggregate.aggregate(inputs["runs"], root / "summary", bandwidth_csvs=inputs["bandwidth"],
+    aggregate.aggregate(inputs["runs"], summary_paths(root / "summary"), bandwidth_csvs=inputs["bandwidth"],
                         build_jsons=inputs["builds"])
     paths = report.build_report(root / "summary", root / "report", title="T")
     tables = report.load_tables(root / "summary")
@@ -131,7 +132,7 @@ def test_placement_and_transfer_findings(tmp_path):
                       kernel="baseline", unit_ns=400_000),
             write_run(raw, backend="opencl_staged_map", placement="staged", transfer="map",
                       kernel="baseline", unit_ns=200_000)]
-    aggregate.aggregate(dirs, tmp_path / "summary")
+    aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
     tables = report.load_tables(tmp_path / "summary")
     f = {x.key: x for x in guidelines.all_findings(tables)}
     runs = tables["runs"].set_index("run_id")
@@ -159,7 +160,7 @@ def test_different_settings_are_flagged(tmp_path):
     dirs = [write_run(tmp_path / "raw", backend="cpu", iterations=3),
             write_run(tmp_path / "raw", backend="opencl", placement="resident",
                       transfer="copy", kernel="baseline", iterations=5)]
-    aggregate.aggregate(dirs, tmp_path / "summary")
+    aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
     notes = report.settings_notes(report.load_tables(tmp_path / "summary")["runs"])
     assert notes == ["runs were measured with different iterations: 3, 5 -- compare them "
                      "with care"]
@@ -191,7 +192,7 @@ def test_cli_aggregate_report_trace(tmp_path_factory):
     from phonetrain.cli import main
     results = cached_real_study(tmp_path_factory)["runs"][0].parents[2]
     cli = CliRunner()
-    res = cli.invoke(main, ["aggregate", "--results", str(results)])
+    res = cli.invoke(main, ["aggregate", "--found", "--results", str(results)])
     assert res.exit_code == 0, res.output
     runs = schema.read_table(results / "summary" / "runs.parquet", "runs")
     assert set(runs["status"]) == {"ok", "wrong", "failed"}
@@ -212,7 +213,7 @@ def test_multiline_failure_reason_keeps_tables_intact(tmp_path):
     dirs = [write_run(tmp_path / "raw", backend="cpu"),
             write_run(tmp_path / "raw", backend="opencl", placement="resident",
                       transfer="copy", kernel="broken", failed_reason=reason)]
-    aggregate.aggregate(dirs, tmp_path / "summary")
+    aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
     out = report.build_report(tmp_path / "summary", tmp_path / "report")
     md = out["md"].read_text()
     row = next(line for line in md.splitlines()
@@ -231,7 +232,7 @@ def test_same_experiment_on_two_devices_is_reported_per_device(tmp_path):
             for b, pl, tr, k in (("cpu", "none", "none", "none"),
                                  ("opencl", "resident", "copy", "baseline"))]
     dirs.append(write_run(raw, device="phone", model="lenet5", failed_reason="adb: offline"))
-    aggregate.aggregate(dirs, tmp_path / "summary")
+    aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
     out = report.build_report(tmp_path / "summary", tmp_path / "report")
     for name in ("iteration_time", "breakdown", "gemm_gflops", "loss"):  # drawn, not "no data"
         assert out[name].stat().st_size > 20_000, name
@@ -252,6 +253,6 @@ def test_same_experiment_on_two_devices_is_reported_per_device(tmp_path):
 
 def test_one_device_labels_omit_the_device(tmp_path):
     dirs = [write_run(tmp_path / "raw", backend="cpu")]
-    aggregate.aggregate(dirs, tmp_path / "summary")
+    aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
     md = report.build_report(tmp_path / "summary", tmp_path / "report")["md"].read_text()
     assert "| mlp_784_256_128_16 | cpu | ok |" in md

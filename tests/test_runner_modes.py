@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from phonetrain import runner as rt
+from phonetrain.devices import toolchains
 from phonetrain.cli import main as cli_main
 
 GOOD_CL = "__kernel void twice(__global float *x) { x[get_global_id(0)] *= 2.0f; }\n"
@@ -17,7 +18,7 @@ GOOD_CL = "__kernel void twice(__global float *x) { x[get_global_id(0)] *= 2.0f;
 def test_info_lists_pocl_device(runner, pocl):
     doc = rt.info(runner)
     assert doc["opencl_error"] is None
-    assert doc["runner"]["source_hash"] == rt.runner_source_hash()[:16]
+    assert doc["runner"]["source_hash"] == toolchains.runner_source_hash()[:16]
     assert doc["host"]["logical_cores"] >= 1 and doc["host"]["cpu_model"]
     plat = next(p for p in doc["platforms"] if p["name"] == "Portable Computing Language")
     dev = plat["devices"][0]
@@ -75,15 +76,15 @@ def test_bench_bandwidth_well_formed(runner, pocl, tmp_path):
 
 
 def test_build_runner_is_cached_by_source_hash(runner, tmp_path):
-    assert runner.exists() and rt.runner_source_hash()[:16] in runner.read_bytes().decode("latin1")
-    again = rt.build_runner(runner.parent.parent)
+    assert runner.exists() and toolchains.runner_source_hash()[:16] in runner.read_bytes().decode("latin1")
+    again = toolchains.build_runner(runner.parent.parent)
     assert again == runner
-    other = rt.build_runner(runner.parent.parent, extra_flags=("-DPHONETRAIN_TEST_FLAG=1",))
+    other = toolchains.build_runner(runner.parent.parent, extra_flags=("-DPHONETRAIN_TEST_FLAG=1",))
     assert other != runner and other.exists()
 
 
 def test_phonetrain_info_command(runner, pocl, monkeypatch):
-    monkeypatch.setattr(rt, "host_runner", lambda cc="cc": runner)
+    monkeypatch.setattr(toolchains, "host_runner", lambda cc="cc": runner)
     res = CliRunner().invoke(cli_main, ["info", "--json"])
     assert res.exit_code == 0, res.output
     assert any(p["name"] == "Portable Computing Language" for p in json.loads(res.output)["platforms"])

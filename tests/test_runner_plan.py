@@ -33,7 +33,8 @@ def _run(runner, pocl, tmp_path, backend, placement, method):
         plan = _mixed(plan)
     path = stage(tmp_path / "bundle", plan)
     sel = pocl if backend == "opencl" else None
-    doc = rt.run_plan(runner, path, tmp_path / "bundle", tmp_path / "out", device_selector=sel)
+    doc = rt.run_plan(runner, path, tmp_path / "bundle", tmp_path / "out", threads=2,
+                      device_selector=sel)
     return plan, doc
 
 
@@ -109,7 +110,8 @@ def test_mlp_with_clblast_gemm(runner, pocl, tmp_path):
     plan.programs = [p for p in plan.programs if p.name != "gemm"] + [Program(name="gemm", source="clblast")]
     path = stage(tmp_path / "bundle", plan)
     try:
-        doc = rt.run_plan(runner, path, tmp_path / "bundle", tmp_path / "out", device_selector=pocl)
+        doc = rt.run_plan(runner, path, tmp_path / "bundle", tmp_path / "out", threads=2,
+                          device_selector=pocl)
     except rt.MissingLibraryError as e:
         pytest.skip(str(e))
     ref_losses, _, _ = numpy_training(write_bundle(tmp_path / "ref"), 2)

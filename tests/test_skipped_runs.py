@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from phonetrain import experiment, report
+from phonetrain import report
+from phonetrain.runner import TRACE_HEADER
+from phonetrain.stages import profile
+from phonetrain.stages.job import Job, files
 from phonetrain.results import schema
 from phonetrain.cli import main
 
@@ -49,18 +52,20 @@ def test_run_is_recorded_as_skipped(study):
     assert run["status"] == "skipped"
     assert "libclblast not found" in run["reason"] and "/nonexistent" in run["reason"]
     header = (rdir / "trace.csv").read_text()
-    assert header == experiment.TRACE_HEADER and header.count("\n") == 1
+    assert header == TRACE_HEADER and header.count("\n") == 1
     assert json.loads((rdir / "verify.json").read_text())["skipped"] is True
     assert not (rdir / "failed.json").exists()
-    trace = experiment.perfetto(rdir / "run.json", rdir / "trace.csv",
-                                rdir / "trace.perfetto.json", "host", SKIPPED)
+    trace = profile.perfetto(Job(files({"run": str(rdir / "run.json"),
+                                        "trace": str(rdir / "trace.csv")}),
+                                 files({"json": str(rdir / "trace.perfetto.json")}),
+                                 {"device": "host", "title": SKIPPED}, rdir / "perfetto.log"))
     assert json.loads(trace.read_text())["traceEvents"] == []
 
 
 def test_aggregate_and_report_list_it_without_a_speed(study):
     R, _ = study
     cli = CliRunner()
-    res = cli.invoke(main, ["aggregate", "--results", str(R)])
+    res = cli.invoke(main, ["aggregate", "--found", "--results", str(R)])
     assert res.exit_code == 0, res.output
     runs = schema.read_table(R / "summary" / "runs.parquet", "runs").set_index("run_id")
     row = runs.loc[f"host/{SKIPPED}"]

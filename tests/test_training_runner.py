@@ -6,6 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from phonetrain.config import MeasureConfig
 from phonetrain import reference
 from phonetrain import runner as runner_api
 from phonetrain.lowering import LowerSpec, write_bundle
@@ -13,6 +14,9 @@ from phonetrain.models import MODELS
 from phonetrain.plan import Plan
 
 # threads=1: OpenMP threads spinning on a shared 2-core CI machine make runs 10x slower.
+VERIFY_ATOL = MeasureConfig.verify_atol  # the study's tolerance
+
+
 BACKENDS = [("cpu", None, None), ("opencl", "resident", "copy"), ("opencl", "resident", "map"),
             ("opencl", "staged", "copy"), ("opencl", "staged", "map")]
 
@@ -20,7 +24,7 @@ BACKENDS = [("cpu", None, None), ("opencl", "resident", "copy"), ("opencl", "res
 def _run(runner, pocl, spec, root):
     plan_path = write_bundle(spec, root)
     out = root / "out" / spec.resolved_plan_id()
-    doc = runner_api.run_plan(runner, plan_path, root, out,
+    doc = runner_api.run_plan(runner, plan_path, root, out, threads=1,
                               device_selector=pocl if spec.backend == "opencl" else None)
     return Plan.load(plan_path), out, doc
 
@@ -32,13 +36,13 @@ def test_runner_matches_reference_after_3_iterations(runner, pocl, tmp_path, mod
                                                      placement, transfer):
     spec = LowerSpec(model=model, batch_size=4, backend=backend, placement=placement,
                      transfer=transfer, warmup=1, iterations=2, num_batches=2, momentum=0.9,
-                     weight_decay=1e-3, dumps="all", threads=1, dataset="synthetic" if "16" in model
+                     weight_decay=1e-3, dumps="all", dataset="synthetic" if "16" in model
                      and "784" not in model else None)
     plan, out, doc = _run(runner, pocl, spec, tmp_path)
     assert doc["status"] == "ok" and len(doc["iters"]) == 3
     v = reference.verify_run_dir(plan, tmp_path, out)
     assert set(v["tensor_errs"]) == {plan.tensor(i).name for i in plan.dumps}
-    assert v["max_abs_err"] <= reference.VERIFY_TOLERANCE, (v["worst"], v["max_abs_err"])
+    assert v["max_abs_err"] <= VERIFY_ATOL, (v["worst"], v["max_abs_err"])
     assert all(np.isfinite(v["run_losses"]))
 
 
@@ -50,7 +54,7 @@ def test_100_iterations_on_digits_halve_the_loss(runner, pocl, tmp_path, model, 
     the last 10 iterations is at most half the first iteration's."""
     spec = LowerSpec(model=model, batch_size=32, backend=backend, placement=placement,
                      transfer="copy" if placement else None, warmup=0, iterations=100,
-                     num_batches=50, lr=0.05, dataset="digits", dumps="none", threads=1)
+                     num_batches=50, lr=0.05, dataset="digits", dumps="none")
     _, _, doc = _run(runner, pocl, spec, tmp_path)
     losses = np.array([it["loss"] for it in doc["iters"]])
     assert losses.size == 100 and np.all(np.isfinite(losses))
@@ -65,4 +69,4 @@ def test_verify_flags_a_wrong_run(runner, pocl, tmp_path):
     other = _run(runner, pocl, replace(spec, lr=0.5, plan_id="q"), tmp_path)[0]
     assert reference.verify_run_dir(plan, tmp_path, out)["max_abs_err"] < 1e-5
     assert reference.verify_run_dir(other, tmp_path, out)["max_abs_err"] > \
-        reference.VERIFY_TOLERANCE
+        VERIFY_ATOL

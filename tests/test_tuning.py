@@ -11,14 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from phonetrain.config import MeasureConfig
 from phonetrain import reference
 from phonetrain.kernels import gemm
 from phonetrain.kernels import tuning
 from phonetrain import runner as runner_api
-from phonetrain.gemm_stages import tuned_plan_dir
+from phonetrain.stages.deploy import device_plan
 from phonetrain.kernels import KERNELS_ROOT, load_version
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan
+
+VERIFY_ATOL = MeasureConfig.verify_atol  # the study's tolerance
+
 
 SHAPES = [gemm.GemmShape("gemm_nt", 32, 16, 128), gemm.GemmShape("gemm_tn", 16, 128, 32),
           gemm.GemmShape("gemm_nn", 70, 130, 40)]
@@ -74,13 +78,13 @@ def test_tuner_fails_when_nothing_is_correct(runner, pocl):
 def test_runs_consume_tuning_json(runner, pocl, tmp_path, version, cand):
     spec = LowerSpec(model="mlp_784_256_128_16", batch_size=8, backend="opencl",
                      placement="resident", transfer="copy", kernel=version, warmup=0,
-                     iterations=2, num_batches=2, dumps="params", threads=1)
+                     iterations=2, num_batches=2, dumps="params")
     plan_path = write_bundle(spec, tmp_path)
     tj = tmp_path / "tuning.json"
     tuning.write_tuning({"version": version, "default": "small",
                          "classes": {"small": cand}, "trials": []}, tj)
-    tuned_dir = tuned_plan_dir(plan_path.parent, version, tj, tmp_path / "tuned")
-    tuned_path = tuned_dir / "plan.json"
+    tuned_path = tmp_path / "tuned.json"
+    device_plan(plan_path, version, tj)[0].save(tuned_path)
     plan = Plan.load(tuned_path)
     options = {p.options for p in plan.programs}
     assert options == {tuning.candidate_version(load_version(version), cand).options}
@@ -96,14 +100,14 @@ def test_runs_consume_tuning_json(runner, pocl, tmp_path, version, cand):
     doc = runner_api.run_plan(runner, plan_path, tmp_path, out, device_selector=pocl)
     assert doc["status"] == "ok"
     v = reference.verify_run_dir(Plan.load(plan_path), tmp_path, out)
-    assert v["max_abs_err"] <= reference.VERIFY_TOLERANCE
+    assert v["max_abs_err"] <= VERIFY_ATOL
 
 
 @pytest.mark.parametrize("version", ["tiled", "regblock", "clblast"])
 def test_training_plan_on_each_version_matches_reference(runner, pocl, tmp_path, version):
     spec = LowerSpec(model="lenet5", batch_size=4, backend="opencl", placement="resident",
                      transfer="copy", kernel=version, warmup=0, iterations=2, num_batches=2,
-                     dumps="all", threads=1)
+                     dumps="all")
     plan_path = write_bundle(spec, tmp_path)
     plan = Plan.load(plan_path)
     if version == "clblast":
@@ -116,4 +120,4 @@ def test_training_plan_on_each_version_matches_reference(runner, pocl, tmp_path,
         pytest.skip(f"CLBlast is not installed here: {e}")
     assert doc["status"] == "ok"
     v = reference.verify_run_dir(plan, tmp_path, out)
-    assert v["max_abs_err"] <= reference.VERIFY_TOLERANCE, (v["worst"], v["max_abs_err"])
+    assert v["max_abs_err"] <= VERIFY_ATOL, (v["worst"], v["max_abs_err"])

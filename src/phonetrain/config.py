@@ -16,8 +16,6 @@ and the key, and says what to do.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,15 +28,20 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from phonetrain.data import DATASETS, check_compatible
+from phonetrain.errors import PhonetrainError
+from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version
+from phonetrain.models import MODELS
+from phonetrain.io import short_hash
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO_ROOT / "conf"
-KERNELS_DIR = REPO_ROOT / "src" / "kernels"
 AXES = ("model", "device", "backend", "kernel")
 NO_KERNEL = "none"  # the kernel axis value of CPU experiments
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")  # ids go into paths and wildcards: no dots
 
 
-class ConfigError(ValueError):
+class ConfigError(PhonetrainError, ValueError):
     """A config file, key or override that cannot be used; the message names it."""
 
 
@@ -124,34 +127,34 @@ class SweepConfig:
 
 @dataclass
 class MeasureConfig:
-    """Measurement settings shared by every run (see conf/config.yaml for each key)."""
+    """Measurement settings shared by every run: the one place their defaults live."""
 
-    warmup: int = 2
-    iterations: int = 10
-    repeats: int = 1
-    seed: int = 0
-    threads: int = 0
-    cooldown_s: float = 0.0
-    cooldown_threshold_c: float = 45.0
-    cooldown_limit_s: float = 120.0
-    timeout_s: float = 600.0
-    progress: bool = True
-    verify_atol: float = 1e-3
-    bandwidth_max_bytes: int = 16 * 1024 * 1024
+    warmup: int = 2                    # warm-up iterations per run, discarded from statistics
+    iterations: int = 10               # measured iterations per run
+    repeats: int = 1                   # runner invocations per experiment
+    seed: int = 0                      # seeds parameter init and batch order
+    threads: int = 0                   # CPU backend threads; 0 = all cores of the device
+    cooldown_s: float = 0.0            # seconds to wait on the device before each measurement
+    cooldown_threshold_c: float = 45.0  # adb devices: wait until the hottest sensor is <= this
+    cooldown_limit_s: float = 120.0    # ... for at most this long (s), then measure and flag it
+    timeout_s: float = 600.0           # wall-clock limit of one runner invocation (run-time knob)
+    progress: bool = True              # runner prints per-iteration progress (run-time knob)
+    verify_atol: float = 1e-3          # max |runner - numpy reference| per dumped tensor / loss
+    bandwidth_max_bytes: int = 16 * 1024 * 1024  # largest transfer of the bandwidth sweep
     gemm_sizes: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
-    gemm_min_time_ms: float = 100.0
-    gemm_max_launch_s: float = 5.0
-    tune: bool = True
-    tune_min_time_ms: float = 20.0
+    gemm_min_time_ms: float = 100.0    # bench-gemm calibration: each timed repeat lasts this long
+    gemm_max_launch_s: float = 5.0     # skip a version's larger sizes once a launch would exceed
+    tune: bool = True                  # tune the tunable versions per device (tuning.json)
+    tune_min_time_ms: float = 20.0     # calibration target of each tuning trial
 
 
 @dataclass
 class ReportConfig:
     """Report settings."""
 
-    title: str = "phonetrain"
-    paper_reference: bool = True
-    figure_format: str = "png"
+    title: str = "phonetrain: on-device training, CPU vs OpenCL GPU"
+    paper_reference: bool = True       # draw the seed paper's published figures beside ours
+    figure_format: str = "png"         # png | svg
     dpi: int = 120
 
 
@@ -167,7 +170,7 @@ class Config:
     sweep: SweepConfig = MISSING
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
-    results_dir: str = "results"
+    results_dir: str = "results"       # output folder, relative to the working directory
 
 
 ConfigStore.instance().store(name="base_config", node=Config)
@@ -241,8 +244,7 @@ class Sweep:
 
 def config_hash(cfg: dict[str, Any]) -> str:
     """First 16 hex digits of SHA-256 over canonical JSON (sorted keys, no spaces)."""
-    blob = json.dumps(cfg, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return short_hash(cfg)
 
 
 def normalize_overrides(overrides: Any) -> list[str]:
@@ -340,12 +342,11 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
                 raise ConfigError(f"{path}: key '{key}' is {node[key]!r}; a {node['kind']} "
                                   f"backend takes one of {allowed}")
     if group == "kernel":
-        if not (KERNELS_DIR / name).is_dir():
+        if not (KERNELS_ROOT / name).is_dir():
             raise ConfigError(f"{path}: kernel version {name!r} has no folder "
-                              f"{KERNELS_DIR / name}; create it or fix key 'name'")
-        from phonetrain.kernels import KernelVersionError, load_version
+                              f"{KERNELS_ROOT / name}; create it or fix key 'name'")
         try:  # version.yaml syntax, keys and the inherits chain, before any job
-            load_version(name, KERNELS_DIR)
+            load_version(name, KERNELS_ROOT)
         except KernelVersionError as e:
             raise ConfigError(f"{path}: {e}") from None
     if group == "model":
@@ -365,11 +366,6 @@ def _check_signs(path: Path, group: str, node: dict[str, Any], prefix: str) -> N
 def _check_dataset_fits(conf_dir: Path, root: dict[str, Any], model: str,
                         mcfg: dict[str, Any]) -> None:
     """A model's dataset must exist and have the model's input shape (before any job)."""
-    try:
-        from phonetrain.data import DATASETS, check_compatible
-        from phonetrain.models import MODELS
-    except ImportError:  # data/models are optional at config time (lowering needs them)
-        return
     name = mcfg.get("dataset") or root["dataset"]["name"]
     path = _group_file(conf_dir, "model", model)
     if name not in DATASETS:
@@ -386,10 +382,6 @@ def _check_dataset_fits(conf_dir: Path, root: dict[str, Any], model: str,
 
 
 def _check_model_name(path: Path, name: str) -> None:
-    try:
-        from phonetrain.models import MODELS
-    except ImportError:  # the model zoo is optional at config time (lowering needs it)
-        return
     if name not in MODELS:
         raise ConfigError(f"{path}: key 'name' is {name!r}, not a model of phonetrain.models "
                           f"(known: {sorted(MODELS)})")
@@ -409,7 +401,6 @@ def _validate_root(conf_dir: Path, root: dict[str, Any]) -> None:
     if root["report"]["figure_format"] not in CHOICES[("report", "figure_format")]:
         raise ConfigError(f"{path}: key 'report.figure_format' must be one of "
                           f"{CHOICES[('report', 'figure_format')]}")
-    from phonetrain.data import DATASETS
     if root["dataset"]["name"] not in DATASETS:
         raise ConfigError(f"key 'dataset.name' is {root['dataset']['name']!r} (conf/dataset or "
                           f"an override); use one of {sorted(DATASETS)}")
@@ -507,17 +498,3 @@ def plan_config(exp: Experiment) -> dict[str, Any]:
     keys = ("warmup", "iterations", "seed", "threads")
     return {"id": exp.id, "model": c["model"], "backend": c["backend"], "kernel": c["kernel"],
             "dataset": c["dataset"], "measure": {k: c["measure"][k] for k in keys}}
-
-
-def write_if_changed(path: Path, obj: Any) -> bool:
-    """Write ``obj`` as pretty JSON atomically, only if the content differs (keeps mtime
-    stable so Snakemake reruns nothing). Returns True when the file was (re)written."""
-    path = Path(path)
-    text = json.dumps(obj, indent=1, sort_keys=True) + "\n"
-    if path.is_file() and path.read_text() == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return True

@@ -11,7 +11,6 @@ JSON layout (``PLAN_VERSION`` = 1)::
       "plan_version": 1,
       "name": "mlp_784_256_128_16/b32/opencl-resident-copy",
       "backend": "cpu" | "opencl",
-      "threads": 0,                      # CPU backend threads; 0 = runner default (all cores)
       "tensors": [Tensor...],
       "programs": [Program...],          # OpenCL programs; empty for the CPU backend
       "batches": [Batch...],             # per-iteration inputs read from bundle files
@@ -75,6 +74,9 @@ from typing import Any
 
 import numpy as np
 
+from phonetrain.errors import PhonetrainError
+from phonetrain.io import write_text
+
 PLAN_VERSION = 1
 ROLES = ("param", "grad", "activation", "input", "label", "scratch", "state", "loss")
 PHASES = ("load", "forward", "loss", "backward", "update", "transfer")
@@ -82,7 +84,7 @@ DTYPES = {"f32": np.float32, "i32": np.int32}
 STEP_OPS = ("kernel", "h2d", "d2h", "map", "unmap", "load")
 
 
-class PlanError(ValueError):
+class PlanError(PhonetrainError, ValueError):
     """A plan document that breaks the contract; the message names the field."""
 
 
@@ -177,7 +179,6 @@ class Plan:
     iterations: int = 10
     loss_tensor: int = -1
     dumps: list[int] = field(default_factory=list)
-    threads: int = 0
     plan_version: int = PLAN_VERSION
 
     def tensor(self, tid: int) -> Tensor:
@@ -192,7 +193,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "plan_version": self.plan_version, "name": self.name, "backend": self.backend,
-            "threads": self.threads, "tensors": [asdict(t) for t in self.tensors],
+            "tensors": [asdict(t) for t in self.tensors],
             "programs": [asdict(p) for p in self.programs],
             "batches": [asdict(b) for b in self.batches],
             "steps": [s.to_json() for s in self.steps],
@@ -207,7 +208,7 @@ class Plan:
                             f"(this phonetrain writes and reads version {PLAN_VERSION}); "
                             "re-lower the plan")
         plan = cls(
-            name=d["name"], backend=d["backend"], threads=int(d.get("threads", 0)),
+            name=d["name"], backend=d["backend"],
             tensors=[Tensor(**t) for t in d["tensors"]],
             programs=[Program(**p) for p in d.get("programs", [])],
             batches=[Batch(**b) for b in d.get("batches", [])],
@@ -256,11 +257,8 @@ class Plan:
             check_tid(self.loss_tensor, "loss_tensor")
 
     def save(self, path: str | Path) -> None:
-        """Write the plan as JSON atomically (temp file, then rename)."""
-        path = Path(path)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1))
-        tmp.replace(path)
+        """Write the plan as JSON atomically (temp file, then rename; parents created)."""
+        write_text(path, json.dumps(self.to_json(), indent=1))
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:

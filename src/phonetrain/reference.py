@@ -17,11 +17,11 @@ import numpy as np
 from .kernels import bind_args
 from .plan import Plan, PlanError, uniform_fill
 
-# Tolerance policy: a run is `wrong` when verify() returns more than this. The error of one
-# tensor is max_i |run_i - ref_i| / max(1, |ref_i|): absolute for elements of magnitude 1 or
-# less, relative for larger ones. float32 runs that differ only in summation order stay near 1e-6
-# after a few iterations; a wrong index or a missed transfer gives errors of order 1e-1.
-VERIFY_TOLERANCE = 1e-3
+# Tolerance policy: a run is `wrong` when verify() returns more than the study's tolerance
+# (measure.verify_atol). The error of one tensor is max_i |run_i - ref_i| / max(1, |ref_i|):
+# absolute for elements of magnitude 1 or less, relative for larger ones. float32 runs that
+# differ only in summation order stay near 1e-6 after a few iterations; a wrong index or a
+# missed transfer gives errors of order 1e-1.
 
 
 @dataclass
@@ -287,8 +287,8 @@ def tensor_error(run: np.ndarray, ref: np.ndarray) -> float:
 
 def verify(run_dumps, ref_dumps, run_losses=None, ref_losses=None):
     """Largest :func:`tensor_error` over every reference dump (a dump missing from the run
-    counts as ``inf``) and over the loss sequence. Compare with :data:`VERIFY_TOLERANCE`:
-    above it the workflow marks the run ``wrong``.
+    counts as ``inf``) and over the loss sequence. Above the study's tolerance
+    (``measure.verify_atol``) the workflow marks the run ``wrong``.
 
     Called as ``verify(plan, root, out_dir)`` (a :class:`~phonetrain.plan.Plan` first), it is
     :func:`verify_run_dir` and returns that dict.
@@ -319,7 +319,7 @@ def verify_run_dir(plan: Plan, root: str | Path, out_dir: str | Path) -> dict:
     of ``plan`` on the files under staging ``root``.
 
     Returns ``{"max_abs_err", "loss_err", "tensor_errs": {name: err}, "worst",
-    "tolerance", "ref_losses", "run_losses"}`` (errors as :func:`tensor_error`; ``inf`` for
+    "ref_losses", "run_losses"}`` (errors as :func:`tensor_error`; ``inf`` for
     a missing dump or loss). Raises :class:`~phonetrain.plan.PlanError` if ``run.json`` is
     missing or unreadable.
     """
@@ -341,5 +341,5 @@ def verify_run_dir(plan: Plan, root: str | Path, out_dir: str | Path) -> dict:
         worst = "loss"
     max_err = max([loss_err, *errs.values()])
     return {"max_abs_err": max_err, "loss_err": loss_err, "tensor_errs": errs, "worst": worst,
-            "tolerance": VERIFY_TOLERANCE, "ref_losses": ref.losses.tolist(),
+            "ref_losses": ref.losses.tolist(),
             "run_losses": run_losses}

@@ -1,38 +1,44 @@
-"""Python driver of the on-device runner (``src/runner``): build it for this host, locate
-OpenCL, invoke its modes with a timeout, and parse its outputs into pandas.
+"""The one driver of the on-device runner (``src/runner``): every runner process starts here.
 
-Exit codes of the runner map to :class:`ExitCode` and to one :class:`RunnerError` subclass
-each (``src/runner/README.md`` documents them). Outputs of ``run`` (``run.json``,
-``trace.csv``, ``dumps/<tensor>.f32``) are read by :func:`read_run`, :func:`read_trace` and
-:func:`read_dump`; a run is complete only when ``run.json`` says ``"status": "ok"``.
+A :class:`Runner` is a device's transport (:mod:`phonetrain.devices`: a local staging folder
+or a phone over adb) plus its OpenCL selector. Each mode method builds the argv, runs it
+through the transport under a time limit, maps a non-zero exit status to one
+:class:`RunnerError` subclass (message: the runner's own ``runner:`` line; hint: what to try),
+and pulls the output folder back, checking that every expected file arrived whole. The
+workflow's stages, ``phonetrain run``/``info``/``devices``, the tests and the benchmarks all
+go through it; the module-level helpers (:func:`run_plan`, :func:`info`, ...) are a local
+:class:`Runner` in one call, for a runner binary and a bundle folder on this host.
+
+Exit codes (``src/runner/util.h``; ``src/runner/README.md``) are :class:`ExitCode`; a device
+that lacks a library the plan needs (exit 8) raises :class:`MissingLibraryError`, which the
+stages record as a *skipped* run, not a failure. A shell's 126/127 (the runner cannot be
+executed or is absent) and death by a signal get their own errors and hints.
+
+Runner outputs: ``run.json`` (complete only when ``"status": "ok"``), ``trace.csv`` (one row
+per command execution) and ``dumps/<tensor>.f32``; :func:`read_run`, :func:`read_trace` and
+:func:`read_dump` parse them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes.util
 import enum
-import hashlib
-import importlib.util
+import itertools
 import json
 import os
-import shutil
-import subprocess
-from dataclasses import dataclass
+import signal
+import uuid
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-try:
-    from filelock import FileLock
-except ImportError:  # bare device hosts (numpy + pandas only) drive the runner without it
-    FileLock = None
+from phonetrain import layout
+from phonetrain.devices import LocalTransport, get_transport
+from phonetrain.devices.base import CommandResult, TransportTimeout, check_outputs
+from phonetrain.errors import PhonetrainError
 
-RUNNER_SRC = Path(__file__).resolve().parents[1] / "runner"
-BASE_FLAGS = ("-O3", "-fopenmp", "-std=c11", "-Wall", "-Wextra")
-LIBS = ("-ldl", "-lm")
 DEFAULT_TIMEOUT_S = 600.0
 
 
@@ -49,61 +55,97 @@ class ExitCode(enum.IntEnum):
     NONFINITE = 7      # the loss became NaN or infinite
     NO_LIBRARY = 8     # an external library the plan needs (CLBlast) cannot be loaded, or the
                        # device lacks image support that a plan's image argument needs
+    NOT_EXECUTABLE = 126  # POSIX shell: the file exists but cannot be executed
+    NOT_FOUND = 127       # POSIX shell: no such command
 
 
-class RunnerError(RuntimeError):
-    """The runner failed. ``exit_code``, ``stderr`` (all of it) and ``message`` (its last
-    ``runner:`` line) say why."""
+class RunnerError(PhonetrainError):
+    """The runner failed. ``exit_code`` (None for a timeout), ``stderr`` (all of it),
+    ``argv`` and ``message`` (its last ``runner:`` line, or what the driver saw) say why."""
+
+    hint_text = ""
 
     def __init__(self, message: str, exit_code: int | None = None, stderr: str = "",
-                 command: Sequence[str] = ()):
-        super().__init__(message)
-        self.message = message
+                 argv: Sequence[str] = (), hint: str | None = None):
+        super().__init__(message, self.hint_text if hint is None else hint)
         self.exit_code = exit_code
         self.stderr = stderr
-        self.command = list(command)
+        self.argv = list(argv)
 
 
 class RunnerInternalError(RunnerError):
     """Exit code 1: internal error (memory, output files)."""
 
+    hint_text = "check free memory and free space on the device"
+
 
 class BadInputError(RunnerError):
     """Exit code 2: bad command-line arguments or plan."""
+
+    hint_text = "the plan or the arguments are malformed: relower the plan (rerun the workflow)"
 
 
 class BundleFileError(RunnerError):
     """Exit code 3: a bundle file (tensor init, batch, kernel source) is missing or wrong."""
 
+    hint_text = "a file the plan needs is missing or damaged on the device: deploy again"
+
 
 class NoDeviceError(RunnerError):
     """Exit code 4: no OpenCL library or no device matching the selector."""
+
+    hint_text = ("check `phonetrain info` and the device config's opencl_library, "
+                 "opencl_platform and opencl_device")
 
 
 class KernelBuildError(RunnerError):
     """Exit code 5: an OpenCL program failed to build; ``stderr`` holds the compiler log."""
 
+    hint_text = "fix the kernel source; the compiler log is in the stage's log"
+
 
 class OpenCLRuntimeError(RunnerError):
     """Exit code 6: an OpenCL call failed while running."""
+
+    hint_text = ("an OpenCL call failed on the device (out of device memory, a bad launch "
+                 "size or a driver fault)")
 
 
 class NonFiniteLossError(RunnerError):
     """Exit code 7: the loss became NaN or infinite."""
 
+    hint_text = "lower model.lr, or check the kernel version for a wrong result"
+
 
 class MissingLibraryError(RunnerError):
     """Exit code 8: an external library the plan needs (CLBlast) cannot be loaded, or the
-    device has no image support for the ``image`` kernel version; callers skip such runs
-    with the reason rather than fail them."""
+    device has no image support for an image operand; callers record the run as skipped."""
+
+
+class RunnerNotExecutableError(RunnerError):
+    """Exit status 126: the runner exists on the device but cannot be executed."""
+
+    hint_text = ("the runner lost its execute bit or sits on a noexec mount: deploy again "
+                 "(pushes restore the mode) or stage under /data/local/tmp")
+
+
+class RunnerNotFoundError(RunnerError):
+    """Exit status 127: no runner where the command expected it."""
+
+    hint_text = "the runner was not deployed to this device: rerun the workflow's deploy stage"
+
+
+class RunnerSignalError(RunnerError):
+    """The runner was killed by a signal (a crash such as SIGSEGV, or SIGKILL)."""
+
+    hint_text = ("a crash in the runner or the OpenCL driver; rerun it, and report it with "
+                 "the plan and `phonetrain info` if it repeats (SIGKILL: out of memory?)")
 
 
 class RunnerTimeout(RunnerError):
-    """The runner ran past its timeout and was killed."""
+    """The runner ran past its time limit and was stopped."""
 
-
-class RunnerCompileError(RunnerError):
-    """The C compiler failed to build the runner itself."""
+    hint_text = "raise measure.timeout_s or shrink the run"
 
 
 ERRORS: dict[int, type[RunnerError]] = {
@@ -111,6 +153,7 @@ ERRORS: dict[int, type[RunnerError]] = {
     ExitCode.BUNDLE: BundleFileError, ExitCode.NO_DEVICE: NoDeviceError,
     ExitCode.BUILD: KernelBuildError, ExitCode.CL_RUNTIME: OpenCLRuntimeError,
     ExitCode.NONFINITE: NonFiniteLossError, ExitCode.NO_LIBRARY: MissingLibraryError,
+    ExitCode.NOT_EXECUTABLE: RunnerNotExecutableError, ExitCode.NOT_FOUND: RunnerNotFoundError,
 }
 
 
@@ -125,7 +168,16 @@ class DeviceSelector:
     device_type: str | None = None
     cl_lib: str | None = None
 
+    @classmethod
+    def of_device(cls, device_config: Mapping[str, Any]) -> DeviceSelector:
+        """The selector of a device config (``opencl_platform``, ``opencl_device``,
+        ``opencl_library``; empty strings select the first)."""
+        return cls(platform=device_config.get("opencl_platform") or None,
+                   device=device_config.get("opencl_device") or None,
+                   cl_lib=device_config.get("opencl_library") or None)
+
     def to_args(self) -> list[str]:
+        """The runner's selector options."""
         args: list[str] = []
         for flag, value in (("--platform", self.platform), ("--device", self.device),
                             ("--device-type", self.device_type), ("--cl-lib", self.cl_lib)):
@@ -142,120 +194,220 @@ def _selector(sel: DeviceSelector | Mapping[str, Any] | None) -> DeviceSelector:
     return DeviceSelector(**{k: v for k, v in sel.items() if v is not None})
 
 
-# ---------------------------------------------------------------- building
-
-def _sources() -> list[Path]:
-    return sorted(list(RUNNER_SRC.glob("*.c")) + list(RUNNER_SRC.glob("*.h")))
-
-
-def runner_source_hash() -> str:
-    """SHA-256 (hex) over the names and contents of ``src/runner/*.c`` and ``*.h``."""
-    h = hashlib.sha256()
-    for p in _sources():
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def build_runner(build_dir: Path, cc: str = "cc", extra_flags: Sequence[str] = ()) -> Path:
-    """Compile the runner for this host into ``build_dir/runner-<key>/runner`` and return it.
-
-    The key hashes the sources, the compiler and the flags, so an unchanged runner is reused;
-    ``-DRUNNER_SOURCE_HASH`` bakes :func:`runner_source_hash` into the binary (``run.json``
-    reports it). Concurrent builds are serialized by a file lock. Raises
-    :class:`RunnerCompileError` with the compiler's output on failure.
-    """
-    build_dir = Path(build_dir)
-    build_dir.mkdir(parents=True, exist_ok=True)
-    src_hash = runner_source_hash()
-    flags = [*BASE_FLAGS, *extra_flags, f'-DRUNNER_SOURCE_HASH="{src_hash[:16]}"']
-    key = hashlib.sha256(json.dumps([src_hash, cc, flags]).encode()).hexdigest()[:16]
-    out = build_dir / f"runner-{key}" / "runner"
-    lock = FileLock(str(build_dir / ".runner.lock")) if FileLock else contextlib.nullcontext()
-    with lock:
-        if out.exists():
-            return out
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f"runner.tmp.{os.getpid()}")
-        cmd = [cc, *flags, "-o", str(tmp), *[str(p) for p in RUNNER_SRC.glob("*.c")], *LIBS]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            tmp.unlink(missing_ok=True)
-            raise RunnerCompileError(f"compiling the runner with {cc} failed:\n{proc.stderr}",
-                                     proc.returncode, proc.stderr, cmd)
-        tmp.replace(out)
-    return out
-
-
-# ---------------------------------------------------------------- OpenCL location
-
-@dataclass(frozen=True)
-class OpenCLLocation:
-    """Where the runner finds OpenCL: ``cl_lib`` (None = the runner's own search list, which
-    starts with the system ICD loader ``libOpenCL.so.1``) and extra environment variables."""
-
-    cl_lib: str | None
-    env: dict[str, str]
-    source: str  # "system" | "pyopencl-wheel" | "none"
-
-
-def locate_opencl() -> OpenCLLocation:
-    """Find an OpenCL library: the system ICD loader first (Debian/Ubuntu:
-    ``ocl-icd-libopencl1`` + ``pocl-opencl-icd``); else, as a documented fallback only, the
-    loader bundled in a pyopencl wheel, which needs ``PYOPENCL_HOME`` and its ``.libs`` folder on
-    the library path (its PoCL 3.0/LLVM 14 cannot compile kernels on AMD Zen 5, so prefer
-    the system one)."""
-    if ctypes.util.find_library("OpenCL"):
-        return OpenCLLocation(None, {}, "system")
-    spec = importlib.util.find_spec("pyopencl")
-    if spec and spec.submodule_search_locations:
-        pkg = Path(list(spec.submodule_search_locations)[0])
-        for libs in (pkg / ".libs", pkg.parent / "pyopencl.libs"):
-            cands = sorted(libs.glob("libOpenCL*.so*")) if libs.is_dir() else []
-            if cands:
-                ld = os.pathsep.join(filter(None, [str(libs), os.environ.get("LD_LIBRARY_PATH")]))
-                return OpenCLLocation(str(cands[0]), {"PYOPENCL_HOME": str(pkg),
-                                                      "LD_LIBRARY_PATH": ld}, "pyopencl-wheel")
-    return OpenCLLocation(None, {}, "none")
-
-
-# ---------------------------------------------------------------- invoking
-
 def _last_runner_line(stderr: str) -> str:
     lines = [ln for ln in stderr.splitlines() if ln.startswith("runner: ")]
     return lines[-1][len("runner: "):] if lines else (stderr.strip().splitlines() or [""])[-1]
 
 
-def run_mode(runner: Path, mode: str, args: list[str], timeout_s: float = DEFAULT_TIMEOUT_S,
-             cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``runner <mode> <args>``; return the completed process (text stdout/stderr).
+def _signal_of(code: int) -> int | None:
+    """The signal that ended a process: negative status (subprocess) or 128+n (a shell)."""
+    n = -code if code < 0 else code - 128 if 128 < code < 128 + 64 else 0
+    return n if n > 0 else None
 
-    Raises the :class:`RunnerError` subclass of the exit code (message = the runner's stderr
-    line naming the cause), or :class:`RunnerTimeout` after ``timeout_s`` seconds.
+
+def error_for(mode: str, res: CommandResult, argv: Sequence[str], device: str) -> RunnerError:
+    """The :class:`RunnerError` for a runner that exited with ``res.returncode`` != 0."""
+    code = res.returncode
+    sig = _signal_of(code) if code not in ERRORS else None
+    if sig is not None:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return RunnerSignalError(f"device '{device}': runner {mode} was killed by {name}",
+                                 code, res.stderr, argv)
+    cls = ERRORS.get(code, RunnerError)
+    msg = _last_runner_line(res.stderr or "") or f"runner {mode} exited with status {code}"
+    if cls in (RunnerNotExecutableError, RunnerNotFoundError):
+        msg = f"device '{device}': {argv[0]} {'cannot be executed' if code == 126 else 'not found'}" \
+              f" ({msg})"
+    return cls(msg, code, res.stderr, argv)
+
+
+class Runner:
+    """The runner on one device.
+
+    ``transport``: the device's transport (push/run/pull, its staging root as working folder);
+    ``selector``: its OpenCL device; ``exe``: the runner as the transport runs it
+    (``./runner`` in the staging root, or a binary's path on this host); ``timeout_s``: the
+    limit of one invocation (s); ``progress``: the runner prints one line per iteration.
     """
-    loc = locate_opencl()
-    env = {**os.environ, **loc.env}
-    cmd = [str(runner), mode, *args]
-    if loc.cl_lib and "--cl-lib" not in args:
-        cmd += ["--cl-lib", loc.cl_lib]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=cwd,
-                              env=env)
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        raise RunnerTimeout(f"runner {mode} ran past {timeout_s:g} s and was killed", None, err,
-                            cmd) from None
-    if proc.returncode != 0:
-        cls = ERRORS.get(proc.returncode, RunnerError)
-        raise cls(_last_runner_line(proc.stderr) or f"runner {mode} exited {proc.returncode}",
-                  proc.returncode, proc.stderr, cmd)
-    return proc
+
+    _names = itertools.count()
+
+    def __init__(self, transport: Any, selector: DeviceSelector | None = None, *,
+                 exe: str = f"./{layout.DEVICE_RUNNER}", timeout_s: float = DEFAULT_TIMEOUT_S,
+                 progress: bool = False):
+        self.transport = transport
+        self.selector = selector or DeviceSelector()
+        self.exe = exe
+        self.timeout_s = timeout_s
+        self.progress = progress
+        self.local = isinstance(transport, LocalTransport)
+        if self.local and not self.selector.cl_lib and transport.opencl.cl_lib:
+            self.selector = replace(self.selector, cl_lib=transport.opencl.cl_lib)
+
+    @classmethod
+    def for_device(cls, device_config: Mapping[str, Any], stage_root: str | Path, *,
+                   timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = False) -> Runner:
+        """The runner of a configured device (``conf/device/<name>.yaml`` as a dict) whose
+        binary is (or will be) deployed to its staging root."""
+        t = get_transport(dict(device_config), stage_root, echo_stderr=progress)
+        return cls(t, DeviceSelector.of_device(device_config), timeout_s=timeout_s,
+                   progress=progress)
+
+    @classmethod
+    def local_binary(cls, binary: str | Path, root: str | Path, selector: Any = None, *,
+                     timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = False) -> Runner:
+        """A runner binary on this host working in the folder ``root`` (created)."""
+        Path(root).mkdir(parents=True, exist_ok=True)
+        return cls(LocalTransport("local", Path(root), echo_stderr=progress),
+                   _selector(selector), exe=str(Path(binary).resolve()), timeout_s=timeout_s,
+                   progress=progress)
+
+    @property
+    def device(self) -> str:
+        return self.transport.name
+
+    def lock(self) -> Any:
+        """The device's measurement lock (one measurement at a time per device)."""
+        return self.transport.lock()
+
+    def push_runner(self, binary: str | Path) -> int:
+        """Copy the runner binary into the staging root (skipped when unchanged)."""
+        return self.transport.push(Path(binary), layout.DEVICE_RUNNER)
+
+    # ------------------------------------------------------------------ invoking
+
+    def invoke(self, mode: str, args: Sequence[str], *, out: str | Path | None = None,
+               expect: Sequence[str] = (), selector: bool = True,
+               timeout_s: float | None = None) -> CommandResult:
+        """Run ``runner <mode> <args> [--out ...] [selector]`` and return its result.
+
+        With ``out`` (a folder on this host) the runner's output folder is brought there and
+        ``expect`` files are checked present and non-empty. Raises the :class:`RunnerError`
+        of the exit status, :class:`RunnerTimeout`, or the transport's error."""
+        argv = [self.exe, mode, *args]
+        remote = None
+        if out is not None:
+            if self.local:  # the same file system: the runner writes the folder directly
+                argv += ["--out", str(Path(out).resolve())]
+            else:
+                remote = layout.device_out(f"{mode}-{next(self._names)}-{uuid.uuid4().hex[:8]}")
+                self.transport.run(["rm", "-rf", remote], timeout_s=60)
+                argv += ["--out", remote]
+        if selector:
+            argv += self.selector.to_args()
+        elif self.selector.cl_lib:
+            argv += ["--cl-lib", self.selector.cl_lib]
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        try:
+            res = self.transport.run(argv, timeout_s=limit)
+        except TransportTimeout as e:
+            raise RunnerTimeout(f"device '{self.device}': runner {mode} ran past {limit:g} s "
+                                "and was killed", None, "", argv) from e
+        if res.returncode != 0:
+            raise error_for(mode, res, argv, self.device)
+        if out is not None:
+            if remote is not None:
+                self.transport.pull(remote, Path(out), list(expect))
+            else:
+                check_outputs(Path(out), list(expect), self.device)
+        return res
+
+    # ------------------------------------------------------------------ modes
+
+    def info(self) -> dict:
+        """``runner info`` as a dict: ``runner``, ``host`` (cpu_model, logical_cores),
+        ``opencl_error`` (None when a library loaded) and ``platforms`` (each with
+        ``devices``)."""
+        res = self.invoke("info", [], selector=False, timeout_s=min(self.timeout_s, 120))
+        try:
+            return json.loads(res.stdout)
+        except json.JSONDecodeError as e:
+            raise RunnerError(f"device '{self.device}': runner info printed no JSON ({e}); "
+                              f"first bytes: {res.stdout[:200]!r}") from None
+
+    def build(self, sources: Sequence[str], options: str, out: str | Path) -> dict:
+        """``runner build``: compile ``sources`` (paths as the runner sees them) with
+        ``options`` on the device; returns ``build.json`` (per program: status, build_ms,
+        binary_size_bytes, log). Raises :class:`KernelBuildError` (compiler log in
+        ``.stderr``) when a program fails."""
+        args = [a for s in sources for a in ("--source", str(s))] + ["--options", options]
+        self.invoke("build", args, out=out, expect=["build.json"])
+        return json.loads((Path(out) / "build.json").read_text())
+
+    def run(self, plan: str | Path, out: str | Path, *, root: str | Path = ".",
+            threads: int = 0, clblast_lib: str | None = None) -> dict:
+        """Execute a plan (``plan`` and ``root``, the folder its relative paths resolve under,
+        as the runner sees them); outputs land in ``out``. Returns the parsed ``run.json``.
+        Raises a :class:`RunnerError` subclass on failure (the runner's own ``run.json`` then
+        says "failed" where the output folder is on this host)."""
+        args = ["--plan", str(plan), "--root", str(root)]
+        if threads:
+            args += ["--threads", str(int(threads))]
+        if self.progress:
+            args.append("--progress")
+        if clblast_lib:
+            args += ["--clblast-lib", str(clblast_lib)]
+        self.invoke("run", args, out=out, expect=[layout.RUN, layout.TRACE])
+        return read_run(Path(out))
+
+    def bench_bandwidth(self, out: str | Path, *, min_bytes: int = 4096,
+                        max_bytes: int = 64 << 20, min_time_ms: float = 20,
+                        repeats: int = 3) -> Path:
+        """``runner bench-bandwidth``: writes ``out/bandwidth.csv`` (one row per op and size:
+        ``device_gbps``, ``host_gbps``; GB/s = 1e9 bytes/s) and ``out/bench.json`` (device,
+        launch latency in us). Returns the CSV's path."""
+        args = ["--min-bytes", str(min_bytes), "--max-bytes", str(max_bytes),
+                "--min-time-ms", str(int(min_time_ms)), "--repeats", str(repeats)]
+        self.invoke("bench-bandwidth", args, out=out, expect=["bandwidth.csv"])
+        return Path(out) / "bandwidth.csv"
+
+    def bench_gemm(self, spec: dict[str, Any], out: str | Path) -> dict:
+        """``runner bench-gemm`` on a spec (layout: ``src/runner/bench_gemm.c``; built by
+        :func:`phonetrain.kernels.gemm.gemm_spec`); returns ``gemm.json``. The spec is pushed
+        to the device's ``specs/`` folder; its ``source`` is a path as the runner sees it."""
+        name = f"spec-{os.getpid()}-{next(self._names)}.json"
+        local = Path(out).parent / f".{name}"
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_text(json.dumps(spec))
+        try:
+            if self.local:
+                spec_arg = str(local.resolve())
+            else:
+                spec_arg = layout.device_spec(name)
+                self.transport.push(local, spec_arg)
+            self.invoke("bench-gemm", ["--spec", spec_arg], out=out, expect=["gemm.json"])
+        finally:
+            local.unlink(missing_ok=True)
+        return json.loads((Path(out) / "gemm.json").read_text())
+
+    def bench_peak(self, out: str | Path, *, min_time_ms: float = 50,
+                   work_items: int = 0) -> dict:
+        """``runner bench-peak`` (clpeak's method): compute GFLOPS per vector width and read
+        bandwidth; returns ``peaks.json``. ``work_items`` > 0 shrinks the launches (tests)."""
+        args = ["--min-time-ms", str(min_time_ms)]
+        if work_items:
+            args += ["--work-items", str(work_items)]
+        self.invoke("bench-peak", args, out=out, expect=["peaks.json"])
+        return json.loads((Path(out) / "peaks.json").read_text())
+
+
+# ---------------------------------------------------------------- one call on this host
+
+def run_mode(runner: Path, mode: str, args: list[str], timeout_s: float = DEFAULT_TIMEOUT_S,
+             cwd: Path | None = None) -> CommandResult:
+    """Run ``runner <mode> <args>`` on this host (in ``cwd``); return the result. Raises the
+    :class:`RunnerError` of its exit status or :class:`RunnerTimeout`."""
+    r = Runner.local_binary(runner, cwd or Path.cwd(), timeout_s=timeout_s)
+    return r.invoke(mode, args, selector=False)
 
 
 def info(runner: Path, cl_lib: str | None = None, timeout_s: float = 60.0) -> dict:
-    """``runner info`` as a dict: ``runner``, ``host`` (cpu_model, logical_cores),
-    ``opencl_error`` (None when a library loaded) and ``platforms`` (each with ``devices``)."""
-    args = ["--cl-lib", cl_lib] if cl_lib else []
-    return json.loads(run_mode(runner, "info", args, timeout_s).stdout)
+    """``runner info`` on this host (see :meth:`Runner.info`)."""
+    return Runner.local_binary(runner, Path.cwd(), DeviceSelector(cl_lib=cl_lib),
+                               timeout_s=timeout_s).info()
 
 
 def devices_table(info_doc: dict) -> pd.DataFrame:
@@ -269,47 +421,33 @@ def run_plan(runner: Path, plan_path: Path, root: Path, out_dir: Path, threads: 
              device_selector: DeviceSelector | Mapping[str, Any] | None = None,
              timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = False,
              clblast_lib: str | None = None) -> dict:
-    """Execute a plan; return the parsed ``run.json`` (``status`` "ok").
-
-    ``plan_path`` and ``root`` (the bundle: the plan's relative paths resolve under it) may be
-    relative to the current directory. Outputs go to ``out_dir``. Raises a
-    :class:`RunnerError` subclass on failure (then ``out_dir/run.json`` says "failed").
-    """
-    args = ["--plan", str(plan_path), "--root", str(root), "--out", str(out_dir)]
-    if threads:
-        args += ["--threads", str(int(threads))]
-    if progress:
-        args.append("--progress")
-    if clblast_lib:
-        args += ["--clblast-lib", str(clblast_lib)]
-    args += _selector(device_selector).to_args()
-    run_mode(runner, "run", args, timeout_s)
-    return read_run(out_dir)
+    """Execute a plan on this host: ``plan_path`` and ``root`` (the bundle folder its relative
+    paths resolve under) may be relative to the current folder; outputs go to ``out_dir``.
+    Returns the parsed ``run.json``; raises a :class:`RunnerError` subclass on failure."""
+    r = Runner.local_binary(runner, root, device_selector, timeout_s=timeout_s,
+                            progress=progress)
+    return r.run(Path(plan_path).resolve(), out_dir, threads=threads or 0,
+                 clblast_lib=clblast_lib)
 
 
 def build_kernels(runner: Path, sources: Sequence[Path], out_dir: Path, options: str = "",
                   device_selector: DeviceSelector | Mapping[str, Any] | None = None,
                   timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
-    """``runner build``: compile ``sources`` on the selected device; return ``build.json``.
-    Raises :class:`KernelBuildError` (compiler log in ``.stderr``) when a program fails."""
-    args = [a for s in sources for a in ("--source", str(s))]
-    args += ["--options", options, "--out", str(out_dir), *_selector(device_selector).to_args()]
-    run_mode(runner, "build", args, timeout_s)
-    return json.loads((Path(out_dir) / "build.json").read_text())
+    """``runner build`` on this host (see :meth:`Runner.build`)."""
+    r = Runner.local_binary(runner, Path(out_dir).parent, device_selector, timeout_s=timeout_s)
+    return r.build([str(Path(s).resolve()) for s in sources], options, out_dir)
 
 
 def bench_bandwidth(runner: Path, out_dir: Path, min_bytes: int = 4096,
                     max_bytes: int = 64 << 20, min_time_ms: float = 20, repeats: int = 3,
                     device_selector: DeviceSelector | Mapping[str, Any] | None = None,
                     timeout_s: float = DEFAULT_TIMEOUT_S) -> pd.DataFrame:
-    """``runner bench-bandwidth``: one row per (op, size_bytes) with ``device_gbps`` and
-    ``host_gbps`` (GB/s = 1e9 bytes/s); ``df.attrs["bench"]`` holds ``bench.json`` (device,
-    launch latency in us)."""
-    args = ["--out", str(out_dir), "--min-bytes", str(min_bytes), "--max-bytes", str(max_bytes),
-            "--min-time-ms", str(int(min_time_ms)), "--repeats", str(repeats),
-            *_selector(device_selector).to_args()]
-    run_mode(runner, "bench-bandwidth", args, timeout_s)
-    df = pd.read_csv(Path(out_dir) / "bandwidth.csv")
+    """``runner bench-bandwidth`` on this host: one row per (op, size_bytes) with
+    ``device_gbps`` and ``host_gbps``; ``df.attrs["bench"]`` holds ``bench.json``."""
+    r = Runner.local_binary(runner, Path(out_dir).parent, device_selector, timeout_s=timeout_s)
+    csv = r.bench_bandwidth(out_dir, min_bytes=min_bytes, max_bytes=max_bytes,
+                            min_time_ms=min_time_ms, repeats=repeats)
+    df = pd.read_csv(csv)
     df.attrs["bench"] = json.loads((Path(out_dir) / "bench.json").read_text())
     return df
 
@@ -317,18 +455,21 @@ def bench_bandwidth(runner: Path, out_dir: Path, min_bytes: int = 4096,
 # ---------------------------------------------------------------- outputs
 
 TRACE_NS = ("queued_ns", "submit_ns", "start_ns", "end_ns")
+TRACE_HEADER = ("iteration,warmup,seq,step,op,kind,name,layer,phase,bytes,flops,queued_ns,"
+                "submit_ns,start_ns,end_ns,host_begin_ns,host_end_ns\n")
+"""The header line of the runner's ``trace.csv`` (src/runner/trace.c, ``trace_csv``)."""
 
 
 def read_run(out_dir: Path) -> dict:
     """``out_dir/run.json`` as a dict (check ``["status"] == "ok"`` before trusting it)."""
-    return json.loads((Path(out_dir) / "run.json").read_text())
+    return json.loads((Path(out_dir) / layout.RUN).read_text())
 
 
 def read_trace(out_dir: Path) -> pd.DataFrame:
     """``out_dir/trace.csv``: one row per command execution. Device times (``*_ns`` of
     :data:`TRACE_NS`, device clock) are nullable Int64, empty for host rows and the CPU
     backend; ``host_begin_ns``/``host_end_ns`` are CLOCK_MONOTONIC ns."""
-    df = pd.read_csv(Path(out_dir) / "trace.csv", keep_default_na=False,
+    df = pd.read_csv(Path(out_dir) / layout.TRACE, keep_default_na=False,
                      na_values={c: [""] for c in TRACE_NS},
                      dtype={"name": str, "layer": str, "phase": str})
     for c in TRACE_NS:
@@ -340,20 +481,6 @@ def read_trace(out_dir: Path) -> pd.DataFrame:
 def read_dump(out_dir: Path, tensor_name: str, shape: Sequence[int] | None = None,
               dtype: str = "f32") -> np.ndarray:
     """``out_dir/dumps/<tensor_name>.f32`` (raw little-endian, float32 or int32)."""
-    arr = np.fromfile(Path(out_dir) / "dumps" / f"{tensor_name}.f32",
+    arr = np.fromfile(Path(out_dir) / layout.DUMPS / f"{tensor_name}.f32",
                       dtype="<f4" if dtype == "f32" else "<i4")
     return arr.reshape(shape) if shape is not None else arr
-
-
-def which_cc(cc: str = "cc") -> str | None:
-    """Path of the C compiler, or None when it is not installed."""
-    return shutil.which(cc)
-
-
-def host_runner(cc: str = "cc") -> Path:
-    """The runner built for this host in the user cache (``$PHONETRAIN_CACHE`` or
-    ``$XDG_CACHE_HOME/phonetrain``, default ``~/.cache/phonetrain``), for commands run outside
-    the workflow (``phonetrain info``)."""
-    base = os.environ.get("PHONETRAIN_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phonetrain"
-    return build_runner(Path(base) / "runner", cc=cc)

@@ -10,7 +10,7 @@ typedef struct {
     const char *cl_lib;
     const char *clblast_lib; /* run: explicit libclblast path */
     cl_selector sel;
-    int threads;             /* 0 = the plan's, then all cores */
+    int threads;             /* 0 = all cores */
     int progress;            /* one stderr line per iteration */
     const char *sources[64]; int nsources;   /* build */
     const char *options;                     /* build */

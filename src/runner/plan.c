@@ -311,7 +311,6 @@ pt_plan *plan_load(const char *path)
     else if (!strcmp(backend, "opencl")) p->backend = BACKEND_OPENCL;
     else BAD("backend \"%s\" must be \"cpu\" or \"opencl\"", backend);
     free(backend);
-    p->threads = (int)get_int(root, "threads", "plan", 0, 0);
     p->warmup = (int)get_int(root, "warmup", "plan", 0, 0);
     p->iterations = (int)get_int(root, "iterations", "plan", 1, 0);
     if (p->warmup < 0 || p->iterations < 1) BAD("warmup must be >= 0 and iterations >= 1");

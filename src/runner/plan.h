@@ -67,7 +67,6 @@ typedef struct {
     char *path;              /* the plan file, for messages */
     char *name;
     int backend;
-    int threads;
     pt_tensor *tensors; int ntensors;
     pt_program *programs; int nprograms;
     pt_step *steps; int nsteps;

@@ -153,7 +153,7 @@ int mode_run(const runner_opts *o)
     rc.clblast_lib = o->clblast_lib;
     rc.sel = o->sel;
     pt_plan *p = rc.plan;
-    rc.threads = o->threads > 0 ? o->threads : p->threads > 0 ? p->threads : omp_get_num_procs();
+    rc.threads = o->threads > 0 ? o->threads : omp_get_num_procs();
     plan_load_data(p, rc.root);
     if (p->backend == BACKEND_CPU) cpu_setup(&rc);
     else { omp_set_num_threads(rc.threads); cl_setup(&rc); }

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from phonetrain.devices.base import TransportError
+from phonetrain.errors import PhonetrainError
 
 
 @click.command("devices")
@@ -69,10 +70,10 @@ def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None
         try:
             runner = toolchains.build_runner_for({"name": name, "toolchain": tc_name},
                                                  build_root / tc_name)
-            info = discovery.probe(r, runner, adb_host, adb_port)
+            info = _probe(r.serial, runner, adb_host, adb_port)
             cfg = discovery.device_config(name, r, adb_host, adb_port, info)
             path = discovery.write_config(conf_dir, cfg)
-        except (TransportError, toolchains.ToolchainError, RuntimeError) as exc:
+        except PhonetrainError as exc:
             failed.append(r.serial)
             click.echo(f"{r.serial}: not written: {exc}", err=True)
             continue
@@ -81,6 +82,16 @@ def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None
                    f"'overrides=[\"sweep.devices=[host,{name}]\"]'")
     if failed:
         raise click.ClickException(f"no config written for {', '.join(failed)}")
+
+
+def _probe(serial: str, runner: Path, adb_host: str, adb_port: int | None) -> dict:
+    """Push ``runner`` to the phone and return what ``runner info`` prints there."""
+    from phonetrain.devices.adb import AdbTransport
+    from phonetrain.runner import Runner
+
+    r = Runner(AdbTransport(serial, serial, adb_host, adb_port), timeout_s=120)
+    r.push_runner(runner)
+    return r.info()
 
 
 @click.command("virtual-device")

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from phonetrain import runner as rt
+from phonetrain.errors import PhonetrainError
 
 TABLE_COLUMNS = {
     "platform": "platform", "name": "device", "type": "type", "opencl_c_version": "OpenCL C",
@@ -18,11 +18,12 @@ TABLE_COLUMNS = {
 
 def format_info(doc: dict) -> str:
     """Human-readable summary of an ``info`` document: host line, library line, device table."""
+    from phonetrain.runner import devices_table
     host = doc["host"]
     lines = [f"host: {host['cpu_model']} ({host['logical_cores']} logical cores)",
              f"OpenCL library: {doc['runner']['opencl_library'] or 'none'}"
              + (f"  [{doc['opencl_error']}]" if doc.get("opencl_error") else "")]
-    df = rt.devices_table(doc)
+    df = devices_table(doc)
     if df.empty:
         lines.append("no OpenCL platform/device found")
         return "\n".join(lines)
@@ -38,8 +39,10 @@ def format_info(doc: dict) -> str:
 @click.option("--cl-lib", default=None, help="Explicit OpenCL library path (default: search list).")
 def info_command(as_json: bool, cl_lib: str | None) -> None:
     """Show this host's OpenCL platforms and devices (every platform) and CPU facts."""
+    from phonetrain.devices.toolchains import host_runner
+    from phonetrain.runner import info
     try:
-        doc = rt.info(rt.host_runner(), cl_lib=cl_lib)
-    except rt.RunnerError as e:
-        raise click.ClickException(str(e)) from e
+        doc = info(host_runner(), cl_lib=cl_lib)
+    except PhonetrainError as e:
+        raise click.ClickException(str(e)) from None
     click.echo(json.dumps(doc, indent=1) if as_json else format_info(doc))

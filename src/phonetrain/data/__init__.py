@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from phonetrain.io import write_bytes
+from phonetrain.layout import batch_dir_rel
 
 from .errors import DatasetError
 from .idx import read_idx, write_idx
@@ -73,7 +74,7 @@ def batch_dir(dataset: str, batch_size: int, input_shape: tuple[int, ...], class
     name = dataset
     if dataset_info(dataset).input_shape is None:
         name = f"{dataset}-{'x'.join(map(str, input_shape))}-c{classes}"
-    return f"data/{name}/b{batch_size}"
+    return batch_dir_rel(name, batch_size)
 
 
 def load(dataset: str, input_shape: tuple[int, ...] | None = None, classes: int | None = None,
@@ -96,21 +97,11 @@ def load(dataset: str, input_shape: tuple[int, ...] | None = None, classes: int 
     return make_synthetic(synthetic_samples, tuple(input_shape), classes, seed)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_batches(dataset: str, batch_size: int, num_batches: int, root: str | Path,
                   seed: int = 0, *, input_shape: tuple[int, ...] | None = None,
-                  classes: int | None = None, **opts) -> dict:
-    """Write ``num_batches`` batches of ``batch_size`` samples under ``root``.
+                  classes: int | None = None, dest: str | Path | None = None, **opts) -> dict:
+    """Write ``num_batches`` batches of ``batch_size`` samples under ``root`` (into the folder
+    ``dest`` instead, when given: a workflow job's named output).
 
     ``input_shape``/``classes`` are the model's: required for ``synthetic``, checked against
     the others. ``opts`` go to :func:`load` (``folder``, ``download``, ``synthetic_samples``).
@@ -131,10 +122,9 @@ def write_batches(dataset: str, batch_size: int, num_batches: int, root: str | P
     images = np.ascontiguousarray(x[idx], dtype="<f4").tobytes()
     labels = np.ascontiguousarray(y[idx], dtype="<i4").tobytes()
     rel = batch_dir(dataset, batch_size, shape, ncls)
-    folder = Path(root) / rel
-    folder.mkdir(parents=True, exist_ok=True)
-    _atomic_write(folder / "images.f32", images)
-    _atomic_write(folder / "labels.i32", labels)
+    folder = Path(dest) if dest is not None else Path(root) / rel
+    write_bytes(folder / "images.f32", images)
+    write_bytes(folder / "labels.i32", labels)
     return {"dir": rel, "images": f"{rel}/images.f32", "labels": f"{rel}/labels.i32",
             "num_batches": num_batches, "batch_size": batch_size, "input_shape": list(shape),
             "classes": ncls, "sha256": hashlib.sha256(images + labels).hexdigest()}

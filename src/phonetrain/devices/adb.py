@@ -36,8 +36,9 @@ from pathlib import Path
 import adbutils
 from filelock import FileLock
 
-from phonetrain.devices.base import CommandResult, TransportError
-from phonetrain.devices.local import lock_dir, sha256_file
+from phonetrain.devices.base import CommandResult, TransportError, TransportTimeout
+from phonetrain.devices.local import lock_dir
+from phonetrain.io import sha256_file
 
 DEVICE_ROOT = "/data/local/tmp/phonetrain"
 DEFAULT_ADB_PORT = 5037
@@ -170,10 +171,11 @@ class AdbTransport:
     def _where(self) -> str:
         return f"device '{self.name}' (adb serial {self.serial} on {self.adb_host}:{self.adb_port})"
 
-    def _fail(self, what: str, exc: BaseException | str, hint: str = "") -> TransportError:
+    def _fail(self, what: str, exc: BaseException | str, hint: str = "",
+              cls: type[TransportError] = TransportError) -> TransportError:
         hint = hint or ("check the cable and 'adb devices'; for a network device run "
                         f"'adb connect {self.serial}'")
-        return TransportError(f"{self._where()}: {what}: {exc}; {hint}")
+        return cls(f"{self._where()}: {what}: {exc}", hint)
 
     def device(self) -> adbutils.AdbDevice:
         """The adbutils device, after checking that it is online (state ``device``)."""
@@ -239,7 +241,8 @@ class AdbTransport:
         except TimeoutError as exc:
             raise self._fail(f"command timed out after {timeout_s:g} s and was stopped",
                              command[:200], "raise the timeout or look for a hung runner "
-                             "(cool the phone, check the OpenCL driver)") from exc
+                             "(cool the phone, check the OpenCL driver)",
+                             TransportTimeout) from exc
         except (EOFError, adbutils.AdbError, OSError) as exc:
             raise self._fail("connection lost while running a command", exc) from exc
         finally:
@@ -262,7 +265,8 @@ class AdbTransport:
             out, err = sync.read_text(f"{tag}.out"), sync.read_text(f"{tag}.err")
             self.device().shell(f"rm -f {tag}.*", timeout=30)
         except adbutils.AdbTimeout as exc:
-            raise self._fail(f"command timed out after {timeout_s:g} s", command[:200]) from exc
+            raise self._fail(f"command timed out after {timeout_s:g} s", command[:200],
+                             cls=TransportTimeout) from exc
         except (adbutils.AdbError, OSError, EOFError, ValueError) as exc:
             raise self._fail("connection lost while running a command", exc) from exc
         return CommandResult(code, out, err, time.monotonic() - start)

@@ -1,15 +1,9 @@
 """The transport interface: how the pipeline reaches a device's staging root.
 
 A device has one staging root (a local folder for ``local``; ``/data/local/tmp/phonetrain``
-for ``adb``) laid out the same everywhere::
-
-    runner                         the runner binary built for the device
-    kernels/<version>/*.cl         resolved kernel sources (inherited files copied in)
-    data/<dataset>/b<batch>/       images.f32, labels.i32 (per-iteration batches)
-    plans/<plan_id>/               plan.json and tensors/*.f32
-    out/<run_id>/                  what one runner invocation writes
-
-Paths given to a transport are relative to that root (``remote_rel``).
+for ``adb``) laid out the same everywhere (:mod:`phonetrain.layout`: the runner binary,
+``kernels/<version>/``, ``data/...``, ``plans/<plan id>/``, ``out/<name>/``). Paths given to a
+transport are relative to that root (``remote_rel``).
 """
 
 from __future__ import annotations
@@ -18,10 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from phonetrain.errors import PhonetrainError
 
-class TransportError(RuntimeError):
+
+class TransportError(PhonetrainError):
     """A device could not be reached or did not do what was asked; the message names the
     device and what to try."""
+
+
+class TransportTimeout(TransportError):
+    """A command ran past its time limit and was stopped."""
 
 
 @dataclass
@@ -55,3 +55,13 @@ class Transport(Protocol):
 
     def facts(self) -> dict[str, str]:
         """Device facts for provenance (model, SoC, OS version, ABI, ...); missing ones omitted."""
+
+
+def check_outputs(folder: Path, expect: list[str], device: str) -> None:
+    """Raise :class:`TransportError` naming the first file of ``expect`` that is missing or
+    empty in ``folder`` (a runner that stopped early leaves such a folder)."""
+    for name in expect:
+        f = Path(folder) / name
+        if not f.is_file() or f.stat().st_size == 0:
+            raise TransportError(f"device '{device}': expected output {f} is missing or empty",
+                                 "the runner stopped early (see its stderr)")

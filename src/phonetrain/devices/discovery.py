@@ -8,7 +8,6 @@ there and writes a device config with the OpenCL library, GPU name and compute u
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -108,22 +107,6 @@ def device_config(name: str, row: DeviceRow, adb_host: str, adb_port: int | None
             "bandwidth_gbps": None,
         },
     }
-
-
-def probe(row: DeviceRow, runner: Path, adb_host: str, adb_port: int | None) -> dict:
-    """Push ``runner`` to the device and return the JSON that ``runner info`` prints there.
-    Raises TransportError naming the device when it fails."""
-    t = AdbTransport(row.serial, row.serial, adb_host, adb_port)
-    t.push(runner, "runner")
-    res = t.run(["./runner", "info"], timeout_s=120)
-    if res.returncode != 0:
-        raise TransportError(f"device {row.serial}: 'runner info' exited {res.returncode}: "
-                             f"{res.stderr.strip()[-500:]}")
-    try:
-        return json.loads(res.stdout)
-    except json.JSONDecodeError as exc:
-        raise TransportError(f"device {row.serial}: 'runner info' printed no JSON "
-                             f"({exc}); first bytes: {res.stdout[:200]!r}") from exc
 
 
 def write_config(conf_dir: Path, cfg: dict) -> Path:

@@ -1,15 +1,19 @@
 """The ``local`` transport: the runner runs on this host from a staging folder.
 
-The staging root is ``<results>/stage/<device>/`` (layout in :mod:`phonetrain.devices.base`).
-Pushes copy files whose SHA-256 differs from the staged copy (temp file + rename, mode kept);
-runs are subprocesses with the staging root as working directory and a wall-clock timeout;
-pulls copy a folder into a temp sibling of the destination and rename it into place only
-when every expected file is present and non-empty.
+The staging root is a folder on this host (the workflow's ``stage/<device>/``, see
+:mod:`phonetrain.layout`). Pushes copy files whose SHA-256 differs from the staged copy (temp
+file + rename, mode kept); runs are subprocesses with the staging root as working directory
+and a wall-clock timeout; pulls copy a folder into a temp sibling of the destination and
+rename it into place only when every expected file is present and non-empty.
+
+:func:`locate_opencl` is the one place that decides which OpenCL library a runner on this host
+loads (the system ICD loader, else a pyopencl wheel's loader with the environment it needs).
 """
 
 from __future__ import annotations
 
-import hashlib
+import ctypes.util
+import importlib.util
 import os
 import platform
 import shutil
@@ -18,20 +22,43 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from filelock import FileLock
+from phonetrain.devices.base import (CommandResult, TransportError, TransportTimeout,
+                                     check_outputs)
+from phonetrain.io import sha256_file
 
-from phonetrain.devices.base import CommandResult, TransportError
+
+@dataclass(frozen=True)
+class OpenCLLocation:
+    """Where a runner on this host finds OpenCL: ``cl_lib`` (None = the runner's own search
+    list, which starts with the system ICD loader ``libOpenCL.so.1``), extra environment
+    variables, and ``source`` (``system`` | ``pyopencl-wheel`` | ``none``)."""
+
+    cl_lib: str | None
+    env: dict[str, str] = field(default_factory=dict)
+    source: str = "none"
 
 
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def locate_opencl() -> OpenCLLocation:
+    """Find an OpenCL library on this host: the system ICD loader first (Debian/Ubuntu:
+    ``ocl-icd-libopencl1`` + ``pocl-opencl-icd``); else, as a fallback, the loader bundled in
+    a pyopencl wheel, which needs ``PYOPENCL_HOME`` and its ``.libs`` folder on the library
+    path (its PoCL 3.0/LLVM 14 cannot compile kernels on AMD Zen 5, so prefer the system one)."""
+    if ctypes.util.find_library("OpenCL"):
+        return OpenCLLocation(None, {}, "system")
+    spec = importlib.util.find_spec("pyopencl")
+    if spec and spec.submodule_search_locations:
+        pkg = Path(list(spec.submodule_search_locations)[0])
+        for libs in (pkg / ".libs", pkg.parent / "pyopencl.libs"):
+            cands = sorted(libs.glob("libOpenCL*.so*")) if libs.is_dir() else []
+            if cands:
+                ld = os.pathsep.join(filter(None, [str(libs), os.environ.get("LD_LIBRARY_PATH")]))
+                return OpenCLLocation(str(cands[0]), {"PYOPENCL_HOME": str(pkg),
+                                                      "LD_LIBRARY_PATH": ld}, "pyopencl-wheel")
+    return OpenCLLocation(None, {}, "none")
 
 
 def lock_dir() -> Path:
@@ -43,27 +70,33 @@ def lock_dir() -> Path:
     return path
 
 
-def _tee(stream, sink: list[str]) -> None:
-    """Copy a text stream to our stderr as lines arrive, keeping them in ``sink``."""
+def _tee(stream, sink: list[str], echo: bool) -> None:
+    """Keep a text stream's lines in ``sink``, copying them to our stderr as they arrive."""
     for line in stream:
         sink.append(line)
-        sys.stderr.write(line)
-        sys.stderr.flush()
+        if echo:
+            sys.stderr.write(line)
+            sys.stderr.flush()
 
 
 class LocalTransport:
     """A device that is this host; implements :class:`phonetrain.devices.base.Transport`.
 
-    name: device config name; root: staging folder (created on first use).
+    name: device config name; root: staging folder (created on first use); ``opencl``: the
+    OpenCL library its runs load (:func:`locate_opencl` when not given); ``echo_stderr``:
+    copy the command's stderr to ours as it arrives (progress lines).
     """
 
-    def __init__(self, name: str, root: Path):
+    def __init__(self, name: str, root: Path, opencl: OpenCLLocation | None = None,
+                 echo_stderr: bool = True):
         self.name = name
         self.root = Path(root).resolve()
-        self.streams_stderr = True  # run() echoes stderr live
+        self.opencl = opencl if opencl is not None else locate_opencl()
+        self.streams_stderr = echo_stderr
 
-    def lock(self) -> FileLock:
+    def lock(self) -> Any:
         """Host-wide lock serializing measurements on this device (one at a time)."""
+        from filelock import FileLock  # bare benchmark hosts run without locks
         return FileLock(lock_dir() / f"local-{self.name}.lock")
 
     def push(self, local: Path, remote_rel: str) -> int:
@@ -95,14 +128,16 @@ class LocalTransport:
         t0 = time.monotonic()
         try:
             p = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+                                 stderr=subprocess.PIPE, text=True,
+                                 env={**os.environ, **self.opencl.env})
         except OSError as e:
             raise TransportError(f"device '{self.name}': cannot start {argv[0]}: {e}") from e
         err: list[str] = []
         out: list[str] = []
         # Both pipes are drained by threads so that the wait below, not a blocking read,
         # enforces the time limit (a hung runner never closes its stdout).
-        readers = [threading.Thread(target=_tee, args=(p.stderr, err), daemon=True),
+        readers = [threading.Thread(target=_tee, args=(p.stderr, err, self.streams_stderr),
+                                    daemon=True),
                    threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True)]
         for r in readers:
             r.start()
@@ -111,9 +146,9 @@ class LocalTransport:
         except subprocess.TimeoutExpired as e:
             p.kill()
             p.wait()
-            raise TransportError(f"device '{self.name}': {' '.join(argv[:2])} timed out after "
-                                 f"{timeout_s:.0f} s; raise measure.timeout_s or shrink the "
-                                 "run") from e
+            raise TransportTimeout(f"device '{self.name}': {' '.join(argv[:2])} timed out after "
+                                   f"{timeout_s:g} s and was killed",
+                                   "raise measure.timeout_s or shrink the run") from e
         finally:
             for r in readers:
                 r.join(timeout=5)
@@ -123,11 +158,7 @@ class LocalTransport:
         """Copy ``root/remote_rel`` into ``local`` atomically once every name in ``expect`` is
         present and non-empty there; otherwise raise TransportError naming the file."""
         src = self.root / remote_rel
-        for name in expect:
-            f = src / name
-            if not f.is_file() or f.stat().st_size == 0:
-                raise TransportError(f"device '{self.name}': expected output {f} is missing or "
-                                     "empty; the runner stopped early (see its stderr)")
+        check_outputs(src, expect, self.name)
         local = Path(local)
         local.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=local.parent, prefix=f".{local.name}.pull-"))

@@ -10,25 +10,47 @@
   ``gcc-aarch64-linux-gnu``), ``-static`` so the binary runs on any aarch64 Linux board (and
   under ``qemu-aarch64`` from Debian's ``qemu-user`` on this host).
 
-The runner build itself is :func:`phonetrain.runner.build_runner` (engineer A's module);
-this module only picks its compiler and extra flags.
+:func:`build_runner` compiles ``src/runner`` with a toolchain's compiler into a cache folder
+keyed by the sources, the compiler and the flags (so devices sharing a toolchain share one
+compile); :func:`host_runner` is the runner of this host in the user cache (``phonetrain
+info``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
 import platform
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
+
+from phonetrain.errors import PhonetrainError
 
 DEFAULT_ANDROID_API = 28
 NDK_HOST_TAG = {"Linux": "linux-x86_64", "Darwin": "darwin-x86_64"}.get(platform.system(),
                                                                         "linux-x86_64")
 
 
-class ToolchainError(RuntimeError):
+RUNNER_SRC = Path(__file__).resolve().parents[2] / "runner"
+BASE_FLAGS = ("-O3", "-fopenmp", "-std=c11", "-Wall", "-Wextra")
+LIBS = ("-ldl", "-lm")
+
+
+class ToolchainError(PhonetrainError):
     """A toolchain that cannot be used on this host; the message says what to install or set."""
+
+
+class RunnerCompileError(PhonetrainError):
+    """The C compiler failed to build the runner; ``stderr`` holds its output."""
+
+    def __init__(self, message: str, stderr: str = ""):
+        super().__init__(message)
+        self.stderr = stderr
 
 
 @dataclass(frozen=True)
@@ -99,10 +121,70 @@ def for_device(device_cfg) -> Toolchain:
                    device=get("name", "?"))
 
 
+def runner_sources() -> list[Path]:
+    """The runner's C sources and headers (``src/runner/*.c``, ``*.h``), sorted."""
+    return sorted(list(RUNNER_SRC.glob("*.c")) + list(RUNNER_SRC.glob("*.h")))
+
+
+def runner_source_hash() -> str:
+    """SHA-256 (hex) over the names and contents of the runner's sources."""
+    h = hashlib.sha256()
+    for p in runner_sources():
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def build_runner(build_dir: Path, cc: str = "cc", extra_flags: Sequence[str] = ()) -> Path:
+    """Compile the runner into ``build_dir/runner-<key>/runner`` and return it.
+
+    The key hashes the sources, the compiler and the flags, so an unchanged runner is reused;
+    ``-DRUNNER_SOURCE_HASH`` bakes :func:`runner_source_hash` into the binary (``run.json``
+    reports it). Concurrent builds are serialized by a file lock (where ``filelock`` is
+    installed: bare benchmark hosts build without it). Raises :class:`RunnerCompileError`
+    with the compiler's output on failure.
+    """
+    build_dir = Path(build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    src_hash = runner_source_hash()
+    flags = [*BASE_FLAGS, *extra_flags, f'-DRUNNER_SOURCE_HASH="{src_hash[:16]}"']
+    key = hashlib.sha256(json.dumps([src_hash, cc, flags]).encode()).hexdigest()[:16]
+    out = build_dir / f"runner-{key}" / "runner"
+    try:
+        from filelock import FileLock
+        lock = FileLock(str(build_dir / ".runner.lock"))
+    except ImportError:
+        lock = contextlib.nullcontext()
+    with lock:
+        if out.exists():
+            return out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f"runner.tmp.{os.getpid()}")
+        cmd = [cc, *flags, "-o", str(tmp), *[str(p) for p in RUNNER_SRC.glob("*.c")], *LIBS]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            raise RunnerCompileError(f"compiling the runner with {cc} failed:\n{proc.stderr}",
+                                     proc.stderr)
+        tmp.replace(out)
+    return out
+
+
+def which_cc(cc: str = "cc") -> str | None:
+    """Path of the C compiler, or None when it is not installed."""
+    return shutil.which(cc)
+
+
+def host_runner(cc: str = "cc") -> Path:
+    """The runner built for this host in the user cache (``$PHONETRAIN_CACHE`` or
+    ``$XDG_CACHE_HOME/phonetrain``, default ``~/.cache/phonetrain``), for commands run outside
+    the workflow (``phonetrain info``)."""
+    base = os.environ.get("PHONETRAIN_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phonetrain"
+    return build_runner(Path(base) / "runner", cc=cc)
+
+
 def build_runner_for(device_cfg, build_dir: Path) -> Path:
     """Build the runner for a device into ``build_dir``; returns the binary's path.
     Raises ToolchainError before compiling when the toolchain is unusable."""
-    from phonetrain.runner import build_runner
-
     tc = for_device(device_cfg)
     return build_runner(Path(build_dir), cc=tc.cc, extra_flags=tc.extra_flags)

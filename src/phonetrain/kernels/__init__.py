@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from phonetrain.errors import PhonetrainError
+
 
 KERNELS_ROOT = Path(__file__).resolve().parents[2] / "kernels"
 
@@ -203,7 +205,7 @@ def geometry(kernel_name: str, dims: dict, version: KernelVersion | str
 
 # ---------------------------------------------------------------- versions and sources
 
-class KernelVersionError(ValueError):
+class KernelVersionError(PhonetrainError, ValueError):
     """A kernel version folder or its version.yaml is unusable; the message names it."""
 
 

@@ -83,10 +83,17 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
 
 
+def tunable(version: KernelVersion | str) -> bool:
+    """True when the version (or an ancestor) has a search space."""
+    from phonetrain.kernels import load_version
+    v = load_version(version) if isinstance(version, str) else version
+    return any(c in SPACES for c in v.chain)
+
+
 def tune(version: KernelVersion, shapes: list[GemmShape],
          run_spec: Callable[[dict[str, Any]], dict[str, Any]], *, source: str,
          space: list[dict[str, Any]] | None = None, min_time_ms: float = 20,
-         repeats: int = 3) -> dict[str, Any]:
+         repeats: int = 3, defaults_only: bool = False) -> dict[str, Any]:
     """Run every candidate; return the tuning document (module docstring).
 
     ``run_spec(spec) -> gemm.json document`` executes one bench-gemm spec on the device (and
@@ -96,6 +103,8 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
     """
     space = space if space is not None else SPACES.get(version.name) or \
         next((SPACES[c] for c in version.chain if c in SPACES), [{"defines": {}, "local": None}])
+    if defaults_only:
+        space = space[:1]
     trials = []
     for cand in space:
         v = candidate_version(version, cand)

@@ -7,8 +7,9 @@ also writes the data batches and stages the kernel sources, giving a complete st
 
 from .build import lower
 from .files import write_bundle, write_plan_dir
+from .flops import flops_per_step
 from .init import init_params
 from .spec import DUMPS, PLACEMENTS, TRANSFERS, LowerError, LowerSpec
 
-__all__ = ["lower", "write_plan_dir", "write_bundle", "init_params", "LowerSpec", "LowerError",
+__all__ = ["lower", "flops_per_step", "write_plan_dir", "write_bundle", "init_params", "LowerSpec", "LowerError",
            "PLACEMENTS", "TRANSFERS", "DUMPS"]

@@ -20,6 +20,7 @@ from ..kernels import (KERNEL_ARGS, KERNELS_ROOT, KernelVersion, bind_args, buff
                        geometry, kernel_flops, kernels_mentioned, load_version,
                        resolve_sources)
 from ..models import Conv2d, Flatten, Linear, MaxPool2d, Model, ReLU, get_model
+from ..layout import plan_dir_rel
 from ..plan import Batch, Plan, Program, Step, Tensor
 from .spec import LowerError, LowerSpec
 
@@ -159,11 +160,11 @@ def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
     raise LowerError(f"layer {name}: type {type(layer).__name__} has no lowering")
 
 
-def _declare_params(b: _Builder, model: Model, plan_dir_rel: str) -> None:
+def _declare_params(b: _Builder, model: Model, plan_dir: str) -> None:
     """Parameters (bundle files), their gradients and SGD momentum buffers, per layer."""
     for layer, xs in zip(model.layers, model.shapes()):
         ids = [b.tensor(f"{layer.name}.{p}", s, "param", init={
-            "kind": "file", "path": f"{plan_dir_rel}/tensors/{layer.name}.{p}.f32"})
+            "kind": "file", "path": f"{plan_dir}/tensors/{layer.name}.{p}.f32"})
             for p, s in layer.param_shapes(xs).items()]
         if not ids:
             continue
@@ -175,12 +176,12 @@ def _declare_params(b: _Builder, model: Model, plan_dir_rel: str) -> None:
             b.states.append((w, g, v))
 
 
-def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir_rel: str) -> tuple:
+def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) -> tuple:
     """Forward, loss, backward and update kernels; returns (input, labels, loss) ids."""
     batch = spec.batch_size
     x = b.tensor("input", [batch, *model.input_shape], "input")
     labels = b.tensor("labels", [batch], "label", dtype="i32")
-    _declare_params(b, model, plan_dir_rel)
+    _declare_params(b, model, plan_dir)
     acts = [x]
     for layer in model.layers:
         acts.append(_lower_forward(b, layer, acts[-1], batch))
@@ -296,7 +297,7 @@ def lower(spec: LowerSpec, model: Model | None = None,
     version = load_version(spec.kernel, kernels_root)
     plan_id = spec.resolved_plan_id()
     b = _Builder(version)
-    x, labels, loss = _compute_steps(b, model, spec, f"plans/{plan_id}")
+    x, labels, loss = _compute_steps(b, model, spec, plan_dir_rel(plan_id))
     steps = _place(b, spec, x, labels, loss)
     ddir = datasets.batch_dir(dataset, spec.batch_size, model.input_shape, model.classes)
     name = f"{model.name}/b{spec.batch_size}/{spec.backend}"
@@ -309,6 +310,6 @@ def lower(spec: LowerSpec, model: Model | None = None,
                          Batch(tensor=labels, path=f"{ddir}/labels.i32",
                                count=spec.num_batches)],
                 warmup=spec.warmup, iterations=spec.iterations, loss_tensor=loss,
-                dumps=_dump_ids(b.tensors, spec.dumps), threads=spec.threads)
+                dumps=_dump_ids(b.tensors, spec.dumps))
     plan.validate()
     return plan

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from .. import data as datasets
+from ..layout import plan_dir_rel
 from ..kernels import KERNELS_ROOT, stage_kernels
 from ..models import get_model
 from .build import lower
@@ -23,7 +24,7 @@ def write_plan_dir(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROO
     """
     plan = lower(spec, kernels_root=kernels_root)
     model = get_model(spec.model)
-    dest = Path(root) / "plans" / spec.resolved_plan_id()
+    dest = Path(root) / plan_dir_rel(spec.resolved_plan_id())
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:

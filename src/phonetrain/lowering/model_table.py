@@ -8,6 +8,7 @@ import click
 
 from ..data import DATASETS
 from ..models import MODELS
+from .flops import flops_per_step
 
 BATCH = 32
 
@@ -29,7 +30,7 @@ def markdown(batch_size: int = BATCH) -> str:
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for m in MODELS.values():
-        f = m.flops_per_step(batch_size)
+        f = flops_per_step(m, batch_size)
         total = sum(f.values())
         shape = "x".join(map(str, m.input_shape))
         lines.append(f"| `{m.name}` | {shape} | {m.classes} | {m.param_count():,} | "
@@ -79,7 +80,7 @@ def main(as_markdown: bool, batch_size: int) -> None:
         click.echo()
     else:
         for m in MODELS.values():
-            click.echo(f"{m.name}: {m.param_count()} params, {m.flops_per_step(batch_size)}")
+            click.echo(f"{m.name}: {m.param_count()} params, {flops_per_step(m, batch_size)}")
 
 
 if __name__ == "__main__":

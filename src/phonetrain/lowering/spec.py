@@ -6,12 +6,14 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
+from phonetrain.errors import PhonetrainError
+
 PLACEMENTS = ("resident", "staged")
 TRANSFERS = ("copy", "map")
 DUMPS = ("params", "grads", "all", "none")
 
 
-class LowerError(ValueError):
+class LowerError(PhonetrainError, ValueError):
     """A spec that cannot be lowered; the message names the field and what to change."""
 
 
@@ -44,7 +46,6 @@ class LowerSpec:
     lr: float = 0.05
     momentum: float = 0.0
     weight_decay: float = 0.0
-    threads: int = 0
     plan_id: str | None = None
     dumps: str = "params"
 
@@ -65,8 +66,8 @@ class LowerSpec:
         for key in ("batch_size", "num_batches", "iterations"):
             if int(getattr(self, key)) < 1:
                 raise LowerError(f"{key}={getattr(self, key)}: must be >= 1")
-        if self.warmup < 0 or self.threads < 0:
-            raise LowerError("warmup and threads must be >= 0")
+        if self.warmup < 0:
+            raise LowerError("warmup must be >= 0")
         if self.dumps not in DUMPS:
             raise LowerError(f"dumps={self.dumps!r}: use one of {DUMPS}")
 

@@ -46,22 +46,3 @@ class Model:
     def param_count(self) -> int:
         """Number of trainable float32 parameters (weights and biases)."""
         return sum(math.prod(s) for s in self.param_shapes().values())
-
-    def flops_per_step(self, batch_size: int, momentum: float = 0.0) -> dict[str, int]:
-        """FLOPs of one training step at ``batch_size``: ``{"forward", "backward", "update"}``.
-
-        Summed from the kernels the lowering emits (:mod:`phonetrain.lowering`), with the
-        per-kernel FLOP rules of :func:`phonetrain.kernels.kernel_flops` (2 x MACs for GEMM;
-        ``forward`` includes the softmax cross-entropy loss). The first parameterized layer
-        computes no input gradient. ``update`` is ``2*n`` per parameter for plain SGD and
-        ``4*n`` with momentum.
-        """
-        from ..lowering import LowerSpec, lower  # the kernels the step really runs
-
-        plan = lower(LowerSpec(model=self.name, batch_size=batch_size, backend="cpu",
-                               momentum=momentum, dumps="none"), model=self)
-        out = {"forward": 0, "backward": 0, "update": 0}
-        for s in plan.steps:
-            if s.op == "kernel":
-                out["forward" if s.phase == "loss" else s.phase] += s.flops
-        return out

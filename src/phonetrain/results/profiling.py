@@ -48,6 +48,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from phonetrain.errors import PhonetrainError
+
 TRACE_COLUMNS = ("iteration", "seq", "kind", "name", "layer", "phase", "bytes", "flops",
                  "queued_ns", "submit_ns", "start_ns", "end_ns", "host_begin_ns", "host_end_ns")
 KINDS = ("kernel", "h2d", "d2h", "map", "unmap", "d2d", "host")
@@ -55,7 +57,7 @@ MOVEMENT_KINDS = ("h2d", "d2h", "map", "unmap", "d2d")
 NS_PER_MS = 1e6
 
 
-class TraceError(ValueError):
+class TraceError(PhonetrainError, ValueError):
     """A trace that cannot be analysed; the message names the file or column."""
 
 

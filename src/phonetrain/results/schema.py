@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Iterable
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from phonetrain.errors import PhonetrainError
 
 STATUSES = ("ok", "wrong", "failed", "skipped")
 """``ok``: ran and verified; ``wrong``: ran but failed verification (its speed is not valid);
@@ -38,7 +41,7 @@ COMMAND_KINDS = ("kernel", "h2d", "d2h", "map", "unmap", "d2d", "host")
 BANDWIDTH_KINDS = ("h2d", "d2h", "map", "unmap", "d2d")
 
 
-class SchemaError(ValueError):
+class SchemaError(PhonetrainError, ValueError):
     """A table that does not match its schema; the message names the table and column."""
 
 
@@ -157,6 +160,17 @@ def empty(table: str) -> pd.DataFrame:
     return schema(table).empty_table().to_pandas()
 
 
+def frame(rows: Iterable[dict] | pd.DataFrame, table: str) -> pd.DataFrame:
+    """Rows (dicts or a DataFrame) -> a DataFrame with exactly ``table``'s columns, in schema
+    order; columns the rows lack are null."""
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    names = schema(table).names
+    for n in names:
+        if n not in df:
+            df[n] = None
+    return df[names]
+
+
 def conform(df: pd.DataFrame, table: str) -> pa.Table:
     """Check ``df`` against ``table``'s schema and return it as a pyarrow Table, columns in
     schema order.
@@ -215,9 +229,13 @@ def read_table(path: str | Path, table: str) -> pd.DataFrame:
     written by an older phonetrain: rerun ``phonetrain aggregate``).
     """
     path = Path(path)
-    got = pq.read_schema(path)
-    want = schema(table)
-    if not got.equals(want, check_metadata=False):
-        raise SchemaError(f"{path}: schema differs from table {table!r} "
-                          f"(got {got.names}); rerun the aggregate stage")
-    return pq.read_table(path).to_pandas()
+    try:
+        got = pq.read_schema(path)
+        want = schema(table)
+        if not got.equals(want, check_metadata=False):
+            raise SchemaError(f"{path}: schema differs from table {table!r} "
+                              f"(got {got.names})", "rerun the aggregate stage")
+        return pq.read_table(path).to_pandas()
+    except (OSError, pa.ArrowException) as e:  # truncated or not Parquet at all
+        raise SchemaError(f"{path}: not a readable Parquet file ({e})",
+                          "rerun the aggregate stage") from None

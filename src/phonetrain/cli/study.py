@@ -1,0 +1,122 @@
+"""``phonetrain run``, ``aggregate``, ``report`` and ``trace``: a study's stages by hand.
+
+``run`` performs one experiment through the workflow's stages and files. ``aggregate`` and
+``report`` compose the same config as the workflow (Hydra overrides as arguments) and call the
+same functions as its aggregate and report rules, so they rebuild the same tables and report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from phonetrain.errors import PhonetrainError
+
+OVERRIDES = click.argument("overrides", nargs=-1)
+CONF = click.option("--conf", "conf_dir", type=click.Path(file_okay=False), default=None,
+                    help="Hydra config folder (default: conf/ of this checkout).")
+RESULTS = click.option("--results", "results", type=click.Path(file_okay=False), default=None,
+                       help="Results folder (the same as the override results_dir=...).")
+
+
+def _sweep(overrides: tuple[str, ...], conf_dir: str | None, results: str | None):
+    from phonetrain.config import CONF_DIR, compose_sweep
+    extra = [f"results_dir={results}"] if results else []
+    return compose_sweep(list(overrides) + extra, conf_dir or CONF_DIR)
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True})
+@OVERRIDES
+@CONF
+def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
+    """Run one experiment without Snakemake: OVERRIDES are Hydra overrides, e.g.
+    `phonetrain run model=lenet5 device=host backend=opencl kernel=baseline
+    measure.iterations=5`. Writes the same files as the workflow (results/runs/...)."""
+    from phonetrain.config import CONF_DIR, compose_one
+    from phonetrain.io import read_json
+    from phonetrain.layout import VERIFY
+    from phonetrain.stages.single import run_single
+    from phonetrain.stages.train import skipped_reason
+    try:
+        sweep, exp = compose_one(list(overrides), conf_dir or CONF_DIR)
+        click.echo(f"phonetrain run: {exp.id} on {exp.device} (config {exp.config_hash})",
+                   err=True)
+        rdir = run_single(sweep, exp)
+        reason = skipped_reason(rdir / "run.json")
+        v = None if reason else read_json(rdir / VERIFY)
+    except PhonetrainError as e:
+        raise click.ClickException(str(e)) from None
+    if reason:
+        click.echo(f"{rdir}: skipped: {reason}")
+        return
+    click.echo(f"{rdir}: verify max_abs_err {v.get('max_abs_err'):.3g} "
+               f"({'ok' if v.get('ok') else 'WRONG'})")
+
+
+@click.command("aggregate", context_settings={"ignore_unknown_options": True})
+@OVERRIDES
+@CONF
+@RESULTS
+@click.option("--found", is_flag=True,
+              help="Aggregate every run folder and device file found under the results "
+                   "folder (after one-off `phonetrain run`s), not the configured study's.")
+def aggregate_command(overrides: tuple[str, ...], conf_dir: str | None, results: str | None,
+                      found: bool) -> None:
+    """Raw outputs of the study -> its summary tables (the workflow's aggregate stage).
+    OVERRIDES are the Hydra overrides the study ran with (none for the default study)."""
+    from phonetrain.layout import Layout
+    from phonetrain.stages.aggregate import aggregate_study
+    from phonetrain.stages.params import expected_files, job_params, summary_outputs
+    try:
+        sweep = _sweep(overrides, conf_dir, results)
+        L = Layout(sweep.results_dir)
+        files = L.found() if found else expected_files(sweep)
+        if not any(Path(d).exists() for d in files["runs"]):
+            raise click.ClickException(
+                f"{L.root}: no run folder of this study; run it first (snakemake --cores 1 "
+                "all), pass the overrides it ran with, or --found after `phonetrain run`")
+        run_params = {} if found else job_params(sweep)["run"]
+        paths = aggregate_study(run_params, L, files, summary_outputs(sweep))
+    except PhonetrainError as e:
+        raise click.ClickException(str(e)) from None
+    for table, path in paths.items():
+        click.echo(f"{table:10s} {path}")
+
+
+@click.command("report", context_settings={"ignore_unknown_options": True})
+@OVERRIDES
+@CONF
+@RESULTS
+def report_command(overrides: tuple[str, ...], conf_dir: str | None,
+                   results: str | None) -> None:
+    """The study's summary tables -> report.html, report.md and figures/ (the workflow's
+    report stage), with the report settings and device facts of the composed config."""
+    from phonetrain.layout import Layout
+    from phonetrain.stages.aggregate import report_study
+    from phonetrain.stages.params import facts
+    try:
+        sweep = _sweep(overrides, conf_dir, results)
+        L = Layout(sweep.results_dir)
+        out = report_study(L.summary_dir(), L.report_dir(), sweep.root["report"], facts(sweep))
+    except (PhonetrainError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"{out['html']}\n{out['md']}")
+
+
+@click.command("trace")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def trace_command(run_dir: Path) -> None:
+    """RUN_DIR/trace.csv -> RUN_DIR/trace.perfetto.json (open it in ui.perfetto.dev)."""
+    from phonetrain import layout
+    from phonetrain.io import read_json
+    from phonetrain.results import profiling
+    from phonetrain.results.runs import run_iterations
+    try:
+        trace = profiling.read_trace_csv(run_dir / layout.TRACE)
+        iters = run_iterations(read_json(run_dir / layout.RUN), str(run_dir / layout.RUN))
+    except PhonetrainError as e:
+        raise click.ClickException(str(e)) from None
+    out = profiling.write_json_atomic(profiling.perfetto_trace(trace, iters, title=run_dir.name),
+                                      run_dir / layout.PERFETTO)
+    click.echo(str(out))

@@ -1,0 +1,187 @@
+"""Every path of the results folder, and of a device's staging root, in one place.
+
+The workflow's rules build their file patterns from :class:`Layout` (wildcards such as
+``"{device}"`` pass through unchanged), ``phonetrain run`` and the hand-run ``aggregate`` /
+``report`` commands take the same paths from it, and stages receive their files by name.
+Paths are strings (Snakemake patterns), joined with ``/``.
+
+Results folder (``results_dir``, default ``results/``)::
+
+    build/<device>/runner                       the runner built for the device
+    build/<device>/kernels/<version>/           build.json, params.json, failed.json, tuning.json
+    build/.runner-cache/                        compiled runners keyed by sources and flags
+    data/<dataset dir>/b<batch>/                images.f32, labels.i32
+    plans/<experiment>/                         plan.json (device-independent), tensors/*.f32
+    deploy/<device>/<experiment>.json           what deploy put on the device
+    runs/<device>/<experiment>/                 params.json, plan.json (the plan that ran),
+                                                run.json, trace.csv, dumps/, verify.json,
+                                                repeat_<k>/, failed.json, trace.perfetto.json
+    gemm/<device>/<version>.json, peaks/<device>.json
+    bandwidth/<device>/bandwidth.csv (+ bench.json)
+    summary/<table>.parquet, summary/COMPLETE
+    report/report.html, report.md, figures/<name>.<ext>, report/COMPLETE
+    logs/<stage>/<...>.log
+    stage/<device>/                             staging root of a ``local`` device
+
+A device's staging root (a local folder, or ``/data/local/tmp/phonetrain`` on a phone) holds
+``runner``, ``kernels/<version>/``, ``data/...`` and ``plans/<experiment>/`` as above (the
+results folder mirrors it for data and plans, so plan paths resolve under either), ``specs/``
+(benchmark specs) and ``out/<name>/`` (what one runner invocation writes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# Files of a run folder (runs/<device>/<experiment>/).
+PARAMS = "params.json"
+PLAN = "plan.json"
+RUN = "run.json"
+TRACE = "trace.csv"
+VERIFY = "verify.json"
+FAILED = "failed.json"
+PERFETTO = "trace.perfetto.json"
+DEVICE_READINGS = "device.json"
+DUMPS = "dumps"
+COMPLETE = "COMPLETE"
+
+# Paths inside a device's staging root (relative; the same on every device).
+DEVICE_RUNNER = "runner"
+
+
+def device_kernels(version: str) -> str:
+    """A kernel version's resolved sources on a device: ``kernels/<version>``."""
+    return f"kernels/{version}"
+
+
+def plan_dir_rel(plan_id: str) -> str:
+    """A plan folder relative to a staging root or the results folder: ``plans/<id>``."""
+    return f"plans/{plan_id}"
+
+
+def batch_dir_rel(dataset_dir: str, batch_size: int) -> str:
+    """A dataset's batch folder relative to a staging root: ``data/<dataset dir>/b<batch>``."""
+    return f"data/{dataset_dir}/b{batch_size}"
+
+
+def device_out(name: str) -> str:
+    """Output folder of one runner invocation on a device: ``out/<name>``."""
+    return f"out/{name}"
+
+
+def device_spec(name: str) -> str:
+    """A benchmark spec pushed to a device: ``specs/<name>``."""
+    return f"specs/{name}"
+
+
+def repeat_dir(run_dir: str, repeat: int) -> str:
+    """Folder of repeat ``repeat`` (>= 1) of a run; repeat 0 is the run folder itself."""
+    return run_dir if repeat == 0 else f"{run_dir}/repeat_{repeat}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The results folder ``root`` (as given: relative paths stay relative)."""
+
+    root: str
+
+    def _p(self, *parts: str) -> str:
+        return "/".join((str(self.root).rstrip("/"),) + parts)
+
+    # build stage
+    def runner(self, device: str) -> str:
+        return self._p("build", device, "runner")
+
+    def runner_cache(self) -> str:
+        return self._p("build", ".runner-cache")
+
+    def kernel_dir(self, device: str, kernel: str) -> str:
+        return self._p("build", device, "kernels", kernel)
+
+    def kernel_build(self, device: str, kernel: str) -> str:
+        return f"{self.kernel_dir(device, kernel)}/build.json"
+
+    def kernel_failed(self, device: str, kernel: str) -> str:
+        """Written instead of build.json when the version does not compile on the device."""
+        return f"{self.kernel_dir(device, kernel)}/{FAILED}"
+
+    def tuning(self, device: str, kernel: str) -> str:
+        return f"{self.kernel_dir(device, kernel)}/tuning.json"
+
+    # data and plans (mirroring the staging root)
+    def data_dir(self, rel: str) -> str:
+        """``rel`` from :func:`batch_dir_rel`, under the results folder."""
+        return self._p(rel)
+
+    def plan_dir(self, exp: str) -> str:
+        return self._p(plan_dir_rel(exp))
+
+    # deploy and train
+    def deploy_manifest(self, device: str, exp: str) -> str:
+        return self._p("deploy", device, f"{exp}.json")
+
+    def run_dir(self, device: str, exp: str) -> str:
+        return self._p("runs", device, exp)
+
+    def run_file(self, device: str, exp: str, name: str) -> str:
+        return f"{self.run_dir(device, exp)}/{name}"
+
+    def stage_root(self, device: str) -> str:
+        """Staging root of a ``local`` device."""
+        return self._p("stage", device)
+
+    # profile, GEMM study
+    def bandwidth(self, device: str) -> str:
+        return self._p("bandwidth", device, "bandwidth.csv")
+
+    def bandwidth_bench(self, device: str) -> str:
+        return self._p("bandwidth", device, "bench.json")
+
+    def gemm(self, device: str, version: str) -> str:
+        return self._p("gemm", device, f"{version}.json")
+
+    def peaks(self, device: str) -> str:
+        return self._p("peaks", f"{device}.json")
+
+    # aggregate and report
+    def summary_dir(self) -> str:
+        return self._p("summary")
+
+    def summary(self, table: str) -> str:
+        return self._p("summary", f"{table}.parquet")
+
+    def summary_complete(self) -> str:
+        return self._p("summary", COMPLETE)
+
+    def report_dir(self) -> str:
+        return self._p("report")
+
+    def report_html(self) -> str:
+        return self._p("report", "report.html")
+
+    def report_md(self) -> str:
+        return self._p("report", "report.md")
+
+    def figure(self, name: str, ext: str) -> str:
+        return self._p("report", "figures", f"{name}.{ext}")
+
+    def report_complete(self) -> str:
+        return self._p("report", COMPLETE)
+
+    def found(self) -> dict[str, list[str]]:
+        """The raw files present under the folder, by kind (``runs``: run folders with their
+        params.json; ``bandwidth``, ``builds``, ``gemm``, ``peaks``), whatever study wrote
+        them: what ``phonetrain aggregate --found`` aggregates after one-off runs."""
+        root = Path(self.root)
+        globs = {"bandwidth": "bandwidth/*/bandwidth.csv",
+                 "builds": "build/*/kernels/*/build.json", "gemm": "gemm/*/*.json",
+                 "peaks": "peaks/*.json"}
+        out = {"runs": sorted(str(p.parent) for p in root.glob(f"runs/*/*/{PARAMS}"))}
+        out.update({k: sorted(str(p) for p in root.glob(g)) for k, g in globs.items()})
+        return out
+
+    def log(self, stage: str, *parts: str) -> str:
+        """``logs/<stage>/<part>/.../<last>.log``."""
+        return self._p("logs", stage, *parts[:-1], f"{parts[-1]}.log") if parts else \
+            self._p("logs", f"{stage}.log")

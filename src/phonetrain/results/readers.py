@@ -1,0 +1,125 @@
+"""Per-device raw files -> rows of the ``bandwidth``, ``builds``, ``gemm`` and ``peaks``
+tables (schemas: :mod:`phonetrain.results.schema`).
+
+- ``bandwidth/<device>/bandwidth.csv`` (runner ``bench-bandwidth``; ``bench.json`` beside it);
+- ``build/<device>/kernels/<version>/build.json`` (runner ``build``; ``params.json`` beside it);
+- ``gemm/<device>/<version>.json`` and ``peaks/<device>.json`` (the GEMM study's stages).
+
+Every reader raises :class:`~phonetrain.errors.ResultsFileError` naming the file when it
+cannot be read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from phonetrain import layout
+from phonetrain.errors import ResultsFileError
+from phonetrain.io import read_json, short_hash
+from phonetrain.kernels.gemm import peaks_frame
+from phonetrain.results import provenance, schema
+
+
+def read_bandwidth(csv_path: str | Path) -> pd.DataFrame:
+    """One ``bandwidth.csv`` of the runner's ``bench-bandwidth`` (columns ``op``,
+    ``size_bytes``, ``iterations``, ``repeats``, ``device_ns``, ``host_ns``, ``device_gbps``,
+    ``host_gbps``) -> bandwidth rows. The device is the folder's name (``bandwidth/<device>/``)
+    unless a ``params.json`` beside it names it; ``bench.json`` beside it (the runner's device
+    facts and settings) gives the runner hash and device fingerprint."""
+    csv_path = Path(csv_path)
+    try:
+        df = pd.read_csv(csv_path).rename(columns={"op": "kind"})
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise ResultsFileError(f"{csv_path}: cannot read: {e}") from None
+    for c in ("kind", "size_bytes", "device_gbps", "host_gbps"):
+        if c not in df:
+            raise ResultsFileError(f"{csv_path}: missing column {c!r} (rerun the bandwidth stage)")
+    params = _side_params(csv_path)
+    bench_path = csv_path.with_name("bench.json")
+    bench = read_json(bench_path) if bench_path.exists() else {}
+    settings = {"device": params["device"], "bench": {k: v for k, v in bench.items()
+                                                      if k in ("min_time_ms", "repeats")}}
+    params.setdefault("config_hash", short_hash(settings))
+    prov = provenance.columns({**params, "kernel_hash": None}, bench)
+    return schema.frame(df.assign(device=params["device"], **prov), "bandwidth")
+
+
+def _side_params(path: Path) -> dict[str, Any]:
+    p = path.parent / layout.PARAMS
+    params = read_json(p) if p.exists() else {}
+    params.setdefault("device", path.parent.name)
+    return params
+
+
+def read_build(json_path: str | Path) -> pd.DataFrame:
+    """One ``build.json`` of the runner's ``build`` mode (``programs: [{program, status,
+    error, build_ms, binary_size_bytes, log}]``, ``options``, ``device``, ``kernel``,
+    ``kernel_hash``, ``runner``) plus its ``params.json`` -> one builds row per program."""
+    json_path = Path(json_path)
+    doc = read_json(json_path)
+    params = {**_side_params(json_path),
+              **{k: doc[k] for k in ("device", "kernel", "kernel_hash") if doc.get(k)}}
+    params.setdefault("kernel", json_path.parent.name)
+    if "config_hash" not in params:
+        params["config_hash"] = short_hash({k: params.get(k) for k in (
+            "device", "kernel", "kernel_hash", "device_config")} | {"options": doc.get("options")})
+    progs = doc.get("programs") or [{"program": "*", "status": doc.get("status", "failed"),
+                                     "log": doc.get("log")}]
+    rows = [{"device": params["device"], "kernel": params["kernel"],
+             "program": p.get("program", p.get("name")),
+             "status": "ok" if p.get("status", doc.get("status", "ok")) == "ok" else "failed",
+             "build_ms": p.get("build_ms"), "binary_size_bytes": p.get("binary_size_bytes"),
+             "log": "\n".join(x for x in (p.get("error"), p.get("log")) if x) or None,
+             "options": p.get("options", doc.get("options"))}
+            for p in progs]
+    df = pd.DataFrame(rows).assign(**provenance.columns(params, doc))
+    return schema.frame(df, "builds")
+
+
+# ---- everything -------------------------------------------------------------------------
+
+
+def _prov(doc: dict[str, Any], device_info: dict[str, Any], params: dict[str, Any]) -> dict:
+    return {"config_hash": short_hash(params), "kernel_hash": doc.get("kernel_hash"),
+            "runner_hash": None, "device_fingerprint": provenance.device_fingerprint(device_info),
+            "git_rev": provenance.git_rev()}
+
+
+def read_gemm(path: str | Path) -> pd.DataFrame:
+    """Rows of the ``gemm`` table from one ``gemm/<device>/<version>.json``; a skipped
+    version (CLBlast absent) gives one row with status ``skipped`` and the reason."""
+    doc = read_json(path)
+    info = doc.get("device_info") or {}
+    prov = _prov(doc, info, {"device": doc["device"], "version": doc["version"]})
+    base = {"device": doc["device"], "kernel": doc["version"],
+            "device_name": info.get("name"), "platform_name": info.get("platform")}
+    if doc.get("status") == "skipped":
+        row = {f.name: None for f in schema.schema("gemm")}
+        row.update(base, status="skipped", status_reason=doc.get("reason"), **prov)
+        return pd.DataFrame([row])
+    rows = [{**base, "gemm": r["kernel"], "m": r["M"], "n": r["N"], "k": r["K"],
+             "shape_source": r["source"], "status": r["status"],
+             "status_reason": r.get("error"), "options": r.get("options"),
+             "global_size": json.dumps(r.get("global")), "local_size": json.dumps(r.get("local")),
+             "tuned_class": r.get("tuned_class"), "gflops": r.get("gflops"),
+             "median_ms": r.get("median_ms"), "max_err": r.get("max_err"),
+             "iterations": r.get("iterations"), **prov} for r in doc["rows"]]
+    return pd.DataFrame(rows)
+
+
+def read_peaks(path: str | Path) -> pd.DataFrame:
+    """Rows of the ``peaks`` table from one ``peaks/<device>.json``."""
+    doc = read_json(path)
+    df = peaks_frame(doc)
+    info = doc.get("device") or {}
+    prov = _prov(doc, info, {"device": doc.get("device_id")})
+    df = df.rename(columns={"name": "name", "device": "device_name",
+                            "platform": "platform_name"})
+    df.insert(0, "device", doc.get("device_id"))
+    for k, v in prov.items():
+        df[k] = v
+    return df

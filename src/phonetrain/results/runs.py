@@ -1,0 +1,272 @@
+"""One run folder (``runs/<device>/<experiment>/``) -> its rows of the ``runs``,
+``iterations`` and ``commands`` tables (schemas: :mod:`phonetrain.results.schema`).
+
+A run folder holds what the workflow wrote (:mod:`phonetrain.layout` names the files):
+
+- ``params.json``: the experiment's identity (``run_id``: the experiment id, which the tables
+  prefix with the device, see :func:`run_id`; ``model``, ``device``, ``backend``,
+  ``placement``, ``transfer``, ``kernel``, ``dataset``, ``batch_size``, ``warmup``,
+  ``iterations``, ``threads``) and provenance (``config_hash``, ``kernel_hash``, optional
+  ``device_fingerprint``, ``git_rev``);
+- ``run.json`` and ``trace.csv`` from the runner (repeat 0), ``repeat_<k>/`` for more repeats;
+- ``verify.json``: the verify step's verdict (``ok``, ``max_abs_err``, ``atol``): decided once
+  there, read here;
+- or ``failed.json`` (``reason``, optional ``log``), written when the job failed.
+
+Status: ``failed`` (no usable runner output), ``skipped`` (the device lacks a library the
+kernel version needs, e.g. CLBlast or image support: nothing ran; the reason in
+``status_reason``), ``wrong`` (ran, but verification failed or is missing: its speed is not
+valid), ``ok``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from phonetrain import layout
+from phonetrain.errors import ResultsFileError
+from phonetrain.io import read_json, short_hash
+from phonetrain.results import profiling, provenance, schema
+
+KEY_COLUMNS = ("run_id", "model", "device", "backend", "placement", "transfer", "kernel")
+
+
+def flatten_params(doc: dict[str, Any]) -> dict[str, Any]:
+    """Flat experiment keys from a params document, flat or nested as
+    :class:`phonetrain.config.Experiment` (``config`` with ``model``/``backend``/``kernel``/
+    ``dataset``/``measure`` sections; or those sections at the top level)."""
+    cfg = doc.get("config") if isinstance(doc.get("config"), dict) else doc
+    flat = {k: v for k, v in doc.items() if not isinstance(v, dict)}
+
+    def sec(name: str) -> dict[str, Any]:
+        v = cfg.get(name)
+        return v if isinstance(v, dict) else {}
+
+    model, backend, kernel = sec("model"), sec("backend"), sec("kernel")
+    dataset, measure = sec("dataset"), sec("measure")
+    derived = {"model": model.get("name"), "backend": backend.get("name"),
+               "placement": backend.get("placement"), "transfer": backend.get("transfer"),
+               "kernel": kernel.get("name") if kernel else None,
+               "batch_size": model.get("batch_size"), "dataset": dataset.get("name"),
+               **{k: measure.get(k) for k in ("warmup", "iterations", "threads",
+                                              "verify_atol")},
+               "device": sec("device").get("name")}
+    for k, v in derived.items():
+        if flat.get(k) is None and v is not None:
+            flat[k] = v
+    if "config_hash" not in flat and cfg is not doc:
+        flat["config_hash"] = short_hash(cfg)
+    return flat
+
+
+def read_params(run_dir: str | Path) -> dict[str, Any]:
+    """The flat params of a run folder (:func:`flatten_params` of its ``params.json``), with
+    ``run_id`` as the tables key it. Raises :class:`ResultsFileError` naming the file when it
+    is missing or lacks ``model``, ``device`` or ``backend``."""
+    run_dir = Path(run_dir)
+    p = run_dir / layout.PARAMS
+    if not p.exists():
+        raise ResultsFileError(f"{run_dir}: no {layout.PARAMS}",
+                               "the workflow writes it with every experiment; rerun it")
+    params = flatten_params(read_json(p))
+    for k in ("model", "device", "backend"):
+        if not params.get(k):
+            raise ResultsFileError(f"{p}: key {k!r} is missing or empty")
+    params["run_id"] = run_id(params["device"], params.get("run_id") or run_dir.name)
+    return params
+
+
+def run_id(device: str, experiment_id: str) -> str:
+    """A run's key in every summary table: ``<device>/<experiment id>`` (e.g.
+    ``host/mlp_16_16.cpu.none``). An experiment id alone repeats on every device of a study;
+    an id that already carries this device's prefix is returned unchanged."""
+    prefix = f"{device}/"
+    return experiment_id if experiment_id.startswith(prefix) else prefix + experiment_id
+
+
+def run_iterations(run: dict[str, Any], where: str) -> pd.DataFrame:
+    """``run.json``'s per-iteration records as ``iteration, wall_ms, loss, measured``.
+
+    Reads the runner's ``"iters": [{"iteration", "warmup", "wall_ms", "loss"}...]`` (also
+    accepted under ``"iterations"``), or parallel lists ``"wall_ms": [...]``, ``"loss": [...]``
+    with ``"warmup": <count>`` (warm-up first).
+    """
+    recs = run.get("iters", run.get("iterations"))
+    if isinstance(recs, list):
+        df = pd.DataFrame(recs)
+        if "wall_ms" not in df:
+            raise ResultsFileError(f"{where}: iterations[] lack 'wall_ms'")
+        if "iteration" not in df:
+            df["iteration"] = range(len(df))
+        warm = df["warmup"] if "warmup" in df else df["iteration"] < int(run.get("warmup", 0))
+        df["measured"] = ~warm.astype(bool)
+    elif isinstance(run.get("wall_ms"), list):
+        n = len(run["wall_ms"])
+        df = pd.DataFrame({"iteration": range(n), "wall_ms": run["wall_ms"]})
+        df["loss"] = (run.get("loss") or [None] * n)[:n]
+        df["measured"] = df["iteration"] >= int(run.get("warmup", 0))
+    else:
+        raise ResultsFileError(f"{where}: no per-iteration records ('iters' or 'wall_ms')")
+    if "loss" not in df:
+        df["loss"] = np.nan
+    df["loss"] = pd.to_numeric(df["loss"], errors="coerce")
+    return df[["iteration", "wall_ms", "loss", "measured"]].astype(
+        {"iteration": "int64", "wall_ms": "float64", "measured": bool})
+
+
+def _repeat_dirs(run_dir: Path) -> list[Path]:
+    extra = sorted((p for p in run_dir.glob("repeat_*") if p.is_dir()),
+                   key=lambda p: int(p.name.split("_")[1]) if p.name[7:].isdigit() else 0)
+    return [run_dir] + extra
+
+
+def _device_facts(run: dict[str, Any]) -> dict[str, Any]:
+    dev = run.get("device") or {}
+    return {"device_name": dev.get("name"), "device_type": dev.get("type"),
+            "platform_name": dev.get("platform"),
+            "timer_resolution_ns": run.get("timer_resolution_ns",
+                                           dev.get("timer_resolution_ns"))}
+
+
+def _verify(run_dir: Path) -> tuple[float | None, float | None, str | None]:
+    """(max_abs_err, tolerance, problem) from ``verify.json``, whose ``ok`` is the verdict;
+    problem is None when it passed."""
+    p = run_dir / layout.VERIFY
+    if not p.exists():
+        return None, None, f"not verified (no {layout.VERIFY})"
+    v = read_json(p)
+    err, tol = v.get("max_abs_err"), v.get("atol")
+    err = None if err is None else float(err)
+    tol = None if tol is None else float(tol)
+    if v.get("ok") is not True:
+        return err, tol, v.get("reason") or (
+            f"verification failed: max_abs_err {err:.3g} > atol {tol:.3g}"
+            if err is not None and tol is not None else f"verification failed ({p})")
+    return err, tol, None
+
+
+def _failed_row(params: dict[str, Any], reason: str, run_dir: Path) -> dict[str, Any]:
+    return {**_key(params), "status": "failed", "status_reason": reason,
+            "run_dir": str(run_dir), **_settings(params), **provenance.columns(params, {})}
+
+
+def _key(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: params.get(k) for k in KEY_COLUMNS}
+
+
+def _settings(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: params.get(k) for k in ("dataset", "batch_size", "warmup", "iterations",
+                                        "threads")}
+
+
+def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, pd.DataFrame]:
+    """Aggregate one run folder into ``{"runs": 1 row, "iterations": ..., "commands": ...}``
+    (DataFrames with the schema's columns). A failure marker, a missing ``run.json`` or a
+    runner status other than ``ok`` gives a ``failed`` row and no iterations/commands; a
+    skipped run (``run.json`` status ``skipped``) a ``skipped`` row with its reason, and none.
+    Writes ``trace.perfetto.json`` beside each ``trace.csv`` when ``write_perfetto``."""
+    run_dir = Path(run_dir)
+    params = read_params(run_dir)
+    none = {"iterations": schema.empty("iterations"), "commands": schema.empty("commands")}
+    marker = run_dir / layout.FAILED
+    if marker.exists():
+        reason = read_json(marker).get("reason") or "job failed"
+        return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
+    if not (run_dir / layout.RUN).exists():
+        return {"runs": schema.frame([_failed_row(params, "no run.json (job failed or not run)",
+                                            run_dir)], "runs"), **none}
+    top = read_json(run_dir / layout.RUN)
+    if top.get("status") == "skipped":  # the device lacks a library the version needs
+        row = _failed_row(params, top.get("reason") or "skipped", run_dir)
+        return {"runs": schema.frame([{**row, "status": "skipped"}], "runs"), **none}
+    per_iter, per_cmd, runs = [], [], []
+    for rep, d in enumerate(_repeat_dirs(run_dir)):
+        run = read_json(d / layout.RUN)
+        if run.get("status", "ok") != "ok":
+            reason = f"runner status {run.get('status')!r}: {run.get('error', '')}".strip()
+            return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
+        iters = run_iterations(run, str(d / layout.RUN))
+        trace = profiling.read_trace_csv(d / layout.TRACE)
+        b = profiling.breakdown(trace, iters)
+        b["repeat"] = rep
+        per_iter.append(b)
+        c = profiling.command_summary(trace, b)
+        c["repeat"] = rep
+        per_cmd.append(c)
+        runs.append(run)
+        _, unc = profiling.clock_offset(profiling.check_trace(trace))
+        run["_offset_unc"] = unc
+        if write_perfetto:
+            profiling.write_json_atomic(
+                profiling.perfetto_trace(trace, iters, title=f"{params['run_id']} r{rep}",
+                                         device=_device_facts(run)["device_name"] or "device"),
+                d / layout.PERFETTO)
+    it = pd.concat(per_iter, ignore_index=True)
+    cmds = _merge_commands(pd.concat(per_cmd, ignore_index=True), it)
+    row = _run_row(params, run_dir, runs, it)
+    prov = {k: row[k] for k in provenance.KEYS}
+    key = _key(params)
+    it = it.assign(**key, **prov)
+    cmds = cmds.assign(**key, **prov)
+    return {"runs": schema.frame([row], "runs"), "iterations": schema.frame(it, "iterations"),
+            "commands": schema.frame(cmds, "commands")}
+
+
+def _merge_commands(c: pd.DataFrame, it: pd.DataFrame) -> pd.DataFrame:
+    """Combine per-repeat command summaries (weighted by measured iterations)."""
+    if c["repeat"].nunique() == 1:
+        return c.drop(columns=["repeat"])
+    n = it[it["measured"]].groupby("repeat").size()
+    c = c.assign(w=c["repeat"].map(n))
+    keys = ["kind", "name", "layer", "phase"]
+
+    def comb(g: pd.DataFrame) -> pd.Series:
+        w = g["w"] / g["w"].sum()
+        return pd.Series({
+            "count": int(g["count"].sum()),
+            "per_iteration_ms": float((g["per_iteration_ms"] * w).sum()),
+            "per_iteration_median_ms": float(g["per_iteration_median_ms"].median()),
+            "median_ms": float(g["median_ms"].median()), "total_ms": float(g["total_ms"].sum()),
+            "bytes_per_iteration": int(g["bytes_per_iteration"].iloc[0]),
+            "flops_per_iteration": int(g["flops_per_iteration"].iloc[0]),
+            "gflops": float(g["gflops"].median()), "gbps": float(g["gbps"].median()),
+            "share_of_wall": float((g["share_of_wall"] * w).sum())})
+    return c.groupby(keys, sort=False).apply(comb, include_groups=False).reset_index()
+
+
+def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.DataFrame) -> dict:
+    m = it[it["measured"]]
+    wall = m["wall_ms"]
+    med = m.median(numeric_only=True)
+    err, tol, problem = _verify(run_dir)
+    loss = it["loss"].dropna()
+    row = {**_key(params), **_settings(params),
+           "status": "ok" if problem is None else "wrong", "status_reason": problem,
+           "repeats": len(runs), "verify_max_abs_err": err,
+           "threads": runs[0].get("threads", params.get("threads")),  # as run (0 = all cores)
+           "verify_tolerance": tol,
+           "iteration_median_ms": wall.median(), "iteration_p25_ms": wall.quantile(0.25),
+           "iteration_p75_ms": wall.quantile(0.75), "iteration_min_ms": wall.min(),
+           "iteration_max_ms": wall.max(),
+           **{f"{k}_ms": med[f"{k}_ms"] for k in ("kernel", "h2d", "d2h", "map", "unmap",
+                                                  "d2d", "host", "gap", "transfer",
+                                                  "transfer_overhead")},
+           "data_movement_share": profiling.data_movement_share(it),
+           "data_movement_call_share": profiling.data_movement_share(it, with_overhead=True),
+           "loss_first": loss.iloc[0] if len(loss) else None,
+           "loss_last": loss.iloc[-1] if len(loss) else None,
+           "clock_offset_uncertainty_ns": max((r["_offset_unc"] for r in runs), default=None),
+           "max_rss_bytes": max((_first(r, "peak_rss_bytes", "max_rss_bytes") or 0
+                                 for r in runs), default=0) or None,
+           "device_buffer_bytes": _first(runs[0], "device_bytes_allocated",
+                                         "device_buffer_bytes"),
+           "run_dir": str(run_dir), **_device_facts(runs[0]), **provenance.columns(params, runs[0])}
+    return row
+
+
+def _first(doc: dict[str, Any], *keys: str) -> Any:
+    return next((doc[k] for k in keys if doc.get(k) is not None), None)

@@ -1,0 +1,84 @@
+"""Build stage: the runner per device (its toolchain), then each kernel version compiled on the
+device's own OpenCL compiler (the runner's ``build`` mode: per-program build time, log,
+binary size).
+
+Stages: ``build-runner`` (params: :func:`phonetrain.stages.params.job_params` ``device[d]``
+plus ``cache``; output ``runner``) and ``build-kernels`` (params ``kernel[(d, k)]``; inputs
+``runner``, ``sources``; output ``build``: build.json, with ``params.json`` beside it). A
+version that does not compile fails its job with the compiler log, and leaves ``failed.json``
+beside the would-be build.json, which the aggregate copies into that version's run folders.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from phonetrain import layout
+from phonetrain.devices import toolchains
+from phonetrain.errors import StageError
+from phonetrain.io import read_json, write_json
+from phonetrain.kernels import load_version, stage_kernels
+from phonetrain.runner import KernelBuildError, Runner, RunnerError
+from phonetrain.stages.job import Job, main
+
+
+def build_runner(job: Job) -> Path:
+    """Compile the runner for the device with its toolchain (host cc, Android NDK, aarch64
+    cross; :mod:`phonetrain.devices.toolchains`) and install it at ``output.runner``. Devices
+    sharing a toolchain share one compile (the cache folder is keyed by sources, compiler and
+    flags, and locked)."""
+    p = job.params
+    tc = toolchains.for_device(p["device_config"])
+    built = toolchains.build_runner(Path(p["cache"]), cc=tc.cc, extra_flags=tc.extra_flags)
+    out = Path(job.output.runner)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.copy2(built, tmp)
+    tmp.replace(out)
+    return out
+
+
+def build_kernels(job: Job) -> dict:
+    """Compile one kernel version on one device; write ``output.build`` (build.json: per
+    program build time, log, binary size) and ``params.json`` beside it. A compile error
+    raises :class:`StageError` with the compiler log (no build.json)."""
+    p = job.params
+    dev, version = p["device_config"], p["kernel"]
+    out = Path(job.output.build)
+    failed = out.with_name(layout.FAILED)
+    r = Runner.for_device(dev, p["stage_root"], timeout_s=job.runtime.timeout_s)
+    with tempfile.TemporaryDirectory(prefix="phonetrain-kernels-") as tmp, r.lock():
+        r.push_runner(job.input.runner)
+        src = stage_kernels(version, Path(tmp))
+        r.transport.push(src, layout.device_kernels(version))
+        sources = [f"{layout.device_kernels(version)}/{f.name}" for f in sorted(src.glob("*.cl"))]
+        try:
+            doc = r.build(sources, load_version(version).options, Path(tmp) / "pulled")
+        except KernelBuildError as e:
+            if not r.transport.streams_stderr:
+                sys.stderr.write(e.stderr)
+            reason = f"device '{dev['name']}': kernel version '{version}' failed to build: {e}"
+            write_json({"reason": reason, "log": e.stderr[-20000:]}, failed)
+            raise StageError(reason) from None
+        except RunnerError as e:
+            raise StageError(f"device '{dev['name']}': kernel version '{version}': {e}") from None
+    doc.update(device=dev["name"], kernel=version, kernel_hash=p["kernel_hash"])
+    write_json(p, out.with_name(layout.PARAMS))
+    failed.unlink(missing_ok=True)
+    write_json(doc, out)
+    return doc
+
+
+def build_failure(build_json: str | Path) -> dict | None:
+    """The ``failed.json`` a failed build left beside its would-be ``build_json``, or None."""
+    f = Path(build_json).with_name(layout.FAILED)
+    return read_json(f) if f.exists() else None
+
+
+STAGES = {"build-runner": build_runner, "build-kernels": build_kernels}
+
+if __name__ == "__main__":
+    sys.exit(main(STAGES, sys.argv[1:]))

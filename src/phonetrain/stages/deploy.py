@@ -1,0 +1,71 @@
+"""Deploy stage: the plan made for the device, and everything a run needs put on the device.
+
+Stage ``deploy`` (params ``run[(d, exp)]`` of :func:`phonetrain.stages.params.job_params`):
+
+- inputs ``runner``, ``plan_dir`` (the lowered, device-independent plan and its tensors),
+  ``data`` (the batch folder), and for OpenCL runs ``sources`` (the version's resolved
+  ``.cl`` files) and ``tuning`` (the device's tuning.json, where the version is tunable);
+- outputs ``plan`` (the plan that runs on this device: the lowered plan with the device's tuned
+  GEMM configuration applied, kept in the run folder and verified against), ``manifest``
+  (what was sent).
+
+Pushes skip files already on the device unchanged (the transports compare content hashes).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from phonetrain import layout
+from phonetrain.io import write_json
+from phonetrain.kernels import load_version, stage_kernels, tuning
+from phonetrain.plan import Plan
+from phonetrain.runner import Runner
+from phonetrain.stages.job import Job, main
+
+
+def device_plan(plan_json: str | Path, kernel: str | None,
+                tuning_json: str | Path | None) -> tuple[Plan, str | None]:
+    """The lowered plan as it runs on a device: with ``tuning_json`` (a tunable OpenCL
+    version), the device's tuned configuration of :func:`phonetrain.kernels.tuning.tune_plan`
+    applied to its programs' build options and GEMM launch sizes. Returns (plan, the shape
+    class used, or None)."""
+    plan = Plan.load(plan_json)
+    if not kernel or not tuning_json:
+        return plan, None
+    return tuning.tune_plan(plan, load_version(kernel), tuning.load_tuning(tuning_json))
+
+
+def deploy(job: Job) -> dict[str, Any]:
+    """Make the device's plan, push the runner, the plan (with its tensors), the data and the
+    kernel sources to the device's staging root, and write the manifest."""
+    p = job.params
+    dev, exp, kernel = p["config"]["device"], p["run_id"], p["kernel"]
+    plan_dir = Path(job.input.plan_dir)
+    plan, cls = device_plan(plan_dir / layout.PLAN, kernel, job.optional("tuning"))
+    plan.save(Path(job.output.plan))
+    r = Runner.for_device(dev, p["stage_root"], timeout_s=job.runtime.timeout_s)
+    sent: dict[str, int] = {}
+    remote_plan = layout.plan_dir_rel(exp)
+    with r.lock():
+        sent["runner"] = r.push_runner(job.input.runner)
+        sent["plan"] = r.transport.push(plan_dir, remote_plan)
+        sent["plan"] += r.transport.push(Path(job.output.plan), f"{remote_plan}/{layout.PLAN}")
+        sent["data"] = r.transport.push(Path(job.input.data), p["data_dir"])
+        if kernel:
+            with tempfile.TemporaryDirectory(prefix="phonetrain-kernels-") as tmp:
+                src = stage_kernels(kernel, Path(tmp))
+                sent["kernels"] = r.transport.push(src, layout.device_kernels(kernel))
+    doc = {"device": dev["name"], "run_id": exp, "files_sent": sent,
+           "plan": f"{remote_plan}/{layout.PLAN}", "data": p["data_dir"], "tuned_class": cls}
+    write_json(doc, job.output.manifest)
+    return doc
+
+
+STAGES = {"deploy": deploy}
+
+if __name__ == "__main__":
+    sys.exit(main(STAGES, sys.argv[1:]))

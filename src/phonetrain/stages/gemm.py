@@ -1,0 +1,154 @@
+"""GEMM study stages: per-device tuning of the optimized kernel versions (whose result the
+runs' plans use), the GEMM sweep per device x version (and the runner's CPU backend), and each
+device's peaks (the roofline's ceilings).
+
+Stages, all with params ``kernel[(d, k)]`` or ``device[d]`` of
+:func:`phonetrain.stages.params.job_params` merged with its ``gemm`` dict:
+
+- ``tune``: inputs ``runner``, ``sources``; output ``tuning`` (tuning.json,
+  :mod:`phonetrain.kernels.tuning`);
+- ``gemm``: inputs ``runner``, ``sources`` (none for ``cpu``), ``tuning`` (optional); output
+  ``gemm`` (the version's measurements: models' GEMM shapes, then square sizes ascending until
+  one launch would take longer than ``max_launch_s``);
+- ``peaks``: input ``runner``; output ``peaks`` (runner bench-peak).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from phonetrain import layout
+from phonetrain.errors import StageError
+from phonetrain.io import write_json
+from phonetrain.kernels import load_version, stage_kernels, tuning
+from phonetrain.kernels.gemm import GemmShape, gemm_spec
+from phonetrain.runner import Runner, RunnerError
+from phonetrain.stages.job import Job, main
+
+CPU_VERSION = "cpu"
+
+
+def _shapes(p: dict[str, Any]) -> list[GemmShape]:
+    return [GemmShape(s["kernel"], s["M"], s["N"], s["K"]) for s in p["shapes"]]
+
+
+class _Bench:
+    """One device's runner, with the runner and (optionally) a kernel version deployed, running
+    bench-gemm specs into a temporary folder."""
+
+    def __init__(self, job: Job, version: str | None):
+        p = job.params
+        self.r = Runner.for_device(p["device_config"], p["stage_root"],
+                                   timeout_s=job.runtime.timeout_s)
+        self.tmp = tempfile.TemporaryDirectory(prefix="phonetrain-gemm-")
+        self.n = 0
+        self.r.push_runner(job.input.runner)
+        if version:
+            self.r.transport.push(stage_kernels(version, Path(self.tmp.name)),
+                                  layout.device_kernels(version))
+
+    def out(self) -> Path:
+        self.n += 1
+        return Path(self.tmp.name) / f"out-{self.n}"
+
+    def spec(self, spec: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.r.bench_gemm(spec, self.out())
+        except RunnerError as e:
+            raise StageError(f"device '{self.r.device}': runner bench-gemm: {e}") from None
+
+
+def tune(job: Job) -> dict:
+    """Tune one version on one device and write ``output.tuning``; with ``tune`` false only the
+    version's defaults run (still checked)."""
+    p = job.params
+    version = load_version(p["kernel"])
+    bench = _Bench(job, version.name)
+    with bench.r.lock():
+        try:
+            doc = tuning.tune(version, _shapes(p), bench.spec,
+                              source=f"{layout.device_kernels(version.name)}/gemm.cl",
+                              min_time_ms=p["tune_min_time_ms"], defaults_only=not p["tune"])
+        except tuning.TuningError as e:
+            raise StageError(str(e)) from None
+    doc.update(device=p["device"], kernel_hash=p["kernel_hash"])
+    tuning.write_tuning(doc, job.output.tuning)
+    return doc
+
+
+def _groups(p: dict[str, Any]) -> list[tuple[str, GemmShape]]:
+    """(shape source, shape): the models' GEMM calls, then the square sizes ascending."""
+    out = [(s["source"], GemmShape(s["kernel"], s["M"], s["N"], s["K"])) for s in p["shapes"]]
+    return out + [("square", GemmShape("gemm_nn", n, n, n)) for n in sorted(p["sizes"])]
+
+
+def gemm(job: Job) -> dict:
+    """GFLOPS of one version (``params.version``; ``cpu`` = the runner's CPU backend) on one
+    device -> ``output.gemm``. A tuned version uses its tuning.json configuration per shape
+    class."""
+    p = job.params
+    version = p["version"]
+    kv = None if version == CPU_VERSION else load_version(version)
+    tuning_json = job.optional("tuning")
+    tuned = tuning.load_tuning(tuning_json) if tuning_json else None
+    bench = _Bench(job, version if kv else None)
+    rows: list[dict[str, Any]] = []
+    doc_out: dict[str, Any] = {"device": p["device"], "version": version, "status": "ok",
+                               "rows": rows}
+    last_gflops = None
+    with bench.r.lock():
+        for source, g in _groups(p):
+            if source == "square" and last_gflops and \
+                    g.flops / (last_gflops * 1e9) > p["max_launch_s"]:
+                rows.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": source,
+                             "status": "skipped", "error": "estimated launch time over "
+                             "measure.gemm_max_launch_s"})
+                continue
+            v, cls = kv, None
+            if tuned and tuned["classes"] and kv is not None:
+                cls = tuning.shape_class(g)
+                cls = cls if cls in tuned["classes"] else tuned["default"]
+                v = tuning.candidate_version(kv, tuned["classes"][cls])
+            spec = gemm_spec(v, [g], source=f"{layout.device_kernels(version)}/gemm.cl",
+                             backend="cpu" if kv is None else "opencl",
+                             min_time_ms=p["min_time_ms"], repeats=5, threads=p["threads"])
+            doc = bench.spec(spec)
+            if doc.get("status") == "skipped":
+                doc_out.update(status="skipped", reason=doc.get("reason", ""))
+                break
+            doc_out["device_info"] = doc.get("device") or {}
+            for c in doc["cases"]:
+                rows.append({**{k: c.get(k) for k in ("kernel", "M", "N", "K", "global", "local",
+                                                      "status", "error", "gflops", "median_ms",
+                                                      "max_err", "iterations")},
+                             "source": source, "options": doc.get("options", ""),
+                             "tuned_class": cls})
+                if source == "square" and c["status"] == "ok":
+                    last_gflops = c["gflops"]
+    if kv is not None:
+        doc_out["kernel_hash"] = p["kernel_hash"]
+    write_json(doc_out, job.output.gemm)
+    return doc_out
+
+
+def peaks(job: Job) -> dict:
+    """The device's peak compute and read bandwidth (runner bench-peak) -> ``output.peaks``."""
+    p = job.params
+    bench = _Bench(job, None)
+    with bench.r.lock():
+        try:
+            doc = bench.r.bench_peak(bench.out(), min_time_ms=50)
+        except RunnerError as e:
+            raise StageError(f"device '{bench.r.device}': runner bench-peak: {e}") from None
+    doc["device_id"] = p["device"]
+    write_json(doc, job.output.peaks)
+    return doc
+
+
+STAGES = {"tune": tune, "gemm": gemm, "peaks": peaks}
+
+if __name__ == "__main__":
+    sys.exit(main(STAGES, sys.argv[1:]))

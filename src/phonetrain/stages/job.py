@@ -1,0 +1,152 @@
+"""One workflow job: its named input and output files, its params, its log, the run-time knobs.
+
+The rules run every stage as ``python -m phonetrain.stages.<module> <stage> --log LOG
+--params JSON --input NAME=PATH [PATH...] --output NAME=PATH ...``: a light process per job
+(a Snakemake ``run:`` job would re-parse the workflow), whose stage function receives a
+:class:`Job` and takes its files by name, as Snakemake scripts do (``job.input.runner``,
+``job.output.run``); it never rebuilds another rule's path. ``phonetrain run`` builds the
+same jobs from :mod:`phonetrain.layout` and calls the same functions in-process.
+
+Run-time knobs (how long a runner may run, whether it prints progress) are not params: a
+change must rerun nothing. They reach a job through the environment variable
+:data:`RUNTIME_ENV` (JSON), which the workflow sets when it composes the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Mapping, Sequence
+
+from phonetrain.errors import PhonetrainError, StageError
+from phonetrain.io import write_text
+
+RUNTIME_ENV = "PHONETRAIN_RUNTIME"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Run-time knobs: ``timeout_s`` (limit of one runner invocation, s), ``progress`` (the
+    runner prints one line per iteration)."""
+
+    timeout_s: float = 600.0
+    progress: bool = True
+
+    @classmethod
+    def from_env(cls) -> Runtime:
+        """The knobs of :data:`RUNTIME_ENV`, defaults where unset."""
+        doc = json.loads(os.environ.get(RUNTIME_ENV) or "{}")
+        return cls(**{k: doc[k] for k in ("timeout_s", "progress") if k in doc})
+
+    def to_env(self) -> str:
+        return json.dumps({"timeout_s": self.timeout_s, "progress": self.progress})
+
+
+def files(named: Mapping[str, Any]) -> SimpleNamespace:
+    """Named files as attributes (``ns.runner``); lists stay lists, empty names are dropped."""
+    out = {}
+    for k, v in named.items():
+        if isinstance(v, (list, tuple)):
+            v = [str(x) for x in v if str(x)]
+        out[k] = v
+    return SimpleNamespace(**out)
+
+
+@dataclass
+class Job:
+    """A stage's inputs and outputs by name (strings, or lists of strings), its params dict,
+    its log file and the run-time knobs."""
+
+    input: SimpleNamespace
+    output: SimpleNamespace
+    params: dict[str, Any]
+    log: Path
+    runtime: Runtime = field(default_factory=Runtime)
+
+    def optional(self, name: str) -> str | None:
+        """The one input file called ``name``, or None when the rule gave none (an optional
+        input such as a tuning file: an empty list in Snakemake)."""
+        v = getattr(self.input, name, None)
+        if isinstance(v, list):
+            if len(v) > 1:
+                raise ValueError(f"input {name!r}: expected at most one file, got {v}")
+            return v[0] if v else None
+        return v or None
+
+    def many(self, name: str) -> list[str]:
+        """The input files called ``name`` as a list (one file or several)."""
+        v = getattr(self.input, name, None)
+        return [] if v is None else list(v) if isinstance(v, list) else [v]
+
+
+Stage = Callable[[Job], Any]
+
+
+def run(stage: Stage, job: Job, name: str) -> None:
+    """Run one stage: its outcome goes to the job's log; a :class:`PhonetrainError` becomes a
+    :class:`StageError` naming the stage (anything else is a bug and keeps its traceback)."""
+    job.log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    try:
+        stage(job)
+    except PhonetrainError as e:
+        write_text(job.log, f"{name}: FAILED\n{e}\n")
+        raise StageError(f"{name}: {e}") from None
+    write_text(job.log, f"{name}: ok in {time.monotonic() - t0:.2f} s\n")
+
+
+def parse(argv: Sequence[str]) -> tuple[str, Job]:
+    """``STAGE --log LOG [--params JSON] [--input NAME=PATH [PATH...]]... [--output ...]``.
+    Raises ValueError on malformed arguments."""
+    if not argv or argv[0].startswith("-"):
+        raise ValueError("the first argument names the stage")
+    name, named, params, log = argv[0], {"--input": {}, "--output": {}}, {}, None
+    current: list | None = None
+    it = iter(argv[1:])
+    for a in it:
+        if a in named:
+            key, _, value = next(it).partition("=")
+            current = named[a].setdefault(key, [])
+            if value:
+                current.append(value)
+        elif a == "--params":
+            params, current = json.loads(next(it)), None
+        elif a == "--log":
+            log, current = Path(next(it)), None
+        elif current is not None:
+            current.append(a)
+        else:
+            raise ValueError(f"unexpected argument {a!r}")
+    if log is None:
+        raise ValueError("--log is required")
+    one = lambda d: {k: (v[0] if len(v) == 1 else v) for k, v in d.items()}  # noqa: E731
+    return name, Job(files(one(named["--input"])), files(one(named["--output"])), params, log,
+                     Runtime.from_env())
+
+
+def main(stages: Mapping[str, Stage], argv: Sequence[str]) -> int:
+    """Entry point of ``python -m phonetrain.stages.<module>``: exit status 0, 1 (the stage
+    failed: one message on stderr), 2 (bad arguments) or 130 (interrupted)."""
+    try:
+        name, job = parse(argv)
+        if name not in stages:
+            raise ValueError(f"unknown stage {name!r}; this module runs {sorted(stages)}")
+    except (ValueError, StopIteration) as e:
+        print(f"usage: python -m phonetrain.stages.<module> STAGE --log LOG [--params JSON] "
+              f"[--input NAME=PATH...] [--output NAME=PATH...]: {e}", file=sys.stderr)
+        return 2
+    try:
+        run(stages[name], job, name)
+    except StageError as e:
+        print(f"phonetrain {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C in the terminal reaches every job: one line each
+        print(f"phonetrain {name}: interrupted; rerun snakemake to redo this job",
+              file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,163 @@
+"""Each job's params: exactly what its result depends on, from the composed sweep.
+
+The rules pass these dicts to the jobs as Snakemake ``params`` (canonical JSON), so
+Snakemake's ``params`` rerun trigger reruns exactly the jobs whose settings changed, and a dry
+run changes no file. Run-time knobs (``timeout_s``, ``progress``) are not params
+(:class:`phonetrain.stages.job.Runtime`); device facts only feed the report.
+
+- ``device[d]``: the device config (runner build) and its staging root;
+- ``bandwidth[d]``: plus the sweep's transfer-size limit;
+- ``kernel[(d, k)]``: one kernel version on one device, with the resolved sources' hash;
+- ``data[data_dir]``: one dataset split into batches for an input shape and batch size;
+- ``plan[exp]``: what the lowered plan depends on (the device excluded);
+- ``run[(d, exp)]``: one run (written to its run folder as ``params.json``);
+- ``gemm``: the GEMM study's shapes and settings (shared by tune, gemm and peaks jobs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from phonetrain.config import Experiment, Sweep, config_hash, plan_config
+from phonetrain.data import batch_dir, dataset_info
+from phonetrain.kernels import source_hash
+from phonetrain.kernels.gemm import plan_shapes
+from phonetrain.layout import Layout
+from phonetrain.lowering import LowerSpec, lower
+from phonetrain.models import get_model
+from phonetrain.results.schema import TABLES
+
+RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
+                    "cooldown_threshold_c", "cooldown_limit_s", "verify_atol")
+CPU_VERSION = "cpu"  # the GEMM study's name for the runner's CPU backend
+
+
+def kernel_hash(version: str) -> str:
+    """16 hex digits of the version's resolved sources and build options."""
+    return source_hash(version)[:16]
+
+
+def dataset_of(exp: Experiment) -> str:
+    """The dataset an experiment trains on: its model's, else the sweep's."""
+    return exp.config["model"].get("dataset") or exp.config["dataset"]["name"]
+
+
+def data_dir_rel(dataset: str, batch_size: int, model_name: str) -> str:
+    """Batch folder of a dataset for a model, relative to a staging root (``data/...``)."""
+    m = get_model(model_name)
+    return batch_dir(dataset, batch_size, m.input_shape, m.classes)
+
+
+def run_params(exp: Experiment) -> dict[str, Any]:
+    """``params.json`` of a run folder: identity and settings read by
+    :mod:`phonetrain.results.runs`, plus the config the run depends on under ``config``
+    (measurement keys limited to :data:`RUN_MEASURE_KEYS`)."""
+    c = dict(exp.config)
+    c["measure"] = {k: c["measure"][k] for k in RUN_MEASURE_KEYS if k in c["measure"]}
+    b = c["backend"]
+    return {
+        "run_id": exp.id, "model": exp.model, "device": exp.device, "backend": exp.backend,
+        "placement": None if b["kind"] == "cpu" else b["placement"],
+        "transfer": None if b["kind"] == "cpu" else b["transfer"],
+        "kernel": None if b["kind"] == "cpu" else exp.kernel,
+        "dataset": dataset_of(exp), "batch_size": c["model"]["batch_size"],
+        "warmup": c["measure"]["warmup"], "iterations": c["measure"]["iterations"],
+        "threads": c["measure"]["threads"], "verify_atol": c["measure"]["verify_atol"],
+        "config_hash": config_hash(c),
+        "kernel_hash": kernel_hash(exp.kernel) if exp.is_opencl else None,
+        "config": c,
+    }
+
+
+def sweep_gemm_shapes(sweep: Sweep) -> list[dict[str, Any]]:
+    """Distinct GEMM calls of every model's training step at its batch size:
+    ``[{"kernel", "M", "N", "K", "source": "model:<name>"}]`` (first model wins a tie)."""
+    out: dict[Any, str] = {}
+    for name, mcfg in sweep.members["model"].items():
+        plan = lower(LowerSpec(model=name, batch_size=int(mcfg["batch_size"]), backend="opencl",
+                               placement="resident", transfer="copy", kernel="baseline"))
+        for g in plan_shapes(plan):
+            out.setdefault(g, f"model:{name}")
+    return [{"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": s}
+            for g, s in out.items()]
+
+
+def gemm_params(sweep: Sweep) -> dict[str, Any]:
+    """What the tune/gemm/peaks jobs depend on besides the device and kernel version."""
+    ms = sweep.root["measure"]
+    return {"shapes": sweep_gemm_shapes(sweep),
+            "sizes": sorted(int(n) for n in ms["gemm_sizes"]),
+            "min_time_ms": float(ms["gemm_min_time_ms"]),
+            "max_launch_s": float(ms["gemm_max_launch_s"]), "tune": bool(ms["tune"]),
+            "tune_min_time_ms": float(ms["tune_min_time_ms"]), "threads": int(ms["threads"])}
+
+
+def job_params(sweep: Sweep) -> dict[str, Any]:
+    """Every job's params dict, keyed by job: ``device[d]``, ``bandwidth[d]``,
+    ``kernel[(d, k)]``, ``data[data_dir]``, ``plan[exp_id]``, ``run[(d, exp_id)]``, and
+    ``gemm`` (one dict)."""
+    L = Layout(sweep.results_dir)
+    out: dict[str, Any] = {"device": {}, "bandwidth": {}, "kernel": {}, "data": {}, "plan": {},
+                           "run": {}}
+    ms = sweep.root["measure"]
+    for d, dcfg in sweep.members["device"].items():
+        dev = {k: v for k, v in dcfg.items() if k != "facts"}
+        base = {"device": d, "device_config": dev, "stage_root": L.stage_root(d)}
+        out["device"][d] = base
+        out["bandwidth"][d] = {**base, "bandwidth_max_bytes": ms["bandwidth_max_bytes"]}
+        for k in sweep.kernels:
+            out["kernel"][(d, k)] = {**base, "kernel": k, "kernel_hash": kernel_hash(k)}
+    for exp in sweep.experiments:
+        pc = plan_config(exp)
+        ds = dataset_of(exp)
+        ddir = data_dir_rel(ds, pc["model"]["batch_size"], exp.model)
+        pc["data_dir"] = ddir
+        # Not the model: every model reading a dataset shares its batch files. Only synthetic
+        # data takes its shape and classes from the model (checked at composition).
+        m = get_model(exp.model)
+        synth = dataset_info(ds).input_shape is None
+        out["data"][ddir] = {"dataset": ds,
+                             "input_shape": list(m.input_shape) if synth else None,
+                             "classes": m.classes if synth else None,
+                             "batch_size": pc["model"]["batch_size"], "dir": ddir,
+                             "dataset_config": exp.config["dataset"],
+                             "seed": pc["measure"]["seed"]}
+        out["plan"][exp.id] = pc
+        rp = run_params(exp)
+        rp["stage_root"] = L.stage_root(exp.device)
+        rp["data_dir"] = ddir
+        out["run"][(exp.device, exp.id)] = rp
+    out["gemm"] = gemm_params(sweep)
+    return out
+
+
+def expected_files(sweep: Sweep) -> dict[str, list[str]]:
+    """Every raw file (or run folder) a complete study of ``sweep`` has, by kind: ``runs``
+    (run folders), ``bandwidth``, ``builds``, ``gemm``, ``peaks``. The aggregate rule, the
+    partial report after a failure and ``phonetrain aggregate`` share this list."""
+    L = Layout(sweep.results_dir)
+    used = {(e.device, e.kernel) for e in sweep.experiments if e.is_opencl}
+    return {
+        "runs": [L.run_dir(e.device, e.id) for e in sweep.experiments],
+        "bandwidth": [L.bandwidth(d) for d in sweep.devices],
+        "builds": [L.kernel_build(d, k) for d in sweep.devices for k in sweep.kernels
+                   if (d, k) in used],
+        "gemm": [L.gemm(d, v) for d in sweep.devices for v in gemm_versions(sweep)],
+        "peaks": [L.peaks(d) for d in sweep.devices],
+    }
+
+
+def gemm_versions(sweep: Sweep) -> list[str]:
+    """The GEMM study's versions: the sweep's kernel versions and the runner's CPU backend."""
+    return list(sweep.kernels) + [CPU_VERSION]
+
+
+def summary_outputs(sweep: Sweep) -> dict[str, str]:
+    """Table name -> its Parquet path under the sweep's results folder."""
+    L = Layout(sweep.results_dir)
+    return {t: L.summary(t) for t in TABLES}
+
+
+def facts(sweep: Sweep) -> list[dict[str, Any]]:
+    """The devices' datasheet facts for the report (one dict per device)."""
+    return [{"device": d, **sweep.members["device"][d]["facts"]} for d in sweep.devices]

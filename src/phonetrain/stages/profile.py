@@ -1,0 +1,61 @@
+"""Profile stage: the host<->device bandwidth sweep per device, and per run the
+Chrome/Perfetto trace of its commands (:mod:`phonetrain.results.profiling`).
+
+- ``bandwidth`` (params ``bandwidth[d]``; input ``runner``; outputs ``csv``, ``bench``): runner
+  ``bench-bandwidth`` up to ``bandwidth_max_bytes``;
+- ``perfetto`` (params ``{"device", "title"}``; inputs ``run``, ``trace``; output ``json``).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from phonetrain.errors import StageError
+from phonetrain.io import read_json, write_bytes
+from phonetrain.results import profiling
+from phonetrain.results.runs import run_iterations
+from phonetrain.runner import Runner, RunnerError
+from phonetrain.stages.job import Job, main
+
+
+def bandwidth(job: Job) -> Path:
+    """Host<->device bandwidth sweep on one device -> ``output.csv`` and ``output.bench``
+    (launch latency, settings)."""
+    p = job.params
+    dev = p["device_config"]
+    r = Runner.for_device(dev, p["stage_root"], timeout_s=job.runtime.timeout_s)
+    with tempfile.TemporaryDirectory(prefix="phonetrain-bw-") as tmp, r.lock():
+        r.push_runner(job.input.runner)
+        try:
+            csv = r.bench_bandwidth(Path(tmp) / "bw", max_bytes=p["bandwidth_max_bytes"])
+        except RunnerError as e:
+            raise StageError(f"device '{dev['name']}': runner bench-bandwidth: {e}") from None
+        write_bytes(job.output.bench, csv.with_name("bench.json").read_bytes())
+        write_bytes(job.output.csv, csv.read_bytes())  # last: the rule's completion mark
+    return Path(job.output.csv)
+
+
+def perfetto(job: Job) -> Path:
+    """A run's command trace as Chrome/Perfetto trace-event JSON; a skipped run (nothing ran)
+    gets a valid trace with no events."""
+    p, out = job.params, Path(job.output.json)
+    run = read_json(job.input.run)
+    if run.get("status") == "skipped":
+        profiling.write_json_atomic({"traceEvents": [], "displayTimeUnit": "ns",
+                                     "otherData": {"title": p["title"], "device": p["device"],
+                                                   "skipped": run.get("reason") or "skipped"}},
+                                    out)
+        return out
+    tr = profiling.read_trace_csv(job.input.trace)
+    it = run_iterations(run, str(job.input.run))
+    profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=p["title"],
+                                                         device=p["device"]), out)
+    return out
+
+
+STAGES = {"bandwidth": bandwidth, "perfetto": perfetto}
+
+if __name__ == "__main__":
+    sys.exit(main(STAGES, sys.argv[1:]))

@@ -1,0 +1,182 @@
+"""Data, lowering and training stages.
+
+- ``data`` (params ``data[dir]``; output ``dir``): a dataset split into per-iteration batch
+  files (:mod:`phonetrain.data`).
+- ``lower`` (params ``plan[exp]``; output ``dir``): model + batch + backend placement ->
+  plan.json and its tensors (:mod:`phonetrain.lowering`).
+- ``train`` (params ``run[(d, exp)]``; inputs ``manifest`` (deploy's), ``plan`` (the plan that
+  ran on the device), ``plan_dir`` (its tensors), ``data``; outputs ``run``, ``trace``,
+  ``verify``, and the run folder around them): the runner executes the plan on the device
+  (``repeats`` times, under the device's lock, after the cool-down), then the numpy reference
+  verifies it on the same plan and data (:func:`verify_run`). A runner failure leaves
+  ``failed.json`` (reason, stderr) and nothing that looks complete; a device lacking a library
+  the version needs (runner exit 8) records the run as *skipped*.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from phonetrain import data as datasets
+from phonetrain import layout, reference
+from phonetrain.errors import StageError
+from phonetrain.io import read_json, write_json, write_text
+from phonetrain.lowering import LowerSpec, write_plan_dir
+from phonetrain.plan import Plan
+from phonetrain.runner import TRACE_HEADER, MissingLibraryError, Runner, RunnerError
+from phonetrain.stages.job import Job, main
+
+
+def write_data(job: Job) -> Path:
+    """Write one dataset's batch files into ``output.dir`` for the input shape, classes and
+    batch size of the params."""
+    p = job.params
+    dcfg = p["dataset_config"]
+    opts: dict[str, Any] = {}
+    if dcfg.get("path"):
+        opts["folder"] = dcfg["path"]
+    if dcfg.get("allow_download"):
+        opts["download"] = True
+    out = Path(job.output.dir)
+    datasets.write_batches(p["dataset"], p["batch_size"], dcfg["num_batches"], out.parent,
+                           seed=p["seed"], classes=p["classes"], dest=out,
+                           input_shape=tuple(p["input_shape"]) if p["input_shape"] else None,
+                           **opts)
+    return out
+
+
+def lower_spec(pc: dict[str, Any]) -> LowerSpec:
+    """The :class:`~phonetrain.lowering.LowerSpec` of a plan params dict."""
+    m, b, ms = pc["model"], pc["backend"], pc["measure"]
+    opencl = b["kind"] == "opencl"
+    return LowerSpec(model=m["name"], batch_size=m["batch_size"], backend=b["kind"],
+                     placement=b["placement"] if opencl else None,
+                     transfer=b["transfer"] if opencl else None,
+                     kernel=pc["kernel"]["name"] if opencl else "baseline",
+                     dataset=m.get("dataset") or pc["dataset"]["name"],
+                     num_batches=pc["dataset"]["num_batches"], warmup=ms["warmup"],
+                     iterations=ms["iterations"], seed=ms["seed"], lr=m["lr"],
+                     momentum=m["momentum"], weight_decay=m["weight_decay"], plan_id=pc["id"])
+
+
+def lower(job: Job) -> Path:
+    """Lower one plan into ``output.dir`` (atomic): plan.json and tensors/."""
+    out = Path(job.output.dir)
+    got = write_plan_dir(lower_spec(job.params), out.parents[1])  # plans/<id> under it
+    if got.resolve() != out.resolve():
+        raise StageError(f"lower: the plan went to {got}, not {out}")
+    return out
+
+
+def verify_run(plan_json: str | Path, root: str | Path, out_dir: str | Path,
+               atol: float) -> dict[str, Any]:
+    """Compare the runner's losses and dumped tensors in ``out_dir`` with the numpy reference
+    running the same plan on the files under ``root``; decide the verdict once:
+    ``{"max_abs_err", "atol", "ok", ...}`` (``ok``: the error is finite and <= ``atol``, the
+    study's one tolerance, ``measure.verify_atol``)."""
+    doc = dict(reference.verify_run_dir(Plan.load(plan_json), Path(root), Path(out_dir)))
+    err = doc.get("max_abs_err")
+    doc["atol"] = atol
+    doc["ok"] = bool(err is not None and err <= atol)
+    return doc
+
+
+def train(job: Job) -> Path:
+    """Run one experiment on its device ``repeats`` times and verify it; see the module
+    docstring for the files."""
+    p = job.params
+    cfg = p["config"]
+    dev, ms = cfg["device"], cfg["measure"]
+    rdir = Path(job.output.run).parent
+    rdir.mkdir(parents=True, exist_ok=True)
+    write_json(p, rdir / layout.PARAMS)
+    marker = rdir / layout.FAILED
+    marker.unlink(missing_ok=True)
+    manifest = read_json(job.input.manifest)
+    r = Runner.for_device(dev, p["stage_root"], timeout_s=job.runtime.timeout_s,
+                          progress=job.runtime.progress)
+    tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=".train-"))
+    try:
+        with r.lock():
+            for rep in range(ms["repeats"]):
+                if ms["cooldown_s"] > 0:
+                    time.sleep(ms["cooldown_s"])
+                conditions = _conditions_before(r.transport, ms)
+                got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
+                try:
+                    r.run(manifest["plan"], got, threads=ms["threads"])
+                except MissingLibraryError as e:
+                    return _skip(p, tmp, rdir, e.message)
+                except RunnerError as e:
+                    reason = f"device '{dev['name']}', run {p['run_id']}: {e}"
+                    write_json({"reason": reason, "log": e.stderr[-20000:]}, marker)
+                    if not r.transport.streams_stderr:
+                        sys.stderr.write(e.stderr)
+                    raise StageError(reason) from None
+                if conditions is not None:
+                    write_json(conditions | {"after": r.transport.readings()},
+                               got / layout.DEVICE_READINGS)
+        plan_dir = Path(job.input.plan_dir)
+        verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
+                            p["verify_atol"])
+        write_json(verify, tmp / "main" / layout.VERIFY)
+        _install(tmp, rdir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rdir
+
+
+def _skip(p: dict[str, Any], tmp: Path, rdir: Path, reason: str) -> Path:
+    """Record a run the device cannot do (runner exit 8) as skipped, not failed: the rule's
+    outputs, installed atomically -- ``run.json`` (``status: skipped``, ``reason``), a
+    ``trace.csv`` with only the runner's header, ``verify.json`` (``skipped: true``) -- so the
+    job succeeds without anything that looks like a measurement."""
+    main_dir = tmp / "main"
+    main_dir.mkdir(parents=True, exist_ok=True)
+    write_text(main_dir / layout.TRACE, TRACE_HEADER)
+    write_json({"skipped": True, "ok": None, "max_abs_err": None, "reason": reason},
+               main_dir / layout.VERIFY)
+    write_json({"status": "skipped", "reason": reason, "run_id": p["run_id"],
+                "device": p["device"], "kernel": p["kernel"]}, main_dir / layout.RUN)
+    _install(tmp, rdir)
+    print(f"phonetrain: run {p['device']}/{p['run_id']} skipped: {reason}", file=sys.stderr)
+    return rdir
+
+
+def skipped_reason(run_json: str | Path) -> str | None:
+    """The reason a run was skipped (its ``run.json`` says ``status: skipped``), else None."""
+    doc = read_json(run_json)
+    return (doc.get("reason") or "skipped") if doc.get("status") == "skipped" else None
+
+
+def _conditions_before(t: Any, ms: dict[str, Any]) -> dict[str, Any] | None:
+    """Devices with sensors (adb): wait for the cool-down (measure.cooldown_threshold_c,
+    cooldown_limit_s), then record facts and readings (docs/device-sensors.md); None else."""
+    if not hasattr(t, "cooldown"):
+        return None
+    from phonetrain.devices.adb import Cooldown
+    cd = t.cooldown(Cooldown(ms["cooldown_threshold_c"], ms["cooldown_limit_s"]))
+    return {"facts": t.facts(), "cooldown": cd, "before": t.readings()}
+
+
+def _install(tmp: Path, rdir: Path) -> None:
+    """Move a finished run into its folder: extra repeats, dumps, then run.json last."""
+    for old in list(rdir.glob("repeat_*")) + [rdir / layout.DUMPS]:
+        shutil.rmtree(old, ignore_errors=True)
+    for d in sorted(tmp.glob("repeat_*")):
+        os.replace(d, rdir / d.name)
+    main_dir = tmp / "main"
+    for f in sorted(main_dir.iterdir(), key=lambda f: f.name == layout.RUN):
+        os.replace(f, rdir / f.name)
+
+
+STAGES = {"data": write_data, "lower": lower, "train": train}
+
+if __name__ == "__main__":
+    sys.exit(main(STAGES, sys.argv[1:]))
