@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from phonetrain import report
+from phonetrain.report import build
 from phonetrain.results import aggregate
 from phonetrain.report import findings as guidelines
 from phonetrain.results import schema
@@ -40,14 +41,14 @@ def test_every_section_and_figure_present(built):
     paths, _ = built
     html = paths["html"].read_text()
     md = paths["md"].read_text()
-    for sid in report.SECTIONS:
+    for sid in build.SECTIONS:
         _section(html, sid)
-    for name in report.FIGURES:
+    for name in build.FIGURES:
         png = paths[name]
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
         assert f'id="fig-{name}"' in html
         assert f"](figures/{png.name})" in md
-    assert html.count('src="data:image/png;base64,') == len(report.FIGURES)
+    assert html.count('src="data:image/png;base64,') == len(build.FIGURES)
     for heading in ("## Guidelines", "## Figures", "## Runs", "## Missing runs",
                     "## Runs that failed verification", "## Kernel builds", "## Bandwidth"):
         assert heading in md
@@ -160,7 +161,7 @@ def test_different_settings_are_flagged(tmp_path):
             write_run(tmp_path / "raw", backend="opencl", placement="resident",
                       transfer="copy", kernel="baseline", iterations=5)]
     aggregate.aggregate(dirs, tmp_path / "summary")
-    notes = report.settings_notes(report.load_tables(tmp_path / "summary")["runs"])
+    notes = build.settings_notes(report.load_tables(tmp_path / "summary")["runs"])
     assert notes == ["runs were measured with different iterations: 3, 5 -- compare them "
                      "with care"]
 
@@ -169,7 +170,7 @@ def test_empty_study_still_renders(tmp_path):
     for t in schema.TABLES:
         schema.write_table(schema.empty(t), t, tmp_path / "summary" / f"{t}.parquet")
     out = report.build_report(tmp_path / "summary", tmp_path / "report")
-    assert all(out[n].exists() for n in report.FIGURES)
+    assert all(out[n].exists() for n in build.FIGURES)
     assert "Not measured" in out["md"].read_text()
     assert isinstance(pd.read_parquet(tmp_path / "summary" / "runs.parquet"), pd.DataFrame)
 
@@ -177,7 +178,7 @@ def test_empty_study_still_renders(tmp_path):
 def test_snakemake_declares_every_figure_with_a_caption():
     rules = Path(__file__).resolve().parents[1] / "rules"
     smk = (rules / "report.smk").read_text()
-    for name in report.FIGURES:
+    for name in build.FIGURES:
         caption = rules / "captions" / f"{name}.rst"
         assert caption.exists() and caption.read_text().strip(), caption
         assert f'figure("{name}")' in smk
