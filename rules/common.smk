@@ -160,7 +160,7 @@ def report_now(complete=None):
     """Write the report from the summary tables (also used by the partial report)."""
     from phonetrain.stages.aggregate import report_study  # matplotlib: only in these jobs
 
-    report_study(L.summary_dir(), L.report_dir(), SWEEP.root["report"], facts(SWEEP), complete)
+    report_study(L, SWEEP.root["report"], facts(SWEEP), complete)
 
 
 def partial_report():

@@ -13,9 +13,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from phonetrain.report.build import FIGURES
 from phonetrain.results.schema import TABLES
 
 GAP_NS = 10_000
+
+
+def report_paths(folder: Path, fmt: str = "png") -> dict[str, Path]:
+    """The report's ``outputs`` in ``folder``: html, md and figures/<name>.<fmt>."""
+    folder = Path(folder)
+    return {"html": folder / "report.html", "md": folder / "report.md",
+            **{n: folder / "figures" / f"{n}.{fmt}" for n in FIGURES}}
 
 
 def summary_paths(folder: Path) -> dict[str, Path]:

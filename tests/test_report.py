@@ -10,8 +10,9 @@ import markupsafe
 import pandas as pd
 import pytest
 
-from results_fixtures import summary_paths
+from results_fixtures import report_paths, summary_paths
 from phonetrain import report
+from phonetrain.report import build
 from phonetrain.results import aggregate
 from phonetrain.report import findings as guidelines
 from phonetrain.results import schema
@@ -26,7 +27,7 @@ def built(tmp_path_factory):
     inputs = cached_real_study(tmp_path_factory)
     aggregate.aggregate(inputs["runs"], summary_paths(root / "summary"), bandwidth_csvs=inputs["bandwidth"],
                         build_jsons=inputs["builds"])
-    paths = report.build_report(root / "summary", root / "report", title="T")
+    paths = report.build_report(root / "summary", report_paths(root / "report"), title="T")
     tables = report.load_tables(root / "summary")
     return paths, tables
 
@@ -41,14 +42,14 @@ def test_every_section_and_figure_present(built):
     paths, _ = built
     html = paths["html"].read_text()
     md = paths["md"].read_text()
-    for sid in report.SECTIONS:
+    for sid in build.SECTIONS:
         _section(html, sid)
-    for name in report.FIGURES:
+    for name in build.FIGURES:
         png = paths[name]
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
         assert f'id="fig-{name}"' in html
         assert f"](figures/{png.name})" in md
-    assert html.count('src="data:image/png;base64,') == len(report.FIGURES)
+    assert html.count('src="data:image/png;base64,') == len(build.FIGURES)
     for heading in ("## Guidelines", "## Figures", "## Runs", "## Missing runs",
                     "## Runs that failed verification", "## Kernel builds", "## Bandwidth"):
         assert heading in md
@@ -146,14 +147,14 @@ def test_placement_and_transfer_findings(tmp_path):
 def test_svg_figures_and_bad_inputs(tmp_path, built):
     paths, _ = built
     summary = paths["html"].parent.parent / "summary"
-    out = report.build_report(summary, tmp_path / "svg", figure_format="svg",
+    out = report.build_report(summary, report_paths(tmp_path / "svg", "svg"), figure_format="svg",
                               paper_reference=False)
     assert out["loss"].suffix == ".svg" and out["loss"].read_text().lstrip().startswith("<?xml")
     assert "data:image/svg+xml;base64," in out["html"].read_text()
     with pytest.raises(ValueError, match="figure_format"):
-        report.build_report(summary, tmp_path / "x", figure_format="gif")
+        report.build_report(summary, report_paths(tmp_path / "x"), figure_format="gif")
     with pytest.raises(FileNotFoundError, match=r"runs\.parquet"):
-        report.build_report(tmp_path / "nowhere", tmp_path / "y")
+        report.build_report(tmp_path / "nowhere", report_paths(tmp_path / "y"))
 
 
 def test_different_settings_are_flagged(tmp_path):
@@ -161,7 +162,7 @@ def test_different_settings_are_flagged(tmp_path):
             write_run(tmp_path / "raw", backend="opencl", placement="resident",
                       transfer="copy", kernel="baseline", iterations=5)]
     aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
-    notes = report.settings_notes(report.load_tables(tmp_path / "summary")["runs"])
+    notes = build.settings_notes(report.load_tables(tmp_path / "summary")["runs"])
     assert notes == ["runs were measured with different iterations: 3, 5 -- compare them "
                      "with care"]
 
@@ -169,8 +170,8 @@ def test_different_settings_are_flagged(tmp_path):
 def test_empty_study_still_renders(tmp_path):
     for t in schema.TABLES:
         schema.write_table(schema.empty(t), t, tmp_path / "summary" / f"{t}.parquet")
-    out = report.build_report(tmp_path / "summary", tmp_path / "report")
-    assert all(out[n].exists() for n in report.FIGURES)
+    out = report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))
+    assert all(out[n].exists() for n in build.FIGURES)
     assert "Not measured" in out["md"].read_text()
     assert isinstance(pd.read_parquet(tmp_path / "summary" / "runs.parquet"), pd.DataFrame)
 
@@ -178,7 +179,7 @@ def test_empty_study_still_renders(tmp_path):
 def test_snakemake_declares_every_figure_with_a_caption():
     rules = Path(__file__).resolve().parents[1] / "rules"
     smk = (rules / "report.smk").read_text()
-    for name in report.FIGURES:
+    for name in build.FIGURES:
         caption = rules / "captions" / f"{name}.rst"
         assert caption.exists() and caption.read_text().strip(), caption
         assert f'figure("{name}")' in smk
@@ -214,7 +215,7 @@ def test_multiline_failure_reason_keeps_tables_intact(tmp_path):
             write_run(tmp_path / "raw", backend="opencl", placement="resident",
                       transfer="copy", kernel="broken", failed_reason=reason)]
     aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
-    out = report.build_report(tmp_path / "summary", tmp_path / "report")
+    out = report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))
     md = out["md"].read_text()
     row = next(line for line in md.splitlines()
                if line.startswith("| host/mlp_784_256_128_16.opencl"))
@@ -233,7 +234,7 @@ def test_same_experiment_on_two_devices_is_reported_per_device(tmp_path):
                                  ("opencl", "resident", "copy", "baseline"))]
     dirs.append(write_run(raw, device="phone", model="lenet5", failed_reason="adb: offline"))
     aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
-    out = report.build_report(tmp_path / "summary", tmp_path / "report")
+    out = report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))
     for name in ("iteration_time", "breakdown", "gemm_gflops", "loss"):  # drawn, not "no data"
         assert out[name].stat().st_size > 20_000, name
     md = out["md"].read_text()
@@ -254,5 +255,5 @@ def test_same_experiment_on_two_devices_is_reported_per_device(tmp_path):
 def test_one_device_labels_omit_the_device(tmp_path):
     dirs = [write_run(tmp_path / "raw", backend="cpu")]
     aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
-    md = report.build_report(tmp_path / "summary", tmp_path / "report")["md"].read_text()
+    md = report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))["md"].read_text()
     assert "| mlp_784_256_128_16 | cpu | ok |" in md

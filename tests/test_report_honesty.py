@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from phonetrain import report
-from phonetrain.report import figures
+from phonetrain.report import analysis, build, figures
 from phonetrain.report import findings as guidelines
-from phonetrain.report.gemm import compute_peak, kernel_optimization
+from phonetrain.report.analysis import compute_peak
+from phonetrain.report.findings import kernel_optimization
 
 
 def _peaks(scalar: float, vec16: float) -> pd.DataFrame:
@@ -47,13 +47,13 @@ def _bw(kind: str, host_ns: list[float]) -> pd.DataFrame:
 def test_zero_copy_map_reports_time_per_call_not_gbps(tmp_path):
     bw = pd.concat([_bw("h2d", [8e3, 1e4, 4e4, 1.6e5]), _bw("map", [7e3, 7.2e3, 7.1e3, 7.3e3])],
                    ignore_index=True)
-    zc = guidelines.zero_copy(bw)
+    zc = analysis.zero_copy(bw)
     assert list(zc.index) == [("d", "map")] and 7.0 <= zc[("d", "map")] <= 7.3
     f = guidelines.bandwidth(bw)
     assert "d map: zero-copy: constant ~7.15 us per map regardless of size" in f.statement
     assert "d h2d" in f.statement and "map 2" not in f.statement
     assert not any("map: peak" in d for d in f.details)
-    rows = {r["kind"]: r for r in [report._bandwidth_row(r, zc) for _, r in
+    rows = {r["kind"]: r for r in [build._bandwidth_row(r, zc) for _, r in
                                    bw.loc[bw.groupby("kind")["host_gbps"].idxmax()].iterrows()]}
     assert rows["map"]["host_gbps"].startswith("zero-copy: ~7.15 us")
     assert rows["h2d"]["host_gbps"] == f"{bw['host_gbps'].iloc[3]:.3g}"
@@ -103,8 +103,8 @@ def test_within_noise_comparisons_are_marked():
 
 def test_figures_name_an_opencl_cpu_device(tmp_path):
     runs = _runs()
-    assert figures.opencl_label(runs) == "OpenCL (CPU device: PoCL)"
-    assert figures.opencl_label(runs.assign(device_type="gpu")) == "OpenCL GPU"
+    assert analysis.opencl_label(runs) == "OpenCL (CPU device: PoCL)"
+    assert analysis.opencl_label(runs.assign(device_type="gpu")) == "OpenCL GPU"
     titles = []
     orig = figures._save
     figures._save = lambda fig, path, dpi: (titles.append(fig._suptitle.get_text()),
@@ -120,5 +120,5 @@ def test_figures_name_an_opencl_cpu_device(tmp_path):
 def test_short_sweep_of_small_copies_is_not_called_zero_copy():
     # 4 KiB..256 KiB: a copy's time is all call overhead here; too short a sweep to judge
     short = _bw("h2d", [8e3, 8.1e3, 8.2e3]).assign(size_bytes=[4096, 32768, 262144])
-    assert guidelines.zero_copy(short).empty
+    assert analysis.zero_copy(short).empty
     assert "zero-copy" not in guidelines.bandwidth(short).statement

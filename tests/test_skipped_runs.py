@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from phonetrain import report
+from phonetrain.report import build
 from phonetrain.runner import TRACE_HEADER
 from phonetrain.stages import profile
 from phonetrain.stages.job import Job, files
@@ -85,6 +86,6 @@ def test_aggregate_and_report_list_it_without_a_speed(study):
     assert "clblast" not in runs_md  # no speed anywhere: not among the measured runs
     html = (R / "report" / "report.html").read_text()
     assert "<h3>Skipped runs</h3>" in html and f"<td>host/{SKIPPED}</td>" in html
-    ctx = report.context(report.load_tables(R / "summary"), title="t")
+    ctx = build.context(report.load_tables(R / "summary"), title="t")
     assert [r["run_id"] for r in ctx["skipped"]] == [f"host/{SKIPPED}"]
     assert not ctx["missing"] and ctx["n_skipped"] == 1

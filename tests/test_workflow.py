@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from phonetrain import report
+from phonetrain.report import build
 from phonetrain.results import schema
 from workflow_util import TINY, clone_workspace, completed_workspace, env, make_workspace, snakemake
 
@@ -50,8 +50,8 @@ def test_report_has_every_section_and_figure(done: Path, tmp_path: Path):
     out = done / "results" / "report"
     html = (out / "report.html").read_text()
     md = (out / "report.md").read_text()
-    assert html.count("<h2") >= len(report.SECTIONS)
-    for name in report.FIGURES:
+    assert html.count("<h2") >= len(build.SECTIONS)
+    for name in build.FIGURES:
         assert (out / "figures" / f"{name}.png").stat().st_size > 0, name
         assert f"figures/{name}.png" in md
     assert "data:image/png;base64," in html  # self-contained
@@ -62,7 +62,7 @@ def test_report_has_every_section_and_figure(done: Path, tmp_path: Path):
     assert p.returncode == 0, p.stderr[-3000:]
     with zipfile.ZipFile(bundle) as z:
         names = " ".join(z.namelist())
-    assert all(f"{n}.png" in names for n in report.FIGURES)
+    assert all(f"{n}.png" in names for n in build.FIGURES)
 
 
 def _bad_yaml(ws: Path) -> None:

@@ -97,8 +97,7 @@ def report_command(overrides: tuple[str, ...], conf_dir: str | None,
     from phonetrain.stages.params import facts
     try:
         sweep = _sweep(overrides, conf_dir, results)
-        L = Layout(sweep.results_dir)
-        out = report_study(L.summary_dir(), L.report_dir(), sweep.root["report"], facts(sweep))
+        out = report_study(Layout(sweep.results_dir), sweep.root["report"], facts(sweep))
     except (PhonetrainError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"{out['html']}\n{out['md']}")

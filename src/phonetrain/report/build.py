@@ -1,16 +1,16 @@
 """The guideline report: ``report.html`` (self-contained), ``report.md`` and ``figures/``.
 
 Reads ``results/summary/*.parquet`` (schemas re-checked), draws the figures of
-:mod:`phonetrain.report.figures`, computes the findings of :mod:`phonetrain.report.findings`, and renders
-the Jinja2 templates in ``templates/``. The HTML inlines its CSS and figures (base64 data
-URIs) so it opens anywhere as one file; the Markdown links ``figures/<name>.<fmt>``.
+:mod:`phonetrain.report.figures`, computes the findings of :mod:`phonetrain.report.findings`,
+and renders the Jinja2 templates in ``templates/``. The HTML inlines its CSS and figures
+(base64 data URIs) so it opens anywhere as one file; the Markdown links
+``figures/<name>.<fmt>``.
 
-Rules the report keeps (DESIGN, Report and Measurement rules): only ``ok`` runs show speeds;
-``wrong`` runs (verification failed) are listed with their error, never with a speed;
-``failed`` runs are listed as missing with their reason; ``skipped`` runs (the device lacks a
-library the kernel version needs: CLBlast, image support) are listed beside them with their
-reason, never with a speed; runs measured under different
-settings (warm-up, iterations, threads, repeats) are flagged.
+Rules the report keeps: only ``ok`` runs show speeds; ``wrong`` runs (verification failed)
+are listed with their error, never with a speed; ``failed`` runs are listed as missing with
+their reason; ``skipped`` runs (the device lacks a library the kernel version needs: CLBlast,
+image support) are listed beside them with their reason, never with a speed; runs measured
+under different settings (warm-up, iterations, threads, repeats) are flagged.
 """
 
 from __future__ import annotations
@@ -18,18 +18,19 @@ from __future__ import annotations
 import base64
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import jinja2
 import pandas as pd
 
-from phonetrain.report import figures
-from phonetrain.report import findings as guidelines
-from phonetrain.results import schema
+from phonetrain.report import figures, findings
+from phonetrain.report.analysis import gemm_table, run_label, several_devices, zero_copy
 from phonetrain.report.paper import ANCHORS, CITATION
+from phonetrain.io import write_text
+from phonetrain.results import schema
 
 TEMPLATES = Path(__file__).parent / "templates"
-FIGURES = {  # name -> title; Snakemake captions in rules/captions/<name>.rst
+FIGURES = {  # name -> title; file figures/<name>.<fmt>; rules/captions/<name>.rst
     "iteration_time": "Iteration time, CPU vs OpenCL device, per model and placement",
     "breakdown": "Data-movement breakdown per run",
     "gemm_gflops": "GEMM throughput inside training",
@@ -42,9 +43,12 @@ SECTIONS = ("summary", "guidelines", "figures", "runs", "not-valid", "missing", 
 
 
 def load_tables(summary_dir: str | Path) -> dict[str, pd.DataFrame]:
-    """Every table of :data:`phonetrain.results.schema.TABLES` from ``summary_dir`` (schema-checked).
+    """Takes the folder of the aggregate stage's Parquet files; returns table name -> DataFrame
+    for every table of :data:`phonetrain.results.schema.TABLES`, read and schema-checked by
+    :func:`phonetrain.results.schema.read_table` (columns and units defined there).
 
-    Raises :class:`FileNotFoundError` naming the missing file (run the aggregate stage)."""
+    Raises :class:`FileNotFoundError` naming the missing file (run the aggregate stage) and
+    :class:`phonetrain.results.schema.SchemaError` for a stale file."""
     summary_dir = Path(summary_dir)
     out = {}
     for t in schema.TABLES:
@@ -62,15 +66,21 @@ def _str(x: Any) -> str:
 
 
 def _fmt(x: Any, spec: str = ".3g") -> str:
+    """A number cell: ``x`` formatted with ``spec``; '' for null."""
     return "" if x is None or pd.isna(x) else format(x, spec)
 
 
 def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
-    """Report rows of the runs table; speeds only for ``ok`` runs. ``gemm`` is indexed by
-    ``run_id`` (:func:`phonetrain.report.figures.gemm_table`); labels name the device when the runs
-    come from several."""
+    """Takes runs.parquet and :func:`~phonetrain.report.analysis.gemm_table` (indexed by
+    ``run_id``); returns one dict of display strings per run, sorted by model, device,
+    placement, transfer and kernel: ``run_id``, ``label`` (naming the device when the runs
+    come from several), ``model``, ``status``, ``reason`` (last 4000 characters), ``verify``
+    (max abs error), ``loss`` (first -> last), and the speeds, filled only for ``ok`` runs:
+    ``iteration`` (median [p25-p75] ms, else "not valid"), ``kernel``, ``transfer``,
+    ``gaps`` (ms), ``movement`` (data-movement share by events / with call overhead) and
+    ``gemm_gflops``."""
     rows = []
-    dev = figures.several_devices(runs)
+    dev = several_devices(runs)
     order = ["model", "device", "placement", "transfer", "kernel"]
     for _, r in runs.sort_values(order, na_position="first").iterrows():
         ok = r["status"] == "ok"
@@ -85,7 +95,7 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
                          f"{_fmt(r['data_movement_call_share'], '.1%')}") if ok else "",
             "gemm_gflops": _fmt(g),
         }
-        rows.append({"run_id": r["run_id"], "label": figures.run_label(r, dev),
+        rows.append({"run_id": r["run_id"], "label": run_label(r, dev),
                      "model": r["model"],
                      "status": r["status"], "reason": _str(r["status_reason"])[-4000:],
                      "verify": _fmt(r["verify_max_abs_err"]),
@@ -95,7 +105,9 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
 
 
 def settings_notes(runs: pd.DataFrame) -> list[str]:
-    """One note per measurement setting that differs between runs that ran."""
+    """Takes runs.parquet; returns one note per measurement setting (warm-up, iterations,
+    repeats, threads, batch size, dataset) that differs between the runs that ran (not
+    ``failed`` or ``skipped``)."""
     ran = runs[~runs["status"].isin(["failed", "skipped"])]
     notes = []
     for col in ("warmup", "iterations", "repeats", "threads", "batch_size", "dataset"):
@@ -107,15 +119,18 @@ def settings_notes(runs: pd.DataFrame) -> list[str]:
 
 
 def opencl_devices(runs: pd.DataFrame) -> list[dict[str, str]]:
-    """The distinct OpenCL devices the runs used (from run.json): name, type, platform and
-    profiling timer resolution, per configured device."""
+    """Takes runs.parquet; returns the distinct OpenCL devices the runs used, one dict of
+    strings each: ``device`` (configured name), ``device_name``, ``device_type``,
+    ``platform_name`` and ``timer_resolution_ns`` (as the runner reported them)."""
     cols = ["device", "device_name", "device_type", "platform_name", "timer_resolution_ns"]
     cl = runs.dropna(subset=["device_type"])[cols].drop_duplicates()
     return [{c: _str(r[c]) for c in cols} for _, r in cl.iterrows()]
 
 
 def provenance(tables: dict[str, pd.DataFrame]) -> list[dict[str, str]]:
-    """Distinct values of each provenance column over all tables."""
+    """Takes the tables of :func:`load_tables`; returns, per provenance column (``git_rev``,
+    ``runner_hash``, ``device_fingerprint``, ``config_hash``, ``kernel_hash``), a dict of
+    ``column``, ``count`` (distinct values over all tables) and ``values`` (the first 8)."""
     out = []
     for col in ("git_rev", "runner_hash", "device_fingerprint", "config_hash", "kernel_hash"):
         vals = sorted({str(v) for df in tables.values() if len(df) for v in df[col].dropna()})
@@ -124,17 +139,18 @@ def provenance(tables: dict[str, pd.DataFrame]) -> list[dict[str, str]]:
     return out
 
 
-def draw_figures(tables: dict[str, pd.DataFrame], fig_dir: Path, fmt: str = "png",
-                 dpi: int = 120, paper_reference: bool = True) -> dict[str, Path]:
-    """Write every figure of :data:`FIGURES` into ``fig_dir``; returns name -> path."""
+def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi: int = 120,
+                 paper_reference: bool = True) -> dict[str, Path]:
+    """Takes the tables of :func:`load_tables`; writes every figure of :data:`FIGURES` to its
+    path in ``paths`` (the suffix picks PNG or SVG) with :mod:`phonetrain.report.figures`;
+    returns name -> path."""
     runs, it, cmds = tables["runs"], tables["iterations"], tables["commands"]
-    p = {n: fig_dir / f"{n}.{fmt}" for n in FIGURES}
+    p = dict(paths)
     figures.iteration_time(runs, p["iteration_time"], dpi)
     figures.breakdown(runs, it, p["breakdown"], dpi, paper_reference=paper_reference)
     figures.gemm_gflops(runs, cmds, p["gemm_gflops"], dpi, paper_reference=paper_reference)
     figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi)
-    from phonetrain.report.gemm import kernel_figure  # the GEMM sweep's figure (issue 6)
-    kernel_figure(tables["gemm"], tables["peaks"], p["gemm_kernels"], dpi)
+    figures.gemm_kernels(tables["gemm"], tables["peaks"], p["gemm_kernels"], dpi)
     figures.loss_curves(runs, it, p["loss"], dpi)
     return p
 
@@ -149,29 +165,24 @@ def md_cell(text: Any, width: int = 160) -> str:
 
 
 def _data_uri(path: Path) -> str:
+    """The file as a base64 ``data:`` URI (SVG or PNG), for the self-contained HTML."""
     mime = "image/svg+xml" if path.suffix == ".svg" else "image/png"
     return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def context(tables: dict[str, pd.DataFrame], *, title: str,
             paper_reference: bool = True) -> dict[str, Any]:
-    """Everything the templates render, computed from the tables."""
+    """Takes the tables of :func:`load_tables`; returns everything the templates render
+    except ``facts`` and ``figures``: counts per status, the findings, the run rows of
+    :func:`run_rows` split by status, builds, the bandwidth table (each device and kind at
+    its peak host-timed GB/s), settings notes, provenance and OpenCL devices."""
     runs = tables["runs"]
-    gemm = figures.gemm_table(runs, tables["commands"])
+    gemm = gemm_table(runs, tables["commands"])
     rows = run_rows(runs, gemm)
     builds = tables["builds"]
     bw = tables["bandwidth"]
     peaks = (bw.loc[bw.groupby(["device", "kind"])["host_gbps"].idxmax()] if len(bw) else bw)
-    zc = guidelines.zero_copy(bw) if len(bw) else pd.Series(dtype=float)
+    zc = zero_copy(bw) if len(bw) else pd.Series(dtype=float)
     counts = runs["status"].value_counts()
     return {
         "title": title, "citation": CITATION, "paper_reference": paper_reference,
@@ -180,8 +191,8 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
         "n_wrong": int(counts.get("wrong", 0)), "n_failed": int(counts.get("failed", 0)),
         "n_skipped": int(counts.get("skipped", 0)),
         "devices": sorted(runs["device"].unique()), "models": sorted(runs["model"].unique()),
-        "findings": guidelines.all_findings(tables),
-        "caveat": guidelines.opencl_on_cpu(runs),
+        "findings": findings.all_findings(tables),
+        "caveat": findings.opencl_on_cpu(runs),
         "runs": [r for r in rows if r["status"] not in ("failed", "skipped")],
         "wrong": [r for r in rows if r["status"] == "wrong"],
         "missing": [r for r in rows if r["status"] == "failed"],
@@ -197,8 +208,9 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
 
 
 def _bandwidth_row(r: pd.Series, zc: pd.Series) -> dict[str, str]:
-    """One row of the report's bandwidth table; a zero-copy kind shows its constant time per
-    call instead of a meaningless GB/s."""
+    """One row of the report's bandwidth table from a bandwidth.parquet row and
+    :func:`~phonetrain.report.analysis.zero_copy`'s result; a zero-copy kind shows its
+    constant time per call instead of a meaningless GB/s."""
     row = {"device": r["device"], "kind": r["kind"], "host_gbps": _fmt(r["host_gbps"]),
            "device_gbps": _fmt(r["device_gbps"]), "size_bytes": int(r["size_bytes"])}
     if (r["device"], r["kind"]) in zc.index:
@@ -207,41 +219,30 @@ def _bandwidth_row(r: pd.Series, zc: pd.Series) -> dict[str, str]:
     return row
 
 
-def read_facts(paths: list[str | Path]) -> list[dict[str, Any]]:
-    """Device datasheet facts (``results/config/facts/<device>.json``: ``device``, ``soc``,
-    ``gpu``, ``peak_gflops``, ``bandwidth_gbps``), one dict per existing file."""
-    import json
-    return [json.loads(Path(p).read_text()) for p in paths if Path(p).exists()]
-
-
-def write_report(summary_dir: str | Path, out_dir: str | Path, *,
-                 facts: list[str | Path] = (), sweep: str | Path | None = None) -> dict[str, Path]:
-    """The workflow's entry point: :func:`build_report` with the report settings of the
-    composed sweep (``results/config/sweep.json``: ``root.report`` = ``title``,
-    ``paper_reference``, ``figure_format``, ``dpi``) and the devices' facts files."""
-    import json
-    settings: dict[str, Any] = {}
-    if sweep is not None and Path(sweep).exists():
-        settings = json.loads(Path(sweep).read_text()).get("root", {}).get("report", {})
-    keys = ("title", "paper_reference", "figure_format", "dpi")
-    return build_report(summary_dir, out_dir, facts=read_facts(list(facts)),
-                        **{k: settings[k] for k in keys if k in settings})
-
-
-def build_report(summary_dir: str | Path, out_dir: str | Path, *,
+def build_report(summary_dir: str | Path, outputs: Mapping[str, str | Path], *,
                  title: str = "phonetrain report", paper_reference: bool = True,
                  figure_format: str = "png", dpi: int = 120,
                  facts: list[dict[str, Any]] = ()) -> dict[str, Path]:
-    """Write ``out_dir/report.html``, ``out_dir/report.md`` and ``out_dir/figures/*``.
+    """Write the report from the Parquet tables in ``summary_dir`` to ``outputs``: ``html``
+    (self-contained), ``md`` (linking the figure files relative to itself) and one path per
+    figure of :data:`FIGURES` (by name).
 
-    ``figure_format`` is ``png`` or ``svg``. Returns ``{"html", "md", <figure name>...}`` ->
-    path. Raises :class:`FileNotFoundError` / :class:`phonetrain.results.schema.SchemaError` for
-    missing or stale tables, naming the file."""
+    ``title`` heads the report; ``paper_reference`` draws and quotes the seed paper's figures
+    (:mod:`phonetrain.report.paper`); ``figure_format`` is ``png`` or ``svg`` (the figure
+    paths' suffix), ``dpi`` its resolution; ``facts`` holds one dict per device with
+    ``device``, ``soc``, ``gpu``, ``peak_gflops`` and ``bandwidth_gbps`` (datasheet figures;
+    absent or null keys print "unknown"). Returns ``{"html", "md", <figure name>...}`` -> path.
+    Raises :class:`FileNotFoundError` / :class:`phonetrain.results.schema.SchemaError` for
+    missing or stale tables, naming the file, and ValueError for a bad format or a missing
+    output path."""
     if figure_format not in ("png", "svg"):
         raise ValueError(f"report.figure_format {figure_format!r} must be 'png' or 'svg'")
-    out_dir = Path(out_dir)
+    missing = sorted({"html", "md", *FIGURES} - set(outputs))
+    if missing:
+        raise ValueError(f"build_report: no output path for {missing}")
+    html_path, md_path = Path(outputs["html"]), Path(outputs["md"])
     tables = load_tables(summary_dir)
-    figs = draw_figures(tables, out_dir / "figures", figure_format, dpi, paper_reference)
+    figs = draw_figures(tables, {n: Path(outputs[n]) for n in FIGURES}, dpi, paper_reference)
     ctx = context(tables, title=title, paper_reference=paper_reference)
     ctx["facts"] = [{k: _str(f.get(k)) or "unknown" for k in (
         "device", "soc", "gpu", "peak_gflops", "bandwidth_gbps")} for f in facts]
@@ -251,10 +252,9 @@ def build_report(summary_dir: str | Path, out_dir: str | Path, *,
                              autoescape=jinja2.select_autoescape(("html.j2",)))
     env.filters["cell"] = md_cell
     html_figs = [{"name": n, "title": FIGURES[n], "src": _data_uri(p)} for n, p in figs.items()]
-    md_figs = [{"name": n, "title": FIGURES[n], "src": f"figures/{p.name}"}
+    md_figs = [{"name": n, "title": FIGURES[n],
+                "src": os.path.relpath(p, md_path.parent).replace(os.sep, "/")}
                for n, p in figs.items()]
-    html = env.get_template("report.html.j2").render(**ctx, figures=html_figs)
-    md = env.get_template("report.md.j2").render(**ctx, figures=md_figs)
-    _write_atomic(out_dir / "report.html", html)
-    _write_atomic(out_dir / "report.md", md)
-    return {"html": out_dir / "report.html", "md": out_dir / "report.md", **figs}
+    write_text(html_path, env.get_template("report.html.j2").render(**ctx, figures=html_figs))
+    write_text(md_path, env.get_template("report.md.j2").render(**ctx, figures=md_figs))
+    return {"html": html_path, "md": md_path, **figs}

@@ -1,11 +1,13 @@
 """The report's figures, drawn with matplotlib (Agg) from the Parquet tables.
 
-Every function takes DataFrames as read by :func:`phonetrain.results.schema.read_table`, writes one
-figure file and returns its path. A figure is always written (with a "no data" note when its
-table is empty) so the report and Snakemake's ``report()`` outputs are stable. Only runs with
-status ``ok`` are drawn as speeds; ``wrong`` runs appear as a marked empty slot, ``failed``
-runs as "missing", ``skipped`` runs (device lacks a library) as "skipped". Paper reference lines are labelled with their provenance (see
-:mod:`phonetrain.report.paper`).
+Every function takes DataFrames as read by :func:`phonetrain.results.schema.read_table`, a
+``path`` and a ``dpi``, writes one figure file there (format from the suffix) and returns its
+path. A figure is always written (with a "no data" note when its table is empty) so the
+report and Snakemake's ``report()`` outputs are stable. Only runs with status ``ok`` are drawn
+as speeds; ``wrong`` runs appear as a marked empty slot, ``failed`` runs as "missing",
+``skipped`` runs (device lacks a library) as "skipped". Paper reference lines are labelled
+with their provenance (see :mod:`phonetrain.report.paper`). The numbers drawn come from
+:mod:`phonetrain.report.analysis`.
 """
 
 from __future__ import annotations
@@ -20,54 +22,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from phonetrain.report.analysis import (  # noqa: E402
+    CPU_KERNEL, SEGMENTS, bandwidth_peak, breakdown_frame, compute_peak, gemm_sweep,
+    gemm_table, intensity, is_cpu, opencl_label, roofline, run_label, several_devices,
+    zero_copy)
 from phonetrain.report.paper import ANCHORS  # noqa: E402
 
-SEGMENTS = [  # stacked breakdown: data movement first, so its total reads off the axis
-    ("h2d_ms", "h2d", "#d62728"), ("d2h_ms", "d2h", "#ff7f0e"),
-    ("mapunmap_ms", "map/unmap", "#e377c2"), ("d2d_ms", "d2d", "#8c564b"),
-    ("host_copy_ms", "host copy (mapped)", "#bcbd22"),
-    ("transfer_overhead_ms", "idle in transfer calls", "#f7b6d2"),
-    ("kernel_ms", "kernel", "#1f77b4"), ("host_other_ms", "host (load, other)", "#7f7f7f"),
-    ("other_gap_ms", "other launch gaps", "#c7c7c7"),
-]
-
-
-def is_cpu(runs: pd.DataFrame) -> pd.Series:
-    """True for CPU-backend rows (no OpenCL placement)."""
-    return runs["placement"].isna() | runs["placement"].isin(["none", ""])
-
-
-def run_label(r: pd.Series | dict, device: bool = True) -> str:
-    """Short label of a run: ``cpu`` or ``<placement>/<transfer> <kernel>``, prefixed with
-    ``<device>: `` when ``device``."""
-    dev = f"{r['device']}: " if device else ""
-    if r["placement"] in (None, "none", "") or pd.isna(r["placement"]):
-        return dev + "cpu"
-    return dev + f"{r['placement']}/{r['transfer']} {r['kernel']}"
-
-
-def opencl_label(runs: pd.DataFrame) -> str:
-    """How figures name the OpenCL backend, from the OpenCL device type of the verified
-    OpenCL runs (``device_type`` in runs.parquet): ``OpenCL GPU`` only when every one is a
-    GPU; ``OpenCL (CPU device: PoCL)`` when all are CPU devices (a CPU driver such as PoCL
-    is not a GPU); otherwise ``OpenCL device``."""
-    cl = runs[~is_cpu(runs) & (runs["status"] == "ok")] if "status" in runs else runs[~is_cpu(runs)]
-    types = set(cl["device_type"].dropna().str.lower()) if "device_type" in cl else set()
-    if types == {"gpu"}:
-        return "OpenCL GPU"
-    if types == {"cpu"}:
-        plats = sorted({"PoCL" if "Portable Computing Language" in p else p
-                        for p in cl["platform_name"].dropna()}) if "platform_name" in cl else []
-        return "OpenCL (CPU device" + (f": {', '.join(plats)})" if plats else ")")
-    return "OpenCL device"
-
-
-def several_devices(runs: pd.DataFrame) -> bool:
-    """True when the runs come from more than one device: labels then name the device."""
-    return runs["device"].nunique() > 1
+SEGMENT_COLORS = {  # breakdown figure: reds for data movement, blue kernels, greys the rest
+    "h2d_ms": "#d62728", "d2h_ms": "#ff7f0e", "mapunmap_ms": "#e377c2", "d2d_ms": "#8c564b",
+    "host_copy_ms": "#bcbd22", "transfer_overhead_ms": "#f7b6d2", "kernel_ms": "#1f77b4",
+    "host_other_ms": "#7f7f7f", "other_gap_ms": "#c7c7c7",
+}
 
 
 def _save(fig: plt.Figure, path: Path, dpi: int) -> Path:
+    """Write ``fig`` to ``path`` atomically (temp file in the same folder, then rename), close
+    it and return ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
     try:
@@ -80,6 +50,7 @@ def _save(fig: plt.Figure, path: Path, dpi: int) -> Path:
 
 
 def _no_data(path: Path, dpi: int, what: str) -> Path:
+    """Write a figure that says ``no data: <what>`` to ``path``; return ``path``."""
     fig, ax = plt.subplots(figsize=(6, 1.5))
     ax.axis("off")
     ax.text(0.5, 0.5, f"no data: {what}", ha="center", va="center")
@@ -87,8 +58,10 @@ def _no_data(path: Path, dpi: int, what: str) -> Path:
 
 
 def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
-    """Median iteration time (ms, log scale) with IQR whiskers per run, one panel per model;
-    wrong runs shown as 'verification failed', failed runs as 'missing'."""
+    """Takes runs.parquet. Median iteration time (``iteration_median_ms``, log scale) with
+    IQR whiskers (``iteration_p25_ms``..``iteration_p75_ms``) per run, one panel per model;
+    wrong runs shown as 'verification failed', failed runs as 'missing', skipped runs as
+    'skipped (no library)'."""
     if runs.empty:
         return _no_data(path, dpi, "no runs")
     models = sorted(runs["model"].unique())
@@ -123,38 +96,24 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     return _save(fig, path, dpi)
 
 
-def breakdown_frame(runs: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
-    """Per ok run, medians over measured iterations of each :data:`SEGMENTS` column (ms)."""
-    ok = runs[runs["status"] == "ok"]
-    it = iterations[iterations["measured"] & iterations["run_id"].isin(ok["run_id"])].copy()
-    if it.empty:
-        return pd.DataFrame()
-    it["mapunmap_ms"] = it["map_ms"] + it["unmap_ms"]
-    moved = it[["h2d_ms", "d2h_ms", "map_ms", "unmap_ms", "d2d_ms"]].sum(axis=1)
-    it["host_copy_ms"] = (it["transfer_ms"] - moved).clip(lower=0)
-    it["host_other_ms"] = (it["host_ms"] - it["host_copy_ms"]).clip(lower=0)
-    it["other_gap_ms"] = (it["gap_ms"] - it["transfer_overhead_ms"]).clip(lower=0)
-    cols = [c for c, _, _ in SEGMENTS]
-    med = it.groupby("run_id")[cols + ["wall_ms"]].median()
-    return ok.set_index("run_id")[["model", "device", "placement", "transfer", "kernel"]].join(
-        med, how="inner")
-
-
 def breakdown(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path, dpi: int = 120, *,
               paper_reference: bool = True) -> Path:
-    """Stacked horizontal bars per ok run: share of the median iteration spent in each
-    segment (data movement first), with the total ms at the bar's end and the paper's ~91%."""
+    """Takes runs.parquet and iterations.parquet. Stacked horizontal bars per ok run: share
+    of the median iteration spent in each segment of
+    :func:`~phonetrain.report.analysis.breakdown_frame` (data movement first), with the
+    median wall ms at the bar's end and, when ``paper_reference``, the paper's ~91% data
+    movement (``ANCHORS["movement_share"]``)."""
     df = breakdown_frame(runs, iterations)
     if df.empty:
         return _no_data(path, dpi, "no verified run with a trace")
     df = df.sort_values(["model", "device", "placement", "transfer", "kernel"])
-    total = df[[c for c, _, _ in SEGMENTS]].sum(axis=1).replace(0, np.nan)
+    total = df[[c for c, _ in SEGMENTS]].sum(axis=1).replace(0, np.nan)
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(df) + 1.6))
     y = np.arange(len(df))
     left = np.zeros(len(df))
-    for col, label, color in SEGMENTS:
+    for col, label in SEGMENTS:
         share = (df[col] / total).fillna(0).to_numpy()
-        ax.barh(y, share, left=left, color=color, label=label)
+        ax.barh(y, share, left=left, color=SEGMENT_COLORS[col], label=label)
         left += share
     for yi, ms in zip(y, df["wall_ms"]):
         ax.text(1.01, yi, f"{ms:.3g} ms", va="center", fontsize=8)
@@ -178,11 +137,12 @@ def breakdown(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path, dpi: int
 
 
 def bandwidth(bw: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
-    """GB/s vs transfer size (log2 bytes) per device and kind: host-timed (solid, what a
-    training step sees) and event-timed (dashed, the device's view)."""
+    """Takes bandwidth.parquet. GB/s (1e9 B/s) vs transfer size (log2 bytes) per device and
+    kind: host-timed (solid, what a training step sees) and event-timed (dashed, the device's
+    view). Zero-copy kinds (:func:`~phonetrain.report.analysis.zero_copy`) get a legend entry
+    with their time per call instead of a curve."""
     if bw.empty:
         return _no_data(path, dpi, "no bandwidth sweep")
-    from phonetrain.report.findings import zero_copy  # guidelines imports this module
     zc = zero_copy(bw)
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     for i, ((dev, kind), g) in enumerate(bw.sort_values("size_bytes").groupby(["device", "kind"])):
@@ -209,8 +169,9 @@ def bandwidth(bw: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
 
 def loss_curves(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path,
                 dpi: int = 120) -> Path:
-    """Loss per iteration (repeat 0, warm-up included and shaded), one panel per model;
-    runs that failed verification are dashed and labelled."""
+    """Takes runs.parquet and iterations.parquet. Training loss per iteration (repeat 0,
+    warm-up included and shaded), one panel per model; runs that are not ``ok`` are dashed
+    and labelled 'verification failed'."""
     it = iterations[(iterations["repeat"] == 0) & iterations["loss"].notna()]
     if it.empty:
         return _no_data(path, dpi, "no losses recorded")
@@ -238,8 +199,11 @@ def loss_curves(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path,
 
 def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int = 120, *,
                 paper_reference: bool = True) -> Path:
-    """GEMM throughput (GFLOPS) per ok run from the commands table, beside the paper's
-    bands: CPU 15-30, GPU GEMM 5-15 before and 25-70 after optimization (second-hand)."""
+    """Takes runs.parquet and commands.parquet. GEMM throughput inside training
+    (``gemm_gflops`` of :func:`~phonetrain.report.analysis.gemm_table`, 1e9 FLOP/s, log
+    scale) per ok run; when ``paper_reference``, beside the paper's bands from
+    :data:`~phonetrain.report.paper.ANCHORS`: CPU 15-30, GPU GEMM 5-15 before and 25-70
+    after optimization (the last two second-hand, and labelled so)."""
     g = gemm_table(runs, commands)
     if g.empty:
         return _no_data(path, dpi, "no verified run with GEMM kernels")
@@ -267,15 +231,48 @@ def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int
     return _save(fig, path, dpi)
 
 
-def gemm_table(runs: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:
-    """Per ok run: GEMM FLOPs per iteration, GEMM time per iteration (sum over GEMM commands
-    of their median per-iteration time) and ``gemm_gflops`` (kernels named ``gemm*``; FLOPs
-    as the lowering counts them, 2 x MACs)."""
-    ok = runs[runs["status"] == "ok"].set_index("run_id")
-    c = commands[(commands["kind"] == "kernel") & commands["name"].str.startswith("gemm")
-                 & commands["run_id"].isin(ok.index)]
-    if c.empty:
-        return pd.DataFrame()
-    s = c.groupby("run_id")[["flops_per_iteration", "per_iteration_median_ms"]].sum()
-    s["gemm_gflops"] = s["flops_per_iteration"] / (s["per_iteration_median_ms"] * 1e6)
-    return ok[["model", "device", "placement", "transfer", "kernel"]].join(s, how="inner")
+def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
+    """The GEMM sweep's kernel figure, one row of two panels per device, stacked in one file.
+
+    Takes gemm.parquet and peaks.parquet. Left: GFLOPS per kernel version per GEMM shape
+    (verified measurements only; the runner's CPU backend dashed; the device's best measured
+    compute peak, :func:`~phonetrain.report.analysis.compute_peak`, as a horizontal line).
+    Right: the roofline, attainable GFLOPS = min(peak compute, arithmetic intensity x peak
+    read bandwidth) (:func:`~phonetrain.report.analysis.roofline`), with every verified
+    measurement at its :func:`~phonetrain.report.analysis.intensity`."""
+    g = gemm_sweep(gemm)
+    if g.empty:
+        return _no_data(path, dpi, "no verified GEMM measurement (run the gemm rule)")
+    devices = sorted(g["device"].unique())
+    fig, axes = plt.subplots(len(devices), 2, figsize=(13, 4.8 * len(devices)), squeeze=False)
+    for (ax, rax), dev in zip(axes, devices):
+        d = g[g["device"] == dev]
+        shapes = list(dict.fromkeys(d.sort_values(["shape_source", "m"])["shape"]))
+        x = np.arange(len(shapes))
+        peak, peak_name = compute_peak(peaks, dev)
+        bw = bandwidth_peak(peaks, dev)
+        for v, sub in d.groupby("kernel"):
+            y = sub.set_index("shape")["gflops"].reindex(shapes)
+            ax.plot(x, y, "--" if v == CPU_KERNEL else "-o", ms=4, label=f"{v}" +
+                    (" (runner CPU backend)" if v == CPU_KERNEL else ""))
+            rax.scatter(intensity(sub), sub["gflops"], s=14, label=v)
+        if peak == peak:
+            ax.axhline(peak, color="k", lw=1,
+                       label=f"best measured peak {peak:.0f} GFLOPS ({peak_name})")
+        ax.set_xticks(x, shapes, rotation=60, ha="right", fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("GFLOPS (median of repeats)")
+        ax.set_title(f"{dev}: GEMM GFLOPS per kernel version")
+        ax.legend(fontsize=7)
+        ai = np.logspace(-1, 3, 100)
+        if peak == peak and bw == bw:
+            rax.plot(ai, roofline(ai, peak, bw), "k-", lw=1,
+                     label=f"roofline: {peak:.0f} GFLOPS ({peak_name}), {bw:.0f} GB/s")
+        rax.set_xscale("log")
+        rax.set_yscale("log")
+        rax.set_xlabel("arithmetic intensity (FLOPs / byte of compulsory traffic)")
+        rax.set_ylabel("GFLOPS")
+        rax.set_title(f"{dev}: roofline (clpeak-style peaks)")
+        rax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path, dpi)

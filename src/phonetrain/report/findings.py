@@ -1,10 +1,13 @@
 """The report's guidelines: findings computed from the Parquet tables, each quoting its numbers
 and the rows it came from, set beside the seed paper's figures (:mod:`phonetrain.report.paper`).
 
-Only runs with status ``ok`` (ran and verified) enter a finding (``wrong``, ``failed`` and
-``skipped`` runs never do); a finding whose inputs are
-absent says so instead of guessing. Row references read ``runs.parquet: <run_id>`` (or
-``bandwidth.parquet: <device>/<kind>``).
+Every guideline function takes DataFrames as :func:`phonetrain.results.schema.read_table`
+returns them and returns one :class:`Finding`. Only runs with status ``ok`` (ran and verified)
+enter a finding (``wrong``, ``failed`` and ``skipped`` runs never do); a finding whose inputs
+are absent says so instead of guessing (``measured`` False). Two runs whose iteration IQRs
+overlap are "within noise" (:func:`phonetrain.report.analysis.within_noise`) and left out of
+speedup spans. Row references read ``runs.parquet: <run_id>`` (or
+``bandwidth.parquet: <device>/<kind>[/<size>]``, ``gemm.parquet: device=<device>``).
 """
 
 from __future__ import annotations
@@ -14,14 +17,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from phonetrain.report.figures import gemm_table, is_cpu, run_label
+from phonetrain.report.analysis import (CPU_KERNEL, OWN_KERNELS, compute_peak, gemm_sweep,
+                                        gemm_table, is_cpu, peak_share, run_label,
+                                        within_noise, zero_copy)
 from phonetrain.report.paper import ANCHORS, Anchor
 
 
 @dataclass
 class Finding:
-    """One guideline: a title, a statement with its numbers, the rows behind it, the paper's
-    figures it is set beside, and ``measured`` False when the data to decide was missing."""
+    """One guideline: ``key`` (stable id), ``title``, ``statement`` (the guideline with its
+    numbers), ``rows`` (references to the table rows behind it), ``paper`` (the seed paper's
+    figures it is set beside), ``details`` (one line per comparison), and ``measured`` False
+    when the data to decide was missing."""
 
     key: str
     title: str
@@ -43,50 +50,30 @@ def _span(values, unit: str) -> str:
 
 
 def _ref(run_ids) -> list[str]:
+    """Row references ``runs.parquet: <run_id>``."""
     return [f"runs.parquet: {r}" for r in run_ids]
 
 
 def _ok(runs: pd.DataFrame) -> pd.DataFrame:
+    """The verified runs (status ``ok``)."""
     return runs[runs["status"] == "ok"]
 
 
 def _missing(key: str, title: str, why: str, paper: list[Anchor]) -> Finding:
+    """The finding ``Not measured: <why>.`` (``measured`` False)."""
     return Finding(key, title, f"Not measured: {why}.", paper=paper, measured=False)
 
 
-def within_noise(a: pd.Series | dict, b: pd.Series | dict) -> bool:
-    """True when two runs' iteration IQRs (``iteration_p25_ms``..``iteration_p75_ms``)
-    overlap: their difference is within the run-to-run spread, not a speedup or slowdown."""
-    lo = ("iteration_p25_ms", "iteration_p75_ms")
-    if any(pd.isna(x[c]) for x in (a, b) for c in lo):
-        return False
-    return bool(a[lo[0]] <= b[lo[1]] and b[lo[0]] <= a[lo[1]])
-
-
 def _noise_note(n_noise: int, n: int) -> str:
+    """A sentence counting the comparisons within noise; empty when there are none."""
     return (f" {n_noise} of {n} comparison(s) are within noise (the two runs' iteration IQRs "
             "overlap), so they show no difference." if n_noise else "")
 
 
-def zero_copy(bw: pd.DataFrame, ratio: float = 2.0, min_span: int = 256) -> pd.Series:
-    """Per (device, kind) of ``bandwidth.parquet``: the median host-timed microseconds per
-    call where the call is zero-copy, i.e. its host time at the largest size is below
-    ``ratio`` x the time at the smallest (time does not grow with size, so GB/s is
-    meaningless); kinds whose time grows are absent. Only sweeps whose sizes span at least
-    ``min_span`` x are judged (over a short sweep of small sizes a real copy's time is all
-    call overhead and looks constant too). Index (device, kind), float us."""
-    out = {}
-    for key, g in bw.dropna(subset=["host_ns"]).groupby(["device", "kind"]):
-        g = g.sort_values("size_bytes")
-        span = g["size_bytes"].iloc[-1] / max(int(g["size_bytes"].iloc[0]), 1)
-        if span >= min_span and g["host_ns"].iloc[-1] < ratio * g["host_ns"].iloc[0]:
-            out[key] = float(g["host_ns"].median()) / 1e3
-    return pd.Series(out, dtype=float)
-
-
 def opencl_on_cpu(runs: pd.DataFrame) -> str | None:
-    """A caveat when verified OpenCL runs used a CPU device (e.g. PoCL on this host): their
-    numbers measure OpenCL's overheads on the same cores, not a GPU."""
+    """Takes runs.parquet; returns a caveat sentence when verified OpenCL runs used a CPU
+    device (``device_type`` cpu, e.g. PoCL), whose numbers measure OpenCL's overheads on the
+    host's cores rather than a GPU; None otherwise."""
     ok = _ok(runs)
     cl = ok[~is_cpu(ok) & (ok["device_type"] == "cpu")]
     if cl.empty:
@@ -98,7 +85,10 @@ def opencl_on_cpu(runs: pd.DataFrame) -> str | None:
 
 
 def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
-    """OpenCL iteration time over the CPU's, per model and device (median ms)."""
+    """Takes runs.parquet. Each verified OpenCL run's median iteration time over that of the
+    fastest verified CPU run of the same model and device (a ratio, x); pairs within noise are
+    counted but left out of the span. Set beside the paper's ~10x GPU slowdown
+    (``ANCHORS["gpu_slowdown"]``)."""
     title, paper = "GPU vs CPU training time", [ANCHORS["gpu_slowdown"]]
     ok = _ok(runs)
     cpu = ok[is_cpu(ok)].groupby(["model", "device"])["iteration_median_ms"].min()
@@ -142,7 +132,10 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
 
 
 def size_trend(runs: pd.DataFrame) -> Finding:
-    """Does the GPU/CPU ratio shrink as the model grows (FLOPs per iteration)?"""
+    """Takes runs.parquet. Whether the best GPU/CPU iteration-time ratio per model and device
+    shrinks as the model grows (``flops_per_iteration``), comparing the smallest and largest
+    model; needs two models. Set beside ``ANCHORS["gpu_slowdown"]`` (the paper's ratio
+    shrinking with network size)."""
     title, paper = "GPU/CPU ratio vs model size", [ANCHORS["gpu_slowdown"]]
     ok = _ok(runs)
     cpu = ok[is_cpu(ok)].set_index(["model", "device"])
@@ -173,7 +166,13 @@ def size_trend(runs: pd.DataFrame) -> Finding:
 
 
 def data_movement(runs: pd.DataFrame) -> Finding:
-    """Share of OpenCL iteration time spent moving data, per placement."""
+    """Takes runs.parquet. The share of verified OpenCL iteration time spent moving data, by
+    device events (``data_movement_share``) and counting idle time inside blocking transfer
+    calls (``data_movement_call_share``; both defined in
+    :mod:`phonetrain.results.profiling`), per placement/transfer and per run, and the launch
+    gaps outside transfer calls ((``gap_ms`` - ``transfer_overhead_ms``) /
+    ``iteration_median_ms``). Set beside the paper's ~91% (``ANCHORS["movement_share"]``) and
+    copies ~10-15x compute (``ANCHORS["copy_vs_compute"]``)."""
     title = "Data movement share of GPU training time"
     paper = [ANCHORS["movement_share"], ANCHORS["copy_vs_compute"]]
     gpu = _ok(runs)[~is_cpu(_ok(runs))].dropna(subset=["data_movement_share",
@@ -207,7 +206,7 @@ def data_movement(runs: pd.DataFrame) -> Finding:
 
 def _paired(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> list[tuple]:
     """Verified OpenCL runs with (placement, transfer) ``a`` and ``b`` on the same model,
-    device and kernel version."""
+    device and kernel version: a list of ((model, device, kernel), row a, row b)."""
     ok = _ok(runs)
     key = ["model", "device", "kernel"]
     ra = ok[(ok["placement"] == a[0]) & (ok["transfer"] == a[1])].set_index(key)
@@ -217,7 +216,9 @@ def _paired(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> list[
 
 
 def placement(runs: pd.DataFrame) -> Finding:
-    """Staged (host owns tensors) vs resident placement, copy transfers."""
+    """Takes runs.parquet. Staged (the host owns the tensors) over resident placement, both
+    with copy transfers: the ratio of median iteration times (x) per pair of the same model,
+    device and kernel version, pairs within noise counted apart."""
     title, paper = "Placement: resident vs staged tensors", [ANCHORS["movement_share"]]
     pairs = _paired(runs, ("resident", "copy"), ("staged", "copy"))
     if not pairs:
@@ -242,7 +243,10 @@ def placement(runs: pd.DataFrame) -> Finding:
 
 
 def transfer_method(runs: pd.DataFrame) -> Finding:
-    """map/unmap (CL_MEM_ALLOC_HOST_PTR) vs read/write buffer copies, staged placement."""
+    """Takes runs.parquet. With staged placement, map/unmap transfers
+    (CL_MEM_ALLOC_HOST_PTR buffers) over read/write buffer copies: ratios (x) of median
+    iteration time (pairs within noise left out) and of ``transfer_ms``. Set beside published
+    clpeak transfer figures for phone GPUs (``ANCHORS["phone_transfer"]``)."""
     title, paper = "Transfers: map/unmap vs read/write copies", [ANCHORS["phone_transfer"]]
     pairs = _paired(runs, ("staged", "copy"), ("staged", "map"))
     if not pairs:
@@ -269,7 +273,10 @@ def transfer_method(runs: pd.DataFrame) -> Finding:
 
 
 def gemm_throughput(runs: pd.DataFrame, commands: pd.DataFrame) -> Finding:
-    """Best GEMM GFLOPS inside training, GPU vs CPU, beside the paper's figures."""
+    """Takes runs.parquet and commands.parquet. The best GEMM throughput inside training
+    (``gemm_gflops`` of :func:`~phonetrain.report.analysis.gemm_table`, 1e9 FLOP/s) on the
+    CPU backend and on OpenCL, and their ratio, beside the paper's GEMM and CPU GFLOPS
+    (``ANCHORS`` gpu_gemm_before, gpu_gemm_after, gpu_opt_abstract, cpu_gflops)."""
     title = "GEMM throughput: GPU kernels vs CPU"
     paper = [ANCHORS["gpu_gemm_before"], ANCHORS["gpu_gemm_after"],
              ANCHORS["gpu_opt_abstract"], ANCHORS["cpu_gflops"]]
@@ -294,9 +301,57 @@ def gemm_throughput(runs: pd.DataFrame, commands: pd.DataFrame) -> Finding:
     return Finding("gemm_throughput", title, stmt, _ref(rows), paper, details)
 
 
+def kernel_optimization(gemm: pd.DataFrame, peaks: pd.DataFrame) -> Finding:
+    """Takes gemm.parquet and peaks.parquet. Per device, over the verified GEMM sweep
+    (:func:`~phonetrain.report.analysis.gemm_sweep`): the best GFLOPS of the project's
+    optimized versions (:data:`~phonetrain.report.analysis.OWN_KERNELS`, best of them per
+    shape), their median speedup over ``baseline`` across shapes, the same against CLBlast
+    and the CPU backend where measured, and the best as a share of the device's measured
+    compute peak (:func:`~phonetrain.report.analysis.peak_share`). Set beside the paper's
+    5-15 -> 25-70 GFLOPS (second-hand) and CPU 15-30 GFLOPS. The closing advice on register
+    blocking and local-memory tiling is a fixed sentence, not computed from the tables."""
+    title = "Kernel optimization: GEMM GFLOPS per version"
+    paper = [ANCHORS["gpu_gemm_before"], ANCHORS["gpu_gemm_after"], ANCHORS["cpu_gflops"]]
+    g = gemm_sweep(gemm)
+    if (g.empty or not (g["kernel"] == "baseline").any()
+            or not g["kernel"].isin(OWN_KERNELS).any()):
+        return _missing("kernel_optimization", title,
+                        "no verified GEMM sweep with baseline and an optimized version", paper)
+    parts, details, rows = [], [], []
+    for dev, d in g.groupby("device"):
+        piv = d.pivot_table(index="shape", columns="kernel", values="gflops", aggfunc="max")
+        own = piv[[c for c in OWN_KERNELS if c in piv]].max(axis=1)
+        speedup = (own / piv["baseline"]).dropna()
+        best_shape = own.idxmax()
+        pk, pk_name = compute_peak(peaks, dev)
+        s = (f"{dev}: best optimized {own.max():.3g} GFLOPS ({best_shape}), "
+             f"{speedup.median():.2g}x baseline (median over {len(speedup)} shapes, "
+             f"{speedup.min():.2g}-{speedup.max():.2g}x)")
+        if "clblast" in piv:
+            r = (own / piv["clblast"]).dropna()
+            s += f", {r.median():.2g}x CLBlast"
+        if CPU_KERNEL in piv:
+            r = (own / piv[CPU_KERNEL]).dropna()
+            s += f", {r.median():.2g}x the CPU backend"
+        if pk == pk:
+            s += "; " + peak_share(own.max(), pk, pk_name)
+        parts.append(s)
+        details += [f"{dev} {shape}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.dropna().items())
+                    for shape, r in piv.iterrows()]
+        rows.append(f"gemm.parquet: device={dev}")
+    stmt = ("; ".join(parts) + ". The paper's optimized OpenCL GEMM went from 5-15 to 25-70 "
+            "GFLOPS (about 5x) on Snapdragon phones. Register blocking with vector loads and no "
+            "local memory is the first optimization to try on CPUs and Mali-class GPUs; "
+            "local-memory tiling pays off where local memory is on-chip.")
+    return Finding("kernel_optimization", title, stmt, rows, paper, details)
+
+
 def bandwidth(bw: pd.DataFrame) -> Finding:
-    """Peak host-timed GB/s per device and transfer kind, and how far small transfers fall
-    below it (host-timed: what a training step pays, call overhead included)."""
+    """Takes bandwidth.parquet. Peak host-timed GB/s (1e9 B/s) per device and transfer kind,
+    and the share of it the smallest transfer reaches (host-timed: what a training step pays,
+    call overhead included); zero-copy kinds (:func:`~phonetrain.report.analysis.zero_copy`)
+    reported as microseconds per call instead of GB/s. Set beside published clpeak transfer
+    figures for phone GPUs (``ANCHORS["phone_transfer"]``)."""
     title, paper = "Host <-> device bandwidth", [ANCHORS["phone_transfer"]]
     bw = bw.dropna(subset=["host_gbps"])
     if bw.empty:
@@ -329,8 +384,8 @@ def bandwidth(bw: pd.DataFrame) -> Finding:
 
 
 def all_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
-    """Every guideline, in report order."""
-    from phonetrain.report.gemm import kernel_optimization  # imports this module
+    """Takes the tables of :func:`phonetrain.report.build.load_tables` (runs, commands, gemm,
+    peaks, bandwidth used); returns every guideline's :class:`Finding`, in report order."""
     runs, commands = tables["runs"], tables["commands"]
     return [gpu_vs_cpu(runs), size_trend(runs), data_movement(runs), placement(runs),
             transfer_method(runs), gemm_throughput(runs, commands),

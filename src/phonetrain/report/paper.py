@@ -2,9 +2,9 @@
 
 Das, Kwon, Chauhan, Mascolo, "Enabling On-Device Smartphone GPU based Training: Lessons
 Learned", PerCom Workshops 2022, pp. 533-538, DOI 10.1109/PerComWorkshops53856.2022.9767442,
-arXiv 2202.10100. ``second_hand`` marks figures taken from third-party reading notes rather
-than the paper's abstract (collected in the project's reference-figures page, ANCHORS.md, kept
-beside DESIGN.md outside this repository); the report labels them so.
+arXiv 2202.10100. Each :class:`Anchor` names its ``source``: the paper's abstract, or, marked
+``second_hand``, third-party reading notes on the paper or published clpeak results for the
+phones' GPUs; the report labels second-hand figures so.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ class Anchor:
 
     @property
     def label(self) -> str:
-        """The figure's text with its provenance mark."""
+        """The figure's text with its provenance mark: ``<text> [<source>]``, the source prefixed
+    ``second-hand: `` when ``second_hand``."""
         return f"{self.text} [{'second-hand: ' if self.second_hand else ''}{self.source}]"
 
 
@@ -50,5 +51,6 @@ ANCHORS = {a.key: a for a in [
            "third-party reading notes"),
     Anchor("phone_transfer", "phone host<->GPU copies (clpeak): Adreno 730 write 13.7, read "
            "15.1 GB/s, map zero-copy; Mali-G76 MP10 write 6.8, read 8.2, map 16.5 GB/s",
-           6.8, 16.5, "GB/s", True, "published clpeak results for those GPUs (second-hand), not the paper"),
+           6.8, 16.5, "GB/s", True,
+           "published clpeak results for those GPUs (second-hand), not the paper"),
 ]}

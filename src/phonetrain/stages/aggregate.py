@@ -20,6 +20,7 @@ from phonetrain import layout
 from phonetrain.io import read_json, write_if_changed, write_json, write_text
 from phonetrain.layout import Layout
 from phonetrain.report import build_report
+from phonetrain.report.build import FIGURES
 from phonetrain.results.aggregate import aggregate
 
 COMPLETE_TEXT = ("written by the workflow after a complete stage; absent after a failed run "
@@ -68,13 +69,21 @@ def aggregate_study(run_params: Mapping[tuple[str, str], dict[str, Any]], L: Lay
     return paths
 
 
-def report_study(summary_dir: str, out_dir: str, settings: Mapping[str, Any],
-                 facts: list[dict[str, Any]], complete: str | None = None) -> dict[str, Path]:
-    """The report from the summary tables (``settings``: the ``report`` section of the config:
-    title, paper_reference, figure_format, dpi); write ``complete`` last when given."""
+def report_outputs(L: Layout, figure_format: str) -> dict[str, str]:
+    """The report's files: ``html``, ``md`` and one per figure of
+    :data:`phonetrain.report.build.FIGURES`."""
+    return {"html": L.report_html(), "md": L.report_md(),
+            **{n: L.figure(n, figure_format) for n in FIGURES}}
+
+
+def report_study(L: Layout, settings: Mapping[str, Any], facts: list[dict[str, Any]],
+                 complete: str | None = None) -> dict[str, Path]:
+    """The report from the summary tables of the results folder ``L`` (``settings``: the
+    ``report`` section of the config: title, paper_reference, figure_format, dpi); write
+    ``complete`` last when given."""
     keys = ("title", "paper_reference", "figure_format", "dpi")
-    out = build_report(summary_dir, out_dir, facts=list(facts),
-                       **{k: settings[k] for k in keys if k in settings})
+    out = build_report(L.summary_dir(), report_outputs(L, settings["figure_format"]),
+                       facts=list(facts), **{k: settings[k] for k in keys if k in settings})
     if complete:
         write_text(complete, COMPLETE_TEXT)
     return out

@@ -1,0 +1,200 @@
+"""The report's computations: summary tables in, frames and numbers out (pandas and numpy only).
+
+Shared by :mod:`phonetrain.report.figures` and :mod:`phonetrain.report.findings`; draws
+nothing and formats no report text except :func:`run_label`, :func:`opencl_label` and
+:func:`peak_share`, whose wording both of them use. Inputs are DataFrames as
+:func:`phonetrain.results.schema.read_table` returns them (columns and units in
+:mod:`phonetrain.results.schema`: ``_ms`` milliseconds, ``_ns`` nanoseconds, ``_gflops`` /
+``gflops`` 1e9 FLOP/s, ``_gbps`` / ``gbps`` 1e9 bytes/s).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+CPU_KERNEL = "cpu"                         # gemm.parquet's kernel name of the runner's CPU backend
+OWN_KERNELS = ("tiled", "regblock")        # the project's optimized GEMM kernel versions
+RUN_KEY = ["model", "device", "placement", "transfer", "kernel"]
+
+SEGMENTS = [  # (column of breakdown_frame, label): data movement first, then compute and host
+    ("h2d_ms", "h2d"), ("d2h_ms", "d2h"), ("mapunmap_ms", "map/unmap"), ("d2d_ms", "d2d"),
+    ("host_copy_ms", "host copy (mapped)"), ("transfer_overhead_ms", "idle in transfer calls"),
+    ("kernel_ms", "kernel"), ("host_other_ms", "host (load, other)"),
+    ("other_gap_ms", "other launch gaps"),
+]
+
+
+def is_cpu(runs: pd.DataFrame) -> pd.Series:
+    """Takes rows with a ``placement`` column (runs.parquet or a frame derived from it);
+    returns a boolean Series on the same index, True for CPU-backend rows (placement null,
+    ``none`` or empty: no OpenCL placement)."""
+    return runs["placement"].isna() | runs["placement"].isin(["none", ""])
+
+
+def run_label(r: pd.Series | dict, device: bool = True) -> str:
+    """Takes one run row (``device``, ``placement``, ``transfer``, ``kernel``); returns its
+    short label, ``cpu`` or ``<placement>/<transfer> <kernel>``, prefixed with ``<device>: ``
+    when ``device``."""
+    dev = f"{r['device']}: " if device else ""
+    if r["placement"] in (None, "none", "") or pd.isna(r["placement"]):
+        return dev + "cpu"
+    return dev + f"{r['placement']}/{r['transfer']} {r['kernel']}"
+
+
+def opencl_label(runs: pd.DataFrame) -> str:
+    """Takes runs.parquet rows; returns how figures name the OpenCL backend, from the OpenCL
+    device type (``device_type``) of the verified OpenCL runs: ``OpenCL GPU`` only when every
+    one is a GPU; ``OpenCL (CPU device: <platforms>)`` when all are CPU devices (a CPU driver
+    such as PoCL, "Portable Computing Language", is not a GPU); otherwise ``OpenCL device``."""
+    cl = runs[~is_cpu(runs) & (runs["status"] == "ok")] if "status" in runs else runs[~is_cpu(runs)]
+    types = set(cl["device_type"].dropna().str.lower()) if "device_type" in cl else set()
+    if types == {"gpu"}:
+        return "OpenCL GPU"
+    if types == {"cpu"}:
+        plats = sorted({"PoCL" if "Portable Computing Language" in p else p
+                        for p in cl["platform_name"].dropna()}) if "platform_name" in cl else []
+        return "OpenCL (CPU device" + (f": {', '.join(plats)})" if plats else ")")
+    return "OpenCL device"
+
+
+def several_devices(runs: pd.DataFrame) -> bool:
+    """Takes runs.parquet rows; returns True when they come from more than one ``device``
+    (labels then name the device)."""
+    return runs["device"].nunique() > 1
+
+
+def breakdown_frame(runs: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
+    """Where the iterations of each verified run go.
+
+    Takes runs.parquet and iterations.parquet; returns one row per ``ok`` run with a measured
+    iteration, indexed by ``run_id``: ``model``, ``device``, ``placement``, ``transfer``,
+    ``kernel``, then the median over measured iterations (ms) of each :data:`SEGMENTS` column
+    and of ``wall_ms``; an empty DataFrame when no such iteration exists. Derived segments
+    (per iteration, before the median; the columns they start from are defined in
+    :mod:`phonetrain.results.profiling`): ``mapunmap_ms`` = map + unmap; ``host_copy_ms`` =
+    ``transfer_ms`` minus the device-timed h2d + d2h + map + unmap + d2d (the host copies
+    into and out of mapped buffers), at least 0; ``host_other_ms`` = ``host_ms`` minus those
+    copies, at least 0; ``other_gap_ms`` = ``gap_ms`` minus ``transfer_overhead_ms`` (launch
+    gaps outside transfer calls), at least 0."""
+    ok = runs[runs["status"] == "ok"]
+    it = iterations[iterations["measured"] & iterations["run_id"].isin(ok["run_id"])].copy()
+    if it.empty:
+        return pd.DataFrame()
+    it["mapunmap_ms"] = it["map_ms"] + it["unmap_ms"]
+    moved = it[["h2d_ms", "d2h_ms", "map_ms", "unmap_ms", "d2d_ms"]].sum(axis=1)
+    it["host_copy_ms"] = (it["transfer_ms"] - moved).clip(lower=0)
+    it["host_other_ms"] = (it["host_ms"] - it["host_copy_ms"]).clip(lower=0)
+    it["other_gap_ms"] = (it["gap_ms"] - it["transfer_overhead_ms"]).clip(lower=0)
+    cols = [c for c, _ in SEGMENTS]
+    med = it.groupby("run_id")[cols + ["wall_ms"]].median()
+    return ok.set_index("run_id")[RUN_KEY].join(med, how="inner")
+
+
+def gemm_table(runs: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:
+    """GEMM throughput inside training, per verified run.
+
+    Takes runs.parquet and commands.parquet; returns one row per ``ok`` run that ran GEMM
+    kernels (commands of kind ``kernel`` named ``gemm*``), indexed by ``run_id``: ``model``,
+    ``device``, ``placement``, ``transfer``, ``kernel``, ``flops_per_iteration`` (summed over
+    the GEMM commands; FLOPs as the lowering counts them, 2 x multiply-accumulates),
+    ``per_iteration_median_ms`` (sum over GEMM commands of their median time per iteration)
+    and ``gemm_gflops`` = FLOPs / (ms x 1e6), i.e. 1e9 FLOP/s. Empty DataFrame when no run
+    qualifies."""
+    ok = runs[runs["status"] == "ok"].set_index("run_id")
+    c = commands[(commands["kind"] == "kernel") & commands["name"].str.startswith("gemm")
+                 & commands["run_id"].isin(ok.index)]
+    if c.empty:
+        return pd.DataFrame()
+    s = c.groupby("run_id")[["flops_per_iteration", "per_iteration_median_ms"]].sum()
+    s["gemm_gflops"] = s["flops_per_iteration"] / (s["per_iteration_median_ms"] * 1e6)
+    return ok[RUN_KEY].join(s, how="inner")
+
+
+def within_noise(a: pd.Series | dict, b: pd.Series | dict) -> bool:
+    """Takes two run rows (``iteration_p25_ms``, ``iteration_p75_ms``); returns True when
+    their iteration interquartile ranges overlap, so their difference is within the
+    run-to-run spread and reads as neither speedup nor slowdown (the report's rule); False
+    when either range is missing."""
+    lo = ("iteration_p25_ms", "iteration_p75_ms")
+    if any(pd.isna(x[c]) for x in (a, b) for c in lo):
+        return False
+    return bool(a[lo[0]] <= b[lo[1]] and b[lo[0]] <= a[lo[1]])
+
+
+def zero_copy(bw: pd.DataFrame, ratio: float = 2.0, min_span: int = 256) -> pd.Series:
+    """Transfer kinds whose time does not grow with size, where GB/s means nothing.
+
+    Takes bandwidth.parquet (``device``, ``kind``, ``size_bytes``, ``host_ns``); returns a
+    float Series indexed by (device, kind): the median host-timed microseconds per call, for
+    each kind judged zero-copy, i.e. whose host time at the largest size is below ``ratio`` x
+    its time at the smallest. Kinds whose time grows are absent. Only sweeps whose sizes span
+    at least ``min_span`` x are judged: over a short sweep of small sizes a real copy's time
+    is all call overhead and looks constant too. The defaults (2x, 256x) are this report's
+    thresholds, not a published rule."""
+    out = {}
+    for key, g in bw.dropna(subset=["host_ns"]).groupby(["device", "kind"]):
+        g = g.sort_values("size_bytes")
+        span = g["size_bytes"].iloc[-1] / max(int(g["size_bytes"].iloc[0]), 1)
+        if span >= min_span and g["host_ns"].iloc[-1] < ratio * g["host_ns"].iloc[0]:
+            out[key] = float(g["host_ns"].median()) / 1e3
+    return pd.Series(out, dtype=float)
+
+
+def gemm_sweep(gemm: pd.DataFrame) -> pd.DataFrame:
+    """Takes gemm.parquet; returns its verified measurements (``status`` ok, ``gflops`` not
+    null) with an added ``shape`` column, ``<gemm> <m>x<n>x<k>`` (e.g. ``gemm_nn 64x64x64``)."""
+    g = gemm[(gemm["status"] == "ok") & gemm["gflops"].notna()].copy()
+    g["shape"] = g["gemm"] + " " + g["m"].astype(str) + "x" + g["n"].astype(str) + "x" + \
+        g["k"].astype(str)
+    return g
+
+
+def intensity(df: pd.DataFrame) -> pd.Series:
+    """Arithmetic intensity of each GEMM row (columns ``m``, ``n``, ``k``), in FLOPs per byte
+    of compulsory traffic: 2MNK FLOPs / (4 (MK + KN + 2MN)) bytes, float32 (4 bytes) with A
+    and B read once and C read and written once. This is the operational intensity of the
+    roofline model (Williams, Waterman, Patterson, "Roofline: an insightful visual
+    performance model for multicore architectures", CACM 52(4), 2009) under perfect reuse:
+    each element crosses the memory interface once."""
+    m, n, k = (df[c].astype(float) for c in ("m", "n", "k"))
+    return 2 * m * n * k / (4 * (m * k + k * n + 2 * m * n))
+
+
+def roofline(ai: np.ndarray, peak_gflops: float, bandwidth_gbps: float) -> np.ndarray:
+    """Attainable GFLOPS at arithmetic intensities ``ai`` (FLOPs/byte): min(peak compute,
+    ai x peak bandwidth), the roofline bound of Williams et al. (CACM 2009); GB/s x FLOPs/byte
+    is 1e9 FLOP/s."""
+    return np.minimum(peak_gflops, ai * bandwidth_gbps)
+
+
+def compute_peak(peaks: pd.DataFrame, device: str) -> tuple[float, str]:
+    """Takes peaks.parquet and a device; returns the device's measured compute peak in GFLOPS
+    and the name of the row that gave it (e.g. ``float16``), ``(nan, "")`` when the device has
+    none. The peak is the best ``gflops`` over every ``compute`` row, widths float..float16
+    (clpeak's method, as the runner's bench-peak measures it): a scalar chain underestimates a
+    vector unit."""
+    pk = peaks[(peaks["device"] == device) & (peaks["kind"] == "compute")
+               & peaks["gflops"].notna()]
+    if pk.empty:
+        return float("nan"), ""
+    r = pk.loc[pk["gflops"].idxmax()]
+    return float(r["gflops"]), str(r["name"])
+
+
+def bandwidth_peak(peaks: pd.DataFrame, device: str) -> float:
+    """Takes peaks.parquet and a device; returns the device's best measured read bandwidth in
+    GB/s (1e9 B/s) over its ``bandwidth`` rows (clpeak's ``read_float4``-style kernel), nan
+    when it has none."""
+    pk = peaks[peaks["device"] == device]
+    return pk.loc[pk["kind"] == "bandwidth", "gbps"].max() if len(pk) else np.nan
+
+
+def peak_share(gflops: float, peak: float, name: str) -> str:
+    """Takes a GFLOPS figure and the device's peak from :func:`compute_peak`; returns ``NN% of
+    the measured peak P GFLOPS (name)``, or, above 100%, a flag that the peak microbenchmark
+    underestimates the device rather than a share over 100%."""
+    if gflops > peak:
+        return (f"above the measured peak {peak:.3g} GFLOPS ({name}, {gflops / peak:.2g}x): "
+                "the microbenchmark underestimates the device's peak")
+    return f"{100 * gflops / peak:.0f}% of the measured peak {peak:.3g} GFLOPS ({name})"
