@@ -23,10 +23,11 @@ from typing import Any, Mapping
 import jinja2
 import pandas as pd
 
-from phonetrain.report import figures, findings
+import phonetrain.report.figures as figures
+import phonetrain.report.findings as findings
+from phonetrain.io import write_text
 from phonetrain.report.analysis import gemm_table, run_label, several_devices, zero_copy
 from phonetrain.report.paper import ANCHORS, CITATION
-from phonetrain.io import write_text
 from phonetrain.results import schema
 
 TEMPLATES = Path(__file__).parent / "templates"
