@@ -3,17 +3,17 @@
 device, at the paper MLP's shapes (784-256-128-16, batch 32) and square M=N=K sizes; plus the
 device's measured peaks (clpeak method). Prints markdown tables.
 
-Needs only numpy + pandas and the runner built by ``cc`` (built here when --runner is not
-given; no Hydra, no Snakemake)::
+Needs only numpy, pandas, PyYAML and the runner built by ``cc`` (built here when --runner is
+not given; no Hydra, no Snakemake)::
 
     python benchmarks/bench_gemm.py                                   # this host's PoCL
     python benchmarks/bench_gemm.py --platform NVIDIA --device-type gpu --sizes 1024,2048,4096
 
-``--tune`` runs each optimized version's search space (phonetrain.kernels.tuning.SPACES) per shape and
-reports its best correct configuration (what the build stage's tune job would keep);
-without it the version.yaml defaults are used (their values are mirrored in the first
-candidate of each space, so this works without omegaconf). A version whose estimated time per
-launch exceeds --max-launch-s (extrapolated from its previous square size) is skipped.
+``--tune`` runs each version's tuning space (its version.yaml defaults, then the candidates
+under ``tuning:`` in src/kernels/<version>/version.yaml) per shape and reports its best correct
+configuration (what the build stage's tune job would keep); without it the version.yaml
+defaults are used. A version whose estimated time per launch exceeds --max-launch-s
+(extrapolated from its previous square size) is skipped.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from phonetrain.kernels import gemm  # noqa: E402
-from phonetrain.kernels import tuning
-from phonetrain.kernels import KernelVersion  # noqa: E402
+from phonetrain.kernels import gemm, tuning  # noqa: E402
+from phonetrain.kernels import load_version  # noqa: E402
 
 MLP = [(784, 256), (256, 128), (128, 16)]   # paper MLP layers (in, out)
 BATCH = 32
@@ -55,12 +54,6 @@ def build_runner(cc: str) -> Path:
     return out
 
 
-def version(name: str, cand: dict | None) -> KernelVersion:
-    chain = [name] if name == "baseline" else [name, "baseline"]
-    v = KernelVersion(name=name, inherits=None if name == "baseline" else "baseline", chain=chain)
-    return tuning.candidate_version(v, cand) if cand else v
-
-
 def measure(args, runner: Path, name: str, shape: gemm.GemmShape) -> tuple[float, str]:
     """Best GFLOPS of one version on one shape, and the configuration that gave it."""
     sel = args.selectors
@@ -68,13 +61,14 @@ def measure(args, runner: Path, name: str, shape: gemm.GemmShape) -> tuple[float
         df = gemm.bench_gemm(runner, None, [shape], min_time_ms=args.min_time_ms,
                              repeats=args.repeats, threads=args.threads)
         return _pick(df, "threads=%d" % args.threads)
-    cands = tuning.SPACES.get(name, [None])
-    cands = cands if args.tune else cands[:1]
+    kv = load_version(name)
+    cands = kv.candidates if args.tune else kv.candidates[:1]
     best, cfg = math.nan, ""
     for cand in cands:
         try:
-            df = gemm.bench_gemm(runner, version(name, cand), [shape], selectors=sel,
-                                 min_time_ms=args.min_time_ms, repeats=args.repeats)
+            df = gemm.bench_gemm(runner, tuning.candidate_version(kv, cand), [shape],
+                                 selectors=sel, min_time_ms=args.min_time_ms,
+                                 repeats=args.repeats)
         except gemm.BenchError as e:
             print(f"  {name} {cand}: {str(e).splitlines()[0]}", file=sys.stderr)
             continue
@@ -83,8 +77,8 @@ def measure(args, runner: Path, name: str, shape: gemm.GemmShape) -> tuple[float
         g, _ = _pick(df, "")
         if not (g <= best):   # also replaces NaN
             best = g
-            cfg = " ".join(f"{k}={v}" for k, v in (cand or {}).get("defines", {}).items())
-            if cand and cand.get("local"):
+            cfg = " ".join(f"{k}={v}" for k, v in cand["defines"].items())
+            if cand.get("local"):
                 cfg += f" local={cand['local'][0]}x{cand['local'][1]}"
     return best, cfg
 
@@ -133,7 +127,10 @@ def main() -> int:
             val = f"{r.gflops:.1f} GFLOPS" if r.kind == "compute" else f"{r.gbps:.1f} GB/s"
             print(f"| {r.kind} {r.name} | {val} |")
         print()
-    print("| shape | " + " | ".join(versions) + " | best/baseline | best/clblast | best config |")
+    # the reference column: the first version whose GEMM is a library (CLBlast)
+    library = next((n for n in versions if n != "cpu" and load_version(n).gemm_library), "")
+    print("| shape | " + " | ".join(versions) +
+          f" | best/baseline | best/{library or 'library'} | best config |")
     print("|---|" + "---|" * (len(versions) + 3))
     last: dict[str, tuple[float, float]] = {}   # version -> (flops, gflops) of the last shape
     for shape in shapes:
@@ -148,14 +145,15 @@ def main() -> int:
             if g == g and shape.M == shape.N == shape.K:   # extrapolate along the squares only
                 last[name] = (shape.flops, g)
             cells.append(f"{g:.1f}" if g == g else (cfg or "n/a")[:60])
-        own = {n: r for n, r in results.items() if n not in ("cpu", "clblast") and r[0] == r[0]}
+        own = {n: r for n, r in results.items() if n != "cpu" and r[0] == r[0]
+               and not load_version(n).gemm_library}
         best_name = max(own, key=lambda n: own[n][0]) if own else None
         ratio = lambda ref: (f"{own[best_name][0] / results[ref][0]:.2f}x"  # noqa: E731
                              if best_name and ref in results and results[ref][0] > 0 else "-")
         label = f"{shape.kernel} {shape.M}x{shape.N}x{shape.K}"
         best_cfg = f"{best_name} {own[best_name][1]}" if best_name else "-"
         print(f"| {label} | " + " | ".join(cells) +
-              f" | {ratio('baseline')} | {ratio('clblast')} | {best_cfg} |", flush=True)
+              f" | {ratio('baseline')} | {ratio(library)} | {best_cfg} |", flush=True)
     return 0
 
 

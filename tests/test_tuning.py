@@ -27,6 +27,17 @@ SPACE = [{"defines": {"RM": 4, "RN": 8, "VK": 8}, "local": [8, 8]},
          {"defines": {"RM": 4, "RN": 5, "VK": 8}, "local": [4, 4]}]   # float5: does not compile
 
 
+def _regblock_with_space(space: list[dict]):
+    """regblock whose tuning space is ``space``: defaults ``space[0]``, candidates the rest
+    (built in memory: load_version would reject the RN=5 candidate)."""
+    v = tuning.candidate_version(load_version("regblock"), space[0])
+    v.tuning_candidates = [dict(c) for c in space[1:]]
+    configs = lambda cands: [(tuning.candidate_version(v, c).options,  # noqa: E731
+                              tuning.candidate_version(v, c).local_sizes) for c in cands]
+    assert configs(v.candidates) == configs(space)
+    return v
+
+
 def _local_run_spec(runner, pocl, corrupt=None):
     """run_spec for tuning.tune on this host; ``corrupt`` (a defines dict) gets its cases
     marked "wrong" with an absurd speed, as a kernel computing garbage fast would be."""
@@ -45,10 +56,10 @@ def _local_run_spec(runner, pocl, corrupt=None):
 
 def test_tuner_picks_the_best_correct_candidate(runner, pocl):
     fast_but_wrong = SPACE[0]["defines"]
-    doc = tuning.tune(load_version("regblock"), SHAPES,
+    doc = tuning.tune(_regblock_with_space(SPACE), SHAPES,
                       _local_run_spec(runner, pocl, corrupt=fast_but_wrong),
-                      source=str(KERNELS_ROOT / "regblock" / "gemm.cl"), space=SPACE,
-                      min_time_ms=1, repeats=1)
+                      source=str(KERNELS_ROOT / "regblock" / "gemm.cl"), min_time_ms=1,
+                      repeats=1)
     statuses = [t["status"] for t in doc["trials"]]
     assert statuses[0] == "ok" and statuses[1] == "ok" and statuses[2].startswith("error")
     assert set(doc["classes"]) == {"small"} and doc["default"] == "small"
@@ -62,9 +73,9 @@ def test_tuner_picks_the_best_correct_candidate(runner, pocl):
 
 def test_tuner_fails_when_nothing_is_correct(runner, pocl):
     with pytest.raises(tuning.TuningError, match="no candidate passed"):
-        tuning.tune(load_version("regblock"), SHAPES[:1], _local_run_spec(runner, pocl),
-                    source=str(KERNELS_ROOT / "regblock" / "gemm.cl"), space=SPACE[2:],
-                    min_time_ms=1, repeats=1)
+        tuning.tune(_regblock_with_space(SPACE[2:]), SHAPES[:1], _local_run_spec(runner, pocl),
+                    source=str(KERNELS_ROOT / "regblock" / "gemm.cl"), min_time_ms=1,
+                    repeats=1)
 
 
 @pytest.mark.parametrize("version,cand", [

@@ -112,15 +112,11 @@ def tune_stage(p: dict[str, Any], gp: dict[str, Any], out_json: Path, results: P
     still checked) and write ``tuning.json``."""
     from phonetrain.kernels import load_version
     version = load_version(p["kernel"])
-    space = tuning.SPACES.get(version.name) or next(
-        (tuning.SPACES[c] for c in version.chain if c in tuning.SPACES), None)
-    if space is not None and not gp["tune"]:
-        space = space[:1]
     dev = _Device(p["device_config"], results, version.name)
     with dev.t.lock():
         doc = tuning.tune(version, _shapes(gp), lambda spec: dev.run_spec(spec, timeout_s),
-                          source=f"kernels/{version.name}/gemm.cl", space=space,
-                          min_time_ms=gp["tune_min_time_ms"])
+                          source=f"kernels/{version.name}/gemm.cl",
+                          min_time_ms=gp["tune_min_time_ms"], defaults_only=not gp["tune"])
     doc.update(device=p["device"], kernel_hash=p["kernel_hash"])
     tuning.write_tuning(doc, out_json)
     return doc
@@ -270,6 +266,6 @@ STAGES = {"tune": _stage(tune_stage), "gemm": _stage(gemm_stage), "peaks": _stag
 
 
 def tunable(version: str) -> bool:
-    """True when the version (or an ancestor) has a search space in :data:`tuning.SPACES`."""
-    from phonetrain.kernels import load_version
-    return any(v in tuning.SPACES for v in load_version(version).chain)
+    """True when the version has tuning candidates besides its defaults
+    (:func:`phonetrain.kernels.tuning.tunable`)."""
+    return tuning.tunable(version)

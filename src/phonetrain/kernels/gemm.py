@@ -1,14 +1,15 @@
 """GEMM and peak microbenchmarks through the runner's ``bench-gemm`` and ``bench-peak`` modes.
 
 :func:`gemm_spec` turns a kernel version and a list of :class:`GemmShape` into the runner's
-bench-gemm spec (launch geometry from :func:`phonetrain.kernels.gemm_geometry`, so tuned defines
-and local sizes apply exactly as in training plans); :func:`run_runner` executes a mode on
+bench-gemm spec (launch geometry from :func:`phonetrain.kernels.launch.geometry`, so tuned
+defines and local sizes apply exactly as in training plans); :func:`run_runner` executes a mode on
 this host; :func:`gemm_frame` / :func:`peaks_frame` turn the runner's JSON into DataFrames.
 :func:`bench_gemm` and :func:`peaks` chain these for the local device. The method (checked
 launch, warm-up, calibration to ``min_time_ms``, median of repeats, host clock around whole
 calls) is documented in ``src/runner/bench_gemm.c``.
 
-Only numpy/pandas are needed (no Hydra), so ``benchmarks/bench_gemm.py`` runs on bare hosts.
+Only numpy/pandas and PyYAML are needed (no Hydra), so ``benchmarks/bench_gemm.py`` runs on bare
+hosts.
 """
 
 from __future__ import annotations
@@ -23,11 +24,9 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from phonetrain.kernels.gemm_geometry import IMAGE_MAX_WIDTH4, IMAGE_VERSION
-from phonetrain.kernels import KERNELS_ROOT, KernelVersion, geometry
-
-GEMM_KERNELS = ("gemm_nn", "gemm_nt", "gemm_tn")
-CLBLAST = "clblast"   # the version whose GEMM is CLBlast's SGEMM (plan program "source")
+from .abi import GEMM_KERNELS
+from .launch import IMAGE_MAX_WIDTH4, geometry
+from .versions import KERNELS_ROOT, KernelVersion
 
 
 class BenchError(RuntimeError):
@@ -70,24 +69,29 @@ def gemm_spec(version: KernelVersion | None, shapes: list[GemmShape], *, source:
               threads: int = 0, seed: int = 1) -> dict[str, Any]:
     """The runner's bench-gemm spec (JSON layout: ``src/runner/bench_gemm.c``).
 
-    ``version`` None with ``backend="cpu"`` benchmarks the runner's CPU GEMM; a version named
-    :data:`CLBLAST` (or inheriting it) routes to CLBlast; otherwise ``source`` is the path of
-    the version's ``gemm.cl`` as the runner will see it. A version inheriting ``image`` reads
-    B through an image2d_t (``b_image_width4``: the view's maximum width, pixels).
+    ``version`` None with ``backend="cpu"`` benchmarks the runner's CPU GEMM; a version with a
+    ``gemm_library`` routes to that library (the spec's ``source`` is the library's reserved
+    name, no build options); otherwise ``source`` is the path of the version's ``gemm.cl`` as
+    the runner will see it. A version whose ``image_operand`` is B reads B through an
+    image2d_t (``b_image_width4``: the view's maximum width, pixels). Raises ``ValueError``
+    when the version's defines do not fit its geometry rule or its image operand is not B.
     """
     if backend == "cpu" or version is None:
         return {"backend": "cpu", "threads": threads, "source": "", "options": "",
                 "min_time_ms": min_time_ms, "repeats": repeats, "seed": seed,
                 "cases": [{"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K} for g in shapes]}
-    clblast = CLBLAST in version.chain
-    image = IMAGE_VERSION in version.chain
+    library = version.gemm_library
+    image = version.image_operand is not None
+    if image and version.image_operand != "B":
+        raise ValueError(f"kernel version {version.name}: image_operand "
+                         f"{version.image_operand}: bench-gemm binds only operand B as an image")
     cases = []
     for g in shapes:
         glob, local = geometry(g.kernel, {"M": g.M, "N": g.N, "K": g.K}, version)
         cases.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "global": glob,
                       "local": local})
-    return {"backend": "opencl", "source": CLBLAST if clblast else source,
-            "options": "" if clblast else version.options, "min_time_ms": min_time_ms,
+    return {"backend": "opencl", "source": library or source,
+            "options": "" if library else version.options, "min_time_ms": min_time_ms,
             "repeats": repeats, "seed": seed, "cases": cases,
             **({"b_image_width4": IMAGE_MAX_WIDTH4} if image else {})}
 
@@ -158,7 +162,7 @@ def bench_gemm(runner: str | Path, version: KernelVersion | None, shapes: list[G
     The version's ``gemm.cl`` is the nearest one along its inheritance chain. Raises
     :class:`BenchError` when the runner fails (e.g. a kernel that does not compile)."""
     source = ""
-    if version is not None and backend == "opencl" and CLBLAST not in version.chain:
+    if version is not None and backend == "opencl" and version.gemm_library is None:
         source = str(_gemm_source(version, Path(kernels_root)))
     spec = gemm_spec(version, shapes, source=source, backend=backend, min_time_ms=min_time_ms,
                      repeats=repeats, threads=threads)

@@ -1,11 +1,12 @@
 """Per-device tuning of the optimized GEMM versions (tile sizes, work per item, local sizes).
 
-A build-stage job per device x version runs every candidate of the version's search space
-(:data:`SPACES`) on the sweep's GEMM shapes through the runner's ``bench-gemm`` mode, and keeps,
-per shape class (:func:`shape_class`), the candidate with the highest geometric-mean GFLOPS
-among those whose every case of that class passed the correctness check (a candidate that does
-not compile, fails to launch or computes a wrong result is never picked). The result is
-``results/build/<device>/kernels/<version>/tuning.json``::
+A build-stage job per device x version runs every candidate of the version's tuning space
+(:attr:`phonetrain.kernels.versions.KernelVersion.candidates`: the ``version.yaml`` defaults,
+then its ``tuning.candidates``) on the sweep's GEMM shapes through the runner's ``bench-gemm``
+mode, and keeps, per shape class (:func:`shape_class`), the candidate with the highest
+geometric-mean GFLOPS among those whose every case of that class passed the correctness check
+(a candidate that does not compile, fails to launch or computes a wrong result is never
+picked). The result is ``results/build/<device>/kernels/<version>/tuning.json``::
 
     {"version": "regblock", "device": "host", "kernel_hash": "...",
      "classes": {"small": {"defines": {...}, "local": [4, 4] | null, "gflops_geomean": 12.3,
@@ -19,8 +20,8 @@ gives ``{"classes": {}, "default": null, "skipped": reason}``, which runs leave 
 
 Runs use it through :func:`tune_plan`: one program per plan, so the plan takes the class that
 holds the largest share of its GEMM FLOPs (:func:`plan_class`), and its GEMM steps get that
-configuration's defines (program build options) and launch geometry. Only numpy/pandas are
-needed (no Hydra), so benchmarks/bench_gemm.py can use the same spaces.
+configuration's defines (program build options) and launch geometry. Only numpy/pandas and
+PyYAML are needed (no Hydra), so benchmarks/bench_gemm.py can use the same spaces.
 """
 
 from __future__ import annotations
@@ -32,25 +33,10 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from phonetrain.kernels.gemm import BenchError, GemmShape, gemm_spec, GEMM_KERNELS
-from phonetrain.kernels import KernelVersion, geometry
-
-# Search spaces: candidates {"defines": {...}, "local": [LX, LY] | None}; the first of each is
-# the version.yaml default. tiled's local size follows from its defines (local = None).
-SPACES: dict[str, list[dict[str, Any]]] = {
-    "tiled": [{"defines": dict(zip(("TSM", "TSN", "TSK", "WPTM", "WPTN"), t)), "local": None}
-              for t in [(64, 64, 8, 8, 4), (64, 64, 16, 4, 4), (32, 32, 16, 4, 4),
-                        (32, 32, 8, 2, 2), (128, 128, 8, 8, 8), (64, 64, 16, 8, 8),
-                        (16, 16, 16, 1, 1), (128, 64, 16, 8, 4), (32, 32, 16, 2, 2)]],
-    "regblock": [{"defines": dict(zip(("RM", "RN", "VK"), t[:3])), "local": list(t[3])}
-                 for t in [(8, 16, 16, (4, 4)), (4, 8, 8, (8, 8)), (4, 4, 4, (16, 16)),
-                           (8, 8, 8, (8, 8)), (4, 16, 16, (8, 8)), (8, 4, 4, (16, 16)),
-                           (2, 4, 4, (16, 16)), (8, 16, 16, (8, 8)), (4, 8, 4, (16, 8))]],
-    # image: RN is fixed at 4 (one RGBA pixel of columns), so only RM and the work-group vary
-    "image": [{"defines": {"RM": rm, "RN": 4}, "local": list(loc)}
-              for rm, loc in [(4, (8, 8)), (8, (8, 8)), (2, (16, 16)), (4, (16, 16)),
-                              (8, (4, 4)), (1, (16, 16))]],
-}
+from .abi import GEMM_KERNELS
+from .gemm import BenchError, GemmShape, gemm_spec
+from .launch import geometry
+from .versions import GEMM_LIBRARIES, KernelVersion, load_version
 
 # Shape classes by GEMM FLOPs (2*M*N*K): the paper MLP's layers are "small"/"medium",
 # 1024^2 and up are "large".
@@ -83,19 +69,31 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
 
 
+def tunable(version: KernelVersion | str) -> bool:
+    """True when the version (a :class:`KernelVersion` or a version name, loaded with
+    :func:`~phonetrain.kernels.versions.load_version`) has candidates besides its defaults."""
+    if isinstance(version, str):
+        version = load_version(version)
+    return len(version.candidates) > 1
+
+
 def tune(version: KernelVersion, shapes: list[GemmShape],
          run_spec: Callable[[dict[str, Any]], dict[str, Any]], *, source: str,
-         space: list[dict[str, Any]] | None = None, min_time_ms: float = 20,
-         repeats: int = 3) -> dict[str, Any]:
-    """Run every candidate; return the tuning document (module docstring).
+         min_time_ms: float = 20, repeats: int = 3,
+         defaults_only: bool = False) -> dict[str, Any]:
+    """Run every candidate of ``version.candidates`` (only the first, the defaults, with
+    ``defaults_only``; it is still checked) on ``shapes``; return the tuning document (module
+    docstring).
 
     ``run_spec(spec) -> gemm.json document`` executes one bench-gemm spec on the device (and
-    raises :class:`~phonetrain.kernels.gemm.BenchError` when the runner fails, e.g. a build error);
-    ``source`` is the version's ``gemm.cl`` path as the runner sees it. Raises
-    :class:`TuningError` when some class has no correct candidate.
+    raises :class:`~phonetrain.kernels.gemm.BenchError` when the runner fails, e.g. a build
+    error); ``source`` is the version's ``gemm.cl`` path as the runner sees it; ``min_time_ms``
+    (ms per measurement) and ``repeats`` go to the spec. Raises :class:`TuningError` when some
+    class has no correct candidate.
     """
-    space = space if space is not None else SPACES.get(version.name) or \
-        next((SPACES[c] for c in version.chain if c in SPACES), [{"defines": {}, "local": None}])
+    space = version.candidates
+    if defaults_only:
+        space = space[:1]
     trials = []
     for cand in space:
         v = candidate_version(version, cand)
@@ -177,7 +175,7 @@ def tune_plan(plan, version: KernelVersion, tuning: dict[str, Any]):
     v = candidate_version(version, tuning["classes"][cls])
     out = copy.deepcopy(plan)
     for p in out.programs:
-        if p.source != "clblast":
+        if p.source not in GEMM_LIBRARIES:   # a library's reserved source takes no options
             p.options = v.options
     for s in out.steps:
         if s.op == "kernel" and s.name in GEMM_KERNELS:
