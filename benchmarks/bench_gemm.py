@@ -3,17 +3,17 @@
 device, at the paper MLP's shapes (784-256-128-16, batch 32) and square M=N=K sizes; plus the
 device's measured peaks (clpeak method). Prints markdown tables.
 
-Needs only numpy + pandas and the runner built by ``cc`` (built here when --runner is not
-given; no Hydra, no Snakemake)::
+Needs only numpy, pandas, PyYAML and the runner built by ``cc`` (built here when --runner is
+not given; no Hydra, no Snakemake)::
 
     python benchmarks/bench_gemm.py                                   # this host's PoCL
     python benchmarks/bench_gemm.py --platform NVIDIA --device-type gpu --sizes 1024,2048,4096
 
-``--tune`` runs each optimized version's search space (phonetrain.kernels.tuning.SPACES) per shape and
-reports its best correct configuration (what the build stage's tune job would keep);
-without it the version.yaml defaults are used (their values are mirrored in the first
-candidate of each space, so this works without omegaconf). A version whose estimated time per
-launch exceeds --max-launch-s (extrapolated from its previous square size) is skipped.
+``--tune`` runs each version's tuning space (its version.yaml defaults, then the candidates
+under ``tuning:`` in src/kernels/<version>/version.yaml) per shape and reports its best correct
+configuration (what the build stage's tune job would keep); without it the version.yaml
+defaults are used. A version whose estimated time per launch exceeds --max-launch-s
+(extrapolated from its previous square size) is skipped.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,9 +28,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from phonetrain.kernels import gemm  # noqa: E402
-from phonetrain.kernels import tuning
-from phonetrain.kernels import KernelVersion  # noqa: E402
+from phonetrain.devices.toolchains import build_runner  # noqa: E402
+from phonetrain.kernels import gemm, load_version, tuning  # noqa: E402
+from phonetrain.runner import DeviceSelector, RunnerError  # noqa: E402
+from phonetrain.stages.gemm import bench_here, peaks_here  # noqa: E402
 
 MLP = [(784, 256), (256, 128), (128, 16)]   # paper MLP layers (in, out)
 BATCH = 32
@@ -47,35 +47,22 @@ def mlp_shapes() -> list[gemm.GemmShape]:
     return out
 
 
-def build_runner(cc: str) -> Path:
-    out = Path(tempfile.mkdtemp(prefix="phonetrain-bench-")) / "runner"
-    srcs = sorted(str(p) for p in (REPO / "src" / "runner").glob("*.c"))
-    subprocess.run([cc, "-O2", "-std=c11", "-D_GNU_SOURCE", "-fopenmp", "-o", str(out), *srcs,
-                    "-ldl", "-lm"], check=True)
-    return out
-
-
-def version(name: str, cand: dict | None) -> KernelVersion:
-    chain = [name] if name == "baseline" else [name, "baseline"]
-    v = KernelVersion(name=name, inherits=None if name == "baseline" else "baseline", chain=chain)
-    return tuning.candidate_version(v, cand) if cand else v
-
-
 def measure(args, runner: Path, name: str, shape: gemm.GemmShape) -> tuple[float, str]:
     """Best GFLOPS of one version on one shape, and the configuration that gave it."""
-    sel = args.selectors
+    sel = args.selector
     if name == "cpu":
-        df = gemm.bench_gemm(runner, None, [shape], min_time_ms=args.min_time_ms,
+        df = bench_here(runner, None, [shape], min_time_ms=args.min_time_ms,
                              repeats=args.repeats, threads=args.threads)
         return _pick(df, "threads=%d" % args.threads)
-    cands = tuning.SPACES.get(name, [None])
-    cands = cands if args.tune else cands[:1]
+    kv = load_version(name)
+    cands = kv.candidates if args.tune else kv.candidates[:1]
     best, cfg = math.nan, ""
     for cand in cands:
         try:
-            df = gemm.bench_gemm(runner, version(name, cand), [shape], selectors=sel,
-                                 min_time_ms=args.min_time_ms, repeats=args.repeats)
-        except gemm.BenchError as e:
+            df = bench_here(runner, tuning.candidate_version(kv, cand), [shape],
+                                 selector=sel, min_time_ms=args.min_time_ms,
+                                 repeats=args.repeats)
+        except RunnerError as e:
             print(f"  {name} {cand}: {str(e).splitlines()[0]}", file=sys.stderr)
             continue
         if df.attrs.get("skipped"):
@@ -83,8 +70,8 @@ def measure(args, runner: Path, name: str, shape: gemm.GemmShape) -> tuple[float
         g, _ = _pick(df, "")
         if not (g <= best):   # also replaces NaN
             best = g
-            cfg = " ".join(f"{k}={v}" for k, v in (cand or {}).get("defines", {}).items())
-            if cand and cand.get("local"):
+            cfg = " ".join(f"{k}={v}" for k, v in cand["defines"].items())
+            if cand.get("local"):
                 cfg += f" local={cand['local'][0]}x{cand['local'][1]}"
     return best, cfg
 
@@ -113,19 +100,16 @@ def main() -> int:
     ap.add_argument("--max-launch-s", type=float, default=10)
     ap.add_argument("--no-peaks", action="store_true")
     args = ap.parse_args()
-    args.selectors = []
-    for flag, val in (("--platform", args.platform), ("--device", args.device),
-                      ("--device-type", args.device_type)):
-        if val:
-            args.selectors += [flag, val]
-    runner = Path(args.runner) if args.runner else build_runner(args.cc)
+    args.selector = DeviceSelector(args.platform, args.device, args.device_type)
+    runner = Path(args.runner) if args.runner else build_runner(
+        Path(tempfile.mkdtemp(prefix="phonetrain-bench-")), cc=args.cc)
     # OpenMP threads that spin at barriers collapse when the cores are shared (CI, a busy
     # host): the CPU backend then measures the scheduler. Passive waiting unless the user set it.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     versions = args.versions.split(",")
     shapes = ([] if args.no_mlp else mlp_shapes()) + gemm.square_shapes(
         int(s) for s in args.sizes.split(",") if s)
-    info = gemm.peaks(runner, args.selectors, min_time_ms=50) if not args.no_peaks else None
+    info = peaks_here(runner, args.selector, min_time_ms=50) if not args.no_peaks else None
     if info is not None:
         print(f"device: {info.device.iloc[0]} ({info.platform.iloc[0]})\n")
         print("| peak | value |\n|---|---|")
@@ -133,7 +117,10 @@ def main() -> int:
             val = f"{r.gflops:.1f} GFLOPS" if r.kind == "compute" else f"{r.gbps:.1f} GB/s"
             print(f"| {r.kind} {r.name} | {val} |")
         print()
-    print("| shape | " + " | ".join(versions) + " | best/baseline | best/clblast | best config |")
+    # the reference column: the first version whose GEMM is a library (CLBlast)
+    library = next((n for n in versions if n != "cpu" and load_version(n).gemm_library), "")
+    print("| shape | " + " | ".join(versions) +
+          f" | best/baseline | best/{library or 'library'} | best config |")
     print("|---|" + "---|" * (len(versions) + 3))
     last: dict[str, tuple[float, float]] = {}   # version -> (flops, gflops) of the last shape
     for shape in shapes:
@@ -148,14 +135,15 @@ def main() -> int:
             if g == g and shape.M == shape.N == shape.K:   # extrapolate along the squares only
                 last[name] = (shape.flops, g)
             cells.append(f"{g:.1f}" if g == g else (cfg or "n/a")[:60])
-        own = {n: r for n, r in results.items() if n not in ("cpu", "clblast") and r[0] == r[0]}
+        own = {n: r for n, r in results.items() if n != "cpu" and r[0] == r[0]
+               and not load_version(n).gemm_library}
         best_name = max(own, key=lambda n: own[n][0]) if own else None
         ratio = lambda ref: (f"{own[best_name][0] / results[ref][0]:.2f}x"  # noqa: E731
                              if best_name and ref in results and results[ref][0] > 0 else "-")
         label = f"{shape.kernel} {shape.M}x{shape.N}x{shape.K}"
         best_cfg = f"{best_name} {own[best_name][1]}" if best_name else "-"
         print(f"| {label} | " + " | ".join(cells) +
-              f" | {ratio('baseline')} | {ratio('clblast')} | {best_cfg} |", flush=True)
+              f" | {ratio('baseline')} | {ratio(library)} | {best_cfg} |", flush=True)
     return 0
 
 

@@ -99,6 +99,9 @@ def _version(kernels: Path, conf: Path, name: str, yaml_text: str) -> None:
     ({"bad": "- inherits\n"}, ["bad/version.yaml", "mapping"]),
     ({"bad": "inherits: basline\n"}, ["bad/version.yaml", "'inherits'", "basline"]),
     ({"bad": "inherits: other\n", "other": "inherits: bad\n"}, ["cycle", "bad -> other -> bad"]),
+    ({"bad": "inherits: tiled\ngeometry: tiles\n"}, ["bad/version.yaml", "'geometry'", "tiles"]),
+    ({"bad": "inherits: tiled\ndefines: {WPTM: 6}\n"},
+     ["bad/version.yaml", "'defines'", "violates", "TSM % WPTM == 0"]),
 ])
 def test_bad_kernel_version_fails_at_composition(conf, kernels, versions, needles):
     for name, text in versions.items():

@@ -14,7 +14,7 @@ from phonetrain import reference
 from phonetrain.kernels import tuning
 from phonetrain import runner as runner_api
 from phonetrain.kernels.gemm import GemmShape
-from phonetrain.kernels.gemm_geometry import IMAGE_MAX_WIDTH4, image_width4
+from phonetrain.kernels.launch import IMAGE_MAX_WIDTH4, image_width4
 from phonetrain.kernels import load_version
 from phonetrain.lowering import LowerSpec, lower, write_bundle
 from phonetrain.plan import Plan, PlanError

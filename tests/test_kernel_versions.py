@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from phonetrain.stages.gemm import bench_here, peaks_here
+from phonetrain.runner import run_mode
 from phonetrain.kernels import gemm
 from phonetrain.kernels import KERNELS_ROOT, load_version
 
@@ -49,8 +51,8 @@ def _variant(name: str, defines: dict, extra: dict):
                          ids=[f"{p[0]}-{'-'.join(f'{k}{v}' for k, v in p[1].items()) or 'default'}"
                               for p in PARAMS])
 def test_version_matches_reference(runner, pocl, name, defines, extra):
-    df = gemm.bench_gemm(runner, _variant(name, defines, extra), _shapes(),
-                         selectors=pocl.to_args(), min_time_ms=0.1, repeats=1)
+    df = bench_here(runner, _variant(name, defines, extra), _shapes(),
+                    selector=pocl, min_time_ms=0.1, repeats=1)
     assert len(df) == len(SHAPES) * 3
     bad = df[df.status != "ok"]
     assert bad.empty, bad[["kernel", "M", "N", "K", "status", "error", "max_err"]].to_string()
@@ -71,16 +73,16 @@ def test_check_catches_a_wrong_geometry(runner, pocl):
 def _run_spec(runner: Path, spec: dict, selectors: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
-        gemm.run_runner(runner, "bench-gemm", ["--spec", "spec.json", "--out", "o", *selectors],
-                        cwd=tmp)
+        run_mode(runner, "bench-gemm", ["--spec", "spec.json", "--out", "o", *selectors],
+                 cwd=Path(tmp))
         return json.loads((Path(tmp) / "o" / "gemm.json").read_text())
 
 
 def test_clblast_matches_reference(runner, pocl):
     if not any(Path(d).glob("libclblast.so*") for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib")):
         pytest.skip("libclblast not installed (Debian: apt install libclblast1)")
-    df = gemm.bench_gemm(runner, load_version("clblast"), _shapes()[:12],
-                         selectors=pocl.to_args(), min_time_ms=0.1, repeats=1)
+    df = bench_here(runner, load_version("clblast"), _shapes()[:12],
+                    selector=pocl, min_time_ms=0.1, repeats=1)
     assert not df.attrs.get("skipped"), df.attrs
     bad = df[df.status != "ok"]
     assert bad.empty, bad[["kernel", "M", "N", "K", "status", "error", "max_err"]].to_string()
@@ -103,9 +105,9 @@ def test_clblast_absent_is_skipped_with_reason(runner):
 
 
 def test_cpu_backend_and_peaks(runner, pocl):
-    df = gemm.bench_gemm(runner, None, [gemm.GemmShape("gemm_tn", 17, 33, 9)], min_time_ms=0.1,
+    df = bench_here(runner, None, [gemm.GemmShape("gemm_tn", 17, 33, 9)], min_time_ms=0.1,
                          repeats=1)
     assert df.status.tolist() == ["ok"] and df.version.tolist() == ["cpu"]
-    pk = gemm.peaks(runner, pocl.to_args(), min_time_ms=1, work_items=4096)
+    pk = peaks_here(runner, pocl, min_time_ms=1, work_items=4096)
     assert set(pk.name) == {"float", "float2", "float4", "float8", "float16", "read_float4"}
     assert (pk[pk.kind == "compute"].gflops > 0).all() and (pk[pk.kind == "bandwidth"].gbps > 0).all()

@@ -21,9 +21,8 @@ import pytest
 from kernel_cases import GROUPS, Case, group_cases
 from phonetrain import reference
 from phonetrain import runner as runner_api
-from phonetrain.kernels.gemm_geometry import mark_image_args
 from phonetrain.kernels import (bind_args, geometry, kernel_flops, kernels_mentioned,
-                                load_version, resolve_sources, stage_kernels)
+                                load_version, mark_image_args, resolve_sources, stage_kernels)
 from phonetrain.plan import Plan, Program, Step, Tensor
 
 VERSIONS = ["baseline", "tiled", "regblock", "image"]

@@ -224,7 +224,8 @@ def test_geometry_baseline_local_and_registered_rules():
             return None
         return [-(-int(dims["N"]) // 4) * 4, -(-int(dims["M"]) // 4) * 4], [4, 4]
 
-    child = KernelVersion(name="child", chain=["child", "test_tiles", "baseline"])
+    child = KernelVersion(name="child", chain=["child", "baseline"], geometry="test_tiles")
     assert geometry("gemm_nn", {"M": 5, "N": 6, "K": 1}, child) == ([8, 8], [4, 4])
     assert geometry("relu_fwd", {"n": 10}, child) == ([10], None)
-    assert geometry("gemm_nn", {"M": 5, "N": 6, "K": 1}, "baseline") == ([6, 5], None)
+    assert geometry("gemm_nn", {"M": 5, "N": 6, "K": 1}, load_version("baseline")) == (
+        [6, 5], None)

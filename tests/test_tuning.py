@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from phonetrain.stages.gemm import bench_here
+from phonetrain.runner import run_mode
 from phonetrain.config import MeasureConfig
 from phonetrain import reference
 from phonetrain.kernels import gemm
@@ -31,14 +33,25 @@ SPACE = [{"defines": {"RM": 4, "RN": 8, "VK": 8}, "local": [8, 8]},
          {"defines": {"RM": 4, "RN": 5, "VK": 8}, "local": [4, 4]}]   # float5: does not compile
 
 
+def _regblock_with_space(space: list[dict]):
+    """regblock whose tuning space is ``space``: defaults ``space[0]``, candidates the rest
+    (built in memory: load_version would reject the RN=5 candidate)."""
+    v = tuning.candidate_version(load_version("regblock"), space[0])
+    v.tuning_candidates = [dict(c) for c in space[1:]]
+    configs = lambda cands: [(tuning.candidate_version(v, c).options,  # noqa: E731
+                              tuning.candidate_version(v, c).local_sizes) for c in cands]
+    assert configs(v.candidates) == configs(space)
+    return v
+
+
 def _local_run_spec(runner, pocl, corrupt=None):
     """run_spec for tuning.tune on this host; ``corrupt`` (a defines dict) gets its cases
     marked "wrong" with an absurd speed, as a kernel computing garbage fast would be."""
     def run(spec):
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "spec.json").write_text(json.dumps(spec))
-            gemm.run_runner(runner, "bench-gemm", ["--spec", "spec.json", "--out", "o",
-                                                   *pocl.to_args()], cwd=tmp)
+            run_mode(runner, "bench-gemm", ["--spec", "spec.json", "--out", "o",
+                                            *pocl.to_args()], cwd=Path(tmp))
             doc = json.loads((Path(tmp) / "o" / "gemm.json").read_text())
         if corrupt and all(f"-D{k}={v}" in spec["options"] for k, v in corrupt.items()):
             for c in doc["cases"]:
@@ -49,10 +62,10 @@ def _local_run_spec(runner, pocl, corrupt=None):
 
 def test_tuner_picks_the_best_correct_candidate(runner, pocl):
     fast_but_wrong = SPACE[0]["defines"]
-    doc = tuning.tune(load_version("regblock"), SHAPES,
+    doc = tuning.tune(_regblock_with_space(SPACE), SHAPES,
                       _local_run_spec(runner, pocl, corrupt=fast_but_wrong),
-                      source=str(KERNELS_ROOT / "regblock" / "gemm.cl"), space=SPACE,
-                      min_time_ms=1, repeats=1)
+                      source=str(KERNELS_ROOT / "regblock" / "gemm.cl"), min_time_ms=1,
+                      repeats=1)
     statuses = [t["status"] for t in doc["trials"]]
     assert statuses[0] == "ok" and statuses[1] == "ok" and statuses[2].startswith("error")
     assert set(doc["classes"]) == {"small"} and doc["default"] == "small"
@@ -60,15 +73,15 @@ def test_tuner_picks_the_best_correct_candidate(runner, pocl):
     assert best["defines"] == SPACE[1]["defines"] and best["local"] == SPACE[1]["local"]
     # the chosen configuration, rerun on its own, is correct on every shape
     v = tuning.candidate_version(load_version("regblock"), best)
-    df = gemm.bench_gemm(runner, v, SHAPES, selectors=pocl.to_args(), min_time_ms=1, repeats=1)
+    df = bench_here(runner, v, SHAPES, selector=pocl, min_time_ms=1, repeats=1)
     assert (df.status == "ok").all() and (df.max_err < 1e-5).all()
 
 
 def test_tuner_fails_when_nothing_is_correct(runner, pocl):
     with pytest.raises(tuning.TuningError, match="no candidate passed"):
-        tuning.tune(load_version("regblock"), SHAPES[:1], _local_run_spec(runner, pocl),
-                    source=str(KERNELS_ROOT / "regblock" / "gemm.cl"), space=SPACE[2:],
-                    min_time_ms=1, repeats=1)
+        tuning.tune(_regblock_with_space(SPACE[2:]), SHAPES[:1], _local_run_spec(runner, pocl),
+                    source=str(KERNELS_ROOT / "regblock" / "gemm.cl"), min_time_ms=1,
+                    repeats=1)
 
 
 @pytest.mark.parametrize("version,cand", [

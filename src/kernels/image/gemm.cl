@@ -13,14 +13,18 @@
  * - gemm_nt: dot products along K; per 4 k, one 4-float read of each of B's 4 rows and a
  *   vload4 of each of A's RM rows; the K tail is masked.
  * Rows of A past M are clamped to M-1 for reading and never stored, so any M, N, K >= 1 is
- * correct. Parameters (-D): RM (rows per work-item), RN must be 4. Launch geometry (the
- * regblock rule, phonetrain.gemm_geometry): local = [LX, LY] from version.yaml,
+ * correct. Tuning parameters (-D, defaults below = version.yaml's defines): RM (rows per
+ * work-item); RN must be 4. Launch geometry (rule "image" of phonetrain.kernels.launch, the
+ * regblock rule): local = [LX, LY] from version.yaml / tuning.json,
  * global = [ceil(ceil(N/4)/LX)*LX, ceil(ceil(M/RM)/LY)*LY]. Kernel ABI: src/kernels/README.md.
  */
 #ifndef RM
 #define RM 4
 #endif
-#if defined(RN) && RN != 4
+#ifndef RN
+#define RN 4
+#endif
+#if RN != 4
 #error "image: RN must be 4 (one RGBA pixel of columns per work-item)"
 #endif
 

@@ -11,19 +11,20 @@
  * >= 1 is correct. With no barriers, PoCL keeps the accumulators in registers and the vector
  * types give SIMD within one work-item.
  *
- * Parameters (-D): RM (rows per work-item), RN (columns per work-item: 2, 4, 8 or 16),
- * VK (K vector width of gemm_nt: 2, 4, 8 or 16). Launch geometry (phonetrain.kernels):
+ * Tuning parameters (-D, defaults below = version.yaml's defines): RM (rows per work-item), RN
+ * (columns per work-item: 2, 4, 8 or 16), VK (K vector width of gemm_nt: 2, 4, 8 or 16).
+ * Launch geometry (rule "regblock" of phonetrain.kernels.launch):
  * local = [LX, LY] from version.yaml / tuning.json, global = [ceil(ceil(N/RN)/LX)*LX,
  * ceil(ceil(M/RM)/LY)*LY]. Kernel ABI: src/kernels/README.md.
  */
 #ifndef RM
-#define RM 4
+#define RM 8
 #endif
 #ifndef RN
-#define RN 8
+#define RN 16
 #endif
 #ifndef VK
-#define VK 8
+#define VK 16
 #endif
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)

@@ -7,20 +7,22 @@
  * across work-items on PoCL). Technique after Nugteren's "Tutorial: OpenCL SGEMM tuning for
  * Kepler" (kernels 2-6, cnugteren.github.io/tutorial) and CLBlast's xgemm.
  *
- * Launch geometry (phonetrain.kernels registers it): local = [TSN/WPTN, TSM/WPTM],
+ * Launch geometry (rule "tiled" of phonetrain.kernels.launch): local = [TSN/WPTN, TSM/WPTM],
  * global = [ceil(N/TSN) * TSN/WPTN, ceil(M/TSM) * TSM/WPTM]. Kernel ABI: src/kernels/README.md.
+ * Tuning parameters (-D, defaults below = version.yaml's defines): TSM, TSN (tile of C), TSK
+ * (K depth of a staged slice), WPTM, WPTN (outputs per work-item, dividing TSM, TSN).
  */
 #ifndef TSM
-#define TSM 32
+#define TSM 64
 #endif
 #ifndef TSN
-#define TSN 32
+#define TSN 64
 #endif
 #ifndef TSK
-#define TSK 16
+#define TSK 8
 #endif
 #ifndef WPTM
-#define WPTM 4
+#define WPTM 8
 #endif
 #ifndef WPTN
 #define WPTN 4

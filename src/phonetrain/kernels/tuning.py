@@ -1,11 +1,12 @@
 """Per-device tuning of the optimized GEMM versions (tile sizes, work per item, local sizes).
 
-A build-stage job per device x version runs every candidate of the version's search space
-(:data:`SPACES`) on the sweep's GEMM shapes through the runner's ``bench-gemm`` mode, and keeps,
-per shape class (:func:`shape_class`), the candidate with the highest geometric-mean GFLOPS
-among those whose every case of that class passed the correctness check (a candidate that does
-not compile, fails to launch or computes a wrong result is never picked). The result is
-``results/build/<device>/kernels/<version>/tuning.json``::
+A build-stage job per device x version runs every candidate of the version's tuning space
+(:attr:`phonetrain.kernels.versions.KernelVersion.candidates`: the ``version.yaml`` defaults,
+then its ``tuning.candidates``) on the sweep's GEMM shapes through the runner's ``bench-gemm``
+mode, and keeps, per shape class (:func:`shape_class`), the candidate with the highest
+geometric-mean GFLOPS among those whose every case of that class passed the correctness check
+(a candidate that does not compile, fails to launch or computes a wrong result is never
+picked). The result is ``results/build/<device>/kernels/<version>/tuning.json``::
 
     {"version": "regblock", "device": "host", "kernel_hash": "...",
      "classes": {"small": {"defines": {...}, "local": [4, 4] | null, "gflops_geomean": 12.3,
@@ -19,8 +20,8 @@ gives ``{"classes": {}, "default": null, "skipped": reason}``, which runs leave 
 
 Runs use it through :func:`tune_plan`: one program per plan, so the plan takes the class that
 holds the largest share of its GEMM FLOPs (:func:`plan_class`), and its GEMM steps get that
-configuration's defines (program build options) and launch geometry. Only numpy/pandas are
-needed (no Hydra), so benchmarks/bench_gemm.py can use the same spaces.
+configuration's defines (program build options) and launch geometry. Only numpy/pandas and
+PyYAML are needed (no Hydra), so benchmarks/bench_gemm.py can use the same spaces.
 """
 
 from __future__ import annotations
@@ -28,36 +29,22 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Callable
 
-from phonetrain.kernels.gemm import BenchError, GemmShape, gemm_spec, GEMM_KERNELS
-from phonetrain.kernels import KernelVersion, geometry
-
-# Search spaces: candidates {"defines": {...}, "local": [LX, LY] | None}; the first of each is
-# the version.yaml default. tiled's local size follows from its defines (local = None).
-SPACES: dict[str, list[dict[str, Any]]] = {
-    "tiled": [{"defines": dict(zip(("TSM", "TSN", "TSK", "WPTM", "WPTN"), t)), "local": None}
-              for t in [(64, 64, 8, 8, 4), (64, 64, 16, 4, 4), (32, 32, 16, 4, 4),
-                        (32, 32, 8, 2, 2), (128, 128, 8, 8, 8), (64, 64, 16, 8, 8),
-                        (16, 16, 16, 1, 1), (128, 64, 16, 8, 4), (32, 32, 16, 2, 2)]],
-    "regblock": [{"defines": dict(zip(("RM", "RN", "VK"), t[:3])), "local": list(t[3])}
-                 for t in [(8, 16, 16, (4, 4)), (4, 8, 8, (8, 8)), (4, 4, 4, (16, 16)),
-                           (8, 8, 8, (8, 8)), (4, 16, 16, (8, 8)), (8, 4, 4, (16, 16)),
-                           (2, 4, 4, (16, 16)), (8, 16, 16, (8, 8)), (4, 8, 4, (16, 8))]],
-    # image: RN is fixed at 4 (one RGBA pixel of columns), so only RM and the work-group vary
-    "image": [{"defines": {"RM": rm, "RN": 4}, "local": list(loc)}
-              for rm, loc in [(4, (8, 8)), (8, (8, 8)), (2, (16, 16)), (4, (16, 16)),
-                              (8, (4, 4)), (1, (16, 16))]],
-}
+from ..errors import PhonetrainError, ResultsFileError
+from ..io import write_text
+from .abi import GEMM_KERNELS
+from .gemm import GemmShape, gemm_spec
+from .launch import geometry
+from .versions import GEMM_LIBRARIES, KernelVersion, load_version
 
 # Shape classes by GEMM FLOPs (2*M*N*K): the paper MLP's layers are "small"/"medium",
 # 1024^2 and up are "large".
 CLASS_BOUNDS = (("small", 1 << 23), ("medium", 1 << 30), ("large", math.inf))
 
 
-class TuningError(RuntimeError):
+class TuningError(PhonetrainError):
     """No candidate of a class passed the correctness check; the message names the version."""
 
 
@@ -84,25 +71,28 @@ def _geomean(xs: list[float]) -> float:
 
 
 def tunable(version: KernelVersion | str) -> bool:
-    """True when the version (or an ancestor) has a search space."""
-    from phonetrain.kernels import load_version
-    v = load_version(version) if isinstance(version, str) else version
-    return any(c in SPACES for c in v.chain)
+    """True when the version (a :class:`KernelVersion` or a version name, loaded with
+    :func:`~phonetrain.kernels.versions.load_version`) has candidates besides its defaults."""
+    if isinstance(version, str):
+        version = load_version(version)
+    return len(version.candidates) > 1
 
 
 def tune(version: KernelVersion, shapes: list[GemmShape],
          run_spec: Callable[[dict[str, Any]], dict[str, Any]], *, source: str,
-         space: list[dict[str, Any]] | None = None, min_time_ms: float = 20,
-         repeats: int = 3, defaults_only: bool = False) -> dict[str, Any]:
-    """Run every candidate; return the tuning document (module docstring).
+         min_time_ms: float = 20, repeats: int = 3,
+         defaults_only: bool = False) -> dict[str, Any]:
+    """Run every candidate of ``version.candidates`` (only the first, the defaults, with
+    ``defaults_only``; it is still checked) on ``shapes``; return the tuning document (module
+    docstring).
 
     ``run_spec(spec) -> gemm.json document`` executes one bench-gemm spec on the device (and
-    raises :class:`~phonetrain.kernels.gemm.BenchError` when the runner fails, e.g. a build error);
-    ``source`` is the version's ``gemm.cl`` path as the runner sees it. Raises
-    :class:`TuningError` when some class has no correct candidate.
+    raises a :class:`~phonetrain.errors.PhonetrainError` when the runner fails, e.g. a build
+    error); ``source`` is the version's ``gemm.cl`` path as the runner sees it; ``min_time_ms``
+    (ms per measurement) and ``repeats`` go to the spec. Raises :class:`TuningError` when some
+    class has no correct candidate.
     """
-    space = space if space is not None else SPACES.get(version.name) or \
-        next((SPACES[c] for c in version.chain if c in SPACES), [{"defines": {}, "local": None}])
+    space = version.candidates
     if defaults_only:
         space = space[:1]
     trials = []
@@ -119,7 +109,7 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
             trial["cases"] = [{k: c.get(k) for k in ("kernel", "M", "N", "K", "status", "gflops",
                                                      "max_err", "error")}
                               for c in doc.get("cases", [])]
-        except (BenchError, ValueError) as e:
+        except (PhonetrainError, ValueError) as e:  # the candidate failed on the device
             trial["status"] = f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
         trials.append(trial)
     classes = {}
@@ -147,21 +137,19 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
 
 def write_tuning(doc: dict[str, Any], path: str | Path) -> None:
     """Write the tuning document atomically (temp file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, path)
+    write_text(path, json.dumps(doc, indent=1))
 
 
 def load_tuning(path: str | Path) -> dict[str, Any]:
-    """Read a tuning.json; ``ValueError`` naming the file when it is not one."""
+    """Read a tuning.json; :class:`~phonetrain.errors.ResultsFileError` naming the file when it
+    is not one."""
     try:
         doc = json.loads(Path(path).read_text())
         doc["classes"], doc["default"]  # noqa: B018 (presence check)
         return doc
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}: not a tuning document ({e}); rerun the tune job") from e
+        raise ResultsFileError(f"{path}: not a tuning document ({e})",
+                               "rerun the tune job") from e
 
 
 def plan_class(plan, tuning: dict[str, Any]) -> str:
@@ -186,7 +174,7 @@ def tune_plan(plan, version: KernelVersion, tuning: dict[str, Any]):
     v = candidate_version(version, tuning["classes"][cls])
     out = copy.deepcopy(plan)
     for p in out.programs:
-        if p.source != "clblast":
+        if p.source not in GEMM_LIBRARIES:   # a library's reserved source takes no options
             p.options = v.options
     for s in out.steps:
         if s.op == "kernel" and s.name in GEMM_KERNELS:

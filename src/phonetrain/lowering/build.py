@@ -15,10 +15,9 @@ import math
 from pathlib import Path
 
 from .. import data as datasets
-from ..kernels.gemm_geometry import mark_image_args
-from ..kernels import (KERNEL_ARGS, KERNELS_ROOT, KernelVersion, bind_args, buffer_access,
-                       geometry, kernel_flops, kernels_mentioned, load_version,
-                       resolve_sources)
+from ..kernels import (GEMM_KERNELS, KERNEL_ARGS, KERNELS_ROOT, KernelVersion, bind_args,
+                       buffer_access, geometry, kernel_flops, kernels_mentioned, load_version,
+                       mark_image_args, resolve_sources)
 from ..models import Conv2d, Flatten, Linear, MaxPool2d, Model, ReLU, get_model
 from ..layout import plan_dir_rel
 from ..plan import Batch, Plan, Program, Step, Tensor
@@ -244,14 +243,17 @@ def _place(b: _Builder, spec: LowerSpec, x: int, labels: int, loss: int) -> list
 def _programs(plan_steps: list[Step], version: KernelVersion, kernels_root: Path) -> list[Program]:
     """Every resolved ``.cl`` file of the version (the build stage compiles the same set);
     a kernel the plan launches that no file mentions raises :class:`LowerError` early (a
-    word match, since kernels may be defined through macros such as ``GEMM_KERNEL(gemm_nn)``)."""
+    word match, since kernels may be defined through macros such as ``GEMM_KERNEL(gemm_nn)``).
+    A version with a ``gemm_library`` gets the reserved program
+    ``{"name": "gemm", "source": <library>, "options": ""}`` in place of any ``gemm.cl``
+    (:mod:`phonetrain.plan`)."""
     needed = {s.name for s in plan_steps if s.op == "kernel"}
     programs, found = [], set()
-    if "clblast" in version.chain:   # GEMM routed to CLBlast (src/kernels/clblast/README.md)
-        programs.append(Program(name="gemm", source="clblast", options=""))
-        found |= {"gemm_nn", "gemm_nt", "gemm_tn"}
+    if version.gemm_library:   # GEMM routed to a library the runner loads
+        programs.append(Program(name="gemm", source=version.gemm_library, options=""))
+        found |= set(GEMM_KERNELS)
     for fname, path in resolve_sources(version.name, kernels_root).items():
-        if "clblast" in version.chain and fname == "gemm.cl":
+        if version.gemm_library and fname == "gemm.cl":
             continue
         found |= kernels_mentioned(path, needed)
         programs.append(Program(name=Path(fname).stem, source=f"kernels/{version.name}/{fname}",

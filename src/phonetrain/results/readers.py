@@ -12,6 +12,7 @@ cannot be read.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ import pandas as pd
 from phonetrain import layout
 from phonetrain.errors import ResultsFileError
 from phonetrain.io import read_json, short_hash
-from phonetrain.kernels.gemm import peaks_frame
 from phonetrain.results import provenance, schema
 
 
@@ -81,6 +81,51 @@ def read_build(json_path: str | Path) -> pd.DataFrame:
 
 
 # ---- everything -------------------------------------------------------------------------
+
+
+def gemm_frame(doc: dict[str, Any], version: str) -> pd.DataFrame:
+    """One row per case of a bench-gemm ``gemm.json``: version, kernel, M, N, K, global,
+    local, options, status (ok | wrong | error | skipped), gflops, median_ms, max_err,
+    iterations, device, platform. A skipped run (CLBlast absent) gives an empty frame with
+    ``attrs["skipped"]`` holding the reason."""
+    dev = doc.get("device") or {}
+    rows = []
+    for c in doc.get("cases", []):
+        rows.append({
+            "version": version, "kernel": c["kernel"], "M": c["M"], "N": c["N"], "K": c["K"],
+            "global": json.dumps(c.get("global")), "local": json.dumps(c.get("local")),
+            "options": doc.get("options", ""), "status": c["status"],
+            "error": c.get("error") or "", "gflops": _num(c.get("gflops")),
+            "median_ms": _num(c.get("median_ms")), "max_err": _num(c.get("max_err")),
+            "iterations": int(c.get("iterations") or 0),
+            "device": dev.get("name", "host CPU (runner cpu backend)"),
+            "platform": dev.get("platform", "")})
+    df = pd.DataFrame(rows, columns=["version", "kernel", "M", "N", "K", "global", "local",
+                                     "options", "status", "error", "gflops", "median_ms",
+                                     "max_err", "iterations", "device", "platform"])
+    if doc.get("status") == "skipped":
+        df.attrs["skipped"] = doc.get("reason", "")
+    return df
+
+
+def peaks_frame(doc: dict[str, Any]) -> pd.DataFrame:
+    """One row per bench-peak measurement: kind (compute | bandwidth), name (float..float16,
+    read_float4), width, gflops (compute), gbps (bandwidth), median_ms, device, platform."""
+    dev = doc.get("device") or {}
+    rows = [{"kind": "compute", "name": c["type"], "width": c["width"], "gflops": c["gflops"],
+             "gbps": math.nan, "median_ms": c["median_ms"]} for c in doc.get("compute", [])]
+    rows += [{"kind": "bandwidth", "name": b["kernel"], "width": 4, "gflops": math.nan,
+              "gbps": b["gbps"], "median_ms": b["median_ms"]} for b in doc.get("bandwidth", [])]
+    df = pd.DataFrame(rows, columns=["kind", "name", "width", "gflops", "gbps", "median_ms"])
+    df["device"] = dev.get("name", "")
+    df["platform"] = dev.get("platform", "")
+    return df
+
+
+
+
+def _num(v: Any) -> float:
+    return math.nan if v is None else float(v)
 
 
 def _prov(doc: dict[str, Any], device_info: dict[str, Any], params: dict[str, Any]) -> dict:

@@ -20,12 +20,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from phonetrain import layout
 from phonetrain.errors import StageError
 from phonetrain.io import write_json
-from phonetrain.kernels import load_version, stage_kernels, tuning
-from phonetrain.kernels.gemm import GemmShape, gemm_spec
-from phonetrain.runner import Runner, RunnerError
+from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tuning
+from phonetrain.kernels.gemm import GemmShape, gemm_source, gemm_spec
+from phonetrain.results.readers import gemm_frame, peaks_frame
+from phonetrain.runner import DeviceSelector, Runner, RunnerError
 from phonetrain.stages.job import Job, main
 
 CPU_VERSION = "cpu"
@@ -55,10 +58,9 @@ class _Bench:
         return Path(self.tmp.name) / f"out-{self.n}"
 
     def spec(self, spec: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return self.r.bench_gemm(spec, self.out())
-        except RunnerError as e:
-            raise StageError(f"device '{self.r.device}': runner bench-gemm: {e}") from None
+        """Run one bench-gemm spec (a failure raises the runner's error: a tuning trial
+        records it; the gemm stage fails with it)."""
+        return self.r.bench_gemm(spec, self.out())
 
 
 def tune(job: Job) -> dict:
@@ -146,6 +148,38 @@ def peaks(job: Job) -> dict:
     doc["device_id"] = p["device"]
     write_json(doc, job.output.peaks)
     return doc
+
+
+# ---------------------------------------------------------------- on this host, without a job
+
+def bench_here(binary: str | Path, version: KernelVersion | None, shapes: list[GemmShape], *,
+               selector: DeviceSelector | None = None, min_time_ms: float = 100,
+               repeats: int = 5, threads: int = 0, timeout_s: float = 600) -> pd.DataFrame:
+    """GFLOPS of ``version``'s GEMM kernels (``None``: the runner's CPU backend) on this host's
+    runner ``binary`` for ``shapes`` (columns: :func:`phonetrain.results.readers.gemm_frame`;
+    ``attrs["skipped"]`` holds the reason when the device lacks the version's library).
+    Raises a :class:`~phonetrain.runner.RunnerError` when the runner fails (e.g. a kernel that
+    does not compile)."""
+    opencl = version is not None
+    source = str(gemm_source(version)) if opencl and not version.gemm_library else ""
+    spec = gemm_spec(version, shapes, source=source, backend="opencl" if opencl else "cpu",
+                     min_time_ms=min_time_ms, repeats=repeats, threads=threads)
+    with tempfile.TemporaryDirectory(prefix="phonetrain-gemm-") as tmp:
+        r = Runner.local_binary(binary, tmp, selector, timeout_s=timeout_s)
+        doc = r.bench_gemm(spec, Path(tmp) / "out")
+    return gemm_frame(doc, version.name if opencl else CPU_VERSION)
+
+
+def peaks_here(binary: str | Path, selector: DeviceSelector | None = None, *,
+               min_time_ms: float = 50, work_items: int = 0,
+               timeout_s: float = 600) -> pd.DataFrame:
+    """Peak compute (GFLOPS per vector width) and read bandwidth (GB/s) of this host's OpenCL
+    device: the roofline's two ceilings (columns: :func:`phonetrain.results.readers.peaks_frame`).
+    ``work_items`` > 0 shrinks the compute launches (tests)."""
+    with tempfile.TemporaryDirectory(prefix="phonetrain-peak-") as tmp:
+        r = Runner.local_binary(binary, tmp, selector, timeout_s=timeout_s)
+        return peaks_frame(r.bench_peak(Path(tmp) / "out", min_time_ms=min_time_ms,
+                                        work_items=work_items))
 
 
 STAGES = {"tune": tune, "gemm": gemm, "peaks": peaks}

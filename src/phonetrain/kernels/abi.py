@@ -1,0 +1,145 @@
+"""The kernel ABI as data: every kernel's argument names and kinds, which buffers it reads and
+writes, its FLOPs and its baseline launch size.
+
+The ABI itself (names, argument order, semantics, edge rules) is ``src/kernels/README.md``;
+this module mirrors its table. It depends on nothing else of the package.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+# Argument names in ABI order. Prefix i: int, f: float, r: buffer read, w: buffer written,
+# rw: buffer read and written. The C of gemm_* is "w" when beta == 0 (see buffer_access).
+KERNEL_ARGS: dict[str, tuple[str, ...]] = {
+    "gemm_nn": ("i:M", "i:N", "i:K", "f:alpha", "r:A", "r:B", "f:beta", "rw:C"),
+    "gemm_nt": ("i:M", "i:N", "i:K", "f:alpha", "r:A", "r:B", "f:beta", "rw:C"),
+    "gemm_tn": ("i:M", "i:N", "i:K", "f:alpha", "r:A", "r:B", "f:beta", "rw:C"),
+    "bias_add": ("i:B", "i:C", "i:HW", "rw:Y", "r:bias"),
+    "bias_grad": ("i:B", "i:C", "i:HW", "r:dY", "w:db"),
+    "relu_fwd": ("i:n", "r:X", "w:Y"),
+    "relu_bwd": ("i:n", "r:Y", "r:dY", "w:dX"),
+    "im2col": ("i:B", "i:C", "i:H", "i:W", "i:KH", "i:KW", "i:stride", "i:pad", "i:OH",
+               "i:OW", "r:X", "w:col"),
+    "col2im": ("i:B", "i:C", "i:H", "i:W", "i:KH", "i:KW", "i:stride", "i:pad", "i:OH",
+               "i:OW", "r:col", "w:dX"),
+    "swap01": ("i:D0", "i:D1", "i:D2", "r:X", "w:Y"),
+    "maxpool_fwd": ("i:B", "i:C", "i:H", "i:W", "i:K", "i:stride", "i:OH", "i:OW", "r:X",
+                    "w:Y", "w:argmax"),
+    "maxpool_bwd": ("i:B", "i:C", "i:H", "i:W", "i:K", "i:stride", "i:OH", "i:OW", "r:dY",
+                    "r:argmax", "w:dX"),
+    "softmax_xent": ("i:B", "i:C", "r:logits", "r:labels", "w:dlogits", "w:row_loss"),
+    "mean": ("i:n", "r:X", "w:out"),
+    "sgd_update": ("i:n", "f:lr", "f:momentum", "f:weight_decay", "rw:W", "r:dW", "rw:V"),
+    "fill": ("i:n", "f:value", "w:X"),
+    "copy": ("i:n", "r:X", "w:Y"),
+}
+
+GEMM_KERNELS = ("gemm_nn", "gemm_nt", "gemm_tn")
+
+
+def arg_position(name: str, arg: str) -> int:
+    """0-based position of argument ``arg`` in kernel ``name``'s ABI order
+    (``arg_position("gemm_nn", "B") == 5``); ``KeyError`` for an unknown kernel,
+    ``ValueError`` for an argument the kernel does not have."""
+    names = [s.split(":")[1] for s in KERNEL_ARGS[name]]
+    if arg not in names:
+        raise ValueError(f"kernel {name} has no argument {arg!r} (ABI: {', '.join(names)})")
+    return names.index(arg)
+
+
+def read_only_buffers(name: str) -> tuple[str, ...]:
+    """Names of the buffers kernel ``name`` only reads (kind ``r``), in ABI order."""
+    return tuple(s.split(":")[1] for s in KERNEL_ARGS[name] if s.split(":")[0] == "r")
+
+
+def bind_args(name: str, args: list[dict]) -> dict[str, object]:
+    """Map a plan's positional kernel args to ABI names: ``{"M": 32, ..., "A": tensor_id}``.
+
+    Raises ``ValueError`` naming the kernel on an unknown name or a wrong count/kind.
+    """
+    if name not in KERNEL_ARGS:
+        raise ValueError(f"kernel {name!r} is not in the kernel ABI (src/kernels/README.md)")
+    spec = KERNEL_ARGS[name]
+    if len(args) != len(spec):
+        raise ValueError(f"kernel {name}: {len(args)} args, the ABI has {len(spec)}")
+    out: dict[str, object] = {}
+    for a, s in zip(args, spec):
+        kind, aname = s.split(":")
+        key = kind if kind in ("i", "f") else "t"
+        if key not in a:
+            raise ValueError(f"kernel {name}: argument {aname} must be {{{key!r}: ...}}, got {a}")
+        out[aname] = a[key]
+    return out
+
+
+def buffer_access(name: str, bound: dict[str, object]) -> dict[str, str]:
+    """``{arg name: "r"|"w"|"rw"}`` for the buffer args of a bound kernel call (``bound``
+    from :func:`bind_args`); a GEMM's C is ``"w"`` when ``beta == 0`` (C is then not read)."""
+    out = {}
+    for s in KERNEL_ARGS[name]:
+        kind, aname = s.split(":")
+        if kind in ("r", "w", "rw"):
+            if aname == "C" and name in GEMM_KERNELS and bound["beta"] == 0:
+                kind = "w"
+            out[aname] = kind
+    return out
+
+
+def kernel_flops(name: str, d: dict[str, object]) -> int:
+    """FLOPs of one launch (``d`` from :func:`bind_args`), the rules of the ABI's "FLOPs and
+    bytes" section (``src/kernels/README.md``).
+
+    GEMM ``2*M*N*K`` (2 x MACs); one FLOP per output for ``bias_add``, ``relu_fwd``,
+    ``relu_bwd``, one per summed input for ``bias_grad``, ``mean`` and ``col2im`` (its
+    ``C*KH*KW*B*OH*OW`` column entries), ``K*K`` comparisons per ``maxpool_fwd`` output, one add
+    per ``maxpool_bwd`` input gradient, ``5*B*C`` for ``softmax_xent``, ``sgd_update``
+    ``4*n`` with momentum else ``2*n``. Pure data movement (``im2col``, ``swap01``, ``copy``,
+    ``fill``) is 0.
+    """
+    g = lambda k: int(d[k])  # noqa: E731
+    if name in GEMM_KERNELS:
+        return 2 * g("M") * g("N") * g("K")
+    if name in ("bias_add", "bias_grad"):
+        return g("B") * g("C") * g("HW")
+    if name in ("relu_fwd", "relu_bwd", "mean"):
+        return g("n")
+    if name == "col2im":
+        return g("C") * g("KH") * g("KW") * g("B") * g("OH") * g("OW")
+    if name == "maxpool_fwd":
+        return g("B") * g("C") * g("OH") * g("OW") * g("K") * g("K")
+    if name == "maxpool_bwd":
+        return g("B") * g("C") * g("OH") * g("OW")
+    if name == "softmax_xent":
+        return 5 * g("B") * g("C")
+    if name == "sgd_update":
+        return (4 if float(d["momentum"]) != 0 else 2) * g("n")
+    return 0
+
+
+def baseline_global(name: str, d: dict[str, object]) -> list[int]:
+    """The ABI's baseline global size (``d`` from :func:`bind_args`): one work-item per output,
+    the last column of the ABI table; ``global[0]`` is the fastest-varying index."""
+    g = lambda k: int(d[k])  # noqa: E731
+    if name in GEMM_KERNELS:
+        return [g("N"), g("M")]
+    table = {
+        "bias_add": lambda: [g("B") * g("C") * g("HW")], "bias_grad": lambda: [g("C")],
+        "relu_fwd": lambda: [g("n")], "relu_bwd": lambda: [g("n")],
+        "im2col": lambda: [g("B") * g("OH") * g("OW"), g("C") * g("KH") * g("KW")],
+        "col2im": lambda: [g("B") * g("C") * g("H") * g("W")],
+        "swap01": lambda: [g("D0") * g("D1") * g("D2")],
+        "maxpool_fwd": lambda: [g("B") * g("C") * g("OH") * g("OW")],
+        "maxpool_bwd": lambda: [g("B") * g("C") * g("H") * g("W")],
+        "softmax_xent": lambda: [g("B")], "mean": lambda: [1],
+        "sgd_update": lambda: [g("n")], "fill": lambda: [g("n")], "copy": lambda: [g("n")],
+    }
+    return table[name]()
+
+
+def kernels_mentioned(path: Path, names=None) -> set[str]:
+    """ABI kernel names (or ``names``) that occur as whole words in one ``.cl`` file: a
+    superset of what it defines, robust to macro-generated kernels."""
+    words = set(re.findall(r"\w+", Path(path).read_text()))
+    return words & set(names if names is not None else KERNEL_ARGS)
