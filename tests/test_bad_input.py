@@ -29,7 +29,7 @@ def kernels(tmp_path: Path, monkeypatch) -> Path:
     """A private copy of src/kernels that the config validation reads."""
     dest = tmp_path / "kernels"
     shutil.copytree(KERNELS_ROOT, dest)
-    monkeypatch.setattr(C, "KERNELS_DIR", dest)
+    monkeypatch.setattr(C, "KERNELS_ROOT", dest)
     return dest
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from phonetrain.config import (CONF_DIR, ConfigError, compose_one, compose_sweep, config_hash,
-                               write_if_changed)
+from phonetrain.config import (CONF_DIR, ConfigError, compose_one, compose_sweep, config_hash)
+from phonetrain.io import write_if_changed
 
 
 @pytest.fixture
