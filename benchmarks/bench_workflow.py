@@ -2,8 +2,8 @@
 
 Copies Snakefile, rules/, conf/ and src/ to a temporary folder (so the edit does not touch the
 checkout), runs ``snakemake --cores N all`` there with the given overrides, and prints one
-table row per measurement (wall seconds, jobs run). Targets (issue 4): full default study
-< 5 min, no-op < 10 s on the 2-core development machine.
+table row per measurement (wall seconds, jobs run). Targets: full default study < 5 min,
+no-op < 10 s on the 2-core development machine.
 
     python benchmarks/bench_workflow.py [--cores 1] [--override measure.iterations=10 ...]
 """

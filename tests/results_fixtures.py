@@ -1,4 +1,4 @@
-"""Run folders in the runner's output format (issue 2) for the aggregate and report tests.
+"""Run folders in the runner's output format for the aggregate and report tests.
 
 Each folder is what the train/verify stages leave: params.json, run.json, trace.csv,
 verify.json (or failed.json). Timings follow a fixed recipe so tests know the answers:

@@ -1,4 +1,4 @@
-"""Issue 6: a kernel version whose library is absent on the device is *skipped*, not failed.
+"""A kernel version whose library is absent on the device is *skipped*, not failed.
 
 The real runner on PoCL runs the ``clblast`` version with ``PHONETRAIN_CLBLAST=/nonexistent``
 (src/runner/clblast.c: that path alone is tried), so CLBlast cannot be loaded and the runner

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import layout
 from .kernels import bind_args
 from .plan import Plan, PlanError, uniform_fill
 
@@ -327,12 +328,12 @@ def verify_run_dir(plan: Plan, root: str | Path, out_dir: str | Path) -> dict:
 
     out_dir = Path(out_dir)
     try:
-        run = json.loads((out_dir / "run.json").read_text())
+        run = json.loads((out_dir / layout.RUN).read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise PlanError(f"{out_dir / 'run.json'}: cannot read the runner's output ({e})") from None
     run_losses = [math.nan if it.get("loss") is None else it["loss"] for it in run.get("iters", [])]
     ref = run_plan(plan, root)
-    run_dumps = read_dumps(out_dir / "dumps", plan)
+    run_dumps = read_dumps(out_dir / layout.DUMPS, plan)
     errs = {k: (tensor_error(run_dumps[k], v) if k in run_dumps else math.inf)
             for k, v in ref.dumps.items()}
     loss_err = tensor_error(np.asarray(run_losses, np.float64), ref.losses)

@@ -205,7 +205,7 @@ def _signal_of(code: int) -> int | None:
     return n if n > 0 else None
 
 
-def error_for(mode: str, res: CommandResult, argv: Sequence[str], device: str) -> RunnerError:
+def error_for(mode: str, res: CommandResult, argv: Sequence[str]) -> RunnerError:
     """The :class:`RunnerError` for a runner that exited with ``res.returncode`` != 0."""
     code = res.returncode
     sig = _signal_of(code) if code not in ERRORS else None
@@ -214,13 +214,11 @@ def error_for(mode: str, res: CommandResult, argv: Sequence[str], device: str) -
             name = signal.Signals(sig).name
         except ValueError:
             name = f"signal {sig}"
-        return RunnerSignalError(f"device '{device}': runner {mode} was killed by {name}",
-                                 code, res.stderr, argv)
+        return RunnerSignalError(f"runner {mode} was killed by {name}", code, res.stderr, argv)
     cls = ERRORS.get(code, RunnerError)
     msg = _last_runner_line(res.stderr or "") or f"runner {mode} exited with status {code}"
     if cls in (RunnerNotExecutableError, RunnerNotFoundError):
-        msg = f"device '{device}': {argv[0]} {'cannot be executed' if code == 126 else 'not found'}" \
-              f" ({msg})"
+        msg = f"{argv[0]} {'cannot be executed' if code == 126 else 'not found'} ({msg})"
     return cls(msg, code, res.stderr, argv)
 
 
@@ -304,10 +302,10 @@ class Runner:
         try:
             res = self.transport.run(argv, timeout_s=limit)
         except TransportTimeout as e:
-            raise RunnerTimeout(f"device '{self.device}': runner {mode} ran past {limit:g} s "
-                                "and was killed", None, "", argv) from e
+            raise RunnerTimeout(f"runner {mode} timed out after {limit:g} s and was killed",
+                                None, "", argv) from e
         if res.returncode != 0:
-            raise error_for(mode, res, argv, self.device)
+            raise error_for(mode, res, argv)
         if out is not None:
             if remote is not None:
                 self.transport.pull(remote, Path(out), list(expect))
@@ -325,8 +323,8 @@ class Runner:
         try:
             return json.loads(res.stdout)
         except json.JSONDecodeError as e:
-            raise RunnerError(f"device '{self.device}': runner info printed no JSON ({e}); "
-                              f"first bytes: {res.stdout[:200]!r}") from None
+            raise RunnerError(f"runner info printed no JSON ({e}); first bytes: "
+                              f"{res.stdout[:200]!r}") from None
 
     def build(self, sources: Sequence[str], options: str, out: str | Path) -> dict:
         """``runner build``: compile ``sources`` (paths as the runner sees them) with

@@ -1,4 +1,4 @@
-/* dlopen of the OpenCL library (explicit path, then the DESIGN.md search list), error names
+/* dlopen of the OpenCL library (explicit path, then the search list of README.md), error names
  * from the OpenCL 1.2 specification, and platform/device selection. */
 #define _POSIX_C_SOURCE 200809L
 #include "cl_loader.h"

@@ -6,8 +6,8 @@
 
 extern cl_api CL;   /* entry points, valid after cl_load() succeeded */
 
-/* Tries `explicit_path` (if non-NULL) first, then the search list of DESIGN.md. Returns 0, or
- * -1 with a message listing what was tried in err. */
+/* Tries `explicit_path` (if non-NULL) first, then the search list (src/runner/README.md).
+ * Returns 0, or -1 with a message listing what was tried in err. */
 int cl_load(const char *explicit_path, char *err, size_t errlen);
 const char *cl_loaded_path(void);
 

@@ -35,7 +35,7 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
     measure.iterations=5`. Writes the same files as the workflow (results/runs/...)."""
     from phonetrain.config import CONF_DIR, compose_one
     from phonetrain.io import read_json
-    from phonetrain.layout import VERIFY
+    from phonetrain.layout import RUN, VERIFY
     from phonetrain.stages.single import run_single
     from phonetrain.stages.train import skipped_reason
     try:
@@ -43,7 +43,7 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
         click.echo(f"phonetrain run: {exp.id} on {exp.device} (config {exp.config_hash})",
                    err=True)
         rdir = run_single(sweep, exp)
-        reason = skipped_reason(rdir / "run.json")
+        reason = skipped_reason(rdir / RUN)
         v = None if reason else read_json(rdir / VERIFY)
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None

@@ -155,6 +155,8 @@ class AdbTransport:
     Every failure raises :class:`TransportError` naming the device and what to try.
     """
 
+    streams_stderr = False  # run() returns stderr when the command ends
+
     def __init__(self, name: str, serial: str, adb_host: str = "127.0.0.1",
                  adb_port: int | None = None, root: str = DEVICE_ROOT,
                  cooldown: Cooldown | None = None):

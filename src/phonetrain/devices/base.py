@@ -38,6 +38,7 @@ class Transport(Protocol):
     """What the stages need from a device: push, run, pull, facts."""
 
     name: str
+    streams_stderr: bool  # run() copies the command's stderr to ours as it arrives
 
     def push(self, local: Path, remote_rel: str) -> int:
         """Copy a file or folder to ``root/remote_rel``, skipping files whose content hash

@@ -40,6 +40,7 @@ from typing import Any, Callable
 import yaml
 
 from ..errors import PhonetrainError
+from ..layout import device_kernels
 from .abi import GEMM_KERNELS, KERNEL_ARGS, read_only_buffers
 from .launch import RULES
 
@@ -483,7 +484,7 @@ def stage_kernels(version_name: str, dest_root: Path,
     """Copy the resolved sources to ``dest_root/kernels/<version>/`` (replacing the folder
     atomically: files go to a temp folder that is then renamed) and return that folder."""
     sources = resolve_sources(version_name, kernels_root)
-    dest = Path(dest_root) / "kernels" / version_name
+    dest = Path(dest_root) / device_kernels(version_name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{version_name}.", dir=dest.parent))
     for fname, path in sources.items():

@@ -1,6 +1,6 @@
 """The one definition of every results table: pyarrow schemas for ``results/summary/*.parquet``.
 
-One table per grain (DESIGN, Results): ``runs`` (one row per experiment), ``iterations`` (one
+One table per grain: ``runs`` (one row per experiment), ``iterations`` (one
 row per runner invocation ``repeat`` x iteration, warm-up included and flagged), ``commands``
 (one row per run x command kind x name x layer x phase, over measured iterations),
 ``bandwidth`` (one row per device x transfer kind x size), ``builds`` (one row per device x kernel version x program).

@@ -118,7 +118,7 @@ def train(job: Job) -> Path:
                     write_json({"reason": reason, "log": e.stderr[-20000:]}, marker)
                     if not r.transport.streams_stderr:
                         sys.stderr.write(e.stderr)
-                    raise StageError(reason) from None
+                    raise StageError(reason + _tail(e.stderr)) from None
                 if conditions is not None:
                     write_json(conditions | {"after": r.transport.readings()},
                                got / layout.DEVICE_READINGS)
@@ -130,6 +130,12 @@ def train(job: Job) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rdir
+
+
+def _tail(stderr: str, lines: int = 20) -> str:
+    """The last lines of a runner's stderr, for the job's log."""
+    tail = (stderr or "").strip().splitlines()[-lines:]
+    return ("\nrunner stderr (last lines):\n" + "\n".join(tail)) if tail else ""
 
 
 def _skip(p: dict[str, Any], tmp: Path, rdir: Path, reason: str) -> Path:
