@@ -56,6 +56,7 @@ wildcard_constraints:
     kernel="[A-Za-z0-9_-]+",
     version="[A-Za-z0-9_-]+",
     exp="[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+",
+    ddir="data/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+",  # a batch folder: layout.batch_dir_rel
 
 
 def stage(module, name, inputs=(), outputs=()):

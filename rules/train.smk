@@ -8,8 +8,6 @@
 rule data:
     output:
         dir=directory(L.data_dir("{ddir}")),
-    wildcard_constraints:
-        ddir="data/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+",
     params:
         p=lambda wc: as_json(JP["data"][wc.ddir]),
     log:

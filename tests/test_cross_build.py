@@ -4,7 +4,6 @@ under qemu-user and matches the numpy reference; the Android toolchain's error m
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -33,19 +32,16 @@ def test_linux_aarch64_runner_matches_reference_under_qemu(tmp_path):
     from phonetrain.lowering import LowerSpec
     from phonetrain.lowering.files import write_bundle
     from phonetrain.plan import Plan
-    from phonetrain.runner import build_runner
+    from phonetrain.runner import run_plan
 
     tc = toolchains.resolve("linux-aarch64", device="board")
-    runner = build_runner(tmp_path / "build", cc=tc.cc, extra_flags=tc.extra_flags)
+    runner = toolchains.build_runner(tmp_path / "build", cc=tc.cc, extra_flags=tc.extra_flags)
     assert elf_machine(runner) == EM_AARCH64
     root = tmp_path / "stage"
     spec = LowerSpec(model="mlp_16_16", batch_size=8, num_batches=2, warmup=1, iterations=3)
     plan_json = write_bundle(spec, root)
-    rel = plan_json.relative_to(root).as_posix()
-    res = subprocess.run(tc.emulator + [str(runner), "run", "--plan", rel, "--root", str(root),
-                                        "--out", "out/qemu", "--threads", "2"],
-                         cwd=root, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
+    run_plan(runner, plan_json, root, root / "out/qemu", threads=2, launcher=tc.emulator,
+             timeout_s=300)
     doc = reference.verify(Plan.load(plan_json), root, root / "out/qemu")
     assert doc["max_abs_err"] <= VERIFY_ATOL, doc
 

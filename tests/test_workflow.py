@@ -131,3 +131,24 @@ def test_phonetrain_run_writes_what_the_workflow_writes(done: Path, tmp_path: Pa
     assert json.loads((rdir / "verify.json").read_text())["ok"] is True
     run = json.loads((rdir / "run.json").read_text())
     assert len(run["iters"]) == 1 + 3
+
+
+def test_hand_run_aggregate_and_report_rebuild_the_workflows(done: Path, tmp_path: Path):
+    """`phonetrain aggregate` and `phonetrain report` with the study's overrides give the same
+    tables and the same report as the workflow's aggregate and report rules."""
+    ws = clone_workspace(done, tmp_path / "ws")
+    R = ws / "results"
+    want = {t: pd.read_parquet(R / "summary" / f"{t}.parquet") for t in schema.TABLES}
+    want_md = (R / "report" / "report.md").read_text()
+    for folder in ("summary", "report"):
+        subprocess.run(["rm", "-rf", str(R / folder)], check=True)
+    for command in ("aggregate", "report"):
+        p = subprocess.run([sys.executable, "-m", "phonetrain.cli", command, *TINY], cwd=ws,
+                           env=env(ws), capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+    for t, df in want.items():
+        pd.testing.assert_frame_equal(pd.read_parquet(R / "summary" / f"{t}.parquet"), df,
+                                      obj=t)
+    assert (R / "report" / "report.md").read_text() == want_md
+    assert {p.name for p in (R / "report" / "figures").iterdir()} == \
+        {f"{n}.png" for n in build.FIGURES}

@@ -227,18 +227,21 @@ class Runner:
 
     ``transport``: the device's transport (push/run/pull, its staging root as working folder);
     ``selector``: its OpenCL device; ``exe``: the runner as the transport runs it
-    (``./runner`` in the staging root, or a binary's path on this host); ``timeout_s``: the
-    limit of one invocation (s); ``progress``: the runner prints one line per iteration.
+    (``./runner`` in the staging root, or a binary's path on this host); ``launcher``: a
+    command that runs it (e.g. ``qemu-aarch64 -L ...`` for a cross-built runner; empty:
+    directly); ``timeout_s``: the limit of one invocation (s); ``progress``: the runner prints
+    one line per iteration.
     """
 
     _names = itertools.count()
 
     def __init__(self, transport: Any, selector: DeviceSelector | None = None, *,
-                 exe: str = f"./{layout.DEVICE_RUNNER}", timeout_s: float = DEFAULT_TIMEOUT_S,
-                 progress: bool = False):
+                 exe: str = f"./{layout.DEVICE_RUNNER}", launcher: Sequence[str] = (),
+                 timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = False):
         self.transport = transport
         self.selector = selector or DeviceSelector()
         self.exe = exe
+        self.launcher = list(launcher)
         self.timeout_s = timeout_s
         self.progress = progress
         self.local = isinstance(transport, LocalTransport)
@@ -256,12 +259,14 @@ class Runner:
 
     @classmethod
     def local_binary(cls, binary: str | Path, root: str | Path, selector: Any = None, *,
-                     timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = False) -> Runner:
-        """A runner binary on this host working in the folder ``root`` (created)."""
+                     launcher: Sequence[str] = (), timeout_s: float = DEFAULT_TIMEOUT_S,
+                     progress: bool = False) -> Runner:
+        """A runner binary on this host working in the folder ``root`` (created), run
+        directly or through ``launcher`` (an emulator for a cross-built binary)."""
         Path(root).mkdir(parents=True, exist_ok=True)
         return cls(LocalTransport("local", Path(root), echo_stderr=progress),
-                   _selector(selector), exe=str(Path(binary).resolve()), timeout_s=timeout_s,
-                   progress=progress)
+                   _selector(selector), exe=str(Path(binary).resolve()), launcher=launcher,
+                   timeout_s=timeout_s, progress=progress)
 
     @property
     def device(self) -> str:
@@ -285,7 +290,7 @@ class Runner:
         With ``out`` (a folder on this host) the runner's output folder is brought there and
         ``expect`` files are checked present and non-empty. Raises the :class:`RunnerError`
         of the exit status, :class:`RunnerTimeout`, or the transport's error."""
-        argv = [self.exe, mode, *args]
+        argv = [*self.launcher, self.exe, mode, *args]
         remote = None
         if out is not None:
             if self.local:  # the same file system: the runner writes the folder directly
@@ -418,12 +423,13 @@ def devices_table(info_doc: dict) -> pd.DataFrame:
 def run_plan(runner: Path, plan_path: Path, root: Path, out_dir: Path, threads: int | None = None,
              device_selector: DeviceSelector | Mapping[str, Any] | None = None,
              timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = False,
-             clblast_lib: str | None = None) -> dict:
+             clblast_lib: str | None = None, launcher: Sequence[str] = ()) -> dict:
     """Execute a plan on this host: ``plan_path`` and ``root`` (the bundle folder its relative
-    paths resolve under) may be relative to the current folder; outputs go to ``out_dir``.
-    Returns the parsed ``run.json``; raises a :class:`RunnerError` subclass on failure."""
-    r = Runner.local_binary(runner, root, device_selector, timeout_s=timeout_s,
-                            progress=progress)
+    paths resolve under) may be relative to the current folder; outputs go to ``out_dir``;
+    ``launcher`` runs a cross-built runner (e.g. under qemu). Returns the parsed ``run.json``;
+    raises a :class:`RunnerError` subclass on failure."""
+    r = Runner.local_binary(runner, root, device_selector, launcher=launcher,
+                            timeout_s=timeout_s, progress=progress)
     return r.run(Path(plan_path).resolve(), out_dir, threads=threads or 0,
                  clblast_lib=clblast_lib)
 
