@@ -495,6 +495,6 @@ def plan_config(exp: Experiment) -> dict[str, Any]:
     """What the lowered plan depends on (the device excluded): model, backend, kernel,
     dataset and the measurement keys that enter the plan."""
     c = exp.config
-    keys = ("warmup", "iterations", "seed", "threads")
+    keys = ("warmup", "iterations", "seed")
     return {"id": exp.id, "model": c["model"], "backend": c["backend"], "kernel": c["kernel"],
             "dataset": c["dataset"], "measure": {k: c["measure"][k] for k in keys}}

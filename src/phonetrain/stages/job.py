@@ -31,17 +31,20 @@ RUNTIME_ENV = "PHONETRAIN_RUNTIME"
 
 @dataclass(frozen=True)
 class Runtime:
-    """Run-time knobs: ``timeout_s`` (limit of one runner invocation, s), ``progress`` (the
-    runner prints one line per iteration)."""
+    """Run-time knobs: ``timeout_s`` (limit of one runner invocation, s; ``measure.timeout_s``)
+    and ``progress`` (the runner prints one line per iteration; ``measure.progress``)."""
 
-    timeout_s: float = 600.0
-    progress: bool = True
+    timeout_s: float
+    progress: bool
 
     @classmethod
     def from_env(cls) -> Runtime:
-        """The knobs of :data:`RUNTIME_ENV`, defaults where unset."""
+        """The knobs of :data:`RUNTIME_ENV`; where unset, the config's defaults."""
+        from phonetrain.config import MeasureConfig  # only when no workflow set them
+
         doc = json.loads(os.environ.get(RUNTIME_ENV) or "{}")
-        return cls(**{k: doc[k] for k in ("timeout_s", "progress") if k in doc})
+        return cls(doc.get("timeout_s", MeasureConfig.timeout_s),
+                   doc.get("progress", MeasureConfig.progress))
 
     def to_env(self) -> str:
         return json.dumps({"timeout_s": self.timeout_s, "progress": self.progress})
@@ -66,7 +69,7 @@ class Job:
     output: SimpleNamespace
     params: dict[str, Any]
     log: Path
-    runtime: Runtime = field(default_factory=Runtime)
+    runtime: Runtime = field(default_factory=Runtime.from_env)
 
     def optional(self, name: str) -> str | None:
         """The one input file called ``name``, or None when the rule gave none (an optional
