@@ -15,7 +15,8 @@ Results folder (``results_dir``, default ``results/``)::
     deploy/<device>/<experiment>.json           what deploy put on the device
     runs/<device>/<experiment>/                 params.json, plan.json (the plan that ran),
                                                 run.json, trace.csv, dumps/, verify.json,
-                                                repeat_<k>/, failed.json, trace.perfetto.json
+                                                repeat_<k>/, failed.json, trace.perfetto.json,
+                                                generation.json
     gemm/<device>/<version>.json, peaks/<device>.json
     bandwidth/<device>/bandwidth.csv (+ bench.json)
     summary/<table>.parquet, summary/COMPLETE
@@ -43,6 +44,7 @@ VERIFY = "verify.json"
 FAILED = "failed.json"
 PERFETTO = "trace.perfetto.json"
 DEVICE_READINGS = "device.json"
+GENERATION = "generation.json"  # how many times the workflow asked for a re-measurement
 DUMPS = "dumps"
 COMPLETE = "COMPLETE"
 

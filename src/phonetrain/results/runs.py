@@ -163,6 +163,63 @@ def _settings(params: dict[str, Any]) -> dict[str, Any]:
                                         "threads")}
 
 
+def folder_problems(run_dir: str | Path) -> list[str]:
+    """What makes a finished run folder (its ``run.json`` says ``ok``) unusable as a
+    measurement, per repeat: a ``run.json`` that cannot be read, a ``trace.csv`` whose data rows
+    differ from the ``trace_rows`` the runner recorded (cut short, or grown), a dump the
+    runner listed that is missing or empty. An empty list when the folder is whole (or is not
+    a finished, ok run: failed and skipped runs have nothing to check)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / layout.RUN).exists() or (run_dir / layout.FAILED).exists():
+        return []
+    problems = []
+    for d in _repeat_dirs(run_dir):
+        try:
+            run = read_json(d / layout.RUN)
+        except ResultsFileError as e:
+            problems.append(str(e))
+            continue
+        if run.get("status", "ok") != "ok":
+            continue
+        trace = d / layout.TRACE
+        rows = _data_rows(trace)
+        if rows is None:
+            problems.append(f"{trace}: missing")
+        elif "trace_rows" in run and rows != int(run["trace_rows"]):
+            problems.append(f"{trace}: {rows} rows, the runner wrote {run['trace_rows']}")
+        for rel in run.get("dumps", []):
+            f = d / rel
+            if not f.is_file() or f.stat().st_size == 0:
+                problems.append(f"{f}: missing or empty")
+    return problems
+
+
+def _data_rows(csv: Path) -> int | None:
+    """Lines after the header of a CSV file; None when it is missing."""
+    try:
+        with open(csv, "rb") as f:
+            return max(sum(1 for _ in f) - 1, 0)
+    except OSError:
+        return None
+
+
+def needs_remeasure(run_dir: str | Path) -> str | None:
+    """Why a finished run must be measured again (its folder is damaged:
+    :func:`folder_problems`), or None. The workflow bumps the run's ``generation`` param for
+    such a run (:func:`phonetrain.stages.params.job_params`), which reruns it."""
+    problems = folder_problems(run_dir)
+    return f"damaged: {'; '.join(problems)}" if problems else None
+
+
+def generation(run_dir: str | Path) -> int:
+    """The measurement generation recorded in a run folder (0 when none)."""
+    f = Path(run_dir) / layout.GENERATION
+    try:
+        return int(read_json(f).get("generation", 0)) if f.exists() else 0
+    except (ResultsFileError, ValueError, TypeError):
+        return 0
+
+
 def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, pd.DataFrame]:
     """Aggregate one run folder into ``{"runs": 1 row, "iterations": ..., "commands": ...}``
     (DataFrames with the schema's columns). A failure marker, a missing ``run.json`` or a
@@ -183,6 +240,9 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     if top.get("status") == "skipped":  # the device lacks a library the version needs
         row = _failed_row(params, top.get("reason") or "skipped", run_dir)
         return {"runs": schema.frame([{**row, "status": "skipped"}], "runs"), **none}
+    damaged = needs_remeasure(run_dir)
+    if damaged:  # never tabulate a folder cut short: the next workflow run re-measures it
+        return {"runs": schema.frame([_failed_row(params, damaged, run_dir)], "runs"), **none}
     per_iter, per_cmd, runs = [], [], []
     for rep, d in enumerate(_repeat_dirs(run_dir)):
         run = read_json(d / layout.RUN)

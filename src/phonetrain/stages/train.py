@@ -126,6 +126,7 @@ def train(job: Job) -> Path:
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
                             p["verify_atol"])
         write_json(verify, tmp / "main" / layout.VERIFY)
+        write_json({"generation": p["generation"]}, tmp / "main" / layout.GENERATION)
         _install(tmp, rdir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
