@@ -31,11 +31,14 @@ import pyarrow.parquet as pq
 
 from phonetrain.errors import PhonetrainError
 
-STATUSES = ("ok", "wrong", "failed", "skipped")
+STATUSES = ("ok", "wrong", "failed", "skipped", "unstable")
 """``ok``: ran and verified; ``wrong``: ran but failed verification (its speed is not valid);
 ``failed``: the job failed or produced no output; ``skipped``: not run because the device lacks
 a library its kernel version needs (runner exit 8: CLBlast absent, no image support), the
-reason in ``status_reason``; it has no speed and no iterations/commands rows."""
+reason in ``status_reason``; it has no speed and no iterations/commands rows; ``unstable``: ran
+and verified, but measured under contention or with a confidence interval that stayed too
+wide (the reason in ``status_reason``): listed, kept out of guidelines, re-measured by the next
+workflow run."""
 
 COMMAND_KINDS = ("kernel", "h2d", "d2h", "map", "unmap", "d2d", "host")
 BANDWIDTH_KINDS = ("h2d", "d2h", "map", "unmap", "d2d")
@@ -64,16 +67,26 @@ RUN_KEY = [
     _f("backend", S, False), _f("placement", S), _f("transfer", S), _f("kernel", S),
 ]
 
-# runs: iteration_* are over measured iterations of all repeats; <kind>_ms, gap_ms and
-# transfer_ms are per-iteration medians (phonetrain.results.profiling defines them); loss_first/last
-# are the first and last iterations run (warm-up included: training starts at iteration 0).
+# runs: iteration_* are over measured iterations of all repeats (iteration_ci_*: the 95%
+# bootstrap confidence interval of the median); <kind>_ms, gap_ms and transfer_ms are
+# per-iteration medians (phonetrain.results.profiling defines them); loss_first/last are the
+# first and last iterations run (warm-up included: training starts at iteration 0).
+# verify_max_abs_err is the per-step check's worst error (verify_tolerance its bound);
+# trajectory_drift_* how far the whole trajectories drift apart (reported, not judged).
+# below_resolution_commands: measured device-timed commands shorter than the timer resolution;
+# kernel_/transfer_below_resolution: every such command of that kind is (its sums are upper
+# bounds). Measurement conditions on the device: load average, the share of CPU capacity other
+# processes used during the measured iterations, OpenMP wait policy, clock and temperature at
+# start and end (null where not readable).
 RUNS = pa.schema(RUN_KEY + [
     _f("dataset", S), _f("batch_size", I), _f("warmup", I), _f("iterations", I),
     _f("repeats", I), _f("threads", I),
     _f("status", S, False), _f("status_reason", S),
     _f("verify_max_abs_err", F), _f("verify_tolerance", F),
+    _f("trajectory_drift_max", F), _f("trajectory_drift_from_iteration", I),
     _f("iteration_median_ms", F), _f("iteration_p25_ms", F), _f("iteration_p75_ms", F),
     _f("iteration_min_ms", F), _f("iteration_max_ms", F),
+    _f("iteration_ci_low_ms", F), _f("iteration_ci_high_ms", F),
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("gap_ms", F), _f("transfer_ms", F),
     _f("transfer_overhead_ms", F), _f("data_movement_share", F),
@@ -81,7 +94,12 @@ RUNS = pa.schema(RUN_KEY + [
     _f("loss_first", F), _f("loss_last", F),
     _f("device_name", S), _f("device_type", S), _f("platform_name", S),
     _f("timer_resolution_ns", F), _f("clock_offset_uncertainty_ns", F), _f("max_rss_bytes", I),
-    _f("device_buffer_bytes", I), _f("run_dir", S),
+    _f("device_buffer_bytes", I),
+    _f("below_resolution_commands", I), _f("kernel_below_resolution", B),
+    _f("transfer_below_resolution", B),
+    _f("load_avg_1m", F), _f("other_cpu_share", F), _f("omp_wait_policy", S),
+    _f("cpu_mhz_start", F), _f("cpu_mhz_end", F), _f("temperature_c_start", F),
+    _f("temperature_c_end", F), _f("run_dir", S),
 ] + PROVENANCE)
 
 ITERATIONS = pa.schema(RUN_KEY + [
@@ -111,7 +129,7 @@ BANDWIDTH = pa.schema([
 BUILDS = pa.schema([
     _f("device", S, False), _f("kernel", S, False), _f("program", S, False),
     _f("status", S, False), _f("build_ms", F), _f("binary_size_bytes", I), _f("log", S),
-    _f("options", S),
+    _f("options", S), _f("cached", B),
 ] + PROVENANCE)
 
 # gemm: one row per device x kernel version (``cpu`` = the runner's CPU backend) x GEMM call
