@@ -11,17 +11,9 @@ from click.testing import CliRunner
 
 from phonetrain import config as C
 from phonetrain.cli import main
-from phonetrain.config import CONF_DIR, ConfigError, compose_one, compose_sweep
+from phonetrain.config import ConfigError, compose_one, compose_sweep
 from phonetrain.data import DatasetError, load
 from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version
-
-
-@pytest.fixture
-def conf(tmp_path: Path) -> Path:
-    """A private copy of conf/ that a test may edit."""
-    dest = tmp_path / "conf"
-    shutil.copytree(CONF_DIR, dest)
-    return dest
 
 
 @pytest.fixture
@@ -174,7 +166,7 @@ def test_phonetrain_run_missing_mnist_folder_is_one_message(tmp_path: Path, monk
 
 def test_failed_workflow_partial_report_does_not_hide_missing_runs(tmp_path: Path):
     """The partial report written on failure must not make the next run a no-op."""
-    from workflow_util import make_workspace, planned, snakemake
+    from helpers.workflow import make_workspace, planned, snakemake
     ws = make_workspace(tmp_path / "ws")
     src = ws / "src" / "runner" / "main.c"
     src.write_text(src.read_text() + "\nthis is not C;\n")
@@ -190,7 +182,7 @@ def test_unknown_snakemake_config_key_is_refused(tmp_path: Path):
     """`--config override=[...]` (or any key but `overrides`) would otherwise be ignored."""
     import subprocess
 
-    from workflow_util import SNAKEMAKE, env, make_workspace
+    from helpers.workflow import SNAKEMAKE, env, make_workspace
     ws = make_workspace(tmp_path / "ws")
     p = subprocess.run([str(SNAKEMAKE), "--cores", "1", "--dry-run", "all", "--config",
                         'override=["measure.iterations=5"]'], cwd=ws, env=env(ws),
@@ -233,7 +225,7 @@ def test_workflow_refuses_another_checkouts_package(tmp_path: Path):
     import os
     import subprocess
 
-    from workflow_util import SNAKEMAKE, make_workspace
+    from helpers.workflow import SNAKEMAKE, make_workspace
     ws = make_workspace(tmp_path / "ws")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     p = subprocess.run([str(SNAKEMAKE), "--cores", "1", "--dry-run", "all"], cwd=ws, env=env,

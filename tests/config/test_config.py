@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from phonetrain.config import (CONF_DIR, ConfigError, compose_one, compose_sweep, config_hash)
+from phonetrain.config import ConfigError, compose_one, compose_sweep, config_hash
 from phonetrain.io import write_if_changed
-
-
-@pytest.fixture
-def conf(tmp_path: Path) -> Path:
-    """A private copy of conf/ that a test may edit."""
-    dest = tmp_path / "conf"
-    shutil.copytree(CONF_DIR, dest)
-    return dest
 
 
 def test_default_sweep_crosses_models_backends_kernels():

@@ -6,8 +6,8 @@ import threading
 import time
 
 import pytest
-from adb_fixtures import adb_server, connect_vdev, disconnect_vdev, vdev  # noqa: F401
 
+from helpers.adb import connect_vdev, disconnect_vdev
 from phonetrain.devices.adb import AdbTransport, Cooldown, parse_readings
 from phonetrain.devices.base import TransportError
 from phonetrain.devices.virtual import Faults

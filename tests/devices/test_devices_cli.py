@@ -6,12 +6,12 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import yaml
-from adb_fixtures import _free_port, adb_server, connect_vdev, disconnect_vdev  # noqa: F401
 from click.testing import CliRunner
 
+from helpers import REPO
+from helpers.adb import connect_vdev, disconnect_vdev, free_port
 from phonetrain.cli import main
 from phonetrain.config import DeviceConfig
 from phonetrain.devices.discovery import config_name, pick_opencl
@@ -41,7 +41,7 @@ def test_devices_lists_online_and_offline_with_hints(adb_server, tmp_path):
 
 
 def test_virtual_device_command_serves_adb(adb_server, tmp_path):
-    port = _free_port()
+    port = free_port()
     (tmp_path / "props.json").write_text(json.dumps({"ro.product.model": "CLI Phone"}))
     proc = subprocess.Popen(
         [sys.executable, "-m", "phonetrain.cli", "virtual-device", "--port", str(port),
@@ -84,9 +84,8 @@ def test_devices_write_gives_a_valid_device_config(adb_server, tmp_path):
 
     from phonetrain.config import compose_sweep
 
-    repo = Path(__file__).resolve().parents[1]
     conf = tmp_path / "conf"
-    shutil.copytree(repo / "conf", conf)
+    shutil.copytree(REPO / "conf", conf)
     vd = connect_vdev(adb_server, tmp_path / "dev", props={"ro.product.model": "Virtual 9"})
     try:
         res = CliRunner().invoke(main, ["devices", "--write", "--conf", str(conf), "--adb-port",

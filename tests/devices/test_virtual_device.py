@@ -8,8 +8,8 @@ import time
 
 import adbutils
 import pytest
-from adb_fixtures import adb_server, connect_vdev, disconnect_vdev, vdev  # noqa: F401
 
+from helpers.adb import connect_vdev, disconnect_vdev
 from phonetrain.devices.virtual import Faults, VirtualDevice, load_props
 
 

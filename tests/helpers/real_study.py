@@ -6,7 +6,8 @@ Runs of mlp_784_256_128_16 (1 warm-up + 3 measured iterations) on this host: cpu
 with an impossible tolerance so it is really ``wrong``; and lenet5 on cpu, an expected run
 whose folder holds only its params (the ``--keep-going`` case: ``failed``). Plus the
 device's bandwidth sweep (runner ``bench-bandwidth`` up to 64 KiB) and the baseline kernel
-build that ``phonetrain run`` wrote.
+build that ``phonetrain run`` wrote. The ``real_study`` fixture (tests/conftest.py) runs it
+once per test session.
 """
 
 from __future__ import annotations
@@ -52,12 +53,3 @@ def make_real_study(root: Path) -> dict[str, list[Path]]:
     return {"runs": runs, "bandwidth": [bw / "bandwidth.csv"],
             "builds": [R / "build" / "host" / "kernels" / "baseline" / "build.json"]}
 
-
-_CACHE: dict[str, dict[str, list[Path]]] = {}
-
-
-def cached_real_study(tmp_path_factory) -> dict[str, list[Path]]:
-    """:func:`make_real_study` once per test session (shared by the test modules)."""
-    if "study" not in _CACHE:
-        _CACHE["study"] = make_real_study(tmp_path_factory.mktemp("real-study"))
-    return _CACHE["study"]

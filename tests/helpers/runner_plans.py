@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 from sklearn.datasets import load_digits
 
+from helpers import REPO
 from phonetrain.plan import Batch, Plan, Program, Step, Tensor, uniform_fill
 
 B, IN, HID, OUT = 16, 64, 32, 10
 LR, MOMENTUM, WD = 0.1, 0.9, 1e-4
 N_BATCHES = 2
 W2_INIT = {"kind": "uniform", "seed": 11, "low": -0.2, "high": 0.2}
-KERNEL_DIR = Path(__file__).resolve().parents[1] / "src" / "kernels" / "baseline"
+KERNEL_DIR = REPO / "src" / "kernels" / "baseline"
 
 # id, name, shape, role, dtype
 TENSORS = [

@@ -17,7 +17,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 # The tiny sweep of the tests: two small models x cpu/opencl x baseline, few iterations.
 TINY = ["sweep=test", "measure.warmup=1", "measure.iterations=3", "dataset.num_batches=2",
@@ -88,15 +89,3 @@ def planned_jobs(ws: Path, overrides: list[str] = TINY, *args: str) -> list[tupl
             jobs[-1][1].update(kv.split("=", 1) for kv in m.group(1).split(", "))
     return jobs
 
-
-_DONE: dict[str, Path] = {}
-
-
-def completed_workspace(tmp_path_factory) -> Path:
-    """A workspace where ``snakemake all`` on the tiny sweep has run (once per session)."""
-    if "ws" not in _DONE:
-        ws = make_workspace(tmp_path_factory.mktemp("workflow") / "ws")
-        p = snakemake(ws, "all")
-        assert p.returncode == 0, p.stdout[-5000:] + p.stderr[-5000:]
-        _DONE["ws"] = ws
-    return _DONE["ws"]

@@ -1,6 +1,6 @@
 """Every kernel of the ABI (src/kernels/README.md) on both runner backends against numpy.
 
-Each test runs one group of cases (tests/kernel_cases.py: random data, sizes 1, 3, 16, 17,
+Each test runs one group of cases (tests/helpers/kernel_cases.py: random data, sizes 1, 3, 16, 17,
 31, 784 and other non-multiples of any tile, every GEMM transpose, alpha/beta != 1/0, conv
 shapes with stride and padding, pool windows) as a single plan: one runner invocation per
 backend x kernel version x group. Outputs come back as dumps and are compared with the
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernel_cases import GROUPS, Case, group_cases
+from helpers.kernel_cases import GROUPS, Case, group_cases
 from phonetrain import reference
 from phonetrain import runner as runner_api
 from phonetrain.kernels import (bind_args, geometry, kernel_flops, kernels_mentioned,

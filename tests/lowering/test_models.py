@@ -2,16 +2,13 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from phonetrain.models import MODELS, Linear, ShapeError, get_model, mlp
 from phonetrain.lowering import flops_per_step
 from phonetrain.lowering.model_table import markdown
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def test_names_for_config():
     assert set(MODELS) == {"mlp_784_256_128_16", "mlp_16_16", "mlp_16_16_16_16", "mlp_256_256",
@@ -80,7 +77,7 @@ def test_bad_shape_is_named():
 
 
 def test_docs_table_up_to_date():
-    doc = (ROOT / "docs" / "models.md").read_text()
+    doc = (REPO / "docs" / "models.md").read_text()
     assert doc == markdown() + "\n", \
         "docs/models.md is stale: run python -m phonetrain.lowering.model_table --markdown > docs/models.md"
 

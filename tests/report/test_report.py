@@ -4,27 +4,25 @@ guidelines computed from the tables."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import markupsafe
 import pandas as pd
 import pytest
 
-from results_fixtures import report_paths, summary_paths
+from helpers import REPO
+from helpers.real_study import FAILED, WRONG
+from helpers.results import report_paths, summary_paths, write_run
 from phonetrain import report
 from phonetrain.report import build
-from phonetrain.results import aggregate
 from phonetrain.report import findings as guidelines
-from phonetrain.results import schema
-from real_study import FAILED, WRONG, cached_real_study
-from results_fixtures import write_run
+from phonetrain.results import aggregate, schema
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(real_study, tmp_path_factory):
     """The report of a real study: the runner on PoCL, one run wrong, one missing."""
     root = tmp_path_factory.mktemp("report")
-    inputs = cached_real_study(tmp_path_factory)
+    inputs = real_study
     aggregate.aggregate(inputs["runs"], summary_paths(root / "summary"), bandwidth_csvs=inputs["bandwidth"],
                         build_jsons=inputs["builds"])
     paths = report.build_report(root / "summary", report_paths(root / "report"), title="T")
@@ -177,7 +175,7 @@ def test_empty_study_still_renders(tmp_path):
 
 
 def test_snakemake_declares_every_figure_with_a_caption():
-    rules = Path(__file__).resolve().parents[1] / "rules"
+    rules = REPO / "rules"
     smk = (rules / "report.smk").read_text()
     for name in build.FIGURES:
         caption = rules / "captions" / f"{name}.rst"
@@ -185,13 +183,13 @@ def test_snakemake_declares_every_figure_with_a_caption():
         assert f'figure("{name}")' in smk
 
 
-def test_cli_aggregate_report_trace(tmp_path_factory):
+def test_cli_aggregate_report_trace(real_study):
     import json
 
     from click.testing import CliRunner
 
     from phonetrain.cli import main
-    results = cached_real_study(tmp_path_factory)["runs"][0].parents[2]
+    results = real_study["runs"][0].parents[2]
     cli = CliRunner()
     res = cli.invoke(main, ["aggregate", "--found", "--results", str(results)])
     assert res.exit_code == 0, res.output

@@ -7,12 +7,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from phonetrain.results import runs as run_folders
+from helpers.real_study import FAILED, OK, WRONG
+from helpers.results import GAP_NS, standard_study, summary_paths, write_run
 from phonetrain.errors import ResultsFileError
-from results_fixtures import summary_paths
-from phonetrain.results import aggregate
-from phonetrain.results import schema
-from results_fixtures import GAP_NS, standard_study, write_run
+from phonetrain.results import aggregate, schema
+from phonetrain.results import runs as run_folders
 
 
 @pytest.fixture
@@ -170,12 +169,11 @@ def test_bad_params_names_file(tmp_path):
         run_folders.read_run(d)
 
 
-# ---- the real runner on PoCL (tests/real_study.py) -------------------------------------
+# ---- the real runner on PoCL (tests/helpers/real_study.py) -----------------------------
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    from real_study import cached_real_study
-    inputs = cached_real_study(tmp_path_factory)
+def real(real_study, tmp_path_factory):
+    inputs = real_study
     paths = aggregate.aggregate(inputs["runs"], summary_paths(tmp_path_factory.mktemp("real-summary")),
                                 bandwidth_csvs=inputs["bandwidth"], build_jsons=inputs["builds"],
                                 gemm_jsons=inputs.get("gemm", ()),
@@ -184,13 +182,12 @@ def real(tmp_path_factory):
 
 
 def test_real_statuses_and_numbers(real):
-    from real_study import FAILED, OK, WRONG
     _, t = real
     runs = t["runs"].set_index("run_id")
-    WRONG, FAILED, OK = f"host/{WRONG}", f"host/{FAILED}", [f"host/{r}" for r in OK]
-    assert runs.loc[WRONG, "status"] == "wrong" and "atol 1e-12" in runs.loc[WRONG, "status_reason"]
-    assert runs.loc[FAILED, "status"] == "failed"
-    for rid in OK:
+    wrong, failed, ok = f"host/{WRONG}", f"host/{FAILED}", [f"host/{r}" for r in OK]
+    assert runs.loc[wrong, "status"] == "wrong" and "atol 1e-12" in runs.loc[wrong, "status_reason"]
+    assert runs.loc[failed, "status"] == "failed"
+    for rid in ok:
         r = runs.loc[rid]
         assert r["status"] == "ok", (rid, r["status_reason"])
         assert 0 < r["iteration_p25_ms"] <= r["iteration_median_ms"] <= r["iteration_p75_ms"]
@@ -199,7 +196,7 @@ def test_real_statuses_and_numbers(real):
         assert r["verify_max_abs_err"] < 1e-3 and np.isfinite([r["loss_first"], r["loss_last"]]).all()
         assert r["kernel_gflops"] > 0 and r["repeats"] == 1 and r["iterations"] == 3
         assert r["runner_hash"] and r["device_fingerprint"] and r["config_hash"]
-    cpu, res, smap = (runs.loc[rid] for rid in OK)
+    cpu, res, smap = (runs.loc[rid] for rid in ok)
     assert cpu["data_movement_share"] == 0 and pd.isna(cpu["kernel_hash"])
     assert res["h2d_ms"] > 0 and res["d2h_ms"] > 0 and res["map_ms"] == 0  # batch up, loss down
     assert smap["map_ms"] > 0 and smap["unmap_ms"] > 0 and smap["transfer_ms"] > smap["map_ms"]
@@ -212,7 +209,6 @@ def test_real_iterations_and_commands_follow_the_trace(real):
     import json
 
     from phonetrain.results import profiling
-    from real_study import OK
     inputs, t = real
     for d in inputs["runs"]:
         if d.name not in OK:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from phonetrain.results import runs as run_folders
+from helpers import FIXTURES
 from phonetrain.io import read_json
 from phonetrain.results import profiling
+from phonetrain.results import runs as run_folders
 
 OFFSET = 1_000_000  # device clock = host clock - OFFSET
 H = 10_000_000      # host ns at which the measured iteration starts
@@ -170,11 +170,10 @@ def test_perfetto_json_is_valid_trace_event_format(tmp_path):
     assert not list(tmp_path.glob(".*tmp"))
 
 
-def test_real_trace_breakdown_and_perfetto(tmp_path_factory, tmp_path):
+def test_real_trace_breakdown_and_perfetto(real_study, tmp_path):
     """A real runner trace (PoCL, staged placement with map/unmap): components add up, every
     command lies inside its iteration's wall time, the Perfetto JSON has every row."""
-    from real_study import cached_real_study
-    d = next(p for p in cached_real_study(tmp_path_factory)["runs"]
+    d = next(p for p in real_study["runs"]
              if p.name == "mlp_784_256_128_16.opencl_staged_map.baseline")
     trace = profiling.read_trace_csv(d / "trace.csv")
     iters = run_folders.run_iterations(read_json(d / "run.json"), "run.json")
@@ -210,10 +209,10 @@ def test_rows_without_queued_stay_out_of_the_bracket():
 
 def test_real_nvidia_trace_alignment():
     """A real trace from an NVIDIA H200 (OpenCL 3.0 driver, 1000 ns timer; staged placement
-    with map/unmap; tests/data/h200_staged_map, first 3 iterations): the driver gives map
+    with map/unmap; tests/fixtures/h200_staged_map, first 3 iterations): the driver gives map
     events no QUEUED time and start/end off the queue's clock, yet the offset is bracketed
     to a few microseconds and every command lies inside its iteration."""
-    d = Path(__file__).parent / "data" / "h200_staged_map"
+    d = FIXTURES / "h200_staged_map"
     trace = profiling.read_trace_csv(d / "trace.csv.gz")
     run = read_json(d / "run.json")
     assert run["device"]["name"] == "NVIDIA H200" and run["timer_resolution_ns"] == 1000

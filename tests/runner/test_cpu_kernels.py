@@ -1,7 +1,7 @@
 """The CPU backend's kernels (src/runner/cpu_kernels.c) called directly through ctypes: the
 argument checks (count, kinds, sizes against numel) and their messages, plus a GEMM check at
 thread counts 1 and 2. Full numerical coverage of every kernel runs through the runner in
-test_kernels.py."""
+tests/kernels/test_kernels.py."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernel_cases import Case, group_cases
+from helpers import REPO
+from helpers.kernel_cases import Case, group_cases
 
-RUNNER_SRC = Path(__file__).resolve().parents[1] / "src" / "runner"
+RUNNER_SRC = REPO / "src" / "runner"
 
 
 class RtArg(ctypes.Structure):

@@ -8,7 +8,8 @@ import pytest
 
 from phonetrain import runner as rt
 from phonetrain.plan import Program, Step, uniform_fill
-from runner_plans import HID, OUT, PARAMS, W2_INIT, T, mlp_plan, numpy_training, stage, write_bundle
+from helpers.runner_plans import (HID, OUT, PARAMS, W2_INIT, T, mlp_plan, numpy_training, stage,
+                                  write_bundle)
 
 COMBOS = [("cpu", "resident", "copy"), ("opencl", "resident", "copy"), ("opencl", "resident", "map"),
           ("opencl", "staged", "copy"), ("opencl", "staged", "map"), ("opencl", "resident", "mixed")]

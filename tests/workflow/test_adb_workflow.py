@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from adb_fixtures import adb_server, connect_vdev, disconnect_vdev  # noqa: F401
 
+from helpers import REPO
+from helpers.adb import connect_vdev, disconnect_vdev
 from phonetrain.devices.virtual import Faults
 
-REPO = Path(__file__).resolve().parents[1]
 SMALL = ["sweep=test", "sweep.models=[mlp_16_16]", "model.batch_size=8", "measure.warmup=1",
          "measure.iterations=2",
          "measure.progress=false", "measure.bandwidth_max_bytes=65536",

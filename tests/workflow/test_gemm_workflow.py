@@ -4,14 +4,14 @@ then aggregate and report; nothing of ``baseline`` or ``regblock``.
 
 The workspace's outputs are created empty and marked up to date with ``snakemake --touch``
 (no job runs), so the test checks the DAG's dependencies in seconds; the real jobs run in
-test_workflow.py's completed workspace and in tests/test_tuning.py.
+tests/workflow/test_workflow.py's completed workspace and in tests/kernels/test_tuning.py.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import workflow_util as W
+import helpers.workflow as W
 
 OVERRIDES = W.TINY + ["sweep.kernels=[baseline,tiled,tiled_child,regblock]"]
 PRODUCES_DIRS = {"lower", "data"}   # rules whose output is a folder

@@ -6,17 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from workflow_util import TINY, clone_workspace, completed_workspace, planned, planned_jobs
+from helpers.workflow import TINY, clone_workspace, planned, planned_jobs
 
 # Jobs that depend on every run: they rerun whenever any run does.
 SUMMARY_JOBS = {"aggregate", "report", "all"}
-
-
-@pytest.fixture(scope="module")
-def done(tmp_path_factory) -> Path:
-    return completed_workspace(tmp_path_factory)
 
 
 def _touched(jobs, key: str) -> set[str]:
@@ -24,18 +17,19 @@ def _touched(jobs, key: str) -> set[str]:
     return {w[key] for _, w in jobs if key in w}
 
 
-def test_noop_rerun_plans_nothing(done: Path):
-    assert planned(done) == {}
+def test_noop_rerun_plans_nothing(completed_workspace: Path):
+    assert planned(completed_workspace) == {}
 
 
-def test_dry_run_with_other_overrides_changes_nothing(done: Path):
-    other = planned(done, TINY + ["measure.iterations=7", "model.lr=0.01"])
+def test_dry_run_with_other_overrides_changes_nothing(completed_workspace: Path):
+    other = planned(completed_workspace, TINY + ["measure.iterations=7", "model.lr=0.01"])
     assert other["train"] == 4 and other["lower"] == 4
-    assert planned(done) == {}  # the dry run above wrote nothing that triggers a rerun
+    # the dry run above wrote nothing that triggers a rerun
+    assert planned(completed_workspace) == {}
 
 
-def test_kernel_edit_plans_only_that_versions_jobs(done: Path, tmp_path: Path):
-    ws = clone_workspace(done, tmp_path / "ws")
+def test_kernel_edit_plans_only_that_versions_jobs(completed_workspace: Path, tmp_path: Path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
     f = ws / "src" / "kernels" / "baseline" / "elementwise.cl"
     f.write_text(f.read_text() + "\n// an edit\n")
     jobs = planned_jobs(ws)
@@ -48,8 +42,9 @@ def test_kernel_edit_plans_only_that_versions_jobs(done: Path, tmp_path: Path):
     assert sum(r == "train" for r, _ in jobs) == 2
 
 
-def test_runner_source_edit_plans_the_runner_and_everything_it_runs(done: Path, tmp_path: Path):
-    ws = clone_workspace(done, tmp_path / "ws")
+def test_runner_source_edit_plans_the_runner_and_everything_it_runs(completed_workspace: Path,
+                                                                   tmp_path: Path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
     f = ws / "src" / "runner" / "util.h"
     f.write_text(f.read_text() + "\n/* an edit */\n")
     counts = planned(ws)
@@ -57,8 +52,8 @@ def test_runner_source_edit_plans_the_runner_and_everything_it_runs(done: Path, 
     assert "lower" not in counts and "data" not in counts
 
 
-def test_model_edit_plans_only_that_models_jobs(done: Path, tmp_path: Path):
-    ws = clone_workspace(done, tmp_path / "ws")
+def test_model_edit_plans_only_that_models_jobs(completed_workspace: Path, tmp_path: Path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
     f = ws / "conf" / "model" / "mlp_16_16.yaml"
     f.write_text(f.read_text().replace("lr: 0.05", "lr: 0.02"))
     jobs = planned_jobs(ws)
@@ -68,8 +63,8 @@ def test_model_edit_plans_only_that_models_jobs(done: Path, tmp_path: Path):
     assert sum(r == "train" for r, _ in jobs) == 2
 
 
-def test_new_device_plans_only_its_jobs(done: Path, tmp_path: Path):
-    ws = clone_workspace(done, tmp_path / "ws")
+def test_new_device_plans_only_its_jobs(completed_workspace: Path, tmp_path: Path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
     host = (ws / "conf" / "device" / "host.yaml").read_text()
     (ws / "conf" / "device" / "bench2.yaml").write_text(host.replace("name: host", "name: bench2"))
     jobs = planned_jobs(ws, TINY + ["sweep.devices=[host,bench2]"])

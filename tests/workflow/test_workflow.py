@@ -12,21 +12,16 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from helpers.workflow import TINY, clone_workspace, env, make_workspace, snakemake
 from phonetrain.report import build
 from phonetrain.results import schema
-from workflow_util import TINY, clone_workspace, completed_workspace, env, make_workspace, snakemake
 
 IDS = ["mlp_784_256_128_16.cpu.none", "mlp_784_256_128_16.opencl.baseline",
        "mlp_16_16.cpu.none", "mlp_16_16.opencl.baseline"]
 
 
-@pytest.fixture(scope="module")
-def done(tmp_path_factory) -> Path:
-    return completed_workspace(tmp_path_factory)
-
-
-def test_tables_have_the_schema_and_every_run_is_verified(done: Path):
-    R = done / "results"
+def test_tables_have_the_schema_and_every_run_is_verified(completed_workspace: Path):
+    R = completed_workspace / "results"
     for t in schema.TABLES:
         got = pq.read_schema(R / "summary" / f"{t}.parquet")
         assert got.names == schema.schema(t).names, t
@@ -46,8 +41,8 @@ def test_tables_have_the_schema_and_every_run_is_verified(done: Path):
     assert build["kernel"] == "baseline"
 
 
-def test_report_has_every_section_and_figure(done: Path, tmp_path: Path):
-    out = done / "results" / "report"
+def test_report_has_every_section_and_figure(completed_workspace: Path, tmp_path: Path):
+    out = completed_workspace / "results" / "report"
     html = (out / "report.html").read_text()
     md = (out / "report.md").read_text()
     assert html.count("<h2") >= len(build.SECTIONS)
@@ -58,7 +53,7 @@ def test_report_has_every_section_and_figure(done: Path, tmp_path: Path):
     for rid in IDS:
         assert rid.split(".")[0] in md
     bundle = tmp_path / "report.zip"  # figures are declared with report(): --report works
-    p = snakemake(done, "--report", str(bundle))
+    p = snakemake(completed_workspace, "--report", str(bundle))
     assert p.returncode == 0, p.stderr[-3000:]
     with zipfile.ZipFile(bundle) as z:
         names = " ".join(z.namelist())
@@ -89,8 +84,9 @@ def test_bad_config_fails_before_any_job(tmp_path: Path, overrides, edit, needle
     assert not (ws / "results").exists()  # nothing ran, nothing written
 
 
-def test_kernel_that_does_not_compile_fails_only_its_jobs(done: Path, tmp_path: Path):
-    ws = clone_workspace(done, tmp_path / "ws")
+def test_kernel_that_does_not_compile_fails_only_its_jobs(completed_workspace: Path,
+                                                          tmp_path: Path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
     broken = ws / "src" / "kernels" / "broken"
     broken.mkdir()
     (broken / "version.yaml").write_text("inherits: baseline\n")
@@ -115,8 +111,8 @@ def test_kernel_that_does_not_compile_fails_only_its_jobs(done: Path, tmp_path: 
     assert "mlp_16_16.opencl.broken" in md
 
 
-def test_phonetrain_run_writes_what_the_workflow_writes(done: Path, tmp_path: Path):
-    ws = clone_workspace(done, tmp_path / "ws")
+def test_phonetrain_run_writes_what_the_workflow_writes(completed_workspace: Path, tmp_path: Path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
     rdir = ws / "results" / "runs" / "host" / "mlp_16_16.opencl.baseline"
     workflow_params = json.loads((rdir / "params.json").read_text())
     for f in ("run.json", "verify.json", "params.json"):
@@ -133,10 +129,11 @@ def test_phonetrain_run_writes_what_the_workflow_writes(done: Path, tmp_path: Pa
     assert len(run["iters"]) == 1 + 3
 
 
-def test_hand_run_aggregate_and_report_rebuild_the_workflows(done: Path, tmp_path: Path):
+def test_hand_run_aggregate_and_report_rebuild_the_workflows(completed_workspace: Path,
+                                                             tmp_path: Path):
     """`phonetrain aggregate` and `phonetrain report` with the study's overrides give the same
     tables and the same report as the workflow's aggregate and report rules."""
-    ws = clone_workspace(done, tmp_path / "ws")
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
     R = ws / "results"
     want = {t: pd.read_parquet(R / "summary" / f"{t}.parquet") for t in schema.TABLES}
     want_md = (R / "report" / "report.md").read_text()
