@@ -34,11 +34,11 @@ def _targets(module: str, names: list[str]) -> list[str]:
     return []
 
 
-def test_every_module_is_ranked():
+def test_every_report_module_is_ranked():
     assert {p.stem for p in PKG.glob("*.py")} == set(RANK)
 
 
-def test_imports_point_down_at_module_level_only():
+def test_report_imports_point_down_at_module_level_only():
     for path in sorted(PKG.glob("*.py")):
         tree = ast.parse(path.read_text())
         top = {id(n) for n in tree.body}
@@ -56,11 +56,11 @@ def test_imports_point_down_at_module_level_only():
                 assert not any(n.startswith("_") for n in names), f"{where}: a private name"
 
 
-def test_analysis_draws_and_renders_nothing():
+def test_report_analysis_draws_and_renders_nothing():
     tree = ast.parse((PKG / "analysis.py").read_text())
     mods = {m.split(".")[0] for _, m, _ in _imports(tree)}
     assert not mods & {"matplotlib", "jinja2"}
 
 
-def test_package_exports():
+def test_report_package_exports_build_report_and_load_tables():
     assert phonetrain.report.__all__ == ["build_report", "load_tables"]

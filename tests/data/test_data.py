@@ -25,7 +25,7 @@ def _mnist_folder(folder, n=5, compress=True, seed=0):
 
 
 @pytest.mark.parametrize("compress", [False, True])
-def test_idx_roundtrip(tmp_path, compress):
+def test_idx_write_read_roundtrip_with_big_endian_header(tmp_path, compress):
     a = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
     write_idx(tmp_path / "a.idx", a, compress)
     raw = (tmp_path / "a.idx").read_bytes()
@@ -58,7 +58,7 @@ def test_idx_errors_name_the_file(tmp_path):
 
 
 @pytest.mark.parametrize("compress", [False, True])
-def test_mnist_folder_normalized(tmp_path, compress):
+def test_mnist_folder_is_read_and_normalized(tmp_path, compress):
     imgs, labels = _mnist_folder(tmp_path / "m", compress=compress)
     x, y = load_mnist_like("mnist", tmp_path / "m")
     assert x.shape == (5, 1, 28, 28) and x.dtype == np.float32
@@ -66,7 +66,7 @@ def test_mnist_folder_normalized(tmp_path, compress):
     np.testing.assert_array_equal(y, labels)
 
 
-def test_mnist_errors_and_known_folder(tmp_path, monkeypatch):
+def test_mnist_errors_are_named_and_known_folder_is_the_fallback(tmp_path, monkeypatch):
     from phonetrain.data import mnist
 
     known = tmp_path / "usr-share-datasets-fashion-mnist"
@@ -84,7 +84,7 @@ def test_mnist_errors_and_known_folder(tmp_path, monkeypatch):
         load_mnist_like("mnist", None, download=True)
 
 
-def test_digits_shapes_labels_normalization():
+def test_digits_are_upsampled_to_28x28_and_standardized():
     x, y = load_digits_28()
     assert x.shape == (1797, 1, 28, 28) and x.dtype == np.float32
     assert y.dtype == np.int32 and set(np.unique(y)) == set(range(10))
@@ -123,7 +123,7 @@ def test_synthetic_takes_the_model_shape(tmp_path):
         write_batches("synthetic", 4, 2, tmp_path)
 
 
-def test_compatibility_checks():
+def test_dataset_model_mismatch_and_unknown_dataset_are_refused():
     data.check_compatible("digits", (1, 28, 28), 16, "mlp_784_256_128_16")
     with pytest.raises(DatasetError, match="model m takes input .*cifar10"):
         data.check_compatible("cifar10", (1, 28, 28), 10, "m")
@@ -133,7 +133,7 @@ def test_compatibility_checks():
         data.dataset_info("imagenet")
 
 
-def test_cifar10_binary(tmp_path):
+def test_cifar10_binary_is_read_normalized_and_checked(tmp_path):
     rng = np.random.default_rng(0)
     rec = rng.integers(0, 256, (3, RECORD_BYTES), dtype=np.uint8)
     rec[:, 0] = [3, 0, 9]
@@ -152,7 +152,7 @@ def test_cifar10_binary(tmp_path):
         read_cifar_batch(tmp_path / "x.bin")
 
 
-def test_download_checks_md5(tmp_path, monkeypatch):
+def test_download_is_opt_in_and_checks_md5(tmp_path, monkeypatch):
     """Downloading (only when asked) verifies each file's MD5 before it lands in the folder;
     a file:// mirror stands in for the network."""
     import hashlib

@@ -97,7 +97,7 @@ def test_pull_verifies_expected_files_before_writing(adb_server, vdev, tmp_path)
     assert (dest / "trace.csv").exists()
 
 
-def test_facts_from_getprop(adb_server, tmp_path):
+def test_facts_come_from_getprop(adb_server, tmp_path):
     vd = connect_vdev(adb_server, tmp_path / "dev",
                       props={"ro.product.model": "Pixel 7", "ro.soc.model": "GS201",
                              "ro.build.version.release": "14", "ro.product.cpu.abi": "arm64-v8a"})
@@ -126,7 +126,7 @@ def fake_sysfs(root, zone_mc: int):
     return z / "temp"
 
 
-def test_readings_and_cooldown_from_sysfs(adb_server, tmp_path):
+def test_readings_and_cooldown_come_from_sysfs(adb_server, tmp_path):
     temp = fake_sysfs(tmp_path / "sys", 61_000)
     vd = connect_vdev(adb_server, tmp_path / "dev", sysfs_root=tmp_path / "sys")
     try:

@@ -67,7 +67,7 @@ def test_virtual_device_command_rejects_emulator_ports(tmp_path):
     assert res.exit_code != 0 and "5555-5585" in res.output
 
 
-def test_config_name_and_opencl_pick():
+def test_config_name_is_a_slug_and_opencl_pick_prefers_the_gpu():
     assert config_name({"model": "Pixel 7 Pro"}, "x") == "pixel_7_pro"
     assert config_name({}, "127.0.0.1:4000") == "127_0_0_1_4000"
     info = {"opencl_library": "/vendor/lib64/libOpenCL.so",

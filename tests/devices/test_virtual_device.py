@@ -18,7 +18,7 @@ def adb_cli(client, *args, timeout=30):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_banner_features_and_props(adb_server, vdev):
+def test_banner_announces_features_and_props(adb_server, vdev):
     info = next(i for i in adb_server.list(extended=True) if i.serial == vdev.serial)
     assert info.state == "device"
     assert info.tags["model"] == "Phonetrain_Virtual"  # adb replaces spaces in the banner
@@ -68,7 +68,7 @@ def test_sync_refuses_paths_outside_data_local_tmp(adb_server, vdev):
         sync.read_bytes("/etc/passwd")
 
 
-def test_fault_fail_push(adb_server, tmp_path):
+def test_fault_fail_push_refuses_matching_paths(adb_server, tmp_path):
     vd = connect_vdev(adb_server, tmp_path / "dev", Faults(fail_push="*/plans/*"))
     try:
         sync = adb_server.device(vd.serial).sync
@@ -80,7 +80,7 @@ def test_fault_fail_push(adb_server, tmp_path):
         disconnect_vdev(adb_server, vd)
 
 
-def test_fault_drop_connection_mid_push(adb_server, tmp_path):
+def test_fault_dropped_connection_mid_push_leaves_no_partial_file(adb_server, tmp_path):
     vd = connect_vdev(adb_server, tmp_path / "dev", Faults(drop_after_bytes=100_000))
     try:
         src = tmp_path / "f.bin"
@@ -119,7 +119,7 @@ def test_stopped_device_goes_offline(adb_server, tmp_path):
     adb_server.disconnect(vd.serial)
 
 
-def test_load_props_json_yaml_and_errors(tmp_path):
+def test_load_props_reads_json_and_yaml_and_names_a_bad_file(tmp_path):
     (tmp_path / "p.json").write_text(json.dumps({"ro.product.model": "Pixel 7"}))
     (tmp_path / "p.yaml").write_text("ro.soc.model: SM8550\n")
     assert load_props(tmp_path / "p.json")["ro.product.model"] == "Pixel 7"
@@ -148,7 +148,7 @@ def test_props_from_constructor_reach_getprop(adb_server, tmp_path):
     assert isinstance(vd, VirtualDevice)
 
 
-def test_fault_crash_and_hide(adb_server, tmp_path):
+def test_fault_crash_segfaults_and_hide_hides_matching_files(adb_server, tmp_path):
     vd = connect_vdev(adb_server, tmp_path / "dev",
                       Faults(crash=r"runner run", hide="*/out/*/trace.csv"))
     try:

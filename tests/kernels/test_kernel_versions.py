@@ -50,7 +50,7 @@ def _variant(name: str, defines: dict, extra: dict):
 @pytest.mark.parametrize("name,defines,extra", PARAMS,
                          ids=[f"{p[0]}-{'-'.join(f'{k}{v}' for k, v in p[1].items()) or 'default'}"
                               for p in PARAMS])
-def test_version_matches_reference(runner, pocl, name, defines, extra):
+def test_gemm_version_matches_reference_on_awkward_shapes(runner, pocl, name, defines, extra):
     df = bench_here(runner, _variant(name, defines, extra), _shapes(),
                     selector=pocl, min_time_ms=0.1, repeats=1)
     assert len(df) == len(SHAPES) * 3
@@ -104,7 +104,7 @@ def test_clblast_absent_is_skipped_with_reason(runner):
         assert doc["status"] == "ok"
 
 
-def test_cpu_backend_and_peaks(runner, pocl):
+def test_cpu_gemm_bench_and_device_peaks_are_measured(runner, pocl):
     df = bench_here(runner, None, [gemm.GemmShape("gemm_tn", 17, 33, 9)], min_time_ms=0.1,
                          repeats=1)
     assert df.status.tolist() == ["ok"] and df.version.tolist() == ["cpu"]

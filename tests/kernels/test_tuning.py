@@ -88,7 +88,8 @@ def test_tuner_fails_when_nothing_is_correct(runner, pocl):
     ("regblock", {"defines": {"RM": 2, "RN": 4, "VK": 4}, "local": [2, 8]}),
     ("tiled", {"defines": {"TSM": 16, "TSN": 32, "TSK": 4, "WPTM": 2, "WPTN": 4}, "local": None}),
 ])
-def test_runs_consume_tuning_json(runner, pocl, tmp_path, version, cand):
+def test_tuned_plan_takes_options_and_local_size_from_tuning_json(runner, pocl, tmp_path,
+                                                                   version, cand):
     spec = LowerSpec(model="mlp_784_256_128_16", batch_size=8, backend="opencl",
                      placement="resident", transfer="copy", kernel=version, warmup=0,
                      iterations=2, num_batches=2, dumps="params")

@@ -57,7 +57,7 @@ def test_cl_defaults_match_version_yaml(version):
         assert any(name in cl_defaults(p) for p in resolve_sources(version).values()), name
 
 
-def test_cl_defaults_parser():
+def test_cl_defaults_parser_reads_only_matching_ifndef_define_pairs():
     text = ("/* x */\n#ifndef TSM\n#define TSM 64\n#endif\n#ifndef A\n#define B 2\n#endif\n"
             "  #ifndef RN\n  #define RN 4 /* one pixel */\n#endif\n")
     assert DEFAULT_RE.findall(text) == [("TSM", "64"), ("RN", "4")]

@@ -75,7 +75,7 @@ def test_first_layer_computes_no_input_gradient():
 
 @pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("transfer", ["copy", "map"])
-def test_byte_totals(model, transfer):
+def test_transfer_bytes_per_placement_follow_kernel_buffer_access(model, transfer):
     B = 4
     m = get_model(model)
     resident = lower(LowerSpec(model=model, batch_size=B, backend="opencl",
@@ -102,7 +102,7 @@ def test_byte_totals(model, transfer):
     assert {t.home for t in staged.tensors} == {t.home for t in cpu.tensors} == {"host"}
 
 
-def test_transfer_ops_per_method():
+def test_copy_and_map_transfers_emit_their_ops():
     spec = LowerSpec(model="mlp_16_16", batch_size=4, backend="opencl", placement="resident",
                      transfer="copy")
     ops = [s.op for s in lower(spec).steps if s.phase == "transfer"]
@@ -113,7 +113,7 @@ def test_transfer_ops_per_method():
                    ("map", "read"), ("unmap", None)]
 
 
-def test_write_plan_dir(tmp_path):
+def test_plan_dir_holds_initial_params_and_is_replaced_atomically(tmp_path):
     spec = LowerSpec(model="lenet5", batch_size=2, seed=7, plan_id="p1")
     d = write_plan_dir(spec, tmp_path)
     assert d == tmp_path / "plans" / "p1"
@@ -130,7 +130,7 @@ def test_write_plan_dir(tmp_path):
     assert not np.array_equal(w8, init_params(get_model("lenet5"), 7)["conv1.weight"].ravel())
 
 
-def test_init_scheme_bounds():
+def test_initial_params_stay_within_fan_in_bounds():
     params = init_params(get_model("lenet5"), 0)
     assert np.abs(params["conv1.weight"]).max() <= 1 / 5  # fan_in 25
     assert np.abs(params["fc1.bias"]).max() <= 1 / 20  # fan_in 400
@@ -156,7 +156,7 @@ def _version(root, name, files=(), yaml=None):
         (d / "version.yaml").write_text(yaml)
 
 
-def test_inheritance_and_staging(tmp_path):
+def test_version_inherits_sources_and_defines_and_stages_them(tmp_path):
     root = tmp_path / "kernels"
     _version(root, "base", [("gemm.cl", "__kernel void gemm_nn() {}"),
                             ("elementwise.cl", "__kernel void relu_fwd() {}")],
@@ -181,7 +181,7 @@ def test_inheritance_and_staging(tmp_path):
     assert [p.name for p in (tmp_path / "stage" / "kernels").iterdir()] == ["fast"]
 
 
-def test_version_errors(tmp_path):
+def test_version_cycle_unknown_key_and_unknown_name_are_errors(tmp_path):
     root = tmp_path / "kernels"
     _version(root, "a", yaml="inherits: b\n")
     _version(root, "b", yaml="inherits: a\n")
@@ -203,14 +203,14 @@ def test_lowering_rejects_version_missing_a_kernel(tmp_path):
                         transfer="copy", kernel="partial"), kernels_root=root)
 
 
-def test_programs_of_the_real_baseline():
+def test_lowered_plan_builds_every_baseline_source():
     plan = lower(LowerSpec(model="lenet5", backend="opencl", placement="resident",
                            transfer="copy"))
     assert {p.source for p in plan.programs} == {
         f"kernels/baseline/{f}" for f in resolve_sources("baseline")}
 
 
-def test_geometry_baseline_local_and_registered_rules():
+def test_geometry_follows_baseline_local_sizes_and_registered_rules():
     v = KernelVersion(name="v", chain=["v"])
     assert geometry("gemm_nt", {"M": 32, "N": 16, "K": 7}, v) == ([16, 32], None)
     assert geometry("im2col", dict(B=2, C=3, H=5, W=5, KH=3, KW=3, OH=3, OW=3), v) == (

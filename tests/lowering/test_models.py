@@ -10,14 +10,14 @@ from phonetrain.models import MODELS, Linear, ShapeError, get_model, mlp
 from phonetrain.lowering import flops_per_step
 from phonetrain.lowering.model_table import markdown
 
-def test_names_for_config():
+def test_model_names_are_registered_and_unknown_names_listed():
     assert set(MODELS) == {"mlp_784_256_128_16", "mlp_16_16", "mlp_16_16_16_16", "mlp_256_256",
                            "lenet5"}
     with pytest.raises(KeyError, match="known models: .*lenet5"):
         get_model("resnet")
 
 
-def test_param_counts_by_hand():
+def test_param_counts_match_hand_formulas():
     assert get_model("mlp_784_256_128_16").param_count() == (784 * 256 + 256) + (
         256 * 128 + 128) + (128 * 16 + 16)
     assert get_model("mlp_16_16").param_count() == 16 * 16 + 16
@@ -28,14 +28,14 @@ def test_param_counts_by_hand():
         400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10) == 61706
 
 
-def test_lenet5_shapes():
+def test_lenet5_layer_shapes_match_its_architecture():
     shapes = get_model("lenet5").shapes()
     assert shapes[0] == (1, 28, 28)
     assert (6, 28, 28) in shapes and (6, 14, 14) in shapes and (16, 10, 10) in shapes
     assert (16, 5, 5) in shapes and (400,) in shapes and shapes[-1] == (10,)
 
 
-def test_mlp_flops_by_hand():
+def test_mlp_flops_match_hand_formulas():
     B = 32
     f = flops_per_step(get_model("mlp_784_256_128_16"), B)
     pairs = [(784, 256), (256, 128), (128, 16)]
@@ -52,7 +52,7 @@ def test_mlp_flops_by_hand():
     assert flops_per_step(get_model("mlp_784_256_128_16"), B, momentum=0.9)["update"] == 4 * params
 
 
-def test_lenet5_gemm_flops_by_hand():
+def test_lenet5_forward_flops_match_hand_formula():
     B = 2
     f = flops_per_step(get_model("lenet5"), B)
     conv1 = 2 * 6 * (B * 28 * 28) * 25
@@ -63,7 +63,7 @@ def test_lenet5_gemm_flops_by_hand():
     assert f["forward"] == conv1 + conv2 + fcs + elementwise + pools + 5 * B * 10 + B
 
 
-def test_first_layer_has_no_input_gradient():
+def test_backward_flops_omit_the_first_layers_input_gradient():
     small, bigger = mlp([8, 4]), mlp([8, 8, 4])
     # one Linear: backward = dW + db only; two: + dX of the second layer
     assert flops_per_step(small, 2)["backward"] == 2 * 2 * 8 * 4 + 2 * 4
@@ -71,18 +71,18 @@ def test_first_layer_has_no_input_gradient():
                                                     + 2 * (8 + 4) + 2 * 8)
 
 
-def test_bad_shape_is_named():
+def test_wrong_input_shape_error_names_the_layer():
     with pytest.raises(ShapeError, match="layer fc1"):
         Linear("fc1", 10, 3).out_shape((11,))
 
 
-def test_docs_table_up_to_date():
+def test_docs_models_table_is_up_to_date():
     doc = (REPO / "docs" / "models.md").read_text()
     assert doc == markdown() + "\n", \
         "docs/models.md is stale: run python -m phonetrain.lowering.model_table --markdown > docs/models.md"
 
 
-def test_cli_prints_table():
+def test_model_table_module_prints_the_markdown_table():
     out = subprocess.run([sys.executable, "-m", "phonetrain.lowering.model_table", "--markdown"],
                          capture_output=True, text=True, check=True).stdout
     assert "| `lenet5` | 1x28x28 | 10 | 61,706 |" in out

@@ -106,7 +106,7 @@ def test_placements_give_identical_losses(tmp_path, model):
             np.testing.assert_array_equal(r.dumps[name], first.dumps[name], err_msg=name)
 
 
-def test_missing_transfer_is_visible(tmp_path):
+def test_dropped_input_upload_changes_the_losses(tmp_path):
     """The reference keeps separate host and device copies: dropping the input upload from a
     resident plan makes the device train on zeros, and the losses change."""
     spec = LowerSpec(model="mlp_16_16", batch_size=4, num_batches=2, backend="opencl",
@@ -156,7 +156,7 @@ def test_run_kernel_rejects_bad_signature():
         reference.run_kernel("conv_magic", [], [])
 
 
-def test_verify_policy():
+def test_verify_error_is_absolute_below_1_relative_above_and_inf_when_missing():
     ref = {"w": np.array([1.0, -2.0, 300.0])}
     assert reference.verify({"w": ref["w"] + 1e-5}, ref) < VERIFY_ATOL
     # relative above magnitude 1: 0.03 off on 300 is 1e-4; absolute below
@@ -168,7 +168,7 @@ def test_verify_policy():
     assert reference.verify(ref, ref, None, [2.0]) == np.inf
 
 
-def test_short_batch_file_is_named(tmp_path):
+def test_short_batch_file_error_names_the_file(tmp_path):
     spec, plan = _bundle(tmp_path, model="mlp_16_16", dataset="synthetic")
     path = tmp_path / plan.batches[0].path
     path.write_bytes(path.read_bytes()[:-4])

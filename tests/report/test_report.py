@@ -89,7 +89,7 @@ def test_wrong_run_never_shown_as_a_speed(built):
     assert md_cells[3] == "not valid" and all(c == "" for c in md_cells[4:9])
 
 
-def test_missing_runs_listed(built):
+def test_missing_runs_are_listed_with_their_reason(built):
     paths, _ = built
     sec = _section(paths["html"].read_text(), "missing")
     assert f"<td>host/{FAILED}</td>" in sec and "no run.json" in sec
@@ -122,7 +122,7 @@ def test_guideline_numbers_come_from_the_tables(built):
     assert "| host | pthread-" in paths["md"].read_text()  # the OpenCL device is named
 
 
-def test_placement_and_transfer_findings(tmp_path):
+def test_placement_and_transfer_findings_compare_the_measured_runs(tmp_path):
     raw = tmp_path / "raw"
     dirs = [write_run(raw, backend="cpu"),
             write_run(raw, backend="opencl", placement="resident", transfer="copy",
@@ -142,7 +142,7 @@ def test_placement_and_transfer_findings(tmp_path):
     assert not f["bandwidth"].measured
 
 
-def test_svg_figures_and_bad_inputs(tmp_path, built):
+def test_svg_figures_are_embedded_and_bad_format_or_folder_is_refused(tmp_path, built):
     paths, _ = built
     summary = paths["html"].parent.parent / "summary"
     out = report.build_report(summary, report_paths(tmp_path / "svg", "svg"), figure_format="svg",
@@ -183,7 +183,7 @@ def test_snakemake_declares_every_figure_with_a_caption():
         assert f'figure("{name}")' in smk
 
 
-def test_cli_aggregate_report_trace(real_study):
+def test_cli_aggregate_report_and_trace_work_on_a_results_folder(real_study):
     import json
 
     from click.testing import CliRunner

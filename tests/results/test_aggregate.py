@@ -33,7 +33,7 @@ def test_every_table_written_with_its_schema(study):
     assert not list(study["runs"].parent.glob(".*tmp"))
 
 
-def test_statuses_ok_wrong_failed(study):
+def test_runs_are_ok_wrong_or_failed_with_a_reason(study):
     runs = schema.read_table(study["runs"], "runs").set_index("run_id")
     assert runs.loc["host/mlp_784_256_128_16.cpu.none", "status"] == "ok"
     assert runs.loc["host/mlp_784_256_128_16.opencl.baseline", "status"] == "ok"
@@ -75,7 +75,7 @@ def test_every_row_carries_provenance(study):
     assert (ok["runner_hash"] == "runner-h").all() and ok["device_fingerprint"].notna().all()
 
 
-def test_iterations_and_commands_tables(study):
+def test_iterations_and_commands_tables_count_measured_iterations(study):
     it = schema.read_table(study["iterations"], "iterations")
     gpu = it[it["run_id"] == "host/mlp_784_256_128_16.opencl.baseline"]
     assert len(gpu) == 5 and gpu["measured"].sum() == 4 and (gpu["repeat"] == 0).all()
@@ -111,7 +111,7 @@ def test_same_experiment_on_two_devices_gets_one_run_id_per_device(tmp_path):
     assert run_folders.run_id("host", f"host/{exp}") == f"host/{exp}"  # already keyed
 
 
-def test_perfetto_written_on_request(tmp_path):
+def test_read_run_writes_perfetto_only_on_request(tmp_path):
     d = write_run(tmp_path)
     run_folders.read_run(d)
     assert not (d / "trace.perfetto.json").exists()  # the workflow's perfetto rule owns it
@@ -143,7 +143,7 @@ def test_repeats_pool_measured_iterations(tmp_path):
     assert out["commands"].set_index("name").loc["gemm_0", "count"] == 6
 
 
-def test_schema_enforced(tmp_path):
+def test_schema_refuses_extra_missing_and_mistyped_columns(tmp_path):
     df = schema.empty("runs")
     with pytest.raises(schema.SchemaError, match="unexpected columns.*speed"):
         schema.conform(df.assign(speed=[]), "runs")
@@ -162,7 +162,7 @@ def test_schema_enforced(tmp_path):
         schema.read_table(tmp_path / "runs.parquet", "iterations")
 
 
-def test_bad_params_names_file(tmp_path):
+def test_bad_params_json_error_names_the_file_and_key(tmp_path):
     d = write_run(tmp_path)
     (d / "params.json").write_text('{"model": "m"}')
     with pytest.raises(ResultsFileError, match=r"params\.json.*'device'"):
@@ -181,7 +181,7 @@ def real(real_study, tmp_path_factory):
     return inputs, {t: schema.read_table(p, t) for t, p in paths.items()}
 
 
-def test_real_statuses_and_numbers(real):
+def test_real_runs_get_their_statuses_and_consistent_numbers(real):
     _, t = real
     runs = t["runs"].set_index("run_id")
     wrong, failed, ok = f"host/{WRONG}", f"host/{FAILED}", [f"host/{r}" for r in OK]
@@ -225,7 +225,7 @@ def test_real_iterations_and_commands_follow_the_trace(real):
         assert int(cmds["count"].sum()) == measured_rows
 
 
-def test_real_bandwidth_and_builds(real):
+def test_real_bandwidth_and_builds_tables_hold_every_op_and_program(real):
     _, t = real
     bw = t["bandwidth"]
     assert set(bw["kind"]) == {"h2d", "d2h", "map", "unmap", "d2d"}

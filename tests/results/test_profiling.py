@@ -55,7 +55,7 @@ def test_clock_offset_is_bracketed_by_enqueue_calls():
 
 
 @pytest.mark.parametrize("with_op", [False, True])
-def test_breakdown_known_answers(with_op):
+def test_breakdown_of_the_hand_trace_gives_the_known_answers(with_op):
     trace, iters = hand_trace()
     if with_op:  # the runner's op column: the mapped copy is "map_copy", the batch "load"
         trace["op"] = trace["name"].map({"copy_from_mapped": "map_copy", "load": "load"})
@@ -170,7 +170,7 @@ def test_perfetto_json_is_valid_trace_event_format(tmp_path):
     assert not list(tmp_path.glob(".*tmp"))
 
 
-def test_real_trace_breakdown_and_perfetto(real_study, tmp_path):
+def test_real_trace_components_add_up_and_perfetto_has_every_row(real_study, tmp_path):
     """A real runner trace (PoCL, staged placement with map/unmap): components add up, every
     command lies inside its iteration's wall time, the Perfetto JSON has every row."""
     d = next(p for p in real_study["runs"]
@@ -207,7 +207,7 @@ def test_rows_without_queued_stay_out_of_the_bracket():
     assert b["map_ms"] == pytest.approx(0.020) and b["busy_ms"] == pytest.approx(0.510)
 
 
-def test_real_nvidia_trace_alignment():
+def test_real_nvidia_trace_is_aligned_within_microseconds():
     """A real trace from an NVIDIA H200 (OpenCL 3.0 driver, 1000 ns timer; staged placement
     with map/unmap; tests/fixtures/h200_staged_map, first 3 iterations): the driver gives map
     events no QUEUED time and start/end off the queue's clock, yet the offset is bracketed

@@ -81,7 +81,7 @@ def test_cpu_kernels_match_numpy(cpu_lib, group, threads):
 
 
 @pytest.mark.parametrize("x86_max", [0, 1], ids=["generic", "avx2"])
-def test_narrower_gemm_micro_kernels(tmp_path, x86_max):
+def test_narrower_gemm_micro_kernels_match_numpy(tmp_path, x86_max):
     """The x86 GEMM micro-kernels the dispatcher skips on a wider CPU (GEMM_X86_MAX caps it;
     on a CPU without AVX2 both builds run the generic one)."""
     lib = build_lib(tmp_path, (f"-DGEMM_X86_MAX={x86_max}",))
@@ -119,7 +119,7 @@ def test_bad_arguments_are_named(cpu_lib, name, args, message):
     assert err.startswith(message), err
 
 
-def test_unknown_kernel(cpu_lib):
+def test_unknown_kernel_name_is_refused_and_not_known(cpu_lib):
     assert call(cpu_lib, "gemm_xx", [])[0] == -2
     assert cpu_lib.cpu_kernel_known(b"col2im") == 1
     assert cpu_lib.cpu_kernel_known(b"gemm_xx") == 0

@@ -69,7 +69,7 @@ def test_android_ndk_layout_gives_clang_and_openmp_flags(tmp_path):
     assert tc.emulator is None  # a phone binary does not run on this host
 
 
-def test_unknown_toolchain_and_missing_compiler():
+def test_unknown_toolchain_and_missing_compiler_are_named():
     with pytest.raises(ToolchainError, match="unknown toolchain 'msvc'"):
         toolchains.resolve("msvc", device="x")
     with pytest.raises(ToolchainError, match="'no-such-cc' not found"):

@@ -64,7 +64,7 @@ def run_expect(runner, tmp_path, plan, err_cls, match, sel=None, cl_source=FILL_
     return ei.value
 
 
-def test_tiny_plan_runs(runner, pocl, tmp_path):
+def test_unbroken_tiny_plan_runs_on_both_backends(runner, pocl, tmp_path):
     """The baseline of the cases below: the same plan, unbroken, runs on both backends."""
     for backend in ("opencl", "cpu"):
         path = stage(tmp_path / backend, tiny_plan(backend))
@@ -81,53 +81,53 @@ def test_tiny_plan_runs(runner, pocl, tmp_path):
     ('{"plan_version": 1, "name": "x", "backend": "cpu", "tensors": {}, "steps": [], "iterations": 1}',
      "plan.tensors must be of JSON type array, not object"),
 ], ids=["truncated", "trailing-comma", "trailing-text", "bad-escape", "not-object", "wrong-type"])
-def test_malformed_json(runner, tmp_path, text, match):
+def test_malformed_plan_json_is_bad_input_naming_the_position(runner, tmp_path, text, match):
     e = run_expect(runner, tmp_path, text, rt.BadInputError, match)
     assert e.exit_code == rt.ExitCode.BAD_INPUT and "plan.json" in e.message
 
 
-def test_wrong_plan_version(runner, tmp_path):
+def test_plan_version_other_than_1_is_refused(runner, tmp_path):
     doc = tiny_plan().to_json()
     doc["plan_version"] = 2
     run_expect(runner, tmp_path, json.dumps(doc), rt.BadInputError, "reads version 1 only")
 
 
-def test_unknown_kernel(runner, tmp_path):
+def test_unknown_kernel_name_is_refused_with_its_step(runner, tmp_path):
     plan = tiny_plan("cpu")
     plan.steps[0].name = "gemm_xx"
     run_expect(runner, tmp_path, plan, rt.BadInputError, r'steps\[0\]: unknown kernel "gemm_xx"')
 
 
-def test_missing_bundle_file(runner, tmp_path):
+def test_missing_bundle_file_is_a_bundle_error(runner, tmp_path):
     plan = tiny_plan("cpu")
     plan.tensors[0].init = {"kind": "file", "path": "tensors/missing.f32"}
     e = run_expect(runner, tmp_path, plan, rt.BundleFileError, r"missing\.f32 .*cannot be read")
     assert e.exit_code == rt.ExitCode.BUNDLE
 
 
-def test_wrong_sized_bundle_file(runner, tmp_path):
+def test_wrong_sized_bundle_file_states_both_sizes(runner, tmp_path):
     plan = tiny_plan("cpu")
     plan.tensors[0].shape = [32]  # the file still holds 16 floats
     run_expect(runner, tmp_path, plan, rt.BundleFileError, "has 64 bytes; the plan needs exactly 128")
 
 
-def test_missing_kernel_source(runner, pocl, tmp_path):
+def test_missing_kernel_source_is_a_bundle_error(runner, pocl, tmp_path):
     plan = tiny_plan()
     plan.programs[0].source = "k/absent.cl"
     run_expect(runner, tmp_path, plan, rt.BundleFileError, r"absent\.cl")
 
 
-def test_impossible_local_size(runner, pocl, tmp_path):
+def test_local_size_above_the_device_maximum_is_refused(runner, pocl, tmp_path):
     plan = tiny_plan(local=[1 << 20])
     plan.steps[0].global_size = [1 << 20]
     run_expect(runner, tmp_path, plan, rt.BadInputError, "exceeds the .*max")
 
 
-def test_local_size_not_dividing_global(runner, tmp_path):
+def test_global_size_not_a_multiple_of_local_is_refused(runner, tmp_path):
     run_expect(runner, tmp_path, tiny_plan(local=[5]), rt.BadInputError, "not a multiple of local")
 
 
-def test_selector_matching_no_device(runner, tmp_path):
+def test_selector_matching_no_device_lists_the_available_ones(runner, tmp_path):
     e = run_expect(runner, tmp_path, tiny_plan(), rt.NoDeviceError, "no OpenCL device matches .*available: ",
                    sel=rt.DeviceSelector(device="no-such-gpu"))
     assert e.exit_code == rt.ExitCode.NO_DEVICE
@@ -140,19 +140,19 @@ def test_kernel_syntax_error_prints_compiler_log(runner, pocl, tmp_path):
     assert "error" in e.stderr and "expected expression" in e.stderr  # clang's log, via PoCL
 
 
-def test_non_finite_loss(runner, tmp_path):
+def test_infinite_loss_stops_the_run_naming_the_iteration(runner, tmp_path):
     e = run_expect(runner, tmp_path, tiny_plan("cpu", value=3e38), rt.NonFiniteLossError,
                    r'loss tensor "loss" is infinite after iteration 0')
     assert e.exit_code == rt.ExitCode.NONFINITE
 
 
-def test_transfer_on_cpu_backend(runner, tmp_path):
+def test_transfer_step_on_cpu_backend_is_refused(runner, tmp_path):
     plan = tiny_plan("cpu")
     plan.steps.append(Step(op="d2h", tensor=1))
     run_expect(runner, tmp_path, plan, rt.BadInputError, 'needs backend "opencl"')
 
 
-def test_bad_arguments(runner, tmp_path):
+def test_unknown_option_missing_plan_and_unknown_mode_are_refused(runner, tmp_path):
     with pytest.raises(rt.BadInputError, match="unknown option --bogus"):
         rt.run_mode(runner, "run", ["--bogus", "1"], timeout_s=30)
     with pytest.raises(rt.BadInputError, match="run needs --plan"):
@@ -175,7 +175,7 @@ def test_opencl_runtime_error_names_call_and_error(runner, pocl, tmp_path):
     assert e.exit_code == rt.ExitCode.CL_RUNTIME
 
 
-def test_progress_lines(runner, pocl, tmp_path):
+def test_progress_prints_one_line_per_iteration(runner, pocl, tmp_path):
     path = stage(tmp_path / "b", tiny_plan())
     proc = rt.run_mode(runner, "run", ["--plan", str(path), "--root", str(tmp_path / "b"), "--out",
                                        str(tmp_path / "out"), "--progress", *pocl.to_args()], timeout_s=60)

@@ -30,7 +30,7 @@ def test_info_lists_pocl_device(runner, pocl):
     assert len(rt.devices_table(doc)) == sum(len(p["devices"]) for p in doc["platforms"])
 
 
-def test_info_without_opencl_library(runner, tmp_path):
+def test_info_without_opencl_library_still_describes_the_host(runner, tmp_path):
     doc = rt.info(runner, cl_lib=str(tmp_path / "libNoSuchOpenCL.so"))
     assert doc["platforms"] == [] and "libNoSuchOpenCL.so" in doc["opencl_error"]
     assert doc["host"]["logical_cores"] >= 1
@@ -59,7 +59,7 @@ def test_build_syntax_error_reports_log(runner, pocl, tmp_path):
     assert "expected expression" in doc["programs"][1]["log"]
 
 
-def test_bench_bandwidth_well_formed(runner, pocl, tmp_path):
+def test_bench_bandwidth_measures_every_op_at_every_size(runner, pocl, tmp_path):
     df = rt.bench_bandwidth(runner, tmp_path / "bw", min_bytes=4096, max_bytes=1 << 16,
                             min_time_ms=1, repeats=2, device_selector=pocl)
     sizes = [4096 << i for i in range(5)]
@@ -83,7 +83,7 @@ def test_build_runner_is_cached_by_source_hash(runner, tmp_path):
     assert other != runner and other.exists()
 
 
-def test_phonetrain_info_command(runner, pocl, monkeypatch):
+def test_phonetrain_info_lists_pocl_as_json_and_as_text(runner, pocl, monkeypatch):
     monkeypatch.setattr(toolchains, "host_runner", lambda cc="cc": runner)
     res = CliRunner().invoke(cli_main, ["info", "--json"])
     assert res.exit_code == 0, res.output

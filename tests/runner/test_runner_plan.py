@@ -93,7 +93,7 @@ def test_trace_holds_every_step_once_and_fits_wall_time(runner, pocl, tmp_path, 
     assert (x_rows["bytes"] == plan.tensors[T["x"]].size_bytes).all()
 
 
-def test_uniform_fill_matches_plan(runner, tmp_path):
+def test_runner_uniform_fill_is_bit_identical_to_plan_uniform_fill(runner, tmp_path):
     """The runner's splitmix64 fill is bit-identical to phonetrain.plan.uniform_fill."""
     plan = mlp_plan("cpu", warmup=0, iterations=1)
     plan.steps = [s for s in plan.steps if s.op == "load"]
@@ -104,7 +104,7 @@ def test_uniform_fill_matches_plan(runner, tmp_path):
     assert np.array_equal(rt.read_dump(tmp_path / "out", "W2"), want)
 
 
-def test_mlp_with_clblast_gemm(runner, pocl, tmp_path):
+def test_clblast_gemm_program_matches_numpy_with_host_timed_rows(runner, pocl, tmp_path):
     """Program "source": "clblast" routes every GEMM step to CLBlast; one host-timed trace
     row per GEMM call; results still match numpy."""
     plan = mlp_plan("opencl", "resident", "copy", warmup=1, iterations=1)

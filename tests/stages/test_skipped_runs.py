@@ -63,7 +63,7 @@ def test_run_is_recorded_as_skipped(study):
     assert json.loads(trace.read_text())["traceEvents"] == []
 
 
-def test_aggregate_and_report_list_it_without_a_speed(study):
+def test_aggregate_and_report_list_the_skipped_run_without_a_speed(study):
     R, _ = study
     cli = CliRunner()
     res = cli.invoke(main, ["aggregate", "--found", "--results", str(R)])
