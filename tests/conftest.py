@@ -1,17 +1,23 @@
-"""Shared fixtures of the suite: one runner build per session (real cc, real PoCL)."""
+"""Fixtures shared across the test folders: one runner build per session (real cc, real
+PoCL), the PoCL device, a real adb server with virtual devices, and a small real study.
+
+Helper code lives in the ``helpers`` package (``tests/`` is on ``sys.path`` through
+``pythonpath`` in pyproject.toml); fixtures used by one folder only live in that folder's
+conftest.py."""
 
 from __future__ import annotations
 
 import os
-import sys
+import subprocess
 from pathlib import Path
 
+import adbutils
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # helper modules beside the tests
-
-from phonetrain import runner as runner_api  # noqa: E402
-from phonetrain.devices import toolchains  # noqa: E402
+from helpers.adb import connect_vdev, disconnect_vdev, free_port
+from helpers.real_study import make_real_study
+from phonetrain import runner as runner_api
+from phonetrain.devices import toolchains
 
 
 @pytest.fixture(scope="session")
@@ -33,3 +39,38 @@ def pocl(runner) -> runner_api.DeviceSelector:
     if not any("portable" in n.lower() or "pocl" in n.lower() for n in names):
         pytest.skip(f"PoCL is not installed (platforms: {names}); apt install pocl-opencl-icd")
     return runner_api.DeviceSelector(platform="Portable Computing Language")
+
+
+@pytest.fixture(scope="session")
+def adb_server():
+    """A fresh adb server (adbutils' bundled binary) on a private port;
+    ANDROID_ADB_SERVER_PORT points at it."""
+    port = free_port()
+    adb = adbutils.adb_path()
+    old = os.environ.get("ANDROID_ADB_SERVER_PORT")
+    os.environ["ANDROID_ADB_SERVER_PORT"] = str(port)
+    subprocess.run([adb, "-P", str(port), "start-server"], check=True, capture_output=True,
+                   timeout=60)
+    try:
+        yield adbutils.AdbClient(host="127.0.0.1", port=port)
+    finally:
+        subprocess.run([adb, "-P", str(port), "kill-server"], capture_output=True, timeout=30)
+        if old is None:
+            os.environ.pop("ANDROID_ADB_SERVER_PORT", None)
+        else:
+            os.environ["ANDROID_ADB_SERVER_PORT"] = old
+
+
+@pytest.fixture
+def vdev(adb_server, tmp_path):
+    """A connected virtual device with its sandbox under tmp_path/device."""
+    vd = connect_vdev(adb_server, tmp_path / "device")
+    yield vd
+    disconnect_vdev(adb_server, vd)
+
+
+@pytest.fixture(scope="session")
+def real_study(tmp_path_factory) -> dict[str, list[Path]]:
+    """The small real study of :mod:`helpers.real_study`, run once per session; the
+    aggregate's inputs (``runs``, ``bandwidth``, ``builds``)."""
+    return make_real_study(tmp_path_factory.mktemp("real-study"))

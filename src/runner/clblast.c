@@ -18,7 +18,7 @@ static sgemm_fn g_sgemm;
 int clblast_load(const char *explicit_path, char *err, size_t errlen)
 {
     /* PHONETRAIN_CLBLAST=PATH: try only PATH (no default names), e.g. /nonexistent to
-     * reproduce a device without CLBlast (tests/test_skipped_runs.py). */
+     * reproduce a device without CLBlast (tests/stages/test_skipped_runs.py). */
     const char *only = getenv("PHONETRAIN_CLBLAST");
     const char *names[] = {only && *only ? only : explicit_path,
                            only && *only ? NULL : "libclblast.so.1",

@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from helpers import REPO
+
+SRC = REPO / "src"
 PKG = SRC / "phonetrain"
 
 # Wings from the top down; a module may import its own wing and the wings below it.

@@ -7,7 +7,8 @@ import ast
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers import REPO
+
 PKG = REPO / "src" / "phonetrain"
 RESULT_DIRS = ("runs", "build", "plans", "summary", "report", "gemm", "peaks", "bandwidth",
                "deploy", "logs", "stage")

@@ -1,0 +1,66 @@
+"""The report package's imports point one way: build -> {figures, findings} -> analysis ->
+paper, module-level only, no other module's private names, and of the rest of phonetrain only
+phonetrain.results.schema and the bottom floor's io and errors."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import phonetrain.report
+
+PKG = Path(phonetrain.report.__file__).parent
+RANK = {"paper": 0, "analysis": 1, "figures": 2, "findings": 2, "build": 3, "__init__": 4}
+
+
+def _imports(tree: ast.Module) -> list[tuple[ast.stmt, str, list[str]]]:
+    """(node, imported module, imported names) for every import in the parsed file."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.append((node, node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out += [(node, a.name, []) for a in node.names]
+    return out
+
+
+def _targets(module: str, names: list[str]) -> list[str]:
+    """The report modules an import reaches (``from phonetrain.report import figures``
+    reaches figures)."""
+    if module == "phonetrain.report":
+        return [n for n in names if n in RANK]
+    if module.startswith("phonetrain.report."):
+        return [module.split(".")[2]]
+    return []
+
+
+def test_every_report_module_is_ranked():
+    assert {p.stem for p in PKG.glob("*.py")} == set(RANK)
+
+
+def test_report_imports_point_down_at_module_level_only():
+    for path in sorted(PKG.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        top = {id(n) for n in tree.body}
+        for node, module, names in _imports(tree):
+            where = f"{path.name}:{node.lineno} imports {module}"
+            if module.startswith("phonetrain"):
+                assert id(node) in top, f"{where} inside a function"
+            if module.startswith("phonetrain") and not module.startswith("phonetrain.report"):
+                assert module in ("phonetrain.results.schema", "phonetrain.io",
+                                  "phonetrain.errors") or (
+                    module == "phonetrain.results" and names == ["schema"]), where
+            for target in _targets(module, names):
+                assert RANK[target] < RANK[path.stem], f"{where}: {target} is not below"
+            if module.startswith("phonetrain.report"):
+                assert not any(n.startswith("_") for n in names), f"{where}: a private name"
+
+
+def test_report_analysis_draws_and_renders_nothing():
+    tree = ast.parse((PKG / "analysis.py").read_text())
+    mods = {m.split(".")[0] for _, m, _ in _imports(tree)}
+    assert not mods & {"matplotlib", "jinja2"}
+
+
+def test_report_package_exports_build_report_and_load_tables():
+    assert phonetrain.report.__all__ == ["build_report", "load_tables"]

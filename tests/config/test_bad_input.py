@@ -1,0 +1,260 @@
+"""Careless input: each mistake gives one clear error naming the file, key or override and
+what to do, before any job runs, and never a Python traceback."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from phonetrain import config as C
+from phonetrain.cli import main
+from phonetrain.config import ConfigError, compose_one, compose_sweep
+from phonetrain.data import DatasetError, load
+from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version
+
+
+@pytest.fixture
+def kernels(tmp_path: Path, monkeypatch) -> Path:
+    """A private copy of src/kernels that the config validation reads."""
+    dest = tmp_path / "kernels"
+    shutil.copytree(KERNELS_ROOT, dest)
+    monkeypatch.setattr(C, "KERNELS_ROOT", dest)
+    return dest
+
+
+@pytest.mark.parametrize("override, needles", [
+    ("measure.timeout_s=0", ["config.yaml", "measure.timeout_s", "> 0"]),
+    ("measure.timeout_s=-5", ["measure.timeout_s", "> 0"]),
+    ("measure.verify_atol=-1", ["measure.verify_atol", ">= 0"]),
+    ("measure.cooldown_s=-1", ["measure.cooldown_s", ">= 0"]),
+    ("measure.gemm_min_time_ms=0", ["measure.gemm_min_time_ms", "> 0"]),
+    ("measure.gemm_sizes=[256,0]", ["measure.gemm_sizes", "[0]"]),
+    ("report.dpi=0", ["report.dpi", ">= 1"]),
+    ("results_dir=", ["results_dir", "empty"]),
+    ("model.lr=-1", ["model/lenet5.yaml", "'lr'", ">= 0"]),
+    ("dataset.name=mnsit", ["dataset.name", "mnsit", "mnist"]),
+])
+def test_bad_values_fail_at_composition(override, needles):
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.models=[lenet5]", override])
+    for n in needles:
+        assert n in str(e.value), str(e.value)
+
+
+def test_model_dataset_shape_mismatch_names_the_model_file():
+    with pytest.raises(ConfigError) as e:
+        compose_one(["model=mlp_16_16", "model.dataset=digits"])
+    msg = str(e.value)
+    assert "model/mlp_16_16.yaml" in msg and "(16,)" in msg and "(1, 28, 28)" in msg, msg
+    with pytest.raises(ConfigError, match="model/lenet5.yaml.*cifar10"):
+        compose_sweep(["sweep=test", "sweep.models=[lenet5]", "dataset.name=cifar10"])
+
+
+def test_device_yaml_syntax_error_names_file_and_line(conf: Path):
+    (conf / "device" / "pixel.yaml").write_text("name: pixel\ntransport: [local\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[host,pixel]"], conf_dir=conf)
+    msg = str(e.value)
+    assert "device/pixel.yaml" in msg and "line" in msg, msg
+
+
+def test_device_yaml_missing_name_names_the_file(conf: Path):
+    text = (conf / "device" / "host.yaml").read_text().replace("name: host", "")
+    (conf / "device" / "pixel.yaml").write_text(text)
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[pixel]"], conf_dir=conf)
+    msg = str(e.value)
+    assert "device/pixel.yaml" in msg and "'name'" in msg, msg
+
+
+def test_device_yaml_typo_key_names_file_and_key(conf: Path):
+    text = (conf / "device" / "host.yaml").read_text().replace("name: host", "name: pixel")
+    (conf / "device" / "pixel.yaml").write_text(text.replace("toolchain:", "toolchian:"))
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[pixel]"], conf_dir=conf)
+    msg = str(e.value)
+    assert "device/pixel.yaml" in msg and "toolchian" in msg, msg
+    assert "raised while composing" not in msg, msg
+
+
+def _version(kernels: Path, conf: Path, name: str, yaml_text: str) -> None:
+    (kernels / name).mkdir()
+    (kernels / name / "version.yaml").write_text(yaml_text)
+    (conf / "kernel" / f"{name}.yaml").write_text(f"name: {name}\n")
+
+
+@pytest.mark.parametrize("versions, needles", [
+    ({"bad": "inherits: baseline\ndefines: {TSM: 64\n"}, ["bad/version.yaml", "not valid YAML"]),
+    ({"bad": "- inherits\n"}, ["bad/version.yaml", "mapping"]),
+    ({"bad": "inherits: basline\n"}, ["bad/version.yaml", "'inherits'", "basline"]),
+    ({"bad": "inherits: other\n", "other": "inherits: bad\n"}, ["cycle", "bad -> other -> bad"]),
+    ({"bad": "inherits: tiled\ngeometry: tiles\n"}, ["bad/version.yaml", "'geometry'", "tiles"]),
+    ({"bad": "inherits: tiled\ndefines: {WPTM: 6}\n"},
+     ["bad/version.yaml", "'defines'", "violates", "TSM % WPTM == 0"]),
+])
+def test_bad_kernel_version_fails_at_composition(conf, kernels, versions, needles):
+    for name, text in versions.items():
+        _version(kernels, conf, name, text)
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.kernels=[baseline,bad]"], conf_dir=conf)
+    msg = str(e.value)
+    assert "kernel/bad.yaml" in msg, msg
+    for n in needles:
+        assert n in msg, msg
+    with pytest.raises(KernelVersionError):
+        load_version("bad", kernels)
+
+
+def test_mnist_without_folder_says_to_set_dataset_path():
+    with pytest.raises(DatasetError) as e:
+        load("mnist", folder=None)
+    assert "dataset.path" in str(e.value) and " in ;" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["dataset.name=nosuch"], "dataset.name"),
+    (["model=mlp_16_16", "model.dataset=digits"], "mlp_16_16.yaml"),
+    (["measure.timeout_s=0"], "measure.timeout_s"),
+])
+def test_phonetrain_run_bad_config_is_one_message_no_traceback(args, needle):
+    res = CliRunner().invoke(main, ["run", *args])
+    assert res.exit_code == 1, res.output
+    assert isinstance(res.exception, SystemExit), repr(res.exception)
+    assert needle in res.output and "Traceback" not in res.output, res.output
+
+
+def _truncated_mnist(folder: Path) -> Path:
+    """IDX files whose image body is cut short (a partial download)."""
+    folder.mkdir()
+    (folder / "train-images-idx3-ubyte").write_bytes(
+        bytes([0, 0, 8, 3]) + (100).to_bytes(4, "big") + (28).to_bytes(4, "big") * 2
+        + b"\0" * 5000)
+    (folder / "train-labels-idx1-ubyte").write_bytes(
+        bytes([0, 0, 8, 1]) + (100).to_bytes(4, "big") + b"\0" * 100)
+    return folder
+
+
+def test_data_stage_truncated_idx_is_one_message_and_no_batches(tmp_path: Path, capsys):
+    import json
+
+    from phonetrain.stages.job import main as stage_main
+    from phonetrain.stages.train import STAGES
+    folder = _truncated_mnist(tmp_path / "mnist")
+    p = {"batch_size": 32, "dataset": "mnist", "dir": "data/mnist/b32", "input_shape": None,
+         "classes": None, "seed": 0, "dataset_config": {"allow_download": False, "name": "mnist",
+                                       "num_batches": 2, "path": str(folder)}}
+    log = tmp_path / "logs" / "data.log"
+    rc = stage_main(STAGES, ["data", "--log", str(log), "--params", json.dumps(p), "--output",
+                             f"dir={tmp_path / 'results' / 'data' / 'mnist' / 'b32'}"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "train-images-idx3-ubyte" in err and "truncated" in err, err
+    assert "Traceback" not in err and "FAILED" in log.read_text()
+    assert not (tmp_path / "results" / "data" / "mnist").exists()
+
+
+def test_phonetrain_run_missing_mnist_folder_is_one_message(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["run", "model=lenet5", "dataset.name=mnist",
+                                    f"dataset.path={tmp_path / 'nowhere'}",
+                                    f"results_dir={tmp_path / 'results'}"])
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
+    assert "nowhere" in res.output and "dataset.path" in res.output, res.output
+
+
+def test_failed_workflow_partial_report_does_not_hide_missing_runs(tmp_path: Path):
+    """The partial report written on failure must not make the next run a no-op."""
+    from helpers.workflow import make_workspace, planned, snakemake
+    ws = make_workspace(tmp_path / "ws")
+    src = ws / "src" / "runner" / "main.c"
+    src.write_text(src.read_text() + "\nthis is not C;\n")
+    p = snakemake(ws, "all")
+    assert p.returncode != 0
+    assert (ws / "results" / "report" / "report.md").exists(), p.stderr[-2000:]
+    assert not (ws / "results" / "report" / "COMPLETE").exists()
+    jobs = planned(ws)
+    assert jobs["build_runner"] == 1 and jobs["train"] >= 1 and jobs["report"] == 1, jobs
+
+
+def test_unknown_snakemake_config_key_is_refused(tmp_path: Path):
+    """`--config override=[...]` (or any key but `overrides`) would otherwise be ignored."""
+    import subprocess
+
+    from helpers.workflow import SNAKEMAKE, env, make_workspace
+    ws = make_workspace(tmp_path / "ws")
+    p = subprocess.run([str(SNAKEMAKE), "--cores", "1", "--dry-run", "all", "--config",
+                        'override=["measure.iterations=5"]'], cwd=ws, env=env(ws),
+                       capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and "unknown --config key(s) ['override']" in out, out[-2000:]
+    assert "Traceback" not in out
+
+
+def test_local_transport_timeout_stops_a_hung_runner(tmp_path: Path):
+    """measure.timeout_s must hold even when the process never closes its stdout."""
+    import time
+
+    from phonetrain.devices.base import TransportError
+    from phonetrain.devices.local import LocalTransport
+    t = LocalTransport("host", tmp_path)
+    t0 = time.monotonic()
+    with pytest.raises(TransportError, match="timed out after 1 s"):
+        t.run(["sleep", "30"], timeout_s=1)
+    assert time.monotonic() - t0 < 10
+    res = t.run(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout_s=10)
+    assert (res.returncode, res.stdout, res.stderr) == (3, "out\n", "err\n")
+
+
+def test_stage_interrupted_is_one_line(tmp_path: Path, monkeypatch, capsys):
+    """Ctrl-C reaches every running job's process: one line each, not a traceback."""
+    from phonetrain.stages.job import main as stage_main
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    rc = stage_main({"data": interrupted}, ["data", "--log", str(tmp_path / "data.log")])
+    err = capsys.readouterr().err
+    assert rc == 130 and "data: interrupted" in err and "Traceback" not in err, err
+
+
+def test_workflow_refuses_another_checkouts_package(tmp_path: Path):
+    """Snakemake in a copy whose src/ is not the imported phonetrain would silently run the
+    other checkout's stages and kernels."""
+    import os
+    import subprocess
+
+    from helpers.workflow import SNAKEMAKE, make_workspace
+    ws = make_workspace(tmp_path / "ws")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([str(SNAKEMAKE), "--cores", "1", "--dry-run", "all"], cwd=ws, env=env,
+                       capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and f"PYTHONPATH={ws / 'src'}" in out, out[-2000:]
+
+
+def test_stale_run_is_not_reported_as_current(tmp_path: Path):
+    """Settings changed, then the workflow failed before re-measuring: the old run.json is
+    kept, but the summary gets a failed row, not the old measurement under the new params."""
+    import json
+
+    from phonetrain.layout import Layout
+    from phonetrain.results.runs import read_run
+    from phonetrain.stages.aggregate import prepare_run_folders
+    from phonetrain.stages.params import job_params
+    key = ("host", "mlp_16_16.cpu.none")
+    jp = {n: job_params(compose_sweep(["sweep=test", "sweep.backends=[cpu]",
+                                       f"measure.iterations={n}"])) for n in (3, 4)}
+    jp = {n: {"run": {key: j["run"][key]}} for n, j in jp.items()}
+    rdir = tmp_path / "runs" / "host" / "mlp_16_16.cpu.none"
+    rdir.mkdir(parents=True)
+    (rdir / "params.json").write_text(json.dumps(jp[3]["run"][key]))
+    (rdir / "run.json").write_text('{"status": "ok"}')
+    prepare_run_folders(jp[3]["run"], Layout(str(tmp_path)))
+    assert not (rdir / "failed.json").exists()  # up to date: untouched
+    prepare_run_folders(jp[4]["run"], Layout(str(tmp_path)))
+    assert "not re-measured" in json.loads((rdir / "failed.json").read_text())["reason"]
+    assert (rdir / "run.json").exists()  # nothing measured is deleted
+    row = read_run(rdir)["runs"].iloc[0]
+    assert row["status"] == "failed" and "not re-measured" in row["status_reason"]

@@ -1,0 +1,40 @@
+"""Virtual devices for the adb tests: started on a free port and registered with the adb server
+by ``adb connect``. The ``adb_server`` and ``vdev`` fixtures (tests/conftest.py) use these."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import adbutils
+
+from phonetrain.devices.virtual import Faults, VirtualDevice
+
+
+def free_port() -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if not 5555 <= port <= 5585:  # adb treats that range as emulators
+            return port
+
+
+def connect_vdev(client: adbutils.AdbClient, root: Path, faults: Faults | None = None,
+                 **kwargs) -> VirtualDevice:
+    """Start a virtual device and ``adb connect`` it; waits until its state is ``device``."""
+    vd = VirtualDevice(root, port=free_port(), faults=faults, **kwargs).start()
+    answer = client.connect(vd.serial, timeout=10)
+    assert "connected" in answer, answer
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if any(i.serial == vd.serial and i.state == "device" for i in client.list()):
+            return vd
+        time.sleep(0.05)
+    raise AssertionError(f"virtual device {vd.serial} did not come online: {client.list()}")
+
+
+def disconnect_vdev(client: adbutils.AdbClient, vd: VirtualDevice) -> None:
+    client.disconnect(vd.serial)
+    vd.stop()

@@ -1,0 +1,91 @@
+"""Helpers for the workflow tests: a private copy of the workflow and real Snakemake runs.
+
+A workspace is a temporary folder holding copies of ``Snakefile``, ``rules/``, ``conf/`` and
+``src/`` (kernels, runner and the package), so a test may edit kernel sources or configs
+without touching the checkout. Snakemake runs with ``PYTHONPATH=<workspace>/src`` so the copied
+package (and its kernel folder) is the one imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from helpers import REPO
+
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+# The tiny sweep of the tests: two small models x cpu/opencl x baseline, few iterations.
+TINY = ["sweep=test", "measure.warmup=1", "measure.iterations=3", "dataset.num_batches=2",
+        "measure.bandwidth_max_bytes=262144", "measure.progress=false",
+        "measure.gemm_sizes=[64]", "measure.gemm_min_time_ms=1", "measure.tune_min_time_ms=1"]
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
+
+
+def make_workspace(dest: Path) -> Path:
+    """Copy the workflow into ``dest`` (created) and return it."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(REPO / "Snakefile", dest / "Snakefile")
+    for d in ("rules", "conf", "src"):
+        shutil.copytree(REPO / d, dest / d, ignore=_IGNORE)
+    return dest
+
+
+def clone_workspace(src: Path, dest: Path) -> Path:
+    """Copy a workspace with its results and Snakemake metadata, keeping mtimes."""
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    return dest
+
+
+def env(ws: Path) -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ws / "src")
+    e["PHONETRAIN_LOCK_DIR"] = str(ws / "locks")
+    return e
+
+
+def snakemake(ws: Path, *args: str, overrides: list[str] = TINY, cores: int = 2,
+              timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run Snakemake in ``ws`` with Hydra ``overrides`` (passed last, as --config takes a
+    list of values)."""
+    cmd = [str(SNAKEMAKE), "--cores", str(cores), *args,
+           "--config", f"overrides={json.dumps(overrides)}"]
+    return subprocess.run(cmd, cwd=ws, env=env(ws), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def planned(ws: Path, overrides: list[str] = TINY, *args: str) -> Counter:
+    """Jobs a dry run would execute, as ``Counter({rule: count})`` (empty: nothing to do)."""
+    p = snakemake(ws, "--dry-run", "--quiet", "rules", *args, overrides=overrides)
+    assert p.returncode == 0, p.stdout + p.stderr
+    jobs: Counter = Counter()
+    table = False
+    for line in p.stdout.splitlines():
+        if line.startswith("job ") and "count" in line:
+            table = True
+            continue
+        m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if table and m and m.group(1) != "total":
+            jobs[m.group(1)] = int(m.group(2))
+    return jobs
+
+
+def planned_jobs(ws: Path, overrides: list[str] = TINY, *args: str) -> list[tuple[str, dict]]:
+    """Jobs a dry run would execute, as ``[(rule, wildcards)]`` (``all`` included)."""
+    p = snakemake(ws, "--dry-run", *args, overrides=overrides)
+    assert p.returncode == 0, p.stdout + p.stderr
+    jobs: list[tuple[str, dict]] = []
+    for line in p.stdout.splitlines():
+        m = re.match(r"^(?:local)?rule (\w+):$", line)
+        if m:
+            jobs.append((m.group(1), {}))
+        m = re.match(r"^\s+wildcards: (.*)$", line)
+        if m and jobs:
+            jobs[-1][1].update(kv.split("=", 1) for kv in m.group(1).split(", "))
+    return jobs
+

@@ -1,0 +1,125 @@
+"""The CPU backend's kernels (src/runner/cpu_kernels.c) called directly through ctypes: the
+argument checks (count, kinds, sizes against numel) and their messages, plus a GEMM check at
+thread counts 1 and 2. Full numerical coverage of every kernel runs through the runner in
+tests/kernels/test_kernels.py."""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import REPO
+from helpers.kernel_cases import Case, group_cases
+
+RUNNER_SRC = REPO / "src" / "runner"
+
+
+class RtArg(ctypes.Structure):
+    """Mirror of ``rt_arg`` in src/runner/cpu_kernels.h."""
+    _fields_ = [("kind", ctypes.c_char), ("i", ctypes.c_int), ("f", ctypes.c_float),
+                ("p", ctypes.c_void_p), ("numel", ctypes.c_long)]
+
+
+def build_lib(out_dir: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """cpu_kernels.c built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
+    so = out_dir / "libcpu_kernels.so"
+    subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
+                    "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"), "-o", str(so), "-lm"],
+                   check=True)
+    lib = ctypes.CDLL(str(so))
+    lib.cpu_kernel_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(RtArg), ctypes.c_int,
+                                   ctypes.c_char_p, ctypes.c_int]
+    lib.cpu_kernel_known.argtypes = [ctypes.c_char_p]
+    return lib
+
+
+@pytest.fixture(scope="module")
+def cpu_lib(tmp_path_factory) -> ctypes.CDLL:
+    return build_lib(tmp_path_factory.mktemp("cpu_kernels"))
+
+
+def call(lib, name: str, args: list, numel: dict | None = None) -> tuple[int, str]:
+    """Run kernel ``name``; args are ints, floats or numpy arrays (numel from the array unless
+    ``numel`` maps the arg index to a smaller claimed size). Returns (rc, error text)."""
+    arr = (RtArg * max(len(args), 1))()
+    for k, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            n = (numel or {}).get(k, a.size)
+            arr[k] = RtArg(b"t", 0, 0.0, a.ctypes.data, n)
+        elif isinstance(a, float):
+            arr[k] = RtArg(b"f", 0, a, None, 0)
+        else:
+            arr[k] = RtArg(b"i", a, 0.0, None, 0)
+    err = ctypes.create_string_buffer(512)
+    rc = lib.cpu_kernel_run(name.encode(), arr, len(args), err, 512)
+    return rc, err.value.decode()
+
+
+def run_case(lib, case: Case) -> dict[str, np.ndarray]:
+    arrays = {k: v.copy() for k, v in case.arrays.items()}
+    rc, err = call(lib, case.kernel, [arrays[a] if isinstance(a, str) else a for a in case.args])
+    assert rc == 0, err
+    return arrays
+
+
+@pytest.mark.parametrize("group,threads", [("gemm", 1), ("gemm", 2), ("elementwise", 2),
+                                           ("conv", 2), ("pool", 2), ("loss", 2)])
+def test_cpu_kernels_match_numpy(cpu_lib, group, threads):
+    ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+    for case in group_cases(group):
+        got = run_case(cpu_lib, case)
+        for out in case.outputs:
+            if case.exact:
+                np.testing.assert_array_equal(got[out], case.expected[out], err_msg=case.label)
+            else:
+                np.testing.assert_allclose(got[out], case.expected[out], rtol=case.rtol,
+                                           atol=case.atol, err_msg=case.label)
+
+
+@pytest.mark.parametrize("x86_max", [0, 1], ids=["generic", "avx2"])
+def test_narrower_gemm_micro_kernels_match_numpy(tmp_path, x86_max):
+    """The x86 GEMM micro-kernels the dispatcher skips on a wider CPU (GEMM_X86_MAX caps it;
+    on a CPU without AVX2 both builds run the generic one)."""
+    lib = build_lib(tmp_path, (f"-DGEMM_X86_MAX={x86_max}",))
+    for case in group_cases("gemm"):
+        got = run_case(lib, case)
+        np.testing.assert_allclose(got["C"], case.expected["C"], rtol=case.rtol,
+                                   atol=case.atol, err_msg=case.label)
+
+
+F32 = np.zeros(64, np.float32)
+ERRORS = [
+    ("gemm_nn", [2, 2, 2, 1.0, F32[:3], F32, 0.0, F32],
+     "gemm_nn: argument 4 (A) has 3 elements but M*K = 4 are needed"),
+    ("gemm_tn", [2, 2, 2, 1.0, F32, F32, 0.0], "gemm_tn: 7 arguments given, 8 expected"),
+    ("gemm_nt", [2, 2, 2, 1, F32, F32, 0.0, F32],
+     "gemm_nt: argument 3 (alpha) has kind 'i'; expected 'f'"),
+    ("relu_fwd", [0, F32, F32], "relu_fwd: argument 0 (n) is 0; it must be >= 1"),
+    ("im2col", [1, 1, 5, 5, 3, 3, 1, 0, 4, 3, F32, F32],
+     "im2col: argument 8 (OH) is 4; (H + 2*pad - KH)/stride + 1 = 3"),
+    ("col2im", [1, 1, 5, 5, 3, 3, 1, 1, 5, 5, F32, F32[:20]],
+     "col2im: argument 11 (dX) has 20 elements but B*C*H*W = 25 are needed"),
+    ("maxpool_fwd", [1, 1, 5, 5, 2, 2, 3, 2, F32, F32, F32],
+     "maxpool_fwd: argument 6 (OH) is 3; (H - K)/stride + 1 = 2"),
+    ("softmax_xent", [2, 3, F32, np.array([0, 3], np.int32), F32, F32],
+     "softmax_xent: argument 3 (labels) holds label 3 at row 1"),
+    ("sgd_update", [65, 0.1, 0.9, 0.0, F32, F32, F32],
+     "sgd_update: argument 4 (W) has 64 elements but n = 65 are needed"),
+]
+
+
+@pytest.mark.parametrize("name,args,message", ERRORS, ids=[e[0] for e in ERRORS])
+def test_bad_arguments_are_named(cpu_lib, name, args, message):
+    rc, err = call(cpu_lib, name, args)
+    assert rc == -1
+    assert err.startswith(message), err
+
+
+def test_unknown_kernel_name_is_refused_and_not_known(cpu_lib):
+    assert call(cpu_lib, "gemm_xx", [])[0] == -2
+    assert cpu_lib.cpu_kernel_known(b"col2im") == 1
+    assert cpu_lib.cpu_kernel_known(b"gemm_xx") == 0

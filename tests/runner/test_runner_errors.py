@@ -1,0 +1,200 @@
+"""Bad input to the runner: each failure class gives its exit code, one stderr line naming the
+cause, and no output that looks complete (run.json says "failed"; no trace.csv, no dumps)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from phonetrain import runner as rt
+from phonetrain.plan import Plan, Program, Step, Tensor
+
+FILL_CL = """__kernel void fill(int n, float value, __global float *X) {
+    int i = get_global_id(0); if (i < n) X[i] = value; }
+__kernel void mean(int n, __global const float *X, __global float *out) {
+    if (get_global_id(0) == 0) { float s = 0; for (int i = 0; i < n; i++) s += X[i]; out[0] = s / n; } }
+"""
+
+
+def tiny_plan(backend: str = "opencl", value: float = 1.5, local=None) -> Plan:
+    """fill X with value, loss = mean(X); X and loss dumped."""
+    tensors = [Tensor(id=0, name="X", shape=[16], role="scratch", init={"kind": "file", "path": "x.f32"}),
+               Tensor(id=1, name="loss", shape=[1], role="loss")]
+    steps = [Step(op="kernel", name="fill", args=[{"i": 16}, {"f": value}, {"t": 0}], global_size=[16],
+                  local_size=local),
+             Step(op="kernel", name="mean", args=[{"i": 16}, {"t": 0}, {"t": 1}], global_size=[1])]
+    if backend == "opencl":
+        steps.append(Step(op="d2h", tensor=1))
+    return Plan(name="tiny", backend=backend, tensors=tensors, steps=steps, warmup=0, iterations=2,
+                programs=[Program(name="fill", source="k/fill.cl")] if backend == "opencl" else [],
+                loss_tensor=1, dumps=[0, 1])
+
+
+def stage(root: Path, plan: Plan | str, cl_source: str = FILL_CL) -> Path:
+    (root / "k").mkdir(parents=True, exist_ok=True)
+    (root / "k" / "fill.cl").write_text(cl_source)
+    (root / "x.f32").write_bytes(b"\0" * 64)
+    path = root / "plan.json"
+    if isinstance(plan, str):
+        path.write_text(plan)
+    else:
+        plan.save(path)
+    return path
+
+
+def assert_failed(out: Path, code: int) -> dict:
+    """The output folder holds only a run.json saying failed (or nothing)."""
+    assert not (out / "trace.csv").exists()
+    assert not list(out.glob("dumps/*.f32"))
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["status"] == "failed" and doc["exit_code"] == code
+    return doc
+
+
+def run_expect(runner, tmp_path, plan, err_cls, match, sel=None, cl_source=FILL_CL):
+    path = stage(tmp_path / "b", plan, cl_source)
+    sel = sel or rt.DeviceSelector(platform="portable")
+    with pytest.raises(err_cls, match=match) as ei:
+        rt.run_plan(runner, path, tmp_path / "b", tmp_path / "out", device_selector=sel)
+    assert len([ln for ln in ei.value.stderr.splitlines() if ln.startswith("runner: ")]) == 1
+    doc = assert_failed(tmp_path / "out", ei.value.exit_code)
+    assert doc["error"] == ei.value.message
+    return ei.value
+
+
+def test_unbroken_tiny_plan_runs_on_both_backends(runner, pocl, tmp_path):
+    """The baseline of the cases below: the same plan, unbroken, runs on both backends."""
+    for backend in ("opencl", "cpu"):
+        path = stage(tmp_path / backend, tiny_plan(backend))
+        doc = rt.run_plan(runner, path, tmp_path / backend, tmp_path / backend / "out", device_selector=pocl)
+        assert [i["loss"] for i in doc["iters"]] == [1.5, 1.5]
+
+
+@pytest.mark.parametrize("text,match", [
+    ('{"plan_version": 1, "name": "x",', r"not valid JSON: line 1 col \d+: expected a string key"),
+    ('{"plan_version": 1,\n "name": "x", }', r"not valid JSON: line 2 col \d+: expected a string key"),
+    ('{"plan_version": 1} trailing', "not valid JSON: .*trailing characters"),
+    ('{"name": "bad \\q escape"}', "not valid JSON: .*bad escape"),
+    ("[1, 2]", "the document must be a JSON object"),
+    ('{"plan_version": 1, "name": "x", "backend": "cpu", "tensors": {}, "steps": [], "iterations": 1}',
+     "plan.tensors must be of JSON type array, not object"),
+], ids=["truncated", "trailing-comma", "trailing-text", "bad-escape", "not-object", "wrong-type"])
+def test_malformed_plan_json_is_bad_input_naming_the_position(runner, tmp_path, text, match):
+    e = run_expect(runner, tmp_path, text, rt.BadInputError, match)
+    assert e.exit_code == rt.ExitCode.BAD_INPUT and "plan.json" in e.message
+
+
+def test_plan_version_other_than_1_is_refused(runner, tmp_path):
+    doc = tiny_plan().to_json()
+    doc["plan_version"] = 2
+    run_expect(runner, tmp_path, json.dumps(doc), rt.BadInputError, "reads version 1 only")
+
+
+def test_unknown_kernel_name_is_refused_with_its_step(runner, tmp_path):
+    plan = tiny_plan("cpu")
+    plan.steps[0].name = "gemm_xx"
+    run_expect(runner, tmp_path, plan, rt.BadInputError, r'steps\[0\]: unknown kernel "gemm_xx"')
+
+
+def test_missing_bundle_file_is_a_bundle_error(runner, tmp_path):
+    plan = tiny_plan("cpu")
+    plan.tensors[0].init = {"kind": "file", "path": "tensors/missing.f32"}
+    e = run_expect(runner, tmp_path, plan, rt.BundleFileError, r"missing\.f32 .*cannot be read")
+    assert e.exit_code == rt.ExitCode.BUNDLE
+
+
+def test_wrong_sized_bundle_file_states_both_sizes(runner, tmp_path):
+    plan = tiny_plan("cpu")
+    plan.tensors[0].shape = [32]  # the file still holds 16 floats
+    run_expect(runner, tmp_path, plan, rt.BundleFileError, "has 64 bytes; the plan needs exactly 128")
+
+
+def test_missing_kernel_source_is_a_bundle_error(runner, pocl, tmp_path):
+    plan = tiny_plan()
+    plan.programs[0].source = "k/absent.cl"
+    run_expect(runner, tmp_path, plan, rt.BundleFileError, r"absent\.cl")
+
+
+def test_local_size_above_the_device_maximum_is_refused(runner, pocl, tmp_path):
+    plan = tiny_plan(local=[1 << 20])
+    plan.steps[0].global_size = [1 << 20]
+    run_expect(runner, tmp_path, plan, rt.BadInputError, "exceeds the .*max")
+
+
+def test_global_size_not_a_multiple_of_local_is_refused(runner, tmp_path):
+    run_expect(runner, tmp_path, tiny_plan(local=[5]), rt.BadInputError, "not a multiple of local")
+
+
+def test_selector_matching_no_device_lists_the_available_ones(runner, tmp_path):
+    e = run_expect(runner, tmp_path, tiny_plan(), rt.NoDeviceError, "no OpenCL device matches .*available: ",
+                   sel=rt.DeviceSelector(device="no-such-gpu"))
+    assert e.exit_code == rt.ExitCode.NO_DEVICE
+
+
+def test_kernel_syntax_error_prints_compiler_log(runner, pocl, tmp_path):
+    bad = FILL_CL.replace("X[i] = value;", "X[i] = value +;")
+    e = run_expect(runner, tmp_path, tiny_plan(), rt.KernelBuildError, r'program "fill" .*compiler log',
+                   cl_source=bad)
+    assert "error" in e.stderr and "expected expression" in e.stderr  # clang's log, via PoCL
+
+
+def test_infinite_loss_stops_the_run_naming_the_iteration(runner, tmp_path):
+    e = run_expect(runner, tmp_path, tiny_plan("cpu", value=3e38), rt.NonFiniteLossError,
+                   r'loss tensor "loss" is infinite after iteration 0')
+    assert e.exit_code == rt.ExitCode.NONFINITE
+
+
+def test_transfer_step_on_cpu_backend_is_refused(runner, tmp_path):
+    plan = tiny_plan("cpu")
+    plan.steps.append(Step(op="d2h", tensor=1))
+    run_expect(runner, tmp_path, plan, rt.BadInputError, 'needs backend "opencl"')
+
+
+def test_unknown_option_missing_plan_and_unknown_mode_are_refused(runner, tmp_path):
+    with pytest.raises(rt.BadInputError, match="unknown option --bogus"):
+        rt.run_mode(runner, "run", ["--bogus", "1"], timeout_s=30)
+    with pytest.raises(rt.BadInputError, match="run needs --plan"):
+        rt.run_mode(runner, "run", ["--out", str(tmp_path / "o")], timeout_s=30)
+    with pytest.raises(rt.BadInputError, match='unknown mode "fly"'):
+        rt.run_mode(runner, "fly", [], timeout_s=30)
+
+
+def test_opencl_runtime_error_names_call_and_error(runner, pocl, tmp_path):
+    """A buffer above the device's max allocation: clCreateBuffer fails at setup (exit 6)."""
+    dev = next(d for p in rt.info(runner)["platforms"] if "Portable" in p["name"] for d in p["devices"])
+    n = dev["max_alloc_bytes"] // 4 + 1
+    if n * 4 > 8 << 30:
+        pytest.skip("max allocation above 8 GiB: the host copy would be too large for a test")
+    plan = tiny_plan()
+    plan.tensors[0].shape = [n]
+    plan.tensors[0].init = {"kind": "zeros"}  # calloc'd, never touched by the host
+    e = run_expect(runner, tmp_path, plan, rt.OpenCLRuntimeError,
+                   r'clCreateBuffer returned CL_INVALID_BUFFER_SIZE \(-61\) during allocating \d+ bytes for tensor "X"')
+    assert e.exit_code == rt.ExitCode.CL_RUNTIME
+
+
+def test_progress_prints_one_line_per_iteration(runner, pocl, tmp_path):
+    path = stage(tmp_path / "b", tiny_plan())
+    proc = rt.run_mode(runner, "run", ["--plan", str(path), "--root", str(tmp_path / "b"), "--out",
+                                       str(tmp_path / "out"), "--progress", *pocl.to_args()], timeout_s=60)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("iteration 1/2 wall_ms=") and "loss=1.5" in lines[1]
+
+
+def test_killed_run_leaves_nothing_complete(runner, pocl, tmp_path):
+    """A rerun into a folder holding a complete run removes the old run.json first, so a run
+    killed by the timeout leaves no run.json that looks complete."""
+    plan = tiny_plan("cpu")
+    path = stage(tmp_path / "b", plan)
+    out = tmp_path / "out"
+    rt.run_plan(runner, path, tmp_path / "b", out)
+    assert (out / "run.json").exists() and (out / "trace.csv").exists()
+    plan.iterations = 10**6  # about 1 ms each: far past the timeout
+    plan.tensors[0].shape, plan.tensors[0].init = [1 << 20], {"kind": "zeros"}
+    plan.steps[0].args[0] = plan.steps[1].args[0] = {"i": 1 << 20}
+    plan.save(path)
+    with pytest.raises(rt.RunnerTimeout, match="timed out after 1 s"):
+        rt.run_plan(runner, path, tmp_path / "b", out, timeout_s=1)
+    assert not (out / "run.json").exists() and not (out / "trace.csv").exists()

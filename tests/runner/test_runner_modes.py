@@ -1,0 +1,93 @@
+"""Runner modes on real PoCL: info, build (ok, and a syntax error with its log),
+bench-bandwidth; the Python build cache; `phonetrain info`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from phonetrain import runner as rt
+from phonetrain.devices import toolchains
+from phonetrain.cli import main as cli_main
+
+GOOD_CL = "__kernel void twice(__global float *x) { x[get_global_id(0)] *= 2.0f; }\n"
+
+
+def test_info_lists_pocl_device(runner, pocl):
+    doc = rt.info(runner)
+    assert doc["opencl_error"] is None
+    assert doc["runner"]["source_hash"] == toolchains.runner_source_hash()[:16]
+    assert doc["host"]["logical_cores"] >= 1 and doc["host"]["cpu_model"]
+    plat = next(p for p in doc["platforms"] if p["name"] == "Portable Computing Language")
+    dev = plat["devices"][0]
+    assert dev["type"] == "cpu" and dev["opencl_c_version"].startswith("OpenCL C ")
+    for key in ("compute_units", "max_clock_mhz", "global_mem_bytes", "local_mem_bytes",
+                "max_work_group_size", "timer_resolution_ns"):
+        assert isinstance(dev[key], int) and dev[key] > 0, key
+    assert isinstance(dev["fp16"], bool) and isinstance(dev["fp64"], bool)
+    assert len(rt.devices_table(doc)) == sum(len(p["devices"]) for p in doc["platforms"])
+
+
+def test_info_without_opencl_library_still_describes_the_host(runner, tmp_path):
+    doc = rt.info(runner, cl_lib=str(tmp_path / "libNoSuchOpenCL.so"))
+    assert doc["platforms"] == [] and "libNoSuchOpenCL.so" in doc["opencl_error"]
+    assert doc["host"]["logical_cores"] >= 1
+
+
+def test_build_writes_binaries_and_log(runner, pocl, tmp_path):
+    (tmp_path / "twice.cl").write_text(GOOD_CL)
+    doc = rt.build_kernels(runner, [tmp_path / "twice.cl"], tmp_path / "out", options="-cl-fast-relaxed-math",
+                           device_selector=pocl)
+    assert doc["status"] == "ok" and doc["options"] == "-cl-fast-relaxed-math"
+    (prog,) = doc["programs"]
+    assert prog["program"] == "twice" and prog["build_ms"] > 0 and prog["binary_size_bytes"] > 0
+    assert (tmp_path / "out" / "twice.bin").stat().st_size == prog["binary_size_bytes"]
+
+
+def test_build_syntax_error_reports_log(runner, pocl, tmp_path):
+    (tmp_path / "ok.cl").write_text(GOOD_CL)
+    (tmp_path / "bad.cl").write_text(GOOD_CL.replace("*= 2.0f", "*= 2.0f +"))
+    with pytest.raises(rt.KernelBuildError, match=r"bad\.cl .*CL_BUILD_PROGRAM_FAILURE") as ei:
+        rt.build_kernels(runner, [tmp_path / "ok.cl", tmp_path / "bad.cl"], tmp_path / "out",
+                         device_selector=pocl)
+    assert "expected expression" in ei.value.stderr
+    doc = json.loads((tmp_path / "out" / "build.json").read_text())
+    assert doc["status"] == "failed"
+    assert [p["status"] for p in doc["programs"]] == ["ok", "failed"]
+    assert "expected expression" in doc["programs"][1]["log"]
+
+
+def test_bench_bandwidth_measures_every_op_at_every_size(runner, pocl, tmp_path):
+    df = rt.bench_bandwidth(runner, tmp_path / "bw", min_bytes=4096, max_bytes=1 << 16,
+                            min_time_ms=1, repeats=2, device_selector=pocl)
+    sizes = [4096 << i for i in range(5)]
+    assert sorted(df["op"].unique()) == ["d2d", "d2h", "h2d", "map", "unmap"]
+    for op, rows in df.groupby("op"):
+        assert rows["size_bytes"].tolist() == sizes, op
+    assert (df["iterations"] >= 1).all() and (df["repeats"] == 2).all()
+    assert (df["host_ns"] > 0).all() and (df["device_ns"] >= 0).all()
+    copies = df[df["op"].isin(["h2d", "d2h", "d2d"])]
+    assert (copies["device_gbps"] > 0).all() and (copies["host_gbps"] > 0).all()
+    lat = df.attrs["bench"]["latency"]
+    assert lat["launches"] > 0 and 0 < lat["host_round_trip_us"] < 1e6
+    assert df.attrs["bench"]["device"]["platform"] == "Portable Computing Language"
+
+
+def test_build_runner_is_cached_by_source_hash(runner, tmp_path):
+    assert runner.exists() and toolchains.runner_source_hash()[:16] in runner.read_bytes().decode("latin1")
+    again = toolchains.build_runner(runner.parent.parent)
+    assert again == runner
+    other = toolchains.build_runner(runner.parent.parent, extra_flags=("-DPHONETRAIN_TEST_FLAG=1",))
+    assert other != runner and other.exists()
+
+
+def test_phonetrain_info_lists_pocl_as_json_and_as_text(runner, pocl, monkeypatch):
+    monkeypatch.setattr(toolchains, "host_runner", lambda cc="cc": runner)
+    res = CliRunner().invoke(cli_main, ["info", "--json"])
+    assert res.exit_code == 0, res.output
+    assert any(p["name"] == "Portable Computing Language" for p in json.loads(res.output)["platforms"])
+    res = CliRunner().invoke(cli_main, ["info"])
+    assert res.exit_code == 0, res.output
+    assert "Portable Computing Language" in res.output and "timer" in res.output

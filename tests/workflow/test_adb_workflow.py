@@ -1,0 +1,155 @@
+"""The workflow with virtual phones over the real adb server: the default study on the host
+plus a virtual device, incremental deploys, and faults that fail only the faulty device."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from helpers import REPO
+from helpers.adb import connect_vdev, disconnect_vdev
+from phonetrain.devices.virtual import Faults
+
+SMALL = ["sweep=test", "sweep.models=[mlp_16_16]", "model.batch_size=8", "measure.warmup=1",
+         "measure.iterations=2",
+         "measure.progress=false", "measure.bandwidth_max_bytes=65536",
+         "measure.cooldown_limit_s=5", "measure.cooldown_threshold_c=50",
+         "measure.gemm_sizes=[64]", "measure.gemm_min_time_ms=1", "measure.tune=false"]
+
+
+def workspace(tmp_path: Path, devices: dict[str, str]) -> Path:
+    """A copy of the workflow (Snakefile, rules, conf; src linked) with one adb device config
+    per ``{name: serial}``."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    shutil.copy(REPO / "Snakefile", ws)
+    shutil.copytree(REPO / "rules", ws / "rules")
+    shutil.copytree(REPO / "conf", ws / "conf")
+    (ws / "src").symlink_to(REPO / "src")
+    host = yaml.safe_load((REPO / "conf/device/host.yaml").read_text())
+    for name, serial in devices.items():
+        cfg = dict(host, name=name, transport="adb", serial=serial, toolchain="host")
+        (ws / "conf/device" / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+    return ws
+
+
+def snakemake(ws: Path, overrides: list[str], *args: str, timeout: int = 540):
+    env = dict(os.environ, PHONETRAIN_LOCK_DIR=str(ws / "locks"))
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", *args,
+         "--config", f"overrides={json.dumps(overrides)}"],
+        cwd=ws, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def fake_sysfs(root: Path) -> Path:
+    z = root / "class/thermal/thermal_zone0"
+    z.mkdir(parents=True)
+    (z / "type").write_text("gpu\n")
+    (z / "temp").write_text("38500\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def study(adb_server, tmp_path_factory):
+    """The test sweep on the host and a virtual phone, run up to the summary tables."""
+    tmp_path = tmp_path_factory.mktemp("study")
+    vd = connect_vdev(adb_server, tmp_path / "phone", sysfs_root=fake_sysfs(tmp_path / "sys"))
+    try:
+        ws = workspace(tmp_path, {"vphone": vd.serial})
+        over = SMALL + ["sweep.devices=[host,vphone]"]
+        res = snakemake(ws, over, "results/summary/runs.parquet")
+        assert res.returncode == 0, res.stderr[-4000:]
+        yield ws, over, vd
+    finally:
+        disconnect_vdev(adb_server, vd)
+
+
+def test_study_runs_on_host_and_virtual_phone(study):
+    ws, _, vd = study
+    R = ws / "results"
+    runs = pd.read_parquet(R / "summary/runs.parquet")
+    phone = runs[runs.device == "vphone"]
+    assert sorted(phone.backend) == ["cpu", "opencl"]
+    assert (phone.status == "ok").all() and (runs[runs.device == "host"].status == "ok").all()
+    # it ran on the device: the runner was pushed into the phone's sandbox and run there
+    assert (vd.root / "phonetrain/runner").is_file()
+    assert any((vd.root / "phonetrain/out").iterdir())
+    cond = json.loads((R / "runs/vphone/mlp_16_16.cpu.none/device.json").read_text())
+    assert cond["facts"]["model"] == "Phonetrain Virtual"
+    assert cond["before"]["temp_c.thermal_zone0.gpu"] == 38.5
+    assert cond["cooldown"]["cooldown_timed_out"] == 0.0
+
+
+def test_report_shows_the_virtual_phone_as_its_own_device(study):
+    ws, over, _ = study
+    res = snakemake(ws, over, "all")
+    assert res.returncode == 0, res.stderr[-4000:]
+    runs = pd.read_parquet(ws / "results/summary/runs.parquet")
+    assert runs["run_id"].is_unique  # one experiment id on two devices: <device>/<id>
+    assert {"host/mlp_16_16.cpu.none", "vphone/mlp_16_16.cpu.none"} <= set(runs["run_id"])
+    md = (ws / "results/report/report.md").read_text()
+    for dev in ("host", "vphone"):  # each device's runs labelled with it in the runs table
+        assert f"| mlp_16_16 | {dev}: cpu | ok |" in md, dev
+
+
+def test_second_deploy_pushes_nothing_unchanged(study):
+    ws, over, _ = study
+    again = snakemake(ws, over, "--forcerun", "deploy", "--until", "deploy")
+    assert again.returncode == 0, again.stderr[-4000:]
+    manifests = list((ws / "results/deploy/vphone").glob("*.json"))
+    assert len(manifests) == 2
+    for manifest in manifests:
+        assert set(json.loads(manifest.read_text())["files_sent"].values()) == {0}
+
+
+def test_faults_fail_only_the_faulty_devices_jobs(adb_server, tmp_path):
+    faults = {
+        "v_drop": Faults(drop_after_bytes=30_000),  # cable pulled mid-push of the runner
+        "v_crash": Faults(crash=r"runner run"),  # the runner dies of SIGSEGV
+        "v_hang": Faults(hang=r"runner run"),  # the runner never returns
+        "v_missing": Faults(hide="*/out/run-*/trace.csv"),  # an output file never written
+    }
+    vds = {n: connect_vdev(adb_server, tmp_path / n, f) for n, f in faults.items()}
+    offline = connect_vdev(adb_server, tmp_path / "v_offline")
+    offline.stop()  # unplugged: listed as offline
+    try:
+        serials = {n: vd.serial for n, vd in vds.items()} | {"v_offline": offline.serial}
+        ws = workspace(tmp_path, serials)
+        over = SMALL + ["sweep.backends=[cpu]", "measure.timeout_s=8",
+                        f"sweep.devices=[host,{','.join(serials)}]"]
+        exp = "mlp_16_16.cpu.none"
+        # the training runs of every device (the report's other inputs are covered above);
+        # on failure the workflow's onerror hook aggregates what exists into results/summary
+        targets = [f"results/runs/{d}/{exp}/verify.json" for d in ["host", *serials]]
+        res = snakemake(ws, over, *targets, "--keep-going")
+        assert res.returncode != 0
+        R = ws / "results"
+        assert json.loads((R / f"runs/host/{exp}/verify.json").read_text())["ok"]
+        for name in serials:
+            assert not (R / f"runs/{name}/{exp}/run.json").exists(), name
+        logs = {n: "".join(p.read_text() for p in (R / "logs").rglob("*.log") if n in str(p))
+                for n in serials}
+        assert "killed by SIGSEGV" in logs["v_crash"], res.stderr[-3000:]  # the signal by name
+        assert "timed out after 8 s" in logs["v_hang"]
+        assert "trace.csv" in logs["v_missing"] and "missing or empty" in logs["v_missing"]
+        assert "v_drop" in logs["v_drop"] and ("push of" in logs["v_drop"] or
+                                               "not available" in logs["v_drop"])
+        assert "v_offline" in logs["v_offline"] and "not available: state" in logs["v_offline"]
+        runs = pd.read_parquet(R / "summary/runs.parquet")  # the partial summary
+        assert (runs[runs.device == "host"].status == "ok").all()
+        bad = runs[runs.device != "host"]  # faulty devices' runs: marked, never measured
+        assert (bad.status != "ok").all() and bad.iteration_median_ms.isna().all()
+        iters = pd.read_parquet(R / "summary/iterations.parquet")
+        assert set(iters.device) <= {"host"}
+    finally:
+        for vd in vds.values():
+            disconnect_vdev(adb_server, vd)
+        adb_server.disconnect(offline.serial)

@@ -1,0 +1,151 @@
+"""The whole workflow on a tiny sweep: real Snakemake, the real runner on PoCL, real data."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from helpers.workflow import TINY, clone_workspace, env, make_workspace, snakemake
+from phonetrain.report import build
+from phonetrain.results import schema
+
+IDS = ["mlp_784_256_128_16.cpu.none", "mlp_784_256_128_16.opencl.baseline",
+       "mlp_16_16.cpu.none", "mlp_16_16.opencl.baseline"]
+
+
+def test_tables_have_the_schema_and_every_run_is_verified(completed_workspace: Path):
+    R = completed_workspace / "results"
+    for t in schema.TABLES:
+        got = pq.read_schema(R / "summary" / f"{t}.parquet")
+        assert got.names == schema.schema(t).names, t
+    runs = pd.read_parquet(R / "summary" / "runs.parquet")
+    assert sorted(runs["run_id"]) == sorted(f"host/{i}" for i in IDS)  # <device>/<experiment>
+    assert (runs["status"] == "ok").all(), runs[["run_id", "status", "status_reason"]]
+    assert (runs["iteration_median_ms"] > 0).all()
+    assert (runs["loss_last"] < runs["loss_first"]).any()  # training, not a constant
+    for rid in IDS:
+        rdir = R / "runs" / "host" / rid
+        params = json.loads((rdir / "params.json").read_text())
+        assert params["iterations"] == 3 and params["warmup"] == 1
+        assert json.loads((rdir / "verify.json").read_text())["ok"] is True
+        assert json.loads((rdir / "trace.perfetto.json").read_text())["traceEvents"]
+    assert pd.read_csv(R / "bandwidth" / "host" / "bandwidth.csv")["size_bytes"].max() <= 262144
+    build = json.loads((R / "build" / "host" / "kernels" / "baseline" / "build.json").read_text())
+    assert build["kernel"] == "baseline"
+
+
+def test_report_has_every_section_and_figure(completed_workspace: Path, tmp_path: Path):
+    out = completed_workspace / "results" / "report"
+    html = (out / "report.html").read_text()
+    md = (out / "report.md").read_text()
+    assert html.count("<h2") >= len(build.SECTIONS)
+    for name in build.FIGURES:
+        assert (out / "figures" / f"{name}.png").stat().st_size > 0, name
+        assert f"figures/{name}.png" in md
+    assert "data:image/png;base64," in html  # self-contained
+    for rid in IDS:
+        assert rid.split(".")[0] in md
+    bundle = tmp_path / "report.zip"  # figures are declared with report(): --report works
+    p = snakemake(completed_workspace, "--report", str(bundle))
+    assert p.returncode == 0, p.stderr[-3000:]
+    with zipfile.ZipFile(bundle) as z:
+        names = " ".join(z.namelist())
+    assert all(f"{n}.png" in names for n in build.FIGURES)
+
+
+def _bad_yaml(ws: Path) -> None:
+    f = ws / "conf" / "model" / "mlp_16_16.yaml"
+    f.write_text(f.read_text().replace("batch_size: 32", "batch_size: thirty-two"))
+
+
+@pytest.mark.parametrize("overrides, edit, needles", [
+    (TINY + ["sweep.models=[mlp_16_16,resnet9]"], None, ["model/resnet9.yaml", "sweep.models"]),
+    (TINY, _bad_yaml, ["model/mlp_16_16.yaml", "model.batch_size", "thirty-two"]),
+    (TINY + ["sweep.devices=[host,pixel7]"], None, ["device/pixel7.yaml", "sweep.devices"]),
+    (TINY + ["measure.iterations=[3"], None, ["malformed override"]),
+], ids=["unknown-model", "wrong-type", "missing-device-file", "malformed-override"])
+def test_bad_config_fails_before_any_job(tmp_path: Path, overrides, edit, needles):
+    ws = make_workspace(tmp_path / "ws")
+    if edit:
+        edit(ws)
+    p = snakemake(ws, "all", overrides=overrides)
+    assert p.returncode != 0
+    msg = p.stdout + p.stderr
+    assert "configuration error" in msg
+    for n in needles:
+        assert n in msg, msg[-3000:]
+    assert not (ws / "results").exists()  # nothing ran, nothing written
+
+
+def test_kernel_that_does_not_compile_fails_only_its_jobs(completed_workspace: Path,
+                                                          tmp_path: Path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
+    broken = ws / "src" / "kernels" / "broken"
+    broken.mkdir()
+    (broken / "version.yaml").write_text("inherits: baseline\n")
+    (broken / "elementwise.cl").write_text(
+        "__kernel void relu_fwd(int n, __global const float *X, __global float *Y) {\n"
+        "  int i = get_global_id(0) if (i < n) Y[i] = X[i];\n}\n")
+    (ws / "conf" / "kernel" / "broken.yaml").write_text("name: broken\n")
+    p = snakemake(ws, "all", "--keep-going", overrides=TINY + ["sweep.kernels=[baseline,broken]"])
+    msg = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert "kernel version 'broken' failed to build" in msg
+    assert "error" in msg.lower() and "elementwise" in msg  # the compiler log is shown
+    R = ws / "results"
+    assert not (R / "build" / "host" / "kernels" / "broken" / "build.json").exists()
+    for m in ("mlp_16_16", "mlp_784_256_128_16"):
+        assert not (R / "runs" / "host" / f"{m}.opencl.broken" / "run.json").exists()
+        assert (R / "runs" / "host" / f"{m}.opencl.baseline" / "run.json").exists()
+    runs = pd.read_parquet(R / "summary" / "runs.parquet").set_index("run_id")
+    assert set(runs.loc[[i for i in runs.index if i.endswith(".broken")], "status"]) == {"failed"}
+    assert (runs.loc[[f"host/{i}" for i in IDS], "status"] == "ok").all()
+    md = (R / "report" / "report.md").read_text()
+    assert "mlp_16_16.opencl.broken" in md
+
+
+def test_phonetrain_run_writes_what_the_workflow_writes(completed_workspace: Path, tmp_path: Path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
+    rdir = ws / "results" / "runs" / "host" / "mlp_16_16.opencl.baseline"
+    workflow_params = json.loads((rdir / "params.json").read_text())
+    for f in ("run.json", "verify.json", "params.json"):
+        (rdir / f).unlink()
+    cmd = [sys.executable, "-m", "phonetrain.cli", "run", "model=mlp_16_16", "backend=opencl",
+           "kernel=baseline", "device=host", *[o for o in TINY if not o.startswith("sweep=")],
+           "--conf", str(ws / "conf")]
+    p = subprocess.run(cmd, cwd=ws, env=env(ws), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "ok" in p.stdout
+    assert json.loads((rdir / "params.json").read_text()) == workflow_params
+    assert json.loads((rdir / "verify.json").read_text())["ok"] is True
+    run = json.loads((rdir / "run.json").read_text())
+    assert len(run["iters"]) == 1 + 3
+
+
+def test_hand_run_aggregate_and_report_rebuild_the_workflows(completed_workspace: Path,
+                                                             tmp_path: Path):
+    """`phonetrain aggregate` and `phonetrain report` with the study's overrides give the same
+    tables and the same report as the workflow's aggregate and report rules."""
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
+    R = ws / "results"
+    want = {t: pd.read_parquet(R / "summary" / f"{t}.parquet") for t in schema.TABLES}
+    want_md = (R / "report" / "report.md").read_text()
+    for folder in ("summary", "report"):
+        subprocess.run(["rm", "-rf", str(R / folder)], check=True)
+    for command in ("aggregate", "report"):
+        p = subprocess.run([sys.executable, "-m", "phonetrain.cli", command, *TINY], cwd=ws,
+                           env=env(ws), capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+    for t, df in want.items():
+        pd.testing.assert_frame_equal(pd.read_parquet(R / "summary" / f"{t}.parquet"), df,
+                                      obj=t)
+    assert (R / "report" / "report.md").read_text() == want_md
+    assert {p.name for p in (R / "report" / "figures").iterdir()} == \
+        {f"{n}.png" for n in build.FIGURES}
