@@ -74,3 +74,9 @@ def test_new_device_plans_only_its_jobs(completed_workspace: Path, tmp_path: Pat
     assert not rules & {"lower", "data"}  # plans and data do not depend on the device
     assert {r for r, w in jobs if "device" not in w} <= SUMMARY_JOBS
     assert sum(r == "train" for r, _ in jobs) == 4
+
+
+def test_threads_rerun_the_runs_but_never_relower_the_plans(completed_workspace: Path):
+    """measure.threads is a measurement setting of a run, not part of what a plan computes."""
+    counts = planned(completed_workspace, TINY + ["measure.threads=1"])
+    assert counts["train"] == 4 and "lower" not in counts and "data" not in counts
