@@ -9,7 +9,7 @@ always written (with a "no data" note when its table is empty) so the report and
 Layout rules, so a figure stays legible from one device to eight and with up to ten kernel
 versions: small multiples, one panel (or one row of panels) per device, each sized by what it
 holds; bars horizontal, so labels sit on their own rows and never overlap; value labels inside
-a margin the axes reserve for them; legends outside the data (above the panels or to their
+a margin the axes reserve for them; legends outside the data (below the panels or to their
 right), with entries only for what is drawn. Only runs with status ``ok`` are drawn as speeds;
 ``unstable`` runs as hatched grey bars marked so, ``wrong`` runs as "verification failed",
 ``failed`` runs as "missing", ``skipped`` runs (device lacks a library) as "skipped". Paper
@@ -75,25 +75,29 @@ def _no_data(path: Path, dpi: int, what: str) -> Path:
     return _save(fig, path, dpi)
 
 
-def _panels(heights: list[float], ncols: int = 1, width: float = 9.0,
-            top_in: float = 0.9) -> tuple[plt.Figure, np.ndarray]:
+def _panels(heights: list[float], ncols: int = 1,
+            width: float = 9.0) -> tuple[plt.Figure, np.ndarray]:
     """A figure of ``len(heights)`` rows x ``ncols`` panels, row i ``heights[i]`` inches
-    tall, plus ``top_in`` inches above for the title and legend; axes as a 2-D array."""
-    gaps = 0.9 * len(heights)
-    fig = plt.figure(figsize=(width, sum(heights) + gaps + top_in))
-    gs = fig.add_gridspec(len(heights), ncols, height_ratios=heights,
-                          hspace=0.9 * len(heights) / max(sum(heights), 1) + 0.25,
-                          wspace=0.45)
-    axes = np.array([[fig.add_subplot(gs[i, j]) for j in range(ncols)]
-                     for i in range(len(heights))])
+    tall plus room for its title and axis labels, laid out by matplotlib's constrained layout
+    (nothing overlaps; legends placed ``outside`` get their own room); axes as a 2-D array."""
+    fig, axes = plt.subplots(len(heights), ncols, squeeze=False, layout="constrained",
+                             figsize=(width, sum(heights) + 0.9 * len(heights) + 0.8),
+                             gridspec_kw={"height_ratios": heights})
     return fig, axes
 
 
-def _legend_above(fig: plt.Figure, handles, labels, ncol: int = 3) -> None:
-    """One legend for the whole figure, above the panels (outside every axes)."""
+def _legend_below(fig: plt.Figure, handles, labels, ncol: int = 3) -> None:
+    """One legend for the whole figure, below the panels (outside every axes)."""
     if handles:
-        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0),
-                   ncol=ncol, fontsize=8, frameon=False)
+        fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8,
+                   frameon=False)
+
+
+def _log_ticks(axis) -> None:
+    """Log-axis ticks at 1, 2 and 5 per decade, written as plain numbers."""
+    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def _hbars(ax: plt.Axes, sub: pd.DataFrame, log: bool = True) -> None:
@@ -127,7 +131,8 @@ def _hbars(ax: plt.Axes, sub: pd.DataFrame, log: bool = True) -> None:
         lo = min(sub.loc[sub["status"].isin(["ok", "unstable"]), "iteration_median_ms"].dropna())
         if log:
             ax.set_xscale("log")
-            ax.set_xlim(lo / 3, max(top) * 12)
+            ax.set_xlim(lo / 2, max(top) * 3.5)
+            _log_ticks(ax.xaxis)
         else:
             ax.set_xlim(0, max(top) * 1.5)
 
@@ -163,9 +168,9 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     if (runs["status"] == "unstable").any():
         handles.append(plt.Rectangle((0, 0), 1, 1, fc="#bbbbbb", hatch="//"))
         labels.append("unstable (not used in guidelines)")
-    _legend_above(fig, handles, labels)
+    _legend_below(fig, handles, labels)
     fig.suptitle("Training iteration time per device and model (whiskers: interval of the "
-                 "median)", y=1.0 + 0.35 / fig.get_figheight(), va="bottom", fontsize=10)
+                 "median)", fontsize=10)
     return _save(fig, path, dpi)
 
 
@@ -209,9 +214,9 @@ def breakdown(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path, dpi: int
         ax.set_xlabel("share of the median measured iteration (device events on the host "
                       "clock; label: median iteration)", fontsize=8)
     h, lab = axes[0, 0].get_legend_handles_labels()
-    _legend_above(fig, h, lab, ncol=4)
+    _legend_below(fig, h, lab, ncol=4)
     fig.suptitle("Where an iteration goes: data movement, kernels, host work, launch gaps",
-                 y=1.0 + 0.55 / fig.get_figheight(), va="bottom", fontsize=10)
+                 fontsize=10)
     return _save(fig, path, dpi)
 
 
@@ -256,7 +261,7 @@ def bandwidth(bw: pd.DataFrame, path: Path, dpi: int = 120,
                      fontsize=8, transform=gax.transAxes)
         tax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.suptitle("Host <-> device transfers (zero-copy only where a copy at the measured "
-                 "bandwidth would have grown)", y=1.0, va="bottom", fontsize=10)
+                 "bandwidth would have grown)", fontsize=10)
     return _save(fig, path, dpi)
 
 
@@ -291,7 +296,7 @@ def loss_curves(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path,
                 ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0),
                           frameon=False)
     fig.suptitle("Loss curves (sanity check: every backend trains the same model)",
-                 y=1.0, va="bottom", fontsize=10)
+                 fontsize=10)
     return _save(fig, path, dpi)
 
 
@@ -337,9 +342,8 @@ def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int
     h, lab = axes[0, 0].get_legend_handles_labels()
     h = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (CPU_COLOR, CL_COLOR)] + h
     lab = ["CPU backend", opencl_label(runs)] + lab
-    _legend_above(fig, h, lab, ncol=3)
-    fig.suptitle("GEMM throughput inside training", y=1.0 + 0.55 / fig.get_figheight(),
-                 va="bottom", fontsize=10)
+    _legend_below(fig, h, lab, ncol=3)
+    fig.suptitle("GEMM throughput inside training", fontsize=10)
     return _save(fig, path, dpi)
 
 
@@ -358,8 +362,9 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
     if g.empty:
         return _no_data(path, dpi, "no verified GEMM measurement (run the gemm rule)")
     devices = sorted(g["device"].unique())
-    versions = sorted(g["kernel"].unique(), key=lambda v: (v == CPU_KERNEL, v))
+    versions = sorted(v for v in g["kernel"].unique() if v != CPU_KERNEL)
     style = {v: (f"C{i % 10}", MARKERS[i % len(MARKERS)]) for i, v in enumerate(versions)}
+    style[CPU_KERNEL] = ("k", "x")
     fig, axes = _panels([3.6] * len(devices), 2, width=14.0)
     for (ax, rax), dev in zip(axes, devices):
         d = g[g["device"] == dev]
@@ -400,7 +405,6 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
         rax.set_title(f"{dev}: roofline", fontsize=9)
         rax.tick_params(labelsize=7)
         rax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    fig.suptitle("GEMM kernel versions against the device's measured peaks", y=1.0,
-                 va="bottom", fontsize=10)
+    fig.suptitle("GEMM kernel versions against the device's measured peaks", fontsize=10)
     return _save(fig, path, dpi)
 
