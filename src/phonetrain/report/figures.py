@@ -382,7 +382,8 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
         if peak == peak:
             ax.axhline(peak, color="k", lw=1,
                        label=f"best measured compute peak {peak:.3g} GFLOPS ({peak_name})")
-        ax.set_xticks(x, shapes, rotation=60, ha="right", fontsize=6)
+        ax.set_xticks(x, shapes, rotation=90, ha="center", fontsize=6)
+        ax.set_xlim(-0.5, len(shapes) - 0.5)
         ax.set_yscale("log")
         ax.set_ylabel("GFLOPS (median of repeats)", fontsize=8)
         ax.set_title(f"{dev}: GEMM GFLOPS per kernel version", fontsize=9)
