@@ -86,9 +86,10 @@ def _runner_files() -> tuple[str, tuple[tuple[str, str], ...]]:
 def measured_sources() -> Callable[..., dict[str, str] | None]:
     """A function ``(kind, device, kernel, kernel_hash, runner_hash) -> {path: content hash}``
     naming the source files a measurement was built from: the kernel version's files (none
-    for the CPU backend) and the runner's. It knows them only when the sources in this
-    checkout are the ones measured (their hashes equal the measurement's kernel and runner
-    hashes) and answers None otherwise (e.g. a source edited since, not yet re-measured).
+    for the CPU backend) and the runner's (where the measurement records a runner hash). It
+    knows them only when the sources in this checkout are the ones measured (their hashes
+    equal the measurement's kernel and runner hashes) and answers None otherwise (e.g. a
+    source edited since, not yet re-measured, or nothing to name).
     The checkout's files are read once per function made."""
     kernels = functools.lru_cache(maxsize=None)(_kernel_files)
     runner = functools.lru_cache(maxsize=1)(_runner_files)
@@ -101,11 +102,12 @@ def measured_sources() -> Callable[..., dict[str, str] | None]:
             if k is None or k[0] != khash:
                 return None
             files.update(k[1])
-        rh, rfiles = runner()
-        if rhash != rh:
-            return None
-        files.update(rfiles)
-        return files
+        if rhash is not None:       # the GEMM sweep's rows record no runner hash
+            rh, rfiles = runner()
+            if rhash != rh:
+                return None
+            files.update(rfiles)
+        return files or None
     return sources
 
 
