@@ -43,12 +43,12 @@ from phonetrain.results import schema
 
 TEMPLATES = Path(__file__).parent / "templates"
 FIGURES = {  # name -> title; file figures/<name>.<fmt>; rules/captions/<name>.rst
-    "iteration_time": "Iteration time, CPU vs OpenCL device, per model and placement",
-    "breakdown": "Data-movement breakdown per run",
-    "gemm_gflops": "GEMM throughput inside training",
-    "gemm_kernels": "GEMM kernel versions vs the device's peak (roofline)",
-    "bandwidth": "Bandwidth vs transfer size (zero-copy kinds: time per call, no GB/s)",
-    "loss": "Loss curves",
+    "iteration_time": "Iteration time per device and model, CPU vs OpenCL, with intervals",
+    "breakdown": "Where an iteration goes, per device and run",
+    "gemm_gflops": "GEMM throughput inside training, per device",
+    "gemm_kernels": "GEMM kernel versions vs the device's measured peaks (roofline)",
+    "bandwidth": "Transfers per device: GB/s of copies, time per call of every kind",
+    "loss": "Loss curves per device and model",
 }
 SECTIONS = ("at-a-glance", "summary", "since-last-study", "guidelines", "figures", "runs",
             "unstable", "not-valid", "missing", "builds", "bandwidth", "provenance", "method")
