@@ -6,11 +6,6 @@
 # reruns the report only.
 
 
-def figure_alt(name):
-    """The figure written beside figure(name) in the other format."""
-    return L.figure(name, {"png": "svg", "svg": "png"}[FIG_EXT])
-
-
 rule report:
     input:
         **SUMMARY,
