@@ -206,3 +206,16 @@ def test_change_and_overlap_rules():
     assert wording.overlap_verdict(8, 12, 10, None) == "agrees"
     assert wording.overlap_verdict(0.5, 0.9, 10, None) == "differs"
     assert wording.overlap_verdict(float("nan"), 1, 10, None) == "not measured"
+
+
+def test_a_contended_cpu_baseline_is_flagged_where_it_is_used():
+    busy = run("cpu", 100.0, other_cpu_share=0.35, load_avg_1m=4.0, omp_wait_policy="active")
+    gpu = run("cl", 8.88, placement="resident", transfer="copy", kernel="k")
+    f = fd.gpu_vs_cpu(table(busy, gpu))
+    assert "Suspect: CPU baseline(s) d/cpu" in f.statement
+    assert cell(f, "CPU run's conditions") == \
+        "load 4, other processes 35% of CPU, OMP_WAIT_POLICY active"
+    assert "d/cpu, 35%" in glance.contention_note(table(busy, gpu))
+    calm = run("cpu", 100.0, other_cpu_share=0.02)
+    assert "Suspect" not in fd.gpu_vs_cpu(table(calm, gpu)).statement
+    assert glance.contention_note(table(calm, gpu)) is None

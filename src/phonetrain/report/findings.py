@@ -155,6 +155,11 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
     n = int(pairs["no_difference"].sum())
     if n:
         stmt += f" {n} of {len(pairs)} pairing(s) show no difference (intervals overlap)."
+    busy = sorted({c["run_id"] for c in pairs["cpu"] if w.contended(c)})
+    if busy:
+        stmt += (f" Suspect: CPU baseline(s) {', '.join(busy)} were measured while other "
+                 f"processes used more than {w.CONTENDED_SHARE:.0%} of the CPU, which inflates "
+                 "the CPU's time and flatters the GPU.")
     rows = [[p["device"], p["model"], p["label"],
              w.ms_interval(p["gpu_ms"], *interval(p["gpu"])),
              w.ms_interval(p["cpu_ms"], *interval(p["cpu"])),

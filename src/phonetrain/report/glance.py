@@ -160,16 +160,15 @@ def at_a_glance(tables: dict[str, pd.DataFrame]) -> dict[str, list[GlanceRow]]:
     return out
 
 
-def contention_note(runs: pd.DataFrame, share: float = 0.1) -> str | None:
+def contention_note(runs: pd.DataFrame) -> str | None:
     """A sentence naming the verified runs measured while other processes used more than
-    ``share`` (10%) of the device's CPU capacity (``other_cpu_share``); None when none was
-    (or none recorded it)."""
-    ok = runs[(runs["status"] == "ok") & (pd.to_numeric(runs["other_cpu_share"],
-                                                         errors="coerce") > share)]
-    if ok.empty:
+    :data:`~phonetrain.report.wording.CONTENDED_SHARE` of the device's CPU capacity
+    (``other_cpu_share``); None when none was (or none recorded it)."""
+    ok = runs[runs["status"] == "ok"]
+    busy = ok[[w.contended(r) for _, r in ok.iterrows()]] if len(ok) else ok
+    if busy.empty:
         return None
-    worst = ok.loc[pd.to_numeric(ok["other_cpu_share"]).idxmax()]
-    return (f"{len(ok)} verified run(s) were measured while other processes used more than "
-            f"{share:.0%} of the CPU (worst: {worst['run_id']}, "
+    worst = busy.loc[pd.to_numeric(busy["other_cpu_share"]).idxmax()]
+    return (f"{len(busy)} verified run(s) were measured while other processes used more than "
+            f"{w.CONTENDED_SHARE:.0%} of the CPU (worst: {worst['run_id']}, "
             f"{float(worst['other_cpu_share']):.0%}); their times may be inflated.")
-

@@ -11,7 +11,9 @@ rules, not published ones:
 - :data:`SMALL_TRANSFER_EFFICIENCY` (50%): per-call overhead "dominates small transfers" when
   the smallest transfer reaches less than half of its kind's peak bandwidth;
 - :data:`GEMM_NO_DIFFERENCE` (5%): the GEMM sweep records one median per shape and no spread,
-  so two GEMM figures closer than 5% read as "no difference".
+  so two GEMM figures closer than 5% read as "no difference";
+- :data:`CONTENDED_SHARE` (10%): a run measured while other processes used more of the
+  device's CPU capacity than this is flagged where its figure is used.
 
 Two measured figures differ only when their intervals do not overlap (:func:`change`); the
 intervals are the runs' 95% confidence intervals of the median where recorded, else their
@@ -29,6 +31,7 @@ DOMINANT_SHARE = 0.5
 LAUNCH_GAP_SHARE = 0.2
 SMALL_TRANSFER_EFFICIENCY = 0.5
 GEMM_NO_DIFFERENCE = 0.05
+CONTENDED_SHARE = 0.1
 
 EVENTS = "device events"
 CALLS = "call time"
@@ -167,3 +170,10 @@ def conditions(r: pd.Series | dict) -> str:
         if not _nan(g(a)) or not _nan(g(b)):
             parts.append(f"{num(g(a), spec)}->{num(g(b), spec)}{unit}")
     return ", ".join(parts)
+
+
+def contended(r: pd.Series | dict, share: float = CONTENDED_SHARE) -> bool:
+    """True when the run row records that other processes used more than ``share`` of the
+    device's CPU capacity during its measured iterations (``other_cpu_share``)."""
+    v = r.get("other_cpu_share")
+    return not _nan(v) and float(v) > share
