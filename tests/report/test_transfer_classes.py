@@ -27,6 +27,10 @@ def peaks(device: str, read_gbps: float) -> pd.DataFrame:
                           "gbps": read_gbps, "config_hash": "c", "git_rev": "g"}], "peaks")
 
 
+def table_row(f, kind: str) -> list[str]:
+    return next(r for r in f.table.rows if r[1] == kind)
+
+
 def classes(rows, pk=None) -> dict[str, str]:
     c = analysis.transfer_time_classes(pd.DataFrame(rows), pk)
     return {k: v for k, v in zip(c["kind"], c["cls"])}
@@ -45,8 +49,10 @@ def test_h200_device_to_device_inside_the_launch_overhead_is_not_zero_copy():
     assert got.loc["h2d", "cls"] == "copy"
     assert analysis.zero_copy(pd.DataFrame(rows), pk).empty
     f = fd.bandwidth(pd.DataFrame(rows), pk)
-    assert "zero-copy:" not in f.statement and "h200 d2d: inside the call overhead" in f.statement
-    assert "not zero-copy" in f.statement
+    assert "Zero-copy" not in f.statement
+    assert "inside the call overhead, not zero-copy" in f.statement
+    assert "h200 d2d ~20.3 us per call" in f.statement
+    assert table_row(f, "d2d")[2].startswith("inside the call overhead: ~20.3 us per call")
     table = {r["kind"]: r for r in build.bandwidth_rows(pd.DataFrame(rows), pk)}
     assert table["d2d"]["behaviour"] == "overhead-bound"
 
@@ -58,7 +64,10 @@ def test_flat_map_where_a_copy_would_have_grown_is_zero_copy():
     assert classes(rows) == {"h2d": "copy", "map": "zero-copy"}
     zc = analysis.zero_copy(pd.DataFrame(rows))
     assert list(zc.index) == [("phone", "map")] and 7.0 <= zc.iloc[0] <= 7.2
-    assert "phone map: zero-copy: ~7.1 us per call" in fd.bandwidth(pd.DataFrame(rows)).statement
+    f = fd.bandwidth(pd.DataFrame(rows))
+    assert "Zero-copy (flat where a copy at the measured bandwidth would have grown): " \
+        "phone map ~7.1 us per call" in f.statement
+    assert table_row(f, "map")[3] == "n/a"          # no GB/s for a zero-copy kind
 
 
 def test_the_same_flat_curve_flips_with_the_reference_bandwidth():

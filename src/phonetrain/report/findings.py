@@ -547,11 +547,11 @@ def bandwidth(bw: pd.DataFrame, peaks: pd.DataFrame | None = None) -> Finding:
     if bw.empty:
         return _missing("bandwidth", title, "no bandwidth sweep", paper)
     cls = transfer_time_classes(bw, peaks).set_index(["device", "kind"])
-    rows, flat, peak_text, fracs = [], [], [], []
+    rows, flat, peak_text, fracs = [], {}, [], []
     for (dev, kind), g in bw.groupby(["device", "kind"]):
         c = cls.loc[(dev, kind)]
         if c["cls"] != "copy":
-            flat.append(f"{dev} {kind}: {_behaviour(c)}")
+            flat.setdefault(c["cls"], []).append(f"{dev} {kind} ~{c['call_us']:.3g} us")
             rows.append([dev, kind, _behaviour(c), "n/a", "n/a", "n/a"])
             continue
         pk = g.loc[g["host_gbps"].idxmax()]
@@ -566,11 +566,18 @@ def bandwidth(bw: pd.DataFrame, peaks: pd.DataFrame | None = None) -> Finding:
         med = float(np.median(fracs))
         sentences.append(
             "Peak host-timed bandwidth: " + ", ".join(peak_text) +
-            f". The smallest transfers reach a median {w.pct(med)} of their kind's peak" +
+            f"; the smallest transfers reach a median {w.pct(med)} of their kind's peak" +
             (": per-call overhead dominates small tensors, so fewer, larger transfers pay off."
              if med < w.SMALL_TRANSFER_EFFICIENCY else "."))
+    words = {"zero-copy": "Zero-copy (flat where a copy at the measured bandwidth would have "
+                          "grown)",
+             "overhead-bound": "inside the call overhead, not zero-copy (a copy at the "
+                               "measured bandwidth would not have grown beyond it over the "
+                               "sweep)",
+             "undetermined": "flat, but no measured bandwidth to tell zero-copy from overhead"}
     if flat:
-        sentences.append("; ".join(flat) + ".")
+        sentences.append("; ".join(f"{words[k]}: {', '.join(v)} per call"
+                                   for k, v in flat.items()) + ".")
     stmt = " ".join(sentences)
     table = Table(["device", "kind", "time vs size", "peak GB/s host clock (device events)",
                    "at bytes", "smallest transfer's share of peak"], rows)
