@@ -219,3 +219,15 @@ def test_a_contended_cpu_baseline_is_flagged_where_it_is_used():
     calm = run("cpu", 100.0, other_cpu_share=0.02)
     assert "Suspect" not in fd.gpu_vs_cpu(table(calm, gpu)).statement
     assert glance.contention_note(table(calm, gpu)) is None
+
+
+def test_a_share_that_dominates_in_some_runs_only_says_so():
+    runs = table(*[run(f"cl{i}", 10.0, model=f"m{i}", placement="resident", transfer="copy",
+                       kernel="k", data_movement_share=0.003, data_movement_call_share=c)
+                   for i, c in enumerate((0.751, 0.024))])
+    f = fd.data_movement(runs)
+    assert "by call time 2.4% to 75.1% (median 38.8%): it dominates in 1 of 2 runs" in f.statement
+    assert "where it dominates by call time (1 run(s))" in f.statement
+    rows = {r.finding: r for r in glance.at_a_glance({"runs": runs,
+                                                      "gemm": schema.empty("gemm")})["d"]}
+    assert rows["Share of data movement (call time)"].verdict == "differs (1 of 2 runs agree)"

@@ -5,7 +5,8 @@ time, gain from kernel optimization, share of data movement by each measure) and
 own (launch overhead, staged vs resident tensors, map vs copy). Columns: the paper's figure
 (marked second-hand where it is), this study's figure with its interval, a verdict and the
 finding it comes from. Verdicts: ``agrees`` / ``differs`` (the study's interval overlaps the
-paper's range, or not: :func:`phonetrain.report.wording.overlap_verdict`), ``not measured``,
+paper's range, or not: :func:`phonetrain.report.wording.overlap_verdict`; per model or per run
+where a row has several, ``differs (k of n agree)`` when only some do), ``not measured``,
 ``unstable`` (only unstable runs measured it), ``no paper figure`` (the study's own finding).
 The figures are computed by the same functions as the findings (:mod:`.findings`).
 """
@@ -60,10 +61,8 @@ def _step_time(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
                 for q, lo, hi in zip(b["ratio"], b["ratio_low"], b["ratio_high"])]
     study = "; ".join(f"{m} {w.times(q, lo, hi)}" for m, q, lo, hi in
                       zip(b["model"], b["ratio"], b["ratio_low"], b["ratio_high"]))
-    agree = sum(v == "agrees" for v in verdicts)
-    verdict = ("agrees" if agree == len(verdicts) else "differs" if not agree else
-               f"differs ({agree} of {len(verdicts)} models agree)")
-    return f"best OpenCL / CPU time (host clock): {study}", verdict
+    return (f"best OpenCL / CPU time (host clock): {study}",
+            w.count_verdict([v == "agrees" for v in verdicts], "models"))
 
 
 def _gain(gemm: pd.DataFrame, dev: str) -> tuple[str, str] | None:
@@ -82,7 +81,8 @@ def _share(runs: pd.DataFrame, dev: str, col: str, measure: str) -> tuple[str, s
     if g.empty:
         return None
     study = f"{w.span(g)} over {len(g)} OpenCL run(s) ({measure})"
-    return _cell(study, g.min(), g.max(), ANCHORS["movement_share"], DOMINANT_RANGE)
+    lo, hi = DOMINANT_RANGE
+    return study, w.count_verdict([lo < x <= hi for x in g], "runs")
 
 
 def _gaps(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:

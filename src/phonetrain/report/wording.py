@@ -141,6 +141,26 @@ def dominates(share: Any, threshold: float = DOMINANT_SHARE) -> str:
     return "dominates" if float(share) > threshold else "does not dominate"
 
 
+def dominance(shares, threshold: float = DOMINANT_SHARE) -> str:
+    """Over several runs' shares: ``it dominates`` (every run above ``threshold``), ``it does
+    not dominate`` (none) or ``it dominates in k of n runs``; ``n/a`` when there is none."""
+    v = [float(x) for x in shares if not _nan(x)]
+    k = sum(x > threshold for x in v)
+    if not v:
+        return "n/a"
+    return ("it dominates" if k == len(v) else "it does not dominate" if k == 0 else
+            f"it dominates in {k} of {len(v)} runs")
+
+
+def count_verdict(agree: list[bool], what: str) -> str:
+    """``agrees`` when every item agrees, ``differs`` when none does, else
+    ``differs (k of n <what> agree)``."""
+    k = sum(agree)
+    if k == len(agree):
+        return "agrees"
+    return "differs" if k == 0 else f"differs ({k} of {len(agree)} {what} agree)"
+
+
 def overlap_verdict(lo: float, hi: float, paper_lo: float | None,
                     paper_hi: float | None) -> str:
     """``agrees`` when the study's interval [lo, hi] overlaps the paper's range
