@@ -101,7 +101,7 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
     for ``ok`` and ``unstable`` runs: ``iteration`` (median [95% CI, else IQR] ms, else "not
     valid"), ``kernel``, ``transfer``, ``gaps`` (ms; sums of commands below the timer
     resolution marked as upper bounds), ``movement`` (data-movement share by device events /
-    by call time) and ``gemm_gflops``."""
+    by call time; CPU-backend runs move no data: ``- (CPU)``) and ``gemm_gflops``."""
     rows = []
     dev = several_devices(runs)
     order = ["model", "device", "placement", "transfer", "kernel"]
@@ -109,14 +109,16 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
         timed = r["status"] in ("ok", "unstable")
         g = gemm["gemm_gflops"].get(r["run_id"]) if timed and len(gemm) else None
         tb, kb = _flag(r, "transfer_below_resolution"), _flag(r, "kernel_below_resolution")
+        cpu = r["placement"] in (None, "none", "") or pd.isna(r["placement"])
         speed = {
             "iteration": (w.ms_interval(r["iteration_median_ms"], *interval(r))
                           if timed else "not valid"),
             "kernel": w.ms(r["kernel_ms"], kb) if timed else "",
-            "transfer": w.ms(r["transfer_ms"], tb) if timed else "",
+            "transfer": "" if not timed else "- (CPU)" if cpu else w.ms(r["transfer_ms"], tb),
             "gaps": w.ms(r["gap_ms"]) if timed else "",
-            "movement": (f"{w.pct(r['data_movement_share'], tb)} / "
-                         f"{w.pct(r['data_movement_call_share'], tb)}") if timed else "",
+            "movement": "" if not timed else "- (CPU)" if cpu else (
+                f"{w.pct(r['data_movement_share'], tb)} / "
+                f"{w.pct(r['data_movement_call_share'], tb)}"),
             "gemm_gflops": _fmt(g),
         }
         rows.append({"run_id": r["run_id"], "label": run_label(r, dev),
