@@ -150,7 +150,8 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
                         "verified OpenCL run on the same device", paper)
     best = best_pairs(pairs)
     stmt = ("Fastest OpenCL configuration over the fastest CPU run, median iteration time "
-            f"(host clock, interval from the runs' {pairs['interval'].iloc[0]}s): "
+            f"(host clock, interval from the runs' "
+            f"{' or '.join(sorted(set(pairs['interval'])))}s): "
             + "; ".join(_device_advice(d, b) for d, b in best.groupby("device")) + ".")
     n = int(pairs["no_difference"].sum())
     if n:
