@@ -391,11 +391,12 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
         ai = np.logspace(-1, 3, 100)
         if peak == peak and bw == bw:
-            knee = peak / bw
-            mem = ai[ai <= knee]
+            knee = peak / bw   # the two roofs meet here
+            mem = np.append(ai[ai < knee], knee)
             rax.plot(mem, roofline(mem, peak, bw), "k--", lw=1, label=f"memory roof: measured read bandwidth "
                      f"{bw:.3g} GB/s (bench-peak read_float4)")
-            rax.plot(ai[ai >= knee], roofline(ai[ai >= knee], peak, bw), "k-", lw=1,
+            comp = np.insert(ai[ai > knee], 0, knee)
+            rax.plot(comp, roofline(comp, peak, bw), "k-", lw=1,
                      label=f"compute roof: measured peak {peak:.3g} GFLOPS ({peak_name})")
             rax.plot([], [], ls="none", label="attainable = min(compute roof, intensity x "
                      "bandwidth)")
