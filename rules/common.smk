@@ -150,6 +150,11 @@ def figure(name):
     return report(L.figure(name, FIG_EXT), caption=f"captions/{name}.rst", category="Figures")
 
 
+def figure_alt(name):
+    """The same figure in the other format, written beside figure(name) (SVG beside PNG)."""
+    return L.figure(name, {"png": "svg", "svg": "png"}[FIG_EXT])
+
+
 def aggregate_now(complete=None):
     """Aggregate whatever exists (also used by the partial report on a failed workflow)."""
     from phonetrain.stages.aggregate import aggregate_study  # pandas: only in these jobs

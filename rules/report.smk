@@ -1,7 +1,9 @@
 # Report stage: summary tables -> report.html (self-contained), report.md and figures/
-# (phonetrain.report), then the COMPLETE marker. Report settings come from the `report`
-# section of the config; device facts (peak GFLOPS, bandwidth) from conf/device/<name>.yaml,
-# passed as params so an edit of the facts reruns the report only.
+# (phonetrain.report): each figure in the configured format, declared with its caption for
+# `snakemake --report`, and the other format beside it (SVG beside PNG); then the COMPLETE
+# marker. Report settings come from the `report` section of the config; device facts (peak
+# GFLOPS, bandwidth) from conf/device/<name>.yaml, passed as params so an edit of the facts
+# reruns the report only.
 
 
 rule report:
@@ -20,6 +22,12 @@ rule report:
         gemm_kernels=figure("gemm_kernels"),
         bandwidth=figure("bandwidth"),
         loss=figure("loss"),
+        iteration_time_alt=figure_alt("iteration_time"),
+        breakdown_alt=figure_alt("breakdown"),
+        gemm_gflops_alt=figure_alt("gemm_gflops"),
+        gemm_kernels_alt=figure_alt("gemm_kernels"),
+        bandwidth_alt=figure_alt("bandwidth"),
+        loss_alt=figure_alt("loss"),
         complete=L.report_complete(),
     log:
         L.log("report", "report"),

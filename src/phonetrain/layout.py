@@ -20,6 +20,8 @@ Results folder (``results_dir``, default ``results/``)::
     gemm/<device>/<version>.json, peaks/<device>.json
     bandwidth/<device>/bandwidth.csv (+ bench.json)
     summary/<table>.parquet, summary/COMPLETE
+    history/measurements.parquet                every measurement aggregated (the ledger the
+                                                history table is copied from; no rule output)
     report/report.html, report.md, figures/<name>.<ext>, report/COMPLETE
     logs/<stage>/<...>.log
     stage/<device>/                             staging root of a ``local`` device
@@ -155,6 +157,11 @@ class Layout:
 
     def summary_complete(self) -> str:
         return self._p("summary", COMPLETE)
+
+    def history_ledger(self) -> str:
+        """Every measurement the study has aggregated (phonetrain.results.history); read
+        and rewritten by each aggregation, never a rule's output."""
+        return self._p("history", "measurements.parquet")
 
     def report_dir(self) -> str:
         return self._p("report")

@@ -97,6 +97,29 @@ def write_bandwidth(root: Path, device="host") -> Path:
     return d / "bandwidth.csv"
 
 
+def write_bandwidth_sweep(root: Path, device="host", copy_gbps=8.0, d2d_gbps=400.0) -> Path:
+    """A realistic bandwidth CSV, 4 KiB to 16 MiB: h2d/d2h copies at ``copy_gbps`` after
+    10 us of call overhead, map/unmap zero-copy (7 us whatever the size), d2d at ``d2d_gbps``
+    after 20 us (flat over the sweep: it ends inside the overhead)."""
+    d = root / "bandwidth" / device
+    d.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for kind, over_ns, gbps in (("h2d", 10e3, copy_gbps), ("d2h", 10e3, copy_gbps),
+                                ("map", 7e3, None), ("unmap", 7e3, None),
+                                ("d2d", 20e3, d2d_gbps)):
+        for i in range(0, 13, 2):
+            size = 4096 << i
+            dev_ns = size / gbps if gbps else 500.0
+            host_ns = over_ns + (size / gbps if gbps else 0.0)
+            rows.append({"op": kind, "size_bytes": size, "iterations": 50, "repeats": 3,
+                         "device_ns": dev_ns, "host_ns": host_ns,
+                         "device_gbps": size / dev_ns, "host_gbps": size / host_ns})
+    pd.DataFrame(rows).to_csv(d / "bandwidth.csv", index=False)
+    (d / "params.json").write_text(json.dumps({"device": device, "config_hash": "bw-h",
+                                               "git_rev": "abc123"}))
+    return d / "bandwidth.csv"
+
+
 def write_build(root: Path, device="host", kernel="baseline", ok=True) -> Path:
     """A build.json for one kernel version on one device."""
     d = root / "build" / device / kernel
@@ -151,3 +174,57 @@ def standard_study(root: Path) -> dict[str, object]:
     ]
     return {"runs": runs, "bandwidth": [write_bandwidth(root)], "builds": [write_build(root)],
             "gemm": [write_gemm(root)], "peaks": [write_peaks(root)]}
+
+
+def write_gemm_versions(root: Path, device: str, versions, shapes=((32, 256, 784),
+                                                                    (64, 64, 64),
+                                                                    (256, 256, 256))) -> list[Path]:
+    """gemm/<device>/<version>.json for each version (plus ``cpu``), every shape measured,
+    GFLOPS growing with the version's position so versions differ."""
+    d = root / "gemm" / device
+    d.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i, version in enumerate([*versions, "cpu"]):
+        rows = [{"kernel": "gemm_nn", "M": m, "N": n, "K": k, "global": [8, 8],
+                 "local": [8, 8], "status": "ok", "error": None,
+                 "gflops": (3.0 + 4 * i) * (1 + j), "median_ms": 1.0 / (1 + i + j),
+                 "max_err": 1e-8, "iterations": 100,
+                 "source": "model:mlp" if j == 0 else "square", "options": "",
+                 "tuned_class": None} for j, (m, n, k) in enumerate(shapes)]
+        doc = {"device": device, "version": version, "status": "ok", "rows": rows,
+               "kernel_hash": f"k-{version}", "device_info": {"name": "dev", "platform": "P"}}
+        (d / f"{version}.json").write_text(json.dumps(doc))
+        out.append(d / f"{version}.json")
+    return out
+
+
+def multi_device_study(root: Path, devices, kernels=("baseline", "tiled"),
+                       models=("mlp_784_256_128_16", "lenet5")) -> dict[str, list[Path]]:
+    """A study of hand-built folders over several devices: per device and model a CPU run
+    and resident/copy, staged/copy and staged/map runs of every kernel version (timings
+    varying with the device and version), a bandwidth sweep, the GEMM sweep of every version
+    (plus the CPU backend) and peaks; one run of the first device failed verification and
+    the last device's lenet5 CPU run is missing."""
+    out: dict[str, list[Path]] = {"runs": [], "bandwidth": [], "gemm": [], "peaks": [],
+                                  "builds": []}
+    for di, dev in enumerate(devices):
+        for model in models:
+            last = dev == devices[-1] and model == "lenet5"
+            out["runs"].append(write_run(root, device=dev, model=model, backend="cpu",
+                                         kernel_ns=300_000 + 40_000 * di,
+                                         failed_reason="adb: offline" if last else None))
+            for ki, k in enumerate(kernels):
+                for backend, pl, tr, u in (("opencl", "resident", "copy", 20_000),
+                                           ("opencl_staged", "staged", "copy", 90_000),
+                                           ("opencl_staged_map", "staged", "map", 60_000)):
+                    out["runs"].append(write_run(
+                        root, device=dev, model=model, backend=backend, placement=pl,
+                        transfer=tr, kernel=k, kernel_ns=max(20_000, 200_000 - 30_000 * ki),
+                        unit_ns=u + 5_000 * di,
+                        max_abs_err=0.5 if (di, ki, backend) == (0, 0, "opencl_staged")
+                        else 1e-6))
+        out["bandwidth"].append(write_bandwidth_sweep(root, dev, copy_gbps=8.0 + 4 * di))
+        out["gemm"] += write_gemm_versions(root, dev, kernels)
+        out["peaks"].append(write_peaks(root, dev))
+        out["builds"].append(write_build(root, dev))
+    return out

@@ -48,7 +48,8 @@ def test_report_has_every_section_and_figure(completed_workspace: Path, tmp_path
     assert html.count("<h2") >= len(build.SECTIONS)
     for name in build.FIGURES:
         assert (out / "figures" / f"{name}.png").stat().st_size > 0, name
-        assert f"figures/{name}.png" in md
+        assert (out / "figures" / f"{name}.svg").stat().st_size > 0, name  # SVG beside PNG
+        assert f"figures/{name}.png" in md and f"figures/{name}.svg" in md
     assert "data:image/png;base64," in html  # self-contained
     for rid in IDS:
         assert rid.split(".")[0] in md
@@ -148,4 +149,4 @@ def test_hand_run_aggregate_and_report_rebuild_the_workflows(completed_workspace
                                       obj=t)
     assert (R / "report" / "report.md").read_text() == want_md
     assert {p.name for p in (R / "report" / "figures").iterdir()} == \
-        {f"{n}.png" for n in build.FIGURES}
+        {f"{n}.{ext}" for n in build.FIGURES for ext in ("png", "svg")}

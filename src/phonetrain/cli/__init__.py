@@ -1,7 +1,7 @@
 """The ``phonetrain`` console script: one click group, one subcommand per concept.
 
 Each subcommand is a thin wrapper: the work lives in the module it calls. ``study``: ``run``
-(one experiment), ``aggregate``, ``report``, ``trace``; ``devices``: ``devices``,
+(one experiment), ``aggregate``, ``report``, ``compare``, ``trace``; ``devices``: ``devices``,
 ``virtual-device``; ``info``: this host's OpenCL devices.
 """
 
@@ -19,6 +19,6 @@ def main() -> None:
 
 
 for command in (study.run_command, study.aggregate_command, study.report_command,
-                study.trace_command, devices.devices, devices.virtual_device,
+                study.compare_command, study.trace_command, devices.devices, devices.virtual_device,
                 info.info_command):
     main.add_command(command)

@@ -1,4 +1,5 @@
-"""``phonetrain run``, ``aggregate``, ``report`` and ``trace``: a study's stages by hand.
+"""``phonetrain run``, ``aggregate``, ``report``, ``compare`` and ``trace``: a study's stages by
+hand.
 
 ``run`` performs one experiment through the workflow's stages and files. ``aggregate`` and
 ``report`` compose the same config as the workflow (Hydra overrides as arguments) and call the
@@ -101,6 +102,27 @@ def report_command(overrides: tuple[str, ...], conf_dir: str | None,
     except (PhonetrainError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"{out['html']}\n{out['md']}")
+
+
+@click.command("compare")
+@click.argument("results_a", type=click.Path(file_okay=False))
+@click.argument("results_b", type=click.Path(file_okay=False))
+def compare_command(results_a: str, results_b: str) -> None:
+    """Set two results folders side by side (two phones, two branches): for every run and GEMM
+    shape measured in both, A's and B's median with its interval, B / A, the verdict (faster,
+    slower, no difference) and the source files that differ. Reads RESULTS/summary/*.parquet
+    (run `phonetrain aggregate` there first)."""
+    from phonetrain.layout import Layout
+    from phonetrain.report import load_tables
+    from phonetrain.report.changes import compare, text_table
+    try:
+        a, b = (load_tables(Layout(r).summary_dir()) for r in (results_a, results_b))
+        changes = compare(a, b)
+    except (PhonetrainError, FileNotFoundError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"A = {results_a}, B = {results_b}; medians in ms (runs: iteration time, host "
+               "clock, [interval]; GEMM: kernel time)")
+    click.echo(text_table(changes, "A", "B"))
 
 
 @click.command("trace")

@@ -111,34 +111,120 @@ def gemm_table(runs: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:
     return ok[RUN_KEY].join(s, how="inner")
 
 
+def interval(r: pd.Series | dict, ci: bool = True) -> tuple[float, float]:
+    """Takes one run row; returns the interval of its median iteration time in ms: the 95%
+    bootstrap confidence interval of the median (``iteration_ci_low_ms`` ..
+    ``iteration_ci_high_ms``) when ``ci`` and both ends are recorded, else the interquartile
+    range (``iteration_p25_ms`` .. ``iteration_p75_ms``); (nan, nan) when neither is."""
+    pairs = [("iteration_p25_ms", "iteration_p75_ms")]
+    if ci:
+        pairs.insert(0, ("iteration_ci_low_ms", "iteration_ci_high_ms"))
+    for lo, hi in pairs:
+        a, b = r.get(lo), r.get(hi)
+        if a is not None and b is not None and pd.notna(a) and pd.notna(b):
+            return float(a), float(b)
+    return float("nan"), float("nan")
+
+
+def has_ci(r: pd.Series | dict) -> bool:
+    """True when the run row records the confidence interval of its median iteration time."""
+    return all(r.get(c) is not None and pd.notna(r.get(c))
+               for c in ("iteration_ci_low_ms", "iteration_ci_high_ms"))
+
+
+def interval_name(*rows: pd.Series | dict) -> str:
+    """The interval :func:`within_noise` compares for these rows: ``95% CI`` when every row
+    has one, else ``IQR``."""
+    return "95% CI" if all(has_ci(r) for r in rows) else "IQR"
+
+
 def within_noise(a: pd.Series | dict, b: pd.Series | dict) -> bool:
-    """Takes two run rows (``iteration_p25_ms``, ``iteration_p75_ms``); returns True when
-    their iteration interquartile ranges overlap, so their difference is within the
-    run-to-run spread and reads as neither speedup nor slowdown (the report's rule); False
-    when either range is missing."""
-    lo = ("iteration_p25_ms", "iteration_p75_ms")
-    if any(pd.isna(x[c]) for x in (a, b) for c in lo):
+    """Takes two run rows; returns True when the intervals of their median iteration times
+    overlap, so their difference reads as "no difference" (the report's rule). The intervals
+    are the 95% confidence intervals of the median when both rows record one, else both
+    rows' interquartile ranges (:func:`interval`). False when an interval is missing."""
+    ci = has_ci(a) and has_ci(b)
+    (alo, ahi), (blo, bhi) = interval(a, ci), interval(b, ci)
+    if any(np.isnan(x) for x in (alo, ahi, blo, bhi)):
         return False
-    return bool(a[lo[0]] <= b[lo[1]] and b[lo[0]] <= a[lo[1]])
+    return bool(alo <= bhi and blo <= ahi)
 
 
-def zero_copy(bw: pd.DataFrame, ratio: float = 2.0, min_span: int = 256) -> pd.Series:
-    """Transfer kinds whose time does not grow with size, where GB/s means nothing.
+def ratio_interval(a: pd.Series | dict, b: pd.Series | dict) -> tuple[float, float]:
+    """The interval of the ratio of two runs' median iteration times a / b from their
+    intervals (:func:`interval`, CI when both have one): (a_low / b_high, a_high / b_low),
+    the widest ratio the two intervals allow; (nan, nan) when one is missing."""
+    ci = has_ci(a) and has_ci(b)
+    (alo, ahi), (blo, bhi) = interval(a, ci), interval(b, ci)
+    if any(np.isnan(x) for x in (alo, ahi, blo, bhi)) or blo <= 0 or bhi <= 0:
+        return float("nan"), float("nan")
+    return alo / bhi, ahi / blo
 
-    Takes bandwidth.parquet (``device``, ``kind``, ``size_bytes``, ``host_ns``); returns a
-    float Series indexed by (device, kind): the median host-timed microseconds per call, for
-    each kind judged zero-copy, i.e. whose host time at the largest size is below ``ratio`` x
-    its time at the smallest. Kinds whose time grows are absent. Only sweeps whose sizes span
-    at least ``min_span`` x are judged: over a short sweep of small sizes a real copy's time
-    is all call overhead and looks constant too. The defaults (2x, 256x) are this report's
-    thresholds, not a published rule."""
-    out = {}
-    for key, g in bw.dropna(subset=["host_ns"]).groupby(["device", "kind"]):
+
+def transfer_reference_gbps(bw: pd.DataFrame, peaks: pd.DataFrame, device: str,
+                            kind: str) -> float:
+    """The bandwidth a real copy of ``kind`` would run at on ``device``, in GB/s: for ``d2d``
+    the device memory's (the best of its event-timed d2d rate and the peaks table's read
+    bandwidth), for host<->device kinds the best event-timed h2d/d2h rate of its sweep. The
+    fastest plausible copy grows least with size, so judging zero-copy against it is the
+    cautious choice. nan when the device has no such measurement."""
+    d = bw[bw["device"] == device]
+    kinds = ("d2d",) if kind == "d2d" else ("h2d", "d2h")
+    vals = list(d.loc[d["kind"].isin(kinds), "device_gbps"].dropna())
+    if kind == "d2d" and peaks is not None and len(peaks):
+        vals.append(bandwidth_peak(peaks, device))
+    vals = [v for v in vals if pd.notna(v) and v > 0]
+    return float(max(vals)) if vals else float("nan")
+
+
+def transfer_time_classes(bw: pd.DataFrame, peaks: pd.DataFrame | None = None,
+                          ratio: float = 2.0) -> pd.DataFrame:
+    """How each (device, transfer kind) sweep's time behaves with size.
+
+    Takes bandwidth.parquet (``device``, ``kind``, ``size_bytes``, ``host_ns``,
+    ``device_gbps``) and peaks.parquet; returns one row per (device, kind) with
+    ``flat`` (host time at the largest size below ``ratio`` x that at the smallest),
+    ``reference_gbps`` (:func:`transfer_reference_gbps`), ``copy_growth_us`` (how much a copy
+    at that bandwidth would have grown over the sweep: (largest - smallest size) / bandwidth),
+    ``call_us`` (median host-timed microseconds per call), ``max_bytes`` and ``cls``:
+
+    - ``zero-copy``: flat, where a copy at the reference bandwidth would have grown by at
+      least (ratio - 1) x the time at the smallest size: the transfer moves no bytes;
+    - ``overhead-bound``: flat, but a copy at the reference bandwidth would have stayed
+      inside the call overhead over this sweep (e.g. device-to-device copies of up to 16 MiB
+      at 4 TB/s take 4 us beside 20 us of launch overhead): the sweep cannot tell, and the
+      GB/s it shows is a lower bound set by the overhead;
+    - ``undetermined``: flat, with no measured bandwidth to judge against;
+    - ``copy``: the time grows with size.
+
+    ``ratio`` (2x) is this report's threshold, not a published rule."""
+    rows = []
+    for (dev, kind), g in bw.dropna(subset=["host_ns"]).groupby(["device", "kind"]):
         g = g.sort_values("size_bytes")
-        span = g["size_bytes"].iloc[-1] / max(int(g["size_bytes"].iloc[0]), 1)
-        if span >= min_span and g["host_ns"].iloc[-1] < ratio * g["host_ns"].iloc[0]:
-            out[key] = float(g["host_ns"].median()) / 1e3
-    return pd.Series(out, dtype=float)
+        t0, t1 = float(g["host_ns"].iloc[0]) / 1e3, float(g["host_ns"].iloc[-1]) / 1e3
+        s0, s1 = int(g["size_bytes"].iloc[0]), int(g["size_bytes"].iloc[-1])
+        ref = transfer_reference_gbps(bw, peaks, dev, kind)
+        growth = (s1 - s0) / (ref * 1e3) if ref == ref else float("nan")  # bytes / (GB/s) -> us
+        flat = t1 < ratio * t0
+        cls = ("copy" if not flat else "undetermined" if growth != growth else
+               "zero-copy" if growth >= (ratio - 1) * t0 else "overhead-bound")
+        rows.append({"device": dev, "kind": kind, "flat": flat, "reference_gbps": ref,
+                     "copy_growth_us": growth, "call_us": float(g["host_ns"].median()) / 1e3,
+                     "max_bytes": s1, "cls": cls})
+    return pd.DataFrame(rows, columns=["device", "kind", "flat", "reference_gbps",
+                                       "copy_growth_us", "call_us", "max_bytes", "cls"])
+
+
+def zero_copy(bw: pd.DataFrame, peaks: pd.DataFrame | None = None,
+              ratio: float = 2.0) -> pd.Series:
+    """Transfer kinds judged zero-copy by :func:`transfer_time_classes`, where GB/s means
+    nothing: a float Series indexed by (device, kind), the median host-timed microseconds
+    per call. Kinds that grow with size, or stay flat only because the sweep ends inside the
+    call overhead, or cannot be judged, are absent."""
+    c = transfer_time_classes(bw, peaks, ratio)
+    c = c[c["cls"] == "zero-copy"]
+    return pd.Series(c["call_us"].to_numpy(), index=pd.MultiIndex.from_frame(
+        c[["device", "kind"]]) if len(c) else None, dtype=float)
 
 
 def gemm_sweep(gemm: pd.DataFrame) -> pd.DataFrame:

@@ -6,11 +6,18 @@ and renders the Jinja2 templates in ``templates/``. The HTML inlines its CSS and
 (base64 data URIs) so it opens anywhere as one file; the Markdown links
 ``figures/<name>.<fmt>``.
 
-Rules the report keeps: only ``ok`` runs show speeds; ``wrong`` runs (verification failed)
-are listed with their error, never with a speed; ``failed`` runs are listed as missing with
-their reason; ``skipped`` runs (the device lacks a library the kernel version needs: CLBlast,
-image support) are listed beside them with their reason, never with a speed; runs measured
-under different settings (warm-up, iterations, threads, repeats) are flagged.
+The first screen is the at-a-glance table per device (:mod:`phonetrain.report.glance`); then
+what changed since the last study (:mod:`phonetrain.report.changes`), the guidelines, figures
+and the tables behind them.
+
+Rules the report keeps: only ``ok`` runs show speeds in guidelines; ``wrong`` runs (verification
+failed) are listed with their error, never with a speed; ``unstable`` runs (measured under
+contention or with too wide an interval) are listed with their reason and conditions and kept
+out of guidelines; ``failed`` runs are listed as missing with their reason; ``skipped`` runs
+(the device lacks a library the kernel version needs: CLBlast, image support) are listed beside
+them with their reason, never with a speed; runs measured under different settings (warm-up,
+iterations, threads, repeats) are flagged; figures summed from commands shorter than the timer
+resolution say so.
 """
 
 from __future__ import annotations
@@ -23,24 +30,32 @@ from typing import Any, Mapping
 import jinja2
 import pandas as pd
 
+import phonetrain.report.changes as changes
 import phonetrain.report.figures as figures
 import phonetrain.report.findings as findings
+import phonetrain.report.glance as glance
+import phonetrain.report.wording as w
 from phonetrain.io import write_text
-from phonetrain.report.analysis import gemm_table, run_label, several_devices, zero_copy
+from phonetrain.report.analysis import (gemm_table, interval, interval_name, run_label,
+                                        several_devices, transfer_time_classes)
 from phonetrain.report.paper import ANCHORS, CITATION
 from phonetrain.results import schema
 
 TEMPLATES = Path(__file__).parent / "templates"
 FIGURES = {  # name -> title; file figures/<name>.<fmt>; rules/captions/<name>.rst
-    "iteration_time": "Iteration time, CPU vs OpenCL device, per model and placement",
-    "breakdown": "Data-movement breakdown per run",
-    "gemm_gflops": "GEMM throughput inside training",
-    "gemm_kernels": "GEMM kernel versions vs the device's peak (roofline)",
-    "bandwidth": "Bandwidth vs transfer size (zero-copy kinds: time per call, no GB/s)",
-    "loss": "Loss curves",
+    "iteration_time": "Iteration time per device and model, CPU vs OpenCL, with intervals",
+    "breakdown": "Where an iteration goes, per device and run",
+    "gemm_gflops": "GEMM throughput inside training, per device",
+    "gemm_kernels": "GEMM kernel versions vs the device's measured peaks (roofline)",
+    "bandwidth": "Transfers per device: GB/s of copies, time per call of every kind",
+    "loss": "Loss curves per device and model",
 }
-SECTIONS = ("summary", "guidelines", "figures", "runs", "not-valid", "missing", "builds",
-            "bandwidth", "provenance", "method")
+SECTIONS = ("at-a-glance", "summary", "since-last-study", "guidelines", "figures", "runs",
+            "unstable", "not-valid", "missing", "builds", "bandwidth", "provenance", "method")
+STATUS_WORDS = {"ok": "verified", "wrong": "failed verification (speeds not valid)",
+                "failed": "missing (job failed)", "skipped": "skipped (device lacks a library)",
+                "unstable": "unstable (kept out of guidelines)"}
+OTHER_FORMAT = {"png": "svg", "svg": "png"}
 
 
 def load_tables(summary_dir: str | Path) -> dict[str, pd.DataFrame]:
@@ -71,29 +86,39 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
     return "" if x is None or pd.isna(x) else format(x, spec)
 
 
+def _flag(r: pd.Series, col: str) -> bool | None:
+    v = r.get(col)
+    return None if v is None or pd.isna(v) else bool(v)
+
+
 def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
     """Takes runs.parquet and :func:`~phonetrain.report.analysis.gemm_table` (indexed by
     ``run_id``); returns one dict of display strings per run, sorted by model, device,
     placement, transfer and kernel: ``run_id``, ``label`` (naming the device when the runs
     come from several), ``model``, ``status``, ``reason`` (last 4000 characters), ``verify``
-    (max abs error), ``loss`` (first -> last), and the speeds, filled only for ``ok`` runs:
-    ``iteration`` (median [p25-p75] ms, else "not valid"), ``kernel``, ``transfer``,
-    ``gaps`` (ms), ``movement`` (data-movement share by events / with call overhead) and
-    ``gemm_gflops``."""
+    (max abs error), ``loss`` (first -> last), ``conditions`` (load, other processes' CPU
+    share, OpenMP wait policy, clocks and temperatures where recorded), and the speeds, filled
+    for ``ok`` and ``unstable`` runs: ``iteration`` (median [95% CI, else IQR] ms, else "not
+    valid"), ``kernel``, ``transfer``, ``gaps`` (ms; sums of commands below the timer
+    resolution marked as upper bounds), ``movement`` (data-movement share by device events /
+    by call time; CPU-backend runs move no data: ``- (CPU)``) and ``gemm_gflops``."""
     rows = []
     dev = several_devices(runs)
     order = ["model", "device", "placement", "transfer", "kernel"]
     for _, r in runs.sort_values(order, na_position="first").iterrows():
-        ok = r["status"] == "ok"
-        g = gemm["gemm_gflops"].get(r["run_id"]) if ok and len(gemm) else None
+        timed = r["status"] in ("ok", "unstable")
+        g = gemm["gemm_gflops"].get(r["run_id"]) if timed and len(gemm) else None
+        tb, kb = _flag(r, "transfer_below_resolution"), _flag(r, "kernel_below_resolution")
+        cpu = r["placement"] in (None, "none", "") or pd.isna(r["placement"])
         speed = {
-            "iteration": (f"{_fmt(r['iteration_median_ms'])} [{_fmt(r['iteration_p25_ms'])}-"
-                          f"{_fmt(r['iteration_p75_ms'])}]") if ok else "not valid",
-            "kernel": _fmt(r["kernel_ms"]) if ok else "",
-            "transfer": _fmt(r["transfer_ms"]) if ok else "",
-            "gaps": _fmt(r["gap_ms"]) if ok else "",
-            "movement": (f"{_fmt(r['data_movement_share'], '.1%')} / "
-                         f"{_fmt(r['data_movement_call_share'], '.1%')}") if ok else "",
+            "iteration": (w.ms_interval(r["iteration_median_ms"], *interval(r))
+                          if timed else "not valid"),
+            "kernel": w.ms(r["kernel_ms"], kb) if timed else "",
+            "transfer": "" if not timed else "- (CPU)" if cpu else w.ms(r["transfer_ms"], tb),
+            "gaps": w.ms(r["gap_ms"]) if timed else "",
+            "movement": "" if not timed else "- (CPU)" if cpu else (
+                f"{w.pct(r['data_movement_share'], tb)} / "
+                f"{w.pct(r['data_movement_call_share'], tb)}"),
             "gemm_gflops": _fmt(g),
         }
         rows.append({"run_id": r["run_id"], "label": run_label(r, dev),
@@ -101,7 +126,8 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
                      "status": r["status"], "reason": _str(r["status_reason"])[-4000:],
                      "verify": _fmt(r["verify_max_abs_err"]),
                      "loss": f"{_fmt(r['loss_first'])} -> {_fmt(r['loss_last'])}"
-                     if pd.notna(r["loss_first"]) else "", **speed})
+                     if pd.notna(r["loss_first"]) else "",
+                     "conditions": w.conditions(r), **speed})
     return rows
 
 
@@ -143,14 +169,14 @@ def provenance(tables: dict[str, pd.DataFrame]) -> list[dict[str, str]]:
 def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi: int = 120,
                  paper_reference: bool = True) -> dict[str, Path]:
     """Takes the tables of :func:`load_tables`; writes every figure of :data:`FIGURES` to its
-    path in ``paths`` (the suffix picks PNG or SVG) with :mod:`phonetrain.report.figures`;
-    returns name -> path."""
+    path in ``paths`` (the suffix picks PNG or SVG; the other format is written beside it)
+    with :mod:`phonetrain.report.figures`; returns name -> path."""
     runs, it, cmds = tables["runs"], tables["iterations"], tables["commands"]
     p = dict(paths)
     figures.iteration_time(runs, p["iteration_time"], dpi)
     figures.breakdown(runs, it, p["breakdown"], dpi, paper_reference=paper_reference)
     figures.gemm_gflops(runs, cmds, p["gemm_gflops"], dpi, paper_reference=paper_reference)
-    figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi)
+    figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi, tables["peaks"])
     figures.gemm_kernels(tables["gemm"], tables["peaks"], p["gemm_kernels"], dpi)
     figures.loss_curves(runs, it, p["loss"], dpi)
     return p
@@ -171,53 +197,85 @@ def _data_uri(path: Path) -> str:
     return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
 
 
+def counts(runs: pd.DataFrame) -> list[dict[str, Any]]:
+    """Takes runs.parquet; returns one dict per run status of
+    :data:`phonetrain.results.schema.STATUSES`: ``status``, ``n`` and ``words`` (what it
+    means), in that order."""
+    c = runs["status"].value_counts()
+    return [{"status": st, "n": int(c.get(st, 0)), "words": STATUS_WORDS[st]}
+            for st in schema.STATUSES]
+
+
 def context(tables: dict[str, pd.DataFrame], *, title: str,
             paper_reference: bool = True) -> dict[str, Any]:
     """Takes the tables of :func:`load_tables`; returns everything the templates render
-    except ``facts`` and ``figures``: counts per status, the findings, the run rows of
-    :func:`run_rows` split by status, builds, the bandwidth table (each device and kind at
-    its peak host-timed GB/s), settings notes, provenance and OpenCL devices."""
+    except ``facts`` and ``figures``: the at-a-glance tables, counts per status, what changed
+    since the last study, the findings, the run rows of :func:`run_rows` split by status, the
+    unstable runs, builds (with whether the binary came from a cache), the bandwidth table
+    (each device and kind: its time-vs-size behaviour, peak host-timed GB/s where it copies),
+    settings notes, provenance and OpenCL devices."""
     runs = tables["runs"]
     gemm = gemm_table(runs, tables["commands"])
     rows = run_rows(runs, gemm)
-    builds = tables["builds"]
-    bw = tables["bandwidth"]
-    peaks = (bw.loc[bw.groupby(["device", "kind"])["host_gbps"].idxmax()] if len(bw) else bw)
-    zc = zero_copy(bw) if len(bw) else pd.Series(dtype=float)
-    counts = runs["status"].value_counts()
+    n_change, since = changes.since_last_study(tables["history"])
+    by = {c["status"]: c["n"] for c in counts(runs)}
+    intervals = {interval_name(r) for _, r in runs[runs["status"] == "ok"].iterrows()}
     return {
         "title": title, "citation": CITATION, "paper_reference": paper_reference,
         "anchors": list(ANCHORS.values()), "sections": SECTIONS,
-        "n_runs": len(runs), "n_ok": int(counts.get("ok", 0)),
-        "n_wrong": int(counts.get("wrong", 0)), "n_failed": int(counts.get("failed", 0)),
-        "n_skipped": int(counts.get("skipped", 0)),
+        "glance": glance.at_a_glance(tables), "counts": counts(runs),
+        "contention": glance.contention_note(runs),
+        "n_runs": len(runs), "n_ok": by["ok"], "n_wrong": by["wrong"],
+        "n_failed": by["failed"], "n_skipped": by["skipped"], "n_unstable": by["unstable"],
         "devices": sorted(runs["device"].unique()), "models": sorted(runs["model"].unique()),
         "findings": findings.all_findings(tables),
         "caveat": findings.opencl_on_cpu(runs),
+        "since": since, "since_n": n_change,
+        "interval_names": " or ".join(sorted(intervals)) or "IQR",
         "runs": [r for r in rows if r["status"] not in ("failed", "skipped")],
+        "unstable": findings.unstable_runs(runs),
         "wrong": [r for r in rows if r["status"] == "wrong"],
         "missing": [r for r in rows if r["status"] == "failed"],
         "skipped": [r for r in rows if r["status"] == "skipped"],
-        "builds": [{"device": b["device"], "kernel": b["kernel"], "program": b["program"],
-                    "status": b["status"], "build_ms": _fmt(b["build_ms"]),
-                    "binary_size_bytes": _fmt(b["binary_size_bytes"], ".0f"),
-                    "log": _str(b["log"])[-2000:]} for _, b in builds.iterrows()],
-        "bandwidth": [_bandwidth_row(r, zc) for _, r in peaks.iterrows()],
+        "builds": [_build_row(b) for _, b in tables["builds"].iterrows()],
+        "bandwidth": bandwidth_rows(tables["bandwidth"], tables["peaks"]),
         "settings_notes": settings_notes(runs), "provenance": provenance(tables),
         "opencl_devices": opencl_devices(runs),
     }
 
 
-def _bandwidth_row(r: pd.Series, zc: pd.Series) -> dict[str, str]:
-    """One row of the report's bandwidth table from a bandwidth.parquet row and
-    :func:`~phonetrain.report.analysis.zero_copy`'s result; a zero-copy kind shows its
-    constant time per call instead of a meaningless GB/s."""
-    row = {"device": r["device"], "kind": r["kind"], "host_gbps": _fmt(r["host_gbps"]),
-           "device_gbps": _fmt(r["device_gbps"]), "size_bytes": int(r["size_bytes"])}
-    if (r["device"], r["kind"]) in zc.index:
-        row["host_gbps"] = f"zero-copy: ~{zc[(r['device'], r['kind'])]:.3g} us per call"
-        row["device_gbps"] = "n/a (time constant over sizes)"
-    return row
+def _build_row(b: pd.Series) -> dict[str, str]:
+    """One row of the kernel builds table; a build served from the OpenCL implementation's
+    cache (``cached``) says so, since its time and size are not a compile's."""
+    cached = _flag(b, "cached")
+    return {"device": b["device"], "kernel": b["kernel"], "program": b["program"],
+            "status": b["status"], "build_ms": _fmt(b["build_ms"]),
+            "binary_size_bytes": _fmt(b["binary_size_bytes"], ".0f"),
+            "cached": {True: "yes: from the implementation's cache (not a compile's time "
+                             "and size)", False: "no (compiled)"}.get(cached, "not recorded"),
+            "log": _str(b["log"])[-2000:]}
+
+
+def bandwidth_rows(bw: pd.DataFrame, peaks: pd.DataFrame) -> list[dict[str, str]]:
+    """Takes bandwidth.parquet and peaks.parquet; returns one row per device and kind: its
+    time-vs-size class (:func:`~phonetrain.report.analysis.transfer_time_classes`), and for
+    kinds that copy the peak host-timed GB/s, the event-timed GB/s at that size and the size;
+    a zero-copy or overhead-bound kind shows its time per call instead of a GB/s figure."""
+    if bw.empty:
+        return []
+    cls = transfer_time_classes(bw, peaks).set_index(["device", "kind"])
+    out = []
+    for (dev, kind), g in bw.dropna(subset=["host_gbps"]).groupby(["device", "kind"]):
+        c = cls.loc[(dev, kind)]
+        r = g.loc[g["host_gbps"].idxmax()]
+        row = {"device": dev, "kind": kind, "behaviour": c["cls"],
+               "host_gbps": _fmt(r["host_gbps"]), "device_gbps": _fmt(r["device_gbps"]),
+               "size_bytes": str(int(r["size_bytes"]))}
+        if c["cls"] != "copy":
+            row.update(host_gbps=f"~{c['call_us']:.3g} us per call (no GB/s)",
+                       device_gbps="n/a", size_bytes=f"up to {int(c['max_bytes'])}")
+        out.append(row)
+    return out
 
 
 def build_report(summary_dir: str | Path, outputs: Mapping[str, str | Path], *,
@@ -230,9 +288,11 @@ def build_report(summary_dir: str | Path, outputs: Mapping[str, str | Path], *,
 
     ``title`` heads the report; ``paper_reference`` draws and quotes the seed paper's figures
     (:mod:`phonetrain.report.paper`); ``figure_format`` is ``png`` or ``svg`` (the figure
-    paths' suffix), ``dpi`` its resolution; ``facts`` holds one dict per device with
+    paths' suffix; every figure is also written in the other format beside it,
+    :func:`alt_figure`), ``dpi`` the PNG's resolution; ``facts`` holds one dict per device with
     ``device``, ``soc``, ``gpu``, ``peak_gflops`` and ``bandwidth_gbps`` (datasheet figures;
-    absent or null keys print "unknown"). Returns ``{"html", "md", <figure name>...}`` -> path.
+    absent or null keys print "unknown"). Returns ``{"html", "md", <figure name>...,
+    <figure name>_alt...}`` -> path.
     Raises :class:`FileNotFoundError` / :class:`phonetrain.results.schema.SchemaError` for
     missing or stale tables, naming the file, and ValueError for a bad format or a missing
     output path."""
@@ -252,10 +312,18 @@ def build_report(summary_dir: str | Path, outputs: Mapping[str, str | Path], *,
                              lstrip_blocks=True,
                              autoescape=jinja2.select_autoescape(("html.j2",)))
     env.filters["cell"] = md_cell
+    rel = lambda p: os.path.relpath(p, md_path.parent).replace(os.sep, "/")  # noqa: E731
     html_figs = [{"name": n, "title": FIGURES[n], "src": _data_uri(p)} for n, p in figs.items()]
-    md_figs = [{"name": n, "title": FIGURES[n],
-                "src": os.path.relpath(p, md_path.parent).replace(os.sep, "/")}
-               for n, p in figs.items()]
+    md_figs = [{"name": n, "title": FIGURES[n], "src": rel(p), "alt": rel(alt_figure(p)),
+                "alt_format": OTHER_FORMAT[figure_format]} for n, p in figs.items()]
     write_text(html_path, env.get_template("report.html.j2").render(**ctx, figures=html_figs))
     write_text(md_path, env.get_template("report.md.j2").render(**ctx, figures=md_figs))
-    return {"html": html_path, "md": md_path, **figs}
+    return {"html": html_path, "md": md_path, **figs,
+            **{f"{n}_alt": alt_figure(p) for n, p in figs.items()}}
+
+
+def alt_figure(path: str | Path) -> Path:
+    """The figure file written beside ``path`` in the other format (SVG beside PNG, PNG
+    beside SVG)."""
+    path = Path(path)
+    return path.with_suffix("." + OTHER_FORMAT[path.suffix.lstrip(".")])

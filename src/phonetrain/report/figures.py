@@ -1,13 +1,20 @@
 """The report's figures, drawn with matplotlib (Agg) from the Parquet tables.
 
 Every function takes DataFrames as read by :func:`phonetrain.results.schema.read_table`, a
-``path`` and a ``dpi``, writes one figure file there (format from the suffix) and returns its
-path. A figure is always written (with a "no data" note when its table is empty) so the
-report and Snakemake's ``report()`` outputs are stable. Only runs with status ``ok`` are drawn
-as speeds; ``wrong`` runs appear as a marked empty slot, ``failed`` runs as "missing",
-``skipped`` runs (device lacks a library) as "skipped". Paper reference lines are labelled
-with their provenance (see :mod:`phonetrain.report.paper`). The numbers drawn come from
-:mod:`phonetrain.report.analysis`.
+``path`` and a ``dpi``, writes one figure file there (format from the suffix) and the same
+figure in the other format beside it (SVG beside PNG), and returns its path. A figure is
+always written (with a "no data" note when its table is empty) so the report and Snakemake's
+``report()`` outputs are stable.
+
+Layout rules, so a figure stays legible from one device to eight and with up to ten kernel
+versions: small multiples, one panel (or one row of panels) per device, each sized by what it
+holds; bars horizontal, so labels sit on their own rows and never overlap; value labels inside
+a margin the axes reserve for them; legends outside the data (below the panels or to their
+right), with entries only for what is drawn. Only runs with status ``ok`` are drawn as speeds;
+``unstable`` runs as hatched grey bars marked so, ``wrong`` runs as "verification failed",
+``failed`` runs as "missing", ``skipped`` runs (device lacks a library) as "skipped". Paper
+reference lines are labelled with their provenance (see :mod:`phonetrain.report.paper`). The
+numbers drawn come from :mod:`phonetrain.report.analysis`.
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ import pandas as pd  # noqa: E402
 
 from phonetrain.report.analysis import (  # noqa: E402
     CPU_KERNEL, SEGMENTS, bandwidth_peak, breakdown_frame, compute_peak, gemm_sweep,
-    gemm_table, intensity, is_cpu, opencl_label, roofline, run_label, several_devices,
-    zero_copy)
+    gemm_table, intensity, interval, is_cpu, opencl_label, roofline, run_label,
+    transfer_time_classes)
 from phonetrain.report.paper import ANCHORS  # noqa: E402
 
 SEGMENT_COLORS = {  # breakdown figure: reds for data movement, blue kernels, greys the rest
@@ -33,19 +40,30 @@ SEGMENT_COLORS = {  # breakdown figure: reds for data movement, blue kernels, gr
     "host_copy_ms": "#bcbd22", "transfer_overhead_ms": "#f7b6d2", "kernel_ms": "#1f77b4",
     "host_other_ms": "#7f7f7f", "other_gap_ms": "#c7c7c7",
 }
+CPU_COLOR, CL_COLOR = "#2ca02c", "#1f77b4"
+MARKERS = "osD^v<>PX*"   # with the ten tab10 colours: ten kernel versions stay distinct
+BAR_IN = 0.26            # inches per horizontal bar
+NOT_OK = {"wrong": "verification failed", "skipped": "skipped (no library)",
+          "failed": "missing (failed)"}
 
 
 def _save(fig: plt.Figure, path: Path, dpi: int) -> Path:
-    """Write ``fig`` to ``path`` atomically (temp file in the same folder, then rename), close
-    it and return ``path``."""
+    """Write ``fig`` to ``path`` and, in the other format, beside it (SVG beside PNG, PNG
+    beside SVG), each atomically (temp file in the same folder, then rename); close it and
+    return ``path``."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    other = path.with_suffix({".png": ".svg", ".svg": ".png"}[path.suffix])
     try:
-        fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
-        tmp.replace(path)
+        for out in (path, other):
+            tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp{out.suffix}")
+            try:
+                fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+                tmp.replace(out)
+            finally:
+                tmp.unlink(missing_ok=True)
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -57,194 +75,297 @@ def _no_data(path: Path, dpi: int, what: str) -> Path:
     return _save(fig, path, dpi)
 
 
+def _panels(heights: list[float], ncols: int = 1,
+            width: float = 9.0) -> tuple[plt.Figure, np.ndarray]:
+    """A figure of ``len(heights)`` rows x ``ncols`` panels, row i ``heights[i]`` inches
+    tall plus room for its title and axis labels, laid out by matplotlib's constrained layout
+    (nothing overlaps; legends placed ``outside`` get their own room); axes as a 2-D array."""
+    fig, axes = plt.subplots(len(heights), ncols, squeeze=False, layout="constrained",
+                             figsize=(width, sum(heights) + 0.9 * len(heights) + 0.8),
+                             gridspec_kw={"height_ratios": heights})
+    return fig, axes
+
+
+def _legend_below(fig: plt.Figure, handles, labels, ncol: int = 3) -> None:
+    """One legend for the whole figure, below the panels (outside every axes)."""
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8,
+                   frameon=False)
+
+
+def _log_ticks(axis) -> None:
+    """Log-axis ticks at 1, 2 and 5 per decade, written as plain numbers."""
+    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def _hbars(ax: plt.Axes, sub: pd.DataFrame, log: bool = True) -> None:
+    """Median iteration time of each run of ``sub`` as a horizontal bar with its interval
+    (:func:`~phonetrain.report.analysis.interval`) as whiskers, the median written at the
+    whisker's end inside a margin the x-axis reserves; runs without a valid speed get a
+    marked empty row."""
+    y = np.arange(len(sub))
+    top = []
+    cpu = is_cpu(sub).to_numpy()
+    for yi, (_, r) in zip(y, sub.iterrows()):
+        med = r["iteration_median_ms"]
+        if r["status"] in ("ok", "unstable") and pd.notna(med):
+            lo, hi = interval(r)
+            lo, hi = (med, med) if np.isnan(lo) else (lo, hi)
+            unstable = r["status"] == "unstable"
+            ax.barh(yi, med, color="#bbbbbb" if unstable else
+                    (CPU_COLOR if cpu[yi] else CL_COLOR),
+                    hatch="//" if unstable else None, height=0.7, zorder=2,
+                    xerr=[[med - lo], [hi - med]], capsize=2, ecolor="#444")
+            ax.text(hi * (1.08 if log else 1.02), yi,
+                    f"{med:.3g} ms" + (" (unstable)" if unstable else ""),
+                    va="center", ha="left", fontsize=7)
+            top.append(hi)
+        else:
+            ax.text(0.01, yi, NOT_OK.get(r["status"], r["status"]), va="center",
+                    ha="left", color="#d62728", fontsize=7, transform=ax.get_yaxis_transform())
+    ax.set_yticks(y, [run_label(r, False) for _, r in sub.iterrows()], fontsize=7)
+    ax.set_ylim(len(sub) - 0.4, -0.6)
+    if top:
+        lo = min(sub.loc[sub["status"].isin(["ok", "unstable"]), "iteration_median_ms"].dropna())
+        if log:
+            ax.set_xscale("log")
+            ax.set_xlim(lo / 2, max(top) * 3.5)
+            _log_ticks(ax.xaxis)
+        else:
+            ax.set_xlim(0, max(top) * 1.5)
+
+
 def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
-    """Takes runs.parquet. Median iteration time (``iteration_median_ms``, log scale) with
-    IQR whiskers (``iteration_p25_ms``..``iteration_p75_ms``) per run, one panel per model;
-    wrong runs shown as 'verification failed', failed runs as 'missing', skipped runs as
-    'skipped (no library)'."""
+    """Takes runs.parquet. Median iteration time (``iteration_median_ms``, host clock, log
+    scale) with its interval as whiskers (95% CI of the median, else IQR) per run: one row
+    of panels per device, one panel per model; wrong runs shown as 'verification failed',
+    failed runs as 'missing', skipped runs as 'skipped (no library)', unstable runs hatched
+    grey."""
     if runs.empty:
         return _no_data(path, dpi, "no runs")
-    models = sorted(runs["model"].unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 4.2), squeeze=False)
-    dev = several_devices(runs)
-    for ax, model in zip(axes[0], models):
-        sub = runs[runs["model"] == model].sort_values(["device", "placement", "transfer",
-                                                        "kernel"], na_position="first")
-        labels = [run_label(r, dev) for _, r in sub.iterrows()]
-        x = np.arange(len(sub))
-        ok = (sub["status"] == "ok").to_numpy()
-        med = sub["iteration_median_ms"].to_numpy(dtype=float)
-        err = np.vstack([med - sub["iteration_p25_ms"].to_numpy(dtype=float),
-                         sub["iteration_p75_ms"].to_numpy(dtype=float) - med])
-        colors = ["#2ca02c" if c else "#1f77b4" for c in is_cpu(sub)]
-        ax.bar(x[ok], med[ok], yerr=err[:, ok], color=np.array(colors)[ok], capsize=3)
-        ax.set_yscale("log")
-        for xi, m in zip(x[ok], med[ok]):
-            ax.annotate(f"{m:.3g} ms", (xi, m), xytext=(0, 2), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=8)
-        for xi, (_, r) in zip(x, sub.iterrows()):
-            if r["status"] != "ok":
-                text = {"wrong": "verification failed",
-                        "skipped": "skipped (no library)"}.get(r["status"], "missing (failed)")
-                ax.text(xi, 0.02, text, rotation=90, ha="center", va="bottom", color="#d62728",
-                        transform=ax.get_xaxis_transform(), fontsize=8)
-        ax.set_xticks(x, labels, rotation=45, ha="right", fontsize=8)
-        ax.set_xlim(-0.6, len(sub) - 0.4)
-        ax.set_title(model)
-        ax.set_ylabel("iteration time, median [IQR] (ms)")
-    fig.suptitle(f"Training iteration time: CPU (green) vs {opencl_label(runs)} (blue)")
+    devices, models = sorted(runs["device"].unique()), sorted(runs["model"].unique())
+    order = ["placement", "transfer", "kernel"]
+    n = runs.groupby("device")["model"].value_counts().groupby("device").max()
+    fig, axes = _panels([max(1.2, BAR_IN * n[d]) for d in devices], len(models),
+                        width=max(7.0, 5.2 * len(models)))
+    for row, dev in zip(axes, devices):
+        for ax, model in zip(row, models):
+            sub = runs[(runs["device"] == dev) & (runs["model"] == model)]
+            sub = sub.sort_values(order, na_position="first")
+            ax.set_title(f"{dev}: {model}", fontsize=9)
+            if sub.empty:
+                ax.axis("off")
+                ax.text(0.5, 0.5, "no runs", ha="center", va="center", fontsize=8,
+                        transform=ax.transAxes)
+                continue
+            _hbars(ax, sub)
+            ax.set_xlabel("iteration time, ms (median, log)", fontsize=8)
+            ax.tick_params(axis="x", labelsize=7)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (CPU_COLOR, CL_COLOR)]
+    labels = ["CPU backend", opencl_label(runs)]
+    if (runs["status"] == "unstable").any():
+        handles.append(plt.Rectangle((0, 0), 1, 1, fc="#bbbbbb", hatch="//"))
+        labels.append("unstable (not used in guidelines)")
+    _legend_below(fig, handles, labels)
+    fig.suptitle("Training iteration time per device and model (whiskers: interval of the "
+                 "median)", fontsize=10)
     return _save(fig, path, dpi)
 
 
 def breakdown(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path, dpi: int = 120, *,
               paper_reference: bool = True) -> Path:
-    """Takes runs.parquet and iterations.parquet. Stacked horizontal bars per ok run: share
-    of the median iteration spent in each segment of
+    """Takes runs.parquet and iterations.parquet. Stacked horizontal bars per ok run, one
+    panel per device: share of the median iteration spent in each segment of
     :func:`~phonetrain.report.analysis.breakdown_frame` (data movement first), with the
     median wall ms at the bar's end and, when ``paper_reference``, the paper's ~91% data
-    movement (``ANCHORS["movement_share"]``)."""
+    movement (``ANCHORS["movement_share"]``). The legend lists only segments drawn."""
     df = breakdown_frame(runs, iterations)
     if df.empty:
         return _no_data(path, dpi, "no verified run with a trace")
-    df = df.sort_values(["model", "device", "placement", "transfer", "kernel"])
-    total = df[[c for c, _ in SEGMENTS]].sum(axis=1).replace(0, np.nan)
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(df) + 1.6))
-    y = np.arange(len(df))
-    left = np.zeros(len(df))
-    for col, label in SEGMENTS:
-        share = (df[col] / total).fillna(0).to_numpy()
-        ax.barh(y, share, left=left, color=SEGMENT_COLORS[col], label=label)
-        left += share
-    for yi, ms in zip(y, df["wall_ms"]):
-        ax.text(1.01, yi, f"{ms:.3g} ms", va="center", fontsize=8)
-    if paper_reference:
-        a = ANCHORS["movement_share"]
-        ax.axvline(a.low, color="k", ls="--", lw=1)
-        # Inside the axes, beside the line: above them it ran into the title.
-        ax.text(a.low - 0.005, 0.002, "paper: ~91% data movement", ha="right", va="bottom",
-                fontsize=8, transform=ax.get_xaxis_transform(),
-                bbox={"fc": "white", "ec": "none", "alpha": 0.85})
-    dev = several_devices(runs)
-    ax.set_yticks(y, [f"{m} | {run_label(r, dev)}" for m, (_, r) in
-                      zip(df["model"], df.iterrows())], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1.12)
-    ax.set_xlabel("share of the median measured iteration")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.1, 1.0))
-    ax.set_title("Where an iteration goes: data movement, kernels, host work, launch gaps",
-                 pad=14)
+    df = df.sort_values(["device", "model", "placement", "transfer", "kernel"])
+    cols = [c for c, _ in SEGMENTS]
+    drawn = [(c, lab) for c, lab in SEGMENTS if (df[c].fillna(0) > 0).any()]
+    devices = sorted(df["device"].unique())
+    fig, axes = _panels([max(0.9, BAR_IN * (df["device"] == d).sum()) for d in devices],
+                        width=9.5)
+    for ax, dev in zip(axes[:, 0], devices):
+        d = df[df["device"] == dev]
+        total = d[cols].sum(axis=1).replace(0, np.nan)
+        y = np.arange(len(d))
+        left = np.zeros(len(d))
+        for col, label in drawn:
+            share = (d[col] / total).fillna(0).to_numpy()
+            ax.barh(y, share, left=left, color=SEGMENT_COLORS[col], label=label, height=0.7)
+            left += share
+        for yi, ms in zip(y, d["wall_ms"]):
+            ax.text(1.02, yi, f"{ms:.3g} ms", va="center", fontsize=7)
+        if paper_reference:
+            ax.axvline(ANCHORS["movement_share"].low, color="k", ls="--", lw=1,
+                       label="paper: ~91% data movement")
+        ax.set_yticks(y, [f"{m} | {run_label(r, False)}" for m, (_, r) in
+                          zip(d["model"], d.iterrows())], fontsize=7)
+        ax.set_ylim(len(d) - 0.4, -0.6)
+        ax.set_xlim(0, 1.16)
+        ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0", "25%", "50%", "75%", "100%"],
+                      fontsize=7)
+        ax.set_title(dev, fontsize=9)
+        ax.set_xlabel("share of the median measured iteration (device events on the host "
+                      "clock; label: median iteration)", fontsize=8)
+    h, lab = axes[0, 0].get_legend_handles_labels()
+    _legend_below(fig, h, lab, ncol=4)
+    fig.suptitle("Where an iteration goes: data movement, kernels, host work, launch gaps",
+                 fontsize=10)
     return _save(fig, path, dpi)
 
 
-def bandwidth(bw: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
-    """Takes bandwidth.parquet. GB/s (1e9 B/s) vs transfer size (log2 bytes) per device and
-    kind: host-timed (solid, what a training step sees) and event-timed (dashed, the device's
-    view). Zero-copy kinds (:func:`~phonetrain.report.analysis.zero_copy`) get a legend entry
-    with their time per call instead of a curve."""
+def bandwidth(bw: pd.DataFrame, path: Path, dpi: int = 120,
+              peaks: pd.DataFrame | None = None) -> Path:
+    """Takes bandwidth.parquet (and peaks.parquet for the reference bandwidth of
+    :func:`~phonetrain.report.analysis.transfer_time_classes`). One row per device: left,
+    GB/s (1e9 B/s) vs transfer size of the kinds whose time grows with size, host-timed
+    (solid, what a training step sees) and event-timed (dashed); right, host-timed
+    microseconds per call vs size of every kind, labelled with its class (copy, zero-copy,
+    overhead-bound), so a kind with no meaningful GB/s still has a curve behind its entry."""
     if bw.empty:
         return _no_data(path, dpi, "no bandwidth sweep")
-    zc = zero_copy(bw)
-    fig, ax = plt.subplots(figsize=(7.5, 4.4))
-    for i, ((dev, kind), g) in enumerate(bw.sort_values("size_bytes").groupby(["device", "kind"])):
-        color = f"C{i % 10}"
-        if (dev, kind) in zc.index:  # time constant over sizes: a GB/s curve would mislead
-            ax.plot([], [], marker="x", ls="none", color=color,
-                    label=f"{dev} {kind}: zero-copy, ~{zc[(dev, kind)]:.3g} us per call "
-                          "regardless of size (no GB/s)")
-            continue
-        ax.plot(g["size_bytes"], g["host_gbps"], marker="o", ms=3, color=color,
-                label=f"{dev} {kind} (host-timed)")
-        ax.plot(g["size_bytes"], g["device_gbps"], ls="--", lw=1, color=color,
-                label=f"{dev} {kind} (event-timed)")
-    ax.set_xscale("log", base=2)
-    if len(zc) < bw.groupby(["device", "kind"]).ngroups:  # some GB/s curve was drawn
-        ax.set_yscale("log")
-    ax.set_xlabel("transfer size (bytes)")
-    ax.set_ylabel("bandwidth (GB/s, 1e9 B/s)")
-    ax.legend(fontsize=6, ncol=2)
-    ax.grid(alpha=0.3)
-    ax.set_title("Host <-> device transfer bandwidth")
+    cls = transfer_time_classes(bw, peaks).set_index(["device", "kind"])
+    devices = sorted(bw["device"].unique())
+    fig, axes = _panels([2.8] * len(devices), 2, width=12.5)
+    for (gax, tax), dev in zip(axes, devices):
+        d = bw[bw["device"] == dev].sort_values("size_bytes")
+        for i, (kind, g) in enumerate(d.groupby("kind")):
+            color, c = f"C{i % 10}", cls.loc[(dev, kind), "cls"]
+            if c == "copy":
+                gax.plot(g["size_bytes"], g["host_gbps"], marker="o", ms=3, color=color,
+                         label=f"{kind} (host clock)")
+                gax.plot(g["size_bytes"], g["device_gbps"], ls="--", lw=1, color=color,
+                         label=f"{kind} (device events)")
+            tax.plot(g["size_bytes"], g["host_ns"] / 1e3, marker="o", ms=3, color=color,
+                     label=f"{kind}: {c}")
+        for ax in (gax, tax):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.grid(alpha=0.3)
+            ax.set_xlabel("transfer size (bytes)", fontsize=8)
+            ax.tick_params(labelsize=7)
+        gax.set_ylabel("GB/s (1e9 B/s)", fontsize=8)
+        tax.set_ylabel("time per call, us (host clock)", fontsize=8)
+        gax.set_title(f"{dev}: bandwidth of kinds that copy", fontsize=9)
+        tax.set_title(f"{dev}: time per call, every kind", fontsize=9)
+        if gax.lines:
+            gax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+        else:
+            gax.text(0.5, 0.5, "no kind grows with size", ha="center", va="center",
+                     fontsize=8, transform=gax.transAxes)
+        tax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.suptitle("Host <-> device transfers (zero-copy only where a copy at the measured "
+                 "bandwidth would have grown)", fontsize=10)
     return _save(fig, path, dpi)
 
 
 def loss_curves(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path,
                 dpi: int = 120) -> Path:
     """Takes runs.parquet and iterations.parquet. Training loss per iteration (repeat 0,
-    warm-up included and shaded), one panel per model; runs that are not ``ok`` are dashed
-    and labelled 'verification failed'."""
+    warm-up included and shaded), one row of panels per device, one panel per model, the
+    legend to the right of each row; runs that are not ``ok`` are dashed and labelled."""
     it = iterations[(iterations["repeat"] == 0) & iterations["loss"].notna()]
     if it.empty:
         return _no_data(path, dpi, "no losses recorded")
-    models = sorted(it["model"].unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.6), squeeze=False)
+    devices, models = sorted(it["device"].unique()), sorted(it["model"].unique())
     status = runs.set_index("run_id")["status"]  # run_id is unique: <device>/<experiment>
-    dev = several_devices(runs)
-    for ax, model in zip(axes[0], models):
-        sub = it[it["model"] == model]
-        for run_id, g in sub.groupby("run_id"):
-            r = g.iloc[0]
-            wrong = status.get(run_id) != "ok"
-            ax.plot(g["iteration"], g["loss"], ls="--" if wrong else "-", marker=".",
-                    label=run_label(r, dev) + (" (verification failed)" if wrong else ""))
-        warm = sub.loc[~sub["measured"], "iteration"]
-        if len(warm):
-            ax.axvspan(warm.min() - 0.5, warm.max() + 0.5, color="0.9", label="warm-up")
-        ax.set_title(model)
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("training loss (cross-entropy)")
-        ax.legend(fontsize=7)
-    fig.suptitle("Loss curves (sanity check: every backend trains the same model)")
+    fig, axes = _panels([2.6] * len(devices), len(models), width=4.6 * len(models) + 2.6)
+    for row, dev in zip(axes, devices):
+        for ax, model in zip(row, models):
+            sub = it[(it["model"] == model) & (it["device"] == dev)]
+            for i, (run_id, g) in enumerate(sub.groupby("run_id")):
+                st = status.get(run_id)
+                ax.plot(g["iteration"], g["loss"], ls="-" if st == "ok" else "--",
+                        marker=MARKERS[i % len(MARKERS)], ms=3, color=f"C{i % 10}",
+                        label=run_label(g.iloc[0], False) +
+                        ("" if st == "ok" else f" ({NOT_OK.get(st, st)})"))
+            warm = sub.loc[~sub["measured"], "iteration"]
+            if len(warm):
+                ax.axvspan(warm.min() - 0.5, warm.max() + 0.5, color="0.9", label="warm-up")
+            ax.set_title(f"{dev}: {model}", fontsize=9)
+            ax.set_xlabel("iteration", fontsize=8)
+            ax.set_ylabel("training loss (cross-entropy)", fontsize=8)
+            ax.tick_params(labelsize=7)
+            if ax.lines:
+                ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                          frameon=False)
+    fig.suptitle("Loss curves (sanity check: every backend trains the same model)",
+                 fontsize=10)
     return _save(fig, path, dpi)
 
 
 def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int = 120, *,
                 paper_reference: bool = True) -> Path:
     """Takes runs.parquet and commands.parquet. GEMM throughput inside training
-    (``gemm_gflops`` of :func:`~phonetrain.report.analysis.gemm_table`, 1e9 FLOP/s, log
-    scale) per ok run; when ``paper_reference``, beside the paper's bands from
-    :data:`~phonetrain.report.paper.ANCHORS`: CPU 15-30, GPU GEMM 5-15 before and 25-70
-    after optimization (the last two second-hand, and labelled so)."""
+    (``gemm_gflops`` of :func:`~phonetrain.report.analysis.gemm_table`, device events, 1e9
+    FLOP/s, log scale) per ok run, one panel per device; when ``paper_reference``, beside the
+    paper's bands from :data:`~phonetrain.report.paper.ANCHORS`: CPU 15-30, GPU GEMM 5-15
+    before and 25-70 after optimization (the last two second-hand, and labelled so)."""
     g = gemm_table(runs, commands)
     if g.empty:
         return _no_data(path, dpi, "no verified run with GEMM kernels")
-    g = g.sort_values(["model", "device", "placement", "transfer", "kernel"])
-    fig, ax = plt.subplots(figsize=(8, 0.4 * len(g) + 1.8))
-    y = np.arange(len(g))
-    colors = ["#2ca02c" if c else "#1f77b4" for c in is_cpu(g)]
-    ax.barh(y, g["gemm_gflops"], color=colors, zorder=2)
-    dev = several_devices(runs)
-    ax.set_yticks(y, [f"{r['model']} | {run_label(r, dev)}" for _, r in g.iterrows()],
-                  fontsize=8)
-    ax.invert_yaxis()
-    if paper_reference:
-        for key, color in (("cpu_gflops", "#2ca02c"), ("gpu_gemm_before", "#9467bd"),
-                           ("gpu_gemm_after", "#1f77b4")):
-            a = ANCHORS[key]
-            ax.axvspan(a.low, a.high, color=color, alpha=0.12, zorder=0,
-                       label=f"paper: {key.replace('_', ' ')} {a.low:g}-{a.high:g}"
-                             f"{' (second-hand)' if a.second_hand else ''}")
-        ax.legend(fontsize=7, loc="lower right")
-    ax.set_xscale("log")
-    ax.set_xlim(left=min(float(g["gemm_gflops"].min()) / 3, 1.0))
-    ax.set_xlabel("GEMM GFLOPS (GEMM FLOPs of an iteration / their median time per iteration)")
-    ax.set_title(f"GEMM throughput inside training: CPU (green) vs {opencl_label(runs)} (blue)")
+    g = g.sort_values(["device", "model", "placement", "transfer", "kernel"])
+    devices = sorted(g["device"].unique())
+    fig, axes = _panels([max(0.9, BAR_IN * (g["device"] == d).sum()) for d in devices],
+                        width=9.0)
+    lo = min(float(g["gemm_gflops"].min()) / 3, 1.0)
+    hi = max(float(g["gemm_gflops"].max()), 70.0) * 6
+    for ax, dev in zip(axes[:, 0], devices):
+        d = g[g["device"] == dev]
+        y = np.arange(len(d))
+        ax.barh(y, d["gemm_gflops"], height=0.7, zorder=2,
+                color=[CPU_COLOR if c else CL_COLOR for c in is_cpu(d)])
+        for yi, v in zip(y, d["gemm_gflops"]):
+            ax.text(v * 1.1, yi, f"{v:.3g}", va="center", fontsize=7, zorder=3)
+        if paper_reference:
+            for key, color in (("cpu_gflops", CPU_COLOR), ("gpu_gemm_before", "#9467bd"),
+                               ("gpu_gemm_after", CL_COLOR)):
+                a = ANCHORS[key]
+                ax.axvspan(a.low, a.high, color=color, alpha=0.12, zorder=0,
+                           label=f"paper: {key.replace('_', ' ')} {a.low:g}-{a.high:g}"
+                                 f"{' (second-hand)' if a.second_hand else ''}")
+        ax.set_yticks(y, [f"{r['model']} | {run_label(r, False)}" for _, r in d.iterrows()],
+                      fontsize=7)
+        ax.set_ylim(len(d) - 0.4, -0.6)
+        ax.set_xscale("log")
+        ax.set_xlim(lo, hi)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.set_title(dev, fontsize=9)
+        ax.set_xlabel("GEMM GFLOPS (GEMM FLOPs of an iteration / their median device-event "
+                      "time)", fontsize=8)
+    h, lab = axes[0, 0].get_legend_handles_labels()
+    h = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (CPU_COLOR, CL_COLOR)] + h
+    lab = ["CPU backend", opencl_label(runs)] + lab
+    _legend_below(fig, h, lab, ncol=3)
+    fig.suptitle("GEMM throughput inside training", fontsize=10)
     return _save(fig, path, dpi)
 
 
 def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
-    """The GEMM sweep's kernel figure, one row of two panels per device, stacked in one file.
+    """The GEMM sweep's kernel figure, one row of two panels per device.
 
     Takes gemm.parquet and peaks.parquet. Left: GFLOPS per kernel version per GEMM shape
-    (verified measurements only; the runner's CPU backend dashed; the device's best measured
-    compute peak, :func:`~phonetrain.report.analysis.compute_peak`, as a horizontal line).
-    Right: the roofline, attainable GFLOPS = min(peak compute, arithmetic intensity x peak
-    read bandwidth) (:func:`~phonetrain.report.analysis.roofline`), with every verified
-    measurement at its :func:`~phonetrain.report.analysis.intensity`."""
+    (verified measurements only; each version its own colour and marker, the runner's CPU
+    backend dashed; the device's best measured compute peak,
+    :func:`~phonetrain.report.analysis.compute_peak`, as a horizontal line). Right: the
+    roofline, attainable GFLOPS = min(peak compute, arithmetic intensity x peak read
+    bandwidth) (:func:`~phonetrain.report.analysis.roofline`), its two roofs labelled with
+    what measured them, with every verified measurement at its
+    :func:`~phonetrain.report.analysis.intensity`. Legends to the right of each panel."""
     g = gemm_sweep(gemm)
     if g.empty:
         return _no_data(path, dpi, "no verified GEMM measurement (run the gemm rule)")
     devices = sorted(g["device"].unique())
-    fig, axes = plt.subplots(len(devices), 2, figsize=(13, 4.8 * len(devices)), squeeze=False)
+    versions = sorted(v for v in g["kernel"].unique() if v != CPU_KERNEL)
+    style = {v: (f"C{i % 10}", MARKERS[i % len(MARKERS)]) for i, v in enumerate(versions)}
+    style[CPU_KERNEL] = ("k", "x")
+    fig, axes = _panels([3.6] * len(devices), 2, width=14.0)
     for (ax, rax), dev in zip(axes, devices):
         d = g[g["device"] == dev]
         shapes = list(dict.fromkeys(d.sort_values(["shape_source", "m"])["shape"]))
@@ -252,27 +373,40 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
         peak, peak_name = compute_peak(peaks, dev)
         bw = bandwidth_peak(peaks, dev)
         for v, sub in d.groupby("kernel"):
+            color, marker = style[v]
             y = sub.set_index("shape")["gflops"].reindex(shapes)
-            ax.plot(x, y, "--" if v == CPU_KERNEL else "-o", ms=4, label=f"{v}" +
-                    (" (runner CPU backend)" if v == CPU_KERNEL else ""))
-            rax.scatter(intensity(sub), sub["gflops"], s=14, label=v)
+            ax.plot(x, y, ls="--" if v == CPU_KERNEL else "-", marker=marker, ms=4,
+                    color=color, label=v + (" (runner CPU backend)" if v == CPU_KERNEL else ""))
+            rax.scatter(intensity(sub), sub["gflops"], s=16, marker=marker, color=color,
+                        label=v)
         if peak == peak:
             ax.axhline(peak, color="k", lw=1,
-                       label=f"best measured peak {peak:.0f} GFLOPS ({peak_name})")
-        ax.set_xticks(x, shapes, rotation=60, ha="right", fontsize=7)
+                       label=f"best measured compute peak {peak:.3g} GFLOPS ({peak_name})")
+        ax.set_xticks(x, shapes, rotation=90, ha="center", fontsize=6)
+        ax.set_xlim(-0.5, len(shapes) - 0.5)
         ax.set_yscale("log")
-        ax.set_ylabel("GFLOPS (median of repeats)")
-        ax.set_title(f"{dev}: GEMM GFLOPS per kernel version")
-        ax.legend(fontsize=7)
+        ax.set_ylabel("GFLOPS (median of repeats)", fontsize=8)
+        ax.set_title(f"{dev}: GEMM GFLOPS per kernel version", fontsize=9)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
         ai = np.logspace(-1, 3, 100)
         if peak == peak and bw == bw:
-            rax.plot(ai, roofline(ai, peak, bw), "k-", lw=1,
-                     label=f"roofline: {peak:.0f} GFLOPS ({peak_name}), {bw:.0f} GB/s")
+            knee = peak / bw   # the two roofs meet here
+            mem = np.append(ai[ai < knee], knee)
+            rax.plot(mem, roofline(mem, peak, bw), "k--", lw=1, label=f"memory roof: measured read bandwidth "
+                     f"{bw:.3g} GB/s (bench-peak read_float4)")
+            comp = np.insert(ai[ai > knee], 0, knee)
+            rax.plot(comp, roofline(comp, peak, bw), "k-", lw=1,
+                     label=f"compute roof: measured peak {peak:.3g} GFLOPS ({peak_name})")
+            rax.plot([], [], ls="none", label="attainable = min(compute roof, intensity x "
+                     "bandwidth)")
         rax.set_xscale("log")
         rax.set_yscale("log")
-        rax.set_xlabel("arithmetic intensity (FLOPs / byte of compulsory traffic)")
-        rax.set_ylabel("GFLOPS")
-        rax.set_title(f"{dev}: roofline (clpeak-style peaks)")
-        rax.legend(fontsize=7)
-    fig.tight_layout()
+        rax.set_xlabel("arithmetic intensity (FLOPs / byte of compulsory traffic)", fontsize=8)
+        rax.set_ylabel("GFLOPS", fontsize=8)
+        rax.set_title(f"{dev}: roofline", fontsize=9)
+        rax.tick_params(labelsize=7)
+        rax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.suptitle("GEMM kernel versions against the device's measured peaks", fontsize=10)
     return _save(fig, path, dpi)
+

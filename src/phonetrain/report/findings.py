@@ -1,13 +1,16 @@
-"""The report's guidelines: findings computed from the Parquet tables, each quoting its numbers
-and the rows it came from, set beside the seed paper's figures (:mod:`phonetrain.report.paper`).
+"""The report's guidelines: findings computed from the Parquet tables, each one or two sentences
+and one compact table, set beside the seed paper's figures (:mod:`phonetrain.report.paper`).
 
 Every guideline function takes DataFrames as :func:`phonetrain.results.schema.read_table`
 returns them and returns one :class:`Finding`. Only runs with status ``ok`` (ran and verified)
-enter a finding (``wrong``, ``failed`` and ``skipped`` runs never do); a finding whose inputs
-are absent says so instead of guessing (``measured`` False). Two runs whose iteration IQRs
-overlap are "within noise" (:func:`phonetrain.report.analysis.within_noise`) and left out of
-speedup spans. Row references read ``runs.parquet: <run_id>`` (or
-``bandwidth.parquet: <device>/<kind>[/<size>]``, ``gemm.parquet: device=<device>``).
+enter a finding: ``wrong``, ``failed``, ``skipped`` and ``unstable`` runs never do. A finding
+whose inputs are absent says so instead of guessing (``measured`` False). Its wording comes from
+:mod:`phonetrain.report.wording` applied to the figure it states, and names the measure (host
+clock, device events, call time). Two runs differ only when the intervals of their medians do
+not overlap (:func:`phonetrain.report.analysis.within_noise`). Trends and comparisons are per
+device: figures of different devices are never set against each other. Row references read
+``runs.parquet: <run_id>`` (or ``bandwidth.parquet: <device>/<kind>``,
+``gemm.parquet: device=<device>``).
 """
 
 from __future__ import annotations
@@ -17,36 +20,38 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+import phonetrain.report.wording as w
 from phonetrain.report.analysis import (CPU_KERNEL, OWN_KERNELS, compute_peak, gemm_sweep,
-                                        gemm_table, is_cpu, peak_share, run_label,
-                                        within_noise, zero_copy)
+                                        gemm_table, interval, interval_name, is_cpu,
+                                        peak_share, ratio_interval, run_label,
+                                        transfer_time_classes, within_noise)
 from phonetrain.report.paper import ANCHORS, Anchor
 
 
 @dataclass
+class Table:
+    """A finding's compact table: ``columns`` (headers, units in them) and ``rows`` (display
+    strings, one list per row)."""
+
+    columns: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
 class Finding:
-    """One guideline: ``key`` (stable id), ``title``, ``statement`` (the guideline with its
-    numbers), ``rows`` (references to the table rows behind it), ``paper`` (the seed paper's
-    figures it is set beside), ``details`` (one line per comparison), and ``measured`` False
-    when the data to decide was missing."""
+    """One guideline: ``key`` (stable id, the HTML anchor ``finding-<key>``), ``title``,
+    ``statement`` (one or two sentences with the numbers and the measure they use), ``table``
+    (the comparisons behind it), ``rows`` (references to the table rows it came from),
+    ``paper`` (the seed paper's figures it is set beside), and ``measured`` False when the
+    data to decide was missing."""
 
     key: str
     title: str
     statement: str
     rows: list[str] = field(default_factory=list)
     paper: list[Anchor] = field(default_factory=list)
-    details: list[str] = field(default_factory=list)
+    table: Table | None = None
     measured: bool = True
-
-
-def _span(values, unit: str) -> str:
-    """``a`` or ``a to b`` (min to max) with the unit: ``x`` ratios or ``%`` shares."""
-    v = [float(x) for x in values if pd.notna(x)]
-    if not v:
-        return "n/a"
-    f = (lambda x: f"{x:.1%}") if unit == "%" else (lambda x: f"{x:.3g}{unit}")
-    lo, hi = min(v), max(v)
-    return f(lo) if np.isclose(lo, hi) else f"{f(lo)} to {f(hi)} (median {f(np.median(v))})"
 
 
 def _ref(run_ids) -> list[str]:
@@ -55,7 +60,7 @@ def _ref(run_ids) -> list[str]:
 
 
 def _ok(runs: pd.DataFrame) -> pd.DataFrame:
-    """The verified runs (status ``ok``)."""
+    """The verified runs (status ``ok``); unstable runs are kept out like wrong ones."""
     return runs[runs["status"] == "ok"]
 
 
@@ -64,10 +69,10 @@ def _missing(key: str, title: str, why: str, paper: list[Anchor]) -> Finding:
     return Finding(key, title, f"Not measured: {why}.", paper=paper, measured=False)
 
 
-def _noise_note(n_noise: int, n: int) -> str:
-    """A sentence counting the comparisons within noise; empty when there are none."""
-    return (f" {n_noise} of {n} comparison(s) are within noise (the two runs' iteration IQRs "
-            "overlap), so they show no difference." if n_noise else "")
+def _flag(r: pd.Series | dict, col: str) -> bool | None:
+    """A nullable boolean column of a run row as True, False or None."""
+    v = r.get(col)
+    return None if v is None or pd.isna(v) else bool(v)
 
 
 def opencl_on_cpu(runs: pd.DataFrame) -> str | None:
@@ -84,125 +89,230 @@ def opencl_on_cpu(runs: pd.DataFrame) -> str | None:
             "comparison shows the cost of the OpenCL path, not of GPU hardware.")
 
 
-def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
-    """Takes runs.parquet. Each verified OpenCL run's median iteration time over that of the
-    fastest verified CPU run of the same model and device (a ratio, x); pairs within noise are
-    counted but left out of the span. Set beside the paper's ~10x GPU slowdown
-    (``ANCHORS["gpu_slowdown"]``)."""
-    title, paper = "GPU vs CPU training time", [ANCHORS["gpu_slowdown"]]
+# ---------------------------------------------------------------- GPU vs CPU
+
+def gpu_cpu_pairs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every verified OpenCL run set against the fastest verified CPU run of the same model
+    and device. Takes runs.parquet; returns one row per pair: ``device``, ``model``,
+    ``run_id``, ``cpu_run_id``, ``label`` (the OpenCL run), ``gpu_ms``, ``cpu_ms`` (median
+    iteration times, host clock), ``ratio`` = gpu / cpu, ``ratio_low``/``ratio_high``
+    (:func:`~phonetrain.report.analysis.ratio_interval`), ``no_difference`` (their intervals
+    overlap), ``interval`` (``95% CI`` or ``IQR``), ``gpu``/``cpu`` (the two rows)."""
     ok = _ok(runs)
-    cpu = ok[is_cpu(ok)].groupby(["model", "device"])["iteration_median_ms"].min()
-    pairs = []
+    cpu = ok[is_cpu(ok)].sort_values("iteration_median_ms").drop_duplicates(["model", "device"])
+    cpu = cpu.set_index(["model", "device"])
+    out = []
     for _, r in ok[~is_cpu(ok)].iterrows():
-        c = cpu.get((r["model"], r["device"]))
-        if c is not None and c > 0:
-            cid = ok[is_cpu(ok) & (ok["model"] == r["model"]) & (ok["device"] == r["device"])
-                     & (ok["iteration_median_ms"] == c)]["run_id"].iloc[0]
-            crow = ok[ok["run_id"] == cid].iloc[0]
-            pairs.append((r, cid, c, r["iteration_median_ms"] / c, within_noise(r, crow)))
-    if not pairs:
+        if (r["model"], r["device"]) not in cpu.index:
+            continue
+        c = cpu.loc[(r["model"], r["device"])]
+        if not c["iteration_median_ms"] > 0:
+            continue
+        lo, hi = ratio_interval(r, c)
+        out.append({"device": r["device"], "model": r["model"], "run_id": r["run_id"],
+                    "cpu_run_id": c["run_id"], "label": run_label(r, False),
+                    "gpu_ms": r["iteration_median_ms"], "cpu_ms": c["iteration_median_ms"],
+                    "ratio": r["iteration_median_ms"] / c["iteration_median_ms"],
+                    "ratio_low": lo, "ratio_high": hi, "no_difference": within_noise(r, c),
+                    "interval": interval_name(r, c), "gpu": r, "cpu": c})
+    cols = ["device", "model", "run_id", "cpu_run_id", "label", "gpu_ms", "cpu_ms", "ratio",
+            "ratio_low", "ratio_high", "no_difference", "interval", "gpu", "cpu"]
+    return pd.DataFrame(out, columns=cols)
+
+
+def best_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
+    """The fastest OpenCL configuration per (device, model) of :func:`gpu_cpu_pairs`."""
+    return pairs.sort_values("ratio").drop_duplicates(["device", "model"]).sort_values(
+        ["device", "model"])
+
+
+def _device_advice(dev: str, b: pd.DataFrame) -> str:
+    """One clause per device from its best pairs: where the GPU wins, loses or ties."""
+    v = [w.gpu_vs_cpu_verdict(n, q) for n, q in zip(b["no_difference"], b["ratio"])]
+    parts = [f"{m} {w.times(q, lo, hi)} ({x})" for m, q, lo, hi, x in
+             zip(b["model"], b["ratio"], b["ratio_low"], b["ratio_high"], v)]
+    advice = ("use the GPU" if all(x == "GPU faster" for x in v) else
+              "train on the CPU" if all(x == "GPU slower" for x in v) else
+              "no difference" if all(x == "no difference" for x in v) else "depends on the model")
+    return f"{dev}: {', '.join(parts)}: {advice}"
+
+
+def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
+    """Takes runs.parquet. Per device and model, the fastest verified OpenCL configuration's
+    median iteration time (host clock) over the fastest verified CPU run's, with the ratio's
+    interval; pairs whose intervals overlap are "no difference". Set beside the paper's ~10x
+    GPU slowdown (``ANCHORS["gpu_slowdown"]``). The CPU run's measurement conditions are shown:
+    a CPU baseline measured under contention spoils every ratio built on it."""
+    title, paper = "GPU vs CPU training time", [ANCHORS["gpu_slowdown"]]
+    pairs = gpu_cpu_pairs(runs)
+    if pairs.empty:
         return _missing("gpu_vs_cpu", title, "no model has both a verified CPU run and a "
                         "verified OpenCL run on the same device", paper)
-    noise = np.array([p[4] for p in pairs])
-    clear_pairs = [p for p in pairs if not p[4]]  # difference exceeds the runs' spread
-    clear = np.array([p[3] for p in clear_pairs])
-    details = [f"{r['model']} on {r['device']}, {run_label(r, False)}: "
-               f"{r['iteration_median_ms']:.3g} ms vs CPU {c:.3g} ms = "
-               + ("within noise (IQRs overlap)" if n else f"{q:.3g}x")
-               for r, _, c, q, n in pairs]
-    if not clear_pairs:
-        stmt = (f"Across {len(pairs)} OpenCL/CPU pairing(s) the GPU's iteration time is within "
-                "noise of the CPU's in every pairing (iteration IQRs overlap): no speedup or "
-                "slowdown can be claimed.")
-    else:
-        best = min(clear_pairs, key=lambda p: p[3])
-        verdict = ("slower than the CPU in every pairing" if (clear > 1).all() else
-                   "faster than the CPU in every pairing" if (clear < 1).all() else
-                   "faster than the CPU in some pairings and slower in others")
-        beyond = " beyond the noise" if noise.any() else ""
-        advice = (f"Train on the CPU: no verified GPU configuration beat it{beyond}."
-                  if (clear > 1).all() else
-                  f"Use the GPU for {best[0]['model']} with {run_label(best[0], False)}.")
-        stmt = (f"Across {len(clear_pairs)} OpenCL/CPU pairing(s){beyond} the GPU took "
-                f"{_span(clear, 'x')} the CPU's median iteration time: it is {verdict}. Best "
-                f"GPU case: {best[0]['model']}, {run_label(best[0])} at {best[3]:.3g}x. "
-                f"{advice}" + _noise_note(int(noise.sum()), len(pairs)))
-    rows = _ref(sorted({p[0]["run_id"] for p in pairs} | {p[1] for p in pairs}))
-    return Finding("gpu_vs_cpu", title, stmt, rows, paper, details)
+    best = best_pairs(pairs)
+    stmt = ("Fastest OpenCL configuration over the fastest CPU run, median iteration time "
+            f"(host clock, interval from the runs' "
+            f"{' or '.join(sorted(set(pairs['interval'])))}s): "
+            + "; ".join(_device_advice(d, b) for d, b in best.groupby("device")) + ".")
+    n = int(pairs["no_difference"].sum())
+    if n:
+        stmt += f" {n} of {len(pairs)} pairing(s) show no difference (intervals overlap)."
+    busy = sorted({c["run_id"] for c in pairs["cpu"] if w.contended(c)})
+    if busy:
+        stmt += (f" Suspect: CPU baseline(s) {', '.join(busy)} were measured while other "
+                 f"processes used more than {w.CONTENDED_SHARE:.0%} of the CPU, which inflates "
+                 "the CPU's time and flatters the GPU.")
+    rows = [[p["device"], p["model"], p["label"],
+             w.ms_interval(p["gpu_ms"], *interval(p["gpu"])),
+             w.ms_interval(p["cpu_ms"], *interval(p["cpu"])),
+             w.times(p["ratio"], p["ratio_low"], p["ratio_high"]),
+             w.gpu_vs_cpu_verdict(p["no_difference"], p["ratio"]),
+             w.conditions(p["cpu"]) or "not recorded"]
+            for _, p in pairs.sort_values(["device", "model", "ratio"]).iterrows()]
+    table = Table(["device", "model", "OpenCL run", "OpenCL iteration (ms, host clock)",
+                   "CPU iteration (ms)", "OpenCL / CPU time", "verdict",
+                   "CPU run's conditions"], rows)
+    refs = _ref(sorted(set(pairs["run_id"]) | set(pairs["cpu_run_id"])))
+    return Finding("gpu_vs_cpu", title, stmt, refs, paper, table)
 
 
 def size_trend(runs: pd.DataFrame) -> Finding:
-    """Takes runs.parquet. Whether the best GPU/CPU iteration-time ratio per model and device
-    shrinks as the model grows (``flops_per_iteration``), comparing the smallest and largest
-    model; needs two models. Set beside ``ANCHORS["gpu_slowdown"]`` (the paper's ratio
-    shrinking with network size)."""
+    """Takes runs.parquet. Per device, whether the best GPU/CPU iteration-time ratio shrinks
+    as the model grows (``flops_per_iteration``), comparing that device's smallest and
+    largest model; a device needs two such models. Ratios of different devices are never
+    compared. Set beside ``ANCHORS["gpu_slowdown"]`` (the ratio shrinking with network
+    size)."""
     title, paper = "GPU/CPU ratio vs model size", [ANCHORS["gpu_slowdown"]]
-    ok = _ok(runs)
-    cpu = ok[is_cpu(ok)].set_index(["model", "device"])
-    gpu = ok[~is_cpu(ok)]
-    best = []
-    for (model, device), g in gpu.groupby(["model", "device"]):
-        if (model, device) not in cpu.index:
+    best = best_pairs(gpu_cpu_pairs(runs))
+    flops = _ok(runs).set_index("run_id")["flops_per_iteration"]
+    best = best.assign(flops=best["run_id"].map(flops)).dropna(subset=["flops"])
+    trends, rows, refs = [], [], []
+    for dev, b in best.groupby("device"):
+        b = b.sort_values("flops")
+        rows += [[dev, m, f"{f / 1e6:.3g}", w.times(q, lo, hi)] for m, f, q, lo, hi in
+                 zip(b["model"], b["flops"], b["ratio"], b["ratio_low"], b["ratio_high"])]
+        if b["model"].nunique() < 2:
             continue
-        c = cpu.loc[[(model, device)]].sort_values("iteration_median_ms").iloc[0]
-        r = g.sort_values("iteration_median_ms").iloc[0]
-        flops = r["flops_per_iteration"]
-        best.append((model, device, flops, r["iteration_median_ms"] / c["iteration_median_ms"],
-                     r["run_id"], c["run_id"]))
-    best = [b for b in best if pd.notna(b[2])]
-    if len({b[0] for b in best}) < 2:
-        return _missing("size_trend", title, "fewer than two models with verified CPU and "
-                        "OpenCL runs on one device", paper)
-    best.sort(key=lambda b: b[2])
-    details = [f"{m} on {d} ({f / 1e6:.3g} MFLOP/iteration): best GPU / CPU = {q:.3g}x"
-               for m, d, f, q, _, _ in best]
-    small, large = best[0], best[-1]
-    trend = "shrinks" if large[3] < small[3] else "does not shrink"
-    stmt = (f"The best GPU/CPU time ratio {trend} with model size: {small[3]:.3g}x for "
-            f"{small[0]} ({small[2] / 1e6:.3g} MFLOP/iteration) vs {large[3]:.3g}x for "
-            f"{large[0]} ({large[2] / 1e6:.3g} MFLOP/iteration).")
-    rows = _ref(sorted({b[4] for b in best} | {b[5] for b in best}))
-    return Finding("size_trend", title, stmt, rows, paper, details)
+        small, large = b.iloc[0], b.iloc[-1]
+        tie = (not np.isnan(small["ratio_low"]) and small["ratio_low"] <= large["ratio_high"]
+               and large["ratio_low"] <= small["ratio_high"])
+        trend = ("shows no clear trend (the two ratios' intervals overlap)" if tie else
+                 "shrinks" if large["ratio"] < small["ratio"] else "grows")
+        trends.append(f"on {dev} the ratio {trend} from {w.times(small['ratio'])} "
+                      f"({small['model']}) to {w.times(large['ratio'])} ({large['model']})")
+        refs += [small["run_id"], small["cpu_run_id"], large["run_id"], large["cpu_run_id"]]
+    if not trends:
+        return _missing("size_trend", title, "no device has two models with verified CPU "
+                        "and OpenCL runs", paper)
+    stmt = ("Per device, best OpenCL / CPU iteration time from its smallest to its largest "
+            "model (host clock): " + "; ".join(trends) + ".")
+    table = Table(["device", "model", "MFLOP / iteration", "best OpenCL / CPU time"], rows)
+    return Finding("size_trend", title, stmt, _ref(sorted(set(refs))), paper, table)
+
+
+# ---------------------------------------------------------------- where the time goes
+
+def movement_frame(runs: pd.DataFrame) -> pd.DataFrame:
+    """The verified OpenCL runs with a data-movement share: runs.parquet rows with
+    ``below`` (every transfer command below the timer resolution: the shares are upper
+    bounds; None when not recorded) and ``gap_share`` = (``gap_ms`` -
+    ``transfer_overhead_ms``) / ``iteration_median_ms``, the launch gaps outside transfer
+    calls."""
+    ok = _ok(runs)
+    gpu = ok[~is_cpu(ok)].dropna(subset=["data_movement_share", "data_movement_call_share"])
+    gpu = gpu.copy()
+    gpu["below"] = [_flag(r, "transfer_below_resolution") for _, r in gpu.iterrows()]
+    gpu["gap_share"] = ((gpu["gap_ms"] - gpu["transfer_overhead_ms"]).clip(lower=0)
+                        / gpu["iteration_median_ms"])
+    return gpu
+
+
+def _share_clause(g: pd.DataFrame, col: str, measure: str) -> str:
+    """``by <measure> X to Y (median M): it <dominates|does not dominate|dominates in k of n
+    runs>``, over the runs whose transfers the timer resolved (the others' shares are upper
+    bounds, counted apart in the statement)."""
+    resolved = g[g["below"] != True]  # noqa: E712  (None: not recorded, counted as resolved)
+    if resolved.empty:
+        return f"by {measure} {w.BELOW} in every run"
+    return f"by {measure} {w.span(resolved[col])}: {w.dominance(resolved[col])}"
 
 
 def data_movement(runs: pd.DataFrame) -> Finding:
-    """Takes runs.parquet. The share of verified OpenCL iteration time spent moving data, by
-    device events (``data_movement_share``) and counting idle time inside blocking transfer
-    calls (``data_movement_call_share``; both defined in
-    :mod:`phonetrain.results.profiling`), per placement/transfer and per run, and the launch
-    gaps outside transfer calls ((``gap_ms`` - ``transfer_overhead_ms``) /
-    ``iteration_median_ms``). Set beside the paper's ~91% (``ANCHORS["movement_share"]``) and
-    copies ~10-15x compute (``ANCHORS["copy_vs_compute"]``)."""
+    """Takes runs.parquet. Per device, the share of verified OpenCL iteration time spent
+    moving data, by device events (``data_movement_share``) and by call time
+    (``data_movement_call_share``: the idle time inside blocking transfer calls added, what a
+    host-side profiler counts; both defined in :mod:`phonetrain.results.profiling`). The
+    verdict "dominates" follows each measure's median against
+    :data:`~phonetrain.report.wording.DOMINANT_SHARE`; runs whose transfers were all below
+    the timer resolution are shown as upper bounds and left out of the spans. Set beside the
+    paper's ~91% (``ANCHORS["movement_share"]``) and copies ~10-15x compute
+    (``ANCHORS["copy_vs_compute"]``)."""
     title = "Data movement share of GPU training time"
     paper = [ANCHORS["movement_share"], ANCHORS["copy_vs_compute"]]
-    gpu = _ok(runs)[~is_cpu(_ok(runs))].dropna(subset=["data_movement_share",
-                                                        "data_movement_call_share"])
+    gpu = movement_frame(runs)
     if gpu.empty:
         return _missing("data_movement", title, "no verified OpenCL run", paper)
-    by = gpu.groupby(["placement", "transfer"])["data_movement_share"].median()
-    details = [f"{p}/{t}: median share {s:.1%}" for (p, t), s in by.items()]
-    details += [f"{r['model']} {run_label(r)}: {r['data_movement_share']:.1%}, "
-                f"{r['data_movement_call_share']:.1%} with call overhead "
-                f"(transfer {r['transfer_ms']:.3g} ms, kernels {r['kernel_ms']:.3g} ms, "
-                f"transfer/kernel {r['transfer_ms'] / r['kernel_ms']:.3g}x)"
-                for _, r in gpu.iterrows() if r["kernel_ms"] > 0]
-    top = gpu.loc[gpu["data_movement_share"].idxmax()]
-    shares = gpu["data_movement_share"].to_numpy()
-    calls = gpu["data_movement_call_share"].to_numpy()
-    gaps = ((gpu["gap_ms"] - gpu["transfer_overhead_ms"]) / gpu["iteration_median_ms"]).to_numpy()
-    details.append(f"launch gaps outside transfer calls (no command running): "
-                   f"{_span(gaps, '%')} of the median iteration")
-    advice = ("Data movement dominates: keep tensors resident on the device and move only the "
-              "batch and the loss." if np.median(calls) > 0.5 else
-              "Data movement is not the dominant cost here; launch gaps outside transfer "
-              f"calls take {_span(gaps, '%')}, so fewer, larger kernels come first.")
-    stmt = (f"Data movement took {_span(shares, '%')} of OpenCL iteration time over {len(gpu)} "
-            f"verified run(s) by device events, {_span(calls, '%')} counting the idle time "
-            "inside blocking transfer calls as a host-side profiler would (paper: ~91%). "
-            f"Highest: {top['model']}, {run_label(top)} at {top['data_movement_share']:.1%}"
-            f" ({top['data_movement_call_share']:.1%} with call overhead). {advice}")
-    return Finding("data_movement", title, stmt, _ref(gpu["run_id"]), paper, details)
+    parts = [f"{dev}: {_share_clause(g, 'data_movement_share', w.EVENTS)}; "
+             f"{_share_clause(g, 'data_movement_call_share', w.CALLS)}"
+             for dev, g in gpu.groupby("device")]
+    resolved = gpu[gpu["below"] != True]  # noqa: E712
+    ev = (resolved["data_movement_share"] > w.DOMINANT_SHARE).sum()
+    call = (resolved["data_movement_call_share"] > w.DOMINANT_SHARE).sum()
+    advice = (f"where it dominates by device events ({ev} run(s)), keep tensors resident on the "
+              "device and move only the batch and the loss" if ev else
+              f"where it dominates by call time ({call} run(s)), the cost sits in the transfer "
+              "calls (driver and synchronisation), not in the bytes: fewer, batched transfers "
+              "or resident tensors cut it" if call else
+              "data movement is not the main cost here")
+    stmt = ("Share of OpenCL iteration time spent moving data (paper: ~91%), " +
+            "; ".join(parts) + f". Over all devices: {advice}.")
+    n_below = int((gpu["below"] == True).sum())  # noqa: E712
+    if n_below:
+        stmt += (f" {n_below} run(s) moved data only in commands shorter than the timer "
+                 "resolution: their shares are upper bounds.")
+    rows = []
+    for _, r in gpu.sort_values(["device", "model", "placement", "transfer", "kernel"]).iterrows():
+        below = r["below"]
+        resolved = below is not True and r["kernel_ms"] > 0 and _flag(
+            r, "kernel_below_resolution") is not True
+        rows.append([r["device"], r["model"], run_label(r, False),
+                     w.pct(r["data_movement_share"], below),
+                     w.pct(r["data_movement_call_share"], below), w.ms(r["transfer_ms"], below),
+                     w.ms(r["kernel_ms"], _flag(r, "kernel_below_resolution")),
+                     w.times(r["transfer_ms"] / r["kernel_ms"]) if resolved else "n/a"])
+    table = Table(["device", "model", "run", "share (device events)", "share (call time)",
+                   "transfer (ms, device events)", "kernels (ms, device events)",
+                   "transfer / kernel time"], rows)
+    return Finding("data_movement", title, stmt, _ref(gpu["run_id"]), paper, table)
 
+
+def launch_overhead(runs: pd.DataFrame) -> Finding:
+    """Takes runs.parquet. Per device, the share of verified OpenCL iteration time in launch
+    gaps outside transfer calls (no command running: enqueue and dispatch cost,
+    :func:`movement_frame`'s ``gap_share``, host clock). Fusing kernels is advised only where
+    that share exceeds :data:`~phonetrain.report.wording.LAUNCH_GAP_SHARE`."""
+    title = "Launch overhead: gaps between commands"
+    gpu = movement_frame(runs).dropna(subset=["gap_share"])
+    if gpu.empty:
+        return _missing("launch_overhead", title, "no verified OpenCL run", [])
+    parts = []
+    for dev, g in gpu.groupby("device"):
+        med = g["gap_share"].median()
+        parts.append(f"{dev} {w.span(g['gap_share'])}" + (
+            ": fewer, larger kernels (fusion) would pay" if med > w.LAUNCH_GAP_SHARE else
+            ": not where the time goes"))
+    stmt = ("Launch gaps outside transfer calls (no command running; host clock), share of "
+            f"the median iteration, advice above {w.LAUNCH_GAP_SHARE:.0%}: "
+            + "; ".join(parts) + ".")
+    rows = [[r["device"], r["model"], run_label(r, False),
+             w.ms(max(r["gap_ms"] - r["transfer_overhead_ms"], 0.0)), w.pct(r["gap_share"])]
+            for _, r in gpu.sort_values(["device", "model", "placement", "transfer",
+                                         "kernel"]).iterrows()]
+    table = Table(["device", "model", "run", "gaps outside transfer calls (ms)",
+                   "share of iteration"], rows)
+    return Finding("launch_overhead", title, stmt, _ref(gpu["run_id"]), [], table)
+
+
+# ---------------------------------------------------------------- placement and transfers
 
 def _paired(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> list[tuple]:
     """Verified OpenCL runs with (placement, transfer) ``a`` and ``b`` on the same model,
@@ -215,68 +325,102 @@ def _paired(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> list[
     return [(k, ra.loc[k], rb.loc[k]) for k in both]
 
 
+def pair_frame(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> pd.DataFrame:
+    """:func:`_paired` as a frame: ``device``, ``model``, ``kernel``, ``ratio`` = b / a
+    median iteration time, its interval ``ratio_low``/``ratio_high``, ``no_difference``,
+    ``a``/``b`` (the rows)."""
+    out = []
+    for (model, dev, kernel), ra, rb in _paired(runs, a, b):
+        lo, hi = ratio_interval(rb, ra)
+        out.append({"device": dev, "model": model, "kernel": kernel,
+                    "ratio": rb["iteration_median_ms"] / ra["iteration_median_ms"],
+                    "ratio_low": lo, "ratio_high": hi, "no_difference": within_noise(ra, rb),
+                    "a": ra, "b": rb})
+    return pd.DataFrame(out, columns=["device", "model", "kernel", "ratio", "ratio_low",
+                                      "ratio_high", "no_difference", "a", "b"])
+
+
+def _pair_clause(dev: str, g: pd.DataFrame, slower: str, faster: str) -> str:
+    """``<dev> <span of ratios outside noise> (<verdict>)``, or no difference."""
+    clear = g[~g["no_difference"]]
+    if clear.empty:
+        return f"{dev}: no difference in {len(g)} pair(s)"
+    v = (slower if (clear["ratio"] > 1).all() else faster if (clear["ratio"] < 1).all()
+         else "mixed")
+    n = len(g) - len(clear)
+    return (f"{dev}: {w.span(clear['ratio'], w.times)} ({v})"
+            + (f", {n} pair(s) no difference" if n else ""))
+
+
 def placement(runs: pd.DataFrame) -> Finding:
     """Takes runs.parquet. Staged (the host owns the tensors) over resident placement, both
-    with copy transfers: the ratio of median iteration times (x) per pair of the same model,
-    device and kernel version, pairs within noise counted apart."""
+    with copy transfers: the ratio of median iteration times (host clock) per pair of the same
+    model, device and kernel version, with its interval; overlapping pairs are "no
+    difference"."""
     title, paper = "Placement: resident vs staged tensors", [ANCHORS["movement_share"]]
-    pairs = _paired(runs, ("resident", "copy"), ("staged", "copy"))
-    if not pairs:
+    p = pair_frame(runs, ("resident", "copy"), ("staged", "copy"))
+    if p.empty:
         return _missing("placement", title, "no verified resident/copy and staged/copy pair "
                         "of the same model, device and kernel", paper)
-    noise = [within_noise(r, s) for _, r, s in pairs]
-    q = [s["iteration_median_ms"] / r["iteration_median_ms"]
-         for (_, r, s), n in zip(pairs, noise) if not n]
-    details = [f"{k[0]} on {k[1]}, kernel {k[2]}: staged {s['iteration_median_ms']:.3g} ms "
-               f"vs resident {r['iteration_median_ms']:.3g} ms = "
-               + ("within noise (IQRs overlap)" if n else
-                  f"{s['iteration_median_ms'] / r['iteration_median_ms']:.3g}x")
-               + f"; transfer {s['transfer_ms']:.3g} vs {r['transfer_ms']:.3g} ms"
-               for (k, r, s), n in zip(pairs, noise)]
-    stmt = ((f"Staging every tensor through the host made an iteration {_span(q, 'x')} as long "
-             f"as keeping tensors resident ({len(q)} pair(s) outside noise)" if q else
-             f"Staged and resident iteration times are within noise in all {len(pairs)} "
-             "pair(s)") + ", the regime of frameworks that fall back to the host between "
-            "operators." + _noise_note(sum(noise), len(pairs)))
-    rows = _ref(sorted({r["run_id"] for _, r, _ in pairs} | {s["run_id"] for _, _, s in pairs}))
-    return Finding("placement", title, stmt, rows, paper, details)
+    stmt = ("Staged over resident iteration time (host clock), the regime of frameworks that "
+            "fall back to the host between operators: " + "; ".join(
+                _pair_clause(d, g, "staging costs", "staging is faster")
+                for d, g in p.groupby("device")) + ".")
+    rows = [[r["device"], r["model"], r["kernel"],
+             w.ms_interval(r["b"]["iteration_median_ms"], *interval(r["b"])),
+             w.ms_interval(r["a"]["iteration_median_ms"], *interval(r["a"])),
+             w.times(r["ratio"], r["ratio_low"], r["ratio_high"]),
+             "no difference" if r["no_difference"] else
+             "staged slower" if r["ratio"] > 1 else "staged faster"] for _, r in p.iterrows()]
+    table = Table(["device", "model", "kernel", "staged (ms, host clock)", "resident (ms)",
+                   "staged / resident", "verdict"], rows)
+    refs = _ref(sorted({x["run_id"] for c in ("a", "b") for x in p[c]}))
+    return Finding("placement", title, stmt, refs, paper, table)
 
 
 def transfer_method(runs: pd.DataFrame) -> Finding:
     """Takes runs.parquet. With staged placement, map/unmap transfers
-    (CL_MEM_ALLOC_HOST_PTR buffers) over read/write buffer copies: ratios (x) of median
-    iteration time (pairs within noise left out) and of ``transfer_ms``. Set beside published
-    clpeak transfer figures for phone GPUs (``ANCHORS["phone_transfer"]``)."""
+    (CL_MEM_ALLOC_HOST_PTR buffers) over read/write buffer copies: the ratio of median
+    iteration times (host clock) with its interval, and of ``transfer_ms`` (device events).
+    Set beside published clpeak transfer figures for phone GPUs
+    (``ANCHORS["phone_transfer"]``)."""
     title, paper = "Transfers: map/unmap vs read/write copies", [ANCHORS["phone_transfer"]]
-    pairs = _paired(runs, ("staged", "copy"), ("staged", "map"))
-    if not pairs:
+    p = pair_frame(runs, ("staged", "copy"), ("staged", "map"))
+    if p.empty:
         return _missing("transfer_method", title, "no verified staged/copy and staged/map pair",
                         paper)
-    q = [m["transfer_ms"] / c["transfer_ms"] for _, c, m in pairs if c["transfer_ms"] > 0]
-    noise = [within_noise(c, m) for _, c, m in pairs]
-    t = [m["iteration_median_ms"] / c["iteration_median_ms"]
-         for (_, c, m), n in zip(pairs, noise) if not n]
-    details = [f"{k[0]} on {k[1]}, kernel {k[2]}: map {m['iteration_median_ms']:.3g} ms "
-               f"(transfer {m['transfer_ms']:.3g}) vs copy {c['iteration_median_ms']:.3g} ms "
-               f"(transfer {c['transfer_ms']:.3g})" + ("; within noise (IQRs overlap)" if n else "")
-               for (k, c, m), n in zip(pairs, noise)]
-    better = ("no difference outside noise" if not t else "map/unmap is faster here"
-              if max(t) < 1 else "copies are faster here" if min(t) > 1
-              else "neither wins everywhere")
-    stmt = (f"With staged tensors, map/unmap iterations took "
-            f"{_span(t, 'x') if t else 'the same as'} the copy time "
-            f"({better}); data-movement time {_span(q, 'x')}. On phones with unified memory "
-            "map is zero-copy (clpeak); the answer is per device."
-            + _noise_note(sum(noise), len(pairs)))
-    rows = _ref(sorted({c["run_id"] for _, c, _ in pairs} | {m["run_id"] for _, _, m in pairs}))
-    return Finding("transfer_method", title, stmt, rows, paper, details)
+    stmt = ("Map/unmap over copy iteration time with staged tensors (host clock): " +
+            "; ".join(_pair_clause(d, g, "copies are faster", "map/unmap is faster")
+                      for d, g in p.groupby("device")) +
+            ". Whether map is zero-copy is a property of the device (unified memory on "
+            "phones): see the bandwidth finding.")
+    rows = []
+    for _, r in p.iterrows():
+        a, b = r["a"], r["b"]
+        below = _flag(a, "transfer_below_resolution") or _flag(b, "transfer_below_resolution")
+        rows.append([r["device"], r["model"], r["kernel"],
+                     w.ms_interval(b["iteration_median_ms"], *interval(b)),
+                     w.ms_interval(a["iteration_median_ms"], *interval(a)),
+                     w.times(r["ratio"], r["ratio_low"], r["ratio_high"]),
+                     "no difference" if r["no_difference"] else
+                     "map slower" if r["ratio"] > 1 else "map faster",
+                     f"{w.ms(b['transfer_ms'], _flag(b, 'transfer_below_resolution'))} vs "
+                     f"{w.ms(a['transfer_ms'], _flag(a, 'transfer_below_resolution'))}"
+                     + (" (not comparable)" if below else "")])
+    table = Table(["device", "model", "kernel", "map (ms, host clock)", "copy (ms)",
+                   "map / copy", "verdict", "transfer ms, map vs copy (device events)"], rows)
+    refs = _ref(sorted({x["run_id"] for c in ("a", "b") for x in p[c]}))
+    return Finding("transfer_method", title, stmt, refs, paper, table)
 
+
+# ---------------------------------------------------------------- GEMM
 
 def gemm_throughput(runs: pd.DataFrame, commands: pd.DataFrame) -> Finding:
-    """Takes runs.parquet and commands.parquet. The best GEMM throughput inside training
-    (``gemm_gflops`` of :func:`~phonetrain.report.analysis.gemm_table`, 1e9 FLOP/s) on the
-    CPU backend and on OpenCL, and their ratio, beside the paper's GEMM and CPU GFLOPS
-    (``ANCHORS`` gpu_gemm_before, gpu_gemm_after, gpu_opt_abstract, cpu_gflops)."""
+    """Takes runs.parquet and commands.parquet. Per device, the best GEMM throughput inside
+    training (``gemm_gflops`` of :func:`~phonetrain.report.analysis.gemm_table`: GEMM FLOPs of
+    an iteration over their median device-event time, 1e9 FLOP/s) on the CPU backend and on
+    OpenCL, and their ratio, beside the paper's GEMM and CPU GFLOPS (``ANCHORS``
+    gpu_gemm_before, gpu_gemm_after, gpu_opt_abstract, cpu_gflops)."""
     title = "GEMM throughput: GPU kernels vs CPU"
     paper = [ANCHORS["gpu_gemm_before"], ANCHORS["gpu_gemm_after"],
              ANCHORS["gpu_opt_abstract"], ANCHORS["cpu_gflops"]]
@@ -284,110 +428,186 @@ def gemm_throughput(runs: pd.DataFrame, commands: pd.DataFrame) -> Finding:
     if g.empty:
         return _missing("gemm_throughput", title, "no verified run with GEMM kernels", paper)
     g = g.reset_index()
-    details = [f"{r['model']} {run_label(r)}: {r['gemm_gflops']:.3g} GFLOPS"
-               for _, r in g.iterrows()]
-    parts, rows, best = [], [], {}
-    for name, sub in (("CPU", g[is_cpu(g)]), ("GPU (OpenCL)", g[~is_cpu(g)])):
-        if len(sub):
-            b = best[name] = sub.loc[sub["gemm_gflops"].idxmax()]
-            parts.append(f"best {name} {b['gemm_gflops']:.3g} GFLOPS ({b['model']}, "
-                         f"{run_label(b)})")
-            rows.append(b["run_id"])
-    stmt = "GEMM inside training reached: " + "; ".join(parts) + "."
-    if len(best) == 2:
-        q = best["GPU (OpenCL)"]["gemm_gflops"] / best["CPU"]["gemm_gflops"]
-        stmt += (f" Best GPU over best CPU: {q:.3g}x (paper: optimized GPU GEMM 25-70 vs CPU "
-                 "15-30 GFLOPS, about 2x).")
-    return Finding("gemm_throughput", title, stmt, _ref(rows), paper, details)
+    parts, refs = [], []
+    for dev, d in g.groupby("device"):
+        best = {}
+        for name, sub in (("CPU", d[is_cpu(d)]), ("OpenCL", d[~is_cpu(d)])):
+            if len(sub):
+                best[name] = sub.loc[sub["gemm_gflops"].idxmax()]
+                refs.append(best[name]["run_id"])
+        s = f"{dev}: " + ", ".join(f"best {n} {b['gemm_gflops']:.3g} GFLOPS ({b['model']}, "
+                                   f"{run_label(b, False)})" for n, b in best.items())
+        if len(best) == 2:
+            s += (f", OpenCL / CPU {best['OpenCL']['gemm_gflops'] / best['CPU']['gemm_gflops']:.3g}"
+                  "x")
+        parts.append(s)
+    stmt = ("GEMM inside training (GEMM FLOPs over their device-event time; paper: optimized GPU "
+            "GEMM 25-70 vs CPU 15-30 GFLOPS): " + "; ".join(parts) + ".")
+    rows = [[r["device"], r["model"], run_label(r, False), f"{r['gemm_gflops']:.3g}"]
+            for _, r in g.sort_values(["device", "model", "gemm_gflops"],
+                                      ascending=[True, True, False]).iterrows()]
+    table = Table(["device", "model", "run", "GEMM GFLOPS (device events)"], rows)
+    return Finding("gemm_throughput", title, stmt, _ref(refs), paper, table)
+
+
+def optimization_gain(gemm: pd.DataFrame) -> pd.DataFrame:
+    """Per device and GEMM shape of the verified sweep
+    (:func:`~phonetrain.report.analysis.gemm_sweep`): ``own`` (the best GFLOPS of the
+    project's optimized versions, :data:`~phonetrain.report.analysis.OWN_KERNELS`),
+    ``own_kernel`` (which), ``baseline``, ``clblast`` and ``cpu`` GFLOPS where measured, and
+    ``gain`` = own / baseline. Empty when no device has baseline and an optimized version."""
+    g = gemm_sweep(gemm)
+    out = []
+    for dev, d in g.groupby("device"):
+        piv = d.pivot_table(index="shape", columns="kernel", values="gflops", aggfunc="max")
+        own_cols = [c for c in OWN_KERNELS if c in piv]
+        if "baseline" not in piv or not own_cols:
+            continue
+        own = piv[own_cols]
+        for shape, r in piv.iterrows():
+            if pd.isna(own.loc[shape]).all():
+                continue
+            out.append({"device": dev, "shape": shape, "own": own.loc[shape].max(),
+                        "own_kernel": own.loc[shape].idxmax(), "baseline": r.get("baseline"),
+                        "clblast": r.get("clblast"), "cpu": r.get(CPU_KERNEL)})
+    df = pd.DataFrame(out, columns=["device", "shape", "own", "own_kernel", "baseline",
+                                    "clblast", "cpu"])
+    df["gain"] = df["own"] / df["baseline"]
+    return df
 
 
 def kernel_optimization(gemm: pd.DataFrame, peaks: pd.DataFrame) -> Finding:
-    """Takes gemm.parquet and peaks.parquet. Per device, over the verified GEMM sweep
-    (:func:`~phonetrain.report.analysis.gemm_sweep`): the best GFLOPS of the project's
-    optimized versions (:data:`~phonetrain.report.analysis.OWN_KERNELS`, best of them per
-    shape), their median speedup over ``baseline`` across shapes, the same against CLBlast
-    and the CPU backend where measured, and the best as a share of the device's measured
-    compute peak (:func:`~phonetrain.report.analysis.peak_share`). Set beside the paper's
-    5-15 -> 25-70 GFLOPS (second-hand) and CPU 15-30 GFLOPS. The closing advice on register
-    blocking and local-memory tiling is a fixed sentence, not computed from the tables."""
+    """Takes gemm.parquet and peaks.parquet. Per device: the best GFLOPS of the optimized
+    versions at their best shape, with baseline, CLBlast and the CPU backend at that same
+    shape, and the best as a share of the device's measured compute peak
+    (:func:`~phonetrain.report.analysis.peak_share`); then, labelled as such, the median over
+    shapes of the per-shape ratios (a typical shape, not the best result). Set beside the
+    paper's 5-15 -> 25-70 GFLOPS (second-hand, ``ANCHORS["gpu_gemm_gain"]``)."""
     title = "Kernel optimization: GEMM GFLOPS per version"
-    paper = [ANCHORS["gpu_gemm_before"], ANCHORS["gpu_gemm_after"], ANCHORS["cpu_gflops"]]
-    g = gemm_sweep(gemm)
-    if (g.empty or not (g["kernel"] == "baseline").any()
-            or not g["kernel"].isin(OWN_KERNELS).any()):
+    paper = [ANCHORS["gpu_gemm_before"], ANCHORS["gpu_gemm_after"], ANCHORS["gpu_gemm_gain"],
+             ANCHORS["cpu_gflops"]]
+    gain = optimization_gain(gemm)
+    if gain.empty:
         return _missing("kernel_optimization", title,
                         "no verified GEMM sweep with baseline and an optimized version", paper)
-    parts, details, rows = [], [], []
-    for dev, d in g.groupby("device"):
-        piv = d.pivot_table(index="shape", columns="kernel", values="gflops", aggfunc="max")
-        own = piv[[c for c in OWN_KERNELS if c in piv]].max(axis=1)
-        speedup = (own / piv["baseline"]).dropna()
-        best_shape = own.idxmax()
+    parts, rows, refs = [], [], []
+    for dev, d in gain.groupby("device"):
+        b = d.loc[d["own"].idxmax()]
+        at = ", ".join(f"{n} {b[c]:.3g}" for c, n in (("baseline", "baseline"),
+                                                       ("clblast", "CLBlast"),
+                                                       ("cpu", "CPU backend"))
+                       if pd.notna(b[c]))
+        s = (f"{dev}: best {b['own_kernel']} {b['own']:.3g} GFLOPS at {b['shape']} "
+             f"(same shape: {at})")
         pk, pk_name = compute_peak(peaks, dev)
-        s = (f"{dev}: best optimized {own.max():.3g} GFLOPS ({best_shape}), "
-             f"{speedup.median():.2g}x baseline (median over {len(speedup)} shapes, "
-             f"{speedup.min():.2g}-{speedup.max():.2g}x)")
-        if "clblast" in piv:
-            r = (own / piv["clblast"]).dropna()
-            s += f", {r.median():.2g}x CLBlast"
-        if CPU_KERNEL in piv:
-            r = (own / piv[CPU_KERNEL]).dropna()
-            s += f", {r.median():.2g}x the CPU backend"
         if pk == pk:
-            s += "; " + peak_share(own.max(), pk, pk_name)
+            s += ", " + peak_share(b["own"], pk, pk_name)
+        meds = [f"{(d['own'] / d[c]).median():.2g}x {n}" for c, n in
+                (("baseline", "baseline"), ("clblast", "CLBlast"), ("cpu", "the CPU backend"))
+                if d[c].notna().any()]
+        s += f"; median over {len(d)} shapes of the per-shape ratio: " + ", ".join(meds)
         parts.append(s)
-        details += [f"{dev} {shape}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.dropna().items())
-                    for shape, r in piv.iterrows()]
-        rows.append(f"gemm.parquet: device={dev}")
-    stmt = ("; ".join(parts) + ". The paper's optimized OpenCL GEMM went from 5-15 to 25-70 "
-            "GFLOPS (about 5x) on Snapdragon phones. Register blocking with vector loads and no "
-            "local memory is the first optimization to try on CPUs and Mali-class GPUs; "
-            "local-memory tiling pays off where local memory is on-chip.")
-    return Finding("kernel_optimization", title, stmt, rows, paper, details)
+        rows += [[dev, r["shape"], f"{r['own']:.3g} ({r['own_kernel']})",
+                  *(w.num(r[c]) for c in ("baseline", "clblast", "cpu")), w.times(r["gain"])]
+                 for _, r in d.iterrows()]
+        refs.append(f"gemm.parquet: device={dev}")
+    stmt = ("Optimized GEMM kernels (GEMM sweep, GFLOPS, median of repeats; paper: 5-15 -> "
+            "25-70 GFLOPS, 4-5x, second-hand): " + "; ".join(parts) + ".")
+    table = Table(["device", "shape", "best optimized GFLOPS", "baseline", "CLBlast",
+                   "CPU backend", "optimized / baseline"], rows)
+    return Finding("kernel_optimization", title, stmt, refs, paper, table)
 
 
-def bandwidth(bw: pd.DataFrame) -> Finding:
-    """Takes bandwidth.parquet. Peak host-timed GB/s (1e9 B/s) per device and transfer kind,
-    and the share of it the smallest transfer reaches (host-timed: what a training step pays,
-    call overhead included); zero-copy kinds (:func:`~phonetrain.report.analysis.zero_copy`)
-    reported as microseconds per call instead of GB/s. Set beside published clpeak transfer
-    figures for phone GPUs (``ANCHORS["phone_transfer"]``)."""
+# ---------------------------------------------------------------- bandwidth
+
+def _behaviour(c: pd.Series) -> str:
+    """How a transfer kind's time behaves, in words, from a row of
+    :func:`~phonetrain.report.analysis.transfer_time_classes`."""
+    if c["cls"] == "zero-copy":
+        return (f"zero-copy: ~{c['call_us']:.3g} us per call up to {c['max_bytes']} bytes, "
+                f"where a copy at {c['reference_gbps']:.3g} GB/s would have grown by "
+                f"{c['copy_growth_us']:.3g} us")
+    if c["cls"] == "overhead-bound":
+        return (f"inside the call overhead: ~{c['call_us']:.3g} us per call up to "
+                f"{c['max_bytes']} bytes, where a copy at the measured "
+                f"{c['reference_gbps']:.3g} GB/s takes only {c['copy_growth_us']:.3g} us more; "
+                "not zero-copy, the sweep ends before the bytes show")
+    if c["cls"] == "undetermined":
+        return (f"flat at ~{c['call_us']:.3g} us per call up to {c['max_bytes']} bytes; no "
+                "measured bandwidth to tell zero-copy from call overhead")
+    return "grows with size (a copy)"
+
+
+def bandwidth(bw: pd.DataFrame, peaks: pd.DataFrame | None = None) -> Finding:
+    """Takes bandwidth.parquet and peaks.parquet. Per device and transfer kind: how its time
+    behaves with size (:func:`~phonetrain.report.analysis.transfer_time_classes`: zero-copy
+    only where a copy at the device's measured bandwidth would have grown), the peak
+    host-timed GB/s (1e9 B/s) of kinds that copy, and the share of it the smallest transfer
+    reaches (host clock: what a training step pays, call overhead included). Set beside
+    published clpeak transfer figures for phone GPUs (``ANCHORS["phone_transfer"]``)."""
     title, paper = "Host <-> device bandwidth", [ANCHORS["phone_transfer"]]
     bw = bw.dropna(subset=["host_gbps"])
     if bw.empty:
         return _missing("bandwidth", title, "no bandwidth sweep", paper)
-    zc = zero_copy(bw)  # GB/s of a call whose time does not grow with size is meaningless
-    zc_text = [f"{d} {k}: zero-copy: constant ~{us:.3g} us per {k} regardless of size"
-               for (d, k), us in zc.items()]
-    zc_rows = [f"bandwidth.parquet: {d}/{k}" for d, k in zc.index]
-    bw = bw[~bw.set_index(["device", "kind"]).index.isin(zc.index)]
-    if bw.empty:
-        return Finding("bandwidth", title, "; ".join(zc_text) + ".", zc_rows, paper, zc_text)
-    peak = bw.loc[bw.groupby(["device", "kind"])["host_gbps"].idxmax()]
-    small = bw.loc[bw.groupby(["device", "kind"])["size_bytes"].idxmin()]
-    frac = (small.set_index(["device", "kind"])["host_gbps"]
-            / peak.set_index(["device", "kind"])["host_gbps"])
-    details = [f"{r['device']} {r['kind']}: peak {r['host_gbps']:.3g} GB/s host-timed "
-               f"({r['device_gbps']:.3g} GB/s event-timed) at {int(r['size_bytes'])} bytes"
-               for _, r in peak.iterrows()]
-    details += [f"{d} {k}: {int(small.set_index(['device', 'kind']).loc[(d, k), 'size_bytes'])}"
-                f" bytes reach {f:.1%} of the peak" for (d, k), f in frac.items()]
-    stmt = ("Peak host-timed bandwidth: " + ", ".join(
-        f"{r['device']} {r['kind']} {r['host_gbps']:.3g} GB/s" for _, r in peak.iterrows()) +
-        f". The smallest transfers reach a median {frac.median():.1%} of their kind's peak" +
-        (": per-call overhead dominates small tensors, so fewer, larger transfers pay off."
-         if frac.median() < 0.5 else ".")) + "".join(f" {z}." for z in zc_text)
-    details += zc_text
-    rows = [f"bandwidth.parquet: {r['device']}/{r['kind']}/{int(r['size_bytes'])}"
-            for _, r in pd.concat([peak, small]).iterrows()] + zc_rows
-    return Finding("bandwidth", title, stmt, rows, paper, details)
+    cls = transfer_time_classes(bw, peaks).set_index(["device", "kind"])
+    rows, flat, peak_text, fracs = [], {}, [], []
+    for (dev, kind), g in bw.groupby(["device", "kind"]):
+        c = cls.loc[(dev, kind)]
+        if c["cls"] != "copy":
+            flat.setdefault(c["cls"], []).append(f"{dev} {kind} ~{c['call_us']:.3g} us")
+            rows.append([dev, kind, _behaviour(c), "n/a", "n/a", "n/a"])
+            continue
+        pk = g.loc[g["host_gbps"].idxmax()]
+        frac = g.loc[g["size_bytes"].idxmin(), "host_gbps"] / pk["host_gbps"]
+        fracs.append(frac)
+        peak_text.append(f"{dev} {kind} {pk['host_gbps']:.3g} GB/s")
+        rows.append([dev, kind, _behaviour(c),
+                     f"{pk['host_gbps']:.3g} ({w.num(pk['device_gbps'])})",
+                     str(int(pk["size_bytes"])), w.pct(frac)])
+    sentences = []
+    if peak_text:
+        med = float(np.median(fracs))
+        sentences.append(
+            "Peak host-timed bandwidth: " + ", ".join(peak_text) +
+            f"; the smallest transfers reach a median {w.pct(med)} of their kind's peak" +
+            (": per-call overhead dominates small tensors, so fewer, larger transfers pay off."
+             if med < w.SMALL_TRANSFER_EFFICIENCY else "."))
+    words = {"zero-copy": "Zero-copy (flat where a copy at the measured bandwidth would have "
+                          "grown)",
+             "overhead-bound": "inside the call overhead, not zero-copy (a copy at the "
+                               "measured bandwidth would not have grown beyond it over the "
+                               "sweep)",
+             "undetermined": "flat, but no measured bandwidth to tell zero-copy from overhead"}
+    if flat:
+        sentences.append("; ".join(f"{words[k]}: {', '.join(v)} per call"
+                                   for k, v in flat.items()) + ".")
+    stmt = " ".join(sentences)
+    table = Table(["device", "kind", "time vs size", "peak GB/s host clock (device events)",
+                   "at bytes", "smallest transfer's share of peak"], rows)
+    refs = [f"bandwidth.parquet: {d}/{k}" for d, k in cls.index]
+    return Finding("bandwidth", title, stmt, refs, paper, table)
+
+
+# ---------------------------------------------------------------- all of them
+
+def unstable_runs(runs: pd.DataFrame) -> list[dict[str, str]]:
+    """Takes runs.parquet; returns the ``unstable`` runs (ran and verified, but measured under
+    contention or with too wide a confidence interval), one dict each: ``run_id``, ``reason``
+    (``status_reason``), ``iteration`` (median with its interval, for the record only) and
+    ``conditions`` (:func:`~phonetrain.report.wording.conditions`). They stay out of every
+    guideline and are re-measured by the next workflow run."""
+    u = runs[runs["status"] == "unstable"]
+    return [{"run_id": r["run_id"], "reason": "" if pd.isna(r["status_reason"]) else
+             str(r["status_reason"]),
+             "iteration": w.ms_interval(r["iteration_median_ms"], *interval(r)),
+             "conditions": w.conditions(r)} for _, r in u.sort_values("run_id").iterrows()]
 
 
 def all_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
     """Takes the tables of :func:`phonetrain.report.build.load_tables` (runs, commands, gemm,
     peaks, bandwidth used); returns every guideline's :class:`Finding`, in report order."""
     runs, commands = tables["runs"], tables["commands"]
-    return [gpu_vs_cpu(runs), size_trend(runs), data_movement(runs), placement(runs),
-            transfer_method(runs), gemm_throughput(runs, commands),
+    return [gpu_vs_cpu(runs), size_trend(runs), data_movement(runs), launch_overhead(runs),
+            placement(runs), transfer_method(runs), gemm_throughput(runs, commands),
             kernel_optimization(tables["gemm"], tables["peaks"]),
-            bandwidth(tables["bandwidth"])]
+            bandwidth(tables["bandwidth"], tables["peaks"])]

@@ -4,7 +4,9 @@
 :func:`aggregate` reads every run folder of a study (:mod:`phonetrain.results.runs`; a folder
 whose job failed or never ran becomes a ``failed`` row, so the report lists it), the devices'
 bandwidth sweeps, kernel builds, GEMM sweeps and peaks (:mod:`phonetrain.results.readers`),
-and writes each table atomically, schema-enforced, to the path given for it.
+and writes each table atomically, schema-enforced, to the path given for it. The ``history``
+table merges this aggregation's measurements into the previous ones kept in a ledger file
+(:mod:`phonetrain.results.history`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from phonetrain.results import readers, runs, schema
+from phonetrain.results import history, readers, runs, schema
 
 
 def add_kernel_gflops(run_rows: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:
@@ -34,7 +36,7 @@ def tables(run_dirs: Iterable[str | Path], *, bandwidth_csvs: Iterable[str | Pat
            peaks_jsons: Iterable[str | Path] = ()) -> dict[str, pd.DataFrame]:
     """Every summary table (name -> DataFrame with the schema's columns) from the raw files.
     Raises :class:`~phonetrain.errors.ResultsFileError` naming a file that cannot be read."""
-    parts: dict[str, list[pd.DataFrame]] = {t: [] for t in schema.TABLES}
+    parts: dict[str, list[pd.DataFrame]] = {t: [] for t in schema.TABLES if t != "history"}
     for d in run_dirs:
         for t, df in runs.read_run(d).items():
             parts[t].append(df)
@@ -46,20 +48,43 @@ def tables(run_dirs: Iterable[str | Path], *, bandwidth_csvs: Iterable[str | Pat
                if any(len(df) for df in dfs) else schema.empty(t))
            for t, dfs in parts.items()}
     out["runs"] = add_kernel_gflops(out["runs"], out["commands"])
+    out["history"] = schema.empty("history")
     return out
+
+
+def read_ledger(path: str | Path | None) -> pd.DataFrame:
+    """The history ledger at ``path`` (an empty history table when there is none yet).
+    Raises :class:`~phonetrain.results.schema.SchemaError` naming a damaged or stale file."""
+    if path is None or not Path(path).exists():
+        return schema.empty("history")
+    try:
+        return schema.read_table(path, "history")
+    except schema.SchemaError as e:
+        raise schema.SchemaError(str(e).split(" (")[0] + ": the measurement history cannot be "
+                                 "read", f"move {path} aside to start a new history (the "
+                                 "replaced measurements it holds are then not reported)") from None
 
 
 def aggregate(run_dirs: Iterable[str | Path], outputs: Mapping[str, str | Path], *,
               bandwidth_csvs: Iterable[str | Path] = (),
               build_jsons: Iterable[str | Path] = (),
               gemm_jsons: Iterable[str | Path] = (),
-              peaks_jsons: Iterable[str | Path] = ()) -> dict[str, Path]:
+              peaks_jsons: Iterable[str | Path] = (), ledger: str | Path | None = None,
+              sources: history.Sources | None = None) -> dict[str, Path]:
     """Aggregate run folders (present or expected-but-empty), bandwidth CSVs, build files and
     the GEMM study's files into one Parquet file per table: ``outputs`` maps every table name
-    of :data:`~phonetrain.results.schema.TABLES` to its path. Returns table -> path."""
+    of :data:`~phonetrain.results.schema.TABLES` to its path. The ``history`` table is the
+    ledger at ``ledger`` (when given) updated with this aggregation's measurements
+    (:func:`phonetrain.results.history.update`; ``sources`` names their source files), and
+    the ledger is rewritten with it, last. Returns table -> path."""
     missing = sorted(set(schema.TABLES) - set(outputs))
     if missing:
         raise ValueError(f"aggregate: no output path for tables {missing}")
     got = tables(run_dirs, bandwidth_csvs=bandwidth_csvs, build_jsons=build_jsons,
                  gemm_jsons=gemm_jsons, peaks_jsons=peaks_jsons)
-    return {t: schema.write_table(df, t, outputs[t]) for t, df in got.items()}
+    got["history"] = history.update(read_ledger(ledger),
+                                    history.measurements(got, sources))
+    paths = {t: schema.write_table(df, t, outputs[t]) for t, df in got.items()}
+    if ledger is not None:
+        schema.write_table(got["history"], "history", ledger)
+    return paths

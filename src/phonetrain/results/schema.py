@@ -5,7 +5,9 @@ row per runner invocation ``repeat`` x iteration, warm-up included and flagged),
 (one row per run x command kind x name x layer x phase, over measured iterations),
 ``bandwidth`` (one row per device x transfer kind x size), ``builds`` (one row per device x kernel version x program).
 ``gemm`` (one row per device x kernel version x GEMM call) and ``peaks`` (one row per device
-x peak measurement) hold the GEMM sweep and the roofline (phonetrain.gemm_stages).
+x peak measurement) hold the GEMM sweep and the roofline (phonetrain.gemm_stages); ``history``
+(one row per run or GEMM shape x measurement) keeps the measurements that re-measurements
+replaced (phonetrain.results.history).
 
 Units are in column names: ``_ms`` milliseconds, ``_ns`` nanoseconds, ``_bytes`` bytes,
 ``_gflops`` 1e9 FLOP/s, ``_gbps`` 1e9 bytes/s (decimal GB/s, as clpeak reports). Every row
@@ -153,16 +155,32 @@ PEAKS = pa.schema([
     _f("platform_name", S),
 ] + PROVENANCE)
 
+# history: every measurement the study has aggregated (phonetrain.results.history): one row per
+# subject (``kind`` run: a run_id; gemm: ``<device>/<kernel>/<gemm> <m>x<n>x<k>``) x measurement.
+# ``median_ms`` with its interval ``low_ms``..``high_ms`` (``interval``: 95% CI, IQR or none),
+# ``gflops`` (runs: kernel_gflops; gemm: the sweep's), ``measurement_id`` (hash of the measured
+# values and the config, kernel and runner hashes), ``sources`` (JSON {source path: content hash}
+# of the kernel version's and the runner's files it was built from; null where unknown),
+# ``latest`` (the subject's current measurement), ``recorded_in`` / ``superseded_in`` (the number
+# of the aggregation that recorded / replaced it; null while it is the latest).
+HISTORY = pa.schema([
+    _f("kind", S, False), _f("subject", S, False), _f("device", S, False), _f("kernel", S),
+    _f("label", S), _f("status", S), _f("median_ms", F), _f("low_ms", F), _f("high_ms", F),
+    _f("interval", S), _f("gflops", F), _f("measurement_id", S, False), _f("sources", S),
+    _f("latest", B, False), _f("recorded_in", I, False), _f("superseded_in", I),
+] + PROVENANCE)
+
 TABLES: dict[str, pa.Schema] = {
     "runs": RUNS, "iterations": ITERATIONS, "commands": COMMANDS,
     "bandwidth": BANDWIDTH, "builds": BUILDS, "gemm": GEMM, "peaks": PEAKS,
+    "history": HISTORY,
 }
 """Table name -> schema; the Parquet file is ``results/summary/<name>.parquet``."""
 
 _ALLOWED = {("runs", "status"): STATUSES, ("builds", "status"): ("ok", "failed"),
             ("commands", "kind"): COMMAND_KINDS, ("bandwidth", "kind"): BANDWIDTH_KINDS,
             ("gemm", "status"): ("ok", "wrong", "error", "skipped"),
-            ("peaks", "kind"): ("compute", "bandwidth")}
+            ("peaks", "kind"): ("compute", "bandwidth"), ("history", "kind"): ("run", "gemm")}
 
 
 def schema(table: str) -> pa.Schema:

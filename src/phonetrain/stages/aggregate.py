@@ -11,17 +11,22 @@ same report.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from phonetrain import layout
+from phonetrain.devices.toolchains import runner_source_hash, runner_sources
+from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version, resolve_sources
 from phonetrain.io import read_json, write_if_changed, write_json, write_text
 from phonetrain.layout import Layout
 from phonetrain.report import build_report
-from phonetrain.report.build import FIGURES
+from phonetrain.report.build import FIGURES, OTHER_FORMAT
 from phonetrain.results.aggregate import aggregate
+from phonetrain.stages.params import CPU_VERSION, kernel_hash
 
 COMPLETE_TEXT = ("written by the workflow after a complete stage; absent after a failed run "
                  "(partial summary/report)\n")
@@ -53,27 +58,85 @@ def prepare_run_folders(run_params: Mapping[tuple[str, str], dict[str, Any]],
                        rdir / layout.FAILED)
 
 
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _rel(path: Path) -> str:
+    """A source path relative to the checkout (``src/kernels/tiled/gemm.cl``)."""
+    return Path(path).resolve().relative_to(KERNELS_ROOT.resolve().parents[1]).as_posix()
+
+
+def _kernel_files(version: str) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """(kernel hash, ((path, content hash), ...)) of a version's resolved ``.cl`` files and the
+    ``version.yaml`` of every version it inherits from; None for an unknown version."""
+    try:
+        v = load_version(version)
+        files = list(resolve_sources(version).values())
+    except KernelVersionError:
+        return None
+    files += [p for p in (KERNELS_ROOT / n / "version.yaml" for n in v.chain) if p.exists()]
+    return kernel_hash(version), tuple(sorted((_rel(p), _file_hash(p)) for p in files))
+
+
+def _runner_files() -> tuple[str, tuple[tuple[str, str], ...]]:
+    return runner_source_hash()[:16], tuple((_rel(p), _file_hash(p)) for p in runner_sources())
+
+
+def measured_sources() -> Callable[..., dict[str, str] | None]:
+    """A function ``(kind, device, kernel, kernel_hash, runner_hash) -> {path: content hash}``
+    naming the source files a measurement was built from: the kernel version's files (none
+    for the CPU backend) and the runner's (where the measurement records a runner hash). It
+    knows them only when the sources in this checkout are the ones measured (their hashes
+    equal the measurement's kernel and runner hashes) and answers None otherwise (e.g. a
+    source edited since, not yet re-measured, or nothing to name).
+    The checkout's files are read once per function made."""
+    kernels = functools.lru_cache(maxsize=None)(_kernel_files)
+    runner = functools.lru_cache(maxsize=1)(_runner_files)
+
+    def sources(kind: str, device: str, kernel: str | None, khash: str | None,
+                rhash: str | None) -> dict[str, str] | None:
+        files: dict[str, str] = {}
+        if kernel and kernel not in ("none", CPU_VERSION):
+            k = kernels(kernel)
+            if k is None or k[0] != khash:
+                return None
+            files.update(k[1])
+        if rhash is not None:       # the GEMM sweep's rows record no runner hash
+            rh, rfiles = runner()
+            if rhash != rh:
+                return None
+            files.update(rfiles)
+        return files or None
+    return sources
+
+
 def aggregate_study(run_params: Mapping[tuple[str, str], dict[str, Any]], L: Layout,
                     expected: Mapping[str, list[str]], outputs: Mapping[str, str],
                     complete: str | None = None) -> dict[str, Path]:
     """Prepare the run folders, then aggregate every expected run folder and whichever of the
-    expected per-device files exist into ``outputs`` (table -> path); write ``complete``
-    last when given."""
+    expected per-device files exist into ``outputs`` (table -> path), the history merged into
+    the study's ledger (``L.history_ledger()``; sources named by :func:`measured_sources`); write
+    ``complete`` last when given."""
     prepare_run_folders(run_params, L)
     exist = lambda kind: [f for f in expected[kind] if Path(f).exists()]  # noqa: E731
     paths = aggregate(expected["runs"], outputs, bandwidth_csvs=exist("bandwidth"),
                       build_jsons=exist("builds"), gemm_jsons=exist("gemm"),
-                      peaks_jsons=exist("peaks"))
+                      peaks_jsons=exist("peaks"), ledger=L.history_ledger(),
+                      sources=measured_sources())
     if complete:
         write_text(complete, COMPLETE_TEXT)
     return paths
 
 
 def report_outputs(L: Layout, figure_format: str) -> dict[str, str]:
-    """The report's files: ``html``, ``md`` and one per figure of
-    :data:`phonetrain.report.build.FIGURES`."""
+    """The report's files: ``html``, ``md``, one per figure of
+    :data:`phonetrain.report.build.FIGURES` in ``figure_format`` and, as ``<name>_alt``, the
+    same figure in the other format (written beside it)."""
+    other = OTHER_FORMAT[figure_format]
     return {"html": L.report_html(), "md": L.report_md(),
-            **{n: L.figure(n, figure_format) for n in FIGURES}}
+            **{n: L.figure(n, figure_format) for n in FIGURES},
+            **{f"{n}_alt": L.figure(n, other) for n in FIGURES}}
 
 
 def report_study(L: Layout, settings: Mapping[str, Any], facts: list[dict[str, Any]],

@@ -1,0 +1,174 @@
+"""The report's first screen: per device, the paper's findings and this study's, side by side.
+
+:func:`at_a_glance` returns one table per device. Rows: the paper's findings (GPU vs CPU step
+time, gain from kernel optimization, share of data movement by each measure) and this study's
+own (launch overhead, staged vs resident tensors, map vs copy). Columns: the paper's figure
+(marked second-hand where it is), this study's figure with its interval, a verdict and the
+finding it comes from. Verdicts: ``agrees`` / ``differs`` (the study's interval overlaps the
+paper's range, or not: :func:`phonetrain.report.wording.overlap_verdict`; per model or per run
+where a row has several, ``differs (k of n agree)`` when only some do), ``not measured``,
+``unstable`` (only unstable runs measured it), ``no paper figure`` (the study's own finding).
+The figures are computed by the same functions as the findings (:mod:`.findings`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+import phonetrain.report.findings as fd
+import phonetrain.report.wording as w
+from phonetrain.report.paper import ANCHORS, Anchor
+
+# The paper's reading of the data-movement share: it dominates an iteration (~91%).
+DOMINANT_RANGE = (w.DOMINANT_SHARE, 1.0)
+
+
+@dataclass
+class GlanceRow:
+    """One row of a device's table: ``finding`` (what is compared), ``paper`` (the paper's
+    figure, '' for the study's own), ``second_hand``, ``study`` (this study's figure with its
+    interval), ``verdict`` and ``link`` (the anchor of the finding behind it)."""
+
+    finding: str
+    paper: str
+    second_hand: bool
+    study: str
+    verdict: str
+    link: str
+
+
+def _cell(study: str, lo: float, hi: float, anchor: Anchor | None,
+          prange: tuple[float | None, float | None] | None = None) -> tuple[str, str]:
+    """(study text, verdict) for a figure with interval [lo, hi] against the paper's range
+    (``prange``, else the anchor's low..high)."""
+    if anchor is None:
+        return study, "no paper figure"
+    plo, phi = prange if prange else (anchor.low, anchor.high)
+    return study, w.overlap_verdict(lo, hi, plo, phi)
+
+
+def _step_time(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
+    best = fd.best_pairs(fd.gpu_cpu_pairs(runs))
+    b = best[best["device"] == dev]
+    if b.empty:
+        return None
+    a = ANCHORS["gpu_slowdown"]
+    verdicts = [w.overlap_verdict(lo, hi, a.low, a.high) if lo == lo else
+                w.overlap_verdict(q, q, a.low, a.high)
+                for q, lo, hi in zip(b["ratio"], b["ratio_low"], b["ratio_high"])]
+    study = "; ".join(f"{m} {w.times(q, lo, hi)}" for m, q, lo, hi in
+                      zip(b["model"], b["ratio"], b["ratio_low"], b["ratio_high"]))
+    return (f"best OpenCL / CPU time (host clock): {study}",
+            w.count_verdict([v == "agrees" for v in verdicts], "models"))
+
+
+def _gain(gemm: pd.DataFrame, dev: str) -> tuple[str, str] | None:
+    g = fd.optimization_gain(gemm)
+    d = g[g["device"] == dev]["gain"].dropna()
+    if d.empty:
+        return None
+    med, lo, hi = d.median(), d.quantile(0.25), d.quantile(0.75)
+    return _cell(f"median over {len(d)} GEMM shapes {w.times(med, lo, hi)} (IQR over shapes)",
+                 lo, hi, ANCHORS["gpu_gemm_gain"])
+
+
+def _share(runs: pd.DataFrame, dev: str, col: str, measure: str) -> tuple[str, str] | None:
+    g = fd.movement_frame(runs)
+    g = g[(g["device"] == dev) & (g["below"] != True)][col].dropna()  # noqa: E712
+    if g.empty:
+        return None
+    study = f"{w.span(g)} over {len(g)} OpenCL run(s) ({measure})"
+    lo, hi = DOMINANT_RANGE
+    return study, w.count_verdict([lo < x <= hi for x in g], "runs")
+
+
+def _gaps(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
+    g = fd.movement_frame(runs)
+    g = g[g["device"] == dev]["gap_share"].dropna()
+    if g.empty:
+        return None
+    return (f"{w.span(g)} of an iteration over {len(g)} OpenCL run(s) (host clock)",
+            "no paper figure")
+
+
+def _pairs(runs: pd.DataFrame, dev: str, a, b, what: str) -> tuple[str, str] | None:
+    p = fd.pair_frame(runs, a, b)
+    p = p[p["device"] == dev]
+    if p.empty:
+        return None
+    clear = p[~p["no_difference"]]
+    text = (f"{what} {w.span(clear['ratio'], w.times)} (host clock)" if len(clear) else
+            "no difference (intervals overlap)")
+    if len(clear) and len(clear) < len(p):
+        text += f"; {len(p) - len(clear)} of {len(p)} pair(s) no difference"
+    return text, "no paper figure"
+
+
+ROWS: list[tuple[str, str, Anchor | None, Callable]] = [
+    ("GPU vs CPU step time", "gpu_vs_cpu", ANCHORS["gpu_slowdown"],
+     lambda t, d: _step_time(t["runs"], d)),
+    ("Gain from kernel optimization (GEMM)", "kernel_optimization", ANCHORS["gpu_gemm_gain"],
+     lambda t, d: _gain(t["gemm"], d)),
+    ("Share of data movement (device events)", "data_movement", ANCHORS["movement_share"],
+     lambda t, d: _share(t["runs"], d, "data_movement_share", w.EVENTS)),
+    ("Share of data movement (call time)", "data_movement", ANCHORS["movement_share"],
+     lambda t, d: _share(t["runs"], d, "data_movement_call_share", w.CALLS)),
+    ("Launch overhead (gaps outside transfer calls)", "launch_overhead", None,
+     lambda t, d: _gaps(t["runs"], d)),
+    ("Staged vs resident tensors", "placement", None,
+     lambda t, d: _pairs(t["runs"], d, ("resident", "copy"), ("staged", "copy"),
+                         "staged / resident")),
+    ("Map/unmap vs copies", "transfer_method", None,
+     lambda t, d: _pairs(t["runs"], d, ("staged", "copy"), ("staged", "map"), "map / copy")),
+]
+
+
+def _paper_text(a: Anchor | None) -> str:
+    if a is None:
+        return ""
+    if a.key == "movement_share":
+        return "~91% of GPU training time (dominant)"
+    if a.key == "gpu_gemm_gain":
+        return "4-5x (5-15 -> 25-70 GFLOPS)"
+    if a.key == "gpu_slowdown":
+        return "GPU >= ~10x slower than CPU"
+    return a.text
+
+
+def at_a_glance(tables: dict[str, pd.DataFrame]) -> dict[str, list[GlanceRow]]:
+    """Takes the tables of :func:`phonetrain.report.build.load_tables`; returns device ->
+    its rows (:class:`GlanceRow`), devices sorted, for every device with runs or a GEMM
+    sweep. A row measured only by unstable runs says so (verdict ``unstable``)."""
+    runs = tables["runs"]
+    as_ok = {**tables, "runs": runs.assign(status=runs["status"].replace("unstable", "ok"))}
+    devices = sorted(set(runs["device"]) | set(tables["gemm"]["device"]))
+    out = {}
+    for dev in devices:
+        rows = []
+        for name, key, anchor, fn in ROWS:
+            got = fn(tables, dev)
+            if got is None and fn(as_ok, dev) is not None:
+                got = ("unstable runs only: not used (see Unstable runs)", "unstable")
+            study, verdict = got if got is not None else ("", "not measured")
+            rows.append(GlanceRow(name, _paper_text(anchor),
+                                  bool(anchor and anchor.second_hand), study, verdict,
+                                  f"finding-{key}"))
+        out[dev] = rows
+    return out
+
+
+def contention_note(runs: pd.DataFrame) -> str | None:
+    """A sentence naming the verified runs measured while other processes used more than
+    :data:`~phonetrain.report.wording.CONTENDED_SHARE` of the device's CPU capacity
+    (``other_cpu_share``); None when none was (or none recorded it)."""
+    ok = runs[runs["status"] == "ok"]
+    busy = ok[[w.contended(r) for _, r in ok.iterrows()]] if len(ok) else ok
+    if busy.empty:
+        return None
+    worst = busy.loc[pd.to_numeric(busy["other_cpu_share"]).idxmax()]
+    return (f"{len(busy)} verified run(s) were measured while other processes used more than "
+            f"{w.CONTENDED_SHARE:.0%} of the CPU (worst: {worst['run_id']}, "
+            f"{float(worst['other_cpu_share']):.0%}); their times may be inflated.")

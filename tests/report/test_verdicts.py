@@ -1,0 +1,233 @@
+"""Verdicts follow numbers: hand-made tables through every guideline and the at-a-glance table,
+each verdict checked on both sides of the threshold its number crosses, the measure named,
+confidence intervals preferred over IQRs, unstable runs kept out, sub-resolution sums never
+printed as a bare 0."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from phonetrain.report import findings as fd
+from phonetrain.report import glance, wording
+from phonetrain.results import schema
+
+
+def run(run_id, med, *, device="d", model="m", placement=None, transfer=None, kernel=None,
+        iqr=0.05, ci=None, status="ok", **kw):
+    """One runs.parquet row: median ``med`` ms, IQR +-``iqr`` x med, optional CI (lo, hi)."""
+    row = {"run_id": f"{device}/{run_id}", "model": model, "device": device,
+           "backend": "cpu" if placement is None else "opencl", "placement": placement,
+           "transfer": transfer, "kernel": kernel, "status": status, "config_hash": "c",
+           "git_rev": "g", "iteration_median_ms": med, "iteration_p25_ms": med * (1 - iqr),
+           "iteration_p75_ms": med * (1 + iqr), "device_type": None if placement is None
+           else "gpu", "device_name": "gpu0", "gap_ms": 0.0, "transfer_overhead_ms": 0.0,
+           "transfer_ms": 0.0, "kernel_ms": med / 2}
+    if ci:
+        row["iteration_ci_low_ms"], row["iteration_ci_high_ms"] = ci
+    row.update(kw)
+    return row
+
+
+def table(*rows) -> pd.DataFrame:
+    return schema.frame(list(rows), "runs")
+
+
+def cell(f: fd.Finding, col: str, row: int = 0) -> str:
+    return f.table.rows[row][f.table.columns.index(col)]
+
+
+@pytest.mark.parametrize("gpu_ms, verdict, advice", [(8.0, "GPU faster", "use the GPU"),
+                                                     (12.0, "GPU slower", "train on the CPU")])
+def test_gpu_vs_cpu_verdict_flips_where_the_ratio_crosses_one(gpu_ms, verdict, advice):
+    f = fd.gpu_vs_cpu(table(run("cpu", 10.0), run("cl", gpu_ms, placement="resident",
+                                                 transfer="copy", kernel="k")))
+    assert cell(f, "verdict") == verdict
+    assert f"({verdict}): {advice}" in f.statement
+    assert "host clock" in f.statement
+
+
+def test_overlapping_confidence_intervals_are_no_difference_even_when_iqrs_are_apart():
+    # IQRs (+-1%) do not overlap, but the 95% CIs of the medians do: no difference
+    cpu = run("cpu", 10.0, iqr=0.01, ci=(9.0, 11.0))
+    gpu = run("cl", 10.6, iqr=0.01, ci=(10.4, 11.5), placement="resident", transfer="copy",
+              kernel="k")
+    f = fd.gpu_vs_cpu(table(cpu, gpu))
+    assert cell(f, "verdict") == "no difference" and "95% CI" in f.statement
+    # without CIs the IQRs decide, and they are apart
+    f = fd.gpu_vs_cpu(table(run("cpu", 10.0, iqr=0.01),
+                            run("cl", 10.6, iqr=0.01, placement="resident", transfer="copy",
+                                kernel="k")))
+    assert cell(f, "verdict") == "GPU slower" and "IQR" in f.statement
+
+
+def _movement(events, calls, below=None, gap_share=0.0):
+    return table(run("cl", 10.0, placement="staged", transfer="copy", kernel="k",
+                     data_movement_share=events, data_movement_call_share=calls,
+                     transfer_ms=events * 10.0, transfer_below_resolution=below,
+                     gap_ms=gap_share * 10.0))
+
+
+@pytest.mark.parametrize("events, calls, words", [
+    (0.49, 0.40, ["by device events 49.0%: it does not dominate",
+                  "by call time 40.0%: it does not dominate", "not the main cost"]),
+    (0.20, 0.61, ["by device events 20.0%: it does not dominate",
+                  "by call time 61.0%: it dominates", "the cost sits in the transfer calls"]),
+    (0.51, 0.70, ["by device events 51.0%: it dominates", "keep tensors resident"]),
+])
+def test_data_movement_verdict_follows_each_measure(events, calls, words):
+    f = fd.data_movement(_movement(events, calls))
+    for text in words:
+        assert text in f.statement
+
+
+def test_transfers_below_the_timer_resolution_are_upper_bounds_never_zero():
+    f = fd.data_movement(_movement(0.0, 0.0, below=True))
+    assert cell(f, "share (device events)") == "< resolution"
+    assert cell(f, "transfer (ms, device events)") == "< resolution"
+    assert cell(f, "transfer / kernel time") == "n/a"
+    assert "0.0%" not in f.statement and "upper bounds" in f.statement
+    f = fd.data_movement(_movement(0.004, 0.01, below=True))
+    assert cell(f, "share (device events)") == "<= 0.4% (< resolution)"
+    assert wording.ms(0.0) == "0 ms" and wording.ms(0.0, True) == "< resolution"
+
+
+@pytest.mark.parametrize("share, advice", [(0.19, "not where the time goes"),
+                                           (0.21, "fewer, larger kernels (fusion) would pay")])
+def test_launch_gap_advice_only_above_its_threshold(share, advice):
+    f = fd.launch_overhead(_movement(0.1, 0.2, gap_share=share))
+    assert advice in f.statement and f"{share:.1%}" in f.statement
+
+
+@pytest.mark.parametrize("staged_ms, verdict", [(10.2, "no difference"), (15.0, "staged slower"),
+                                                (6.0, "staged faster")])
+def test_placement_verdict(staged_ms, verdict):
+    runs = table(run("res", 10.0, placement="resident", transfer="copy", kernel="k"),
+                 run("stg", staged_ms, placement="staged", transfer="copy", kernel="k"))
+    assert cell(fd.placement(runs), "verdict") == verdict
+
+
+@pytest.mark.parametrize("map_ms, verdict", [(9.9, "no difference"), (5.0, "map faster")])
+def test_transfer_method_verdict(map_ms, verdict):
+    runs = table(run("copy", 10.0, placement="staged", transfer="copy", kernel="k"),
+                 run("map", map_ms, placement="staged", transfer="map", kernel="k"))
+    assert cell(fd.transfer_method(runs), "verdict") == verdict
+
+
+def test_size_trend_is_per_device_never_across_devices():
+    rows = []
+    for dev, (small, large) in (("host", (2.0, 1.0)), ("phone", (1.0, 3.0))):
+        for model, q, flops in (("small", small, 1e6), ("large", large, 1e9)):
+            rows += [run(f"{model}.cpu", 10.0, device=dev, model=model,
+                         flops_per_iteration=flops),
+                     run(f"{model}.cl", 10.0 * q, device=dev, model=model,
+                         placement="resident", transfer="copy", kernel="k",
+                         flops_per_iteration=flops)]
+    f = fd.size_trend(table(*rows))
+    assert "on host the ratio shrinks from 2x (small) to 1x (large)" in f.statement
+    assert "on phone the ratio grows from 1x (small) to 3x (large)" in f.statement
+    # one device with one model each: no trend, nothing compared across devices
+    f = fd.size_trend(table(*[r for r in rows if (r["device"], r["model"]) in
+                              (("host", "small"), ("phone", "large"))]))
+    assert not f.measured
+
+
+def _bw(small_gbps: float) -> pd.DataFrame:
+    sizes = [4096, 65536, 1 << 20, 1 << 24]
+    peak = 10.0
+    gbps = [small_gbps * peak, 0.8 * peak, 0.95 * peak, peak]
+    return pd.DataFrame({"device": "d", "kind": "h2d", "size_bytes": sizes,
+                         "host_gbps": gbps, "device_gbps": [g * 1.1 for g in gbps],
+                         "host_ns": [s / g for s, g in zip(sizes, gbps)]})
+
+
+@pytest.mark.parametrize("frac, dominated", [(0.49, True), (0.51, False)])
+def test_small_transfer_advice_follows_their_share_of_the_peak(frac, dominated):
+    f = fd.bandwidth(_bw(frac))
+    assert ("per-call overhead dominates small tensors" in f.statement) is dominated
+    assert f"{frac:.1%}" in f.statement
+
+
+def test_kernel_optimization_names_the_best_result_and_labels_medians_over_shapes():
+    rows = []
+    for shape, (base, tiled, clblast) in {64: (1.0, 4.0, 2.0), 128: (2.0, 4.0, 8.0),
+                                         256: (2.0, 20.0, 10.0)}.items():
+        for k, g in (("baseline", base), ("tiled", tiled), ("clblast", clblast)):
+            rows.append({"device": "d", "kernel": k, "gemm": "gemm_nn", "m": shape,
+                         "n": shape, "k": shape, "shape_source": "square", "status": "ok",
+                         "gflops": g})
+    f = fd.kernel_optimization(schema.frame(rows, "gemm"), schema.empty("peaks"))
+    assert "best tiled 20 GFLOPS at gemm_nn 256x256x256 (same shape: baseline 2, CLBlast 10)" \
+        in f.statement
+    assert "median over 3 shapes of the per-shape ratio: 4x baseline, 2x CLBlast" in f.statement
+
+
+def test_unstable_runs_stay_out_of_guidelines_and_are_listed():
+    runs = table(run("cpu", 10.0), run("cl", 5.0, placement="resident", transfer="copy",
+                                       kernel="k", status="unstable",
+                                       status_reason="other processes used 40% of the CPU",
+                                       other_cpu_share=0.4, load_avg_1m=3.2))
+    assert not fd.gpu_vs_cpu(runs).measured
+    listed = fd.unstable_runs(runs)
+    assert [u["run_id"] for u in listed] == ["d/cl"]
+    assert "40% of the CPU" in listed[0]["reason"]
+    assert listed[0]["conditions"] == "load 3.2, other processes 40% of CPU"
+    tables = {"runs": runs, "gemm": schema.empty("gemm")}
+    row = next(r for r in glance.at_a_glance(tables)["d"] if r.link == "finding-gpu_vs_cpu")
+    assert row.verdict == "unstable"
+
+
+@pytest.mark.parametrize("gpu_ms, verdict", [(105.0, "agrees"), (95.0, "differs"), (50.0, "differs")])
+def test_glance_step_time_verdict_against_the_papers_tenfold_slowdown(gpu_ms, verdict):
+    runs = table(run("cpu", 10.0, iqr=0.02), run("cl", gpu_ms, iqr=0.02, placement="resident",
+                                                 transfer="copy", kernel="k"))
+    rows = glance.at_a_glance({"runs": runs, "gemm": schema.empty("gemm")})["d"]
+    step = rows[0]
+    assert step.finding == "GPU vs CPU step time" and step.second_hand
+    assert step.verdict == verdict and "host clock" in step.study
+
+
+@pytest.mark.parametrize("calls, verdict", [(0.45, "differs"), (0.55, "agrees")])
+def test_glance_data_movement_verdict_per_measure(calls, verdict):
+    rows = glance.at_a_glance({"runs": _movement(0.1, calls), "gemm": schema.empty("gemm")})["d"]
+    by = {r.finding: r for r in rows}
+    assert by["Share of data movement (device events)"].verdict == "differs"
+    assert by["Share of data movement (call time)"].verdict == verdict
+    assert by["Gain from kernel optimization (GEMM)"].verdict == "not measured"
+
+
+def test_change_and_overlap_rules():
+    assert wording.change((9, 11), (10, 12)) == "no difference"
+    assert wording.change((9, 11), (5, 8)) == "faster"
+    assert wording.change((9, 11), (12, 13)) == "slower"
+    assert wording.change((9, 11), (12, 13), lower_is_better=False) == "faster"
+    assert wording.relative_change(10, 10.4) == "no difference"
+    assert wording.relative_change(10, 9) == "faster"
+    assert wording.overlap_verdict(8, 12, 10, None) == "agrees"
+    assert wording.overlap_verdict(0.5, 0.9, 10, None) == "differs"
+    assert wording.overlap_verdict(float("nan"), 1, 10, None) == "not measured"
+
+
+def test_a_contended_cpu_baseline_is_flagged_where_it_is_used():
+    busy = run("cpu", 100.0, other_cpu_share=0.35, load_avg_1m=4.0, omp_wait_policy="active")
+    gpu = run("cl", 8.88, placement="resident", transfer="copy", kernel="k")
+    f = fd.gpu_vs_cpu(table(busy, gpu))
+    assert "Suspect: CPU baseline(s) d/cpu" in f.statement
+    assert cell(f, "CPU run's conditions") == \
+        "load 4, other processes 35% of CPU, OMP_WAIT_POLICY active"
+    assert "d/cpu, 35%" in glance.contention_note(table(busy, gpu))
+    calm = run("cpu", 100.0, other_cpu_share=0.02)
+    assert "Suspect" not in fd.gpu_vs_cpu(table(calm, gpu)).statement
+    assert glance.contention_note(table(calm, gpu)) is None
+
+
+def test_a_share_that_dominates_in_some_runs_only_says_so():
+    runs = table(*[run(f"cl{i}", 10.0, model=f"m{i}", placement="resident", transfer="copy",
+                       kernel="k", data_movement_share=0.003, data_movement_call_share=c)
+                   for i, c in enumerate((0.751, 0.024))])
+    f = fd.data_movement(runs)
+    assert "by call time 2.4% to 75.1% (median 38.8%): it dominates in 1 of 2 runs" in f.statement
+    assert "where it dominates by call time (1 run(s))" in f.statement
+    rows = {r.finding: r for r in glance.at_a_glance({"runs": runs,
+                                                      "gemm": schema.empty("gemm")})["d"]}
+    assert rows["Share of data movement (call time)"].verdict == "differs (1 of 2 runs agree)"
