@@ -40,12 +40,14 @@ from phonetrain.devices.base import CommandResult, TransportTimeout, check_outpu
 from phonetrain.errors import PhonetrainError
 
 DEFAULT_TIMEOUT_S = 600.0
-OMP_WAIT_POLICY = "PASSIVE"
-"""The OpenMP wait policy of every runner process (set in its environment by
-:meth:`Runner.invoke`; the runner records it in ``run.json``). Idle OpenMP threads sleep
-instead of spinning: threads that spin at barriers while another process holds their core
-turn a 1 ms CPU-backend iteration into hundreds of ms (measured on a 2-core host with one core
-busy: docs/benchmarks.md), at the cost of wake-up latency on a quiet many-core host."""
+OMP_WAIT_POLICY = "ACTIVE"
+"""The OpenMP wait policy of every runner process, workflow and benchmarks alike (set in its
+environment by :meth:`Runner.invoke`; the runner records it in ``run.json``): idle OpenMP
+threads spin, so a quiet device's CPU backend runs as fast as it can (on a 2-core host,
+PASSIVE waiting made the paper MLP's iteration 2.1x and LeNet-5's 3.3x slower:
+docs/benchmarks.md). Spinning threads that lose their core to another process stall a run
+badly; such a run is caught by its conditions (``other_cpu_share``) and recorded unstable,
+not tuned away by a slower policy."""
 
 
 class ExitCode(enum.IntEnum):
