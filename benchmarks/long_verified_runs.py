@@ -145,8 +145,11 @@ def verify(root: str, pid: str) -> dict:
             "timer_resolution_ns": run.get("timer_resolution_ns"), **below,
             "conditions": run.get("conditions"), "device": (run.get("device") or {}).get("name"),
             "verify_s": time.time() - t0,
-            "steps": [{k: s[k] for k in ("iteration", "ok", "worst_tensor", "ratio",
-                                         "decisions_followed")} for s in steps]}
+            "steps": [{**{k: s[k] for k in ("iteration", "ok", "worst_tensor", "ratio",
+                                            "decisions_followed")},
+                       **({} if s["ok"] else {"tensors": s["tensors"]})} for s in steps],
+            "loss_abs_diff": [abs(x - y) for x, y in zip(doc["trajectory"]["run_losses"],
+                                                          doc["trajectory"]["ref_losses"])]}
 
 
 def main() -> int:
@@ -199,35 +202,43 @@ def main() -> int:
             continue
         print(f"{pid}: ran in {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
         pids.append(pid)
-    with ProcessPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        results += list(pool.map(verify, [str(root)] * len(pids), pids))
-    print(f"device: {next((x['device'] for x in results if x.get('device')), '?')}; "
-          f"{a.iterations} measured iterations after {a.warmup} warm-up, batch 32, digits; "
+    print(f"{a.iterations} measured iterations after {a.warmup} warm-up, batch 32, digits; "
           f"tuned: {sorted(tuned) or 'no'}\n")
     print("| configuration | per-step verdict | steps checked | worst step/tensor (error/bound) "
           "| near-ties followed | trajectory drift (max, from iteration) | loss first -> last "
           "| median ms [95% CI] | below timer resolution |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
     for x in results:
-        if x.get("ok") is None:
-            print(f"| {x['config']} | not run: {x.get('error', '')[:80]} | | | | | | | |")
-            continue
-        w = x["worst"]
-        checked = x["checked"] if len(x["checked"]) <= 4 else \
-            f"{len(x['checked'])} ({x['checked'][0]}..{x['checked'][-1]})"
-        below = "-" if x["below_resolution_commands"] is None else (
-            f"{x['below_resolution_commands']} cmds; kernels all: {x['kernel_below_resolution']}"
-            f", transfers all: {x['transfer_below_resolution']}")
-        print(f"| {x['config']} | {'ok' if x['ok'] else 'FAIL ' + str(x['failed'])} | {checked} "
-              f"| {w['iteration']} {w['tensor']} ({w['ratio']:.2f}) | {x['followed']} "
-              f"| {x['drift_max']:.2g}, {x['drift_from']} "
-              f"| {x['loss_first']:.3f} -> {x['loss_last']:.3f} "
-              f"| {x['median_ms']:.3f} [{x['ci_low_ms']:.3f}, {x['ci_high_ms']:.3f}] | {below} |")
+        _row(x)
+    with ProcessPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        for x in pool.map(verify, [str(root)] * len(pids), pids):
+            results.append(x)
+            _row(x)
+    print(f"\ndevice: {next((x['device'] for x in results if x.get('device')), '?')}")
     if a.out:
         write_json({"results": results, "tuned": {k: str(v) for k, v in tuned.items()},
                     "tuning": {k: json.loads(Path(v).read_text()) for k, v in tuned.items()}},
                    Path(a.out) / "runs.json")
     return 0 if all(x.get("ok") in (True, None) for x in results) else 1
+
+
+def _row(x: dict) -> None:
+    """One markdown row of the table."""
+    if x.get("ok") is None:
+        print(f"| {x['config']} | not run: {x.get('error', '')[:80]} | | | | | | | |", flush=True)
+        return
+    w = x["worst"]
+    checked = x["checked"] if len(x["checked"]) <= 4 else \
+        f"{len(x['checked'])} ({x['checked'][0]}..{x['checked'][-1]})"
+    below = "-" if x["below_resolution_commands"] is None else (
+        f"{x['below_resolution_commands']} cmds; kernels all: {x['kernel_below_resolution']}, "
+        f"transfers all: {x['transfer_below_resolution']}")
+    print(f"| {x['config']} | {'ok' if x['ok'] else 'FAIL ' + str(x['failed'])} | {checked} "
+          f"| {w['iteration']} {w['tensor']} ({w['ratio']:.2f}) | {x['followed']} "
+          f"| {x['drift_max']:.2g}, {x['drift_from']} "
+          f"| {x['loss_first']:.3f} -> {x['loss_last']:.3f} "
+          f"| {x['median_ms']:.3f} [{x['ci_low_ms']:.3f}, {x['ci_high_ms']:.3f}] | {below} |",
+          flush=True)
 
 
 if __name__ == "__main__":
