@@ -4,10 +4,12 @@
  * --repeats repeats; the median repeat is reported. Device time comes from the commands'
  * profiling events (start..end), host time from CLOCK_MONOTONIC around the blocking call.
  *
- * Each op's sweep grows the size until its time grows with size -- the host time (of the
- * fastest repeat: the least disturbed) rises by KNEE_RATIO or more at two consecutive
- * doublings, each time at least KNEE_FLOOR times the smallest time of the sweep ("knee"):
- * past the fixed per-call cost, in the bandwidth regime -- or until the cap: --max-bytes, the device's largest allocation
+ * Each op's sweep grows the size until its time grows with size: the host time (of the
+ * fastest repeat: the least disturbed) rises by LINEAR_RATIO or more at two consecutive
+ * doublings, each time at least KNEE_FLOOR times the smallest time of the sweep ("knee"; the
+ * fixed per-call cost is then under ~10% of a call: the bandwidth regime). knee_bytes is the
+ * last size before the time first rose by KNEE_RATIO (over KNEE_FLOOR times the smallest):
+ * where the per-call cost stops hiding the transfer. Otherwise the sweep ends at the cap: --max-bytes, the device's largest allocation
  * and a quarter of its global memory ("cap"). map and unmap (host<->device ops) also stop once
  * the size is FLAT_FACTOR times what the best h2d/d2h bandwidth moves in their measured time
  * ("flat": a copy at that bandwidth would have grown far past them; zero-copy).
@@ -30,6 +32,7 @@
 #define WARMUP_CALLS 2
 #define MAX_ITERS 1000
 #define KNEE_RATIO 1.5
+#define LINEAR_RATIO 1.8
 #define KNEE_FLOOR 3.0
 #define FLAT_FACTOR 16.0
 
@@ -184,9 +187,11 @@ static void sweep_op(bench_env *b, const runner_opts *o, int op, size_t cap, dou
         last = size;
         if ((op == B_H2D || op == B_D2H) && gbps > *link_gbps) *link_gbps = gbps;
         if (floor == 0 || t < floor) floor = t;
-        rising = prev > 0 && t >= KNEE_RATIO * prev && t >= KNEE_FLOOR * floor ? rising + 1 : 0;
+        int grows = prev > 0 && t >= KNEE_FLOOR * floor;
+        if (!knee && grows && t >= KNEE_RATIO * prev) knee = size / 2;
+        rising = grows && t >= LINEAR_RATIO * prev ? rising + 1 : 0;
         prev = t;
-        if (rising == 2) { knee = size / 2; stopped = "knee"; break; }
+        if (rising == 2) { stopped = "knee"; break; }
         if ((op == B_MAP || op == B_UNMAP) && *link_gbps > 0 && t > 0 &&
             (double)size / *link_gbps >= FLAT_FACTOR * t) { stopped = "flat"; break; }
         if (size > cap / 2) break;
@@ -283,6 +288,7 @@ int mode_bench_bandwidth(const runner_opts *o)
     jw_key(&w, "cap_bytes"); jw_int(&w, (long long)cap);
     jw_key(&w, "max_bytes"); jw_int(&w, o->max_bytes);
     jw_key(&w, "knee_ratio"); jw_num(&w, KNEE_RATIO);
+    jw_key(&w, "linear_ratio"); jw_num(&w, LINEAR_RATIO);
     jw_key(&w, "knee_floor"); jw_num(&w, KNEE_FLOOR);
     jw_key(&w, "flat_factor"); jw_num(&w, FLAT_FACTOR);
     jw_key(&w, "sweeps");

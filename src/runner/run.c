@@ -322,19 +322,21 @@ static int ci_within(const iter_rec *iters, int warmup, int end, const runner_op
 }
 
 /* Adaptive measurement after iteration `it` (measured or not): returns the new total, or -1
- * while undecided; *stopped names the reason of a decision. */
+ * while undecided; *stopped names the reason of a decision. A decision adds the tail (the
+ * checkpoints counted from the end), so the limit is reached when m + tail measured
+ * iterations would reach --max-iterations; the interval is judged from 3 measured on. */
 static int decide(const runner_opts *o, const pt_plan *p, const iter_rec *iters, int it, int total,
                   uint64_t measure_t0, int *next_check, const char **stopped)
 {
     int tail = ckpt_tail(p), m = it - p->warmup + 1;
     if (m < 1) return total;
-    int at_max = m + (total < 0 ? tail : 0) >= o->max_iterations;
+    int at_max = m + tail >= o->max_iterations;
     int timed_out = (double)(monotonic_ns() - measure_t0) / 1e9 >= o->max_seconds;
     if (total < 0) {   /* undecided */
         if (m + tail < p->iterations) return -1;
         if (at_max) { *stopped = "max_iterations"; return it + 1 + tail; }
         if (timed_out) { *stopped = "max_seconds"; return it + 1 + tail; }
-        if (m >= *next_check) {
+        if (m >= 3 && m >= *next_check) {
             *next_check = m + (m / 8 > 1 ? m / 8 : 1);
             if (ci_within(iters, p->warmup, it + 1, o)) { *stopped = "ci"; return it + 1 + tail; }
         }
