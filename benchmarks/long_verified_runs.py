@@ -81,7 +81,7 @@ def tune_versions(a, root: Path, runner: Path, versions: list[str]) -> dict[str,
                   "kernel": v, "kernel_hash": "bench", "shapes": model_shapes(a.models),
                   "sizes": [128, 256, 512, 1024, 2048, 4096], "min_time_ms": 100.0,
                   "max_launch_s": 5.0, "tune": True, "tune_min_time_ms": 20.0,
-                  "tune_max_launch_s": 0.25, "threads": 0}
+                  "tune_max_launch_s": 0.1, "threads": 0}
         job = Job(files({"runner": str(runner), "sources": []}), files({"tuning": str(path)}),
                   params, root / "logs" / f"tune-{v}.log", Runtime(600.0, False))
         t0 = time.time()

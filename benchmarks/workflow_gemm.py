@@ -39,7 +39,7 @@ def main() -> int:
     ap.add_argument("--min-time-ms", type=float, default=100.0)   # measure.gemm_min_time_ms
     ap.add_argument("--max-launch-s", type=float, default=5.0)    # measure.gemm_max_launch_s
     ap.add_argument("--tune-min-time-ms", type=float, default=20.0)
-    ap.add_argument("--tune-max-launch-s", type=float, default=0.25)
+    ap.add_argument("--tune-max-launch-s", type=float, default=0.1)
     ap.add_argument("--out", help="folder for the tuning and gemm documents")
     a = ap.parse_args()
     root = Path(a.out or tempfile.mkdtemp(prefix="phonetrain-wgemm-"))

@@ -152,7 +152,7 @@ class MeasureConfig:
     gemm_max_launch_s: float = 5.0     # skip a version's larger sizes once a launch would exceed
     tune: bool = True                  # tune the tunable versions per device (tuning.json)
     tune_min_time_ms: float = 20.0     # calibration target of each tuning trial
-    tune_max_launch_s: float = 0.25    # square sizes slower per launch reuse a smaller class
+    tune_max_launch_s: float = 0.1     # square sizes slower per launch reuse a smaller class
 
 
 @dataclass

@@ -93,7 +93,7 @@ def tune(job: Job) -> dict:
     with bench.r.lock():
         squares = tuning.tunable_squares(
             p["sizes"], _probe(bench, version, source, p["tune_min_time_ms"]),
-            p.get("tune_max_launch_s", 0.25)) if p["tune"] else []
+            p.get("tune_max_launch_s", 0.1)) if p["tune"] else []
         try:
             doc = tuning.tune(version, _shapes(p), bench.spec, source=source,
                               min_time_ms=p["tune_min_time_ms"], defaults_only=not p["tune"],
