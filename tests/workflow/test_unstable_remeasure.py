@@ -14,7 +14,8 @@ from phonetrain import layout
 from phonetrain.cli import main
 from phonetrain.results import runs
 from phonetrain.stages.params import measurement_generation
-from workflow_util import clone_workspace, completed_workspace, planned, planned_jobs, snakemake
+from workflow_util import (TINY, clone_workspace, completed_workspace, planned, planned_jobs,
+                           snakemake)
 
 MODEL = "mlp_16_16"
 
@@ -58,3 +59,17 @@ def test_the_next_workflow_run_remeasures_only_the_unstable_run(tmp_path_factory
     assert planned(ws) == {}
     table = pd.read_parquet(ws / "results" / "summary" / "runs.parquet")
     assert set(table["status"]) == {"ok"}
+
+
+def test_a_study_measured_unstable_is_tabulated_so_and_remeasured_next_time(tmp_path_factory,
+                                                                            tmp_path):
+    """Runs that end unstable within a workflow run are listed unstable (not failed, not ok)
+    in that run's summary, and the next invocation plans them again."""
+    ws = clone_workspace(completed_workspace(tmp_path_factory), tmp_path / "ws")
+    strict = TINY + ["measure.ci_target=1e-9", "measure.max_iterations=4"]
+    p = snakemake(ws, "all", overrides=strict)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    table = pd.read_parquet(ws / "results" / "summary" / "runs.parquet")
+    assert set(table["status"]) == {"unstable"}, table[["run_id", "status", "status_reason"]]
+    assert table["status_reason"].str.contains("interval").all()
+    assert planned(ws, strict)["train"] == len(table)
