@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +29,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from phonetrain.devices.toolchains import build_runner  # noqa: E402
 from phonetrain.kernels import gemm, load_version, tuning  # noqa: E402
-from phonetrain.runner import DeviceSelector, RunnerError  # noqa: E402
+from phonetrain.runner import OMP_WAIT_POLICY, DeviceSelector, RunnerError  # noqa: E402
 from phonetrain.stages.gemm import bench_here, peaks_here  # noqa: E402
 
 MLP = [(784, 256), (256, 128), (128, 16)]   # paper MLP layers (in, out)
@@ -103,9 +102,8 @@ def main() -> int:
     args.selector = DeviceSelector(args.platform, args.device, args.device_type)
     runner = Path(args.runner) if args.runner else build_runner(
         Path(tempfile.mkdtemp(prefix="phonetrain-bench-")), cc=args.cc)
-    # OpenMP threads that spin at barriers collapse when the cores are shared (CI, a busy
-    # host): the CPU backend then measures the scheduler. Passive waiting unless the user set it.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # the runner's OpenMP wait policy is the driver's, as in the workflow
+    print(f"OpenMP wait policy: {OMP_WAIT_POLICY} (phonetrain.runner)\n")
     versions = args.versions.split(",")
     shapes = ([] if args.no_mlp else mlp_shapes()) + gemm.square_shapes(
         int(s) for s in args.sizes.split(",") if s)

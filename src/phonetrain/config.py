@@ -139,13 +139,20 @@ class MeasureConfig:
     cooldown_limit_s: float = 120.0    # ... for at most this long (s), then measure and flag it
     timeout_s: float = 600.0           # wall-clock limit of one runner invocation (run-time knob)
     progress: bool = True              # runner prints per-iteration progress (run-time knob)
-    verify_atol: float = 1e-3          # max |runner - numpy reference| per dumped tensor / loss
-    bandwidth_max_bytes: int = 16 * 1024 * 1024  # largest transfer of the bandwidth sweep
+    verify_atol: float = 1e-3          # whole-trajectory tolerance, for runs without checkpoints
+    checkpoints: list[int] = field(default_factory=lambda: [0, 1, -2, -1])  # per-step checks
+    ci_target: float = 0.05            # measure until the median's 95% CI is within +-this
+    max_iterations: int = 60           # ... at most this many measured iterations
+    max_seconds: float = 3.0           # ... deciding no more once measuring took this long (s)
+    max_other_cpu_share: float = 0.25  # unstable above this CPU share taken by other processes
+    bootstrap_resamples: int = 1000    # resamples of the median's confidence interval
+    bandwidth_max_bytes: int = 1024 * 1024 * 1024  # cap of the bandwidth sweep (to the knee)
     gemm_sizes: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
     gemm_min_time_ms: float = 100.0    # bench-gemm calibration: each timed repeat lasts this long
     gemm_max_launch_s: float = 5.0     # skip a version's larger sizes once a launch would exceed
     tune: bool = True                  # tune the tunable versions per device (tuning.json)
     tune_min_time_ms: float = 20.0     # calibration target of each tuning trial
+    tune_max_launch_s: float = 0.1     # square sizes slower per launch reuse a smaller class
 
 
 @dataclass
@@ -183,14 +190,17 @@ CHOICES = {
 }
 MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "iterations"): 1,
            ("measure", "repeats"): 1, ("measure", "threads"): 0, ("dataset", "num_batches"): 1,
-           ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1}
+           ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1,
+           ("measure", "max_iterations"): 1, ("measure", "bootstrap_resamples"): 2}
 # Floats that must be > 0 (a limit or calibration target of 0 makes every job fail or spin)
 # or >= 0 (a negative tolerance fails every verification; a negative wait is meaningless).
 POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
-            ("measure", "gemm_max_launch_s"), ("measure", "tune_min_time_ms")}
+            ("measure", "gemm_max_launch_s"), ("measure", "tune_min_time_ms"),
+            ("measure", "tune_max_launch_s")}
 NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldown_s"),
                 ("measure", "cooldown_limit_s"), ("model", "momentum"),
-                ("model", "weight_decay")}
+                ("model", "weight_decay"), ("measure", "ci_target"),
+                ("measure", "max_seconds"), ("measure", "max_other_cpu_share")}
 
 
 @dataclass(frozen=True)
@@ -393,6 +403,13 @@ def _validate_root(conf_dir: Path, root: dict[str, Any]) -> None:
         if g in ("measure", "report") and root[g][key] < low:
             raise ConfigError(f"{path}: key '{g}.{key}' is {root[g][key]}; it must be >= {low}")
     _check_signs(path, "measure", root["measure"], "measure.")
+    ms = root["measure"]
+    if ms["max_iterations"] < ms["iterations"]:
+        raise ConfigError(f"{path}: key 'measure.max_iterations' is {ms['max_iterations']}, "
+                          f"below measure.iterations {ms['iterations']}; raise it")
+    if ms["max_other_cpu_share"] > 1:
+        raise ConfigError(f"{path}: key 'measure.max_other_cpu_share' is "
+                          f"{ms['max_other_cpu_share']}; it is a share, 0..1 (1 judges none)")
     bad = [s for s in root["measure"]["gemm_sizes"] if s < 1]
     if bad:
         raise ConfigError(f"{path}: key 'measure.gemm_sizes' lists {bad}; sizes must be >= 1")
@@ -495,6 +512,6 @@ def plan_config(exp: Experiment) -> dict[str, Any]:
     """What the lowered plan depends on (the device excluded): model, backend, kernel,
     dataset and the measurement keys that enter the plan."""
     c = exp.config
-    keys = ("warmup", "iterations", "seed")
+    keys = ("warmup", "iterations", "seed", "checkpoints")
     return {"id": exp.id, "model": c["model"], "backend": c["backend"], "kernel": c["kernel"],
             "dataset": c["dataset"], "measure": {k: c["measure"][k] for k in keys}}

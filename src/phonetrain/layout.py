@@ -14,8 +14,9 @@ Results folder (``results_dir``, default ``results/``)::
     plans/<experiment>/                         plan.json (device-independent), tensors/*.f32
     deploy/<device>/<experiment>.json           what deploy put on the device
     runs/<device>/<experiment>/                 params.json, plan.json (the plan that ran),
-                                                run.json, trace.csv, dumps/, verify.json,
-                                                repeat_<k>/, failed.json, trace.perfetto.json,
+                                                run.json, trace.csv, dumps/, checkpoints/,
+                                                verify.json, measurement.json, repeat_<k>/,
+                                                failed.json, trace.perfetto.json,
                                                 generation.json
     gemm/<device>/<version>.json, peaks/<device>.json
     bandwidth/<device>/bandwidth.csv (+ bench.json)
@@ -47,6 +48,8 @@ FAILED = "failed.json"
 PERFETTO = "trace.perfetto.json"
 DEVICE_READINGS = "device.json"
 GENERATION = "generation.json"  # how many times the workflow asked for a re-measurement
+MEASUREMENT = "measurement.json"  # the measurement verdict (interval, conditions, unstable)
+CHECKPOINTS = "checkpoints"     # checkpoints/<iteration>/<tensor>.f32 (per-step verification)
 DUMPS = "dumps"
 COMPLETE = "COMPLETE"
 

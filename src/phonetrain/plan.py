@@ -17,7 +17,8 @@ JSON layout (``PLAN_VERSION`` = 1)::
       "steps": [Step...],                # one iteration, in order
       "warmup": 2, "iterations": 10,     # warm-up (discarded) and measured iterations
       "loss_tensor": 17,                 # read from its host copy after every iteration
-      "dumps": [3, 4]                    # tensors written to dumps/<name>.f32 at the end
+      "dumps": [3, 4],                   # tensors written to dumps/<name>.f32 at the end
+      "checkpoints": {"iterations": [0, 1, -2, -1], "tensors": [3, 4, 9]}   # optional
     }
 
 Tensor: ``{"id", "name", "shape", "dtype": "f32"|"i32", "role", "home": "host"|"device",
@@ -62,6 +63,16 @@ Steps (``op`` selects the kind; every step may carry ``layer`` and ``phase`` in
 - ``{"op": "load", "tensor": 0}``: read this iteration's batch into the host copy.
 
 Bytes of transfers are the tensor's size; the runner records them in the trace.
+
+Checkpoints (optional; absent or null: none): after each listed iteration (0-based, warm-up
+included; negative entries count from the end, ``-1`` = the last iteration run) the runner
+keeps the ``tensors``' contents (their ``home`` copy) and writes them to
+``checkpoints/<iteration>/<name>.f32``. The per-step verification
+(:mod:`phonetrain.reference.steps`) checks each checkpointed iteration whose predecessor is
+also checkpointed (iteration 0 from the plan's initial contents): from the runner's own state
+before it, on the same batch. When the runner measures adaptively the last iterations are
+known only at the end; it then places the counted-from-the-end checkpoints after its stop
+decision (``src/runner/README.md``).
 """
 
 from __future__ import annotations
@@ -179,10 +190,17 @@ class Plan:
     iterations: int = 10
     loss_tensor: int = -1
     dumps: list[int] = field(default_factory=list)
+    checkpoints: dict[str, list[int]] | None = None
     plan_version: int = PLAN_VERSION
 
     def tensor(self, tid: int) -> Tensor:
         return self.tensors[tid]
+
+    def checkpoint_iterations(self, total: int) -> list[int]:
+        """The checkpointed iterations of a run of ``total`` iterations (warm-up included),
+        negative entries resolved, sorted, within ``0..total-1``."""
+        its = (self.checkpoints or {}).get("iterations", [])
+        return sorted({i if i >= 0 else total + i for i in its} & set(range(total)))
 
     def by_name(self, name: str) -> Tensor:
         for t in self.tensors:
@@ -199,6 +217,7 @@ class Plan:
             "steps": [s.to_json() for s in self.steps],
             "warmup": self.warmup, "iterations": self.iterations,
             "loss_tensor": self.loss_tensor, "dumps": self.dumps,
+            "checkpoints": self.checkpoints,
         }
 
     @classmethod
@@ -215,6 +234,7 @@ class Plan:
             steps=[Step.from_json(s) for s in d["steps"]],
             warmup=int(d.get("warmup", 0)), iterations=int(d["iterations"]),
             loss_tensor=int(d.get("loss_tensor", -1)), dumps=list(d.get("dumps", [])),
+            checkpoints=d.get("checkpoints"),
         )
         plan.validate()
         return plan
@@ -253,6 +273,15 @@ class Plan:
             check_tid(b.tensor, "batches")
         for tid in self.dumps:
             check_tid(tid, "dumps")
+        if self.checkpoints is not None:
+            c = self.checkpoints
+            if not isinstance(c, dict) or set(c) != {"iterations", "tensors"}:
+                raise PlanError("checkpoints must be {\"iterations\": [...], \"tensors\": [...]}")
+            if not all(isinstance(i, int) and not isinstance(i, bool) for i in c["iterations"]):
+                raise PlanError(f"checkpoints.iterations {c['iterations']!r}: integers only "
+                                "(negative counts from the end)")
+            for tid in c["tensors"]:
+                check_tid(tid, "checkpoints.tensors")
         if self.loss_tensor != -1:
             check_tid(self.loss_tensor, "loss_tensor")
 

@@ -40,6 +40,14 @@ from phonetrain.devices.base import CommandResult, TransportTimeout, check_outpu
 from phonetrain.errors import PhonetrainError
 
 DEFAULT_TIMEOUT_S = 600.0
+OMP_WAIT_POLICY = "ACTIVE"
+"""The OpenMP wait policy of every runner process, workflow and benchmarks alike (set in its
+environment by :meth:`Runner.invoke`; the runner records it in ``run.json``): idle OpenMP
+threads spin, so a quiet device's CPU backend runs as fast as it can (on a 2-core host,
+PASSIVE waiting made the paper MLP's iteration 2.1x and LeNet-5's 3.3x slower:
+docs/benchmarks.md). Spinning threads that lose their core to another process stall a run
+badly; such a run is caught by its conditions (``other_cpu_share``) and recorded unstable,
+not tuned away by a slower policy."""
 
 
 class ExitCode(enum.IntEnum):
@@ -155,6 +163,26 @@ ERRORS: dict[int, type[RunnerError]] = {
     ExitCode.NONFINITE: NonFiniteLossError, ExitCode.NO_LIBRARY: MissingLibraryError,
     ExitCode.NOT_EXECUTABLE: RunnerNotExecutableError, ExitCode.NOT_FOUND: RunnerNotFoundError,
 }
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """Adaptive measurement of ``runner run`` (``src/runner/README.md``): after the plan's
+    measured iterations, go on until the 95% bootstrap interval of the median iteration time
+    is within ``+-ci_target`` (relative) of it, at most ``max_iterations`` measured
+    iterations, deciding no more once measuring took ``max_seconds``; ``resamples`` bootstrap
+    resamples (:func:`phonetrain.results.stats.median_ci` gives the same interval)."""
+
+    ci_target: float = 0.05
+    max_iterations: int = 200
+    max_seconds: float = 10.0
+    resamples: int = 1000
+
+    def to_args(self) -> list[str]:
+        return ["--ci-target", repr(float(self.ci_target)),
+                "--max-iterations", str(int(self.max_iterations)),
+                "--max-seconds", repr(float(self.max_seconds)),
+                "--resamples", str(int(self.resamples))]
 
 
 @dataclass(frozen=True)
@@ -291,6 +319,7 @@ class Runner:
         ``expect`` files are checked present and non-empty. Raises the :class:`RunnerError`
         of the exit status, :class:`RunnerTimeout`, or the transport's error."""
         argv = [*self.launcher, self.exe, mode, *args]
+        env = ["env", f"OMP_WAIT_POLICY={OMP_WAIT_POLICY}"]   # the one policy, every process
         remote = None
         if out is not None:
             if self.local:  # the same file system: the runner writes the folder directly
@@ -305,7 +334,7 @@ class Runner:
             argv += ["--cl-lib", self.selector.cl_lib]
         limit = self.timeout_s if timeout_s is None else timeout_s
         try:
-            res = self.transport.run(argv, timeout_s=limit)
+            res = self.transport.run(env + argv, timeout_s=limit)
         except TransportTimeout as e:
             raise RunnerTimeout(f"runner {mode} timed out after {limit:g} s and was killed",
                                 None, "", argv) from e
@@ -341,14 +370,19 @@ class Runner:
         return json.loads((Path(out) / "build.json").read_text())
 
     def run(self, plan: str | Path, out: str | Path, *, root: str | Path = ".",
-            threads: int = 0, clblast_lib: str | None = None) -> dict:
+            threads: int = 0, clblast_lib: str | None = None,
+            adaptive: Adaptive | None = None) -> dict:
         """Execute a plan (``plan`` and ``root``, the folder its relative paths resolve under,
-        as the runner sees them); outputs land in ``out``. Returns the parsed ``run.json``.
-        Raises a :class:`RunnerError` subclass on failure (the runner's own ``run.json`` then
-        says "failed" where the output folder is on this host)."""
+        as the runner sees them); outputs land in ``out``. ``adaptive``: measure until the
+        median's interval is narrow enough (:class:`Adaptive`); None: exactly the plan's
+        iterations. Returns the parsed ``run.json``. Raises a :class:`RunnerError` subclass on
+        failure (the runner's own ``run.json`` then says "failed" where the output folder is
+        on this host)."""
         args = ["--plan", str(plan), "--root", str(root)]
         if threads:
             args += ["--threads", str(int(threads))]
+        if adaptive is not None:
+            args += adaptive.to_args()
         if self.progress:
             args.append("--progress")
         if clblast_lib:

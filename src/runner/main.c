@@ -2,7 +2,8 @@
  *
  *   runner info [--cl-lib PATH]
  *   runner build --source A.cl [--source B.cl ...] [--options "..."] --out DIR [selectors]
- *   runner run --plan PLAN.json --root DIR --out DIR [--threads N] [--progress] [selectors]
+ *   runner run --plan PLAN.json --root DIR --out DIR [--threads N] [--progress]
+ *              [--ci-target F --max-iterations N --max-seconds S] [--resamples B] [selectors]
  *   runner bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T]
  *                          [--repeats R] [selectors]
  *   runner bench-gemm ... / bench-peak ...   (bench_gemm.c)
@@ -22,6 +23,7 @@
 static const char usage[] =
     "usage: runner info|build|run|bench-bandwidth|bench-gemm|bench-peak [options]\n"
     "  run --plan FILE --root DIR --out DIR [--threads N] [--progress] [--clblast-lib PATH]\n"
+    "      [--ci-target F] [--max-iterations N] [--max-seconds S] [--resamples B]\n"
     "  build --source FILE.cl [--source ...] [--options STR] --out DIR\n"
     "  bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T] [--repeats R]\n"
     "  OpenCL selectors: --platform SUBSTR --device SUBSTR --device-type gpu|cpu|accelerator|all"
@@ -35,6 +37,14 @@ static long long parse_ll(const char *opt, const char *v, long long lo)
     return x;
 }
 
+static double parse_double(const char *opt, const char *v, double lo)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*end || end == v || !(x >= lo)) fail(EXIT_BAD_INPUT, "%s %s: expected a number >= %g", opt, v, lo);
+    return x;
+}
+
 static void parse(int argc, char **argv, runner_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -43,6 +53,9 @@ static void parse(int argc, char **argv, runner_opts *o)
     o->min_time_ms = 20;
     o->repeats = 3;
     o->options = "";
+    o->max_iterations = 1000;
+    o->max_seconds = 30;
+    o->resamples = 1000;
     for (int i = 2; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "--progress")) { o->progress = 1; continue; }
@@ -62,6 +75,10 @@ static void parse(int argc, char **argv, runner_opts *o)
         else if (!strcmp(k, "--max-bytes")) o->max_bytes = parse_ll(k, v, 4);
         else if (!strcmp(k, "--min-time-ms")) o->min_time_ms = (double)parse_ll(k, v, 0);
         else if (!strcmp(k, "--repeats")) o->repeats = (int)parse_ll(k, v, 1);
+        else if (!strcmp(k, "--ci-target")) o->ci_target = parse_double(k, v, 0);
+        else if (!strcmp(k, "--max-iterations")) o->max_iterations = (int)parse_ll(k, v, 1);
+        else if (!strcmp(k, "--max-seconds")) o->max_seconds = parse_double(k, v, 0);
+        else if (!strcmp(k, "--resamples")) o->resamples = (int)parse_ll(k, v, 2);
         else if (!strcmp(k, "--source")) {
             if (o->nsources == 64) fail(EXIT_BAD_INPUT, "build: at most 64 --source files");
             o->sources[o->nsources++] = v;

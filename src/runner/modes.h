@@ -12,6 +12,11 @@ typedef struct {
     cl_selector sel;
     int threads;             /* 0 = all cores */
     int progress;            /* one stderr line per iteration */
+    double ci_target;        /* run: > 0 measures adaptively until the median's 95% interval
+                                is within +-ci_target (relative); 0 = exactly the plan's count */
+    int max_iterations;      /* run, adaptive: at most this many measured iterations */
+    double max_seconds;      /* run, adaptive: stop deciding once measuring took this long */
+    int resamples;           /* bootstrap resamples of the confidence interval */
     const char *sources[64]; int nsources;   /* build */
     const char *options;                     /* build */
     long long min_bytes, max_bytes;          /* bench-bandwidth */

@@ -247,6 +247,27 @@ static void read_step(pt_plan *p, pt_step *s, const jval *j, int k)
     }
 }
 
+/* "checkpoints": {"iterations": [0, 1, -2, -1], "tensors": [ids]} (optional). */
+static void read_checkpoints(pt_plan *p, const jval *c)
+{
+    if (!c || c->type == J_NULL) return;
+    if (c->type != J_OBJ) BAD("plan.checkpoints must be an object {\"iterations\", \"tensors\"}");
+    const jval *its = req(c, "iterations", J_ARR, "checkpoints");
+    const jval *ts = req(c, "tensors", J_ARR, "checkpoints");
+    p->nckpt_iters = its->len;
+    p->ckpt_iters = xcalloc((size_t)its->len + 1, sizeof *p->ckpt_iters);
+    for (int i = 0; i < its->len; i++) {
+        const jval *v = &its->items[i];
+        if (v->type != J_NUM || !v->is_int || v->inum < -1000000 || v->inum > 1000000000)
+            BAD("checkpoints.iterations[%d] must be an integer (negative counts from the end)", i);
+        p->ckpt_iters[i] = (int)v->inum;
+    }
+    p->nckpt_tensors = ts->len;
+    p->ckpt_tensors = xcalloc((size_t)ts->len + 1, sizeof *p->ckpt_tensors);
+    for (int i = 0; i < ts->len; i++)
+        p->ckpt_tensors[i] = tensor_id(p, &ts->items[i], "checkpoints.tensors");
+}
+
 /* Marks which tensors need device buffers and checks that maps and unmaps pair up within
  * the iteration, with no kernel or transfer touching a mapped tensor. */
 static void check_transfers(pt_plan *p)
@@ -369,6 +390,7 @@ pt_plan *plan_load(const char *path)
     p->ndumps = dumps ? dumps->len : 0;
     p->dumps = xcalloc((size_t)p->ndumps, sizeof *p->dumps);
     for (int i = 0; i < p->ndumps; i++) p->dumps[i] = tensor_id(p, &dumps->items[i], "dumps");
+    read_checkpoints(p, json_get(root, "checkpoints"));
     check_transfers(p);
     json_free(root);
     return p;

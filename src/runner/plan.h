@@ -73,6 +73,10 @@ typedef struct {
     int warmup, iterations;
     int loss_tensor;         /* -1 = none */
     int *dumps; int ndumps;
+    /* checkpoints: after each listed iteration (0-based, warm-up included; -1 = the last,
+     * -2 = the one before) the runner keeps the contents of ckpt_tensors */
+    int *ckpt_iters; int nckpt_iters;
+    int *ckpt_tensors; int nckpt_tensors;
 } pt_plan;
 
 /* Reads and validates a plan; any defect fails with EXIT_BAD_INPUT naming the file and key. */

@@ -1,14 +1,24 @@
 /* run mode: load a plan, set up the backend, run warm-up + measured iterations, write
- * dumps/, trace.csv and, last, run.json (the completion marker) into the output folder.
+ * dumps/, checkpoints/, trace.csv and, last, run.json (the completion marker) into the output
+ * folder.
+ * Measured iterations: exactly the plan's count, or (--ci-target > 0) adaptively: at least
+ * the plan's count, then until the 95% bootstrap interval of the median iteration time is
+ * within +-ci_target of it (stats.h), at most --max-iterations, and no new decision once
+ * measuring took --max-seconds. The plan's checkpoints from the end (-1, -2) are the last
+ * iterations after the decision; a decision whose final interval is still too wide (and no
+ * limit reached) is taken back and measuring goes on.
  * On any failure after the output folder is known, the fail hook removes trace.csv and the
  * plan's dumps and writes run.json with "status": "failed", the exit code and the message.
  * A previous run.json and trace.csv are removed at the start, so a run killed midway (timeout,
  * crash) leaves no run.json at all. */
 #define _POSIX_C_SOURCE 200809L
+#include "conditions.h"
 #include "exec.h"
 #include "modes.h"
+#include "stats.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -21,11 +31,38 @@ static const char *g_out;
 static pt_plan *g_plan;
 static const char *g_plan_path;
 
+/* Removes the files checkpoints/<iteration>/<tensor>.f32 and their folders (a previous run's). */
+static void remove_checkpoints(void)
+{
+    char *root = path_join(g_out, "checkpoints");
+    DIR *d = opendir(root);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *sub = path_join(root, e->d_name);
+        DIR *ds = opendir(sub);
+        struct dirent *f;
+        while (ds && (f = readdir(ds))) {
+            if (f->d_name[0] == '.') continue;
+            char *file = path_join(sub, f->d_name);
+            unlink(file);
+            free(file);
+        }
+        if (ds) closedir(ds);
+        rmdir(sub);
+        free(sub);
+    }
+    if (d) closedir(d);
+    rmdir(root);
+    free(root);
+}
+
 static void remove_outputs(void)
 {
     char *p = path_join(g_out, "trace.csv");
     unlink(p);
     free(p);
+    remove_checkpoints();
     for (int i = 0; g_plan && i < g_plan->ndumps; i++) {
         char rel[600];
         snprintf(rel, sizeof rel, "dumps/%s.f32", g_plan->tensors[g_plan->dumps[i]].name);
@@ -57,6 +94,24 @@ static void write_failed(int code, const char *message)
 
 typedef struct { double wall_ms, loss; } iter_rec;
 
+/* The checkpoint tensors' contents after one iteration, concatenated in plan order. */
+typedef struct { int iteration; char *data; } ckpt_snap;
+
+/* What the measured iterations were: how the count was decided, the median and its interval,
+ * and the conditions around them. */
+typedef struct {
+    int adaptive;
+    const char *stopped;     /* fixed | ci | max_iterations | max_seconds */
+    double median_ms, ci_low_ms, ci_high_ms;
+    cond_sample before, after;
+} measure_rec;
+
+static void read_home(run_ctx *rc, pt_tensor *t, void *dst)
+{
+    if (rc->plan->backend == BACKEND_OPENCL) cl_read_home(rc, t, dst);
+    else memcpy(dst, t->host, t->size_bytes);
+}
+
 static void write_dumps(run_ctx *rc, const char *out)
 {
     pt_plan *p = rc->plan;
@@ -66,8 +121,7 @@ static void write_dumps(run_ctx *rc, const char *out)
     for (int i = 0; i < p->ndumps; i++) {
         pt_tensor *t = &p->tensors[p->dumps[i]];
         void *buf = xmalloc(t->size_bytes);
-        if (p->backend == BACKEND_OPENCL) cl_read_home(rc, t, buf);
-        else memcpy(buf, t->host, t->size_bytes);
+        read_home(rc, t, buf);
         char name[600];
         snprintf(name, sizeof name, "%s.f32", t->name);
         write_output(dir, name, buf, t->size_bytes);
@@ -76,7 +130,101 @@ static void write_dumps(run_ctx *rc, const char *out)
     free(dir);
 }
 
-static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *iters, double setup_ms)
+static size_t ckpt_bytes(const pt_plan *p)
+{
+    size_t n = 0;
+    for (int i = 0; i < p->nckpt_tensors; i++) n += p->tensors[p->ckpt_tensors[i]].size_bytes;
+    return n;
+}
+
+/* Is iteration `it` a checkpoint? Counts from the end (negative entries) need the total. */
+static int is_checkpoint(const pt_plan *p, int it, int total)
+{
+    for (int i = 0; i < p->nckpt_iters; i++) {
+        int c = p->ckpt_iters[i];
+        if (c >= 0 ? c == it : (total > 0 && total + c == it)) return 1;
+    }
+    return 0;
+}
+
+/* How many iterations the checkpoints counted from the end need after a decision. */
+static int ckpt_tail(const pt_plan *p)
+{
+    int tail = 0;
+    for (int i = 0; i < p->nckpt_iters; i++)
+        if (-p->ckpt_iters[i] > tail) tail = -p->ckpt_iters[i];
+    return tail;
+}
+
+static void snapshot(run_ctx *rc, ckpt_snap **snaps, int *nsnaps, int it)
+{
+    pt_plan *p = rc->plan;
+    for (int i = 0; i < *nsnaps; i++) if ((*snaps)[i].iteration == it) return;
+    *snaps = realloc(*snaps, (size_t)(*nsnaps + 1) * sizeof **snaps);
+    if (!*snaps) fail(EXIT_INTERNAL, "out of host memory keeping a checkpoint");
+    ckpt_snap *s = &(*snaps)[(*nsnaps)++];
+    s->iteration = it;
+    s->data = xmalloc(ckpt_bytes(p) + 1);
+    size_t off = 0;
+    for (int i = 0; i < p->nckpt_tensors; i++) {
+        pt_tensor *t = &p->tensors[p->ckpt_tensors[i]];
+        read_home(rc, t, s->data + off);
+        off += t->size_bytes;
+    }
+}
+
+/* Forgets snapshots of iterations >= first that no count from the start asks for. */
+static void drop_tail(const pt_plan *p, ckpt_snap *snaps, int *nsnaps, int first)
+{
+    int k = 0;
+    for (int i = 0; i < *nsnaps; i++) {
+        if (snaps[i].iteration >= first && !is_checkpoint(p, snaps[i].iteration, -1)) {
+            free(snaps[i].data);
+            continue;
+        }
+        snaps[k++] = snaps[i];
+    }
+    *nsnaps = k;
+}
+
+static void write_checkpoints(const pt_plan *p, const char *out, const ckpt_snap *snaps, int n)
+{
+    for (int k = 0; k < n; k++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "checkpoints/%d", snaps[k].iteration);
+        char *dir = path_join(out, rel);
+        if (make_dirs(dir) != 0) fail(EXIT_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
+        size_t off = 0;
+        for (int i = 0; i < p->nckpt_tensors; i++) {
+            pt_tensor *t = &p->tensors[p->ckpt_tensors[i]];
+            char name[600];
+            snprintf(name, sizeof name, "%s.f32", t->name);
+            write_output(dir, name, snaps[k].data + off, t->size_bytes);
+            off += t->size_bytes;
+        }
+        free(dir);
+    }
+}
+
+static void write_measure_json(jwriter *w, const runner_opts *o, const measure_rec *m)
+{
+    jw_obj_begin(w);
+    jw_key(w, "mode"); jw_str(w, m->adaptive ? "adaptive" : "fixed");
+    jw_key(w, "stopped"); jw_str(w, m->stopped);
+    jw_key(w, "ci_target"); jw_num(w, o->ci_target);
+    jw_key(w, "max_iterations"); jw_int(w, o->max_iterations);
+    jw_key(w, "max_seconds"); jw_num(w, o->max_seconds);
+    jw_key(w, "resamples"); jw_int(w, o->resamples);
+    jw_key(w, "bootstrap_seed"); jw_int(w, (long long)BOOTSTRAP_SEED);
+    jw_key(w, "median_ms"); jw_num(w, m->median_ms);
+    jw_key(w, "ci_low_ms"); jw_num(w, m->ci_low_ms);
+    jw_key(w, "ci_high_ms"); jw_num(w, m->ci_high_ms);
+    jw_obj_end(w);
+}
+
+static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *iters, int total,
+                           double setup_ms, const measure_rec *m, const ckpt_snap *snaps,
+                           int nsnaps)
 {
     pt_plan *p = rc->plan;
     jwriter w;
@@ -101,11 +249,14 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     if (p->backend == BACKEND_OPENCL) jw_value_raw(&w, rc->build_json.buf, rc->build_json.len);
     else { jw_arr_begin(&w); jw_arr_end(&w); }
     jw_key(&w, "warmup"); jw_int(&w, p->warmup);
-    jw_key(&w, "iterations"); jw_int(&w, p->iterations);
+    jw_key(&w, "iterations"); jw_int(&w, total - p->warmup);
+    jw_key(&w, "plan_iterations"); jw_int(&w, p->iterations);
+    jw_key(&w, "measurement"); write_measure_json(&w, o, m);
+    jw_key(&w, "conditions"); cond_write_json(&w, &m->before, &m->after, rc->threads);
     jw_key(&w, "setup_ms"); jw_num(&w, setup_ms);
     jw_key(&w, "iters");
     jw_arr_begin(&w);
-    for (int i = 0; i < p->warmup + p->iterations; i++) {
+    for (int i = 0; i < total; i++) {
         jw_obj_begin(&w);
         jw_key(&w, "iteration"); jw_int(&w, i);
         jw_key(&w, "warmup"); jw_bool(&w, i < p->warmup);
@@ -118,6 +269,17 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     jw_key(&w, "peak_rss_bytes"); jw_int(&w, peak_rss_bytes());
     jw_key(&w, "device_bytes_allocated"); jw_int(&w, rc->device_bytes);
     jw_key(&w, "trace_rows"); jw_int(&w, rc->tr.n);
+    jw_key(&w, "checkpoints");
+    jw_arr_begin(&w);
+    for (int k = 0; k < nsnaps; k++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "checkpoints/%d", snaps[k].iteration);
+        jw_obj_begin(&w);
+        jw_key(&w, "iteration"); jw_int(&w, snaps[k].iteration);
+        jw_key(&w, "dir"); jw_str(&w, rel);
+        jw_obj_end(&w);
+    }
+    jw_arr_end(&w);
     jw_key(&w, "dumps");
     jw_arr_begin(&w);
     for (int i = 0; i < p->ndumps; i++) {
@@ -125,11 +287,66 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
         snprintf(rel, sizeof rel, "dumps/%s.f32", p->tensors[p->dumps[i]].name);
         jw_str(&w, rel);
     }
+    for (int k = 0; k < nsnaps; k++)
+        for (int i = 0; i < p->nckpt_tensors; i++) {
+            char rel[700];
+            snprintf(rel, sizeof rel, "checkpoints/%d/%s.f32", snaps[k].iteration,
+                     p->tensors[p->ckpt_tensors[i]].name);
+            jw_str(&w, rel);
+        }
     jw_arr_end(&w);
     jw_obj_end(&w);
     jw_raw(&w, "\n", 1);
     write_output(o->out, "run.json", w.buf, w.len);
     jw_free(&w);
+}
+
+/* Median and 95% interval of the measured iterations' wall times. */
+static void measured_ci(const iter_rec *iters, int warmup, int end, int resamples, double *med,
+                        double *lo, double *hi)
+{
+    int n = end - warmup;
+    double *x = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+    for (int i = 0; i < n; i++) x[i] = iters[warmup + i].wall_ms;
+    if (n < 1) { *med = *lo = *hi = NAN; free(x); return; }
+    *med = stats_median(x, n);
+    stats_median_ci(x, n, resamples, BOOTSTRAP_SEED, lo, hi);
+    free(x);
+}
+
+static int ci_within(const iter_rec *iters, int warmup, int end, const runner_opts *o)
+{
+    double med, lo, hi;
+    measured_ci(iters, warmup, end, o->resamples, &med, &lo, &hi);
+    return stats_rel_half_width(med, lo, hi) <= o->ci_target;
+}
+
+/* Adaptive measurement after iteration `it` (measured or not): returns the new total, or -1
+ * while undecided; *stopped names the reason of a decision. A decision adds the tail (the
+ * checkpoints counted from the end), so the limit is reached when m + tail measured
+ * iterations would reach --max-iterations; the interval is judged from 3 measured on. */
+static int decide(const runner_opts *o, const pt_plan *p, const iter_rec *iters, int it, int total,
+                  uint64_t measure_t0, int *next_check, const char **stopped)
+{
+    int tail = ckpt_tail(p), m = it - p->warmup + 1;
+    if (m < 1) return total;
+    int at_max = m + tail >= o->max_iterations;
+    int timed_out = (double)(monotonic_ns() - measure_t0) / 1e9 >= o->max_seconds;
+    if (total < 0) {   /* undecided */
+        if (m + tail < p->iterations) return -1;
+        if (at_max) { *stopped = "max_iterations"; return it + 1 + tail; }
+        if (timed_out) { *stopped = "max_seconds"; return it + 1 + tail; }
+        if (m >= 3 && m >= *next_check) {
+            *next_check = m + (m / 8 > 1 ? m / 8 : 1);
+            if (ci_within(iters, p->warmup, it + 1, o)) { *stopped = "ci"; return it + 1 + tail; }
+        }
+        return -1;
+    }
+    if (it < total - 1) return total;
+    /* the last iteration of a decision: keep it unless the interval widened and no limit hit */
+    if (!strcmp(*stopped, "ci") && !ci_within(iters, p->warmup, it + 1, o) && !at_max && !timed_out)
+        return -1;
+    return total;
 }
 
 int mode_run(const runner_opts *o)
@@ -154,15 +371,28 @@ int mode_run(const runner_opts *o)
     rc.sel = o->sel;
     pt_plan *p = rc.plan;
     rc.threads = o->threads > 0 ? o->threads : omp_get_num_procs();
+    if (o->ci_target > 0 && o->max_iterations < p->iterations)
+        fail(EXIT_BAD_INPUT, "--max-iterations %d is below the plan's %d measured iterations",
+             o->max_iterations, p->iterations);
     plan_load_data(p, rc.root);
     if (p->backend == BACKEND_CPU) cpu_setup(&rc);
     else { omp_set_num_threads(rc.threads); cl_setup(&rc); }
     double setup_ms = (double)(monotonic_ns() - t0) / 1e6;
 
-    int total = p->warmup + p->iterations;
-    iter_rec *iters = xcalloc((size_t)total, sizeof *iters);
-    for (int it = 0; it < total; it++) {
+    measure_rec m = {.adaptive = o->ci_target > 0, .stopped = "fixed"};
+    int total = m.adaptive ? -1 : p->warmup + p->iterations;
+    int cap = p->warmup + (m.adaptive ? o->max_iterations : p->iterations) + 1;
+    iter_rec *iters = xcalloc((size_t)cap, sizeof *iters);
+    ckpt_snap *snaps = NULL;
+    int nsnaps = 0, next_check = 1;
+    uint64_t measure_t0 = 0;
+    for (int it = 0; total < 0 || it < total; it++) {
         int warm = it < p->warmup;
+        if (it == p->warmup) { cond_sample_now(&m.before); measure_t0 = monotonic_ns(); }
+        if (it >= cap) {
+            iters = realloc(iters, (size_t)(cap *= 2) * sizeof *iters);
+            if (!iters) fail(EXIT_INTERNAL, "out of host memory recording iterations");
+        }
         uint64_t begin = monotonic_ns();
         uint64_t end = p->backend == BACKEND_CPU ? cpu_iteration(&rc, it, warm) : cl_iteration(&rc, it, warm);
         iters[it].wall_ms = (double)(end - begin) / 1e6;
@@ -174,16 +404,34 @@ int mode_run(const runner_opts *o)
                      "rate or check the kernels", p->tensors[p->loss_tensor].name,
                      isnan(iters[it].loss) ? "NaN" : "infinite", it, warm ? " (warm-up)" : "");
         }
-        if (o->progress)
+        if (o->progress && total > 0)
             fprintf(stderr, "iteration %d/%d%s wall_ms=%.3f loss=%.6g\n", it + 1, total,
                     warm ? " (warm-up)" : "", iters[it].wall_ms, iters[it].loss);
+        else if (o->progress)
+            fprintf(stderr, "iteration %d (measuring until the interval is within +-%g%%)%s "
+                    "wall_ms=%.3f loss=%.6g\n", it + 1, 100 * o->ci_target,
+                    warm ? " (warm-up)" : "", iters[it].wall_ms, iters[it].loss);
+        if (m.adaptive && !warm) {
+            int was = total;
+            total = decide(o, p, iters, it, total, measure_t0, &next_check, &m.stopped);
+            if (was > 0 && total < 0) {   /* taken back: its tail is no longer the end */
+                next_check = it - p->warmup + 2;
+                drop_tail(p, snaps, &nsnaps, was - ckpt_tail(p));
+            }
+        }
+        if (is_checkpoint(p, it, total)) snapshot(&rc, &snaps, &nsnaps, it);
     }
+    cond_sample_now(&m.after);
+    measured_ci(iters, p->warmup, total, o->resamples, &m.median_ms, &m.ci_low_ms, &m.ci_high_ms);
     write_dumps(&rc, o->out);
+    write_checkpoints(p, o->out, snaps, nsnaps);
     size_t len;
     char *csv = trace_csv(&rc.tr, &len);
     write_output(o->out, "trace.csv", csv, len);
     free(csv);
-    write_run_json(&rc, o, iters, setup_ms);
+    write_run_json(&rc, o, iters, total, setup_ms, &m, snaps, nsnaps);
+    for (int k = 0; k < nsnaps; k++) free(snaps[k].data);
+    free(snaps);
     free(iters);
     return EXIT_OK;
 }

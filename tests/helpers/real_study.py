@@ -23,12 +23,14 @@ from phonetrain.cli import main
 MODEL = "mlp_784_256_128_16"
 WRONG = f"{MODEL}.opencl_staged.baseline"
 FAILED = "lenet5.cpu.none"
+# The tests' host is shared: judge no measurement unstable (tests of that verdict set it).
+STEADY = ("measure.ci_target=0", "measure.max_other_cpu_share=1")
 OK = (f"{MODEL}.cpu.none", f"{MODEL}.opencl.baseline", f"{MODEL}.opencl_staged_map.baseline")
 
 
 def _run(R: Path, *overrides: str) -> None:
     args = ["run", f"model={MODEL}", "device=host", f"results_dir={R}", "measure.warmup=1",
-            "measure.iterations=3", "measure.progress=false", *overrides]
+            "measure.iterations=3", "measure.progress=false", *STEADY, *overrides]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, (args, res.output, res.exception)
 
@@ -39,7 +41,8 @@ def make_real_study(root: Path) -> dict[str, list[Path]]:
     _run(R, "backend=cpu")
     for backend in ("opencl", "opencl_staged_map"):
         _run(R, f"backend={backend}", "kernel=baseline")
-    _run(R, "backend=opencl_staged", "kernel=baseline", "measure.verify_atol=1e-12")
+    _run(R, "backend=opencl_staged", "kernel=baseline", "measure.checkpoints=[]",
+         "measure.verify_atol=1e-12")   # no checkpoints: the trajectory decides, too strictly
     missing = R / "runs" / "host" / FAILED
     missing.mkdir(parents=True)
     (missing / "params.json").write_text(json.dumps({

@@ -185,7 +185,7 @@ def test_real_runs_get_their_statuses_and_consistent_numbers(real):
     _, t = real
     runs = t["runs"].set_index("run_id")
     wrong, failed, ok = f"host/{WRONG}", f"host/{FAILED}", [f"host/{r}" for r in OK]
-    assert runs.loc[wrong, "status"] == "wrong" and "atol 1e-12" in runs.loc[wrong, "status_reason"]
+    assert runs.loc[wrong, "status"] == "wrong" and "bound 1e-12" in runs.loc[wrong, "status_reason"]
     assert runs.loc[failed, "status"] == "failed"
     for rid in ok:
         r = runs.loc[rid]
@@ -196,7 +196,15 @@ def test_real_runs_get_their_statuses_and_consistent_numbers(real):
         assert r["verify_max_abs_err"] < 1e-3 and np.isfinite([r["loss_first"], r["loss_last"]]).all()
         assert r["kernel_gflops"] > 0 and r["repeats"] == 1 and r["iterations"] == 3
         assert r["runner_hash"] and r["device_fingerprint"] and r["config_hash"]
+        # per-step verdict, trajectory drift, interval and conditions filled
+        assert 0 <= r["verify_max_abs_err"] <= r["verify_tolerance"]
+        assert 0 <= r["trajectory_drift_max"] < 1e-3
+        assert r["iteration_ci_low_ms"] <= r["iteration_median_ms"] <= r["iteration_ci_high_ms"]
+        assert r["omp_wait_policy"] == "ACTIVE" and 0 <= r["other_cpu_share"] <= 1
+        assert r["load_avg_1m"] >= 0 and not r["cpu_mhz_start"] <= 0   # null where unreadable
     cpu, res, smap = (runs.loc[rid] for rid in ok)
+    assert pd.isna(cpu["below_resolution_commands"]) and pd.isna(cpu["kernel_below_resolution"])
+    assert res["below_resolution_commands"] >= 0 and not res["kernel_below_resolution"]
     assert cpu["data_movement_share"] == 0 and pd.isna(cpu["kernel_hash"])
     assert res["h2d_ms"] > 0 and res["d2h_ms"] > 0 and res["map_ms"] == 0  # batch up, loss down
     assert smap["map_ms"] > 0 and smap["unmap_ms"] > 0 and smap["transfer_ms"] > smap["map_ms"]

@@ -41,9 +41,12 @@ def test_runner_matches_reference_after_3_iterations(runner, pocl, tmp_path, mod
     plan, out, doc = _run(runner, pocl, spec, tmp_path)
     assert doc["status"] == "ok" and len(doc["iters"]) == 3
     v = reference.verify_run_dir(plan, tmp_path, out)
-    assert set(v["tensor_errs"]) == {plan.tensor(i).name for i in plan.dumps}
-    assert v["max_abs_err"] <= VERIFY_ATOL, (v["worst"], v["max_abs_err"])
-    assert all(np.isfinite(v["run_losses"]))
+    assert v["method"] == "per-step" and v["ok"], (v["worst"], v["max_abs_err"])
+    assert [s["iteration"] for s in v["steps"]] == [0, 1, 2]   # checkpoints 0, 1, -2, -1
+    traj = v["trajectory"]
+    assert set(traj["tensor_errs"]) == {plan.tensor(i).name for i in plan.dumps}
+    assert traj["drift_max"] <= VERIFY_ATOL, (traj["worst"], traj["drift_max"])
+    assert all(np.isfinite(traj["run_losses"]))
 
 
 @pytest.mark.parametrize("backend,placement", [("cpu", None), ("opencl", "resident")])
@@ -67,6 +70,8 @@ def test_verify_flags_a_wrong_run(runner, pocl, tmp_path):
                      plan_id="p")
     plan, out, _ = _run(runner, pocl, spec, tmp_path)
     other = _run(runner, pocl, replace(spec, lr=0.5, plan_id="q"), tmp_path)[0]
-    assert reference.verify_run_dir(plan, tmp_path, out)["max_abs_err"] < 1e-5
-    assert reference.verify_run_dir(other, tmp_path, out)["max_abs_err"] > \
-        VERIFY_ATOL
+    good = reference.verify_run_dir(plan, tmp_path, out)
+    assert good["ok"] and good["trajectory"]["drift_max"] < 1e-5
+    bad = reference.verify_run_dir(other, tmp_path, out)
+    assert not bad["ok"] and bad["failed_iterations"] == [0, 1, 2]
+    assert bad["max_abs_err"] > bad["tolerance"] and bad["trajectory"]["drift_max"] > VERIFY_ATOL

@@ -18,6 +18,13 @@ A device lacking what the version needs (CLBlast, image support: bench-gemm says
 gives ``{"classes": {}, "default": null, "skipped": reason}``, which runs leave untouched
 (the run itself then stops with the runner's missing-library exit code and that reason).
 
+The square sizes of the GEMM sweep are classes of their own (``square<n>``,
+:func:`square_class`), tuned on exactly that shape when one launch of it is expected to take at
+most ``tune_max_launch_s`` (:func:`tunable_squares`: extrapolated from the fastest square
+measured before it); a larger square runs with the largest tuned square class below it
+(:func:`class_for`). So every shape the GEMM study reports runs with a configuration tuned for
+its size, the one ``benchmarks/bench_gemm.py --tune`` finds best for that shape.
+
 Runs use it through :func:`tune_plan`: one program per plan, so the plan takes the class that
 holds the largest share of its GEMM FLOPs (:func:`plan_class`), and its GEMM steps get that
 configuration's defines (program build options) and launch geometry. Only numpy/pandas and
@@ -56,6 +63,51 @@ def shape_class(g: GemmShape) -> str:
     return "large"
 
 
+def square_class(n: int) -> str:
+    """The tuning class of the GEMM sweep's square size ``n`` (M = N = K = n)."""
+    return f"square{int(n)}"
+
+
+def class_for(g: GemmShape, source: str, tuned: dict[str, Any]) -> str | None:
+    """The tuned class a GEMM of the study runs with: a model's shape its size class, a
+    square of the sweep (``source`` ``square``) its own class, else the largest tuned square
+    class below it; failing those the tuning's default. None when nothing was tuned."""
+    classes = tuned.get("classes") or {}
+    if not classes:
+        return None
+    if source == "square":
+        own = square_class(g.M)
+        if own in classes:
+            return own
+        below = [int(c[6:]) for c in classes if c.startswith("square") and c[6:].isdigit()
+                 and int(c[6:]) < g.M]
+        if below:
+            return square_class(max(below))
+    else:
+        cls = shape_class(g)
+        if cls in classes:
+            return cls
+    return tuned.get("default")
+
+
+def tunable_squares(sizes: list[int], measure: Callable[[int], float | None],
+                    max_launch_s: float) -> list[int]:
+    """The square sizes to tune, ascending: each measured with ``measure(n) -> GFLOPS`` (the
+    version's defaults; None when it failed), as long as one launch of it is expected to take
+    at most ``max_launch_s`` at the best GFLOPS measured so far (the first always)."""
+    chosen: list[int] = []
+    best = 0.0
+    for n in sorted(set(int(x) for x in sizes)):
+        if chosen and (best <= 0 or 2.0 * n ** 3 / (best * 1e9) > max_launch_s):
+            break
+        g = measure(n)
+        if g is None or not g > 0:
+            break
+        chosen.append(n)
+        best = max(best, g)
+    return chosen
+
+
 def candidate_version(version: KernelVersion, cand: dict[str, Any]) -> KernelVersion:
     """A copy of ``version`` with the candidate's defines and (if any) local size applied to
     every GEMM kernel."""
@@ -81,10 +133,12 @@ def tunable(version: KernelVersion | str) -> bool:
 def tune(version: KernelVersion, shapes: list[GemmShape],
          run_spec: Callable[[dict[str, Any]], dict[str, Any]], *, source: str,
          min_time_ms: float = 20, repeats: int = 3,
-         defaults_only: bool = False) -> dict[str, Any]:
+         defaults_only: bool = False, squares: list[int] = ()) -> dict[str, Any]:
     """Run every candidate of ``version.candidates`` (only the first, the defaults, with
-    ``defaults_only``; it is still checked) on ``shapes``; return the tuning document (module
-    docstring).
+    ``defaults_only``; it is still checked) on ``shapes`` (the models' GEMM calls, classed by
+    :func:`shape_class`) and the square sizes ``squares`` (each its own class,
+    :func:`square_class`); return the tuning document (module docstring). The default class
+    is the one of the models' shapes with the most FLOPs.
 
     ``run_spec(spec) -> gemm.json document`` executes one bench-gemm spec on the device (and
     raises a :class:`~phonetrain.errors.PhonetrainError` when the runner fails, e.g. a build
@@ -95,12 +149,15 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
     space = version.candidates
     if defaults_only:
         space = space[:1]
+    labelled = [(shape_class(g), g) for g in shapes] + \
+        [(square_class(n), GemmShape("gemm_nn", n, n, n)) for n in squares]
+    every = [g for _, g in labelled]
     trials = []
     for cand in space:
         v = candidate_version(version, cand)
         trial = {"defines": cand.get("defines") or {}, "local": cand.get("local"), "cases": []}
         try:
-            spec = gemm_spec(v, shapes, source=source, min_time_ms=min_time_ms, repeats=repeats)
+            spec = gemm_spec(v, every, source=source, min_time_ms=min_time_ms, repeats=repeats)
             doc = run_spec(spec)
             if doc.get("status") == "skipped":   # the device lacks what the version needs
                 return {"version": version.name, "classes": {}, "default": None,
@@ -113,12 +170,12 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
             trial["status"] = f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
         trials.append(trial)
     classes = {}
-    for cls in dict.fromkeys(shape_class(g) for g in shapes):
-        members = [g for g in shapes if shape_class(g) == cls]
+    for cls in dict.fromkeys(c for c, _ in labelled):
+        idx = [i for i, (c, _) in enumerate(labelled) if c == cls]
+        members = [labelled[i][1] for i in idx]
         best, best_score = None, 0.0
         for t in trials:
-            cases = [c for c in t["cases"] if shape_class(GemmShape(c["kernel"], c["M"], c["N"],
-                                                                    c["K"])) == cls]
+            cases = [t["cases"][i] for i in idx if i < len(t["cases"])]
             if t["status"] != "ok" or len(cases) != len(members) or \
                     any(c["status"] != "ok" for c in cases):
                 continue   # never pick a candidate that failed anything in this class
@@ -131,7 +188,8 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
         classes[cls] = {"defines": best["defines"], "local": best["local"],
                         "gflops_geomean": best_score,
                         "shapes": [[g.kernel, g.M, g.N, g.K] for g in members]}
-    default = max(classes, key=lambda c: sum(GemmShape(*s).flops for s in classes[c]["shapes"]))
+    models = [c for c in classes if not c.startswith("square")] or list(classes)
+    default = max(models, key=lambda c: sum(GemmShape(*s).flops for s in classes[c]["shapes"]))
     return {"version": version.name, "classes": classes, "default": default, "trials": trials}
 
 

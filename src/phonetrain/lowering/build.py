@@ -272,6 +272,18 @@ def _dump_ids(tensors: list[Tensor], which: str) -> list[int]:
     return [t.id for t in tensors if t.role in roles]
 
 
+CHECKPOINT_ROLES = ("param", "state", "grad", "activation", "loss")
+
+
+def checkpoint_tensors(tensors: list[Tensor]) -> list[int]:
+    """What the runner keeps at a checkpoint: the state the next step reads (parameters and
+    momentum buffers), what the update read (gradients), the step's activations and loss, and
+    its integer scratch (max-pool argmax: the forward's decisions). Batches and float scratch
+    (im2col columns, per-row losses) are left out: the per-step check recomputes them."""
+    return [t.id for t in tensors
+            if t.role in CHECKPOINT_ROLES or (t.role == "scratch" and t.dtype == "i32")]
+
+
 def lower(spec: LowerSpec, model: Model | None = None,
           kernels_root: Path = KERNELS_ROOT) -> Plan:
     """Lower one SGD training step of ``spec.model`` into a :class:`~phonetrain.plan.Plan`.
@@ -312,6 +324,9 @@ def lower(spec: LowerSpec, model: Model | None = None,
                          Batch(tensor=labels, path=f"{ddir}/labels.i32",
                                count=spec.num_batches)],
                 warmup=spec.warmup, iterations=spec.iterations, loss_tensor=loss,
-                dumps=_dump_ids(b.tensors, spec.dumps))
+                dumps=_dump_ids(b.tensors, spec.dumps),
+                checkpoints={"iterations": list(spec.checkpoints),
+                             "tensors": checkpoint_tensors(b.tensors)}
+                if spec.checkpoints else None)
     plan.validate()
     return plan

@@ -28,8 +28,10 @@ class LowerSpec:
     ``dataset`` are cycled through. ``lr``/``momentum``/``weight_decay`` are PyTorch SGD's.
     ``seed`` seeds the parameter init (and names nothing else). ``dumps`` selects the tensors
     written at the end: ``params`` (final weights and biases), ``grads`` (last gradients),
-    ``all`` (params, grads, momentum buffers, activations) or ``none``.
-    ``plan_id`` defaults to a readable name plus a hash of every field.
+    ``all`` (params, grads, momentum buffers, activations) or ``none``. ``checkpoints``:
+    iterations (0-based, warm-up included; negative from the end) after which the runner
+    keeps the step's state for the per-step verification (:mod:`phonetrain.plan`); empty:
+    none. ``plan_id`` defaults to a readable name plus a hash of every field.
     """
 
     model: str
@@ -48,6 +50,7 @@ class LowerSpec:
     weight_decay: float = 0.0
     plan_id: str | None = None
     dumps: str = "params"
+    checkpoints: tuple[int, ...] = (0, 1, -2, -1)
 
     def check(self) -> None:
         """Raise :class:`LowerError` naming the first bad field."""
@@ -68,6 +71,9 @@ class LowerSpec:
                 raise LowerError(f"{key}={getattr(self, key)}: must be >= 1")
         if self.warmup < 0:
             raise LowerError("warmup must be >= 0")
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in self.checkpoints):
+            raise LowerError(f"checkpoints={self.checkpoints!r}: iteration numbers (ints; "
+                             "negative counts from the end)")
         if self.dumps not in DUMPS:
             raise LowerError(f"dumps={self.dumps!r}: use one of {DUMPS}")
 

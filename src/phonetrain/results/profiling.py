@@ -229,6 +229,33 @@ def data_movement_share(per_iteration: pd.DataFrame, with_overhead: bool = False
     return float(np.clip(moved / wall, 0.0, 1.0))
 
 
+def below_resolution(trace: pd.DataFrame, per_iteration: pd.DataFrame,
+                     resolution_ns: float | None) -> dict[str, object]:
+    """Device-timed commands of the measured iterations shorter than the device timer's
+    resolution (``CL_DEVICE_PROFILING_TIMER_RESOLUTION``, ns): such a duration is only known
+    to be below it, so sums and shares built from them are upper bounds, never a measured 0.
+
+    Returns ``{"below_resolution_commands": int, "kernel_below_resolution": bool,
+    "transfer_below_resolution": bool}``: the count, and whether *every* device-timed command
+    of that kind (kernels; the data-movement kinds ``h2d, d2h, map, unmap, d2d``) is below
+    it. Values are None without a resolution (the CPU backend) or without such commands."""
+    none = {"below_resolution_commands": None, "kernel_below_resolution": None,
+            "transfer_below_resolution": None}
+    if resolution_ns is None or not resolution_ns > 0:
+        return none
+    tr = check_trace(trace)
+    measured = per_iteration.loc[per_iteration["measured"], "iteration"]
+    tr = tr[tr["iteration"].isin(measured) & _on_device(tr)]
+    short = (tr["end_ns"] - tr["start_ns"]) < resolution_ns
+
+    def every(mask: pd.Series) -> bool | None:
+        return bool(short[mask].all()) if mask.any() else None
+
+    return {"below_resolution_commands": int(short.sum()),
+            "kernel_below_resolution": every(tr["kind"] == "kernel"),
+            "transfer_below_resolution": every(tr["kind"].isin(MOVEMENT_KINDS))}
+
+
 def command_summary(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.DataFrame:
     """Per (kind, name, layer, phase) over measured iterations: ``count`` (executions),
     ``per_iteration_ms`` (mean time per measured iteration), ``per_iteration_median_ms``

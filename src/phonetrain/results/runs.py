@@ -9,14 +9,18 @@ A run folder holds what the workflow wrote (:mod:`phonetrain.layout` names the f
   ``iterations``, ``threads``) and provenance (``config_hash``, ``kernel_hash``, optional
   ``device_fingerprint``, ``git_rev``);
 - ``run.json`` and ``trace.csv`` from the runner (repeat 0), ``repeat_<k>/`` for more repeats;
-- ``verify.json``: the verify step's verdict (``ok``, ``max_abs_err``, ``atol``): decided once
-  there, read here;
+- ``verify.json``: the verify step's verdict (``ok``; ``max_abs_err`` and ``tolerance``, the
+  per-step check's worst error and its bound; ``trajectory``: the whole trajectory's drift):
+  decided once there, read here;
+- ``measurement.json``: the measurement verdict (:func:`phonetrain.results.stats.judge`: the
+  median's confidence interval, the conditions, ``unstable`` and its reasons);
 - or ``failed.json`` (``reason``, optional ``log``), written when the job failed.
 
 Status: ``failed`` (no usable runner output), ``skipped`` (the device lacks a library the
 kernel version needs, e.g. CLBlast or image support: nothing ran; the reason in
 ``status_reason``), ``wrong`` (ran, but verification failed or is missing: its speed is not
-valid), ``ok``.
+valid), ``unstable`` (verified, but measured under contention or with too wide an interval:
+the reasons in ``status_reason``; re-measured by the next workflow run), ``ok``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import pandas as pd
 from phonetrain import layout
 from phonetrain.errors import ResultsFileError
 from phonetrain.io import read_json, short_hash
-from phonetrain.results import profiling, provenance, schema
+from phonetrain.results import profiling, provenance, schema, stats
 
 KEY_COLUMNS = ("run_id", "model", "device", "backend", "placement", "transfer", "kernel")
 
@@ -132,21 +136,42 @@ def _device_facts(run: dict[str, Any]) -> dict[str, Any]:
                                            dev.get("timer_resolution_ns"))}
 
 
-def _verify(run_dir: Path) -> tuple[float | None, float | None, str | None]:
-    """(max_abs_err, tolerance, problem) from ``verify.json``, whose ``ok`` is the verdict;
-    problem is None when it passed."""
+def _verify(run_dir: Path) -> tuple[dict[str, Any], str | None]:
+    """(columns, problem) from ``verify.json``, whose ``ok`` is the verdict; problem is None
+    when it passed. Columns: ``verify_max_abs_err``, ``verify_tolerance``,
+    ``trajectory_drift_max``, ``trajectory_drift_from_iteration``."""
     p = run_dir / layout.VERIFY
+    cols: dict[str, Any] = {"verify_max_abs_err": None, "verify_tolerance": None,
+                            "trajectory_drift_max": None, "trajectory_drift_from_iteration": None}
     if not p.exists():
-        return None, None, f"not verified (no {layout.VERIFY})"
+        return cols, f"not verified (no {layout.VERIFY})"
     v = read_json(p)
-    err, tol = v.get("max_abs_err"), v.get("atol")
+    err, tol = v.get("max_abs_err"), v.get("tolerance", v.get("atol"))
     err = None if err is None else float(err)
     tol = None if tol is None else float(tol)
+    traj = v.get("trajectory") or {}
+    cols.update(verify_max_abs_err=err, verify_tolerance=tol,
+                trajectory_drift_max=traj.get("drift_max"),
+                trajectory_drift_from_iteration=traj.get("drift_from_iteration"))
     if v.get("ok") is not True:
-        return err, tol, v.get("reason") or (
-            f"verification failed: max_abs_err {err:.3g} > atol {tol:.3g}"
-            if err is not None and tol is not None else f"verification failed ({p})")
-    return err, tol, None
+        where = v.get("worst") or {}
+        at = (f" at iteration {where['iteration']}, tensor {where.get('tensor')}"
+              if where.get("iteration") is not None else "")
+        return cols, v.get("reason") or (
+            f"verification failed ({v.get('method', 'trajectory')}): error {err:.3g} > "
+            f"bound {tol:.3g}{at}" if err is not None and tol is not None
+            else f"verification failed ({p})")
+    return cols, None
+
+
+def _measurement(run_dir: Path, walls: pd.Series, runs: list[dict]) -> dict[str, Any]:
+    """``measurement.json`` (the train stage's verdict); for a folder without one, the same
+    figures computed here, judged against nothing (never unstable)."""
+    p = run_dir / layout.MEASUREMENT
+    if p.exists():
+        return read_json(p)
+    return stats.judge(walls.tolist(), [r.get("conditions") or {} for r in runs],
+                       ci_target=0, max_other_cpu_share=1.0)
 
 
 def _failed_row(params: dict[str, Any], reason: str, run_dir: Path) -> dict[str, Any]:
@@ -203,12 +228,32 @@ def _data_rows(csv: Path) -> int | None:
         return None
 
 
+def unstable_reason(run_dir: str | Path) -> str | None:
+    """The reasons the measurement verdict (``measurement.json``) calls a run unstable, or
+    None (stable, or no verdict)."""
+    p = Path(run_dir) / layout.MEASUREMENT
+    if not p.exists():
+        return None
+    try:
+        doc = read_json(p)
+    except ResultsFileError:
+        return None
+    return "; ".join(doc.get("reasons") or ["unstable"]) if doc.get("unstable") else None
+
+
 def needs_remeasure(run_dir: str | Path) -> str | None:
-    """Why a finished run must be measured again (its folder is damaged:
-    :func:`folder_problems`), or None. The workflow bumps the run's ``generation`` param for
-    such a run (:func:`phonetrain.stages.params.job_params`), which reruns it."""
+    """Why a finished run must be measured again -- its folder is damaged
+    (:func:`folder_problems`), or it was measured under contention or with too wide an
+    interval (:func:`unstable_reason`) -- or None. The workflow bumps the run's ``generation``
+    param for such a run (:func:`phonetrain.stages.params.job_params`), which reruns it."""
     problems = folder_problems(run_dir)
-    return f"damaged: {'; '.join(problems)}" if problems else None
+    if problems:
+        return f"damaged: {'; '.join(problems)}"
+    run_dir = Path(run_dir)
+    if (run_dir / layout.FAILED).exists() or not (run_dir / layout.RUN).exists():
+        return None
+    why = unstable_reason(run_dir)
+    return f"unstable: {why}" if why else None
 
 
 def generation(run_dir: str | Path) -> int:
@@ -240,10 +285,11 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     if top.get("status") == "skipped":  # the device lacks a library the version needs
         row = _failed_row(params, top.get("reason") or "skipped", run_dir)
         return {"runs": schema.frame([{**row, "status": "skipped"}], "runs"), **none}
-    damaged = needs_remeasure(run_dir)
+    problems = folder_problems(run_dir)
+    damaged = f"damaged: {'; '.join(problems)}" if problems else None
     if damaged:  # never tabulate a folder cut short: the next workflow run re-measures it
         return {"runs": schema.frame([_failed_row(params, damaged, run_dir)], "runs"), **none}
-    per_iter, per_cmd, runs = [], [], []
+    per_iter, per_cmd, runs, below = [], [], [], []
     for rep, d in enumerate(_repeat_dirs(run_dir)):
         run = read_json(d / layout.RUN)
         if run.get("status", "ok") != "ok":
@@ -254,6 +300,7 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
         b = profiling.breakdown(trace, iters)
         b["repeat"] = rep
         per_iter.append(b)
+        below.append(profiling.below_resolution(trace, b, _device_facts(run)["timer_resolution_ns"]))
         c = profiling.command_summary(trace, b)
         c["repeat"] = rep
         per_cmd.append(c)
@@ -268,6 +315,7 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     it = pd.concat(per_iter, ignore_index=True)
     cmds = _merge_commands(pd.concat(per_cmd, ignore_index=True), it)
     row = _run_row(params, run_dir, runs, it)
+    row.update(_below(below))
     prov = {k: row[k] for k in provenance.KEYS}
     key = _key(params)
     it = it.assign(**key, **prov)
@@ -298,17 +346,44 @@ def _merge_commands(c: pd.DataFrame, it: pd.DataFrame) -> pd.DataFrame:
     return c.groupby(keys, sort=False).apply(comb, include_groups=False).reset_index()
 
 
+def _below(per_repeat: list[dict[str, Any]]) -> dict[str, Any]:
+    """Below-resolution columns over repeats: counts add up; a kind is below the resolution
+    when it is in every repeat that has such commands."""
+    counts = [b["below_resolution_commands"] for b in per_repeat
+              if b["below_resolution_commands"] is not None]
+    out: dict[str, Any] = {"below_resolution_commands": sum(counts) if counts else None}
+    for k in ("kernel_below_resolution", "transfer_below_resolution"):
+        vals = [b[k] for b in per_repeat if b[k] is not None]
+        out[k] = all(vals) if vals else None
+    return out
+
+
+def _status(problem: str | None, meas: dict[str, Any]) -> tuple[str, str | None]:
+    if problem is not None:
+        return "wrong", problem
+    if meas.get("unstable"):
+        return "unstable", "; ".join(meas.get("reasons") or ["unstable measurement"])
+    return "ok", None
+
+
 def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.DataFrame) -> dict:
     m = it[it["measured"]]
     wall = m["wall_ms"]
     med = m.median(numeric_only=True)
-    err, tol, problem = _verify(run_dir)
+    vcols, problem = _verify(run_dir)
+    meas = _measurement(run_dir, wall, runs)
+    status, reason = _status(problem, meas)
     loss = it["loss"].dropna()
     row = {**_key(params), **_settings(params),
-           "status": "ok" if problem is None else "wrong", "status_reason": problem,
-           "repeats": len(runs), "verify_max_abs_err": err,
+           "status": status, "status_reason": reason, **vcols,
+           "iterations": int(len(m) // max(len(runs), 1)) if len(m) else params.get("iterations"),
+           "repeats": len(runs),
            "threads": runs[0].get("threads", params.get("threads")),  # as run (0 = all cores)
-           "verify_tolerance": tol,
+           "iteration_ci_low_ms": meas.get("ci_low_ms"),
+           "iteration_ci_high_ms": meas.get("ci_high_ms"),
+           **{k: meas.get(k) for k in ("load_avg_1m", "other_cpu_share", "omp_wait_policy",
+                                       "cpu_mhz_start", "cpu_mhz_end", "temperature_c_start",
+                                       "temperature_c_end")},
            "iteration_median_ms": wall.median(), "iteration_p25_ms": wall.quantile(0.25),
            "iteration_p75_ms": wall.quantile(0.75), "iteration_min_ms": wall.min(),
            "iteration_max_ms": wall.max(),

@@ -39,14 +39,16 @@ def prepare_run_folders(run_params: Mapping[tuple[str, str], dict[str, Any]],
 
     A run.json measured under other params (the settings or a kernel changed, then the
     workflow failed before re-measuring it) is stale: it is kept, but ``failed.json`` says
-    why, so the summary never shows it as a measurement of the current config."""
+    why, so the summary never shows it as a measurement of the current config. The
+    measurement ``generation`` is no setting: it rises when a run is due for re-measurement
+    (:func:`phonetrain.stages.params.measurement_generation`)."""
     for (dev, exp), p in run_params.items():
         rdir = Path(L.run_dir(dev, exp))
         rdir.mkdir(parents=True, exist_ok=True)
         old = rdir / layout.PARAMS
         measured = (rdir / layout.RUN).exists()
         stale = measured and old.exists() and \
-            read_json(old) != json.loads(json.dumps(p, default=str))
+            _settings(read_json(old)) != _settings(json.loads(json.dumps(p, default=str)))
         write_if_changed(old, p)
         build_failed = Path(L.kernel_failed(dev, str(p["kernel"])))
         if p["kernel"] and (stale or not measured) and build_failed.exists():
@@ -109,6 +111,12 @@ def measured_sources() -> Callable[..., dict[str, str] | None]:
             files.update(rfiles)
         return files or None
     return sources
+
+
+def _settings(params: dict[str, Any]) -> dict[str, Any]:
+    """A run's params without its measurement ``generation``: a run that is due for
+    re-measurement (unstable, damaged) is still a measurement of the current settings."""
+    return {k: v for k, v in params.items() if k != "generation"}
 
 
 def aggregate_study(run_params: Mapping[tuple[str, str], dict[str, Any]], L: Layout,

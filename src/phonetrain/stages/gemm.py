@@ -6,10 +6,12 @@ Stages, all with params ``kernel[(d, k)]`` or ``device[d]`` of
 :func:`phonetrain.stages.params.job_params` merged with its ``gemm`` dict:
 
 - ``tune``: inputs ``runner``, ``sources``; output ``tuning`` (tuning.json,
-  :mod:`phonetrain.kernels.tuning`);
+  :mod:`phonetrain.kernels.tuning`: the models' shapes by size class, and the sweep's square
+  sizes up to ``tune_max_launch_s`` per launch, each its own class);
 - ``gemm``: inputs ``runner``, ``sources`` (none for ``cpu``), ``tuning`` (optional); output
   ``gemm`` (the version's measurements: models' GEMM shapes, then square sizes ascending until
-  one launch would take longer than ``max_launch_s``);
+  one launch would take longer than ``max_launch_s``; each with the configuration tuned for it,
+  :func:`phonetrain.kernels.tuning.class_for`);
 - ``peaks``: input ``runner``; output ``peaks`` (runner bench-peak).
 """
 
@@ -63,17 +65,39 @@ class _Bench:
         return self.r.bench_gemm(spec, self.out())
 
 
+def _probe(bench: _Bench, version: KernelVersion, source: str, min_time_ms: float):
+    """``n -> GFLOPS`` of the version's defaults at square size n (None when it fails or the
+    device lacks what the version needs)."""
+    def measure(n: int) -> float | None:
+        spec = gemm_spec(version, [GemmShape("gemm_nn", n, n, n)], source=source,
+                         min_time_ms=min_time_ms, repeats=1)
+        try:
+            doc = bench.spec(spec)
+        except RunnerError:
+            return None
+        cases = doc.get("cases") or [{}]
+        return cases[0].get("gflops") if cases[0].get("status") == "ok" else None
+    return measure
+
+
 def tune(job: Job) -> dict:
-    """Tune one version on one device and write ``output.tuning``; with ``tune`` false only the
-    version's defaults run (still checked)."""
+    """Tune one version on one device and write ``output.tuning``: the models' GEMM shapes
+    per size class, and each square size of the sweep whose launch is expected within
+    ``tune_max_launch_s`` as its own class (:func:`phonetrain.kernels.tuning.tunable_squares`).
+    With ``tune`` false only the version's defaults run (still checked), on the models'
+    shapes."""
     p = job.params
     version = load_version(p["kernel"])
     bench = _Bench(job, version.name)
+    source = f"{layout.device_kernels(version.name)}/gemm.cl"
     with bench.r.lock():
+        squares = tuning.tunable_squares(
+            p["sizes"], _probe(bench, version, source, p["tune_min_time_ms"]),
+            p.get("tune_max_launch_s", 0.1)) if p["tune"] else []
         try:
-            doc = tuning.tune(version, _shapes(p), bench.spec,
-                              source=f"{layout.device_kernels(version.name)}/gemm.cl",
-                              min_time_ms=p["tune_min_time_ms"], defaults_only=not p["tune"])
+            doc = tuning.tune(version, _shapes(p), bench.spec, source=source,
+                              min_time_ms=p["tune_min_time_ms"], defaults_only=not p["tune"],
+                              squares=squares)
         except tuning.TuningError as e:
             raise StageError(str(e)) from None
     doc.update(device=p["device"], kernel_hash=p["kernel_hash"])
@@ -111,8 +135,7 @@ def gemm(job: Job) -> dict:
                 continue
             v, cls = kv, None
             if tuned and tuned["classes"] and kv is not None:
-                cls = tuning.shape_class(g)
-                cls = cls if cls in tuned["classes"] else tuned["default"]
+                cls = tuning.class_for(g, source, tuned)
                 v = tuning.candidate_version(kv, tuned["classes"][cls])
             spec = gemm_spec(v, [g], source=f"{layout.device_kernels(version)}/gemm.cl",
                              backend="cpu" if kv is None else "opencl",

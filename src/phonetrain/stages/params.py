@@ -29,7 +29,9 @@ from phonetrain.results.runs import generation, needs_remeasure
 from phonetrain.results.schema import TABLES
 
 RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
-                    "cooldown_threshold_c", "cooldown_limit_s", "verify_atol")
+                    "cooldown_threshold_c", "cooldown_limit_s", "verify_atol", "checkpoints",
+                    "ci_target", "max_iterations", "max_seconds", "max_other_cpu_share",
+                    "bootstrap_resamples")
 CPU_VERSION = "cpu"  # the GEMM study's name for the runner's CPU backend
 
 
@@ -90,7 +92,8 @@ def gemm_params(sweep: Sweep) -> dict[str, Any]:
             "sizes": sorted(int(n) for n in ms["gemm_sizes"]),
             "min_time_ms": float(ms["gemm_min_time_ms"]),
             "max_launch_s": float(ms["gemm_max_launch_s"]), "tune": bool(ms["tune"]),
-            "tune_min_time_ms": float(ms["tune_min_time_ms"]), "threads": int(ms["threads"])}
+            "tune_min_time_ms": float(ms["tune_min_time_ms"]),
+            "tune_max_launch_s": float(ms["tune_max_launch_s"]), "threads": int(ms["threads"])}
 
 
 def measurement_generation(run_dir: str) -> int:

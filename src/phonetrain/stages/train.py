@@ -7,14 +7,19 @@
 - ``train`` (params ``run[(d, exp)]``; inputs ``manifest`` (deploy's), ``plan`` (the plan that
   ran on the device), ``plan_dir`` (its tensors), ``data``; outputs ``run``, ``trace``,
   ``verify``, and the run folder around them): the runner executes the plan on the device
-  (``repeats`` times, under the device's lock, after the cool-down), then the numpy reference
-  verifies it on the same plan and data (:func:`verify_run`). A runner failure leaves
-  ``failed.json`` (reason, stderr) and nothing that looks complete; a device lacking a library
-  the version needs (runner exit 8) records the run as *skipped*.
+  (``repeats`` times, under the device's lock, after the cool-down; each invocation measures
+  adaptively until the median's interval is within ``measure.ci_target``), then the numpy
+  reference verifies it step by step from the runner's own checkpoints (:func:`verify_run`),
+  and the measurement is judged (:func:`phonetrain.results.stats.judge`: ``measurement.json``,
+  *unstable* when the interval stayed too wide or other processes took more than
+  ``measure.max_other_cpu_share`` of the CPU). A runner failure leaves ``failed.json``
+  (reason, stderr) and nothing that looks complete; a device lacking a library the version
+  needs (runner exit 8) records the run as *skipped*.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -29,7 +34,8 @@ from phonetrain.errors import StageError
 from phonetrain.io import read_json, write_json, write_text
 from phonetrain.lowering import LowerSpec, write_plan_dir
 from phonetrain.plan import Plan
-from phonetrain.runner import TRACE_HEADER, MissingLibraryError, Runner, RunnerError
+from phonetrain.results import stats
+from phonetrain.runner import TRACE_HEADER, Adaptive, MissingLibraryError, Runner, RunnerError
 from phonetrain.stages.job import Job, main
 
 
@@ -62,7 +68,8 @@ def lower_spec(pc: dict[str, Any]) -> LowerSpec:
                      dataset=m.get("dataset") or pc["dataset"]["name"],
                      num_batches=pc["dataset"]["num_batches"], warmup=ms["warmup"],
                      iterations=ms["iterations"], seed=ms["seed"], lr=m["lr"],
-                     momentum=m["momentum"], weight_decay=m["weight_decay"], plan_id=pc["id"])
+                     momentum=m["momentum"], weight_decay=m["weight_decay"], plan_id=pc["id"],
+                     checkpoints=tuple(ms.get("checkpoints", ())))
 
 
 def lower(job: Job) -> Path:
@@ -76,15 +83,40 @@ def lower(job: Job) -> Path:
 
 def verify_run(plan_json: str | Path, root: str | Path, out_dir: str | Path,
                atol: float) -> dict[str, Any]:
-    """Compare the runner's losses and dumped tensors in ``out_dir`` with the numpy reference
-    running the same plan on the files under ``root``; decide the verdict once:
-    ``{"max_abs_err", "atol", "ok", ...}`` (``ok``: the error is finite and <= ``atol``, the
-    study's one tolerance, ``measure.verify_atol``)."""
-    doc = dict(reference.verify_run_dir(Plan.load(plan_json), Path(root), Path(out_dir)))
-    err = doc.get("max_abs_err")
-    doc["atol"] = atol
-    doc["ok"] = bool(err is not None and err <= atol)
+    """Verify the runner's output in ``out_dir`` against the numpy reference on the same plan
+    and the files under ``root`` and decide the verdict once
+    (:func:`phonetrain.reference.verify_run_dir`): per step from the runner's checkpoints
+    (``ok``: every checked step within its float32-rounding bound; ``max_abs_err`` and
+    ``tolerance`` the worst tensor's error and bound), or, for a run without checkpoints, the
+    whole trajectory against ``atol`` (``measure.verify_atol``). The trajectory's drift is
+    reported under ``trajectory`` either way."""
+    doc = dict(reference.verify_run_dir(Plan.load(plan_json), Path(root), Path(out_dir),
+                                        atol=atol))
+    doc["ok"] = bool(doc.get("ok")) and doc.get("max_abs_err") is not None and \
+        math.isfinite(doc["max_abs_err"])
     return doc
+
+
+def adaptive(ms: dict[str, Any]) -> Adaptive | None:
+    """The runner's adaptive measurement from the ``measure`` settings (None: the plan's
+    iteration count exactly, when ``ci_target`` is 0)."""
+    if not ms.get("ci_target"):
+        return None
+    return Adaptive(ci_target=ms["ci_target"], max_iterations=ms["max_iterations"],
+                    max_seconds=ms["max_seconds"], resamples=ms["bootstrap_resamples"])
+
+
+def judge_measurement(run_dirs: list[Path], ms: dict[str, Any]) -> dict[str, Any]:
+    """The measurement verdict (:func:`phonetrain.results.stats.judge`) over the runner
+    outputs of every repeat: their measured iterations pooled, their conditions."""
+    walls, conds = [], []
+    for d in run_dirs:
+        run = read_json(d / layout.RUN)
+        walls += [i["wall_ms"] for i in run.get("iters", []) if not i.get("warmup")]
+        conds.append(run.get("conditions") or {})
+    return stats.judge(walls, conds, ci_target=ms.get("ci_target", 0),
+                       max_other_cpu_share=ms.get("max_other_cpu_share", 1.0),
+                       resamples=ms.get("bootstrap_resamples", 1000))
 
 
 def train(job: Job) -> Path:
@@ -110,7 +142,7 @@ def train(job: Job) -> Path:
                 conditions = _conditions_before(r.transport, ms)
                 got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
                 try:
-                    r.run(manifest["plan"], got, threads=ms["threads"])
+                    r.run(manifest["plan"], got, threads=ms["threads"], adaptive=adaptive(ms))
                 except MissingLibraryError as e:
                     return _skip(p, tmp, rdir, e.message)
                 except RunnerError as e:
@@ -126,6 +158,8 @@ def train(job: Job) -> Path:
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
                             p["verify_atol"])
         write_json(verify, tmp / "main" / layout.VERIFY)
+        runs = [tmp / "main"] + sorted(tmp.glob("repeat_*"))
+        write_json(judge_measurement(runs, ms), tmp / "main" / layout.MEASUREMENT)
         write_json({"generation": p["generation"]}, tmp / "main" / layout.GENERATION)
         _install(tmp, rdir)
     finally:
@@ -173,9 +207,11 @@ def _conditions_before(t: Any, ms: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _install(tmp: Path, rdir: Path) -> None:
-    """Move a finished run into its folder: extra repeats, dumps, then run.json last."""
-    for old in list(rdir.glob("repeat_*")) + [rdir / layout.DUMPS]:
+    """Move a finished run into its folder: extra repeats, dumps, checkpoints, then run.json
+    last; what an earlier measurement left that this one does not replace goes first."""
+    for old in list(rdir.glob("repeat_*")) + [rdir / layout.DUMPS, rdir / layout.CHECKPOINTS]:
         shutil.rmtree(old, ignore_errors=True)
+    (rdir / layout.MEASUREMENT).unlink(missing_ok=True)
     for d in sorted(tmp.glob("repeat_*")):
         os.replace(d, rdir / d.name)
     main_dir = tmp / "main"

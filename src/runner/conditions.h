@@ -1,0 +1,32 @@
+/* What could distort a measurement, read from the device itself (Linux and Android): the
+ * CPU time other processes took, the load average, CPU clock and temperature, and the OpenMP
+ * settings. Unreadable values are NaN (written as null). */
+#ifndef PHONETRAIN_CONDITIONS_H
+#define PHONETRAIN_CONDITIONS_H
+
+#include <stdint.h>
+
+#include "json.h"
+
+typedef struct {
+    uint64_t wall_ns;                 /* CLOCK_MONOTONIC */
+    double busy_s;                    /* /proc/stat: non-idle CPU time of all CPUs, s; NaN */
+    int cpus;                         /* CPUs /proc/stat lists (0: unreadable) */
+    double self_cpu_s;                /* this process's user + system time (getrusage), s */
+    double load_avg_1m;               /* /proc/loadavg */
+    double cpu_mhz;                   /* mean current clock over CPUs (cpufreq, else cpuinfo) */
+    double temperature_c;             /* hottest /sys/class/thermal zone */
+} cond_sample;
+
+void cond_sample_now(cond_sample *s);
+
+/* Share (0..1) of the CPUs' capacity between a and b that other processes used:
+ * (busy - own CPU time) / (wall * cpus), clipped to 0..1; NaN when /proc/stat is unreadable. */
+double cond_other_cpu_share(const cond_sample *a, const cond_sample *b);
+
+/* {"other_cpu_share", "load_avg_1m_start", "load_avg_1m_end", "cpus", "self_cpu_s", "wall_s",
+ *  "cpu_mhz_start", "cpu_mhz_end", "temperature_c_start", "temperature_c_end",
+ *  "omp_wait_policy", "omp_threads"} over the measured iterations. */
+void cond_write_json(jwriter *w, const cond_sample *a, const cond_sample *b, int omp_threads);
+
+#endif

@@ -1,0 +1,42 @@
+"""The measurement settings: defaults in one place, bad values named before any job, and
+which of them reach a run's params (a change re-measures) or the plan (a change relowers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from phonetrain.config import ConfigError, MeasureConfig, compose_sweep, plan_config
+from phonetrain.stages.params import run_params
+
+
+def test_defaults():
+    m = MeasureConfig()
+    assert (m.ci_target, m.max_iterations, m.max_seconds, m.max_other_cpu_share) == \
+        (0.05, 60, 3.0, 0.25)
+    assert m.checkpoints == [0, 1, -2, -1] and m.bootstrap_resamples == 1000
+    assert m.bandwidth_max_bytes == 1 << 30 and m.tune_max_launch_s == 0.1
+
+
+@pytest.mark.parametrize("override, needles", [
+    ("measure.max_iterations=5", ["measure.max_iterations", "below measure.iterations"]),
+    ("measure.max_other_cpu_share=1.5", ["measure.max_other_cpu_share", "0..1"]),
+    ("measure.ci_target=-0.1", ["measure.ci_target", ">= 0"]),
+    ("measure.bootstrap_resamples=1", ["measure.bootstrap_resamples", ">= 2"]),
+    ("measure.tune_max_launch_s=0", ["measure.tune_max_launch_s", "> 0"]),
+    ("measure.checkpoints=[first]", ["measure.checkpoints"]),
+])
+def test_bad_measure_settings_are_named(override, needles):
+    with pytest.raises(ConfigError) as e:
+        compose_sweep([override])
+    for n in needles:
+        assert n in str(e.value), str(e.value)
+
+
+def test_settings_reach_runs_and_plans():
+    base = compose_sweep(["sweep.models=[mlp_16_16]", "sweep.backends=[cpu]"]).experiments[0]
+    other = compose_sweep(["sweep.models=[mlp_16_16]", "sweep.backends=[cpu]",
+                           "measure.ci_target=0.1", "measure.checkpoints=[0,1]"]).experiments[0]
+    assert run_params(base)["config"]["measure"]["ci_target"] == 0.05
+    assert run_params(base)["config_hash"] != run_params(other)["config_hash"]
+    assert plan_config(base)["measure"]["checkpoints"] == [0, 1, -2, -1]
+    assert plan_config(other)["measure"]["checkpoints"] == [0, 1]

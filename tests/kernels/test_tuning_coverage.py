@@ -1,0 +1,96 @@
+"""Tuning covers every shape the GEMM study reports: the sweep's square sizes are tuned as
+their own classes (up to a launch-time limit), a larger square reuses the largest tuned one
+below it, the models' shapes keep their size classes (synthetic measurements), and on PoCL
+the gemm stage runs each square with the configuration tuned for it."""
+
+from __future__ import annotations
+
+import json
+
+from phonetrain.kernels import load_version, tuning
+from phonetrain.kernels.gemm import GemmShape
+
+TUNED = {"classes": {"small": {}, "medium": {}, "square128": {}, "square512": {}},
+         "default": "medium"}
+
+
+def test_class_for_each_reported_shape():
+    model = GemmShape("gemm_nt", 32, 256, 784)
+    assert tuning.class_for(model, "model:mlp", TUNED) == "medium"
+    assert tuning.class_for(GemmShape("gemm_nn", 512, 512, 512), "square", TUNED) == "square512"
+    # untuned squares: the largest tuned square below, else the default
+    assert tuning.class_for(GemmShape("gemm_nn", 4096, 4096, 4096), "square", TUNED) == \
+        "square512"
+    assert tuning.class_for(GemmShape("gemm_nn", 64, 64, 64), "square", TUNED) == "medium"
+    # a square size that is also a model shape keeps the model's class for the model
+    assert tuning.class_for(GemmShape("gemm_nn", 128, 128, 128), "model:x", TUNED) == "small"
+    assert tuning.class_for(model, "model:mlp", {"classes": {}, "default": None}) is None
+
+
+def test_tunable_squares_stop_at_the_launch_limit():
+    gflops = {128: 10.0, 256: 20.0, 512: 40.0, 1024: 40.0, 2048: 40.0}
+    seen = []
+
+    def measure(n):
+        seen.append(n)
+        return gflops[n]
+    # 1024: 2.1 GFLOP at 40 GFLOPS = 54 ms <= 0.1 s; 2048: 0.43 s > 0.1 s
+    assert tuning.tunable_squares([2048, 128, 1024, 256, 512], measure, 0.1) == \
+        [128, 256, 512, 1024]
+    assert seen == [128, 256, 512, 1024]                  # 2048 is never launched
+    assert tuning.tunable_squares([128, 256], lambda n: None, 1.0) == []
+
+
+def _fake_run_spec(best_for_square: str):
+    """bench-gemm results without a device: candidate TSK=16 is fastest on the models'
+    shapes, ``best_for_square`` (a -D option) on the square sizes."""
+    def run(spec):
+        cases = []
+        for c in spec["cases"]:
+            square = c["M"] == c["N"] == c["K"] and c["M"] >= 256
+            fast = best_for_square in spec["options"] if square else "-DTSK=16" in spec["options"]
+            cases.append({**c, "status": "ok", "gflops": 100.0 if fast else 10.0, "max_err": 0})
+        return {"status": "ok", "cases": cases}
+    return run
+
+
+def test_tune_gives_squares_their_own_best_configuration():
+    v = load_version("tiled")
+    shapes = [GemmShape("gemm_nt", 32, 256, 784), GemmShape("gemm_tn", 256, 784, 32)]
+    doc = tuning.tune(v, shapes, _fake_run_spec("-DTSM=128"), source="gemm.cl",
+                      squares=[256, 512])
+    assert set(doc["classes"]) == {"medium", "square256", "square512"}
+    assert doc["default"] == "medium"
+    assert doc["classes"]["medium"]["defines"]["TSK"] == 16
+    assert doc["classes"]["square512"]["defines"]["TSM"] == 128
+    assert doc["classes"]["square512"]["shapes"] == [["gemm_nn", 512, 512, 512]]
+
+
+def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path):
+    """The tune and gemm stage functions on PoCL: every square of the sweep is measured with
+    its own tuned configuration (the same one ``bench_gemm.py --tune`` would pick for it)."""
+    from phonetrain.stages import gemm as gemm_stage
+    from phonetrain.stages.job import Job, Runtime, files
+
+    dev = {"name": "host", "transport": "local", "opencl_library": None,
+           "opencl_platform": pocl.platform, "opencl_device": ""}
+    p = {"device": "host", "device_config": dev, "stage_root": str(tmp_path / "stage"),
+         "kernel": "tiled", "version": "tiled", "kernel_hash": "t", "threads": 0, "tune": True,
+         "shapes": [{"kernel": "gemm_nt", "M": 32, "N": 16, "K": 64, "source": "model:m"}],
+         "sizes": [32, 64, 128], "min_time_ms": 1.0, "max_launch_s": 5.0,
+         "tune_min_time_ms": 1.0, "tune_max_launch_s": 5.0}
+    rt = Runtime(300.0, False)
+    tj = tmp_path / "tuning.json"
+    gemm_stage.tune(Job(files({"runner": str(runner), "sources": []}), files({"tuning": str(tj)}),
+                        p, tmp_path / "tune.log", rt))
+    tuned = json.loads(tj.read_text())
+    assert {"square32", "square64", "square128"} <= set(tuned["classes"])
+    doc = gemm_stage.gemm(Job(files({"runner": str(runner), "sources": [], "tuning": [str(tj)]}),
+                              files({"gemm": str(tmp_path / "gemm.json")}), p,
+                              tmp_path / "gemm.log", rt))
+    squares = [r for r in doc["rows"] if r["source"] == "square"]
+    assert [r["tuned_class"] for r in squares] == ["square32", "square64", "square128"]
+    for r in squares:
+        want = tuning.candidate_version(load_version("tiled"),
+                                        tuned["classes"][r["tuned_class"]]).options
+        assert r["options"] == want and r["status"] == "ok"
