@@ -16,7 +16,7 @@ Results folder (``results_dir``, default ``results/``)::
     runs/<device>/<experiment>/                 params.json, plan.json (the plan that ran),
                                                 run.json, trace.csv, dumps/, verify.json,
                                                 repeat_<k>/, failed.json, trace.perfetto.json,
-                                                generation.json
+                                                generation.json, refresh.json
     gemm/<device>/<version>.json, peaks/<device>.json
     bandwidth/<device>/bandwidth.csv (+ bench.json)
     summary/<table>.parquet, summary/COMPLETE
@@ -45,6 +45,7 @@ FAILED = "failed.json"
 PERFETTO = "trace.perfetto.json"
 DEVICE_READINGS = "device.json"
 GENERATION = "generation.json"  # how many times the workflow asked for a re-measurement
+REFRESH = "refresh.json"  # a re-measurement asked for by hand (phonetrain refresh)
 DUMPS = "dumps"
 COMPLETE = "COMPLETE"
 

@@ -6,6 +6,7 @@
  * crash) leaves no run.json at all. */
 #define _POSIX_C_SOURCE 200809L
 #include "exec.h"
+#include "ledger.h"
 #include "modes.h"
 #include "util.h"
 
@@ -71,6 +72,9 @@ static void write_dumps(run_ctx *rc, const char *out)
         char name[600];
         snprintf(name, sizeof name, "%s.f32", t->name);
         write_output(dir, name, buf, t->size_bytes);
+        char rel[620];
+        snprintf(rel, sizeof rel, "dumps/%s", name);
+        ledger_record(rel, buf, t->size_bytes);
         free(buf);
     }
     free(dir);
@@ -118,6 +122,7 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     jw_key(&w, "peak_rss_bytes"); jw_int(&w, peak_rss_bytes());
     jw_key(&w, "device_bytes_allocated"); jw_int(&w, rc->device_bytes);
     jw_key(&w, "trace_rows"); jw_int(&w, rc->tr.n);
+    jw_key(&w, "files"); ledger_write_json(&w);
     jw_key(&w, "dumps");
     jw_arr_begin(&w);
     for (int i = 0; i < p->ndumps; i++) {
@@ -182,6 +187,7 @@ int mode_run(const runner_opts *o)
     size_t len;
     char *csv = trace_csv(&rc.tr, &len);
     write_output(o->out, "trace.csv", csv, len);
+    ledger_record("trace.csv", csv, len);
     free(csv);
     write_run_json(&rc, o, iters, setup_ms);
     free(iters);

@@ -76,8 +76,8 @@ def aggregate_command(overrides: tuple[str, ...], conf_dir: str | None, results:
             raise click.ClickException(
                 f"{L.root}: no run folder of this study; run it first (snakemake --cores 1 "
                 "all), pass the overrides it ran with, or --found after `phonetrain run`")
-        run_params = {} if found else job_params(sweep)["run"]
-        paths = aggregate_study(run_params, L, files, summary_outputs(sweep))
+        paths = aggregate_study(None if found else job_params(sweep), L, files,
+                                summary_outputs(sweep))
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
     for table, path in paths.items():

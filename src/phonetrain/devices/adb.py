@@ -209,10 +209,13 @@ class AdbTransport:
         return FileLock(lock_dir() / f"{key}.lock")
 
     # -- run -------------------------------------------------------------------------------
-    def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
-        """Run ``argv`` in the staging root; see :class:`Transport`. Raises TransportError on a
-        timeout (the command is stopped) or a lost connection."""
-        return self.shell(f"cd {shlex.quote(self.root)} && {shlex.join(argv)}", timeout_s)
+    def run(self, argv: list[str], *, timeout_s: float,
+            env: dict[str, str] | None = None) -> CommandResult:
+        """Run ``argv`` in the staging root with ``env`` added; see :class:`Transport`. Raises
+        TransportError on a timeout (the command is stopped) or a lost connection."""
+        assign = [f"{k}={v}" for k, v in (env or {}).items()]
+        command = shlex.join(["env", *assign, *argv]) if assign else shlex.join(argv)
+        return self.shell(f"cd {shlex.quote(self.root)} && {command}", timeout_s)
 
     def shell(self, command: str, timeout_s: float) -> CommandResult:
         """Run a shell command line on the device (shell v2 when available)."""

@@ -120,16 +120,18 @@ class LocalTransport:
             sent += 1
         return sent
 
-    def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
-        """Run ``argv`` in the staging root (``./runner`` resolves there); a non-zero exit is
-        returned; a timeout raises TransportError (the process is killed). stderr is echoed
-        line by line as it arrives (the runner's ``--progress``) and also captured."""
+    def run(self, argv: list[str], *, timeout_s: float,
+            env: dict[str, str] | None = None) -> CommandResult:
+        """Run ``argv`` in the staging root (``./runner`` resolves there) with ``env`` added to
+        the environment; a non-zero exit is returned; a timeout raises TransportError (the
+        process is killed). stderr is echoed line by line as it arrives (the runner's
+        ``--progress``) and also captured."""
         self.root.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         try:
             p = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True,
-                                 env={**os.environ, **self.opencl.env})
+                                 env={**os.environ, **self.opencl.env, **(env or {})})
         except OSError as e:
             raise TransportError(f"device '{self.name}': cannot start {argv[0]}: {e}") from e
         err: list[str] = []

@@ -11,17 +11,21 @@ same report.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
 from phonetrain import layout
-from phonetrain.io import read_json, write_if_changed, write_json, write_text
+from phonetrain.errors import StageError
+from phonetrain.io import write_if_changed, write_json, write_text
 from phonetrain.layout import Layout
 from phonetrain.report import build_report
 from phonetrain.report.build import FIGURES
 from phonetrain.results.aggregate import aggregate
+from phonetrain.results.runs import changed_params
+from phonetrain.results.schema import read_table
+from phonetrain.stages.build import build_failure
+from phonetrain.stages.current import not_current, product_params, stale_products
 
 COMPLETE_TEXT = ("written by the workflow after a complete stage; absent after a failed run "
                  "(partial summary/report)\n")
@@ -40,8 +44,7 @@ def prepare_run_folders(run_params: Mapping[tuple[str, str], dict[str, Any]],
         rdir.mkdir(parents=True, exist_ok=True)
         old = rdir / layout.PARAMS
         measured = (rdir / layout.RUN).exists()
-        stale = measured and old.exists() and \
-            read_json(old) != json.loads(json.dumps(p, default=str))
+        stale = measured and old.exists() and bool(changed_params(rdir, p))
         write_if_changed(old, p)
         build_failed = Path(L.kernel_failed(dev, str(p["kernel"])))
         if p["kernel"] and (stale or not measured) and build_failed.exists():
@@ -53,20 +56,62 @@ def prepare_run_folders(run_params: Mapping[tuple[str, str], dict[str, Any]],
                        rdir / layout.FAILED)
 
 
-def aggregate_study(run_params: Mapping[tuple[str, str], dict[str, Any]], L: Layout,
+def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
                     expected: Mapping[str, list[str]], outputs: Mapping[str, str],
                     complete: str | None = None) -> dict[str, Path]:
-    """Prepare the run folders, then aggregate every expected run folder and whichever of the
-    expected per-device files exist into ``outputs`` (table -> path); write ``complete``
-    last when given."""
-    prepare_run_folders(run_params, L)
+    """Prepare the run folders, then aggregate every expected run folder and the expected
+    per-device files into ``outputs`` (table -> path); write ``complete`` last when given.
+
+    ``jp``: the study's job params (:func:`phonetrain.stages.params.job_params`), against which
+    every file is checked (:func:`prepare_run_folders`, :func:`not_ok_products`); None
+    aggregates what ``expected`` lists as found (``phonetrain aggregate --found``). Raises
+    :class:`StageError` instead of writing ``complete`` when a run of the study has no valid
+    measurement (a folder damaged since it was measured): a summary with such a row is not
+    complete."""
+    prepare_run_folders(jp["run"] if jp else {}, L)
     exist = lambda kind: [f for f in expected[kind] if Path(f).exists()]  # noqa: E731
+    not_ok = not_ok_products(jp, L, expected) if jp else {}
+    builds = expected["builds"] if jp else exist("builds")
     paths = aggregate(expected["runs"], outputs, bandwidth_csvs=exist("bandwidth"),
-                      build_jsons=exist("builds"), gemm_jsons=exist("gemm"),
-                      peaks_jsons=exist("peaks"))
+                      build_jsons=builds, gemm_jsons=exist("gemm"),
+                      peaks_jsons=exist("peaks"), not_ok=not_ok)
     if complete:
+        runs = read_table(paths["runs"], "runs")
+        bad = runs[runs["status"] == "failed"]
+        if len(bad):
+            raise StageError("aggregate: no COMPLETE marker: runs without a valid measurement: "
+                             + "; ".join(f"{r.run_id}: {r.status_reason}"
+                                         for r in bad.itertuples())
+                             + "; rerun snakemake to measure them")
         write_text(complete, COMPLETE_TEXT)
     return paths
+
+
+def not_ok_products(jp: Mapping[str, Any], L: Layout,
+                    expected: Mapping[str, list[str]]) -> dict[str, str]:
+    """The study's per-device files that are not current, successful results -> why: kernel
+    builds that failed (``failed.json`` beside the would-be ``build.json``) or never ran, and
+    any build, GEMM sweep, peaks or bandwidth file made from other inputs than the current
+    ones (:func:`phonetrain.stages.current.stale_products`)."""
+    out: dict[str, str] = {}
+    params = product_params(jp, L)
+    for b in expected["builds"]:
+        if Path(b).exists():
+            continue
+        failure = build_failure(b)
+        if failure is None:
+            out[b] = ("not built: its job did not run (a job it needs failed, or the workflow "
+                      "was stopped); rerun snakemake")
+            continue
+        older = not_current(failure, *params[b]) if b in params else None
+        out[b] = "\n".join(x for x in (
+            failure.get("reason") or "build failed",
+            f"(that failure is of older inputs; {older})" if older else "",
+            failure.get("log") or "") if x)
+    present = [f for kind in ("builds", "gemm", "peaks", "bandwidth") for f in expected[kind]
+               if Path(f).exists()]
+    out.update(stale_products(jp, L, present))
+    return out
 
 
 def report_outputs(L: Layout, figure_format: str) -> dict[str, str]:

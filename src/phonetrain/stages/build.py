@@ -22,6 +22,7 @@ from phonetrain.errors import StageError
 from phonetrain.io import read_json, write_json
 from phonetrain.kernels import load_version, stage_kernels
 from phonetrain.runner import KernelBuildError, Runner, RunnerError
+from phonetrain.stages.current import STAMP, stamp
 from phonetrain.stages.job import Job, main
 
 
@@ -61,11 +62,12 @@ def build_kernels(job: Job) -> dict:
             if not r.transport.streams_stderr:
                 sys.stderr.write(e.stderr)
             reason = f"device '{dev['name']}': kernel version '{version}' failed to build: {e}"
-            write_json({"reason": reason, "log": e.stderr[-20000:]}, failed)
+            write_json({"reason": reason, "log": e.stderr[-20000:], STAMP: stamp(job)}, failed)
             raise StageError(reason) from None
         except RunnerError as e:
             raise StageError(f"device '{dev['name']}': kernel version '{version}': {e}") from None
     doc.update(device=dev["name"], kernel=version, kernel_hash=p["kernel_hash"])
+    doc[STAMP] = stamp(job)
     write_json(p, out.with_name(layout.PARAMS))
     failed.unlink(missing_ok=True)
     write_json(doc, out)

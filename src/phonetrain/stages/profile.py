@@ -13,10 +13,11 @@ import tempfile
 from pathlib import Path
 
 from phonetrain.errors import StageError
-from phonetrain.io import read_json, write_bytes
+from phonetrain.io import read_json, write_bytes, write_json
 from phonetrain.results import profiling
 from phonetrain.results.runs import run_iterations
 from phonetrain.runner import Runner, RunnerError
+from phonetrain.stages.current import STAMP, stamp
 from phonetrain.stages.job import Job, main
 
 
@@ -32,7 +33,8 @@ def bandwidth(job: Job) -> Path:
             csv = r.bench_bandwidth(Path(tmp) / "bw", max_bytes=p["bandwidth_max_bytes"])
         except RunnerError as e:
             raise StageError(f"device '{dev['name']}': runner bench-bandwidth: {e}") from None
-        write_bytes(job.output.bench, csv.with_name("bench.json").read_bytes())
+        bench = read_json(csv.with_name("bench.json"))
+        write_json({**bench, STAMP: stamp(job)}, job.output.bench)
         write_bytes(job.output.csv, csv.read_bytes())  # last: the rule's completion mark
     return Path(job.output.csv)
 

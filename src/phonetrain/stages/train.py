@@ -95,6 +95,7 @@ def train(job: Job) -> Path:
     dev, ms = cfg["device"], cfg["measure"]
     rdir = Path(job.output.run).parent
     rdir.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(rdir)
     write_json(p, rdir / layout.PARAMS)
     marker = rdir / layout.FAILED
     marker.unlink(missing_ok=True)
@@ -128,9 +129,25 @@ def train(job: Job) -> Path:
         write_json(verify, tmp / "main" / layout.VERIFY)
         write_json({"generation": p["generation"]}, tmp / "main" / layout.GENERATION)
         _install(tmp, rdir)
+        (rdir / layout.REFRESH).unlink(missing_ok=True)  # the requested re-measurement is done
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rdir
+
+
+def remove_leftovers(rdir: Path) -> list[Path]:
+    """Remove what a train job killed hard (SIGKILL, power loss) left in its run folder: its
+    ``.train-*`` working folder and the temporary files of unfinished atomic writes
+    (``.<name>.*.tmp``). Snakemake runs one job per run folder at a time (its own lock), so
+    anything of that kind found when a job starts is a leftover. Returns what was removed."""
+    gone = [d for d in rdir.glob(".train-*") if d.is_dir()]
+    gone += [f for f in rdir.glob(".*.tmp") if f.is_file()]
+    for g in gone:
+        if g.is_dir():
+            shutil.rmtree(g, ignore_errors=True)
+        else:
+            g.unlink(missing_ok=True)
+    return gone
 
 
 def _tail(stderr: str, lines: int = 20) -> str:

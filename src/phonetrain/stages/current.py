@@ -1,0 +1,94 @@
+"""Whether each per-device result of a study is current: measured from the inputs the workflow
+would use now, or left over from older ones.
+
+Every per-device job (kernel build, GEMM sweep, peaks, bandwidth sweep) stamps its output
+with :func:`stamp`: the hash of its params (the device config, the kernel version's source
+hash, the study's settings: :mod:`phonetrain.stages.params`) and the SHA-256 of the runner
+binary it ran. Snakemake reruns a job whose inputs changed; but when a workflow stops early (a
+kernel edit that does not compile, Ctrl-C, an unplugged phone), the partial summary would
+still read the older files. :func:`not_current` compares a file's stamp with the current
+inputs, so the aggregate lists such a file as not current instead of as a measurement of
+today's sources (runs get the same check from their ``params.json``,
+:func:`phonetrain.results.runs.needs_remeasure`). A file without a stamp (written before
+stamps existed) is not judged.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Mapping
+
+from phonetrain.io import read_json, sha256_file, short_hash
+from phonetrain.layout import Layout
+from phonetrain.stages.job import Job
+from phonetrain.stages.params import CPU_VERSION, gemm_job
+
+STAMP = "inputs"  # the key of the stamp in a per-device output document
+
+
+def stamp(job: Job) -> dict[str, str]:
+    """The stamp of a job's output: ``params_hash`` (:func:`phonetrain.io.short_hash` of its
+    params) and ``runner_sha256`` (of its ``runner`` input)."""
+    return {"params_hash": short_hash(job.params),
+            "runner_sha256": sha256_file(job.input.runner)}
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, mtime_ns: int) -> str:
+    return sha256_file(path)
+
+
+def not_current(doc: Mapping[str, Any], params: Mapping[str, Any], runner: str | Path
+                ) -> str | None:
+    """Why the output document ``doc`` was not made from ``params`` and the runner binary at
+    ``runner``, or None (also when ``doc`` has no stamp: it is not judged)."""
+    st = doc.get(STAMP)
+    if not isinstance(st, dict):
+        return None
+    changed = []
+    if st.get("params_hash") != short_hash(dict(params)):
+        changed.append("its settings or kernel sources")
+    r = Path(runner)
+    if r.is_file() and st.get("runner_sha256") != _sha256(str(r), r.stat().st_mtime_ns):
+        changed.append("the runner")
+    if not changed:
+        return None
+    return (f"not current: {' and '.join(changed)} changed since it was measured, and the "
+            "workflow stopped before measuring it again; rerun snakemake")
+
+
+def product_params(jp: Mapping[str, Any], L: Layout) -> dict[str, tuple[dict, str]]:
+    """Each per-device result file of a study -> (the params of the job that writes it, the
+    runner binary it runs): kernel builds, GEMM sweeps (the study's versions and ``cpu``),
+    peaks and bandwidth sweeps."""
+    out: dict[str, tuple[dict, str]] = {}
+    for (d, k), p in jp["kernel"].items():
+        out[L.kernel_build(d, k)] = (p, L.runner(d))
+        out[L.gemm(d, k)] = (gemm_job(jp, d, k), L.runner(d))
+    for d, p in jp["device"].items():
+        out[L.gemm(d, CPU_VERSION)] = (gemm_job(jp, d, CPU_VERSION), L.runner(d))
+        out[L.peaks(d)] = (p, L.runner(d))
+        out[L.bandwidth(d)] = (jp["bandwidth"][d], L.runner(d))
+    return out
+
+
+def stamped_doc(path: str | Path) -> dict[str, Any]:
+    """The document holding a result file's stamp: the file itself (JSON), or for a
+    bandwidth CSV its ``bench.json`` beside it; {} when there is none."""
+    path = Path(path)
+    doc_path = path.with_name("bench.json") if path.suffix == ".csv" else path
+    return read_json(doc_path) if doc_path.is_file() else {}
+
+
+def stale_products(jp: Mapping[str, Any], L: Layout, files: list[str]) -> dict[str, str]:
+    """Of ``files`` (existing per-device result files of the study), those not made from the
+    current inputs -> why (:func:`not_current`)."""
+    params = product_params(jp, L)
+    out = {}
+    for f in files:
+        if f in params and Path(f).exists():
+            why = not_current(stamped_doc(f), *params[f])
+            if why:
+                out[f] = why
+    return out
