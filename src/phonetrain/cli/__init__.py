@@ -1,7 +1,7 @@
 """The ``phonetrain`` console script: one click group, one subcommand per concept.
 
 Each subcommand is a thin wrapper: the work lives in the module it calls. ``study``: ``run``
-(one experiment), ``aggregate``, ``report``, ``trace``; ``devices``: ``devices``,
+(one experiment), ``aggregate``, ``report``, ``trace``; ``stale``: ``stale``, ``refresh``; ``devices``: ``devices``,
 ``virtual-device``; ``info``: this host's OpenCL devices.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from phonetrain.cli import devices, info, study
+from phonetrain.cli import devices, info, stale, study
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,6 +19,6 @@ def main() -> None:
 
 
 for command in (study.run_command, study.aggregate_command, study.report_command,
-                study.trace_command, devices.devices, devices.virtual_device,
-                info.info_command):
+                study.trace_command, stale.stale_command, stale.refresh_command,
+                devices.devices, devices.virtual_device, info.info_command):
     main.add_command(command)

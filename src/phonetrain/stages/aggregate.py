@@ -24,8 +24,7 @@ from phonetrain.report.build import FIGURES
 from phonetrain.results.aggregate import aggregate
 from phonetrain.results.runs import changed_params
 from phonetrain.results.schema import read_table
-from phonetrain.stages.build import build_failure
-from phonetrain.stages.current import not_current, product_params, stale_products
+from phonetrain.stages.current import not_ok_products
 
 COMPLETE_TEXT = ("written by the workflow after a complete stage; absent after a failed run "
                  "(partial summary/report)\n")
@@ -85,33 +84,6 @@ def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
                              + "; rerun snakemake to measure them")
         write_text(complete, COMPLETE_TEXT)
     return paths
-
-
-def not_ok_products(jp: Mapping[str, Any], L: Layout,
-                    expected: Mapping[str, list[str]]) -> dict[str, str]:
-    """The study's per-device files that are not current, successful results -> why: kernel
-    builds that failed (``failed.json`` beside the would-be ``build.json``) or never ran, and
-    any build, GEMM sweep, peaks or bandwidth file made from other inputs than the current
-    ones (:func:`phonetrain.stages.current.stale_products`)."""
-    out: dict[str, str] = {}
-    params = product_params(jp, L)
-    for b in expected["builds"]:
-        if Path(b).exists():
-            continue
-        failure = build_failure(b)
-        if failure is None:
-            out[b] = ("not built: its job did not run (a job it needs failed, or the workflow "
-                      "was stopped); rerun snakemake")
-            continue
-        older = not_current(failure, *params[b]) if b in params else None
-        out[b] = "\n".join(x for x in (
-            failure.get("reason") or "build failed",
-            f"(that failure is of older inputs; {older})" if older else "",
-            failure.get("log") or "") if x)
-    present = [f for kind in ("builds", "gemm", "peaks", "bandwidth") for f in expected[kind]
-               if Path(f).exists()]
-    out.update(stale_products(jp, L, present))
-    return out
 
 
 def report_outputs(L: Layout, figure_format: str) -> dict[str, str]:

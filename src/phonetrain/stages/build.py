@@ -19,7 +19,7 @@ from pathlib import Path
 from phonetrain import layout
 from phonetrain.devices import toolchains
 from phonetrain.errors import StageError
-from phonetrain.io import read_json, write_json
+from phonetrain.io import write_json
 from phonetrain.kernels import load_version, stage_kernels
 from phonetrain.runner import KernelBuildError, Runner, RunnerError
 from phonetrain.stages.current import STAMP, stamp
@@ -72,12 +72,6 @@ def build_kernels(job: Job) -> dict:
     failed.unlink(missing_ok=True)
     write_json(doc, out)
     return doc
-
-
-def build_failure(build_json: str | Path) -> dict | None:
-    """The ``failed.json`` a failed build left beside its would-be ``build_json``, or None."""
-    f = Path(build_json).with_name(layout.FAILED)
-    return read_json(f) if f.exists() else None
 
 
 STAGES = {"build-runner": build_runner, "build-kernels": build_kernels}

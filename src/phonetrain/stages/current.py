@@ -19,10 +19,13 @@ import functools
 from pathlib import Path
 from typing import Any, Mapping
 
+from phonetrain import layout
+from phonetrain.config import Sweep
 from phonetrain.io import read_json, sha256_file, short_hash
 from phonetrain.layout import Layout
+from phonetrain.results.runs import needs_remeasure
 from phonetrain.stages.job import Job
-from phonetrain.stages.params import CPU_VERSION, gemm_job
+from phonetrain.stages.params import CPU_VERSION, expected_files, gemm_job, job_params
 
 STAMP = "inputs"  # the key of the stamp in a per-device output document
 
@@ -91,4 +94,67 @@ def stale_products(jp: Mapping[str, Any], L: Layout, files: list[str]) -> dict[s
             why = not_current(stamped_doc(f), *params[f])
             if why:
                 out[f] = why
+    return out
+
+
+def not_ok_products(jp: Mapping[str, Any], L: Layout,
+                    expected: Mapping[str, list[str]]) -> dict[str, str]:
+    """The study's per-device files that are not current, successful results -> why: kernel
+    builds that failed (``failed.json`` beside the would-be ``build.json``) or never ran, and
+    any build, GEMM sweep, peaks or bandwidth file made from other inputs than the current
+    ones (:func:`phonetrain.stages.current.stale_products`)."""
+    out: dict[str, str] = {}
+    params = product_params(jp, L)
+    for b in expected["builds"]:
+        if Path(b).exists():
+            continue
+        failure = build_failure(b)
+        if failure is None:
+            out[b] = ("not built: its job did not run (a job it needs failed, or the workflow "
+                      "was stopped); rerun snakemake")
+            continue
+        older = not_current(failure, *params[b]) if b in params else None
+        out[b] = "\n".join(x for x in (
+            failure.get("reason") or "build failed",
+            f"(that failure is of older inputs; {older})" if older else "",
+            failure.get("log") or "") if x)
+    present = [f for kind in ("builds", "gemm", "peaks", "bandwidth") for f in expected[kind]
+               if Path(f).exists()]
+    out.update(stale_products(jp, L, present))
+    return out
+
+
+def build_failure(build_json: str | Path) -> dict | None:
+    """The ``failed.json`` a failed kernel build left beside its would-be ``build_json``
+    (``reason``, ``log``, the stamp), or None."""
+    f = Path(build_json).with_name(layout.FAILED)
+    return read_json(f) if f.exists() else None
+
+
+def stale(sweep: Sweep) -> list[tuple[str, str]]:
+    """What of the study ``sweep`` is not a current result, as (path, why) pairs: runs the
+    next ``snakemake all`` re-measures (:func:`phonetrain.results.runs.needs_remeasure`) or
+    that were never measured, per-device files that failed, never ran or are left from older
+    inputs (:func:`not_ok_products`), and a summary or report without its COMPLETE marker.
+    Jobs whose source files changed are Snakemake's to find (``snakemake -n all``)."""
+    L = Layout(sweep.results_dir)
+    jp = job_params(sweep)
+    out = []
+    for (d, e), p in jp["run"].items():
+        rdir = L.run_dir(d, e)
+        if not Path(rdir, layout.RUN).exists():
+            failed = Path(rdir, layout.FAILED)
+            why = read_json(failed).get("reason") if failed.exists() else None
+            out.append((rdir, f"not measured{': ' + why if why else ''}"))
+            continue
+        why = needs_remeasure(rdir, p)
+        if why:
+            out.append((rdir, why))
+    expected = expected_files(sweep)
+    out += sorted(not_ok_products(jp, L, expected).items())
+    for kind in ("gemm", "peaks", "bandwidth"):
+        out += [(f, "not measured") for f in expected[kind] if not Path(f).exists()]
+    for marker, what in ((L.summary_complete(), "summary"), (L.report_complete(), "report")):
+        if not Path(marker).exists():
+            out.append((marker, f"absent: the {what} is partial or was never written"))
     return out
