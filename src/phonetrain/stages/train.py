@@ -33,9 +33,13 @@ from phonetrain.runner import TRACE_HEADER, MissingLibraryError, Runner, RunnerE
 from phonetrain.stages.job import Job, main
 
 
+DATA_SOURCE = "source.json"  # beside the batch files: the dataset folder actually read
+
+
 def write_data(job: Job) -> Path:
     """Write one dataset's batch files into ``output.dir`` for the input shape, classes and
-    batch size of the params."""
+    batch size of the params, and :data:`DATA_SOURCE` recording the folder they were read
+    from (None for digits and synthetic data)."""
     p = job.params
     dcfg = p["dataset_config"]
     opts: dict[str, Any] = {}
@@ -44,10 +48,12 @@ def write_data(job: Job) -> Path:
     if dcfg.get("allow_download"):
         opts["download"] = True
     out = Path(job.output.dir)
-    datasets.write_batches(p["dataset"], p["batch_size"], dcfg["num_batches"], out.parent,
-                           seed=p["seed"], classes=p["classes"], dest=out,
-                           input_shape=tuple(p["input_shape"]) if p["input_shape"] else None,
-                           **opts)
+    doc = datasets.write_batches(p["dataset"], p["batch_size"], dcfg["num_batches"], out.parent,
+                                 seed=p["seed"], classes=p["classes"], dest=out,
+                                 input_shape=tuple(p["input_shape"]) if p["input_shape"]
+                                 else None, **opts)
+    write_json({k: doc[k] for k in ("source_folder", "sha256", "num_batches", "batch_size")}
+               | {"dataset": p["dataset"]}, out / DATA_SOURCE)
     return out
 
 
