@@ -5,7 +5,9 @@ stream is one message naming the file."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -83,8 +85,10 @@ def test_a_gzip_damaged_inside_its_stream_is_one_message(tmp_path, capsys):
     folder = _idx_folder(tmp_path / "mnist", n=2000)
     f = folder / "train-images-idx3-ubyte.gz"
     raw = bytearray(f.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF  # inside the deflate stream, not the header
+    raw[10] ^= 0x55  # the first byte after the gzip header: the deflate stream's first block
     f.write_bytes(bytes(raw))
+    with pytest.raises(zlib.error):  # what reading it raised before: a raw zlib traceback
+        gzip.decompress(bytes(raw))
     with pytest.raises(DatasetError, match=str(f)):
         load("mnist", folder=folder)
     rc, err = _data_stage(tmp_path, "mnist", folder, capsys)
