@@ -63,6 +63,9 @@ class Faults:
     crash: regular expression; a shell command matching it dies of SIGSEGV (exit 139).
     hide: fnmatch pattern of device paths that sync STAT/LIST/RECV treat as absent (an
         output file the runner never wrote).
+    no_parent_dirs: sync SEND into a folder that does not exist fails ("couldn't create
+        file: No such file or directory") instead of creating it, as on a device whose adbd
+        may not create that folder.
     """
 
     drop_after_bytes: int | None = None
@@ -70,6 +73,7 @@ class Faults:
     hang: str | None = None
     crash: str | None = None
     hide: str | None = None
+    no_parent_dirs: bool = False
 
 
 def default_props() -> dict[str, str]:
@@ -515,6 +519,10 @@ class _SyncService:
             failure = f"{path}: Permission denied (outside {DEVICE_TMP})"
         elif device.faults.fail_push and fnmatch.fnmatch(path, device.faults.fail_push):
             failure = f"{path}: No space left on device (fault injection)"
+        elif not host.parent.is_dir() and (device.faults.no_parent_dirs or
+                                            host.parent.exists()):
+            failure = (f"couldn't create file: "
+                       f"{'Not a directory' if host.parent.exists() else 'No such file or directory'}")
         tmp = None
         if failure is None:
             host.parent.mkdir(parents=True, exist_ok=True)
