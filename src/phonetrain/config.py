@@ -427,7 +427,8 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
         raise ConfigError(f"{src('results_dir')}: key 'results_dir' is empty; name the output "
                           "folder")
     if root["report"]["figure_format"] not in CHOICES[("report", "figure_format")]:
-        raise ConfigError(f"{src('report.figure_format')}: key 'report.figure_format' must be one of "
+        raise ConfigError(f"{src('report.figure_format')}: key 'report.figure_format' must be "
+                          "one of "
                           f"{CHOICES[('report', 'figure_format')]}")
     if root["dataset"]["name"] not in DATASETS:
         raise ConfigError(f"key 'dataset.name' is {root['dataset']['name']!r} (conf/dataset or "

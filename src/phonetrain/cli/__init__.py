@@ -1,8 +1,9 @@
 """The ``phonetrain`` console script: one click group, one subcommand per concept.
 
 Each subcommand is a thin wrapper: the work lives in the module it calls. ``study``: ``run``
-(one experiment), ``aggregate``, ``report``, ``trace``; ``stale``: ``stale``, ``refresh``; ``devices``: ``devices``,
-``virtual-device``; ``info``: this host's OpenCL devices.
+(one experiment), ``aggregate``, ``report``, ``trace``; ``stale``: ``stale``, ``refresh``;
+``devices``: ``devices``, ``virtual-device``, ``adb`` (the bundled adb); ``info``: this host's
+OpenCL devices.
 """
 
 from __future__ import annotations
@@ -20,5 +21,6 @@ def main() -> None:
 
 for command in (study.run_command, study.aggregate_command, study.report_command,
                 study.trace_command, stale.stale_command, stale.refresh_command,
-                devices.devices, devices.virtual_device, info.info_command):
+                devices.devices, devices.virtual_device, devices.adb_command,
+                info.info_command):
     main.add_command(command)

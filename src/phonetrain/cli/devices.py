@@ -41,7 +41,7 @@ def devices(write: bool, conf_dir: Path, adb_host: str, adb_port: int | None,
         raise click.ClickException(str(exc)) from exc
     if not rows:
         click.echo("no adb devices: plug a phone in with USB debugging enabled, or "
-                   "'adb connect HOST:PORT' for a network device")
+                   "'phonetrain adb connect HOST:PORT' for a network device")
         return
     click.echo(f"{'serial':24} {'state':13} {'model':22} {'soc':12} {'abi':12} android")
     for r in rows:
@@ -134,7 +134,7 @@ def _probe(serial: str, runner: Path, adb_host: str, adb_port: int | None) -> di
 def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, crash,
                    hide, no_parent_dirs) -> None:
     """Serve a virtual phone (device side of ADB) until interrupted; then run
-    'adb connect 127.0.0.1:PORT'."""
+    'phonetrain adb connect 127.0.0.1:PORT'."""
     from phonetrain.devices.virtual import Faults, VirtualDevice, load_props
 
     if 5555 <= port <= 5585:
@@ -147,7 +147,7 @@ def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, 
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"virtual device on {vd.serial}, sandbox {vd.root}; "
-               f"connect with: adb connect {vd.serial}", err=True)
+               f"connect with: phonetrain adb connect {vd.serial}", err=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     vd.start()
@@ -157,3 +157,23 @@ def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, 
         pass
     finally:
         vd.stop()
+
+
+@click.command("adb", context_settings={"ignore_unknown_options": True,
+                                        "allow_interspersed_args": False})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def adb_command(args: tuple[str, ...]) -> None:
+    """Run adb with ARGS: the adb binary that ships with the adbutils wheel, the one the study
+    uses (no system adb needed), on the same server ($ANDROID_ADB_SERVER_PORT or 5037).
+    E.g. `phonetrain adb devices`, `phonetrain adb connect 127.0.0.1:7100`, `phonetrain adb
+    reconnect`, `phonetrain adb kill-server`."""
+    import subprocess
+    import sys
+
+    import adbutils
+    try:
+        adb = adbutils.adb_path()
+    except Exception as exc:  # adbutils raises its own errors when the binary is missing
+        raise click.ClickException(f"adbutils has no adb binary for this platform: {exc}; "
+                                   "install Android's platform-tools and use its adb") from exc
+    sys.exit(subprocess.call([adb, *args]))

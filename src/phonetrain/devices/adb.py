@@ -104,8 +104,8 @@ def ensure_server(host: str, port: int) -> None:
         pass
     if not _local_host(host):
         raise TransportError(f"no adb server answers at {host}:{port}; start it on that host "
-                             f"with 'adb -a -P {port} server nodaemon' (listening on all "
-                             f"interfaces) or fix device.adb_host/adb_port")
+                             f"with 'phonetrain adb -a -P {port} server nodaemon' (listening on "
+                             "all interfaces) or fix device.adb_host/adb_port")
     subprocess.run([adbutils.adb_path(), "-P", str(port), "start-server"], check=False,
                    capture_output=True, timeout=30)
 
@@ -152,7 +152,7 @@ def hottest_c(readings: dict[str, float]) -> float | None:
 class AdbTransport:
     """A device behind an adb server; implements :class:`phonetrain.devices.base.Transport`.
 
-    name: device config name (used in messages); serial: adb serial (``adb devices``);
+    name: device config name (used in messages); serial: adb serial (``phonetrain adb devices``);
     adb_host/adb_port: the adb server; root: staging root on the device.
     Every failure raises :class:`TransportError` naming the device and what to try.
     """
@@ -177,8 +177,8 @@ class AdbTransport:
 
     def _fail(self, what: str, exc: BaseException | str, hint: str = "",
               cls: type[TransportError] = TransportError) -> TransportError:
-        hint = hint or ("check the cable and 'adb devices'; for a network device run "
-                        f"'adb connect {self.serial}'")
+        hint = hint or ("check the cable and 'phonetrain adb devices'; for a network device "
+                        f"run 'phonetrain adb connect {self.serial}'")
         return cls(f"{self._where()}: {what}: {exc}", hint)
 
     def device(self) -> adbutils.AdbDevice:
@@ -471,14 +471,15 @@ def state_hint(state: str | None, serial: str) -> str:
     """What to try for a device in an adb state other than ``device``."""
     return {
         "unauthorized": "unlock the phone and accept the 'Allow USB debugging' prompt "
-                        "(or run 'adb kill-server' and replug)",
-        "offline": f"replug the cable or run 'adb reconnect'; for a network device "
-                   f"'adb disconnect {serial}' then 'adb connect {serial}'",
-        "no permissions": "add a udev rule for the phone's USB vendor id (see 'adb devices' "
-                          "help) and replug",
-        None: f"plug the phone in and enable USB debugging, or 'adb connect {serial}'; "
-              "check that the serial matches 'phonetrain devices'",
-    }.get(state, "check 'adb devices' and replug the phone")
+                        "(or run 'phonetrain adb kill-server' and replug)",
+        "offline": f"replug the cable or run 'phonetrain adb reconnect'; for a network "
+                   f"device 'phonetrain adb disconnect {serial}' then 'phonetrain adb connect "
+                   f"{serial}'",
+        "no permissions": "add a udev rule for the phone's USB vendor id (see 'phonetrain adb "
+                          "devices' help) and replug",
+        None: f"plug the phone in and enable USB debugging, or 'phonetrain adb connect "
+              f"{serial}'; check that the serial matches 'phonetrain devices'",
+    }.get(state, "check 'phonetrain adb devices' and replug the phone")
 
 
 def _recv_until(sock: socket.socket, n: int, deadline: float) -> bytes:

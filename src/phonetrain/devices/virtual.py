@@ -1,6 +1,6 @@
 """A virtual phone: the device side of the ADB protocol over TCP, for tests.
 
-The real adb server registers it with ``adb connect 127.0.0.1:PORT`` (use a port outside
+The real adb server registers it with ``phonetrain adb connect 127.0.0.1:PORT`` (a port outside
 5555-5585: adb treats those as emulators). It then behaves like ``adbd`` on a phone with a
 small feature set:
 
@@ -157,7 +157,7 @@ class VirtualDevice:
 
     @property
     def serial(self) -> str:
-        """The serial adb gives this device after ``adb connect``."""
+        """The serial adb gives this device after ``phonetrain adb connect``."""
         return f"{self.host}:{self.port}"
 
     def start(self) -> "VirtualDevice":
@@ -521,8 +521,8 @@ class _SyncService:
             failure = f"{path}: No space left on device (fault injection)"
         elif not host.parent.is_dir() and (device.faults.no_parent_dirs or
                                             host.parent.exists()):
-            failure = (f"couldn't create file: "
-                       f"{'Not a directory' if host.parent.exists() else 'No such file or directory'}")
+            why = "Not a directory" if host.parent.exists() else "No such file or directory"
+            failure = f"couldn't create file: {why}"
         tmp = None
         if failure is None:
             host.parent.mkdir(parents=True, exist_ok=True)
