@@ -26,7 +26,7 @@ from phonetrain.io import read_json
 from phonetrain.kernels import resolve_sources, tuning
 from phonetrain.layout import Layout
 from phonetrain.stages import build, deploy, train
-from phonetrain.stages.current import not_current
+from phonetrain.stages.current import STAMP, not_current
 from phonetrain.stages.job import Job, Runtime, files, run
 from phonetrain.stages.params import job_params
 
@@ -45,7 +45,7 @@ def reusable_build(L: Layout, device: str, kernel: str, params: dict[str, Any],
     if not path.is_file():
         return None
     doc = read_json(path)
-    if "inputs" not in doc or not_current(doc, params, runner) is not None:
+    if STAMP not in doc or not_current(doc, params, runner) is not None:
         return None
     return str(path)
 
