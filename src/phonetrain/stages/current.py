@@ -102,7 +102,7 @@ def not_ok_products(jp: Mapping[str, Any], L: Layout,
     """The study's per-device files that are not current, successful results -> why: kernel
     builds that failed (``failed.json`` beside the would-be ``build.json``) or never ran, and
     any build, GEMM sweep, peaks or bandwidth file made from other inputs than the current
-    ones (:func:`phonetrain.stages.current.stale_products`)."""
+    ones (:func:`stale_products`)."""
     out: dict[str, str] = {}
     params = product_params(jp, L)
     for b in expected["builds"]:
@@ -151,7 +151,8 @@ def stale(sweep: Sweep) -> list[tuple[str, str]]:
         if why:
             out.append((rdir, why))
     expected = expected_files(sweep)
-    out += sorted(not_ok_products(jp, L, expected).items())
+    out += sorted((f, why.splitlines()[0]) for f, why in  # a compiler log stays in the log
+                  not_ok_products(jp, L, expected).items())
     for kind in ("gemm", "peaks", "bandwidth"):
         out += [(f, "not measured") for f in expected[kind] if not Path(f).exists()]
     for marker, what in ((L.summary_complete(), "summary"), (L.report_complete(), "report")):
