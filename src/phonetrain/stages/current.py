@@ -51,14 +51,14 @@ def not_current(doc: Mapping[str, Any], params: Mapping[str, Any], runner: str |
         return None
     changed = []
     if st.get("params_hash") != short_hash(dict(params)):
-        changed.append("its settings or kernel sources")
+        changed.append("settings or kernel sources")
     r = Path(runner)
     if r.is_file() and st.get("runner_sha256") != _sha256(str(r), r.stat().st_mtime_ns):
-        changed.append("the runner")
+        changed.append("runner binary")
     if not changed:
         return None
-    return (f"not current: {' and '.join(changed)} changed since it was measured, and the "
-            "workflow stopped before measuring it again; rerun snakemake")
+    return (f"not current: made with other {' and '.join(changed)} than the study's now "
+            "(the workflow stopped before measuring it again); the next snakemake all does")
 
 
 def product_params(jp: Mapping[str, Any], L: Layout) -> dict[str, tuple[dict, str]]:
