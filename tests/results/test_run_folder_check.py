@@ -60,3 +60,14 @@ def test_settings_refresh_and_stale_marker_ask_for_a_remeasurement(run_copy: Pat
     (run_copy / "refresh.json").unlink()
     (run_copy / "failed.json").write_text(json.dumps({"reason": "not re-measured"}))
     assert "not re-measured" in needs_remeasure(run_copy)
+
+
+def test_trace_command_refuses_a_damaged_folder(run_copy: Path):
+    from click.testing import CliRunner
+
+    from phonetrain.cli import main
+    (run_copy / "trace.csv").write_text((run_copy / "trace.csv").read_text().splitlines()[0])
+    (run_copy / "trace.perfetto.json").unlink(missing_ok=True)
+    res = CliRunner().invoke(main, ["trace", str(run_copy)])
+    assert res.exit_code == 1 and "damaged" in res.output, res.output
+    assert not (run_copy / "trace.perfetto.json").exists()  # no trace drawn from a cut file

@@ -134,7 +134,12 @@ def trace_command(run_dir: Path) -> None:
     from phonetrain import layout
     from phonetrain.io import read_json
     from phonetrain.results import profiling
-    from phonetrain.results.runs import run_iterations
+    from phonetrain.results.runs import folder_problems, run_iterations
+    problems = folder_problems(run_dir)
+    if problems:
+        raise click.ClickException(f"{run_dir} is damaged, not a measurement: "
+                                   f"{'; '.join(problems)}; measure it again (phonetrain "
+                                   "refresh, then snakemake all)")
     try:
         trace = profiling.read_trace_csv(run_dir / layout.TRACE)
         iters = run_iterations(read_json(run_dir / layout.RUN), str(run_dir / layout.RUN))

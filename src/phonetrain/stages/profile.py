@@ -15,7 +15,7 @@ from pathlib import Path
 from phonetrain.errors import StageError
 from phonetrain.io import read_json, write_bytes, write_json
 from phonetrain.results import profiling
-from phonetrain.results.runs import run_iterations
+from phonetrain.results.runs import folder_problems, run_iterations
 from phonetrain.runner import Runner, RunnerError
 from phonetrain.stages.current import STAMP, stamp
 from phonetrain.stages.job import Job, main
@@ -50,6 +50,9 @@ def perfetto(job: Job) -> Path:
                                                    "skipped": run.get("reason") or "skipped"}},
                                     out)
         return out
+    problems = folder_problems(Path(job.input.run).parent)
+    if problems:  # a trace cut short would be drawn as a run with idle gaps
+        raise StageError(f"{Path(job.input.run).parent} is damaged: {'; '.join(problems)}")
     tr = profiling.read_trace_csv(job.input.trace)
     it = run_iterations(run, str(job.input.run))
     profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=p["title"],
