@@ -21,8 +21,8 @@ from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, resolve_sources, tuning
 from phonetrain.layout import Layout
 from phonetrain.stages.job import RUNTIME_ENV, Runtime
-from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_versions,
-                                      job_params, summary_outputs)
+from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
+                                      gemm_versions, job_params, summary_outputs)
 
 BASE = Path(workflow.basedir)
 _PKG = Path(layout.__file__).resolve().parent
@@ -134,9 +134,7 @@ def gemm_inputs(wc):
 
 def gemm_job_params(wc):
     """A GEMM sweep job's params: the device (and kernel version), the study's GEMM settings."""
-    base = JP["device"][wc.device] if wc.version == CPU_VERSION else \
-        JP["kernel"][(wc.device, wc.version)]
-    return as_json({**base, **JP["gemm"], "version": wc.version})
+    return as_json(gemm_job(JP, wc.device, wc.version))
 
 
 def run_outputs(name):
@@ -159,7 +157,7 @@ def aggregate_now(complete=None):
     """Aggregate whatever exists (also used by the partial report on a failed workflow)."""
     from phonetrain.stages.aggregate import aggregate_study  # pandas: only in these jobs
 
-    aggregate_study(JP["run"], L, EXPECTED, SUMMARY, complete)
+    aggregate_study(JP, L, EXPECTED, SUMMARY, complete)
 
 
 def report_now(complete=None):

@@ -17,9 +17,9 @@ and the key, and says what to do.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, get_type_hints
 
 import yaml
 from hydra import compose, initialize_config_dir
@@ -28,7 +28,7 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from phonetrain.data import DATASETS, check_compatible
+from phonetrain.data import DATASETS, check_compatible, source_folder
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version
 from phonetrain.models import MODELS
@@ -330,8 +330,17 @@ def _compose(conf_dir: Path, overrides: list[str]) -> tuple[dict[str, Any], dict
         raise ConfigError(f"YAML syntax error: {' '.join(str(e).split())}; fix that file") from e
 
 
-def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]) -> None:
+def _source(path: Path | str, dotted: str, overrides: Sequence[str]) -> str:
+    """Where a value came from, for a message: the last override that set the key ``dotted``
+    (with the file it overrode), else the file ``path``."""
+    hits = [o for o in overrides if _override_key(o) == dotted]
+    return f"override '{hits[-1]}' (on {path})" if hits else str(path)
+
+
+def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any],
+                     overrides: Sequence[str] = ()) -> None:
     path = _group_file(conf_dir, group, name)
+    src = lambda key: _source(path, f"{group}.{key}", overrides)  # noqa: E731
     if node.get("name") != name and group != "model":
         raise ConfigError(f"{path}: key 'name' is {node.get('name')!r}; it must equal the "
                           f"file name {name!r}")
@@ -339,17 +348,17 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
         raise ConfigError(f"{path}: name {name!r} may use only letters, digits, '_' and '-'")
     for (g, key), allowed in CHOICES.items():
         if g == group and node[key] not in allowed:
-            raise ConfigError(f"{path}: key '{key}' is {node[key]!r}; use one of {allowed}")
+            raise ConfigError(f"{src(key)}: key '{key}' is {node[key]!r}; use one of {allowed}")
     for (g, key), low in MIN_INT.items():
         if g == group and node[key] < low:
-            raise ConfigError(f"{path}: key '{key}' is {node[key]}; it must be >= {low}")
-    _check_signs(path, group, node, "")
+            raise ConfigError(f"{src(key)}: key '{key}' is {node[key]}; it must be >= {low}")
+    _check_signs(path, group, node, "", overrides)
     if group == "backend":
         ok = (("none",), ("none",)) if node["kind"] == "cpu" else (("resident", "staged"),
                                                                   ("copy", "map"))
         for key, allowed in zip(("placement", "transfer"), ok):
             if node[key] not in allowed:
-                raise ConfigError(f"{path}: key '{key}' is {node[key]!r}; a {node['kind']} "
+                raise ConfigError(f"{src(key)}: key '{key}' is {node[key]!r}; a {node['kind']} "
                                   f"backend takes one of {allowed}")
     if group == "kernel":
         if not (KERNELS_ROOT / name).is_dir():
@@ -363,21 +372,23 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
         _check_model_name(path, node["name"])
 
 
-def _check_signs(path: Path, group: str, node: dict[str, Any], prefix: str) -> None:
+def _check_signs(path: Path, group: str, node: dict[str, Any], prefix: str,
+                 overrides: Sequence[str] = ()) -> None:
     for (g, key) in sorted(POSITIVE | NON_NEGATIVE):
         if g != group:
             continue
         low_ok = node[key] > 0 if (g, key) in POSITIVE else node[key] >= 0
         if not low_ok:
             bound = "> 0" if (g, key) in POSITIVE else ">= 0"
-            raise ConfigError(f"{path}: key '{prefix}{key}' is {node[key]}; it must be {bound}")
+            raise ConfigError(f"{_source(path, f'{group}.{key}', overrides)}: key "
+                              f"'{prefix}{key}' is {node[key]}; it must be {bound}")
 
 
 def _check_dataset_fits(conf_dir: Path, root: dict[str, Any], model: str,
-                        mcfg: dict[str, Any]) -> None:
+                        mcfg: dict[str, Any], overrides: Sequence[str] = ()) -> None:
     """A model's dataset must exist and have the model's input shape (before any job)."""
     name = mcfg.get("dataset") or root["dataset"]["name"]
-    path = _group_file(conf_dir, "model", model)
+    path = _source(_group_file(conf_dir, "model", model), "model.dataset", overrides)
     if name not in DATASETS:
         raise ConfigError(f"{path}: key 'dataset' is {name!r}; use one of {sorted(DATASETS)} "
                           "or null (the sweep's dataset.name)")
@@ -391,37 +402,56 @@ def _check_dataset_fits(conf_dir: Path, root: dict[str, Any], model: str,
                           ) from None
 
 
+def _check_dataset_source(conf_dir: Path, root: dict[str, Any], datasets: list[str],
+                          overrides: Sequence[str]) -> None:
+    """The folder each dataset of the study is read from exists and holds its files
+    (:func:`phonetrain.data.source_folder`), before any job."""
+    d = root["dataset"]
+    where = _source(_group_file(conf_dir, "dataset", d["name"]), "dataset.path", overrides)
+    for name in dict.fromkeys(datasets):
+        try:
+            source_folder(name, d["path"], d["allow_download"])
+        except ValueError as e:
+            raise ConfigError(f"{where}: key 'dataset.path': {e}") from None
+
+
 def _check_model_name(path: Path, name: str) -> None:
     if name not in MODELS:
         raise ConfigError(f"{path}: key 'name' is {name!r}, not a model of phonetrain.models "
                           f"(known: {sorted(MODELS)})")
 
 
-def _validate_root(conf_dir: Path, root: dict[str, Any]) -> None:
+def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str] = ()) -> None:
     path = conf_dir / "config.yaml"
+    src = lambda key: _source(path, key, overrides)  # noqa: E731
     for (g, key), low in MIN_INT.items():
         if g in ("measure", "report") and root[g][key] < low:
-            raise ConfigError(f"{path}: key '{g}.{key}' is {root[g][key]}; it must be >= {low}")
-    _check_signs(path, "measure", root["measure"], "measure.")
+            raise ConfigError(f"{src(f'{g}.{key}')}: key '{g}.{key}' is {root[g][key]}; it "
+                              f"must be >= {low}")
+    _check_signs(path, "measure", root["measure"], "measure.", overrides)
     ms = root["measure"]
     if ms["max_iterations"] < ms["iterations"]:
-        raise ConfigError(f"{path}: key 'measure.max_iterations' is {ms['max_iterations']}, "
-                          f"below measure.iterations {ms['iterations']}; raise it")
+        raise ConfigError(f"{src('measure.max_iterations')}: key 'measure.max_iterations' is "
+                          f"{ms['max_iterations']}, below measure.iterations {ms['iterations']}; "
+                          "raise it")
     if ms["max_other_cpu_share"] > 1:
-        raise ConfigError(f"{path}: key 'measure.max_other_cpu_share' is "
-                          f"{ms['max_other_cpu_share']}; it is a share, 0..1 (1 judges none)")
+        raise ConfigError(f"{src('measure.max_other_cpu_share')}: key 'measure.max_other_cpu_share' "
+                          f"is {ms['max_other_cpu_share']}; it is a share, 0..1 (1 judges none)")
     bad = [s for s in root["measure"]["gemm_sizes"] if s < 1]
     if bad:
-        raise ConfigError(f"{path}: key 'measure.gemm_sizes' lists {bad}; sizes must be >= 1")
+        raise ConfigError(f"{src('measure.gemm_sizes')}: key 'measure.gemm_sizes' lists {bad}; "
+                          "sizes must be >= 1")
     if not str(root["results_dir"]).strip():
-        raise ConfigError(f"{path}: key 'results_dir' is empty; name the output folder")
+        raise ConfigError(f"{src('results_dir')}: key 'results_dir' is empty; name the output "
+                          "folder")
     if root["report"]["figure_format"] not in CHOICES[("report", "figure_format")]:
-        raise ConfigError(f"{path}: key 'report.figure_format' must be one of "
+        raise ConfigError(f"{src('report.figure_format')}: key 'report.figure_format' must be "
+                          "one of "
                           f"{CHOICES[('report', 'figure_format')]}")
     if root["dataset"]["name"] not in DATASETS:
         raise ConfigError(f"key 'dataset.name' is {root['dataset']['name']!r} (conf/dataset or "
                           f"an override); use one of {sorted(DATASETS)}")
-    _validate_member(conf_dir, "dataset", root["dataset"]["name"], root["dataset"])
+    _validate_member(conf_dir, "dataset", root["dataset"]["name"], root["dataset"], overrides)
     sweep = root["sweep"]
     spath = _group_file(conf_dir, "sweep", sweep["name"])
     for axis in AXES:
@@ -432,12 +462,49 @@ def _validate_root(conf_dir: Path, root: dict[str, Any]) -> None:
             raise ConfigError(f"{spath}: key 'sweep.{axis}s' lists a {axis} twice: {names}")
 
 
-def _check_axis_overrides(overrides: list[str]) -> None:
+def _override_key(override: str) -> str:
+    """The dotted key of a Hydra override (``+``, ``++`` and ``~`` prefixes stripped)."""
+    return override.split("=", 1)[0].lstrip("+~").strip()
+
+
+def schema_keys(path: str) -> list[str] | None:
+    """The keys of the structured config's section ``path`` (``""`` = the root,
+    ``"measure"``, ``"device.facts"``), or None when ``path`` is not a section."""
+    cls: Any = Config
+    for part in [p for p in path.split(".") if p]:
+        hints = get_type_hints(cls) if is_dataclass(cls) else {}
+        if part not in hints or not is_dataclass(hints[part]):
+            return None
+        cls = hints[part]
+    return [f.name for f in fields(cls)]
+
+
+def _check_override_keys(overrides: list[str], axes_refused: bool = True) -> None:
+    """Refuse, before composing, an override whose key the structured config does not have,
+    listing the valid keys of its section; ``+``/``++`` overrides, which Hydra would accept
+    and the study ignore, included. With ``axes_refused`` a single model/device/backend/kernel
+    choice is refused too (a sweep crosses lists)."""
     for o in overrides:
-        key = o.split("=", 1)[0].lstrip("+~")
-        if key in AXES:
+        key = _override_key(o)
+        if axes_refused and key in AXES:
             raise ConfigError(f"override {o!r} selects one {key} but a sweep crosses a list: "
                               f"write 'sweep.{key}s=[...]' instead")
+        if key.startswith("hydra.") or "=" not in o:
+            continue
+        section, _, leaf = key.rpartition(".")
+        valid = schema_keys(section)
+        if valid is not None and leaf in valid:
+            if o.startswith("+") and not o.startswith("++"):
+                raise ConfigError(f"override {o!r}: key '{key}' exists; drop the '+' "
+                                  f"(write '{o.lstrip('+')}')")
+            continue
+        where = f"section '{section}'" if section else "the root"
+        listed = valid if valid is not None else schema_keys("")
+        raise ConfigError(f"override {o!r}: '{key}' is not a key of the config ("
+                          f"{where if valid is not None else 'no such section'}); the "
+                          f"structured config takes no additions, so a '+' does not help. "
+                          f"Valid keys{' of ' + where if valid is not None else ' at the root'}"
+                          f": {listed} (README.md, Configuration reference)")
 
 
 def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Sweep:
@@ -448,7 +515,7 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
     Raises :class:`ConfigError` naming the file, key or override on any defect.
     """
     overrides = normalize_overrides(overrides)
-    _check_axis_overrides(overrides)
+    _check_override_keys(overrides)
     conf_dir = Path(conf_dir).resolve()
     if not (conf_dir / "config.yaml").is_file():
         raise ConfigError(f"{conf_dir / 'config.yaml'} does not exist: run from the repository "
@@ -456,20 +523,24 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
     with initialize_config_dir(version_base=None, config_dir=str(conf_dir),
                                job_name="phonetrain"):
         root, _ = _compose(conf_dir, overrides)
-        _validate_root(conf_dir, root)
+        _validate_root(conf_dir, root, overrides)
         members: dict[str, dict[str, dict[str, Any]]] = {}
         for axis in AXES:
             members[axis] = {}
             for name in root["sweep"][axis + "s"]:
                 try:
                     cfg, _ = _compose(conf_dir, overrides + [f"{axis}={name}"])
-                    _validate_member(conf_dir, axis, name, cfg[axis])
+                    _validate_member(conf_dir, axis, name, cfg[axis], overrides)
                     if axis == "model":
-                        _check_dataset_fits(conf_dir, cfg, name, cfg[axis])
+                        _check_dataset_fits(conf_dir, cfg, name, cfg[axis], overrides)
                 except ConfigError as e:
+                    if str(e).startswith("override "):  # the override is to blame, not the file
+                        raise
                     raise ConfigError(f"sweep '{root['sweep']['name']}' key 'sweep.{axis}s' "
                                       f"lists {name!r}: {e}") from e
                 members[axis][name] = cfg[axis]
+    _check_dataset_source(conf_dir, root, [m.get("dataset") or root["dataset"]["name"]
+                                           for m in members["model"].values()], overrides)
     return Sweep(root=root, members=members, experiments=_cross(root, members))
 
 
@@ -478,14 +549,17 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     the defaults of ``conf/config.yaml`` fill the rest). Used by ``phonetrain run``; the
     record equals the one a sweep holds for the same cell. Raises :class:`ConfigError`."""
     overrides = normalize_overrides(overrides)
+    _check_override_keys(overrides, axes_refused=False)
     conf_dir = Path(conf_dir).resolve()
     with initialize_config_dir(version_base=None, config_dir=str(conf_dir),
                                job_name="phonetrain"):
         root, choices = _compose(conf_dir, overrides)
-    _validate_root(conf_dir, root)
+    _validate_root(conf_dir, root, overrides)
     for axis in AXES:
-        _validate_member(conf_dir, axis, choices[axis], root[axis])
-    _check_dataset_fits(conf_dir, root, choices["model"], root["model"])
+        _validate_member(conf_dir, axis, choices[axis], root[axis], overrides)
+    _check_dataset_fits(conf_dir, root, choices["model"], root["model"], overrides)
+    _check_dataset_source(conf_dir, root, [root["model"].get("dataset") or
+                                           root["dataset"]["name"]], overrides)
     members = {axis: {choices[axis]: root[axis]} for axis in AXES}
     root["sweep"] = {"name": "single", **{a + "s": list(members[a]) for a in AXES}}
     exps = _cross(root, members)

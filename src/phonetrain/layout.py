@@ -17,7 +17,7 @@ Results folder (``results_dir``, default ``results/``)::
                                                 run.json, trace.csv, dumps/, checkpoints/,
                                                 verify.json, measurement.json, repeat_<k>/,
                                                 failed.json, trace.perfetto.json,
-                                                generation.json
+                                                generation.json, refresh.json
     gemm/<device>/<version>.json, peaks/<device>.json
     bandwidth/<device>/bandwidth.csv (+ bench.json)
     summary/<table>.parquet, summary/COMPLETE
@@ -26,6 +26,9 @@ Results folder (``results_dir``, default ``results/``)::
     report/report.html, report.md, figures/<name>.<ext>, report/COMPLETE
     logs/<stage>/<...>.log
     stage/<device>/                             staging root of a ``local`` device
+    oneoff/                                     what one-off runs (``phonetrain run``) make
+                                                for themselves: build/, data/, plans/, deploy/,
+                                                logs/ as above (their run folders are runs/)
 
 A device's staging root (a local folder, or ``/data/local/tmp/phonetrain`` on a phone) holds
 ``runner``, ``kernels/<version>/``, ``data/...`` and ``plans/<experiment>/`` as above (the
@@ -50,6 +53,7 @@ DEVICE_READINGS = "device.json"
 GENERATION = "generation.json"  # how many times the workflow asked for a re-measurement
 MEASUREMENT = "measurement.json"  # the measurement verdict (interval, conditions, unstable)
 CHECKPOINTS = "checkpoints"     # checkpoints/<iteration>/<tensor>.f32 (per-step verification)
+REFRESH = "refresh.json"  # a re-measurement asked for by hand (phonetrain refresh)
 DUMPS = "dumps"
 COMPLETE = "COMPLETE"
 
@@ -184,14 +188,25 @@ class Layout:
     def found(self) -> dict[str, list[str]]:
         """The raw files present under the folder, by kind (``runs``: run folders with their
         params.json; ``bandwidth``, ``builds``, ``gemm``, ``peaks``), whatever study wrote
-        them: what ``phonetrain aggregate --found`` aggregates after one-off runs."""
+        them: what ``phonetrain aggregate --found`` aggregates after one-off runs (kernel
+        builds also from ``oneoff/``, where the workflow has none for that device and
+        version)."""
         root = Path(self.root)
         globs = {"bandwidth": "bandwidth/*/bandwidth.csv",
                  "builds": "build/*/kernels/*/build.json", "gemm": "gemm/*/*.json",
                  "peaks": "peaks/*.json"}
         out = {"runs": sorted(str(p.parent) for p in root.glob(f"runs/*/*/{PARAMS}"))}
         out.update({k: sorted(str(p) for p in root.glob(g)) for k, g in globs.items()})
+        built = {Path(b).relative_to(root) for b in out["builds"]}
+        out["builds"] += sorted(str(p) for p in Path(self.oneoff().root).glob(globs["builds"])
+                                if p.relative_to(self.oneoff().root) not in built)
         return out
+
+    def oneoff(self) -> Layout:
+        """The folder where one-off runs (``phonetrain run``) make their runner, kernel
+        builds, data, plans and deploy manifests, laid out as a results folder, apart from the
+        workflow's own (``oneoff/``)."""
+        return Layout(self._p("oneoff"))
 
     def log(self, stage: str, *parts: str) -> str:
         """``logs/<stage>/<part>/.../<last>.log``."""

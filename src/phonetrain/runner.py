@@ -25,7 +25,9 @@ import enum
 import itertools
 import json
 import os
+import shutil
 import signal
+import tempfile
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -312,14 +314,16 @@ class Runner:
 
     def invoke(self, mode: str, args: Sequence[str], *, out: str | Path | None = None,
                expect: Sequence[str] = (), selector: bool = True,
-               timeout_s: float | None = None) -> CommandResult:
-        """Run ``runner <mode> <args> [--out ...] [selector]`` and return its result.
+               timeout_s: float | None = None,
+               env: Mapping[str, str] | None = None) -> CommandResult:
+        """Run ``runner <mode> <args> [--out ...] [selector]`` (with the environment
+        variables ``env`` added) and return its result.
 
         With ``out`` (a folder on this host) the runner's output folder is brought there and
         ``expect`` files are checked present and non-empty. Raises the :class:`RunnerError`
         of the exit status, :class:`RunnerTimeout`, or the transport's error."""
         argv = [*self.launcher, self.exe, mode, *args]
-        env = ["env", f"OMP_WAIT_POLICY={OMP_WAIT_POLICY}"]   # the one policy, every process
+        env = {"OMP_WAIT_POLICY": OMP_WAIT_POLICY, **(env or {})}   # the one policy, every process
         remote = None
         if out is not None:
             if self.local:  # the same file system: the runner writes the folder directly
@@ -334,7 +338,7 @@ class Runner:
             argv += ["--cl-lib", self.selector.cl_lib]
         limit = self.timeout_s if timeout_s is None else timeout_s
         try:
-            res = self.transport.run(env + argv, timeout_s=limit)
+            res = self.transport.run(argv, timeout_s=limit, env=env)
         except TransportTimeout as e:
             raise RunnerTimeout(f"runner {mode} timed out after {limit:g} s and was killed",
                                 None, "", argv) from e
@@ -360,14 +364,57 @@ class Runner:
             raise RunnerError(f"runner info printed no JSON ({e}); first bytes: "
                               f"{res.stdout[:200]!r}") from None
 
-    def build(self, sources: Sequence[str], options: str, out: str | Path) -> dict:
+    def build(self, sources: Sequence[str], options: str, out: str | Path, *,
+              cold_cache: bool = True) -> dict:
         """``runner build``: compile ``sources`` (paths as the runner sees them) with
         ``options`` on the device; returns ``build.json`` (per program: status, build_ms,
-        binary_size_bytes, log). Raises :class:`KernelBuildError` (compiler log in
-        ``.stderr``) when a program fails."""
+        binary_size_bytes, log, ``cached``). Raises :class:`KernelBuildError` (compiler log in
+        ``.stderr``) when a program fails.
+
+        ``cached`` says whether a program's binary came from the OpenCL implementation's
+        kernel cache, so that its build time and size are not a compile's. With
+        ``cold_cache`` the build runs with an empty, private kernel cache where the
+        implementation lets one be chosen (PoCL: ``POCL_CACHE_DIR``, PoCL's documented
+        environment variable); when that cache filled during the build, PoCL compiled and
+        ``cached`` is false. Otherwise (other implementations, whose caches cannot be chosen
+        or seen from here) ``cached`` is null: unknown."""
         args = [a for s in sources for a in ("--source", str(s))] + ["--options", options]
-        self.invoke("build", args, out=out, expect=["build.json"])
-        return json.loads((Path(out) / "build.json").read_text())
+        cache = self._private_cache() if cold_cache else None
+        try:
+            self.invoke("build", args, out=out, expect=["build.json"],
+                        env={"POCL_CACHE_DIR": cache} if cache else None)
+            doc = json.loads((Path(out) / "build.json").read_text())
+            filled = bool(cache) and self._cache_filled(cache)
+        finally:
+            if cache:
+                self._remove_cache(cache)
+        pocl = "portable computing language" in str((doc.get("device") or {}).get(
+            "platform", "")).lower()
+        for prog in doc.get("programs", []):
+            prog["cached"] = False if (pocl and filled) else None
+        return doc
+
+    def _private_cache(self) -> str:
+        """An empty folder for the OpenCL implementation's kernel cache: on this host a
+        temporary folder, on a device one under its staging root's ``out/``."""
+        if self.local:
+            return tempfile.mkdtemp(prefix="phonetrain-kcache-")
+        return layout.device_out(f"kcache-{uuid.uuid4().hex[:8]}")
+
+    def _cache_filled(self, cache: str) -> bool:
+        if self.local:
+            return any(p.is_file() for p in Path(cache).rglob("*"))
+        res = self.transport.run(["find", cache, "-type", "f"], timeout_s=60)
+        return bool(res.stdout.strip())
+
+    def _remove_cache(self, cache: str) -> None:
+        if self.local:
+            shutil.rmtree(cache, ignore_errors=True)
+        else:
+            try:
+                self.transport.run(["rm", "-rf", cache], timeout_s=60)
+            except PhonetrainError:
+                pass  # a leftover cache folder under out/ is harmless
 
     def run(self, plan: str | Path, out: str | Path, *, root: str | Path = ".",
             threads: int = 0, clblast_lib: str | None = None,

@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "conditions.h"
 #include "exec.h"
+#include "ledger.h"
 #include "modes.h"
 #include "stats.h"
 #include "util.h"
@@ -125,6 +126,9 @@ static void write_dumps(run_ctx *rc, const char *out)
         char name[600];
         snprintf(name, sizeof name, "%s.f32", t->name);
         write_output(dir, name, buf, t->size_bytes);
+        char rel[620];
+        snprintf(rel, sizeof rel, "dumps/%s", name);
+        ledger_record(rel, buf, t->size_bytes);
         free(buf);
     }
     free(dir);
@@ -200,6 +204,9 @@ static void write_checkpoints(const pt_plan *p, const char *out, const ckpt_snap
             char name[600];
             snprintf(name, sizeof name, "%s.f32", t->name);
             write_output(dir, name, snaps[k].data + off, t->size_bytes);
+            char path[700];
+            snprintf(path, sizeof path, "%s/%s", rel, name);
+            ledger_record(path, snaps[k].data + off, t->size_bytes);
             off += t->size_bytes;
         }
         free(dir);
@@ -280,6 +287,7 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
         jw_obj_end(&w);
     }
     jw_arr_end(&w);
+    jw_key(&w, "files"); ledger_write_json(&w);
     jw_key(&w, "dumps");
     jw_arr_begin(&w);
     for (int i = 0; i < p->ndumps; i++) {
@@ -428,6 +436,7 @@ int mode_run(const runner_opts *o)
     size_t len;
     char *csv = trace_csv(&rc.tr, &len);
     write_output(o->out, "trace.csv", csv, len);
+    ledger_record("trace.csv", csv, len);
     free(csv);
     write_run_json(&rc, o, iters, total, setup_ms, &m, snaps, nsnaps);
     for (int k = 0; k < nsnaps; k++) free(snaps[k].data);

@@ -48,7 +48,7 @@ def test_virtual_device_command_serves_adb(adb_server, tmp_path):
          "--root", str(tmp_path / "root"), "--props", str(tmp_path / "props.json")],
         stderr=subprocess.PIPE, text=True)
     try:
-        assert "connect with: adb connect" in proc.stderr.readline()
+        assert "connect with: phonetrain adb connect" in proc.stderr.readline()
         serial = f"127.0.0.1:{port}"
         assert "connected" in adb_server.connect(serial, timeout=10)
         deadline = time.monotonic() + 10

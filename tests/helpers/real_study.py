@@ -6,8 +6,8 @@ Runs of mlp_784_256_128_16 (1 warm-up + 3 measured iterations) on this host: cpu
 with an impossible tolerance so it is really ``wrong``; and lenet5 on cpu, an expected run
 whose folder holds only its params (the ``--keep-going`` case: ``failed``). Plus the
 device's bandwidth sweep (runner ``bench-bandwidth`` up to 64 KiB) and the baseline kernel
-build that ``phonetrain run`` wrote. The ``real_study`` fixture (tests/conftest.py) runs it
-once per test session.
+build that ``phonetrain run`` made (under ``oneoff/``). The ``real_study`` fixture
+(tests/conftest.py) runs it once per test session.
 """
 
 from __future__ import annotations
@@ -17,14 +17,13 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from helpers import STEADY
 from phonetrain import runner as runner_api
 from phonetrain.cli import main
 
 MODEL = "mlp_784_256_128_16"
 WRONG = f"{MODEL}.opencl_staged.baseline"
 FAILED = "lenet5.cpu.none"
-# The tests' host is shared: judge no measurement unstable (tests of that verdict set it).
-STEADY = ("measure.ci_target=0", "measure.max_other_cpu_share=1")
 OK = (f"{MODEL}.cpu.none", f"{MODEL}.opencl.baseline", f"{MODEL}.opencl_staged_map.baseline")
 
 
@@ -49,10 +48,11 @@ def make_real_study(root: Path) -> dict[str, list[Path]]:
         "run_id": FAILED, "model": "lenet5", "device": "host", "backend": "cpu",
         "config_hash": "never-ran"}))
     bw = R / "bandwidth" / "host"
-    runner_api.bench_bandwidth(R / "build" / "host" / "runner", bw, max_bytes=65536,
+    own = R / "oneoff"  # what one-off runs make for themselves (phonetrain.layout)
+    runner_api.bench_bandwidth(own / "build" / "host" / "runner", bw, max_bytes=65536,
                                min_time_ms=2, repeats=1)
     assert json.loads((R / "runs" / "host" / WRONG / "verify.json").read_text())["ok"] is False
     runs = [R / "runs" / "host" / r for r in (*OK, WRONG, FAILED)]
     return {"runs": runs, "bandwidth": [bw / "bandwidth.csv"],
-            "builds": [R / "build" / "host" / "kernels" / "baseline" / "build.json"]}
+            "builds": [own / "build" / "host" / "kernels" / "baseline" / "build.json"]}
 

@@ -17,16 +17,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from helpers import REPO
+from helpers import REPO, STEADY
 
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 # The tiny sweep of the tests: two small models x cpu/opencl x baseline, few iterations.
 TINY = ["sweep=test", "measure.warmup=1", "measure.iterations=3", "dataset.num_batches=2",
         "measure.bandwidth_max_bytes=262144", "measure.progress=false",
         "measure.gemm_sizes=[64]", "measure.gemm_min_time_ms=1", "measure.tune_min_time_ms=1",
-        # the tests' host is shared: fixed iteration counts, no run judged unstable (the
-        # tests of that verdict set these themselves)
-        "measure.ci_target=0", "measure.max_other_cpu_share=1"]
+        *STEADY]
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
 
 

@@ -16,7 +16,7 @@ from phonetrain.kernels import KERNELS_ROOT
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan
 from phonetrain.reference.interpreter import Interpreter
-from phonetrain.reference.steps import KAPPA, check_step, checked_iterations
+from phonetrain.reference.steps import check_step, checked_iterations
 
 # Each fault: (file of the baseline version, text, replacement).
 FAULTS = {

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from helpers import STEADY
 from phonetrain import report
 from phonetrain.report import build
 from phonetrain.runner import TRACE_HEADER
@@ -29,7 +30,7 @@ OK = f"{MODEL}.cpu.none"
 
 def _run(R: Path, *overrides: str) -> str:
     args = ["run", f"model={MODEL}", "device=host", f"results_dir={R}", "measure.warmup=1",
-            "measure.iterations=2", "measure.progress=false", *overrides]
+            "measure.iterations=2", "measure.progress=false", *STEADY, *overrides]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, (args, res.output, res.exception)
     return res.output

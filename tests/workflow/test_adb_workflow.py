@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from helpers import REPO
+from helpers import REPO, STEADY
 from helpers.adb import connect_vdev, disconnect_vdev
 from phonetrain.devices.virtual import Faults
 
@@ -22,7 +22,7 @@ SMALL = ["sweep=test", "sweep.models=[mlp_16_16]", "model.batch_size=8", "measur
          "measure.iterations=2",
          "measure.progress=false", "measure.bandwidth_max_bytes=65536",
          "measure.cooldown_limit_s=5", "measure.cooldown_threshold_c=50",
-         "measure.gemm_sizes=[64]", "measure.gemm_min_time_ms=1", "measure.tune=false"]
+         "measure.gemm_sizes=[64]", "measure.gemm_min_time_ms=1", "measure.tune=false", *STEADY]
 
 
 def workspace(tmp_path: Path, devices: dict[str, str]) -> Path:

@@ -1,15 +1,16 @@
 """The ``phonetrain`` console script: one click group, one subcommand per concept.
 
 Each subcommand is a thin wrapper: the work lives in the module it calls. ``study``: ``run``
-(one experiment), ``aggregate``, ``report``, ``compare``, ``trace``; ``devices``: ``devices``,
-``virtual-device``; ``info``: this host's OpenCL devices.
+(one experiment), ``aggregate``, ``report``, ``compare``, ``trace``; ``stale``: ``stale``,
+``refresh``; ``devices``: ``devices``, ``virtual-device``, ``adb`` (the bundled adb); ``info``:
+this host's OpenCL devices.
 """
 
 from __future__ import annotations
 
 import click
 
-from phonetrain.cli import devices, info, study
+from phonetrain.cli import devices, info, stale, study
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,6 +20,8 @@ def main() -> None:
 
 
 for command in (study.run_command, study.aggregate_command, study.report_command,
-                study.compare_command, study.trace_command, devices.devices, devices.virtual_device,
+                study.compare_command, study.trace_command, stale.stale_command,
+                stale.refresh_command, devices.devices, devices.virtual_device,
+                devices.adb_command,
                 info.info_command):
     main.add_command(command)

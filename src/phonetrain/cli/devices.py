@@ -41,7 +41,7 @@ def devices(write: bool, conf_dir: Path, adb_host: str, adb_port: int | None,
         raise click.ClickException(str(exc)) from exc
     if not rows:
         click.echo("no adb devices: plug a phone in with USB debugging enabled, or "
-                   "'adb connect HOST:PORT' for a network device")
+                   "'phonetrain adb connect HOST:PORT' for a network device")
         return
     click.echo(f"{'serial':24} {'state':13} {'model':22} {'soc':12} {'abi':12} android")
     for r in rows:
@@ -62,9 +62,7 @@ def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None
     failed, used = [], set()
     build_root = Path(build_dir or tempfile.mkdtemp(prefix="phonetrain-devices-"))
     for r in (r for r in rows if r.state == "device"):
-        name = names.get(r.serial) or discovery.config_name(r.facts, r.serial)
-        if name in used:  # two phones of one model: tell them apart by serial
-            name = f"{name}_{discovery.config_name({}, r.serial)}"
+        name = names.get(r.serial) or _free_name(conf_dir, r, adb_host, adb_port, used)
         used.add(name)
         tc_name = discovery.ABI_TOOLCHAIN.get(r.facts.get("abi", ""), "host")
         try:
@@ -72,16 +70,34 @@ def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None
                                                  build_root / tc_name)
             info = _probe(r.serial, runner, adb_host, adb_port)
             cfg = discovery.device_config(name, r, adb_host, adb_port, info)
-            path = discovery.write_config(conf_dir, cfg)
+            path, notes = discovery.write_config(conf_dir, cfg)
         except PhonetrainError as exc:
             failed.append(r.serial)
             click.echo(f"{r.serial}: not written: {exc}", err=True)
             continue
+        for note in notes:
+            click.echo(f"{r.serial}: {path}: {note}", err=True)
         click.echo(f"{r.serial}: wrote {path} (GPU {cfg['facts']['gpu'] or 'none'}); add it "
                    f"to a sweep with: snakemake --cores 2 all --config "
                    f"'overrides=[\"sweep.devices=[host,{name}]\"]'")
     if failed:
         raise click.ClickException(f"no config written for {', '.join(failed)}")
+
+
+def _free_name(conf_dir: Path, row, adb_host: str, adb_port: int | None,
+               used: set[str]) -> str:
+    """A config name for a phone named by its model: the model's name, unless this run
+    already used it or ``conf/device/<name>.yaml`` belongs to another device; then the model
+    plus the serial (two phones of one model)."""
+    from phonetrain.devices import discovery
+
+    name = discovery.config_name(row.facts, row.serial)
+    probe = {"serial": row.serial, "adb_host": None if adb_host in ("127.0.0.1", "localhost")
+             else adb_host, "adb_port": adb_port}
+    existing = discovery.read_config(conf_dir, name)
+    if name in used or (existing is not None and not discovery.same_device(existing, probe)):
+        name = f"{name}_{discovery.config_name({}, row.serial)}"
+    return name
 
 
 def _probe(serial: str, runner: Path, adb_host: str, adb_port: int | None) -> dict:
@@ -113,10 +129,12 @@ def _probe(serial: str, runner: Path, adb_host: str, adb_port: int | None) -> di
               help="Fault: shell commands matching REGEX die of SIGSEGV.")
 @click.option("--hide", default=None, metavar="GLOB",
               help="Fault: matching device paths look absent to sync (a missing output).")
+@click.option("--no-parent-dirs", is_flag=True,
+              help="Fault: sync pushes into a folder that does not exist fail.")
 def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, crash,
-                   hide) -> None:
+                   hide, no_parent_dirs) -> None:
     """Serve a virtual phone (device side of ADB) until interrupted; then run
-    'adb connect 127.0.0.1:PORT'."""
+    'phonetrain adb connect 127.0.0.1:PORT'."""
     from phonetrain.devices.virtual import Faults, VirtualDevice, load_props
 
     if 5555 <= port <= 5585:
@@ -124,11 +142,12 @@ def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, 
                                  param_hint="--port")
     try:
         vd = VirtualDevice(root, port, load_props(props),
-                           Faults(drop_after_bytes, fail_push, hang, crash, hide), sysfs_root=sysfs)
+                           Faults(drop_after_bytes, fail_push, hang, crash, hide, no_parent_dirs),
+                           sysfs_root=sysfs)
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"virtual device on {vd.serial}, sandbox {vd.root}; "
-               f"connect with: adb connect {vd.serial}", err=True)
+               f"connect with: phonetrain adb connect {vd.serial}", err=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     vd.start()
@@ -138,3 +157,23 @@ def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, 
         pass
     finally:
         vd.stop()
+
+
+@click.command("adb", context_settings={"ignore_unknown_options": True,
+                                        "allow_interspersed_args": False})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def adb_command(args: tuple[str, ...]) -> None:
+    """Run adb with ARGS: the adb binary that ships with the adbutils wheel, the one the study
+    uses (no system adb needed), on the same server ($ANDROID_ADB_SERVER_PORT or 5037).
+    E.g. `phonetrain adb devices`, `phonetrain adb connect 127.0.0.1:7100`, `phonetrain adb
+    reconnect`, `phonetrain adb kill-server`."""
+    import subprocess
+    import sys
+
+    import adbutils
+    try:
+        adb = adbutils.adb_path()
+    except Exception as exc:  # adbutils raises its own errors when the binary is missing
+        raise click.ClickException(f"adbutils has no adb binary for this platform: {exc}; "
+                                   "install Android's platform-tools and use its adb") from exc
+    sys.exit(subprocess.call([adb, *args]))

@@ -52,7 +52,31 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
         click.echo(f"{rdir}: skipped: {reason}")
         return
     click.echo(f"{rdir}: verify max_abs_err {v.get('max_abs_err'):.3g} "
-               f"({'ok' if v.get('ok') else 'WRONG'})")
+               f"({'ok' if v.get('ok') else 'WRONG: its times are not valid'})")
+    click.echo(timing_summary(rdir))
+
+
+def timing_summary(rdir: Path) -> str:
+    """What a run measured, in two lines: the median iteration time with its spread (the
+    interquartile range and the extremes over the measured iterations) and where the time went
+    (the data-movement share and the per-iteration kernel and transfer medians), from the
+    same rows the summary tables get (:func:`phonetrain.results.runs.read_run`)."""
+    from phonetrain.results.runs import read_run
+    row = read_run(rdir)["runs"].iloc[0]
+    if row["status"] not in ("ok", "wrong"):
+        return f"no timings: {row['status']}: {row['status_reason']}"
+    lines = [f"iteration: median {row['iteration_median_ms']:.3f} ms over "
+             f"{int(row['iterations'])} measured iterations (p25-p75 "
+             f"{row['iteration_p25_ms']:.3f}-{row['iteration_p75_ms']:.3f} ms, min-max "
+             f"{row['iteration_min_ms']:.3f}-{row['iteration_max_ms']:.3f} ms)"]
+    if not isinstance(row["placement"], str):
+        lines.append("data movement: none (CPU backend: the data stays in host memory)")
+    else:
+        share = row["data_movement_share"]
+        lines.append(f"data movement: {share:.1%} of the iteration time (per iteration: "
+                     f"transfers {row['transfer_ms']:.3f} ms, kernels {row['kernel_ms']:.3f} "
+                     "ms; medians)")
+    return "\n".join(lines)
 
 
 @click.command("aggregate", context_settings={"ignore_unknown_options": True})
@@ -77,8 +101,8 @@ def aggregate_command(overrides: tuple[str, ...], conf_dir: str | None, results:
             raise click.ClickException(
                 f"{L.root}: no run folder of this study; run it first (snakemake --cores 1 "
                 "all), pass the overrides it ran with, or --found after `phonetrain run`")
-        run_params = {} if found else job_params(sweep)["run"]
-        paths = aggregate_study(run_params, L, files, summary_outputs(sweep))
+        paths = aggregate_study(None if found else job_params(sweep), L, files,
+                                summary_outputs(sweep))
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
     for table, path in paths.items():
@@ -132,7 +156,12 @@ def trace_command(run_dir: Path) -> None:
     from phonetrain import layout
     from phonetrain.io import read_json
     from phonetrain.results import profiling
-    from phonetrain.results.runs import run_iterations
+    from phonetrain.results.runs import folder_problems, run_iterations
+    problems = folder_problems(run_dir)
+    if problems:
+        raise click.ClickException(f"{run_dir} is damaged, not a measurement: "
+                                   f"{'; '.join(problems)}; measure it again (phonetrain "
+                                   "refresh, then snakemake all)")
     try:
         trace = profiling.read_trace_csv(run_dir / layout.TRACE)
         iters = run_iterations(read_json(run_dir / layout.RUN), str(run_dir / layout.RUN))

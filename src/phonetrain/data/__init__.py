@@ -77,6 +77,36 @@ def batch_dir(dataset: str, batch_size: int, input_shape: tuple[int, ...], class
     return batch_dir_rel(name, batch_size)
 
 
+FILE_DATASETS = ("mnist", "fashion_mnist", "cifar10")  # the datasets read from a folder
+
+
+def source_folder(dataset: str, folder: str | Path | None = None,
+                  download: bool = False) -> str | None:
+    """The folder a dataset is read from: ``folder`` when given (and only it), else a known
+    install location (Debian's Fashion-MNIST); None for a dataset that reads no folder
+    (``digits``: scikit-learn's bundled copy; ``synthetic``). Checks the files are there
+    (with ``download``, the folder is where they will be downloaded to). Raises
+    :class:`DatasetError` naming the folder and the key to set: a folder given to a dataset
+    that reads none, a folder that does not exist or lacks the files, none at all."""
+    dataset_info(dataset)
+    if dataset not in FILE_DATASETS:
+        if folder:
+            raise DatasetError(f"{dataset} reads no folder, but dataset.path is {folder}: unset "
+                               f"it (null), or pick a dataset read from files "
+                               f"({', '.join(FILE_DATASETS)})")
+        return None
+    if dataset == "cifar10":
+        from .cifar import find_batches
+        return str(find_batches(folder)[0])
+    from .mnist import find_files
+    if download:
+        if not folder:
+            raise DatasetError(f"{dataset}: dataset.allow_download needs dataset.path, the "
+                               "folder to download into")
+        return str(folder)
+    return str(find_files(dataset, folder)[0])
+
+
 def load(dataset: str, input_shape: tuple[int, ...] | None = None, classes: int | None = None,
          seed: int = 0, folder: str | Path | None = None, download: bool = False,
          synthetic_samples: int = 4096) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +136,9 @@ def write_batches(dataset: str, batch_size: int, num_batches: int, root: str | P
     ``input_shape``/``classes`` are the model's: required for ``synthetic``, checked against
     the others. ``opts`` go to :func:`load` (``folder``, ``download``, ``synthetic_samples``).
     Returns ``{"dir", "images", "labels"`` (paths relative to ``root``), ``"num_batches",
-    "batch_size", "input_shape", "classes", "sha256"`` (of images then labels)``}``.
+    "batch_size", "input_shape", "classes", "sha256"`` (of images then labels)``,
+    "source_folder"`` (the folder read, :func:`source_folder`; None for digits and
+    synthetic)``}``.
     """
     if batch_size < 1 or num_batches < 1:
         raise DatasetError(f"{dataset}: batch_size and num_batches must be >= 1")
@@ -127,8 +159,10 @@ def write_batches(dataset: str, batch_size: int, num_batches: int, root: str | P
     write_bytes(folder / "labels.i32", labels)
     return {"dir": rel, "images": f"{rel}/images.f32", "labels": f"{rel}/labels.i32",
             "num_batches": num_batches, "batch_size": batch_size, "input_shape": list(shape),
-            "classes": ncls, "sha256": hashlib.sha256(images + labels).hexdigest()}
+            "classes": ncls, "sha256": hashlib.sha256(images + labels).hexdigest(),
+            "source_folder": source_folder(dataset, opts.get("folder"))}
 
 
-__all__ = ["DATASETS", "DatasetError", "DatasetInfo", "batch_dir", "check_compatible",
-           "dataset_info", "load", "read_idx", "write_batches", "write_idx"]
+__all__ = ["DATASETS", "FILE_DATASETS", "DatasetError", "DatasetInfo", "batch_dir",
+           "check_compatible", "dataset_info", "load", "read_idx", "source_folder",
+           "write_batches", "write_idx"]

@@ -33,19 +33,28 @@ def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return rec[:, 1:].reshape(-1, 3, 32, 32), labels
 
 
-def load_cifar10(folder: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Training split: ``(images float32 [N,3,32,32], labels int32 [N])``, pixels in [0, 1]
-    standardized per channel with :data:`MEAN` / :data:`STD`. ``folder`` holds the
-    ``data_batch_*.bin`` files (or a ``cifar-10-batches-bin`` subfolder)."""
+def find_batches(folder: str | Path | None) -> tuple[Path, list[Path]]:
+    """The folder CIFAR-10 is read from (``folder`` or its ``cifar-10-batches-bin``
+    subfolder) and its ``data_batch_*.bin`` files; :class:`DatasetError` when there are none."""
     if folder is None:
-        raise DatasetError("cifar10: set the dataset folder to the directory holding "
-                           "data_batch_1.bin .. data_batch_5.bin (cifar-10-binary.tar.gz)")
+        raise DatasetError("cifar10: set the dataset folder (dataset.path) to the directory "
+                           "holding data_batch_1.bin .. data_batch_5.bin (cifar-10-binary.tar.gz)")
     folder = Path(folder)
     if (folder / "cifar-10-batches-bin").is_dir():
         folder = folder / "cifar-10-batches-bin"
     files = sorted(folder.glob("data_batch_*.bin"))
     if not files:
-        raise DatasetError(f"cifar10: no data_batch_*.bin in {folder}")
+        what = "does not exist" if not folder.is_dir() else "holds no data_batch_*.bin"
+        raise DatasetError(f"cifar10: dataset.path {folder} {what}; point it at the folder of "
+                           "the binary batches (cifar-10-binary.tar.gz)")
+    return folder, files
+
+
+def load_cifar10(folder: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Training split: ``(images float32 [N,3,32,32], labels int32 [N])``, pixels in [0, 1]
+    standardized per channel with :data:`MEAN` / :data:`STD`. ``folder`` holds the
+    ``data_batch_*.bin`` files (or a ``cifar-10-batches-bin`` subfolder)."""
+    _, files = find_batches(folder)
     parts = [read_cifar_batch(f) for f in files]
     x = np.concatenate([p[0] for p in parts]).astype(np.float32) / 255.0
     x = (x - MEAN[None, :, None, None]) / STD[None, :, None, None]

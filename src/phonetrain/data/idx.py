@@ -9,6 +9,7 @@ MNIST and Fashion-MNIST use; ``0x09`` int8, ``0x0B`` int16, ``0x0C`` int32, ``0x
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -22,16 +23,17 @@ def read_idx(path: Path, expect_ndim: int | None = None) -> np.ndarray:
     """Read one IDX file (``.gz`` decompressed by content, not by name).
 
     Returns an array of the file's shape and native dtype. Raises :class:`DatasetError` naming
-    the file for a bad magic, an unknown type, an unexpected number of dimensions, or a
-    truncated or over-long body.
+    the file for a damaged gzip stream, a bad magic, an unknown type, an unexpected number of
+    dimensions, or a truncated or over-long body.
     """
     path = Path(path)
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-    except (OSError, EOFError) as e:
-        raise DatasetError(f"{path}: cannot read IDX file ({e})") from None
+    except (OSError, EOFError, zlib.error) as e:  # zlib.error: damage inside the stream
+        raise DatasetError(f"{path}: cannot read IDX file ({type(e).__name__}: {e}); the file "
+                           "is damaged: download or copy it again") from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _TYPES:
         raise DatasetError(f"{path}: bad IDX magic {raw[:4].hex() or '(empty)'}; expected "
                            "00 00 <type> <ndim> -- not an IDX file (or a wrong/corrupt download)")

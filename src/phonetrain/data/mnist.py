@@ -74,29 +74,40 @@ def _download(name: str, folder: Path) -> None:
         os.replace(tmp, dest)
 
 
+def find_files(name: str, folder: str | Path | None = None) -> tuple[Path, list[Path]]:
+    """The folder ``mnist``/``fashion_mnist`` is read from and its two IDX files: an explicit
+    ``folder`` only (never another), else the first of :data:`KNOWN_FOLDERS` holding them.
+    Raises :class:`DatasetError` naming the folders searched when the files are missing."""
+    candidates = [Path(folder)] if folder else KNOWN_FOLDERS[name]
+    for cand in candidates:
+        paths = [_find(cand, stem) for stem in FILES]
+        if all(paths):
+            return cand, paths  # type: ignore[return-value]
+    if folder and not Path(folder).is_dir():
+        raise DatasetError(f"{name}: dataset.path {folder} does not exist; set dataset.path to "
+                           f"the folder holding {FILES[0]}[.gz] and {FILES[1]}[.gz], or allow "
+                           "download into it (dataset.allow_download=true)")
+    searched = ", ".join(map(str, candidates)) or "no folder (dataset.path is not set)"
+    raise DatasetError(f"{name}: no {FILES[0]}[.gz] and {FILES[1]}[.gz] in "
+                       f"{searched}; set the dataset folder (dataset.path), "
+                       f"install Debian's dataset-fashion-mnist (fashion_mnist), or allow "
+                       "download")
+
+
 def load_mnist_like(name: str, folder: str | Path | None = None, download: bool = False
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Training split of ``mnist`` or ``fashion_mnist``: ``(images float32 [N,1,28,28],
     labels int32 [N])``, pixels scaled to [0, 1] then standardized with :data:`NORMALIZE`.
+    Read from :func:`find_files`'s folder.
 
     Raises :class:`DatasetError` naming the folders searched when the files are missing (and
     ``download`` is off), or naming the file when one is malformed.
     """
-    candidates = ([Path(folder)] if folder else []) + KNOWN_FOLDERS[name]
     if download:
         if not folder:
             raise DatasetError(f"{name}: download=True needs a folder= to download into")
         _download(name, Path(folder))
-    for cand in candidates:
-        paths = [_find(cand, stem) for stem in FILES]
-        if all(paths):
-            break
-    else:
-        searched = ", ".join(map(str, candidates)) or "no folder (dataset.path is not set)"
-        raise DatasetError(f"{name}: no {FILES[0]}[.gz] and {FILES[1]}[.gz] in "
-                           f"{searched}; set the dataset folder (dataset.path), "
-                           f"install Debian's dataset-fashion-mnist (fashion_mnist), or allow "
-                           "download")
+    _, paths = find_files(name, folder)
     images = read_idx(paths[0], expect_ndim=3)
     labels = read_idx(paths[1], expect_ndim=1)
     if images.shape[1:] != (28, 28):

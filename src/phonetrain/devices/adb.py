@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shlex
 import shutil
@@ -41,6 +42,7 @@ from phonetrain.devices.local import lock_dir
 from phonetrain.io import sha256_file
 
 DEVICE_ROOT = "/data/local/tmp/phonetrain"
+SYNC_CHUNK_BYTES = 64 * 1024  # SYNC.TXT: a DATA chunk holds at most 64 KiB
 DEFAULT_ADB_PORT = 5037
 FACT_PROPS = {  # fact name -> getprop key
     "model": "ro.product.model",
@@ -102,8 +104,8 @@ def ensure_server(host: str, port: int) -> None:
         pass
     if not _local_host(host):
         raise TransportError(f"no adb server answers at {host}:{port}; start it on that host "
-                             f"with 'adb -a -P {port} server nodaemon' (listening on all "
-                             f"interfaces) or fix device.adb_host/adb_port")
+                             f"with 'phonetrain adb -a -P {port} server nodaemon' (listening on "
+                             "all interfaces) or fix device.adb_host/adb_port")
     subprocess.run([adbutils.adb_path(), "-P", str(port), "start-server"], check=False,
                    capture_output=True, timeout=30)
 
@@ -150,7 +152,7 @@ def hottest_c(readings: dict[str, float]) -> float | None:
 class AdbTransport:
     """A device behind an adb server; implements :class:`phonetrain.devices.base.Transport`.
 
-    name: device config name (used in messages); serial: adb serial (``adb devices``);
+    name: device config name (used in messages); serial: adb serial (``phonetrain adb devices``);
     adb_host/adb_port: the adb server; root: staging root on the device.
     Every failure raises :class:`TransportError` naming the device and what to try.
     """
@@ -175,8 +177,8 @@ class AdbTransport:
 
     def _fail(self, what: str, exc: BaseException | str, hint: str = "",
               cls: type[TransportError] = TransportError) -> TransportError:
-        hint = hint or ("check the cable and 'adb devices'; for a network device run "
-                        f"'adb connect {self.serial}'")
+        hint = hint or ("check the cable and 'phonetrain adb devices'; for a network device "
+                        f"run 'phonetrain adb connect {self.serial}'")
         return cls(f"{self._where()}: {what}: {exc}", hint)
 
     def device(self) -> adbutils.AdbDevice:
@@ -209,10 +211,13 @@ class AdbTransport:
         return FileLock(lock_dir() / f"{key}.lock")
 
     # -- run -------------------------------------------------------------------------------
-    def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
-        """Run ``argv`` in the staging root; see :class:`Transport`. Raises TransportError on a
-        timeout (the command is stopped) or a lost connection."""
-        return self.shell(f"cd {shlex.quote(self.root)} && {shlex.join(argv)}", timeout_s)
+    def run(self, argv: list[str], *, timeout_s: float,
+            env: dict[str, str] | None = None) -> CommandResult:
+        """Run ``argv`` in the staging root with ``env`` added; see :class:`Transport`. Raises
+        TransportError on a timeout (the command is stopped) or a lost connection."""
+        assign = [f"{k}={v}" for k, v in (env or {}).items()]
+        command = shlex.join(["env", *assign, *argv]) if assign else shlex.join(argv)
+        return self.shell(f"cd {shlex.quote(self.root)} && {command}", timeout_s)
 
     def shell(self, command: str, timeout_s: float) -> CommandResult:
         """Run a shell command line on the device (shell v2 when available)."""
@@ -276,44 +281,87 @@ class AdbTransport:
     # -- push ------------------------------------------------------------------------------
     def remote_hashes(self, remote_rel: str) -> dict[str, str]:
         """sha256 of every file under ``root/remote_rel`` on the device, keyed by path relative
-        to the root; empty when the folder is absent or the device has no sha256sum."""
+        to the root, with ``+x`` appended for a file its owner may execute (a content match
+        with another mode is not current: a runner that lost its execute bit is sent again);
+        empty when the folder is absent or the device has no sha256sum."""
         target = shlex.quote(remote_rel)
         res = self.shell(f"cd {shlex.quote(self.root)} 2>/dev/null && [ -e {target} ] && "
-                         f"find {target} -type f -exec sha256sum {{}} +", timeout_s=120)
-        hashes = {}
+                         f"find {target} -type f -exec sha256sum {{}} + && echo '--x--' && "
+                         f"find {target} -type f -perm -100", timeout_s=120)
+        hashes, executable, listing = {}, set(), True
         for line in res.stdout.splitlines():
-            digest, _, path = line.partition("  ")
-            if len(digest) == 64 and path:
-                hashes[os.path.normpath(path)] = digest
-        return hashes
+            if line == "--x--":
+                listing = False
+                continue
+            if listing:
+                digest, _, path = line.partition("  ")
+                if len(digest) == 64 and path:
+                    hashes[os.path.normpath(path)] = digest
+            elif line.strip():
+                executable.add(os.path.normpath(line.strip()))
+        return {k: v + ("+x" if k in executable else "") for k, v in hashes.items()}
 
     def push(self, local: Path, remote_rel: str) -> int:
-        """Copy a file or folder to ``root/remote_rel``, skipping files whose sha256 already
-        matches on the device; returns the number of files sent. Raises TransportError."""
+        """Copy a file or folder to ``root/remote_rel``, skipping files whose sha256 and
+        execute bit already match on the device; missing parent folders are created first.
+        Returns the number of files sent. Raises TransportError naming the file and quoting
+        the device's own reason when it refuses one."""
         local = Path(local)
         if not local.exists():
             raise TransportError(f"{self._where()}: nothing to push: {local} does not exist")
         files = {os.path.normpath(remote_rel): local} if local.is_file() else {
             os.path.normpath(f"{remote_rel}/{p.relative_to(local).as_posix()}"): p
             for p in sorted(local.rglob("*")) if p.is_file()}
+        want = {rel: sha256_file(p) + ("+x" if os.access(p, os.X_OK) else "")
+                for rel, p in files.items()}
         have = self.remote_hashes(remote_rel)
-        todo = {rel: p for rel, p in files.items() if have.get(rel) != sha256_file(p)}
-        sync = self.device().sync
+        todo = {rel: p for rel, p in files.items() if have.get(rel) != want[rel]}
+        if todo:
+            self._make_parents(todo)
         for rel, path in todo.items():
-            mode = 0o755 if os.access(path, os.X_OK) else 0o644
-            try:
-                sync.push(path, f"{self.root}/{rel}", mode=mode)
-            except (adbutils.AdbError, OSError, struct.error) as exc:
-                raise self._fail(f"push of {path} failed",
-                                 str(exc) or "connection to the device lost mid-transfer",
-                                 "check free space on the device and the cable; rerun to "
-                                 "resume (files already sent are skipped)") from exc
+            self._send(path, f"{self.root}/{rel}", 0o755 if os.access(path, os.X_OK) else 0o644)
         if todo:
             got = self.remote_hashes(remote_rel)
-            bad = [rel for rel, p in todo.items() if got.get(rel) != sha256_file(p)]
+            bad = [rel for rel in todo if got.get(rel) != want[rel]]
             if bad and got:  # devices without sha256sum report nothing: trust sync's OKAY
-                raise self._fail("pushed files arrived damaged", ", ".join(bad[:5]))
+                raise self._fail("pushed files arrived damaged or without their mode",
+                                 ", ".join(bad[:5]))
         return len(todo)
+
+    def _make_parents(self, todo: dict[str, Path]) -> None:
+        """``mkdir -p`` the device folders the files of ``todo`` go to (sync SEND does not
+        create them on every device); the device's reason on failure."""
+        parents = sorted({posixpath.dirname(f"{self.root}/{rel}") for rel in todo})
+        res = self.shell(f"mkdir -p {' '.join(shlex.quote(d) for d in parents)}", timeout_s=60)
+        if res.returncode != 0:
+            raise self._fail("cannot create the folders to push into",
+                             (res.stderr or res.stdout).strip() or f"exit {res.returncode}",
+                             "the device refused (its reason above): check that the staging "
+                             f"root {self.root} is a writable folder (no file in its place)")
+
+    def _send(self, path: Path, remote: str, mode: int) -> None:
+        """One file by sync SEND (SYNC.TXT: ``SEND`` path,mode; ``DATA`` chunks of at most
+        64 KiB; ``DONE`` mtime; the device answers ``OKAY`` or ``FAIL`` with its reason)."""
+        try:
+            with self._sync(b"SEND", f"{remote},{stat.S_IFREG | mode}") as c:
+                with open(path, "rb") as f:
+                    while chunk := f.read(SYNC_CHUNK_BYTES):
+                        c.conn.sendall(b"DATA" + struct.pack("<I", len(chunk)) + chunk)
+                c.conn.sendall(b"DONE" + struct.pack("<I", int(time.time())))
+                status = c.read_exact(4)
+                length = struct.unpack("<I", c.read_exact(4))[0]
+                if status == b"FAIL":
+                    reason = c.read_exact(length).decode("utf-8", "replace")
+                    raise self._fail(f"the device refused {path} (as {remote})", reason,
+                                     "see the device's reason: free space on the device, a "
+                                     "read-only or missing folder, or permissions")
+                if status != b"OKAY":
+                    raise adbutils.AdbError(f"bad sync SEND reply {status!r}")
+        except (adbutils.AdbError, OSError, EOFError, struct.error) as exc:
+            raise self._fail(f"push of {path} failed",
+                             str(exc) or "connection to the device lost mid-transfer",
+                             "the connection dropped: check the cable; rerun to resume "
+                             "(files already sent are skipped)") from exc
 
     # -- pull ------------------------------------------------------------------------------
     def pull(self, remote_rel: str, local: Path, expect: list[str]) -> None:
@@ -423,14 +471,15 @@ def state_hint(state: str | None, serial: str) -> str:
     """What to try for a device in an adb state other than ``device``."""
     return {
         "unauthorized": "unlock the phone and accept the 'Allow USB debugging' prompt "
-                        "(or run 'adb kill-server' and replug)",
-        "offline": f"replug the cable or run 'adb reconnect'; for a network device "
-                   f"'adb disconnect {serial}' then 'adb connect {serial}'",
-        "no permissions": "add a udev rule for the phone's USB vendor id (see 'adb devices' "
-                          "help) and replug",
-        None: f"plug the phone in and enable USB debugging, or 'adb connect {serial}'; "
-              "check that the serial matches 'phonetrain devices'",
-    }.get(state, "check 'adb devices' and replug the phone")
+                        "(or run 'phonetrain adb kill-server' and replug)",
+        "offline": f"replug the cable or run 'phonetrain adb reconnect'; for a network "
+                   f"device 'phonetrain adb disconnect {serial}' then 'phonetrain adb connect "
+                   f"{serial}'",
+        "no permissions": "add a udev rule for the phone's USB vendor id (see 'phonetrain adb "
+                          "devices' help) and replug",
+        None: f"plug the phone in and enable USB debugging, or 'phonetrain adb connect "
+              f"{serial}'; check that the serial matches 'phonetrain devices'",
+    }.get(state, "check 'phonetrain adb devices' and replug the phone")
 
 
 def _recv_until(sock: socket.socket, n: int, deadline: float) -> bytes:

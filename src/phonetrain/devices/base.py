@@ -44,10 +44,12 @@ class Transport(Protocol):
         """Copy a file or folder to ``root/remote_rel``, skipping files whose content hash
         already matches; return the number of files actually sent."""
 
-    def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
-        """Run ``argv`` on the device with the staging root as working directory.
-        ``argv[0]`` may be ``./runner``. Raises :class:`TransportError` on a timeout or a lost
-        connection; a non-zero exit status is returned, not raised."""
+    def run(self, argv: list[str], *, timeout_s: float,
+            env: dict[str, str] | None = None) -> CommandResult:
+        """Run ``argv`` on the device with the staging root as working directory, with the
+        environment variables ``env`` added. ``argv[0]`` may be ``./runner``. Raises
+        :class:`TransportError` on a timeout or a lost connection; a non-zero exit status is
+        returned, not raised."""
 
     def pull(self, remote_rel: str, local: Path, expect: list[str]) -> None:
         """Copy the folder ``root/remote_rel`` into ``local``; raise :class:`TransportError`

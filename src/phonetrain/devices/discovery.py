@@ -19,6 +19,7 @@ import yaml
 
 from phonetrain.devices.adb import AdbTransport, ensure_server, state_hint
 from phonetrain.devices.base import TransportError
+from phonetrain.errors import PhonetrainError
 
 ABI_TOOLCHAIN = {"arm64-v8a": "android"}  # other ABIs: the host toolchain (emulators, vdev)
 
@@ -109,15 +110,71 @@ def device_config(name: str, row: DeviceRow, adb_host: str, adb_port: int | None
     }
 
 
-def write_config(conf_dir: Path, cfg: dict) -> Path:
-    """Write ``conf_dir/device/<name>.yaml`` atomically (temp file + rename); returns its path."""
+class ConfigConflict(PhonetrainError):
+    """A device config of that name already exists for another device."""
+
+
+def read_config(conf_dir: Path, name: str) -> dict | None:
+    """``conf_dir/device/<name>.yaml`` as a dict, or None when there is no such file."""
+    path = Path(conf_dir) / "device" / f"{name}.yaml"
+    if not path.is_file():
+        return None
+    doc = yaml.safe_load(path.read_text())
+    return doc if isinstance(doc, dict) else {}
+
+
+def same_device(existing: dict, cfg: dict) -> bool:
+    """Whether an existing config describes the device ``cfg`` was discovered as: an adb
+    device of the same serial behind the same server."""
+    return (existing.get("transport") == "adb" and existing.get("serial") == cfg["serial"]
+            and existing.get("adb_host") == cfg["adb_host"]
+            and existing.get("adb_port") == cfg["adb_port"])
+
+
+def merge_config(existing: dict, discovered: dict) -> tuple[dict, list[str]]:
+    """The config of a device that already has one: every value set in the file is kept (a
+    value filled in by hand, such as ``facts.peak_gflops``, is never reset); discovery fills
+    only keys that are missing or null there. Returns (merged, notes: what discovery found
+    that differs from a value kept)."""
+    merged, notes = dict(existing), []
+    for key, value in discovered.items():
+        have = existing.get(key)
+        if isinstance(value, dict):
+            sub, sub_notes = merge_config(have if isinstance(have, dict) else {}, value)
+            merged[key] = sub
+            notes += [f"{key}.{n}" for n in sub_notes]
+        elif have is None or (have == "" and value):
+            merged[key] = value
+        elif value not in (None, "") and have != value:
+            notes.append(f"{key}: kept {have!r}, discovery found {value!r}")
+    return merged, notes
+
+
+def write_config(conf_dir: Path, cfg: dict) -> tuple[Path, list[str]]:
+    """Write ``conf_dir/device/<name>.yaml`` atomically (temp file + rename), merged into the
+    file already there for the same device (:func:`merge_config`; unchanged: not rewritten).
+    Returns (its path, notes on values kept). Raises :class:`ConfigConflict` when the file
+    belongs to another device (another serial or transport, e.g. ``host``): it is never
+    replaced."""
     path = Path(conf_dir) / "device" / f"{cfg['name']}.yaml"
+    existing = read_config(conf_dir, cfg["name"])
+    notes: list[str] = []
+    if existing is not None:
+        if not same_device(existing, cfg):
+            raise ConfigConflict(
+                f"{path} is the config of another device (transport "
+                f"{existing.get('transport')!r}, serial {existing.get('serial')!r}); it is "
+                f"not replaced", "pick another name with --name SERIAL=NAME")
+        merged, notes = merge_config(existing, cfg)
+        if merged == existing:
+            return path, notes
+        cfg = merged
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# Written by 'phonetrain devices --write' for adb serial {cfg['serial']}.\n"
               "# Fill in facts.peak_gflops and facts.bandwidth_gbps from datasheets "
-              "(OpenCL clocks lie on Adreno).\n")
+              "(OpenCL clocks lie on Adreno); a rerun keeps every value set here.\n")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as f:
         f.write(header + yaml.safe_dump(cfg, sort_keys=False))
     os.replace(tmp, path)
-    return path
+    return path, notes

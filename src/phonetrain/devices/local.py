@@ -100,9 +100,9 @@ class LocalTransport:
         return FileLock(lock_dir() / f"local-{self.name}.lock")
 
     def push(self, local: Path, remote_rel: str) -> int:
-        """Copy a file or folder to ``root/remote_rel``; unchanged files (same SHA-256) are
-        skipped. Returns the number of files copied. Raises TransportError if ``local`` is
-        missing."""
+        """Copy a file or folder to ``root/remote_rel``; unchanged files (same SHA-256 and
+        execute bit) are skipped. Returns the number of files copied. Raises TransportError if
+        ``local`` is missing."""
         local = Path(local)
         if not local.exists():
             raise TransportError(f"device '{self.name}': nothing to push: {local} does not exist")
@@ -111,7 +111,8 @@ class LocalTransport:
             (p, dest / p.relative_to(local)) for p in sorted(local.rglob("*")) if p.is_file()]
         sent = 0
         for src, dst in pairs:
-            if dst.is_file() and sha256_file(dst) == sha256_file(src):
+            if dst.is_file() and sha256_file(dst) == sha256_file(src) and \
+                    os.access(dst, os.X_OK) == os.access(src, os.X_OK):
                 continue
             dst.parent.mkdir(parents=True, exist_ok=True)
             tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
@@ -120,16 +121,23 @@ class LocalTransport:
             sent += 1
         return sent
 
-    def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
-        """Run ``argv`` in the staging root (``./runner`` resolves there); a non-zero exit is
-        returned; a timeout raises TransportError (the process is killed). stderr is echoed
-        line by line as it arrives (the runner's ``--progress``) and also captured."""
+    def run(self, argv: list[str], *, timeout_s: float,
+            env: dict[str, str] | None = None) -> CommandResult:
+        """Run ``argv`` in the staging root (``./runner`` resolves there) with ``env`` added to
+        the environment; a non-zero exit is returned (a program that cannot be executed or is
+        absent gives a shell's 126 or 127); a timeout raises TransportError (the process is
+        killed). stderr is echoed line by line as it arrives (the runner's
+        ``--progress``) and also captured."""
         self.root.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         try:
             p = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True,
-                                 env={**os.environ, **self.opencl.env})
+                                 env={**os.environ, **self.opencl.env, **(env or {})})
+        except (PermissionError, FileNotFoundError) as e:  # what a shell reports as 126/127
+            code = 126 if isinstance(e, PermissionError) else 127
+            return CommandResult(code, "", f"{argv[0]}: {e.strerror}\n",
+                                 time.monotonic() - t0)
         except OSError as e:
             raise TransportError(f"device '{self.name}': cannot start {argv[0]}: {e}") from e
         err: list[str] = []

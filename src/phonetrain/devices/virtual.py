@@ -1,6 +1,6 @@
 """A virtual phone: the device side of the ADB protocol over TCP, for tests.
 
-The real adb server registers it with ``adb connect 127.0.0.1:PORT`` (use a port outside
+The real adb server registers it with ``phonetrain adb connect 127.0.0.1:PORT`` (a port outside
 5555-5585: adb treats those as emulators). It then behaves like ``adbd`` on a phone with a
 small feature set:
 
@@ -63,6 +63,9 @@ class Faults:
     crash: regular expression; a shell command matching it dies of SIGSEGV (exit 139).
     hide: fnmatch pattern of device paths that sync STAT/LIST/RECV treat as absent (an
         output file the runner never wrote).
+    no_parent_dirs: sync SEND into a folder that does not exist fails ("couldn't create
+        file: No such file or directory") instead of creating it, as on a device whose adbd
+        may not create that folder.
     """
 
     drop_after_bytes: int | None = None
@@ -70,6 +73,7 @@ class Faults:
     hang: str | None = None
     crash: str | None = None
     hide: str | None = None
+    no_parent_dirs: bool = False
 
 
 def default_props() -> dict[str, str]:
@@ -153,7 +157,7 @@ class VirtualDevice:
 
     @property
     def serial(self) -> str:
-        """The serial adb gives this device after ``adb connect``."""
+        """The serial adb gives this device after ``phonetrain adb connect``."""
         return f"{self.host}:{self.port}"
 
     def start(self) -> "VirtualDevice":
@@ -515,6 +519,10 @@ class _SyncService:
             failure = f"{path}: Permission denied (outside {DEVICE_TMP})"
         elif device.faults.fail_push and fnmatch.fnmatch(path, device.faults.fail_push):
             failure = f"{path}: No space left on device (fault injection)"
+        elif not host.parent.is_dir() and (device.faults.no_parent_dirs or
+                                            host.parent.exists()):
+            why = "Not a directory" if host.parent.exists() else "No such file or directory"
+            failure = f"couldn't create file: {why}"
         tmp = None
         if failure is None:
             host.parent.mkdir(parents=True, exist_ok=True)

@@ -33,17 +33,26 @@ def add_kernel_gflops(run_rows: pd.DataFrame, commands: pd.DataFrame) -> pd.Data
 
 def tables(run_dirs: Iterable[str | Path], *, bandwidth_csvs: Iterable[str | Path] = (),
            build_jsons: Iterable[str | Path] = (), gemm_jsons: Iterable[str | Path] = (),
-           peaks_jsons: Iterable[str | Path] = ()) -> dict[str, pd.DataFrame]:
+           peaks_jsons: Iterable[str | Path] = (),
+           not_ok: Mapping[str, str] | None = None) -> dict[str, pd.DataFrame]:
     """Every summary table (name -> DataFrame with the schema's columns) from the raw files.
+
+    ``not_ok`` maps per-device files that are not current measurements (left from older
+    inputs; for builds also failed or never run, the file then absent) to the reason: such a
+    build becomes one ``failed`` row, such a GEMM sweep one ``error`` row, such peaks and
+    bandwidth files give no rows. The ``history`` table is not made here (:func:`aggregate`).
     Raises :class:`~phonetrain.errors.ResultsFileError` naming a file that cannot be read."""
+    nok = {str(k): v for k, v in (not_ok or {}).items()}
     parts: dict[str, list[pd.DataFrame]] = {t: [] for t in schema.TABLES if t != "history"}
     for d in run_dirs:
         for t, df in runs.read_run(d).items():
             parts[t].append(df)
-    parts["bandwidth"] = [readers.read_bandwidth(p) for p in bandwidth_csvs]
-    parts["builds"] = [readers.read_build(p) for p in build_jsons]
-    parts["gemm"] = [readers.read_gemm(p) for p in gemm_jsons]
-    parts["peaks"] = [readers.read_peaks(p) for p in peaks_jsons]
+    parts["bandwidth"] = [readers.read_bandwidth(p) for p in bandwidth_csvs if str(p) not in nok]
+    parts["builds"] = [readers.build_not_ok(p, nok[str(p)]) if str(p) in nok
+                       else readers.read_build(p) for p in build_jsons]
+    parts["gemm"] = [readers.gemm_not_current(p, nok[str(p)]) if str(p) in nok
+                     else readers.read_gemm(p) for p in gemm_jsons]
+    parts["peaks"] = [readers.read_peaks(p) for p in peaks_jsons if str(p) not in nok]
     out = {t: (pd.concat([df for df in dfs if len(df)], ignore_index=True)
                if any(len(df) for df in dfs) else schema.empty(t))
            for t, dfs in parts.items()}
@@ -70,18 +79,19 @@ def aggregate(run_dirs: Iterable[str | Path], outputs: Mapping[str, str | Path],
               build_jsons: Iterable[str | Path] = (),
               gemm_jsons: Iterable[str | Path] = (),
               peaks_jsons: Iterable[str | Path] = (), ledger: str | Path | None = None,
-              sources: history.Sources | None = None) -> dict[str, Path]:
+              sources: history.Sources | None = None,
+              not_ok: Mapping[str, str] | None = None) -> dict[str, Path]:
     """Aggregate run folders (present or expected-but-empty), bandwidth CSVs, build files and
-    the GEMM study's files into one Parquet file per table: ``outputs`` maps every table name
-    of :data:`~phonetrain.results.schema.TABLES` to its path. The ``history`` table is the
-    ledger at ``ledger`` (when given) updated with this aggregation's measurements
-    (:func:`phonetrain.results.history.update`; ``sources`` names their source files), and
-    the ledger is rewritten with it, last. Returns table -> path."""
+    the GEMM study's files (``not_ok``: see :func:`tables`) into one Parquet file per table:
+    ``outputs`` maps every table name of :data:`~phonetrain.results.schema.TABLES` to its
+    path. The ``history`` table is the ledger at ``ledger`` (when given) updated with this
+    aggregation's measurements (:func:`phonetrain.results.history.update`; ``sources`` names
+    their source files), and the ledger is rewritten with it, last. Returns table -> path."""
     missing = sorted(set(schema.TABLES) - set(outputs))
     if missing:
         raise ValueError(f"aggregate: no output path for tables {missing}")
     got = tables(run_dirs, bandwidth_csvs=bandwidth_csvs, build_jsons=build_jsons,
-                 gemm_jsons=gemm_jsons, peaks_jsons=peaks_jsons)
+                 gemm_jsons=gemm_jsons, peaks_jsons=peaks_jsons, not_ok=not_ok)
     got["history"] = history.update(read_ledger(ledger),
                                     history.measurements(got, sources))
     paths = {t: schema.write_table(df, t, outputs[t]) for t, df in got.items()}

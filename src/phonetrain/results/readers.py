@@ -74,10 +74,35 @@ def read_build(json_path: str | Path) -> pd.DataFrame:
              "status": "ok" if p.get("status", doc.get("status", "ok")) == "ok" else "failed",
              "build_ms": p.get("build_ms"), "binary_size_bytes": p.get("binary_size_bytes"),
              "log": "\n".join(x for x in (p.get("error"), p.get("log")) if x) or None,
-             "options": p.get("options", doc.get("options"))}
+             "options": p.get("options", doc.get("options")), "cached": p.get("cached")}
             for p in progs]
     df = pd.DataFrame(rows).assign(**provenance.columns(params, doc))
     return schema.frame(df, "builds")
+
+
+def build_not_ok(json_path: str | Path, reason: str) -> pd.DataFrame:
+    """The one builds row of a kernel build that is not a current, successful one (it failed,
+    did not run, or was made from older sources): ``program`` ``*``, status ``failed``, the
+    reason in ``log``. Device and kernel come from the path
+    (``build/<device>/kernels/<kernel>/build.json``)."""
+    json_path = Path(json_path)
+    device, kernel = json_path.parent.parent.parent.name, json_path.parent.name
+    row = {"device": device, "kernel": kernel, "program": "*", "status": "failed",
+           "log": reason, "config_hash": short_hash({"device": device, "kernel": kernel}),
+           "git_rev": provenance.git_rev()}
+    return schema.frame([row], "builds")
+
+
+def gemm_not_current(path: str | Path, reason: str) -> pd.DataFrame:
+    """The one gemm row of a GEMM sweep file left from older inputs: status ``error``, the
+    reason in ``status_reason``, no measurement."""
+    doc = read_json(path)
+    row = {f.name: None for f in schema.schema("gemm")}
+    row.update(device=doc["device"], kernel=doc["version"], status="error",
+               status_reason=reason, kernel_hash=doc.get("kernel_hash"),
+               config_hash=short_hash({"device": doc["device"], "version": doc["version"]}),
+               git_rev=provenance.git_rev())
+    return pd.DataFrame([row])
 
 
 # ---- everything -------------------------------------------------------------------------

@@ -25,15 +25,16 @@ the reasons in ``status_reason``; re-measured by the next workflow run), ``ok``.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from phonetrain import layout
 from phonetrain.errors import ResultsFileError
-from phonetrain.io import read_json, short_hash
+from phonetrain.io import read_json, sha256_file, short_hash
 from phonetrain.results import profiling, provenance, schema, stats
 
 KEY_COLUMNS = ("run_id", "model", "device", "backend", "placement", "transfer", "kernel")
@@ -191,9 +192,11 @@ def _settings(params: dict[str, Any]) -> dict[str, Any]:
 def folder_problems(run_dir: str | Path) -> list[str]:
     """What makes a finished run folder (its ``run.json`` says ``ok``) unusable as a
     measurement, per repeat: a ``run.json`` that cannot be read, a ``trace.csv`` whose data rows
-    differ from the ``trace_rows`` the runner recorded (cut short, or grown), a dump the
-    runner listed that is missing or empty. An empty list when the folder is whole (or is not
-    a finished, ok run: failed and skipped runs have nothing to check)."""
+    differ from the ``trace_rows`` the runner recorded (cut short, or grown), a file the
+    runner's ledger lists (``files``: ``size_bytes``, ``sha256``; src/runner/ledger.c) that is
+    missing or differs in size or content, a dump the runner listed that is missing or empty.
+    An empty list when the folder is whole (or is not a finished, ok run: failed and skipped
+    runs have nothing to check)."""
     run_dir = Path(run_dir)
     if not (run_dir / layout.RUN).exists() or (run_dir / layout.FAILED).exists():
         return []
@@ -212,11 +215,26 @@ def folder_problems(run_dir: str | Path) -> list[str]:
             problems.append(f"{trace}: missing")
         elif "trace_rows" in run and rows != int(run["trace_rows"]):
             problems.append(f"{trace}: {rows} rows, the runner wrote {run['trace_rows']}")
+        problems += _ledger_problems(d, run.get("files") or {})
         for rel in run.get("dumps", []):
             f = d / rel
             if not f.is_file() or f.stat().st_size == 0:
                 problems.append(f"{f}: missing or empty")
-    return problems
+    return list(dict.fromkeys(problems))
+
+
+def _ledger_problems(folder: Path, ledger: dict[str, Any]) -> list[str]:
+    """Files of the runner's ledger that are missing, or differ in size or SHA-256."""
+    out = []
+    for rel, entry in ledger.items():
+        f = folder / rel
+        if not f.is_file():
+            out.append(f"{f}: missing")
+        elif f.stat().st_size != int(entry.get("size_bytes", -1)):
+            out.append(f"{f}: {f.stat().st_size} bytes, the runner wrote {entry.get('size_bytes')}")
+        elif entry.get("sha256") and sha256_file(f) != entry["sha256"]:
+            out.append(f"{f}: content differs from what the runner wrote (SHA-256)")
+    return out
 
 
 def _data_rows(csv: Path) -> int | None:
@@ -241,19 +259,69 @@ def unstable_reason(run_dir: str | Path) -> str | None:
     return "; ".join(doc.get("reasons") or ["unstable"]) if doc.get("unstable") else None
 
 
-def needs_remeasure(run_dir: str | Path) -> str | None:
-    """Why a finished run must be measured again -- its folder is damaged
-    (:func:`folder_problems`), or it was measured under contention or with too wide an
-    interval (:func:`unstable_reason`) -- or None. The workflow bumps the run's ``generation``
-    param for such a run (:func:`phonetrain.stages.params.job_params`), which reruns it."""
+def needs_remeasure(run_dir: str | Path, params: Mapping[str, Any] | None = None) -> str | None:
+    """Why a finished run (its folder holds a ``run.json``) must be measured again, or None:
+
+    - its folder is damaged (:func:`folder_problems`);
+    - a re-measurement was requested (a ``refresh.json`` in the folder,
+      ``phonetrain refresh``);
+    - it is marked out of date (a ``failed.json`` beside its ``run.json``: the aggregate
+      found it measured under other settings, or its kernel build failed since);
+    - it was measured under contention or with too wide an interval
+      (:func:`unstable_reason`);
+    - ``params`` (the run's params as the workflow would measure it now) differ from the
+      ``params.json`` it was measured with (e.g. a one-off ``phonetrain run`` with other
+      settings wrote the folder), :data:`NOT_SETTINGS` aside.
+
+    The workflow bumps the run's ``generation`` param for such a run
+    (:func:`phonetrain.stages.params.job_params`), which reruns it."""
+    run_dir = Path(run_dir)
+    if not (run_dir / layout.RUN).exists():
+        return None  # never measured: the workflow runs it anyway
+    if (run_dir / layout.REFRESH).exists():
+        return f"refresh requested ({run_dir / layout.REFRESH})"
+    marker = run_dir / layout.FAILED
+    if marker.exists():
+        try:
+            why = read_json(marker).get("reason") or "job failed"
+        except ResultsFileError as e:
+            why = str(e)
+        return f"marked out of date: {why}"
     problems = folder_problems(run_dir)
     if problems:
         return f"damaged: {'; '.join(problems)}"
-    run_dir = Path(run_dir)
-    if (run_dir / layout.FAILED).exists() or not (run_dir / layout.RUN).exists():
-        return None
+    if params is not None:
+        changed = changed_params(run_dir, params)
+        if changed:
+            return f"measured under other settings ({', '.join(changed)} differ)"
     why = unstable_reason(run_dir)
     return f"unstable: {why}" if why else None
+
+
+NOT_SETTINGS = ("generation", "stage_root")
+"""Run params that do not change what a run measures: the measurement's generation and where
+a local device stages its files (it follows the spelling of the results folder)."""
+
+
+def changed_params(run_dir: str | Path, params: Mapping[str, Any]) -> list[str]:
+    """Top-level keys (and ``config.<section>`` keys) whose values differ between the run
+    folder's ``params.json`` and ``params``, :data:`NOT_SETTINGS` aside; ``["params.json"]``
+    when the folder has none or it cannot be read."""
+    try:
+        have = read_json(Path(run_dir) / layout.PARAMS)
+    except ResultsFileError:
+        return [layout.PARAMS]
+    want = json.loads(json.dumps(dict(params), default=str))
+    out = []
+    for k in sorted((set(have) | set(want)) - set(NOT_SETTINGS)):
+        a, b = have.get(k), want.get(k)
+        if a == b:
+            continue
+        if k == "config" and isinstance(a, dict) and isinstance(b, dict):
+            out += [f"config.{s}" for s in sorted(set(a) | set(b)) if a.get(s) != b.get(s)]
+        else:
+            out.append(k)
+    return out
 
 
 def generation(run_dir: str | Path) -> int:
@@ -285,10 +353,11 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     if top.get("status") == "skipped":  # the device lacks a library the version needs
         row = _failed_row(params, top.get("reason") or "skipped", run_dir)
         return {"runs": schema.frame([{**row, "status": "skipped"}], "runs"), **none}
-    problems = folder_problems(run_dir)
-    damaged = f"damaged: {'; '.join(problems)}" if problems else None
+    damaged = folder_problems(run_dir)
     if damaged:  # never tabulate a folder cut short: the next workflow run re-measures it
-        return {"runs": schema.frame([_failed_row(params, damaged, run_dir)], "runs"), **none}
+        reason = f"damaged, not a measurement: {'; '.join(damaged)}; rerun snakemake to " \
+                 "re-measure it"
+        return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
     per_iter, per_cmd, runs, below = [], [], [], []
     for rep, d in enumerate(_repeat_dirs(run_dir)):
         run = read_json(d / layout.RUN)

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from phonetrain import layout
 from phonetrain.devices.toolchains import runner_source_hash, runner_sources
+from phonetrain.errors import StageError
 from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version, resolve_sources
-from phonetrain.io import read_json, write_if_changed, write_json, write_text
+from phonetrain.io import write_if_changed, write_json, write_text
 from phonetrain.layout import Layout
 from phonetrain.report import build_report
 from phonetrain.report.build import FIGURES, OTHER_FORMAT
 from phonetrain.results.aggregate import aggregate
+from phonetrain.results.runs import changed_params
+from phonetrain.results.schema import read_table
+from phonetrain.stages.current import not_ok_products
 from phonetrain.stages.params import CPU_VERSION, kernel_hash
 
 COMPLETE_TEXT = ("written by the workflow after a complete stage; absent after a failed run "
@@ -47,8 +50,7 @@ def prepare_run_folders(run_params: Mapping[tuple[str, str], dict[str, Any]],
         rdir.mkdir(parents=True, exist_ok=True)
         old = rdir / layout.PARAMS
         measured = (rdir / layout.RUN).exists()
-        stale = measured and old.exists() and \
-            _settings(read_json(old)) != _settings(json.loads(json.dumps(p, default=str)))
+        stale = measured and old.exists() and bool(changed_params(rdir, p))
         write_if_changed(old, p)
         build_failed = Path(L.kernel_failed(dev, str(p["kernel"])))
         if p["kernel"] and (stale or not measured) and build_failed.exists():
@@ -113,26 +115,36 @@ def measured_sources() -> Callable[..., dict[str, str] | None]:
     return sources
 
 
-def _settings(params: dict[str, Any]) -> dict[str, Any]:
-    """A run's params without its measurement ``generation``: a run that is due for
-    re-measurement (unstable, damaged) is still a measurement of the current settings."""
-    return {k: v for k, v in params.items() if k != "generation"}
-
-
-def aggregate_study(run_params: Mapping[tuple[str, str], dict[str, Any]], L: Layout,
+def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
                     expected: Mapping[str, list[str]], outputs: Mapping[str, str],
                     complete: str | None = None) -> dict[str, Path]:
-    """Prepare the run folders, then aggregate every expected run folder and whichever of the
-    expected per-device files exist into ``outputs`` (table -> path), the history merged into
-    the study's ledger (``L.history_ledger()``; sources named by :func:`measured_sources`); write
-    ``complete`` last when given."""
-    prepare_run_folders(run_params, L)
+    """Prepare the run folders, then aggregate every expected run folder and the expected
+    per-device files into ``outputs`` (table -> path), the history merged into the study's
+    ledger (``L.history_ledger()``; sources named by :func:`measured_sources`); write
+    ``complete`` last when given.
+
+    ``jp``: the study's job params (:func:`phonetrain.stages.params.job_params`), against which
+    every file is checked (:func:`prepare_run_folders`, :func:`not_ok_products`); None
+    aggregates what ``expected`` lists as found (``phonetrain aggregate --found``). Raises
+    :class:`StageError` instead of writing ``complete`` when a run of the study has no valid
+    measurement (a folder damaged since it was measured): a summary with such a row is not
+    complete."""
+    prepare_run_folders(jp["run"] if jp else {}, L)
     exist = lambda kind: [f for f in expected[kind] if Path(f).exists()]  # noqa: E731
+    not_ok = not_ok_products(jp, L, expected) if jp else {}
+    builds = expected["builds"] if jp else exist("builds")
     paths = aggregate(expected["runs"], outputs, bandwidth_csvs=exist("bandwidth"),
-                      build_jsons=exist("builds"), gemm_jsons=exist("gemm"),
+                      build_jsons=builds, gemm_jsons=exist("gemm"),
                       peaks_jsons=exist("peaks"), ledger=L.history_ledger(),
-                      sources=measured_sources())
+                      sources=measured_sources(), not_ok=not_ok)
     if complete:
+        runs = read_table(paths["runs"], "runs")
+        bad = runs[runs["status"] == "failed"]
+        if len(bad):
+            raise StageError("aggregate: no COMPLETE marker: runs without a valid measurement: "
+                             + "; ".join(f"{r.run_id}: {r.status_reason}"
+                                         for r in bad.itertuples())
+                             + "; rerun snakemake to measure them")
         write_text(complete, COMPLETE_TEXT)
     return paths
 

@@ -19,9 +19,10 @@ from pathlib import Path
 from phonetrain import layout
 from phonetrain.devices import toolchains
 from phonetrain.errors import StageError
-from phonetrain.io import read_json, write_json
+from phonetrain.io import write_json
 from phonetrain.kernels import load_version, stage_kernels
 from phonetrain.runner import KernelBuildError, Runner, RunnerError
+from phonetrain.stages.current import STAMP, stamp
 from phonetrain.stages.job import Job, main
 
 
@@ -61,21 +62,16 @@ def build_kernels(job: Job) -> dict:
             if not r.transport.streams_stderr:
                 sys.stderr.write(e.stderr)
             reason = f"device '{dev['name']}': kernel version '{version}' failed to build: {e}"
-            write_json({"reason": reason, "log": e.stderr[-20000:]}, failed)
+            write_json({"reason": reason, "log": e.stderr[-20000:], STAMP: stamp(job)}, failed)
             raise StageError(reason) from None
         except RunnerError as e:
             raise StageError(f"device '{dev['name']}': kernel version '{version}': {e}") from None
     doc.update(device=dev["name"], kernel=version, kernel_hash=p["kernel_hash"])
+    doc[STAMP] = stamp(job)
     write_json(p, out.with_name(layout.PARAMS))
     failed.unlink(missing_ok=True)
     write_json(doc, out)
     return doc
-
-
-def build_failure(build_json: str | Path) -> dict | None:
-    """The ``failed.json`` a failed build left beside its would-be ``build_json``, or None."""
-    f = Path(build_json).with_name(layout.FAILED)
-    return read_json(f) if f.exists() else None
 
 
 STAGES = {"build-runner": build_runner, "build-kernels": build_kernels}

@@ -31,6 +31,7 @@ from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tunin
 from phonetrain.kernels.gemm import GemmShape, gemm_source, gemm_spec
 from phonetrain.results.readers import gemm_frame, peaks_frame
 from phonetrain.runner import DeviceSelector, Runner, RunnerError
+from phonetrain.stages.current import STAMP, stamp
 from phonetrain.stages.job import Job, main
 
 CPU_VERSION = "cpu"
@@ -155,6 +156,7 @@ def gemm(job: Job) -> dict:
                     last_gflops = c["gflops"]
     if kv is not None:
         doc_out["kernel_hash"] = p["kernel_hash"]
+    doc_out[STAMP] = stamp(job)
     write_json(doc_out, job.output.gemm)
     return doc_out
 
@@ -169,6 +171,7 @@ def peaks(job: Job) -> dict:
         except RunnerError as e:
             raise StageError(f"device '{bench.r.device}': runner bench-peak: {e}") from None
     doc["device_id"] = p["device"]
+    doc[STAMP] = stamp(job)
     write_json(doc, job.output.peaks)
     return doc
 

@@ -96,12 +96,14 @@ def gemm_params(sweep: Sweep) -> dict[str, Any]:
             "tune_max_launch_s": float(ms["tune_max_launch_s"]), "threads": int(ms["threads"])}
 
 
-def measurement_generation(run_dir: str) -> int:
+def measurement_generation(run_dir: str, params: dict[str, Any] | None = None) -> int:
     """A run's ``generation`` param: the generation its folder records, plus one when the
-    folder must be measured again (:func:`phonetrain.results.runs.needs_remeasure`). The
-    param changes only then, so Snakemake's ``params`` trigger reruns exactly those runs; the
-    train stage records the new generation, so the next invocation is a no-op again."""
-    return generation(run_dir) + (1 if needs_remeasure(run_dir) else 0)
+    folder must be measured again (:func:`phonetrain.results.runs.needs_remeasure`, with the
+    run's ``params`` as the workflow measures it now). The param changes only then, so
+    Snakemake's ``params`` trigger reruns exactly those runs (deploy and train: both take
+    these params); the train stage records the new generation, so the next invocation is a
+    no-op again."""
+    return generation(run_dir) + (1 if needs_remeasure(run_dir, params) else 0)
 
 
 def job_params(sweep: Sweep) -> dict[str, Any]:
@@ -138,7 +140,7 @@ def job_params(sweep: Sweep) -> dict[str, Any]:
         rp = run_params(exp)
         rp["stage_root"] = L.stage_root(exp.device)
         rp["data_dir"] = ddir
-        rp["generation"] = measurement_generation(L.run_dir(exp.device, exp.id))
+        rp["generation"] = measurement_generation(L.run_dir(exp.device, exp.id), rp)
         out["run"][(exp.device, exp.id)] = rp
     out["gemm"] = gemm_params(sweep)
     return out
@@ -158,6 +160,13 @@ def expected_files(sweep: Sweep) -> dict[str, list[str]]:
         "gemm": [L.gemm(d, v) for d in sweep.devices for v in gemm_versions(sweep)],
         "peaks": [L.peaks(d) for d in sweep.devices],
     }
+
+
+def gemm_job(jp: dict[str, Any], device: str, version: str) -> dict[str, Any]:
+    """A GEMM sweep job's params (``version``: a kernel version, or ``cpu``): the device (and
+    kernel version's) params of ``jp`` (:func:`job_params`) and the study's GEMM settings."""
+    base = jp["device"][device] if version == CPU_VERSION else jp["kernel"][(device, version)]
+    return {**base, **jp["gemm"], "version": version}
 
 
 def gemm_versions(sweep: Sweep) -> list[str]:

@@ -13,10 +13,11 @@ import tempfile
 from pathlib import Path
 
 from phonetrain.errors import StageError
-from phonetrain.io import read_json, write_bytes
+from phonetrain.io import read_json, write_bytes, write_json
 from phonetrain.results import profiling
-from phonetrain.results.runs import run_iterations
+from phonetrain.results.runs import folder_problems, run_iterations
 from phonetrain.runner import Runner, RunnerError
+from phonetrain.stages.current import STAMP, stamp
 from phonetrain.stages.job import Job, main
 
 
@@ -32,7 +33,8 @@ def bandwidth(job: Job) -> Path:
             csv = r.bench_bandwidth(Path(tmp) / "bw", max_bytes=p["bandwidth_max_bytes"])
         except RunnerError as e:
             raise StageError(f"device '{dev['name']}': runner bench-bandwidth: {e}") from None
-        write_bytes(job.output.bench, csv.with_name("bench.json").read_bytes())
+        bench = read_json(csv.with_name("bench.json"))
+        write_json({**bench, STAMP: stamp(job)}, job.output.bench)
         write_bytes(job.output.csv, csv.read_bytes())  # last: the rule's completion mark
     return Path(job.output.csv)
 
@@ -48,6 +50,9 @@ def perfetto(job: Job) -> Path:
                                                    "skipped": run.get("reason") or "skipped"}},
                                     out)
         return out
+    problems = folder_problems(Path(job.input.run).parent)
+    if problems:  # a trace cut short would be drawn as a run with idle gaps
+        raise StageError(f"{Path(job.input.run).parent} is damaged: {'; '.join(problems)}")
     tr = profiling.read_trace_csv(job.input.trace)
     it = run_iterations(run, str(job.input.run))
     profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=p["title"],

@@ -1,9 +1,18 @@
 """One experiment end to end without Snakemake (``phonetrain run``): the workflow's stages, in
-order, with the workflow's files (:mod:`phonetrain.layout`) and the same job params.
+order, with the workflow's job params.
 
-Every stage is redone (this path is for one-off runs; Snakemake does the incremental
-bookkeeping). A tuned configuration the workflow left for the device (``tuning.json``) is
-used, as in the workflow; none is made here.
+A one-off run never disturbs the workflow's files: Snakemake decides what to rerun from its
+own records of each job's params, so a runner, kernel build, data folder or plan rewritten
+behind its back would either rerun other runs needlessly (a newer file) or, worse, be taken
+as current although made with other settings. So the one-off run makes its runner, data, plan
+and deploy manifest under the results folder's ``oneoff/`` (:meth:`Layout.oneoff`), reuses the
+workflow's kernel build when that build is current for the same runner and settings
+(:func:`phonetrain.stages.current.not_current`), and writes only its run folder
+(``runs/<device>/<experiment>/``, the one the workflow uses for that experiment). When that
+folder then holds a measurement under other settings than the study's, the next ``snakemake
+all`` re-measures it (:func:`phonetrain.results.runs.needs_remeasure`). A tuned configuration
+the workflow left for the device (``tuning.json``) is used, as in the workflow; none is made
+here.
 """
 
 from __future__ import annotations
@@ -13,9 +22,11 @@ from typing import Any
 
 from phonetrain import layout
 from phonetrain.config import Experiment, Sweep
+from phonetrain.io import read_json
 from phonetrain.kernels import resolve_sources, tuning
 from phonetrain.layout import Layout
 from phonetrain.stages import build, deploy, train
+from phonetrain.stages.current import STAMP, not_current
 from phonetrain.stages.job import Job, Runtime, files, run
 from phonetrain.stages.params import job_params
 
@@ -25,41 +36,59 @@ def _job(params: dict[str, Any], log: str, runtime: Runtime, inputs: dict[str, A
     return Job(files(inputs or {}), files(outputs or {}), params, Path(log), runtime)
 
 
+def reusable_build(L: Layout, device: str, kernel: str, params: dict[str, Any],
+                   runner: str) -> str | None:
+    """The workflow's kernel build of ``kernel`` on ``device`` when it was made with
+    ``params`` and the runner binary ``runner`` (the one-off run needs no rebuild), else
+    None."""
+    path = Path(L.kernel_build(device, kernel))
+    if not path.is_file():
+        return None
+    doc = read_json(path)
+    if STAMP not in doc or not_current(doc, params, runner) is not None:
+        return None
+    return str(path)
+
+
 def run_single(sweep: Sweep, exp: Experiment) -> Path:
     """Build, lower, deploy, run and verify one experiment of ``sweep``; returns its run
     folder. Raises :class:`~phonetrain.errors.StageError` naming the stage that failed."""
     L = Layout(sweep.results_dir)
+    O = L.oneoff()
     jp = job_params(sweep)
     ms = sweep.root["measure"]
     rt = Runtime(timeout_s=ms["timeout_s"], progress=ms["progress"])
     d, e = exp.device, exp.id
+    runner = O.runner(d)
     run(build.build_runner, _job({**jp["device"][d], "cache": L.runner_cache()},
-                                 L.log("build_runner", d), rt, outputs={"runner": L.runner(d)}),
+                                 O.log("build_runner", d), rt, outputs={"runner": runner}),
         "build-runner")
     sources = [str(p) for p in resolve_sources(exp.kernel).values()] if exp.is_opencl else []
     tuned = []
     if exp.is_opencl:
-        run(build.build_kernels, _job(jp["kernel"][(d, exp.kernel)],
-                                      L.log("build_kernels", d, exp.kernel), rt,
-                                      {"runner": L.runner(d), "sources": sources},
-                                      {"build": L.kernel_build(d, exp.kernel)}), "build-kernels")
+        kp = jp["kernel"][(d, exp.kernel)]
+        if reusable_build(L, d, exp.kernel, kp, runner) is None:
+            run(build.build_kernels, _job(kp, O.log("build_kernels", d, exp.kernel), rt,
+                                          {"runner": runner, "sources": sources},
+                                          {"build": O.kernel_build(d, exp.kernel)}),
+                "build-kernels")
         t = L.tuning(d, exp.kernel)
         tuned = [t] if tuning.tunable(exp.kernel) and Path(t).exists() else []
     pc = jp["plan"][e]
-    run(train.write_data, _job(jp["data"][pc["data_dir"]], L.log(pc["data_dir"]), rt,
-                               outputs={"dir": L.data_dir(pc["data_dir"])}), "data")
-    run(train.lower, _job(pc, L.log("lower", e), rt, outputs={"dir": L.plan_dir(e)}), "lower")
+    run(train.write_data, _job(jp["data"][pc["data_dir"]], O.log(pc["data_dir"]), rt,
+                               outputs={"dir": O.data_dir(pc["data_dir"])}), "data")
+    run(train.lower, _job(pc, O.log("lower", e), rt, outputs={"dir": O.plan_dir(e)}), "lower")
     rp = jp["run"][(d, e)]
-    run(deploy.deploy, _job(rp, L.log("deploy", d, e), rt,
-                            {"runner": L.runner(d), "plan_dir": L.plan_dir(e),
-                             "data": L.data_dir(pc["data_dir"]), "sources": sources,
+    manifest = O.deploy_manifest(d, e)
+    run(deploy.deploy, _job(rp, O.log("deploy", d, e), rt,
+                            {"runner": runner, "plan_dir": O.plan_dir(e),
+                             "data": O.data_dir(pc["data_dir"]), "sources": sources,
                              "tuning": tuned},
-                            {"manifest": L.deploy_manifest(d, e),
-                             "plan": L.run_file(d, e, layout.PLAN)}), "deploy")
-    run(train.train, _job(rp, L.log("train", d, e), rt,
-                          {"manifest": L.deploy_manifest(d, e),
-                           "plan": L.run_file(d, e, layout.PLAN), "plan_dir": L.plan_dir(e),
-                           "data": L.data_dir(pc["data_dir"])},
+                            {"manifest": manifest, "plan": L.run_file(d, e, layout.PLAN)}),
+        "deploy")
+    run(train.train, _job(rp, O.log("train", d, e), rt,
+                          {"manifest": manifest, "plan": L.run_file(d, e, layout.PLAN),
+                           "plan_dir": O.plan_dir(e), "data": O.data_dir(pc["data_dir"])},
                           {"run": L.run_file(d, e, layout.RUN),
                            "trace": L.run_file(d, e, layout.TRACE),
                            "verify": L.run_file(d, e, layout.VERIFY)}), "train")

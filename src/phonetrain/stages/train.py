@@ -39,9 +39,13 @@ from phonetrain.runner import TRACE_HEADER, Adaptive, MissingLibraryError, Runne
 from phonetrain.stages.job import Job, main
 
 
+DATA_SOURCE = "source.json"  # beside the batch files: the dataset folder actually read
+
+
 def write_data(job: Job) -> Path:
     """Write one dataset's batch files into ``output.dir`` for the input shape, classes and
-    batch size of the params."""
+    batch size of the params, and :data:`DATA_SOURCE` recording the folder they were read
+    from (None for digits and synthetic data)."""
     p = job.params
     dcfg = p["dataset_config"]
     opts: dict[str, Any] = {}
@@ -50,10 +54,12 @@ def write_data(job: Job) -> Path:
     if dcfg.get("allow_download"):
         opts["download"] = True
     out = Path(job.output.dir)
-    datasets.write_batches(p["dataset"], p["batch_size"], dcfg["num_batches"], out.parent,
-                           seed=p["seed"], classes=p["classes"], dest=out,
-                           input_shape=tuple(p["input_shape"]) if p["input_shape"] else None,
-                           **opts)
+    doc = datasets.write_batches(p["dataset"], p["batch_size"], dcfg["num_batches"], out.parent,
+                                 seed=p["seed"], classes=p["classes"], dest=out,
+                                 input_shape=tuple(p["input_shape"]) if p["input_shape"]
+                                 else None, **opts)
+    write_json({k: doc[k] for k in ("source_folder", "sha256", "num_batches", "batch_size")}
+               | {"dataset": p["dataset"]}, out / DATA_SOURCE)
     return out
 
 
@@ -127,6 +133,7 @@ def train(job: Job) -> Path:
     dev, ms = cfg["device"], cfg["measure"]
     rdir = Path(job.output.run).parent
     rdir.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(rdir)
     write_json(p, rdir / layout.PARAMS)
     marker = rdir / layout.FAILED
     marker.unlink(missing_ok=True)
@@ -162,9 +169,25 @@ def train(job: Job) -> Path:
         write_json(judge_measurement(runs, ms), tmp / "main" / layout.MEASUREMENT)
         write_json({"generation": p["generation"]}, tmp / "main" / layout.GENERATION)
         _install(tmp, rdir)
+        (rdir / layout.REFRESH).unlink(missing_ok=True)  # the requested re-measurement is done
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rdir
+
+
+def remove_leftovers(rdir: Path) -> list[Path]:
+    """Remove what a train job killed hard (SIGKILL, power loss) left in its run folder: its
+    ``.train-*`` working folder and the temporary files of unfinished atomic writes
+    (``.<name>.*.tmp``). Snakemake runs one job per run folder at a time (its own lock), so
+    anything of that kind found when a job starts is a leftover. Returns what was removed."""
+    gone = [d for d in rdir.glob(".train-*") if d.is_dir()]
+    gone += [f for f in rdir.glob(".*.tmp") if f.is_file()]
+    for g in gone:
+        if g.is_dir():
+            shutil.rmtree(g, ignore_errors=True)
+        else:
+            g.unlink(missing_ok=True)
+    return gone
 
 
 def _tail(stderr: str, lines: int = 20) -> str:

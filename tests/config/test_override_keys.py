@@ -1,0 +1,80 @@
+"""Overrides: a key the structured config lacks is refused before composing, with the valid
+keys of its section, whether typed plainly or with Hydra's `+`/`++` (which Hydra accepts and
+the study would ignore); a bad value set by an override is blamed on the override, not on
+the file it overrode. `phonetrain aggregate --help` shows what it takes."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from phonetrain.cli import main
+from phonetrain.config import ConfigError, compose_one, compose_sweep
+
+
+@pytest.mark.parametrize("override", ["measure.iteration=20", "+measure.iteration=20",
+                                      "++measure.iteration=20"])
+def test_unknown_key_is_refused_with_the_valid_keys(override):
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", override])
+    msg = str(e.value)
+    assert "'measure.iteration' is not a key" in msg and "'iterations'" in msg, msg
+    assert "use +" not in msg  # never Hydra's hint that leads to an ignored key
+
+
+def test_unknown_key_is_refused_for_one_run_too():
+    with pytest.raises(ConfigError, match="'model.batchsize' is not a key.*'batch_size'"):
+        compose_one(["model=lenet5", "+model.batchsize=4"])
+
+
+def test_unknown_section_lists_the_roots_keys():
+    with pytest.raises(ConfigError, match="measur.iterations.*no such section.*'measure'"):
+        compose_sweep(["sweep=test", "measur.iterations=3"])
+
+
+def test_plus_on_an_existing_key_says_drop_the_plus():
+    with pytest.raises(ConfigError, match="drop the '\\+'"):
+        compose_sweep(["sweep=test", "+measure.iterations=3"])
+    assert compose_sweep(["sweep=test", "++measure.iterations=3"]).root["measure"][
+        "iterations"] == 3
+
+
+@pytest.mark.parametrize("override, file", [
+    ("model.batch_size=0", "model/mlp_16_16.yaml"),
+    ("measure.timeout_s=0", "config.yaml"),
+    ("backend.transfer=zero", "backend/opencl.yaml"),
+])
+def test_bad_value_from_an_override_names_the_override(override, file):
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.models=[mlp_16_16]", "sweep.backends=[opencl]",
+                       override])
+    msg = str(e.value)
+    assert msg.startswith(f"override '{override}'") and file in msg, msg
+    assert "sweep.models" not in msg  # not blamed on the sweep listing the model
+
+
+def test_bad_value_in_a_file_names_the_file(tmp_path):
+    import shutil
+
+    from phonetrain.config import CONF_DIR
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    f = conf / "model" / "mlp_16_16.yaml"
+    f.write_text(f.read_text().replace("batch_size: 32", "batch_size: 0"))
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test"], conf)
+    assert "override" not in str(e.value) and "model/mlp_16_16.yaml" in str(e.value)
+
+
+def test_phonetrain_run_refuses_a_plus_key_in_one_message():
+    res = CliRunner().invoke(main, ["run", "+measure.iteration=20"])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "'measure.iteration' is not a key" in res.output
+
+
+def test_aggregate_help_names_overrides_not_a_folder():
+    res = CliRunner().invoke(main, ["aggregate", "--help"])
+    assert res.exit_code == 0
+    usage = res.output.splitlines()[0]
+    assert usage.endswith("[OVERRIDES]..."), usage
+    assert "Hydra overrides the study ran with" in " ".join(res.output.split())

@@ -1,0 +1,73 @@
+"""A finished run folder is checked whole wherever it is read: trace rows against the runner's
+count, and every file of the runner's ledger (src/runner/ledger.c) by size and SHA-256."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from phonetrain.results.runs import folder_problems, needs_remeasure, read_run
+from helpers.real_study import OK
+
+
+@pytest.fixture
+def run_copy(real_study, tmp_path) -> Path:
+    study = real_study
+    src = next(d for d in study["runs"] if d.name == OK[1])  # an OpenCL run with dumps
+    return Path(shutil.copytree(src, tmp_path / src.name))
+
+
+def test_a_whole_folder_has_no_problems(run_copy: Path):
+    run = json.loads((run_copy / "run.json").read_text())
+    assert "trace.csv" in run["files"] and any(k.startswith("dumps/") for k in run["files"])
+    assert folder_problems(run_copy) == [] and needs_remeasure(run_copy) is None
+
+
+def _flip_a_byte(f: Path) -> None:
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda d: _flip_a_byte(sorted((d / "dumps").glob("*.f32"))[0]), "content differs"),
+    (lambda d: (d / "trace.csv").write_text((d / "trace.csv").read_text() + "x\n"),
+     "rows, the runner wrote"),
+    (lambda d: sorted((d / "dumps").glob("*.f32"))[-1].write_bytes(b"\0" * 8), "bytes, the runner"),
+    (lambda d: (d / "run.json").write_text('{"status": "ok", '), "cannot read JSON"),
+], ids=["dump-bytes-changed", "trace-grown", "dump-replaced", "run-json-cut"])
+def test_damage_is_named_and_never_tabulated(run_copy: Path, damage, needle):
+    damage(run_copy)
+    problems = folder_problems(run_copy)
+    assert any(needle in p for p in problems), problems
+    assert needs_remeasure(run_copy).startswith("damaged")
+    if needle != "cannot read JSON":
+        row = read_run(run_copy)["runs"].iloc[0]
+        assert row["status"] == "failed" and needle in row["status_reason"]
+
+
+def test_settings_refresh_and_stale_marker_ask_for_a_remeasurement(run_copy: Path):
+    params = json.loads((run_copy / "params.json").read_text())
+    assert needs_remeasure(run_copy, params) is None
+    other = {**params, "iterations": params["iterations"] + 1, "generation": 7}
+    assert "iterations" in needs_remeasure(run_copy, other)
+    assert needs_remeasure(run_copy, {**params, "generation": 9}) is None  # not a setting
+    (run_copy / "refresh.json").write_text("{}")
+    assert needs_remeasure(run_copy).startswith("refresh requested")
+    (run_copy / "refresh.json").unlink()
+    (run_copy / "failed.json").write_text(json.dumps({"reason": "not re-measured"}))
+    assert "not re-measured" in needs_remeasure(run_copy)
+
+
+def test_trace_command_refuses_a_damaged_folder(run_copy: Path):
+    from click.testing import CliRunner
+
+    from phonetrain.cli import main
+    (run_copy / "trace.csv").write_text((run_copy / "trace.csv").read_text().splitlines()[0])
+    (run_copy / "trace.perfetto.json").unlink(missing_ok=True)
+    res = CliRunner().invoke(main, ["trace", str(run_copy)])
+    assert res.exit_code == 1 and "damaged" in res.output, res.output
+    assert not (run_copy / "trace.perfetto.json").exists()  # no trace drawn from a cut file

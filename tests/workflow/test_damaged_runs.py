@@ -1,0 +1,84 @@
+"""A run folder damaged after it was measured (a trace cut to its header or to half its rows,
+a dump deleted) is never tabulated as a measurement, and the next `snakemake all` re-measures
+exactly that run, then writes a complete summary and report; a further run is a no-op."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from phonetrain.config import compose_sweep
+from phonetrain.errors import StageError
+from phonetrain.layout import Layout
+from phonetrain.results.runs import folder_problems, read_run
+from phonetrain.stages.aggregate import aggregate_study
+from phonetrain.stages.params import expected_files, job_params, summary_outputs
+from helpers.workflow import (TINY, clone_workspace, planned, planned_jobs,
+                           snakemake)
+
+DAMAGED = {
+    "mlp_16_16.cpu.none": "trace cut to its header",
+    "mlp_16_16.opencl.baseline": "trace cut to half its rows",
+    "mlp_784_256_128_16.opencl.baseline": "a dump deleted",
+}
+WHOLE = "mlp_784_256_128_16.cpu.none"
+
+
+@pytest.fixture(scope="module")
+def done(completed_workspace) -> Path:
+    return completed_workspace
+
+
+def _damage(rdir: Path, how: str) -> None:
+    trace = rdir / "trace.csv"
+    lines = trace.read_text().splitlines(keepends=True)
+    if how == "trace cut to its header":
+        trace.write_text(lines[0])
+    elif how == "trace cut to half its rows":
+        trace.write_text("".join(lines[: 1 + (len(lines) - 1) // 2]))
+    else:
+        sorted((rdir / "dumps").glob("*.f32"))[0].unlink()
+
+
+def test_damaged_runs_are_never_tabulated_and_are_remeasured(done: Path, tmp_path: Path):
+    ws = clone_workspace(done, tmp_path / "ws")
+    R = ws / "results"
+    for exp, how in DAMAGED.items():
+        _damage(R / "runs" / "host" / exp, how)
+    for exp in DAMAGED:
+        row = read_run(R / "runs" / "host" / exp)["runs"].iloc[0]
+        assert row["status"] == "failed" and "damaged" in row["status_reason"], row
+    assert read_run(R / "runs" / "host" / WHOLE)["runs"].iloc[0]["status"] == "ok"
+
+    jobs = planned_jobs(ws)
+    assert {w["exp"] for r, w in jobs if r == "train"} == set(DAMAGED)
+    assert not {r for r, _ in jobs} & {"build_runner", "build_kernels", "lower", "data", "gemm"}
+
+    p = snakemake(ws, "all")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (R / "summary" / "COMPLETE").exists() and (R / "report" / "COMPLETE").exists()
+    runs = pd.read_parquet(R / "summary" / "runs.parquet").set_index("run_id")
+    assert (runs["status"] == "ok").all(), runs[["status", "status_reason"]]
+    assert (runs["kernel_ms"].fillna(1) > 0).all() and (runs["iteration_median_ms"] > 0).all()
+    for exp in DAMAGED:
+        assert folder_problems(R / "runs" / "host" / exp) == []
+    assert planned(ws) == {}  # the re-measurement left a consistent workflow
+
+
+def test_a_damaged_run_keeps_the_summary_from_being_complete(done: Path, tmp_path: Path,
+                                                            monkeypatch):
+    """The aggregate rule refuses the COMPLETE marker when a run has no valid measurement."""
+    ws = clone_workspace(done, tmp_path / "ws")
+    monkeypatch.chdir(ws)  # the workflow's results folder, spelled as the workflow spells it
+    sweep = compose_sweep(TINY, ws / "conf")
+    _damage(ws / "results" / "runs" / "host" / WHOLE, "a dump deleted")
+    L = Layout(sweep.results_dir)
+    complete = Path(L.summary_complete())
+    complete.unlink()
+    with pytest.raises(StageError, match=f"host/{WHOLE}: damaged") as e:
+        aggregate_study(job_params(sweep), L, expected_files(sweep), summary_outputs(sweep),
+                        str(complete))
+    assert "mlp_16_16" not in str(e.value)  # only the damaged run is named
+    assert not complete.exists()
