@@ -16,6 +16,7 @@ and the key, and says what to do.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -191,7 +192,8 @@ CHOICES = {
 MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "iterations"): 1,
            ("measure", "repeats"): 1, ("measure", "threads"): 0, ("dataset", "num_batches"): 1,
            ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1,
-           ("measure", "max_iterations"): 1, ("measure", "bootstrap_resamples"): 2}
+           ("measure", "max_iterations"): 1, ("measure", "bootstrap_resamples"): 2,
+           ("measure", "seed"): 0}
 # Floats that must be > 0 (a limit or calibration target of 0 makes every job fail or spin)
 # or >= 0 (a negative tolerance fails every verification; a negative wait is meaningless).
 POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
@@ -378,6 +380,9 @@ def _check_signs(path: Path, group: str, node: dict[str, Any], prefix: str,
         if g != group:
             continue
         low_ok = node[key] > 0 if (g, key) in POSITIVE else node[key] >= 0
+        if not math.isfinite(node[key]):
+            raise ConfigError(f"{_source(path, f'{group}.{key}', overrides)}: key "
+                              f"'{prefix}{key}' is {node[key]}; it must be a finite number")
         if not low_ok:
             bound = "> 0" if (g, key) in POSITIVE else ">= 0"
             raise ConfigError(f"{_source(path, f'{group}.{key}', overrides)}: key "

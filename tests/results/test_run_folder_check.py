@@ -26,6 +26,14 @@ def test_a_whole_folder_has_no_problems(run_copy: Path):
     assert folder_problems(run_copy) == [] and needs_remeasure(run_copy) is None
 
 
+def _edit_run(d: Path, change) -> None:
+    """Change ``run.json`` in place and keep it valid JSON (damage a checksum cannot see:
+    run.json is written last and cannot list its own hash)."""
+    run = json.loads((d / "run.json").read_text())
+    change(run)
+    (d / "run.json").write_text(json.dumps(run))
+
+
 def _flip_a_byte(f: Path) -> None:
     data = bytearray(f.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -38,13 +46,23 @@ def _flip_a_byte(f: Path) -> None:
      "rows, the runner wrote"),
     (lambda d: sorted((d / "dumps").glob("*.f32"))[-1].write_bytes(b"\0" * 8), "bytes, the runner"),
     (lambda d: (d / "run.json").write_text('{"status": "ok", '), "cannot read JSON"),
-], ids=["dump-bytes-changed", "trace-grown", "dump-replaced", "run-json-cut"])
+    (lambda d: _edit_run(d, lambda r: r["iters"].pop()), "iteration records, the runner ran"),
+    (lambda d: _edit_run(d, lambda r: [i.update(wall_ms=100 * i["wall_ms"]) for i in r["iters"]]),
+     "measured wall times have median"),
+    (lambda d: (d / "run.json").write_text('{"status": "ok"}'), "not the runner's complete"),
+    (lambda d: (d / "verify.json").unlink(), "verify.json: missing"),
+    (lambda d: (d / "params.json").unlink(), "params.json: missing"),
+    (lambda d: (d / "plan.json").write_text((d / "plan.json").read_text() + " "),
+     "not the plan this run measured"),
+], ids=["dump-bytes-changed", "trace-grown", "dump-replaced", "run-json-cut",
+        "iteration-record-lost", "wall-times-changed", "run-json-hollow", "verdict-lost",
+        "settings-lost", "plan-replaced"])
 def test_damage_is_named_and_never_tabulated(run_copy: Path, damage, needle):
     damage(run_copy)
     problems = folder_problems(run_copy)
     assert any(needle in p for p in problems), problems
     assert needs_remeasure(run_copy).startswith("damaged")
-    if needle != "cannot read JSON":
+    if needle != "params.json: missing":   # the row's key columns come from params.json
         row = read_run(run_copy)["runs"].iloc[0]
         assert row["status"] == "failed" and needle in row["status_reason"]
 

@@ -75,10 +75,11 @@ def test_a_damaged_run_keeps_the_summary_from_being_complete(done: Path, tmp_pat
     sweep = compose_sweep(TINY, ws / "conf")
     _damage(ws / "results" / "runs" / "host" / WHOLE, "a dump deleted")
     L = Layout(sweep.results_dir)
-    complete = Path(L.summary_complete())
-    complete.unlink()
+    complete, report_complete = Path(L.summary_complete()), Path(L.report_complete())
+    assert complete.exists() and report_complete.exists()  # from the complete study
     with pytest.raises(StageError, match=f"host/{WHOLE}: damaged") as e:
         aggregate_study(job_params(sweep), L, expected_files(sweep), summary_outputs(sweep),
                         str(complete))
     assert "mlp_16_16" not in str(e.value)  # only the damaged run is named
-    assert not complete.exists()
+    # neither the old summary's marker nor the report's survives a failed aggregation
+    assert not complete.exists() and not report_complete.exists()

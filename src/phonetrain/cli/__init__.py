@@ -13,7 +13,22 @@ import click
 from phonetrain.cli import devices, info, stale, study
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The command group; an operating-system error that reaches it (a results folder that
+    is read-only, a file where a folder is expected, a full disk) becomes one line naming the
+    path, not a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except OSError as e:
+            where = e.filename if e.filename is not None else "a file"
+            raise click.ClickException(
+                f"{where}: {e.strerror or e}; check that the path (results_dir, --results) is "
+                "a folder you can write to, with free space") from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="phonetrain")
 def main() -> None:
     """phonetrain: measure DNN training on phone GPUs and CPUs (see README.md)."""

@@ -24,7 +24,7 @@ from phonetrain.errors import PhonetrainError
 @click.option("--conf", "conf_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("conf"), show_default=True, help="Config tree to write into.")
 @click.option("--adb-host", default="127.0.0.1", show_default=True, help="adb server host.")
-@click.option("--adb-port", type=int, default=None,
+@click.option("--adb-port", type=click.IntRange(1, 65535), default=None,
               help="adb server port [default: $ANDROID_ADB_SERVER_PORT or 5037].")
 @click.option("--name", "names", multiple=True, metavar="SERIAL=NAME",
               help="Config name for a serial (default: from the model).")

@@ -200,7 +200,7 @@ def folder_problems(run_dir: str | Path) -> list[str]:
     run_dir = Path(run_dir)
     if not (run_dir / layout.RUN).exists() or (run_dir / layout.FAILED).exists():
         return []
-    problems = []
+    problems, measured = [], False
     for d in _repeat_dirs(run_dir):
         try:
             run = read_json(d / layout.RUN)
@@ -209,6 +209,8 @@ def folder_problems(run_dir: str | Path) -> list[str]:
             continue
         if run.get("status", "ok") != "ok":
             continue
+        measured = True
+        problems += _record_problems(d / layout.RUN, run)
         trace = d / layout.TRACE
         rows = _data_rows(trace)
         if rows is None:
@@ -220,7 +222,58 @@ def folder_problems(run_dir: str | Path) -> list[str]:
             f = d / rel
             if not f.is_file() or f.stat().st_size == 0:
                 problems.append(f"{f}: missing or empty")
+    if measured:
+        problems += _companion_problems(run_dir)
     return list(dict.fromkeys(problems))
+
+
+RUN_KEYS = ("iters", "warmup", "iterations")
+"""Keys of the runner's ``run.json`` of an ok run that a measurement cannot be read without
+(``trace_rows`` and ``files`` are checked where present)."""
+
+
+def _record_problems(path: Path, run: dict[str, Any]) -> list[str]:
+    """A ``run.json`` that is not the runner's whole record (it is written last and cannot
+    list its own hash): keys missing, per-iteration records that do not add up to the warm-up
+    and measured counts, or measured wall times whose median is not the one the runner
+    computed from them (``measurement.median_ms``)."""
+    missing = [k for k in RUN_KEYS if k not in run]
+    if missing:
+        return [f"{path}: lacks {missing}, not the runner's complete record"]
+    iters = run["iters"]
+    want = int(run["warmup"]) + int(run["iterations"])
+    if not isinstance(iters, list) or len(iters) != want:
+        n = len(iters) if isinstance(iters, list) else "no"
+        return [f"{path}: {n} iteration records, the runner ran {want}"]
+    median = (run.get("measurement") or {}).get("median_ms")
+    walls = [float(i.get("wall_ms", float("nan"))) for i in iters if not i.get("warmup")]
+    if median is not None and walls:
+        got = float(np.median(walls))
+        if not np.isclose(got, float(median), rtol=1e-4, atol=1e-9):
+            return [f"{path}: measured wall times have median {got:.6g} ms, the runner "
+                    f"recorded {float(median):.6g} ms"]
+    return []
+
+
+def _companion_problems(run_dir: Path) -> list[str]:
+    """The files the train stage writes beside a measurement: ``params.json`` (the settings
+    measured), ``verify.json`` (the verdict) and ``plan.json`` (the plan that ran: equal to
+    the SHA-256 the verdict recorded, when it recorded one)."""
+    out = []
+    for name in (layout.PARAMS, layout.VERIFY):
+        try:
+            read_json(run_dir / name)
+        except ResultsFileError as e:
+            out.append(str(e) if (run_dir / name).exists() else f"{run_dir / name}: missing")
+    try:
+        want = read_json(run_dir / layout.VERIFY).get("plan_sha256")
+    except ResultsFileError:
+        want = None
+    plan = run_dir / layout.PLAN
+    if want and (not plan.is_file() or sha256_file(plan) != want):
+        out.append(f"{plan}: not the plan this run measured (changed since, e.g. by a run "
+                   "that did not finish)")
+    return out
 
 
 def _ledger_problems(folder: Path, ledger: dict[str, Any]) -> list[str]:
@@ -349,7 +402,11 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     if not (run_dir / layout.RUN).exists():
         return {"runs": schema.frame([_failed_row(params, "no run.json (job failed or not run)",
                                             run_dir)], "runs"), **none}
-    top = read_json(run_dir / layout.RUN)
+    try:
+        top = read_json(run_dir / layout.RUN)
+    except ResultsFileError as e:  # damaged: a failed row, the other runs still aggregate
+        reason = f"damaged, not a measurement: {e}"
+        return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
     if top.get("status") == "skipped":  # the device lacks a library the version needs
         row = _failed_row(params, top.get("reason") or "skipped", run_dir)
         return {"runs": schema.frame([{**row, "status": "skipped"}], "runs"), **none}

@@ -50,7 +50,8 @@ def prepare_run_folders(run_params: Mapping[tuple[str, str], dict[str, Any]],
         rdir.mkdir(parents=True, exist_ok=True)
         old = rdir / layout.PARAMS
         measured = (rdir / layout.RUN).exists()
-        stale = measured and old.exists() and bool(changed_params(rdir, p))
+        # a measurement whose params.json is lost cannot show what it measured: stale too
+        stale = measured and (not old.exists() or bool(changed_params(rdir, p)))
         write_if_changed(old, p)
         build_failed = Path(L.kernel_failed(dev, str(p["kernel"])))
         if p["kernel"] and (stale or not measured) and build_failed.exists():
@@ -129,6 +130,10 @@ def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
     :class:`StageError` instead of writing ``complete`` when a run of the study has no valid
     measurement (a folder damaged since it was measured): a summary with such a row is not
     complete."""
+    # the tables are about to change: neither they nor the report may look complete
+    # until this aggregation has finished and judged them
+    for marker in (L.summary_complete(), L.report_complete()):
+        Path(marker).unlink(missing_ok=True)
     prepare_run_folders(jp["run"] if jp else {}, L)
     exist = lambda kind: [f for f in expected[kind] if Path(f).exists()]  # noqa: E731
     not_ok = not_ok_products(jp, L, expected) if jp else {}

@@ -31,7 +31,7 @@ from typing import Any
 from phonetrain import data as datasets
 from phonetrain import layout, reference
 from phonetrain.errors import StageError
-from phonetrain.io import read_json, write_json, write_text
+from phonetrain.io import read_json, sha256_file, write_json, write_text
 from phonetrain.lowering import LowerSpec, write_plan_dir
 from phonetrain.plan import Plan
 from phonetrain.results import stats
@@ -134,7 +134,6 @@ def train(job: Job) -> Path:
     rdir = Path(job.output.run).parent
     rdir.mkdir(parents=True, exist_ok=True)
     remove_leftovers(rdir)
-    write_json(p, rdir / layout.PARAMS)
     marker = rdir / layout.FAILED
     marker.unlink(missing_ok=True)
     manifest = read_json(job.input.manifest)
@@ -154,6 +153,7 @@ def train(job: Job) -> Path:
                     return _skip(p, tmp, rdir, e.message)
                 except RunnerError as e:
                     reason = f"device '{dev['name']}', run {p['run_id']}: {e}"
+                    write_json(p, rdir / layout.PARAMS)  # the settings that failed
                     write_json({"reason": reason, "log": e.stderr[-20000:]}, marker)
                     if not r.transport.streams_stderr:
                         sys.stderr.write(e.stderr)
@@ -164,10 +164,14 @@ def train(job: Job) -> Path:
         plan_dir = Path(job.input.plan_dir)
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
                             p["verify_atol"])
+        verify["plan_sha256"] = sha256_file(job.input.plan)  # the plan this run measured
         write_json(verify, tmp / "main" / layout.VERIFY)
         runs = [tmp / "main"] + sorted(tmp.glob("repeat_*"))
         write_json(judge_measurement(runs, ms), tmp / "main" / layout.MEASUREMENT)
         write_json({"generation": p["generation"]}, tmp / "main" / layout.GENERATION)
+        # params.json goes in with the measurement: a run interrupted before it finishes
+        # leaves the previous measurement beside the settings it was measured with
+        write_json(p, tmp / "main" / layout.PARAMS)
         _install(tmp, rdir)
         (rdir / layout.REFRESH).unlink(missing_ok=True)  # the requested re-measurement is done
     finally:
@@ -203,6 +207,7 @@ def _skip(p: dict[str, Any], tmp: Path, rdir: Path, reason: str) -> Path:
     job succeeds without anything that looks like a measurement."""
     main_dir = tmp / "main"
     main_dir.mkdir(parents=True, exist_ok=True)
+    write_json(p, main_dir / layout.PARAMS)
     write_text(main_dir / layout.TRACE, TRACE_HEADER)
     write_json({"skipped": True, "ok": None, "max_abs_err": None, "reason": reason},
                main_dir / layout.VERIFY)

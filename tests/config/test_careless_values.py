@@ -1,0 +1,39 @@
+"""Careless values and paths get one line naming them: a negative seed, a non-finite rate, a
+results folder that is a file, an adb port out of range."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from phonetrain.cli import main
+from phonetrain.config import ConfigError, compose_sweep
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("measure.seed=-5", "key 'measure.seed' is -5; it must be >= 0"),
+    ("model.lr=inf", "it must be a finite number"),
+    ("measure.ci_target=nan", "it must be a finite number"),
+])
+def test_values_no_run_could_use_are_refused_at_composition(override, needle):
+    with pytest.raises(ConfigError, match="override") as e:
+        compose_sweep(["sweep=test", override])
+    assert needle in str(e.value)
+
+
+def test_a_results_folder_that_is_a_file_is_one_line(tmp_path: Path):
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    res = CliRunner().invoke(main, ["run", "model=mlp_16_16", "backend=cpu",
+                                    f"results_dir={afile}", "measure.iterations=2"])
+    assert res.exit_code == 1
+    assert "Not a directory" in res.output and str(afile) in res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert "Traceback" not in res.output and len(errors) == 1, res.output
+
+
+def test_adb_port_out_of_range_is_refused():
+    res = CliRunner().invoke(main, ["devices", "--adb-port", "99999"])
+    assert res.exit_code == 2 and "99999 is not in the range 1<=x<=65535" in res.output

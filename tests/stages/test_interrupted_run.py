@@ -1,0 +1,60 @@
+"""A one-off `phonetrain run` interrupted (Ctrl-C) while it measures leaves the previous
+measurement beside the settings it was measured with: params.json goes in with the
+measurement, and a plan that changed at deploy marks the folder damaged, never a measurement
+of the new settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from helpers import REPO, STEADY
+from phonetrain.cli import main
+from phonetrain.results.runs import folder_problems, needs_remeasure, read_run
+
+MODEL = "mlp_784_256_128_16"
+BASE = ["run", f"model={MODEL}", "device=host", "backend=cpu", "measure.warmup=1",
+        "measure.progress=false", *STEADY]
+
+
+def _interrupt_when_measuring(args: list[str], rdir: Path) -> int:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    p = subprocess.Popen([sys.executable, "-m", "phonetrain.cli", *args], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    while not list(rdir.glob(".train-*")) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=120)
+    return p.returncode
+
+
+def test_interrupted_run_keeps_the_measurement_beside_its_own_settings(tmp_path: Path):
+    R = tmp_path / "results"
+    res = CliRunner().invoke(main, [*BASE, f"results_dir={R}", "measure.iterations=3"])
+    assert res.exit_code == 0, (res.output, res.exception)
+    rdir = R / "runs" / "host" / f"{MODEL}.cpu.none"
+    before = json.loads((rdir / "params.json").read_text())
+    measured = (rdir / "run.json").read_bytes()
+
+    rc = _interrupt_when_measuring([*BASE, f"results_dir={R}", "measure.iterations=200000",
+                                    "measure.max_iterations=200000"], rdir)
+    assert rc != 0
+    assert (rdir / "run.json").read_bytes() == measured
+    assert json.loads((rdir / "params.json").read_text()) == before
+    assert not list(rdir.glob(".train-*"))
+    # the deploy of the interrupted run replaced plan.json: the folder no longer holds a
+    # measurement of its plan, so it is not tabulated and the next workflow run re-measures it
+    problems = folder_problems(rdir)
+    assert any("not the plan this run measured" in p for p in problems), problems
+    assert needs_remeasure(rdir).startswith("damaged")
+    row = read_run(rdir)["runs"].iloc[0]
+    assert row["status"] == "failed" and row["iterations"] != 200000
