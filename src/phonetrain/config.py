@@ -314,7 +314,12 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
         return ConfigError(f"{where}: key '{key}' is missing; add '{key}: ...' to the file")
     if e.__cause__ is not None:  # "Error merging override x=y" hides the reason in its cause
         msg = f"{msg}: {e.__cause__}"
-    return ConfigError(f"override {overrides} on {conf_dir}: {_tidy(msg)}")
+    m = re.search(r"Error merging override (\S+)", msg)
+    named = [o for o in overrides if m and o == m.group(1).rstrip(":")]
+    which = f"override {named[-1]!r}" if named else f"override {overrides}"
+    hint = ("; write a list, e.g. 'sweep.models=[lenet5]'" if "is not a ListConfig" in msg
+            else "")
+    return ConfigError(f"{which} on {conf_dir}: {_tidy(msg)}{hint}")
 
 
 def _compose(conf_dir: Path, overrides: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -439,6 +444,13 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
         raise ConfigError(f"{src('measure.max_iterations')}: key 'measure.max_iterations' is "
                           f"{ms['max_iterations']}, below measure.iterations {ms['iterations']}; "
                           "raise it")
+    total = ms["warmup"] + ms["iterations"]
+    never = [c for c in ms["checkpoints"] if c >= total or c < -total]
+    if ms["checkpoints"] and len(never) == len(ms["checkpoints"]):
+        # no checkpoint reached would silently leave only the whole-trajectory comparison
+        raise ConfigError(f"{src('measure.checkpoints')}: key 'measure.checkpoints' lists "
+                          f"{never}, outside the run's iterations 0..{total - 1} (warm-up "
+                          f"included; negative ones count from the end, down to -{total})")
     if ms["max_other_cpu_share"] > 1:
         raise ConfigError(f"{src('measure.max_other_cpu_share')}: key 'measure.max_other_cpu_share' "
                           f"is {ms['max_other_cpu_share']}; it is a share, 0..1 (1 judges none)")

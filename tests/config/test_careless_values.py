@@ -16,6 +16,8 @@ from phonetrain.config import ConfigError, compose_sweep
     ("measure.seed=-5", "key 'measure.seed' is -5; it must be >= 0"),
     ("model.lr=inf", "it must be a finite number"),
     ("measure.ci_target=nan", "it must be a finite number"),
+    ("measure.checkpoints=[100]", "lists [100], outside the run's iterations"),
+    ("measure.checkpoints=[-100]", "lists [-100], outside the run's iterations"),
 ])
 def test_values_no_run_could_use_are_refused_at_composition(override, needle):
     with pytest.raises(ConfigError, match="override") as e:
@@ -37,3 +39,13 @@ def test_a_results_folder_that_is_a_file_is_one_line(tmp_path: Path):
 def test_adb_port_out_of_range_is_refused():
     res = CliRunner().invoke(main, ["devices", "--adb-port", "99999"])
     assert res.exit_code == 2 and "99999 is not in the range 1<=x<=65535" in res.output
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("measure.iterations=abc", "override 'measure.iterations=abc' on"),
+    ("sweep.models=lenet5", "write a list, e.g. 'sweep.models=[lenet5]'"),
+])
+def test_a_value_of_the_wrong_type_names_its_own_override(override, needle):
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "measure.warmup=1", override])
+    assert needle in str(e.value) and "measure.warmup=1" not in str(e.value)
