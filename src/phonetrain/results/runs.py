@@ -259,16 +259,13 @@ def _companion_problems(run_dir: Path) -> list[str]:
     """The files the train stage writes beside a measurement: ``params.json`` (the settings
     measured), ``verify.json`` (the verdict) and ``plan.json`` (the plan that ran: equal to
     the SHA-256 the verdict recorded, when it recorded one)."""
-    out = []
+    out, docs = [], {}
     for name in (layout.PARAMS, layout.VERIFY):
         try:
-            read_json(run_dir / name)
+            docs[name] = read_json(run_dir / name)
         except ResultsFileError as e:
             out.append(str(e) if (run_dir / name).exists() else f"{run_dir / name}: missing")
-    try:
-        want = read_json(run_dir / layout.VERIFY).get("plan_sha256")
-    except ResultsFileError:
-        want = None
+    want = docs.get(layout.VERIFY, {}).get("plan_sha256")
     plan = run_dir / layout.PLAN
     if want and (not plan.is_file() or sha256_file(plan) != want):
         out.append(f"{plan}: not the plan this run measured (changed since, e.g. by a run "
