@@ -193,3 +193,9 @@ def run_kernel(name: str, args: list[dict], arrays, *, sequential_gemm: bool = F
         KERNELS[name](d)
     except (ValueError, IndexError) as e:
         raise ValueError(f"kernel {name}: {e}") from None
+
+
+# The mobile CNN operators live in their own module and join the registry here.
+from .mobile import MOBILE_KERNELS  # noqa: E402
+
+KERNELS.update(MOBILE_KERNELS)
