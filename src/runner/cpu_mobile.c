@@ -120,31 +120,30 @@ static int k_dwconv3x3_bwd_data(const mctx *k)
 {
     MCHECK(dw_dims(k, 10, 8, 9));
     const int C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
-    const int64_t n = (int64_t)I(0) * C * H * W;
+    const int64_t BC = (int64_t)I(0) * C;
     const float *dY = PF(8), *Wt = PF(9);
     float *dX = PF(10);
-    /* Gather per input pixel: every (kh, kw) whose output position (h + pad - kh)/stride is
-     * whole and inside the output, taps in (kh, kw) order. */
-#pragma omp parallel for if (n * 9 > MOBILE_PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-        const int w = (int)(i % W), h = (int)(i / W % H);
-        const int64_t bc = i / ((int64_t)H * W);
+    /* Per (b, c) image: zero it, then add each tap's contributions, taps in (kh, kw) order.
+     * Every input pixel thus sums its terms in the order of the OpenCL kernel's gather (which
+     * loops over the same taps), without the gather's divisions by the stride. Threads own
+     * whole images: no races, a fixed order. */
+#pragma omp parallel for if (BC * OH * OW * 9 > MOBILE_PAR_MIN) schedule(static)
+    for (int64_t bc = 0; bc < BC; ++bc) {
+        float *dx = dX + bc * H * W;
         const float *dy = dY + bc * OH * OW, *wt = Wt + (bc % C) * 9;
-        float acc = 0.0f;
-        for (int kh = 0; kh < 3; ++kh) {
-            const int th = h + pad - kh;
-            if (th < 0 || th % s) continue;
-            const int oh = th / s;
-            if (oh >= OH) continue;
+        memset(dx, 0, (size_t)H * W * sizeof(float));
+        for (int kh = 0; kh < 3; ++kh)
             for (int kw = 0; kw < 3; ++kw) {
-                const int tw = w + pad - kw;
-                if (tw < 0 || tw % s) continue;
-                const int ow = tw / s;
-                if (ow >= OW) continue;
-                acc += wt[kh * 3 + kw] * dy[oh * OW + ow];
+                const float wv = wt[kh * 3 + kw];
+                for (int oh = 0; oh < OH; ++oh) {
+                    const int h = oh * s - pad + kh;
+                    if (h < 0 || h >= H) continue;
+                    for (int ow = 0; ow < OW; ++ow) {
+                        const int w = ow * s - pad + kw;
+                        if (w >= 0 && w < W) dx[h * W + w] += wv * dy[oh * OW + ow];
+                    }
+                }
             }
-        }
-        dX[i] = acc;
     }
     return 0;
 }
@@ -201,12 +200,17 @@ static int k_batchnorm_stats(const mctx *k)
     const float cnt = (float)((int64_t)B * HW);
 #pragma omp parallel for if ((int64_t)B * C * HW > MOBILE_PAR_MIN) schedule(static)
     for (int c = 0; c < C; ++c) {
+        /* Shifted sum (Chan, Golub & LeVeque, "Algorithms for computing the sample
+         * variance", Am. Stat. 37(3), 1983): values equal to the channel's first one add
+         * exactly 0, so a near-constant channel (an image background) gets an accurate mean,
+         * which 1/sqrt(var + eps) would otherwise amplify the rounding of. */
+        const float shift = X[(int64_t)c * HW];
         float sum = 0.0f;
         for (int b = 0; b < B; ++b) {
             const float *x = X + ((int64_t)b * C + c) * HW;
-            for (int j = 0; j < HW; ++j) sum += x[j];
+            for (int j = 0; j < HW; ++j) sum += x[j] - shift;
         }
-        const float mu = sum / cnt;
+        const float mu = shift + sum / cnt;
         float sq = 0.0f;  /* second pass: sum of squared deviations (no cancellation) */
         for (int b = 0; b < B; ++b) {
             const float *x = X + ((int64_t)b * C + c) * HW;

@@ -85,7 +85,8 @@ __kernel void dwconv3x3_bwd_weight(const int B, const int C, const int H, const 
     dWt[t] = acc;
 }
 
-/* Per channel c over n = B*HW inputs: mean, biased variance (second pass over deviations),
+/* Per channel c over n = B*HW inputs: mean (a sum shifted by the channel's first value),
+ * biased variance (second pass over deviations),
  * invstd = 1/sqrt(var + eps); running_mean/var = (1-momentum)*old + momentum*(mean, unbiased
  * var = var*n/(n-1), var when n = 1). NDRange [C]. */
 __kernel void batchnorm_stats(const int B, const int C, const int HW, const float eps,
@@ -96,12 +97,14 @@ __kernel void batchnorm_stats(const int B, const int C, const int HW, const floa
     const int c = get_global_id(0);
     if (c >= C) return;
     const float cnt = (float)(B * HW);
+    /* shifted sum: values equal to the channel's first one add exactly 0 (README) */
+    const float shift = X[(size_t)c * HW];
     float sum = 0.0f;
     for (int b = 0; b < B; ++b) {
         const __global float *x = X + ((size_t)b * C + c) * HW;
-        for (int j = 0; j < HW; ++j) sum += x[j];
+        for (int j = 0; j < HW; ++j) sum += x[j] - shift;
     }
-    const float mu = sum / cnt;
+    const float mu = shift + sum / cnt;
     float sq = 0.0f;
     for (int b = 0; b < B; ++b) {
         const __global float *x = X + ((size_t)b * C + c) * HW;

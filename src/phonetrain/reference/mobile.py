@@ -89,7 +89,8 @@ def _batchnorm_stats(d) -> None:
     x = _per_channel(d["X"][:n], B, C, HW)
     t = x.dtype.type
     cnt = B * HW
-    mean = _sum_last(x) / t(cnt)
+    shift = x[:, :1]   # the channel's first value (README: shifted sum)
+    mean = shift[:, 0] + _sum_last(x - shift) / t(cnt)
     var = _sum_last((x - mean[:, None]) ** 2) / t(cnt)
     d["mean"][:C] = mean
     d["invstd"][:C] = t(1) / np.sqrt(var + t(d["eps"]))
