@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import _sum_last
+from .summation import sum_last as _sum_last
 
 _DW_DIMS = ("B", "C", "H", "W", "stride", "pad", "OH", "OW")
 
