@@ -154,7 +154,7 @@ static int k_dwconv3x3_bwd_weight(const mctx *k)
     const int B = I(0), C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
     const float *X = PF(8), *dY = PF(9);
     float *dW = PF(10);
-    /* One sum per (c, kh, kw) over b, oh, ow in that order. */
+    /* One sum per (c, kh, kw): each image's sum over oh, ow, then the B partial sums. */
 #pragma omp parallel for if ((int64_t)B * C * OH * OW * 9 > MOBILE_PAR_MIN) schedule(static)
     for (int64_t t = 0; t < (int64_t)C * 9; ++t) {
         const int c = (int)(t / 9), kh = (int)(t % 9) / 3, kw = (int)(t % 3);
@@ -162,14 +162,16 @@ static int k_dwconv3x3_bwd_weight(const mctx *k)
         for (int b = 0; b < B; ++b) {
             const float *x = X + ((int64_t)b * C + c) * H * W;
             const float *dy = dY + ((int64_t)b * C + c) * OH * OW;
+            float part = 0.0f;   /* blocked: one image's sum, then the batch's */
             for (int oh = 0; oh < OH; ++oh) {
                 const int h = oh * s - pad + kh;
                 for (int ow = 0; ow < OW; ++ow) {
                     const int w = ow * s - pad + kw;
                     const float v = (h >= 0 && h < H && w >= 0 && w < W) ? x[h * W + w] : 0.0f;
-                    acc += v * dy[oh * OW + ow];
+                    part += v * dy[oh * OW + ow];
                 }
             }
+            acc += part;
         }
         dW[t] = acc;
     }
@@ -206,18 +208,22 @@ static int k_batchnorm_stats(const mctx *k)
          * which 1/sqrt(var + eps) would otherwise amplify the rounding of. */
         const float shift = X[(int64_t)c * HW];
         float sum = 0.0f;
-        for (int b = 0; b < B; ++b) {
+        for (int b = 0; b < B; ++b) {   /* blocked: each image's sum, then the batch's */
             const float *x = X + ((int64_t)b * C + c) * HW;
-            for (int j = 0; j < HW; ++j) sum += x[j] - shift;
+            float part = 0.0f;
+            for (int j = 0; j < HW; ++j) part += x[j] - shift;
+            sum += part;
         }
         const float mu = shift + sum / cnt;
         float sq = 0.0f;  /* second pass: sum of squared deviations (no cancellation) */
         for (int b = 0; b < B; ++b) {
             const float *x = X + ((int64_t)b * C + c) * HW;
+            float part = 0.0f;
             for (int j = 0; j < HW; ++j) {
                 const float dv = x[j] - mu;
-                sq += dv * dv;
+                part += dv * dv;
             }
+            sq += part;
         }
         const float var = sq / cnt;
         const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
@@ -255,13 +261,16 @@ static int k_batchnorm_bwd_reduce(const mctx *k)
 #pragma omp parallel for if ((int64_t)B * C * HW > MOBILE_PAR_MIN) schedule(static)
     for (int c = 0; c < C; ++c) {
         float sg = 0.0f, sb = 0.0f;
-        for (int b = 0; b < B; ++b) {
+        for (int b = 0; b < B; ++b) {   /* blocked: each image's sums, then the batch's */
             const int64_t off = ((int64_t)b * C + c) * HW;
+            float pg = 0.0f, pb = 0.0f;
             for (int j = 0; j < HW; ++j) {
                 const float xhat = (X[off + j] - mean[c]) * invstd[c];
-                sb += dY[off + j];
-                sg += dY[off + j] * xhat;
+                pb += dY[off + j];
+                pg += dY[off + j] * xhat;
             }
+            sg += pg;
+            sb += pb;
         }
         dgamma[c] = sg;
         dbeta[c] = sb;

@@ -59,7 +59,8 @@ __kernel void dwconv3x3_bwd_data(const int B, const int C, const int H, const in
     dX[i] = acc;
 }
 
-/* dWt[c,kh,kw] = sum over b, oh, ow (in that order) of dY[b,c,oh,ow] * X[b,c,...].
+/* dWt[c,kh,kw] = sum of dY[b,c,oh,ow] * X[b,c,...]: each image's sum over oh, ow, then the
+ * B partial sums.
  * NDRange [C*9]. */
 __kernel void dwconv3x3_bwd_weight(const int B, const int C, const int H, const int W,
                                    const int stride, const int pad, const int OH, const int OW,
@@ -73,14 +74,16 @@ __kernel void dwconv3x3_bwd_weight(const int B, const int C, const int H, const 
     for (int b = 0; b < B; ++b) {
         const __global float *x = X + ((size_t)b * C + c) * H * W;
         const __global float *dy = dY + ((size_t)b * C + c) * OH * OW;
+        float part = 0.0f;
         for (int oh = 0; oh < OH; ++oh) {
             const int h = oh * stride - pad + kh;
             for (int ow = 0; ow < OW; ++ow) {
                 const int w = ow * stride - pad + kw;
                 const float v = (h >= 0 && h < H && w >= 0 && w < W) ? x[h * W + w] : 0.0f;
-                acc += v * dy[oh * OW + ow];
+                part += v * dy[oh * OW + ow];
             }
         }
+        acc += part;
     }
     dWt[t] = acc;
 }
@@ -100,18 +103,22 @@ __kernel void batchnorm_stats(const int B, const int C, const int HW, const floa
     /* shifted sum: values equal to the channel's first one add exactly 0 (README) */
     const float shift = X[(size_t)c * HW];
     float sum = 0.0f;
-    for (int b = 0; b < B; ++b) {
+    for (int b = 0; b < B; ++b) {   /* blocked: each image's sum, then the batch's */
         const __global float *x = X + ((size_t)b * C + c) * HW;
-        for (int j = 0; j < HW; ++j) sum += x[j] - shift;
+        float part = 0.0f;
+        for (int j = 0; j < HW; ++j) part += x[j] - shift;
+        sum += part;
     }
     const float mu = shift + sum / cnt;
     float sq = 0.0f;
     for (int b = 0; b < B; ++b) {
         const __global float *x = X + ((size_t)b * C + c) * HW;
+        float part = 0.0f;
         for (int j = 0; j < HW; ++j) {
             const float dv = x[j] - mu;
-            sq += dv * dv;
+            part += dv * dv;
         }
+        sq += part;
     }
     const float var = sq / cnt;
     const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
@@ -133,7 +140,7 @@ __kernel void batchnorm_apply(const int B, const int C, const int HW, __global c
     Y[i] = ((X[i] - mean[c]) * invstd[c]) * gamma[c] + beta[c];
 }
 
-/* dbeta[c] = sum dY, dgamma[c] = sum dY * xhat over b, hw (in that order),
+/* dbeta[c] = sum dY, dgamma[c] = sum dY * xhat (each image's sum over hw, then the batch's),
  * xhat = (X - mean[c]) * invstd[c]. NDRange [C]. */
 __kernel void batchnorm_bwd_reduce(const int B, const int C, const int HW,
                                    __global const float *X, __global const float *dY,
@@ -143,13 +150,16 @@ __kernel void batchnorm_bwd_reduce(const int B, const int C, const int HW,
     const int c = get_global_id(0);
     if (c >= C) return;
     float sg = 0.0f, sb = 0.0f;
-    for (int b = 0; b < B; ++b) {
+    for (int b = 0; b < B; ++b) {   /* blocked: each image's sums, then the batch's */
         const size_t off = ((size_t)b * C + c) * HW;
+        float pg = 0.0f, pb = 0.0f;
         for (int j = 0; j < HW; ++j) {
             const float xhat = (X[off + j] - mean[c]) * invstd[c];
-            sb += dY[off + j];
-            sg += dY[off + j] * xhat;
+            pb += dY[off + j];
+            pg += dY[off + j] * xhat;
         }
+        sg += pg;
+        sb += pb;
     }
     dgamma[c] = sg;
     dbeta[c] = sb;

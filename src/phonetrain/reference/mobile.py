@@ -70,8 +70,8 @@ def _dwconv3x3_bwd_weight(d) -> None:
     dw = d["dWt"][: C * 9].reshape(C, 3, 3)
     for kh in range(3):
         for kw in range(3):
-            prod = (_tap(xp, kh, kw, s, OH, OW) * dy).transpose(1, 0, 2, 3).reshape(C, -1)
-            dw[:, kh, kw] = _sum_last(prod)
+            prod = (_tap(xp, kh, kw, s, OH, OW) * dy).transpose(1, 0, 2, 3).reshape(C, B, -1)
+            dw[:, kh, kw] = _sum_last(_sum_last(prod))   # per image, then over the batch
 
 
 def _bn_shape(d):
@@ -80,8 +80,14 @@ def _bn_shape(d):
 
 
 def _per_channel(a: np.ndarray, B: int, C: int, HW: int) -> np.ndarray:
-    """``a [B, C, HW]`` as ``[C, B*HW]`` (the kernels' summation order: b, then hw)."""
-    return a.reshape(B, C, HW).transpose(1, 0, 2).reshape(C, B * HW)
+    """``a [B, C, HW]`` as ``[C, B, HW]``."""
+    return a.reshape(B, C, HW).transpose(1, 0, 2)
+
+
+def _channel_sum(a: np.ndarray) -> np.ndarray:
+    """``[C, B, HW] -> [C]`` in the kernels' order: each image's ``HW`` values, then the ``B``
+    partial sums (README: blocked per-channel sums)."""
+    return _sum_last(_sum_last(a))
 
 
 def _batchnorm_stats(d) -> None:
@@ -89,9 +95,9 @@ def _batchnorm_stats(d) -> None:
     x = _per_channel(d["X"][:n], B, C, HW)
     t = x.dtype.type
     cnt = B * HW
-    shift = x[:, :1]   # the channel's first value (README: shifted sum)
-    mean = shift[:, 0] + _sum_last(x - shift) / t(cnt)
-    var = _sum_last((x - mean[:, None]) ** 2) / t(cnt)
+    shift = x[:, :1, :1]   # the channel's first value (README: shifted sum)
+    mean = shift[:, 0, 0] + _channel_sum(x - shift) / t(cnt)
+    var = _channel_sum((x - mean[:, None, None]) ** 2) / t(cnt)
     d["mean"][:C] = mean
     d["invstd"][:C] = t(1) / np.sqrt(var + t(d["eps"]))
     m = t(d["momentum"])
@@ -111,9 +117,9 @@ def _batchnorm_bwd_reduce(d) -> None:
     B, C, HW, n = _bn_shape(d)
     x = _per_channel(d["X"][:n], B, C, HW)
     dy = _per_channel(d["dY"][:n], B, C, HW)
-    xhat = (x - d["mean"][:C, None]) * d["invstd"][:C, None]
-    d["dbeta"][:C] = _sum_last(dy)
-    d["dgamma"][:C] = _sum_last(dy * xhat)
+    xhat = (x - d["mean"][:C, None, None]) * d["invstd"][:C, None, None]
+    d["dbeta"][:C] = _channel_sum(dy)
+    d["dgamma"][:C] = _channel_sum(dy * xhat)
 
 
 def _batchnorm_bwd_data(d) -> None:
