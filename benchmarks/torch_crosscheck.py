@@ -3,12 +3,18 @@
 
 For each model of ``phonetrain.models.MODELS`` this lowers a cpu-backend bundle, builds the
 same network in PyTorch from the plan's initial parameter files (Linear ``W[out, in]``,
-Conv2d ``W[OC, C, KH, KW]``, activations NCHW: the layouts of ``src/kernels/README.md``),
+Conv2d ``W[OC, C, KH, KW]``, depthwise ``W[C, 1, 3, 3]`` as ``groups=C``, batch norm's
+weight/bias and running statistics, activations NCHW: the layouts of
+``src/kernels/README.md``),
 feeds the bundle's batch files, and trains ``--iterations`` SGD steps with the plan's
-lr/momentum/weight_decay. It compares per-iteration losses and final parameters with
+lr/momentum/weight_decay. It compares per-iteration losses, final parameters and batch norm
+running statistics with
 ``phonetrain.reference.run_plan`` and, when ``cc`` is installed, the runner's cpu backend.
 Differences are ``phonetrain.reference.tensor_error`` (``|a - b| / max(1, |b|)``).
-Prints a markdown table; exits 1 if any difference exceeds ``--tolerance``.
+Prints a markdown table; exits 1 if any difference exceeds ``--tolerance``. ``--float64``
+runs PyTorch and the reference in float64 (the runner stays float32, its column is then
+n/a): the semantics alone, without float32 rounding, which a near-tie of a ReLU/ReLU6 (an
+input within rounding of 0) can turn into a whole gradient contribution after a few steps.
 
 PyTorch is optional (not a phonetrain dependency): without it this prints how to install it
 and exits 0::
@@ -33,51 +39,89 @@ sys.path.insert(0, str(REPO / "src"))
 from phonetrain import reference  # noqa: E402
 from phonetrain import runner as rt  # noqa: E402
 from phonetrain.devices import toolchains  # noqa: E402
-from phonetrain.models import (MODELS, Conv2d, Flatten, Linear, MaxPool2d, Model,  # noqa: E402
-                               ReLU, get_model)
+from phonetrain.models import (MODELS, BatchNorm2d, Conv2d, DepthwiseConv2d,  # noqa: E402
+                               Flatten, GlobalAvgPool2d, Linear, MaxPool2d, Model, ReLU, ReLU6,
+                               Residual, get_model)
 from phonetrain.plan import Plan  # noqa: E402
 
 TOLERANCE = 1e-4
 
 
-def torch_network(model: Model, plan: Plan, root: Path):
-    """``torch.nn.Sequential`` of ``model`` with parameters read from the plan's init files."""
+def _torch_layer(layer, plan: Plan, root: Path, named: dict):
+    """The torch module of one layer, its parameters (and batch norm's running statistics)
+    loaded from the plan's init files and recorded in ``named`` by plan tensor name."""
     import torch
     from torch import nn
 
-    mods = []
-    for layer in model.layers:
-        if isinstance(layer, Linear):
-            m = nn.Linear(layer.in_features, layer.out_features)
-        elif isinstance(layer, Conv2d):
-            m = nn.Conv2d(layer.in_channels, layer.out_channels, layer.kernel,
-                          stride=layer.stride, padding=layer.pad)
-        elif isinstance(layer, ReLU):
-            m = nn.ReLU()
-        elif isinstance(layer, MaxPool2d):
-            m = nn.MaxPool2d(layer.kernel, stride=layer.stride)
-        elif isinstance(layer, Flatten):
-            m = nn.Flatten()
-        else:
-            raise TypeError(f"layer {layer.name}: no PyTorch equivalent for "
-                            f"{type(layer).__name__}")
-        for pname, p in m.named_parameters():
-            t = plan.by_name(f"{layer.name}.{pname}")
-            raw = np.fromfile(root / t.init["path"], "<f4").reshape(t.shape)
-            with torch.no_grad():
-                p.copy_(torch.from_numpy(raw))
-        mods.append((layer.name, m))
+    if isinstance(layer, Residual):
+        body = nn.Sequential(*[_torch_layer(inner, plan, root, named) for inner in layer.body])
+
+        class _Skip(nn.Module):
+            def __init__(self, body):
+                super().__init__()
+                self.body = body
+
+            def forward(self, x):
+                return self.body(x) + x
+        return _Skip(body)
+    if isinstance(layer, Linear):
+        m = nn.Linear(layer.in_features, layer.out_features)
+    elif isinstance(layer, Conv2d):
+        m = nn.Conv2d(layer.in_channels, layer.out_channels, layer.kernel,
+                      stride=layer.stride, padding=layer.pad, bias=layer.bias)
+    elif isinstance(layer, DepthwiseConv2d):
+        m = nn.Conv2d(layer.channels, layer.channels, 3, stride=layer.stride,
+                      padding=layer.pad, groups=layer.channels, bias=False)
+    elif isinstance(layer, BatchNorm2d):
+        m = nn.BatchNorm2d(layer.channels, eps=layer.eps, momentum=layer.momentum)
+    elif isinstance(layer, ReLU):
+        m = nn.ReLU()
+    elif isinstance(layer, ReLU6):
+        m = nn.ReLU6()
+    elif isinstance(layer, MaxPool2d):
+        m = nn.MaxPool2d(layer.kernel, stride=layer.stride)
+    elif isinstance(layer, GlobalAvgPool2d):
+        m = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    elif isinstance(layer, Flatten):
+        m = nn.Flatten()
+    else:
+        raise TypeError(f"layer {layer.name}: no PyTorch equivalent for "
+                        f"{type(layer).__name__}")
+    tensors = dict(m.named_parameters())
+    if isinstance(layer, BatchNorm2d):
+        tensors.update(running_mean=m.running_mean, running_var=m.running_var)
+    for pname, p in tensors.items():
+        t = plan.by_name(f"{layer.name}.{pname}")
+        raw = np.fromfile(root / t.init["path"], "<f4").reshape(t.shape)
+        with torch.no_grad():
+            p.copy_(torch.from_numpy(raw))
+        named[t.name] = p
+    return m
+
+
+def torch_network(model: Model, plan: Plan, root: Path):
+    """``(torch.nn.Sequential of model, {plan tensor name: torch tensor})``: parameters and
+    batch norm's running statistics read from the plan's init files. Residual blocks become a
+    module adding its input to its body's output; batch norm runs in training mode."""
     from collections import OrderedDict
-    return nn.Sequential(OrderedDict(mods))
+
+    from torch import nn
+
+    named: dict = {}
+    mods = [(layer.name, _torch_layer(layer, plan, root, named)) for layer in model.layers]
+    return nn.Sequential(OrderedDict(mods)), named
 
 
 def torch_train(model: Model, plan: Plan, root: Path, lr: float, momentum: float,
                 weight_decay: float, n_iter: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Train ``n_iter`` float32 SGD steps on the plan's batches (cycled as the runner does);
-    return (losses before each update, final params by plan tensor name, flat)."""
+    return (losses before each update, final params and batch norm running statistics by plan
+    tensor name, flat)."""
     import torch
 
-    net = torch_network(model, plan, root)
+    net, named = torch_network(model, plan, root)
+    dtype = torch.get_default_dtype()
+    net = net.to(dtype)
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum,
                           weight_decay=weight_decay)
     data = {}
@@ -88,14 +132,14 @@ def torch_train(model: Model, plan: Plan, root: Path, lr: float, momentum: float
     count = len(data["input"])
     losses = np.empty(n_iter)
     for it in range(n_iter):
-        x = torch.from_numpy(data["input"][it % count].copy())
+        x = torch.from_numpy(data["input"][it % count].copy()).to(dtype)
         y = torch.from_numpy(data["labels"][it % count].astype(np.int64))
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(net(x), y)
         loss.backward()
         opt.step()
         losses[it] = loss.item()
-    params = {n: p.detach().numpy().ravel().copy() for n, p in net.named_parameters()}
+    params = {n: p.detach().numpy().ravel().copy() for n, p in named.items()}
     return losses, params
 
 
@@ -112,22 +156,25 @@ def check_model(name: str, root: Path, a, runner: Path | None) -> dict:
 
     spec = LowerSpec(model=name, batch_size=a.batch, backend="cpu", warmup=0,
                      iterations=a.iterations, num_batches=a.iterations, lr=a.lr,
-                     momentum=a.momentum, weight_decay=a.weight_decay, dumps="params")
+                     momentum=a.momentum, weight_decay=a.weight_decay, dumps="all")
     plan_path = write_bundle(spec, root)
     plan = Plan.load(plan_path)
-    ref = reference.run_plan(plan, root)
+    ref = reference.run_plan(plan, root, dtype=np.float64 if a.float64 else np.float32)
     losses, params = torch_train(get_model(name), plan, root, a.lr, a.momentum,
                                  a.weight_decay, a.iterations)
+    # the dumps hold every tensor; compare parameters and running statistics
+    ref.dumps = {k: v for k, v in ref.dumps.items() if k in params}
     row = {"model": name}
     row["loss_err"], row["param_err"] = max_err(losses, params, ref.losses, ref.dumps)
     errs = [row["loss_err"], row["param_err"]]
     row["runner_err"] = None
-    if runner is not None:
+    if runner is not None and not a.float64:
         out = root / "out" / plan.name
         doc = rt.run_plan(runner, plan_path, root, out)
         run_losses = np.array([it["loss"] for it in doc["iters"]], np.float64)
-        row["runner_err"] = max(max_err(losses, reference.read_dumps(out / "dumps", plan),
-                                        run_losses, params))
+        run_dumps = {k: v for k, v in reference.read_dumps(out / "dumps", plan).items()
+                     if k in params}
+        row["runner_err"] = max(max_err(losses, run_dumps, run_losses, params))
         errs.append(row["runner_err"])
     row["status"] = "ok" if max(errs) <= a.tolerance else "MISMATCH"
     return row
@@ -143,6 +190,8 @@ def main() -> int:
     ap.add_argument("--weight-decay", type=float, default=1e-4)
     ap.add_argument("--tolerance", type=float, default=TOLERANCE)
     ap.add_argument("--no-runner", action="store_true", help="skip the runner's cpu backend")
+    ap.add_argument("--float64", action="store_true",
+                    help="PyTorch and the reference in float64 (no runner column)")
     a = ap.parse_args()
     try:
         import torch
@@ -153,12 +202,14 @@ def main() -> int:
               "and run this script again.")
         return 0
     torch.manual_seed(0)
+    if a.float64:
+        torch.set_default_dtype(torch.float64)
     with tempfile.TemporaryDirectory() as tmp:
         runner = None
         if not a.no_runner and toolchains.which_cc():
             runner = toolchains.build_runner(Path(tmp) / "build")
         rows = [check_model(m, Path(tmp) / "bundle", a, runner) for m in a.models]
-    print(f"torch {torch.__version__}; batch {a.batch}, {a.iterations} SGD iterations, "
+    print(f"torch {torch.__version__}; {'float64' if a.float64 else 'float32'}; batch {a.batch}, {a.iterations} SGD iterations, "
           f"lr {a.lr}, momentum {a.momentum}, weight_decay {a.weight_decay}; "
           f"diffs are |a-b|/max(1,|b|), tolerance {a.tolerance:g}\n")
     print("| model | max loss diff torch vs reference | max param diff torch vs reference "

@@ -168,6 +168,113 @@ ORACLE = {
 }
 
 
+# ---- mobile CNN operators (README "Mobile CNN operators"), float64, written from the formulas
+
+def _dw_taps(B, C, H, W, stride, pad, OH, OW):
+    """Yields (kh, kw, oh index array, ow index array, valid mask [OH, OW]) per 3x3 tap."""
+    oh = np.arange(OH)[:, None] * stride - pad
+    ow = np.arange(OW)[None, :] * stride - pad
+    for kh in range(3):
+        for kw in range(3):
+            h, w = oh + kh, ow + kw
+            yield kh, kw, h, w, (h >= 0) & (h < H) & (w >= 0) & (w < W)
+
+
+def _dwconv3x3_fwd(B, C, H, W, stride, pad, OH, OW, X, Wt, Y):
+    x = X[:B * C * H * W].reshape(B, C, H, W).astype(np.float64)
+    wt = Wt[:C * 9].reshape(C, 3, 3).astype(np.float64)
+    y = np.zeros((B, C, OH, OW))
+    for kh, kw, h, w, ok in _dw_taps(B, C, H, W, stride, pad, OH, OW):
+        vals = np.where(ok, x[:, :, np.clip(h, 0, H - 1), np.clip(w, 0, W - 1)], 0.0)
+        y += wt[None, :, kh, kw, None, None] * vals
+    Y[:B * C * OH * OW] = y.ravel()
+
+
+def _dwconv3x3_bwd_data(B, C, H, W, stride, pad, OH, OW, dY, Wt, dX):
+    dy = dY[:B * C * OH * OW].reshape(B, C, OH, OW).astype(np.float64)
+    wt = Wt[:C * 9].reshape(C, 3, 3).astype(np.float64)
+    dx = np.zeros((B, C, H, W))
+    for kh, kw, h, w, ok in _dw_taps(B, C, H, W, stride, pad, OH, OW):
+        for i, j in zip(*np.nonzero(ok)):
+            dx[:, :, h[i, 0], w[0, j]] += wt[:, kh, kw] * dy[:, :, i, j]
+    dX[:B * C * H * W] = dx.ravel()
+
+
+def _dwconv3x3_bwd_weight(B, C, H, W, stride, pad, OH, OW, X, dY, dWt):
+    x = X[:B * C * H * W].reshape(B, C, H, W).astype(np.float64)
+    dy = dY[:B * C * OH * OW].reshape(B, C, OH, OW).astype(np.float64)
+    dw = np.zeros((C, 3, 3))
+    for kh, kw, h, w, ok in _dw_taps(B, C, H, W, stride, pad, OH, OW):
+        vals = np.where(ok, x[:, :, np.clip(h, 0, H - 1), np.clip(w, 0, W - 1)], 0.0)
+        dw[:, kh, kw] = (vals * dy).sum(axis=(0, 2, 3))
+    dWt[:C * 9] = dw.ravel()
+
+
+def _bn_x(B, C, HW, X):
+    return X[:B * C * HW].reshape(B, C, HW).astype(np.float64)
+
+
+def _batchnorm_stats(B, C, HW, eps, momentum, X, mean, invstd, running_mean, running_var):
+    x = _bn_x(B, C, HW, X)
+    mu, var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    n = B * HW
+    mean[:C] = mu
+    invstd[:C] = 1.0 / np.sqrt(var + eps)
+    running_mean[:C] = (1 - momentum) * running_mean[:C] + momentum * mu
+    running_var[:C] = (1 - momentum) * running_var[:C] + momentum * (
+        var * n / (n - 1) if n > 1 else var)
+
+
+def _batchnorm_apply(B, C, HW, X, mean, invstd, gamma, beta, Y):
+    x = _bn_x(B, C, HW, X)
+    c = lambda a: a[:C].astype(np.float64)[None, :, None]  # noqa: E731
+    Y[:B * C * HW] = ((x - c(mean)) * c(invstd) * c(gamma) + c(beta)).ravel()
+
+
+def _batchnorm_bwd_reduce(B, C, HW, X, dY, mean, invstd, dgamma, dbeta):
+    x, dy = _bn_x(B, C, HW, X), _bn_x(B, C, HW, dY)
+    xhat = (x - mean[:C].astype(np.float64)[None, :, None]) * invstd[:C][None, :, None]
+    dbeta[:C] = dy.sum(axis=(0, 2))
+    dgamma[:C] = (dy * xhat).sum(axis=(0, 2))
+
+
+def _batchnorm_bwd_data(B, C, HW, X, dY, mean, invstd, gamma, dgamma, dbeta, dX):
+    x, dy = _bn_x(B, C, HW, X), _bn_x(B, C, HW, dY)
+    c = lambda a: a[:C].astype(np.float64)[None, :, None]  # noqa: E731
+    xhat = (x - c(mean)) * c(invstd)
+    n = B * HW
+    dX[:B * C * HW] = (c(gamma) * c(invstd) / n * (n * dy - c(dbeta) - xhat * c(dgamma))).ravel()
+
+
+def _relu6_fwd(n, X, Y):
+    Y[:n] = np.clip(X[:n], 0, 6)
+
+
+def _relu6_bwd(n, Y, dY, dX):
+    dX[:n] = np.where((Y[:n] > 0) & (Y[:n] < 6), dY[:n], 0)
+
+
+def _add(n, A, B, Y):
+    Y[:n] = A[:n] + B[:n]
+
+
+def _gap_fwd(B, C, HW, X, Y):
+    Y[:B * C] = X[:B * C * HW].reshape(B * C, HW).astype(np.float64).mean(axis=1)
+
+
+def _gap_bwd(B, C, HW, dY, dX):
+    dX[:B * C * HW] = np.repeat(dY[:B * C].astype(np.float64) / HW, HW)
+
+
+ORACLE.update({
+    "dwconv3x3_fwd": _dwconv3x3_fwd, "dwconv3x3_bwd_data": _dwconv3x3_bwd_data,
+    "dwconv3x3_bwd_weight": _dwconv3x3_bwd_weight, "batchnorm_stats": _batchnorm_stats,
+    "batchnorm_apply": _batchnorm_apply, "batchnorm_bwd_reduce": _batchnorm_bwd_reduce,
+    "batchnorm_bwd_data": _batchnorm_bwd_data, "relu6_fwd": _relu6_fwd,
+    "relu6_bwd": _relu6_bwd, "add": _add, "gap_fwd": _gap_fwd, "gap_bwd": _gap_bwd,
+})
+
+
 # ----------------------------------------------------------------------------- cases
 
 def gemm_cases(rng: np.random.Generator) -> list[Case]:
@@ -281,8 +388,82 @@ def loss_cases(rng: np.random.Generator) -> list[Case]:
     return out
 
 
+def mobile_cases(rng: np.random.Generator) -> list[Case]:
+    """Depthwise 3x3 (stride 1 and 2, pad 1 and 0, odd and one-pixel images), batch norm
+    (training mode; n = B*HW = 1 included), ReLU6 (with its edges 0 and 6 exactly), add,
+    global average pooling, at odd sizes."""
+    out = []
+    for B, C, H, W, stride, pad in [(1, 1, 1, 1, 1, 1), (2, 3, 7, 5, 1, 1), (3, 2, 9, 8, 2, 1),
+                                    (1, 5, 6, 7, 2, 1), (2, 4, 5, 3, 1, 0), (1, 17, 14, 14, 2, 1)]:
+        OH, OW = (H + 2 * pad - 3) // stride + 1, (W + 2 * pad - 3) // stride + 1
+        dims = [B, C, H, W, stride, pad, OH, OW]
+        nx, ny = B * C * H * W, B * C * OH * OW
+        tag = f"{B}x{C}x{H}x{W} s{stride} p{pad}"
+        out.append(Case("dwconv3x3_fwd", dims + ["X", "Wt", "Y"],
+                        {"X": _rand(rng, nx), "Wt": _rand(rng, C * 9),
+                         "Y": np.full(ny, np.nan, np.float32)}, ("Y",),
+                        label=f"dwconv3x3_fwd {tag}"))
+        out.append(Case("dwconv3x3_bwd_data", dims + ["dY", "Wt", "dX"],
+                        {"dY": _rand(rng, ny), "Wt": _rand(rng, C * 9),
+                         "dX": np.full(nx, np.nan, np.float32)}, ("dX",),
+                        label=f"dwconv3x3_bwd_data {tag}"))
+        out.append(Case("dwconv3x3_bwd_weight", dims + ["X", "dY", "dWt"],
+                        {"X": _rand(rng, nx), "dY": _rand(rng, ny),
+                         "dWt": np.full(C * 9, np.nan, np.float32)}, ("dWt",),
+                        label=f"dwconv3x3_bwd_weight {tag}", atol=1e-6 * B * OH * OW + 1e-5))
+    for B, C, HW in [(1, 1, 1), (3, 5, 7), (32, 8, 49), (2, 17, 1)]:
+        n = B * C * HW
+        tag = f"{B}x{C}x{HW}"
+        x = _rand(rng, n, low=-2.0, high=3.0)
+        stats = Case("batchnorm_stats", [B, C, HW, 1e-5, 0.1, "X", "mean", "invstd", "rm", "rv"],
+                     {"X": x, "mean": np.full(C, np.nan, np.float32),
+                      "invstd": np.full(C, np.nan, np.float32), "rm": _rand(rng, C),
+                      "rv": _rand(rng, C, low=0.5, high=2.0)},
+                     ("mean", "invstd", "rm", "rv"), label=f"batchnorm_stats {tag}",
+                     rtol=1e-3 if B * HW == 1 else 1e-4)
+        out.append(stats)
+        mean, invstd = stats.expected["mean"], stats.expected["invstd"]
+        gamma, beta, dy = _rand(rng, C, low=0.5, high=1.5), _rand(rng, C), _rand(rng, n)
+        out.append(Case("batchnorm_apply", [B, C, HW, "X", "mean", "invstd", "gamma", "beta", "Y"],
+                        {"X": x, "mean": mean, "invstd": invstd, "gamma": gamma, "beta": beta,
+                         "Y": np.full(n, np.nan, np.float32)}, ("Y",),
+                        label=f"batchnorm_apply {tag}", atol=1e-3 if B * HW == 1 else 1e-5))
+        red = Case("batchnorm_bwd_reduce", [B, C, HW, "X", "dY", "mean", "invstd", "dg", "db"],
+                   {"X": x, "dY": dy, "mean": mean, "invstd": invstd,
+                    "dg": np.full(C, np.nan, np.float32), "db": np.full(C, np.nan, np.float32)},
+                   ("dg", "db"), label=f"batchnorm_bwd_reduce {tag}",
+                   atol=1e-5 * B * HW + 1e-3 * (B * HW == 1))
+        out.append(red)
+        if B * HW > 1:   # with n = 1, xhat is 0/0-like (rounding of x - mean times 1/sqrt(eps))
+            out.append(Case("batchnorm_bwd_data",
+                            [B, C, HW, "X", "dY", "mean", "invstd", "gamma", "dg", "db", "dX"],
+                            {"X": x, "dY": dy, "mean": mean, "invstd": invstd, "gamma": gamma,
+                             "dg": red.expected["dg"], "db": red.expected["db"],
+                             "dX": np.full(n, np.nan, np.float32)}, ("dX",),
+                            label=f"batchnorm_bwd_data {tag}", atol=1e-4))
+        out.append(Case("gap_fwd", [B, C, HW, "X", "Y"],
+                        {"X": x, "Y": np.full(B * C, np.nan, np.float32)}, ("Y",),
+                        label=f"gap_fwd {tag}"))
+        out.append(Case("gap_bwd", [B, C, HW, "dY", "dX"],
+                        {"dY": _rand(rng, B * C), "dX": np.full(n, np.nan, np.float32)}, ("dX",),
+                        label=f"gap_bwd {tag}"))
+    for n in (1, 17, 785, 100003):
+        x = _rand(rng, n, low=-3.0, high=9.0)
+        x[::7], x[3::7] = 0.0, 6.0   # ReLU6's edges: exactly 0 and 6 pass no gradient
+        y = np.clip(x, 0, 6).astype(np.float32)
+        out.append(Case("relu6_fwd", [n, "X", "Y"], {"X": x, "Y": np.zeros(n, np.float32)},
+                        ("Y",), exact=True, label=f"relu6_fwd {n}"))
+        out.append(Case("relu6_bwd", [n, "Y", "dY", "dX"],
+                        {"Y": y, "dY": _rand(rng, n), "dX": np.full(n, np.nan, np.float32)},
+                        ("dX",), exact=True, label=f"relu6_bwd {n}"))
+        out.append(Case("add", [n, "A", "B", "Y"],
+                        {"A": x, "B": _rand(rng, n), "Y": np.full(n, np.nan, np.float32)},
+                        ("Y",), exact=True, label=f"add {n}"))
+    return out
+
+
 GROUPS = {"gemm": gemm_cases, "elementwise": elementwise_cases, "conv": conv_cases,
-          "pool": pool_cases, "loss": loss_cases}
+          "pool": pool_cases, "loss": loss_cases, "mobile": mobile_cases}
 
 
 def group_cases(group: str, seed: int = 0) -> list[Case]:

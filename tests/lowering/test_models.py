@@ -12,7 +12,8 @@ from phonetrain.lowering.model_table import markdown
 
 def test_model_names_are_registered_and_unknown_names_listed():
     assert set(MODELS) == {"mlp_784_256_128_16", "mlp_16_16", "mlp_16_16_16_16", "mlp_256_256",
-                           "lenet5"}
+                           "lenet5", "vgg_small", "vgg_small_32x32x3", "mobilenetv2_small",
+                           "mobilenetv2_small_32x32x3"}
     with pytest.raises(KeyError, match="known models: .*lenet5"):
         get_model("resnet")
 

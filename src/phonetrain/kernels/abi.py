@@ -34,6 +34,26 @@ KERNEL_ARGS: dict[str, tuple[str, ...]] = {
     "sgd_update": ("i:n", "f:lr", "f:momentum", "f:weight_decay", "rw:W", "r:dW", "rw:V"),
     "fill": ("i:n", "f:value", "w:X"),
     "copy": ("i:n", "r:X", "w:Y"),
+    # Mobile CNN operators (README section "Mobile CNN operators").
+    "dwconv3x3_fwd": ("i:B", "i:C", "i:H", "i:W", "i:stride", "i:pad", "i:OH", "i:OW",
+                      "r:X", "r:Wt", "w:Y"),
+    "dwconv3x3_bwd_data": ("i:B", "i:C", "i:H", "i:W", "i:stride", "i:pad", "i:OH", "i:OW",
+                           "r:dY", "r:Wt", "w:dX"),
+    "dwconv3x3_bwd_weight": ("i:B", "i:C", "i:H", "i:W", "i:stride", "i:pad", "i:OH", "i:OW",
+                             "r:X", "r:dY", "w:dWt"),
+    "batchnorm_stats": ("i:B", "i:C", "i:HW", "f:eps", "f:momentum", "r:X", "w:mean",
+                        "w:invstd", "rw:running_mean", "rw:running_var"),
+    "batchnorm_apply": ("i:B", "i:C", "i:HW", "r:X", "r:mean", "r:invstd", "r:gamma",
+                        "r:beta", "w:Y"),
+    "batchnorm_bwd_reduce": ("i:B", "i:C", "i:HW", "r:X", "r:dY", "r:mean", "r:invstd",
+                             "w:dgamma", "w:dbeta"),
+    "batchnorm_bwd_data": ("i:B", "i:C", "i:HW", "r:X", "r:dY", "r:mean", "r:invstd",
+                           "r:gamma", "r:dgamma", "r:dbeta", "w:dX"),
+    "relu6_fwd": ("i:n", "r:X", "w:Y"),
+    "relu6_bwd": ("i:n", "r:Y", "r:dY", "w:dX"),
+    "add": ("i:n", "r:A", "r:B", "w:Y"),
+    "gap_fwd": ("i:B", "i:C", "i:HW", "r:X", "w:Y"),
+    "gap_bwd": ("i:B", "i:C", "i:HW", "r:dY", "w:dX"),
 }
 
 GEMM_KERNELS = ("gemm_nn", "gemm_nt", "gemm_tn")
@@ -115,6 +135,26 @@ def kernel_flops(name: str, d: dict[str, object]) -> int:
         return 5 * g("B") * g("C")
     if name == "sgd_update":
         return (4 if float(d["momentum"]) != 0 else 2) * g("n")
+    return _mobile_flops(name, g)
+
+
+# FLOPs per element of the mobile operators (README "Mobile CNN operators"): batchnorm_stats
+# 3 per input (mean's add; variance's subtract, multiply-add), batchnorm_apply 4 (subtract,
+# two multiplies, add), batchnorm_bwd_reduce 5 (x-hat 2, multiply-add 2, dbeta's add 1),
+# batchnorm_bwd_data 7; relu6_*, add, gap_* 1 per input element.
+_MOBILE_PER_ELEMENT = {"batchnorm_stats": 3, "batchnorm_apply": 4, "batchnorm_bwd_reduce": 5,
+                       "batchnorm_bwd_data": 7, "gap_fwd": 1, "gap_bwd": 1}
+
+
+def _mobile_flops(name: str, g) -> int:
+    """FLOPs of the mobile operators: depthwise 3x3 ``2*9*B*C*OH*OW`` (2 x MACs) in each of
+    its three kernels; per-element rules above."""
+    if name.startswith("dwconv3x3_"):
+        return 2 * 9 * g("B") * g("C") * g("OH") * g("OW")
+    if name in _MOBILE_PER_ELEMENT:
+        return _MOBILE_PER_ELEMENT[name] * g("B") * g("C") * g("HW")
+    if name in ("relu6_fwd", "relu6_bwd", "add"):
+        return g("n")
     return 0
 
 
@@ -134,6 +174,16 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "maxpool_bwd": lambda: [g("B") * g("C") * g("H") * g("W")],
         "softmax_xent": lambda: [g("B")], "mean": lambda: [1],
         "sgd_update": lambda: [g("n")], "fill": lambda: [g("n")], "copy": lambda: [g("n")],
+        # mobile operators: one work-item per output element; reductions per channel
+        "dwconv3x3_fwd": lambda: [g("B") * g("C") * g("OH") * g("OW")],
+        "dwconv3x3_bwd_data": lambda: [g("B") * g("C") * g("H") * g("W")],
+        "dwconv3x3_bwd_weight": lambda: [g("C") * 9],
+        "batchnorm_stats": lambda: [g("C")],
+        "batchnorm_apply": lambda: [g("B") * g("C") * g("HW")],
+        "batchnorm_bwd_reduce": lambda: [g("C")],
+        "batchnorm_bwd_data": lambda: [g("B") * g("C") * g("HW")],
+        "relu6_fwd": lambda: [g("n")], "relu6_bwd": lambda: [g("n")], "add": lambda: [g("n")],
+        "gap_fwd": lambda: [g("B") * g("C")], "gap_bwd": lambda: [g("B") * g("C") * g("HW")],
     }
     return table[name]()
 

@@ -6,7 +6,17 @@ gradient of any activation; conv scratch ``<layer>.col``, ``<layer>.out_cnhw`` (
 pool scratch ``<layer>.argmax`` (int); ``loss.rows`` and ``loss``. Every step is tagged with
 its layer (``input``/``loss`` for batch and loss traffic) and phase. Each layer type's kernel
 sequence is the one ``src/kernels/README.md`` gives (Linear: gemm_nt + bias_add; Conv2d:
-im2col + gemm_nn + swap01 + bias_add; backward mirrors it).
+im2col + gemm_nn + swap01 + bias_add; backward mirrors it; the mobile operators: its section
+"Mobile CNN operators").
+
+Mobile layers: batch norm's running statistics ``<layer>.running_mean``/``.running_var`` are
+``state`` tensors (read from bundle files like parameters, updated by ``batchnorm_stats``,
+no SGD), its per-step ``<layer>.mean``/``.invstd`` scratch. A :class:`Residual` lowers its body
+in sequence then ``add(body out, input) -> <layer>.out``; backward runs the body's backward
+(its input gradient named ``<layer>.body.grad``) and sums the two gradients of the block's
+input -- through the body and through the skip, which passes ``dY`` unchanged -- with one
+``add`` into ``<input>.grad``. A tensor used twice thus gets one gradient buffer per use and
+one explicit sum; no kernel accumulates into a buffer another wrote.
 """
 
 from __future__ import annotations
@@ -18,7 +28,8 @@ from .. import data as datasets
 from ..kernels import (GEMM_KERNELS, KERNEL_ARGS, KERNELS_ROOT, KernelVersion, bind_args,
                        buffer_access, geometry, kernel_flops, kernels_mentioned, load_version,
                        mark_image_args, resolve_sources)
-from ..models import Conv2d, Flatten, Linear, MaxPool2d, Model, ReLU, get_model
+from ..models import (BatchNorm2d, Conv2d, DepthwiseConv2d, Flatten, GlobalAvgPool2d, Linear,
+                      MaxPool2d, Model, ReLU, ReLU6, Residual, get_model, walk)
 from ..layout import plan_dir_rel
 from ..plan import Batch, Plan, Program, Step, Tensor
 from .spec import LowerError, LowerSpec
@@ -35,6 +46,8 @@ class _Builder:
         self.grads: dict[str, list[int]] = {}    # layer -> [dweight, dbias] ids
         self.states: list[tuple[int, int, int]] = []  # (param, grad, momentum) ids
         self.saved: dict[str, int] = {}          # forward tensors backward needs (col, argmax)
+        self.bn_state: dict[str, list[int]] = {}  # batch norm layer -> [running mean, var]
+        self.body_acts: dict[str, list[int]] = {}  # residual layer -> its body's activations
 
     def tensor(self, name: str, shape, role: str, dtype: str = "f32", init=None) -> int:
         t = Tensor(id=len(self.tensors), name=name, shape=[int(s) for s in shape], role=role,
@@ -78,7 +91,11 @@ def _lower_forward(b: _Builder, layer, x: int, batch: int) -> int:
         b.kernel("maxpool_fwd", [batch, c, h, w, layer.kernel, layer.stride, oh, ow, x, y, am],
                  layer.name, "forward")
         return y
-    W, bias = b.params[layer.name]
+    mobile = _lower_mobile_forward(b, layer, x, batch)
+    if mobile is not None:
+        return mobile
+    W, *rest = b.params[layer.name]
+    bias = rest[0] if rest else None
     if isinstance(layer, Linear):
         y = b.tensor(f"{layer.name}.out", [batch, layer.out_features], "activation")
         b.kernel("gemm_nt", [batch, layer.out_features, layer.in_features, 1.0, x, W, 0.0, y],
@@ -96,20 +113,25 @@ def _lower_forward(b: _Builder, layer, x: int, batch: int) -> int:
                  layer.name, "forward")
         b.kernel("gemm_nn", [oc, cols, ckk, 1.0, W, col, 0.0, yc], layer.name, "forward")
         b.kernel("swap01", [oc, batch, oh * ow, yc, y], layer.name, "forward")
-        b.kernel("bias_add", [batch, oc, oh * ow, y, bias], layer.name, "forward")
+        if bias is not None:
+            b.kernel("bias_add", [batch, oc, oh * ow, y, bias], layer.name, "forward")
         b.saved[f"{layer.name}.col"] = col
         return y
     raise LowerError(f"layer {layer.name}: type {type(layer).__name__} has no lowering")
 
 
 def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
-                    batch: int) -> int | None:
-    """Emit the backward kernels of ``layer``; return the input-gradient id (or None)."""
+                    batch: int, dx_name: str | None = None) -> int | None:
+    """Emit the backward kernels of ``layer``; return the input-gradient id (or None).
+    ``dx_name``: the input gradient's tensor name (default ``<input>.grad``)."""
     xs = b.tensors[x].shape
     name = layer.name
 
     def dx_tensor() -> int:
-        return b.tensor(f"{b.tensors[x].name}.grad", xs, "grad")
+        return b.tensor(dx_name or f"{b.tensors[x].name}.grad", xs, "grad")
+
+    if isinstance(layer, (Residual, BatchNorm2d, DepthwiseConv2d, ReLU6, GlobalAvgPool2d)):
+        return _lower_mobile_backward(b, layer, x, y, dy, need_dx, batch, dx_tensor)
 
     if isinstance(layer, Flatten):
         return dy
@@ -129,8 +151,9 @@ def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
         b.kernel("maxpool_bwd", [batch, c, h, w, layer.kernel, layer.stride, oh, ow, dy, am, dx],
                  name, "backward")
         return dx
-    W, bias = b.params[name]
-    dW, db = b.grads[name]
+    W = b.params[name][0]
+    dW, *rest = b.grads[name]
+    db = rest[0] if rest else None
     dx = None
     if isinstance(layer, Linear):
         o, i = layer.out_features, layer.in_features
@@ -154,14 +177,123 @@ def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
             dx = dx_tensor()
             b.kernel("col2im", [batch, c, h, w, k, k, layer.stride, layer.pad, oh, ow, dcol, dx],
                      name, "backward")
-        b.kernel("bias_grad", [batch, oc, oh * ow, dy, db], name, "backward")
+        if db is not None:
+            b.kernel("bias_grad", [batch, oc, oh * ow, dy, db], name, "backward")
         return dx
     raise LowerError(f"layer {name}: type {type(layer).__name__} has no lowering")
 
 
+def _lower_mobile_forward(b: _Builder, layer, x: int, batch: int) -> int | None:
+    """Forward kernels of the mobile layers (None for any other layer type)."""
+    xs = b.tensors[x].shape
+    name = layer.name
+    if isinstance(layer, ReLU6):
+        y = b.tensor(f"{name}.out", xs, "activation")
+        b.kernel("relu6_fwd", [math.prod(xs), x, y], name, "forward")
+        return y
+    if isinstance(layer, GlobalAvgPool2d):
+        _, c, h, w = xs
+        y = b.tensor(f"{name}.out", [batch, c], "activation")
+        b.kernel("gap_fwd", [batch, c, h * w, x, y], name, "forward")
+        return y
+    if isinstance(layer, DepthwiseConv2d):
+        _, c, h, w = xs
+        _, oh, ow = layer.out_shape((c, h, w))
+        y = b.tensor(f"{name}.out", [batch, c, oh, ow], "activation")
+        b.kernel("dwconv3x3_fwd", [batch, c, h, w, layer.stride, layer.pad, oh, ow, x,
+                                   b.params[name][0], y], name, "forward")
+        return y
+    if isinstance(layer, BatchNorm2d):
+        _, c, h, w = xs
+        gamma, beta = b.params[name]
+        rmean, rvar = b.bn_state[name]
+        mean = b.saved[f"{name}.mean"] = b.tensor(f"{name}.mean", [c], "scratch")
+        invstd = b.saved[f"{name}.invstd"] = b.tensor(f"{name}.invstd", [c], "scratch")
+        y = b.tensor(f"{name}.out", xs, "activation")
+        b.kernel("batchnorm_stats", [batch, c, h * w, layer.eps, layer.momentum, x, mean, invstd,
+                                     rmean, rvar], name, "forward")
+        b.kernel("batchnorm_apply", [batch, c, h * w, x, mean, invstd, gamma, beta, y], name,
+                 "forward")
+        return y
+    if isinstance(layer, Residual):
+        acts = [x]
+        for inner in layer.body:
+            acts.append(_lower_forward(b, inner, acts[-1], batch))
+        b.body_acts[name] = acts
+        y = b.tensor(f"{name}.out", xs, "activation")
+        b.kernel("add", [math.prod(xs), acts[-1], x, y], name, "forward")
+        return y
+    return None
+
+
+def _lower_mobile_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
+                           batch: int, dx_tensor) -> int | None:
+    """Backward kernels of the mobile layers; ``dx_tensor()`` declares the input gradient."""
+    xs = b.tensors[x].shape
+    name = layer.name
+    if isinstance(layer, Residual):
+        acts = b.body_acts[name]
+        d = dy
+        for i in range(len(layer.body) - 1, -1, -1):
+            d = _lower_backward(b, layer.body[i], acts[i], acts[i + 1], d,
+                                need_dx if i == 0 else True, batch,
+                                dx_name=f"{name}.body.grad" if i == 0 else None)
+        if not need_dx:
+            return None
+        dx = dx_tensor()   # the input's two uses: the body (d) and the skip (dy)
+        b.kernel("add", [math.prod(xs), d, dy, dx], name, "backward")
+        return dx
+    if isinstance(layer, ReLU6):
+        if not need_dx:
+            return None
+        dx = dx_tensor()
+        b.kernel("relu6_bwd", [math.prod(xs), y, dy, dx], name, "backward")
+        return dx
+    if isinstance(layer, GlobalAvgPool2d):
+        if not need_dx:
+            return None
+        _, c, h, w = xs
+        dx = dx_tensor()
+        b.kernel("gap_bwd", [batch, c, h * w, dy, dx], name, "backward")
+        return dx
+    _, c, h, w = xs
+    if isinstance(layer, DepthwiseConv2d):
+        oh, ow = b.tensors[y].shape[2:]
+        dims = [batch, c, h, w, layer.stride, layer.pad, oh, ow]
+        b.kernel("dwconv3x3_bwd_weight", dims + [x, dy, b.grads[name][0]], name, "backward")
+        if not need_dx:
+            return None
+        dx = dx_tensor()
+        b.kernel("dwconv3x3_bwd_data", dims + [dy, b.params[name][0], dx], name, "backward")
+        return dx
+    # BatchNorm2d: the batch statistics depend on X, so dX has the two correction terms
+    gamma = b.params[name][0]
+    dgamma, dbeta = b.grads[name]
+    mean, invstd = b.saved[f"{name}.mean"], b.saved[f"{name}.invstd"]
+    b.kernel("batchnorm_bwd_reduce", [batch, c, h * w, x, dy, mean, invstd, dgamma, dbeta],
+             name, "backward")
+    if not need_dx:
+        return None
+    dx = dx_tensor()
+    b.kernel("batchnorm_bwd_data", [batch, c, h * w, x, dy, mean, invstd, gamma, dgamma, dbeta,
+                                    dx], name, "backward")
+    return dx
+
+
+def _has_params(b: _Builder, layer) -> bool:
+    if isinstance(layer, Residual):
+        return any(_has_params(b, inner) for inner in layer.body)
+    return layer.name in b.params
+
+
 def _declare_params(b: _Builder, model: Model, plan_dir: str) -> None:
-    """Parameters (bundle files), their gradients and SGD momentum buffers, per layer."""
-    for layer, xs in zip(model.layers, model.shapes()):
+    """Parameters (bundle files), their gradients and SGD momentum buffers, per layer (the
+    layers inside residual blocks included); batch norm's running statistics as state."""
+    for layer, xs in walk(model.layers, tuple(model.input_shape)):
+        for sname, shape in getattr(layer, "state_shapes", dict)().items():
+            b.bn_state.setdefault(layer.name, []).append(b.tensor(
+                f"{layer.name}.{sname}", shape, "state",
+                init={"kind": "file", "path": f"{plan_dir}/tensors/{layer.name}.{sname}.f32"}))
         ids = [b.tensor(f"{layer.name}.{p}", s, "param", init={
             "kind": "file", "path": f"{plan_dir}/tensors/{layer.name}.{p}.f32"})
             for p, s in layer.param_shapes(xs).items()]
@@ -192,7 +324,7 @@ def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) ->
              "loss", "loss")
     b.kernel("mean", [batch, row_loss, loss], "loss", "loss")
     # Backward stops at the first parameterized layer: nothing needs the input's gradient.
-    first = next(i for i, layer in enumerate(model.layers) if layer.name in b.params)
+    first = next(i for i, layer in enumerate(model.layers) if _has_params(b, layer))
     dy = dlogits
     for i in range(len(model.layers) - 1, first - 1, -1):
         dy = _lower_backward(b, model.layers[i], acts[i], acts[i + 1], dy, i > first, batch)

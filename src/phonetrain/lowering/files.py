@@ -11,13 +11,14 @@ from ..layout import plan_dir_rel
 from ..kernels import KERNELS_ROOT, stage_kernels
 from ..models import get_model
 from .build import lower
-from .init import init_params
+from .init import init_params, init_state
 from .spec import LowerSpec
 
 
 def write_plan_dir(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROOT) -> Path:
     """Write ``root/plans/<plan_id>/plan.json`` and ``tensors/<param>.f32`` (raw little-endian
-    float32, from :func:`~phonetrain.lowering.init_params`) and return that folder.
+    float32, from :func:`~phonetrain.lowering.init_params`; batch norm's running statistics
+    from :func:`~phonetrain.lowering.init.init_state` likewise) and return that folder.
 
     Everything goes to a temp folder beside it that is renamed into place, so a crash leaves
     no folder that looks complete; an existing folder of the same id is replaced.
@@ -29,7 +30,7 @@ def write_plan_dir(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROO
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
         (tmp / "tensors").mkdir()
-        for name, arr in init_params(model, spec.seed).items():
+        for name, arr in {**init_params(model, spec.seed), **init_state(model)}.items():
             arr.astype("<f4").tofile(tmp / "tensors" / f"{name}.f32")
         plan.save(tmp / "plan.json")
         if dest.exists():

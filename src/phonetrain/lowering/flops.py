@@ -23,3 +23,11 @@ def flops_per_step(model: Model, batch_size: int, momentum: float = 0.0) -> dict
         if s.op == "kernel":
             out["forward" if s.phase == "loss" else s.phase] += s.flops
     return out
+
+
+def launches_per_step(model: Model, batch_size: int) -> int:
+    """Kernel launches of one training step (forward, loss, backward, update), as the
+    lowering emits them; the same on every placement (transfers are not launches)."""
+    plan = lower(LowerSpec(model=model.name, batch_size=batch_size, backend="cpu",
+                           dumps="none"), model=model)
+    return sum(1 for s in plan.steps if s.op == "kernel")

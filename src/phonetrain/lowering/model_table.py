@@ -7,8 +7,8 @@ import math
 import click
 
 from ..data import DATASETS
-from ..models import MODELS
-from .flops import flops_per_step
+from ..models import MODELS, Residual, walk
+from .flops import flops_per_step, launches_per_step
 
 BATCH = 32
 
@@ -24,10 +24,11 @@ def markdown(batch_size: int = BATCH) -> str:
         "(2 x MACs for GEMM; `forward` includes the softmax cross-entropy loss; the first",
         "parameterized layer computes no input gradient; `update` is plain SGD, `2*n`, and",
         "`4*n` with momentum). Per-kernel rules: `phonetrain.kernels.kernel_flops`.",
+        "Launches: kernel launches per step (every placement; transfers are not launches).",
         "",
         "| model | input | classes | parameters | forward MFLOP | backward MFLOP | "
-        "update MFLOP | total MFLOP |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "update MFLOP | total MFLOP | launches |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for m in MODELS.values():
         f = flops_per_step(m, batch_size)
@@ -35,12 +36,15 @@ def markdown(batch_size: int = BATCH) -> str:
         shape = "x".join(map(str, m.input_shape))
         lines.append(f"| `{m.name}` | {shape} | {m.classes} | {m.param_count():,} | "
                      f"{f['forward'] / 1e6:.3f} | {f['backward'] / 1e6:.3f} | "
-                     f"{f['update'] / 1e6:.3f} | {total / 1e6:.3f} |")
+                     f"{f['update'] / 1e6:.3f} | {total / 1e6:.3f} | "
+                     f"{launches_per_step(m, batch_size)} |")
     lines += ["", "## Initialization", "",
               "Seeded, written to `plans/<plan_id>/tensors/*.f32` so the runner and the numpy "
               "reference start from identical bytes (`phonetrain.lowering.init_params`): "
               "Linear and Conv2d weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) "
-              "(PyTorch's default), fan_in = in_features or C*KH*KW; momentum buffers zero.",
+              "(PyTorch's default), fan_in = in_features or C*KH*KW (9 for a depthwise 3x3); "
+              "batch norm weight 1 and bias 0, running mean 0 and variance 1 (state, not "
+              "parameters); momentum buffers zero.",
               "", "## Datasets", "", "| dataset | input | classes |", "|---|---|---|"]
     for d in DATASETS.values():
         shape = "x".join(map(str, d.input_shape)) if d.input_shape else "the model's"
@@ -54,20 +58,35 @@ def markdown(batch_size: int = BATCH) -> str:
     for m in MODELS.values():
         lines += [f"### `{m.name}`", "", "| layer | type | output | parameters |",
                   "|---|---|---|---:|"]
-        shapes = m.shapes()
-        for layer, x, y in zip(m.layers, shapes, shapes[1:]):
+        for layer, x in walk(m.layers, tuple(m.input_shape)):
+            y = layer.out_shape(x)
             n = sum(math.prod(s) for s in layer.param_shapes(x).values())
-            desc = type(layer).__name__
-            if hasattr(layer, "out_channels"):
-                desc += (f"({layer.in_channels}->{layer.out_channels}, {layer.kernel}x"
-                         f"{layer.kernel}, stride {layer.stride}, pad {layer.pad})")
-            elif hasattr(layer, "out_features"):
-                desc += f"({layer.in_features}->{layer.out_features})"
-            elif hasattr(layer, "kernel"):
-                desc += f"({layer.kernel}x{layer.kernel}, stride {layer.stride})"
-            lines.append(f"| {layer.name} | {desc} | {'x'.join(map(str, y))} | {n:,} |")
+            outer = [r.name for r, _ in walk(m.layers, tuple(m.input_shape))
+                     if isinstance(r, Residual) and layer in r.body]
+            name = "/".join(outer + [layer.name])   # a residual body's layers: block/layer
+            lines.append(f"| {name} | {_describe(layer)} | {'x'.join(map(str, y))} | {n:,} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _describe(layer) -> str:
+    """The layer's type and settings, as the Layers tables print them."""
+    desc = type(layer).__name__
+    if isinstance(layer, Residual):
+        return f"Residual(body of {len(layer.body)} layers below, + input)"
+    if hasattr(layer, "out_channels"):
+        desc += (f"({layer.in_channels}->{layer.out_channels}, {layer.kernel}x"
+                 f"{layer.kernel}, stride {layer.stride}, pad {layer.pad}"
+                 f"{'' if layer.bias else ', no bias'})")
+    elif hasattr(layer, "out_features"):
+        desc += f"({layer.in_features}->{layer.out_features})"
+    elif hasattr(layer, "channels") and hasattr(layer, "stride"):
+        desc += f"({layer.channels}, 3x3, stride {layer.stride}, pad {layer.pad})"
+    elif hasattr(layer, "channels"):
+        desc += f"({layer.channels}, eps {layer.eps:g}, momentum {layer.momentum:g})"
+    elif hasattr(layer, "kernel"):
+        desc += f"({layer.kernel}x{layer.kernel}, stride {layer.stride})"
+    return desc
 
 
 @click.command()

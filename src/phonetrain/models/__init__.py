@@ -5,9 +5,11 @@ layer types. ``python -m phonetrain.lowering.model_table --markdown`` prints par
 FLOPs (the source of ``docs/models.md``).
 """
 
-from .layers import Conv2d, Flatten, Layer, Linear, MaxPool2d, ReLU, ShapeError
+from .layers import (BatchNorm2d, Conv2d, DepthwiseConv2d, Flatten, GlobalAvgPool2d, Layer,
+                     Linear, MaxPool2d, ReLU, ReLU6, Residual, ShapeError, walk)
 from .model import Model
 from .zoo import MODELS, get_model, lenet5, mlp
 
-__all__ = ["Conv2d", "Flatten", "Layer", "Linear", "MaxPool2d", "ReLU", "ShapeError", "Model",
+__all__ = ["BatchNorm2d", "Conv2d", "DepthwiseConv2d", "Flatten", "GlobalAvgPool2d", "Layer",
+           "Linear", "MaxPool2d", "ReLU", "ReLU6", "Residual", "ShapeError", "walk", "Model",
            "MODELS", "get_model", "lenet5", "mlp"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .layers import Layer, Shape
+from .layers import Layer, Shape, walk
 
 
 @dataclass(frozen=True)
@@ -36,11 +36,21 @@ class Model:
         return shapes
 
     def param_shapes(self) -> dict[str, Shape]:
-        """``{"<layer>.weight": shape, "<layer>.bias": shape, ...}`` in layer order."""
+        """``{"<layer>.weight": shape, "<layer>.bias": shape, ...}`` in layer order (the layers
+        inside a residual block included)."""
         out: dict[str, Shape] = {}
-        for layer, x in zip(self.layers, self.shapes()):
+        for layer, x in walk(self.layers, tuple(self.input_shape)):
             for pname, shape in layer.param_shapes(x).items():
                 out[f"{layer.name}.{pname}"] = shape
+        return out
+
+    def state_shapes(self) -> dict[str, Shape]:
+        """Non-trained state (batch norm's running statistics): ``{"<layer>.running_mean":
+        shape, ...}`` in layer order."""
+        out: dict[str, Shape] = {}
+        for layer, _ in walk(self.layers, tuple(self.input_shape)):
+            for sname, shape in getattr(layer, "state_shapes", dict)().items():
+                out[f"{layer.name}.{sname}"] = shape
         return out
 
     def param_count(self) -> int:

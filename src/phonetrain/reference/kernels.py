@@ -18,13 +18,9 @@ import numpy as np
 
 from phonetrain.kernels import bind_args
 
+from .summation import sum_last as _sum_last
 
-def _sum_last(x: np.ndarray) -> np.ndarray:
-    """Sum over the last axis: in sequence for float32 (``np.add.accumulate``), pairwise for
-    wider types."""
-    if x.dtype == np.float32 and x.shape[-1] > 0:
-        return np.add.accumulate(x, axis=-1)[..., -1]
-    return x.sum(axis=-1)
+
 
 def _gemm(d, trans_a: bool, trans_b: bool) -> None:
     M, N, K = d["M"], d["N"], d["K"]
@@ -193,3 +189,9 @@ def run_kernel(name: str, args: list[dict], arrays, *, sequential_gemm: bool = F
         KERNELS[name](d)
     except (ValueError, IndexError) as e:
         raise ValueError(f"kernel {name}: {e}") from None
+
+
+# The mobile CNN operators live in their own module and join the registry here.
+from .mobile import MOBILE_KERNELS  # noqa: E402
+
+KERNELS.update(MOBILE_KERNELS)

@@ -28,7 +28,8 @@ backend and an NVIDIA H200 over every checked step of the study: docs/benchmarks
 ``FLOOR_ULPS`` = 4 ulps of the tensor's largest value cover tensors whose float32 and float64
 results agree exactly. A planted fault of 1e-4 relative in one GEMM exceeds it (tests).
 
-Near-ties: a ReLU whose input is within the rounding of zero, or a max-pool window whose
+Near-ties: a ReLU whose input is within the rounding of zero (a ReLU6's: of 0 or 6), or a
+max-pool window whose
 largest values are within rounding of each other, may decide differently in two correct
 implementations; the difference is then a whole gradient contribution, not a rounding error.
 Where the float64 input is that close to the decision (within ``KAPPA`` times the input's own
@@ -127,6 +128,25 @@ def _follow_relu(s, a32: Interpreter, a64: Interpreter, x32, x64, runner: np.nda
     return int(flip.sum())
 
 
+def _follow_relu6(s, a32: Interpreter, a64: Interpreter, x32, x64, runner: np.ndarray) -> int:
+    """ReLU6 decides twice: at 0 (as ReLU) and at 6 (the clip); follow the runner at either."""
+    n = int(s.args[0]["i"])
+    y = int(s.args[2]["t"])
+    eps = _eps(x32[:n], x64[:n])
+    run = runner[:n].astype(np.float64)
+    ref = a64.dev[y][:n]
+    flip = np.zeros(n, bool)
+    for edge in (0.0, 6.0):
+        near = (np.abs(x64[:n] - edge) <= eps) & (np.abs(run - edge) <= eps)
+        flip |= near & ((run > edge) != (ref > edge))
+    a64.dev[y][:n][flip] = run[flip]
+    a32.dev[y][:n][flip] = run[flip].astype(np.float32)
+    return int(flip.sum())
+
+
+_FOLLOW_ELEMENTWISE = {"relu_fwd": _follow_relu, "relu6_fwd": _follow_relu6}
+
+
 def _follow_maxpool(s, a32: Interpreter, a64: Interpreter, x32, x64, run_am) -> int:
     B, C, H, W, K, st, OH, OW = (int(a["i"]) for a in s.args[:8])
     y, am = int(s.args[9]["t"]), int(s.args[10]["t"])
@@ -194,18 +214,18 @@ def check_step(plan: Plan, root, iteration: int, before: Mapping[str, np.ndarray
             a64.set_tensor(tid, before[name])
     followed = 0
     for s in plan.steps:
-        decision = s.op == "kernel" and s.name in ("relu_fwd", "maxpool_fwd")
+        decision = s.op == "kernel" and s.name in ("relu_fwd", "relu6_fwd", "maxpool_fwd")
         if decision:
-            xt = int(s.args[1 if s.name == "relu_fwd" else 8]["t"])
+            xt = int(s.args[8 if s.name == "maxpool_fwd" else 1]["t"])
             x32, x64 = a32.dev[xt].copy(), a64.dev[xt].copy()
         a32.run_step(s, iteration)
         a64.run_step(s, iteration)
         if not decision:
             continue
-        if s.name == "relu_fwd":
+        if s.name in _FOLLOW_ELEMENTWISE:
             y = plan.tensor(int(s.args[2]["t"])).name
             if y in after:
-                followed += _follow_relu(s, a32, a64, x32, x64, after[y])
+                followed += _FOLLOW_ELEMENTWISE[s.name](s, a32, a64, x32, x64, after[y])
         else:
             y, am = (plan.tensor(int(s.args[i]["t"])).name for i in (9, 10))
             if y in after and am in after:

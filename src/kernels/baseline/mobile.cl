@@ -1,0 +1,231 @@
+/* Baseline mobile CNN operators (kernel ABI: src/kernels/README.md, section "Mobile CNN
+ * operators"): depthwise 3x3 convolution, batch normalization in training mode, ReLU6,
+ * element-wise add, global average pooling. One work-item per output element (per channel
+ * for the batch-norm reductions and per weight for the depthwise weight gradient), global
+ * memory only; out-of-range work-items return early. Every reduction is a gather summed in a
+ * fixed order (no atomics), the order the CPU backend and the numpy reference use. No tuning
+ * parameters. */
+
+/* Y[b,c,oh,ow] = sum over kh, kw of Wt[c,kh,kw] * X[b,c,oh*stride-pad+kh, ow*stride-pad+kw]
+ * (0 outside the image). NDRange [B*C*OH*OW]. */
+__kernel void dwconv3x3_fwd(const int B, const int C, const int H, const int W,
+                            const int stride, const int pad, const int OH, const int OW,
+                            __global const float *X, __global const float *Wt,
+                            __global float *Y)
+{
+    const int o = get_global_id(0);
+    if (o >= B * C * OH * OW) return;
+    const int ow = o % OW, oh = (o / OW) % OH, bc = o / (OW * OH);
+    const __global float *x = X + (size_t)bc * H * W;
+    const __global float *w = Wt + (bc % C) * 9;
+    float acc = 0.0f;
+    for (int kh = 0; kh < 3; ++kh) {
+        const int h = oh * stride - pad + kh;
+        for (int kw = 0; kw < 3; ++kw) {
+            const int wi = ow * stride - pad + kw;
+            const float v = (h >= 0 && h < H && wi >= 0 && wi < W) ? x[h * W + wi] : 0.0f;
+            acc += w[kh * 3 + kw] * v;
+        }
+    }
+    Y[o] = acc;
+}
+
+/* dX[b,c,h,w] = sum of Wt[c,kh,kw] * dY[b,c,oh,ow] over the taps with
+ * oh*stride - pad + kh == h (and likewise w), in (kh, kw) order. NDRange [B*C*H*W]. */
+__kernel void dwconv3x3_bwd_data(const int B, const int C, const int H, const int W,
+                                 const int stride, const int pad, const int OH, const int OW,
+                                 __global const float *dY, __global const float *Wt,
+                                 __global float *dX)
+{
+    const int i = get_global_id(0);
+    if (i >= B * C * H * W) return;
+    const int w = i % W, h = (i / W) % H, bc = i / (W * H);
+    const __global float *dy = dY + (size_t)bc * OH * OW;
+    const __global float *wt = Wt + (bc % C) * 9;
+    float acc = 0.0f;
+    for (int kh = 0; kh < 3; ++kh) {
+        const int th = h + pad - kh;
+        if (th < 0 || th % stride) continue;
+        const int oh = th / stride;
+        if (oh >= OH) continue;
+        for (int kw = 0; kw < 3; ++kw) {
+            const int tw = w + pad - kw;
+            if (tw < 0 || tw % stride) continue;
+            const int ow = tw / stride;
+            if (ow >= OW) continue;
+            acc += wt[kh * 3 + kw] * dy[oh * OW + ow];
+        }
+    }
+    dX[i] = acc;
+}
+
+/* dWt[c,kh,kw] = sum of dY[b,c,oh,ow] * X[b,c,...]: each image's sum over oh, ow, then the
+ * B partial sums.
+ * NDRange [C*9]. */
+__kernel void dwconv3x3_bwd_weight(const int B, const int C, const int H, const int W,
+                                   const int stride, const int pad, const int OH, const int OW,
+                                   __global const float *X, __global const float *dY,
+                                   __global float *dWt)
+{
+    const int t = get_global_id(0);
+    if (t >= C * 9) return;
+    const int c = t / 9, kh = (t % 9) / 3, kw = t % 3;
+    float acc = 0.0f;
+    for (int b = 0; b < B; ++b) {
+        const __global float *x = X + ((size_t)b * C + c) * H * W;
+        const __global float *dy = dY + ((size_t)b * C + c) * OH * OW;
+        float part = 0.0f;
+        for (int oh = 0; oh < OH; ++oh) {
+            const int h = oh * stride - pad + kh;
+            for (int ow = 0; ow < OW; ++ow) {
+                const int w = ow * stride - pad + kw;
+                const float v = (h >= 0 && h < H && w >= 0 && w < W) ? x[h * W + w] : 0.0f;
+                part += v * dy[oh * OW + ow];
+            }
+        }
+        acc += part;
+    }
+    dWt[t] = acc;
+}
+
+/* Per channel c over n = B*HW inputs: mean (a sum shifted by the channel's first value),
+ * biased variance (second pass over deviations),
+ * invstd = 1/sqrt(var + eps); running_mean/var = (1-momentum)*old + momentum*(mean, unbiased
+ * var = var*n/(n-1), var when n = 1). NDRange [C]. */
+__kernel void batchnorm_stats(const int B, const int C, const int HW, const float eps,
+                              const float momentum, __global const float *X,
+                              __global float *mean, __global float *invstd,
+                              __global float *running_mean, __global float *running_var)
+{
+    const int c = get_global_id(0);
+    if (c >= C) return;
+    const float cnt = (float)(B * HW);
+    /* shifted sum: values equal to the channel's first one add exactly 0 (README) */
+    const float shift = X[(size_t)c * HW];
+    float sum = 0.0f;
+    for (int b = 0; b < B; ++b) {   /* blocked: each image's sum, then the batch's */
+        const __global float *x = X + ((size_t)b * C + c) * HW;
+        float part = 0.0f;
+        for (int j = 0; j < HW; ++j) part += x[j] - shift;
+        sum += part;
+    }
+    const float mu = shift + sum / cnt;
+    float sq = 0.0f;
+    for (int b = 0; b < B; ++b) {
+        const __global float *x = X + ((size_t)b * C + c) * HW;
+        float part = 0.0f;
+        for (int j = 0; j < HW; ++j) {
+            const float dv = x[j] - mu;
+            part += dv * dv;
+        }
+        sq += part;
+    }
+    const float var = sq / cnt;
+    const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
+    mean[c] = mu;
+    invstd[c] = 1.0f / sqrt(var + eps);
+    running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mu;
+    running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+}
+
+/* Y = ((X - mean[c]) * invstd[c]) * gamma[c] + beta[c]. NDRange [B*C*HW]. */
+__kernel void batchnorm_apply(const int B, const int C, const int HW, __global const float *X,
+                              __global const float *mean, __global const float *invstd,
+                              __global const float *gamma, __global const float *beta,
+                              __global float *Y)
+{
+    const int i = get_global_id(0);
+    if (i >= B * C * HW) return;
+    const int c = (i / HW) % C;
+    Y[i] = ((X[i] - mean[c]) * invstd[c]) * gamma[c] + beta[c];
+}
+
+/* dbeta[c] = sum dY, dgamma[c] = sum dY * xhat (each image's sum over hw, then the batch's),
+ * xhat = (X - mean[c]) * invstd[c]. NDRange [C]. */
+__kernel void batchnorm_bwd_reduce(const int B, const int C, const int HW,
+                                   __global const float *X, __global const float *dY,
+                                   __global const float *mean, __global const float *invstd,
+                                   __global float *dgamma, __global float *dbeta)
+{
+    const int c = get_global_id(0);
+    if (c >= C) return;
+    float sg = 0.0f, sb = 0.0f;
+    for (int b = 0; b < B; ++b) {   /* blocked: each image's sums, then the batch's */
+        const size_t off = ((size_t)b * C + c) * HW;
+        float pg = 0.0f, pb = 0.0f;
+        for (int j = 0; j < HW; ++j) {
+            const float xhat = (X[off + j] - mean[c]) * invstd[c];
+            pb += dY[off + j];
+            pg += dY[off + j] * xhat;
+        }
+        sg += pg;
+        sb += pb;
+    }
+    dgamma[c] = sg;
+    dbeta[c] = sb;
+}
+
+/* dX = gamma[c]*invstd[c]/n * ((n*dY - dbeta[c]) - xhat*dgamma[c]), n = B*HW.
+ * NDRange [B*C*HW]. */
+__kernel void batchnorm_bwd_data(const int B, const int C, const int HW,
+                                 __global const float *X, __global const float *dY,
+                                 __global const float *mean, __global const float *invstd,
+                                 __global const float *gamma, __global const float *dgamma,
+                                 __global const float *dbeta, __global float *dX)
+{
+    const int i = get_global_id(0);
+    if (i >= B * C * HW) return;
+    const int c = (i / HW) % C;
+    const float cnt = (float)(B * HW);
+    const float xhat = (X[i] - mean[c]) * invstd[c];
+    const float scale = gamma[c] * invstd[c] / cnt;
+    dX[i] = scale * ((cnt * dY[i] - dbeta[c]) - xhat * dgamma[c]);
+}
+
+/* Y = min(max(X, 0), 6). NDRange [n]. */
+__kernel void relu6_fwd(const int n, __global const float *X, __global float *Y)
+{
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    const float v = X[i] > 0.0f ? X[i] : 0.0f;
+    Y[i] = v < 6.0f ? v : 6.0f;
+}
+
+/* dX = 0 < Y < 6 ? dY : 0. NDRange [n]. */
+__kernel void relu6_bwd(const int n, __global const float *Y, __global const float *dY,
+                        __global float *dX)
+{
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    dX[i] = (Y[i] > 0.0f && Y[i] < 6.0f) ? dY[i] : 0.0f;
+}
+
+/* Y = A + B (residual add; also the sum of a skip connection's two gradients). NDRange [n]. */
+__kernel void add(const int n, __global const float *A, __global const float *B,
+                  __global float *Y)
+{
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    Y[i] = A[i] + B[i];
+}
+
+/* Y[b,c] = sum over hw (in order) of X[b,c,hw], divided by HW. NDRange [B*C]. */
+__kernel void gap_fwd(const int B, const int C, const int HW, __global const float *X,
+                      __global float *Y)
+{
+    const int r = get_global_id(0);
+    if (r >= B * C) return;
+    const __global float *x = X + (size_t)r * HW;
+    float acc = 0.0f;
+    for (int j = 0; j < HW; ++j) acc += x[j];
+    Y[r] = acc / (float)HW;
+}
+
+/* dX[b,c,hw] = dY[b,c] / HW. NDRange [B*C*HW]. */
+__kernel void gap_bwd(const int B, const int C, const int HW, __global const float *dY,
+                      __global float *dX)
+{
+    const int i = get_global_id(0);
+    if (i >= B * C * HW) return;
+    dX[i] = dY[i / HW] / (float)HW;
+}
