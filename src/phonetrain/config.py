@@ -89,7 +89,8 @@ class DeviceConfig:
 
 @dataclass
 class BackendConfig:
-    """``cpu``, or ``opencl`` with a placement (resident | staged) and a transfer (copy | map)."""
+    """``cpu``, or ``opencl`` with a placement (resident | staged | pipelined) and a transfer
+    (copy | map; pipelined takes copy only)."""
 
     name: str = MISSING
     kind: str = "cpu"
@@ -361,8 +362,9 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
             raise ConfigError(f"{src(key)}: key '{key}' is {node[key]}; it must be >= {low}")
     _check_signs(path, group, node, "", overrides)
     if group == "backend":
-        ok = (("none",), ("none",)) if node["kind"] == "cpu" else (("resident", "staged"),
-                                                                  ("copy", "map"))
+        ok = (("none",), ("none",)) if node["kind"] == "cpu" else (
+            ("resident", "staged", "pipelined"),
+            ("copy",) if node["placement"] == "pipelined" else ("copy", "map"))
         for key, allowed in zip(("placement", "transfer"), ok):
             if node[key] not in allowed:
                 raise ConfigError(f"{src(key)}: key '{key}' is {node[key]!r}; a {node['kind']} "
