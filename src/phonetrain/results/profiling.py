@@ -327,8 +327,10 @@ def perfetto_trace(trace: pd.DataFrame, iterations: pd.DataFrame | None = None, 
                    device: str = "device", title: str = "") -> dict:
     """Chrome trace-event JSON (opens in https://ui.perfetto.dev and chrome://tracing).
 
-    Tracks: process 1 = the OpenCL device (thread 1 = its command queue: every row with device
-    timestamps, placed on the host clock by :func:`clock_offset`); process 2 = the host
+    Tracks: process 1 = the OpenCL device (thread ``1 + queue`` = its command queues: every
+    row with device timestamps, placed on the host clock by :func:`clock_offset`; queue 1
+    holds the pipelined placement's transfers, a trace without a ``queue`` column has queue 0);
+    process 2 = the host
     (thread 1 = the runner's thread: host rows and CPU-backend kernels; thread 2 =
     iterations, each spanning its commands, named with wall time and warm-up flag). ``ts`` and
     ``dur`` are microseconds from the first event (format: "Trace Event Format", Google, 2016).
@@ -340,18 +342,22 @@ def perfetto_trace(trace: pd.DataFrame, iterations: pd.DataFrame | None = None, 
     events: list[dict] = [
         {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": device}},
         {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "command queue"}},
+        {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name",
+         "args": {"name": "transfer queue (1)"}},
         {"ph": "M", "pid": 2, "tid": 0, "name": "process_name", "args": {"name": "host"}},
         {"ph": "M", "pid": 2, "tid": 1, "name": "thread_name", "args": {"name": "runner thread"}},
         {"ph": "M", "pid": 2, "tid": 2, "name": "thread_name", "args": {"name": "iterations"}},
     ]
-    for r, on_dev in zip(iv.itertuples(index=False), dev):
+    queues = iv["queue"] if "queue" in iv else pd.Series(0, index=iv.index)
+    for r, on_dev, q in zip(iv.itertuples(index=False), dev, queues):
         args = {"bytes": int(r.bytes), "flops": int(r.flops), "layer": r.layer, "phase": r.phase,
                 "seq": int(r.seq), "iteration": int(r.iteration)}
         if on_dev:
             args.update(queued_ns=int(r.queued_ns), submit_ns=int(r.submit_ns),
                         start_ns=int(r.start_ns), end_ns=int(r.end_ns))
         args.update(host_begin_ns=int(r.host_begin_ns), host_end_ns=int(r.host_end_ns))
-        events.append({"ph": "X", "pid": 1 if on_dev else 2, "tid": 1,
+        events.append({"ph": "X", "pid": 1 if on_dev else 2,
+                       "tid": 1 + int(q) if on_dev else 1,
                        "name": r.name or r.kind, "cat": r.kind,
                        "ts": (r.begin_ns - t0) / 1e3, "dur": max(r.dur_ns, 0.0) / 1e3,
                        "args": args})
