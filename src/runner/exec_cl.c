@@ -333,8 +333,9 @@ static int refresh_images(run_ctx *rc, pt_step *s, int iteration, int warmup, in
         if (s->nwait && s->nwait <= (int)(sizeof waits / sizeof *waits)) {
             cl_uint nw = wait_list(rc, s, waits);   /* the copy reads what the waits wrote */
             if (nw) CL_CHECK(CL.clWaitForEvents(nw, waits), ctx);
-        } else if (s->nwait) {
-            CL_CHECK(CL.clFinish(rc->queue1), ctx);
+        } else if (s->nwait) {   /* too many to list: wait for every queue */
+            CL_CHECK(CL.clFinish(rc->queue), ctx);
+            if (rc->queue1) CL_CHECK(CL.clFinish(rc->queue1), ctx);
         }
         CL_CHECK(image_view_refresh(rc->queue, t->mem, v, &ev), ctx);
         r = &rc->tr.rows[idx];
