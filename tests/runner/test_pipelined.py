@@ -61,6 +61,7 @@ def test_trace_orders_kernels_after_their_uploads(runner, pocl, tmp_path):
     after the last upload of each tensor it reads ended, and every download starts after the
     kernel that produced it ended."""
     plan, out, _ = _run(runner, pocl, _spec("mlp_784_256_128_16", "pipelined"), tmp_path)
+    assert (out / "trace.csv").read_text().splitlines(True)[0] == runner_api.TRACE_HEADER
     tr = pd.read_csv(out / "trace.csv", keep_default_na=False)
     assert set(tr.loc[tr["kind"].isin(["h2d", "d2h"]), "queue"]) == {1}
     assert set(tr.loc[tr["kind"] == "kernel", "queue"]) == {0}
