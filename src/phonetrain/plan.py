@@ -218,7 +218,6 @@ class Plan:
     loss_tensor: int = -1
     dumps: list[int] = field(default_factory=list)
     checkpoints: dict[str, list[int]] | None = None
-    plan_version: int = PLAN_VERSION
 
     def tensor(self, tid: int) -> Tensor:
         return self.tensors[tid]
