@@ -36,7 +36,6 @@ from phonetrain.lowering import LowerSpec, write_bundle  # noqa: E402
 from phonetrain.plan import Plan  # noqa: E402
 from phonetrain.results import profiling  # noqa: E402
 
-PLACEMENTS = ("staged", "pipelined")
 
 
 def _q(x: pd.Series) -> str:
@@ -67,6 +66,8 @@ def main() -> None:
     ap.add_argument("--platform", default="Portable Computing Language",
                     help="OpenCL platform name (substring)")
     ap.add_argument("--threads", type=int, default=1, help="runner host threads")
+    ap.add_argument("--placements", default="staged,pipelined",
+                    help="comma-separated, run in this order each repeat (resident too)")
     ap.add_argument("--root", type=Path, default=None, help="bundle folder (default: temp)")
     a = ap.parse_args()
     root = a.root or Path(tempfile.mkdtemp(prefix="bench-pipelined-"))
@@ -74,24 +75,25 @@ def main() -> None:
     sel = rt.DeviceSelector(platform=a.platform)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     rows, device = [], "?"
+    placements = a.placements.split(",")
     for model in a.models.split(","):
         pids = {}
-        for placement in PLACEMENTS:
+        for placement in placements:
             spec = LowerSpec(model=model, batch_size=a.batch, backend="opencl",
                              placement=placement, transfer="copy", kernel=a.kernel,
                              warmup=a.warmup, iterations=a.iterations, num_batches=8,
                              dumps="none")
             write_bundle(spec, root)
             pids[placement] = spec.resolved_plan_id()
-        got = {p: [] for p in PLACEMENTS}
-        verified = {p: True for p in PLACEMENTS}
+        got = {p: [] for p in placements}
+        verified = {p: True for p in placements}
         for r in range(a.repeats):
-            for p in PLACEMENTS:
+            for p in placements:
                 ok, b, device = run_one(runner, root, pids[p], root / "out" / f"{pids[p]}-{r}",
                                         sel, a.threads)
                 verified[p] &= ok
                 got[p].append(b)
-        for p in PLACEMENTS:
+        for p in placements:
             b = pd.concat(got[p])
             k, t = b["kernel_ms"], b["transfer_ms"]
             rows.append({"model": model, "placement": p,
