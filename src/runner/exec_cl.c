@@ -371,8 +371,10 @@ uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
         if (s->has_image) seq = refresh_images(rc, s, iteration, warmup, seq, k);
         trace_row *r = trace_step(&rc->tr, rc->plan, s, iteration, warmup, seq++, k);
         int idx = rc->tr.n - 1;   /* rows may move when the trace grows */
-        if (s->external) CL_CHECK(CL.clFinish(s->queue ? rc->queue1 : rc->queue),
-                                  "before a CLBlast call");   /* untimed */
+        if (s->external) {   /* untimed: its row spans the call, not what it waits for */
+            CL_CHECK(CL.clFinish(rc->queue), "before a CLBlast call");
+            if (rc->queue1) CL_CHECK(CL.clFinish(rc->queue1), "before a CLBlast call");
+        }
         r->host_begin_ns = monotonic_ns();
         cl_event ev = enqueue_step(rc, s, k, iteration);
         r = &rc->tr.rows[idx];

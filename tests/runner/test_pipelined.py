@@ -140,3 +140,15 @@ def test_cpu_backend_ignores_queues(runner, pocl, tmp_path):
     plain, pout, _ = _run(runner, pocl, spec, tmp_path / "p")
     got, want = _dumps(plan, out), _dumps(plain, pout)
     assert all(np.array_equal(got[n], want[n]) for n in want)
+
+
+def test_pipelined_with_clblast_gemms_verifies(runner, pocl, tmp_path):
+    """GEMM steps routed to CLBlast (which takes no wait list) still see their uploads."""
+    import ctypes.util
+    if not ctypes.util.find_library("clblast"):
+        pytest.skip("libclblast is not installed")
+    spec = _spec("mlp_784_256_128_16", "pipelined", kernel="clblast")
+    plan, out, doc = _run(runner, pocl, spec, tmp_path)
+    assert doc["status"] == "ok"
+    v = reference.verify_run_dir(plan, tmp_path, out)
+    assert v["ok"], (v["worst"], v["max_abs_err"])
