@@ -245,6 +245,7 @@ def test_pipelining_overlap_wording_follows_the_number(overlap_ms, words):
                      timer_resolution_ns=1.0))
     f = fd.pipelining(runs)
     assert words in f.statement and "host clock" in f.statement
+    assert "would save at most 25.0% of it" in f.statement   # min(3, 1) / (3 + 1)
     assert cell(f, "verdict") == "pipelined faster"
     assert cell(f, "max(kernel, transfer) / sum, pipelined (device events)") == "3 ms / 4 ms"
     text = cell(f, "overlap (device events)")
