@@ -24,7 +24,8 @@ def test_runs_parquet_carries_the_pipelined_placement(runner, pocl, tmp_path):
     paths = aggregate.aggregate([R / "runs" / "host" / f"{MODEL}.opencl_pipelined.baseline"],
                                 summary_paths(tmp_path / "summary"))
     runs = schema.read_table(paths["runs"], "runs")
-    assert list(runs["placement"]) == ["pipelined"] and list(runs["backend"]) == ["opencl"]
+    assert list(runs["placement"]) == ["pipelined"]
+    assert list(runs["backend"]) == ["opencl_pipelined"]
     pip = runs.iloc[0]
     assert pip["status"] == "ok" and pip["transfer"] == "copy", pip["status_reason"]
     assert pip["verify_max_abs_err"] <= pip["verify_tolerance"]
