@@ -93,6 +93,11 @@ def test_trace_orders_kernels_after_their_uploads(runner, pocl, tmp_path):
                 assert by_step.at[k, "start_ns"] >= by_step.at[j, "end_ns"], (it, k)
                 checked += 1
     assert checked > 100
+    from phonetrain.results import profiling   # Perfetto: one device track per queue
+    events = profiling.perfetto_trace(profiling.read_trace_csv(out / "trace.csv"))["traceEvents"]
+    tracks = {(e["pid"], e["tid"], e["cat"]) for e in events if e["ph"] == "X" and e["pid"] == 1}
+    assert {c for _, tid, c in tracks if tid == 2} == {"h2d", "d2h"}
+    assert {c for _, tid, c in tracks if tid == 1} == {"kernel"}
 
 
 def test_bad_wait_reference_is_refused_naming_the_step(runner, pocl, tmp_path):
