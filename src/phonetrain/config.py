@@ -89,7 +89,8 @@ class DeviceConfig:
 
 @dataclass
 class BackendConfig:
-    """``cpu``, or ``opencl`` with a placement (resident | staged) and a transfer (copy | map)."""
+    """``cpu``, or ``opencl`` with a placement (resident | staged | pipelined) and a transfer
+    (copy | map; pipelined takes copy only)."""
 
     name: str = MISSING
     kind: str = "cpu"
@@ -124,6 +125,9 @@ class SweepConfig:
     devices: list[str] = field(default_factory=list)
     backends: list[str] = field(default_factory=list)
     kernels: list[str] = field(default_factory=list)
+    # backend -> the only kernel versions it is crossed with (those also in ``kernels``); a
+    # backend not named here is crossed with every kernel. Keeps costly placements to a few.
+    backend_kernels: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -361,8 +365,9 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
             raise ConfigError(f"{src(key)}: key '{key}' is {node[key]}; it must be >= {low}")
     _check_signs(path, group, node, "", overrides)
     if group == "backend":
-        ok = (("none",), ("none",)) if node["kind"] == "cpu" else (("resident", "staged"),
-                                                                  ("copy", "map"))
+        ok = (("none",), ("none",)) if node["kind"] == "cpu" else (
+            ("resident", "staged", "pipelined"),
+            ("copy",) if node["placement"] == "pipelined" else ("copy", "map"))
         for key, allowed in zip(("placement", "transfer"), ok):
             if node[key] not in allowed:
                 raise ConfigError(f"{src(key)}: key '{key}' is {node[key]!r}; a {node['kind']} "
@@ -477,6 +482,16 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
             raise ConfigError(f"{spath}: key 'sweep.{axis}s' is empty; list at least one {axis}")
         if len(set(names)) != len(names):
             raise ConfigError(f"{spath}: key 'sweep.{axis}s' lists a {axis} twice: {names}")
+    for b, ks in (sweep.get("backend_kernels") or {}).items():
+        # Checked against conf/, not the sweep's lists, so shrinking sweep.backends or
+        # sweep.kernels by override never trips over the file's restriction.
+        if not _group_file(conf_dir, "backend", b).is_file():
+            raise ConfigError(f"{spath}: key 'sweep.backend_kernels' names backend {b!r}, "
+                              f"which has no {_group_file(conf_dir, 'backend', b)}")
+        bad = [k for k in ks if not _group_file(conf_dir, "kernel", k).is_file()]
+        if not ks or bad:
+            raise ConfigError(f"{spath}: key 'sweep.backend_kernels.{b}' is {list(ks)}; list "
+                              f"one or more kernel versions of {conf_dir / 'kernel'}")
 
 
 def _override_key(override: str) -> str:
@@ -585,11 +600,14 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
 
 def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) -> list[Experiment]:
     exps = []
+    only = root["sweep"].get("backend_kernels") or {}
     for m, mcfg in members["model"].items():
         for d, dcfg in members["device"].items():
             for b, bcfg in members["backend"].items():
                 kernels = members["kernel"] if bcfg["kind"] == "opencl" else {NO_KERNEL: None}
                 for k, kcfg in kernels.items():
+                    if b in only and k not in only[b]:
+                        continue
                     cfg = {
                         "model": mcfg, "backend": bcfg, "kernel": kcfg,
                         "device": {x: v for x, v in dcfg.items() if x != "facts"},

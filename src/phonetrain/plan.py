@@ -5,10 +5,11 @@ list of steps -- kernel launches, host<->device transfers and batch loads -- ove
 tensors. The runner (``src/runner``) executes it without knowing what a layer is; the numpy
 reference (:mod:`phonetrain.reference`) executes the same plan to verify the runner.
 
-JSON layout (``PLAN_VERSION`` = 1)::
+JSON layout (``PLAN_VERSION`` = 2; a plan that uses no version-2 field is written as
+version 1, so plans lowered before version 2 keep their bytes and their SHA-256)::
 
     {
-      "plan_version": 1,
+      "plan_version": 1 | 2,
       "name": "mlp_784_256_128_16/b32/opencl-resident-copy",
       "backend": "cpu" | "opencl",
       "tensors": [Tensor...],
@@ -64,6 +65,19 @@ Steps (``op`` selects the kind; every step may carry ``layer`` and ``phase`` in
 
 Bytes of transfers are the tensor's size; the runner records them in the trace.
 
+Queues and wait lists (version 2; the ``pipelined`` placement writes them): any ``kernel``,
+``h2d`` or ``d2h`` step may carry ``"queue": 0 | 1`` (default 0) and ``"wait": [j, ...]``
+(default empty). Queue 0 is the in-order queue every version-1 command runs on; queue 1 is a
+second in-order queue of the same device whose ``h2d``/``d2h`` are *non-blocking*. ``wait``
+lists indices of earlier steps of the same iteration (``0 <= j < k``, each a ``kernel``,
+``h2d`` or ``d2h`` step): the command starts only after those commands ended (OpenCL event
+wait list). Ordering between the two queues is exactly what the wait lists say, so the
+lowering must list every cross-queue hazard on a device buffer or host copy; ordering
+within one queue is program order. Executing the steps one by one in list order (the CPU
+backend, the numpy reference) is always a valid schedule of such a plan. ``load``, ``map``
+and ``unmap`` stay on queue 0 without waits; the runner drains queue 1 before a ``load``.
+A version-1 document with ``queue``/``wait`` is refused.
+
 Checkpoints (optional; absent or null: none): after each listed iteration (0-based, warm-up
 included; negative entries count from the end, ``-1`` = the last iteration run) the runner
 keeps the ``tensors``' contents (their ``home`` copy) and writes them to
@@ -88,7 +102,10 @@ import numpy as np
 from phonetrain.errors import PhonetrainError
 from phonetrain.io import write_text
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
+PLAN_VERSIONS = (1, 2)
+QUEUES = (0, 1)
+EVENT_OPS = ("kernel", "h2d", "d2h")   # steps that have an event and may wait or use queue 1
 ROLES = ("param", "grad", "activation", "input", "label", "scratch", "state", "loss")
 PHASES = ("load", "forward", "loss", "backward", "update", "transfer")
 DTYPES = {"f32": np.float32, "i32": np.int32}
@@ -153,6 +170,13 @@ class Step:
     bytes: int = 0
     layer: str = ""
     phase: str = ""
+    queue: int = 0
+    wait: list[int] = field(default_factory=list)
+
+    @property
+    def uses_queues(self) -> bool:
+        """True when the step needs plan version 2 (a queue other than 0, or waits)."""
+        return self.queue != 0 or bool(self.wait)
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"op": self.op}
@@ -165,6 +189,8 @@ class Step:
                 d["access"] = self.access
             d["bytes"] = self.bytes
         d.update(layer=self.layer, phase=self.phase)
+        if self.uses_queues:
+            d.update(queue=self.queue, wait=list(self.wait))
         return d
 
     @classmethod
@@ -173,7 +199,8 @@ class Step:
                    global_size=d.get("global"), local_size=d.get("local"),
                    access=d.get("access"), flops=int(d.get("flops", 0)),
                    bytes=int(d.get("bytes", 0)), layer=d.get("layer", ""),
-                   phase=d.get("phase", ""))
+                   phase=d.get("phase", ""), queue=d.get("queue", 0),
+                   wait=list(d.get("wait") or []))
 
 
 @dataclass
@@ -191,7 +218,6 @@ class Plan:
     loss_tensor: int = -1
     dumps: list[int] = field(default_factory=list)
     checkpoints: dict[str, list[int]] | None = None
-    plan_version: int = PLAN_VERSION
 
     def tensor(self, tid: int) -> Tensor:
         return self.tensors[tid]
@@ -208,9 +234,14 @@ class Plan:
                 return t
         raise KeyError(name)
 
+    @property
+    def needed_version(self) -> int:
+        """The lowest plan version that expresses this plan: 2 when a step uses queues."""
+        return 2 if any(s.uses_queues for s in self.steps) else 1
+
     def to_json(self) -> dict[str, Any]:
         return {
-            "plan_version": self.plan_version, "name": self.name, "backend": self.backend,
+            "plan_version": self.needed_version, "name": self.name, "backend": self.backend,
             "tensors": [asdict(t) for t in self.tensors],
             "programs": [asdict(p) for p in self.programs],
             "batches": [asdict(b) for b in self.batches],
@@ -222,10 +253,16 @@ class Plan:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Plan:
-        if d.get("plan_version") != PLAN_VERSION:
-            raise PlanError(f"plan_version {d.get('plan_version')!r} is not supported "
-                            f"(this phonetrain writes and reads version {PLAN_VERSION}); "
+        version = d.get("plan_version")
+        if version not in PLAN_VERSIONS or isinstance(version, bool):
+            raise PlanError(f"plan_version {version!r} is not supported "
+                            f"(this phonetrain reads versions {PLAN_VERSIONS}); "
                             "re-lower the plan")
+        if version == 1:
+            for k, s in enumerate(d["steps"]):
+                if "queue" in s or "wait" in s:
+                    raise PlanError(f"steps[{k}]: 'queue'/'wait' need plan_version 2 (this "
+                                    "plan says 1); re-lower the plan")
         plan = cls(
             name=d["name"], backend=d["backend"],
             tensors=[Tensor(**t) for t in d["tensors"]],
@@ -269,6 +306,7 @@ class Plan:
                                         f"needs a tensor \"t\" and a positive int width")
             else:
                 check_tid(s.tensor, f"steps[{k}] ({s.op})")
+            self._check_queue(k, s)
         for b in self.batches:
             check_tid(b.tensor, "batches")
         for tid in self.dumps:
@@ -284,6 +322,22 @@ class Plan:
                 check_tid(tid, "checkpoints.tensors")
         if self.loss_tensor != -1:
             check_tid(self.loss_tensor, "loss_tensor")
+
+    def _check_queue(self, k: int, s: Step) -> None:
+        """Version-2 fields of step ``k``: queue index and wait references (module doc)."""
+        where = f"steps[{k}] ({s.name or s.op})"
+        if not isinstance(s.queue, int) or isinstance(s.queue, bool) or s.queue not in QUEUES:
+            raise PlanError(f"{where}.queue {s.queue!r} must be 0 (compute) or 1 (transfers)")
+        if s.uses_queues and s.op not in EVENT_OPS:
+            raise PlanError(f"{where}: op {s.op!r} takes no queue or wait list (only "
+                            f"{EVENT_OPS} do)")
+        for i, j in enumerate(s.wait):
+            if not isinstance(j, int) or isinstance(j, bool) or not 0 <= j < k:
+                raise PlanError(f"{where}.wait[{i}] = {j!r} names no earlier step: a step "
+                                f"waits only for steps 0..{k - 1} of the same iteration")
+            if self.steps[j].op not in EVENT_OPS:
+                raise PlanError(f"{where}.wait[{i}] = {j} names steps[{j}] (op "
+                                f"{self.steps[j].op!r}), which has no event")
 
     def save(self, path: str | Path) -> None:
         """Write the plan as JSON atomically (temp file, then rename; parents created)."""

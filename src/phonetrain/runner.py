@@ -541,7 +541,7 @@ def bench_bandwidth(runner: Path, out_dir: Path, min_bytes: int = 4096,
 
 TRACE_NS = ("queued_ns", "submit_ns", "start_ns", "end_ns")
 TRACE_HEADER = ("iteration,warmup,seq,step,op,kind,name,layer,phase,bytes,flops,queued_ns,"
-                "submit_ns,start_ns,end_ns,host_begin_ns,host_end_ns\n")
+                "submit_ns,start_ns,end_ns,host_begin_ns,host_end_ns,queue\n")
 """The header line of the runner's ``trace.csv`` (src/runner/trace.c, ``trace_csv``)."""
 
 

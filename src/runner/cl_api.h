@@ -182,6 +182,7 @@ typedef void (*cl_build_notify_fn)(cl_program, void *);
     X(cl_int, clEnqueueUnmapMemObject, (cl_command_queue, cl_mem, void *, cl_uint, \
                                         const cl_event *, cl_event *)) \
     X(cl_int, clFinish, (cl_command_queue)) \
+    X(cl_int, clFlush, (cl_command_queue)) \
     X(cl_int, clWaitForEvents, (cl_uint, const cl_event *)) \
     X(cl_int, clGetEventProfilingInfo, (cl_event, cl_profiling_info, size_t, void *, size_t *)) \
     X(cl_int, clReleaseEvent, (cl_event))

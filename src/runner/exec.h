@@ -20,7 +20,9 @@ typedef struct {
     cl_platform_id platform;
     cl_device_id device;
     cl_context context;
-    cl_command_queue queue;
+    cl_command_queue queue;    /* queue 0: kernels and every v1 command */
+    cl_command_queue queue1;   /* queue 1 (plan v2): non-blocking transfers; NULL if unused */
+    cl_event *step_events;     /* this iteration's event per step (wait lists name them) */
     cl_program *programs;
     long long device_bytes;    /* sum of device buffer sizes allocated */
     jwriter build_json;        /* array of per-program build records, for run.json */
@@ -31,8 +33,9 @@ void cpu_setup(run_ctx *rc);
 uint64_t cpu_iteration(run_ctx *rc, int iteration, int warmup);   /* returns the end time (ns) */
 
 /* OpenCL backend: device, programs, kernels (arguments set once), buffers initialized from
- * the host copies (untimed). Each iteration enqueues every step with a profiling event,
- * waits for the queue, then reads the events into the trace. */
+ * the host copies (untimed). Each iteration enqueues every step with a profiling event on
+ * its queue (0, or 1 for a v2 plan's transfer queue: non-blocking, with the step's wait
+ * list), waits for every queue, then reads the events into the trace. */
 void cl_setup(run_ctx *rc);
 uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup);    /* after clFinish; rows get device times */
 /* Copies the authoritative ("home") contents of tensor t into dst (size_bytes). */

@@ -1,5 +1,7 @@
-/* OpenCL backend: one in-order profiling queue; every command gets an event whose
- * queued/submit/start/end times go into the trace after the iteration's clFinish. */
+/* OpenCL backend: one in-order profiling queue, plus a second one where a v2 plan puts
+ * steps on queue 1 (non-blocking transfers whose ordering against the kernels is only what
+ * the steps' wait lists say); every command gets an event whose queued/submit/start/end
+ * times go into the trace after the iteration's clFinish of every queue. */
 #define _POSIX_C_SOURCE 200809L
 #include "cl_image.h"
 #include "clblast.h"
@@ -202,13 +204,30 @@ void cl_setup(run_ctx *rc)
     if (e != CL_SUCCESS) cl_fail("clCreateContext", e, "setup");
     rc->queue = CL.clCreateCommandQueue(rc->context, rc->device, CL_QUEUE_PROFILING_ENABLE, &e);
     if (e != CL_SUCCESS) cl_fail("clCreateCommandQueue", e, "setup");
+    if (rc->plan->nqueues > 1) {
+        rc->queue1 = CL.clCreateCommandQueue(rc->context, rc->device, CL_QUEUE_PROFILING_ENABLE, &e);
+        if (e != CL_SUCCESS) cl_fail("clCreateCommandQueue", e, "setup of the transfer queue (1)");
+    }
+    rc->step_events = xcalloc((size_t)rc->plan->nsteps + 1, sizeof *rc->step_events);
     build_programs(rc);
     make_buffers(rc);
     make_kernels(rc);
     CL_CHECK(CL.clFinish(rc->queue), "setup");
 }
 
-/* Enqueues step k; returns its event (NULL for host-only steps). */
+/* The events step s waits for (NULL entries, such as CLBlast calls, are complete already). */
+static cl_uint wait_list(run_ctx *rc, const pt_step *s, cl_event *out)
+{
+    cl_uint n = 0;
+    for (int i = 0; i < s->nwait; i++)
+        if (rc->step_events[s->wait[i]]) out[n++] = rc->step_events[s->wait[i]];
+    return n;
+}
+
+/* Enqueues step k; returns its event (NULL for host-only steps). A step on queue 1 is
+ * non-blocking: the host copy it reads or writes is touched again only by later commands
+ * of the same in-order queue, by a load (after that queue is drained) or after the
+ * iteration's clFinish. */
 static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
 {
     pt_plan *p = rc->plan;
@@ -218,42 +237,58 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
              s->op == OP_KERNEL ? s->name : op_name(s->op), iteration);
     pt_tensor *t = s->tensor >= 0 ? &p->tensors[s->tensor] : NULL;
     cl_int e = CL_SUCCESS;
+    cl_command_queue q = s->queue ? rc->queue1 : rc->queue;
+    cl_bool blocking = s->queue ? CL_FALSE : CL_TRUE;
+    cl_event waits[MAX_KERNEL_ARGS * 4 + 8];
+    cl_event *wl = s->nwait ? (s->nwait <= (int)(sizeof waits / sizeof *waits) ? waits
+                                : xcalloc((size_t)s->nwait, sizeof *wl)) : NULL;
+    cl_uint nw = s->nwait ? wait_list(rc, s, wl) : 0;
     switch (s->op) {
     case OP_KERNEL:
         if (s->external) {   /* CLBlast may enqueue several kernels: time the whole call */
+            if (nw) CL_CHECK(CL.clWaitForEvents(nw, wl), ctx);   /* CLBlast takes no wait list */
             const rt_arg *a = s->args;
             int st = clblast_gemm(s->name, a[0].i, a[1].i, a[2].i, a[3].f,
                                   p->tensors[s->arg_tensor[4]].mem, p->tensors[s->arg_tensor[5]].mem,
-                                  a[6].f, p->tensors[s->arg_tensor[7]].mem, rc->queue);
+                                  a[6].f, p->tensors[s->arg_tensor[7]].mem, q);
             if (st != 0) fail(EXIT_CL_RUNTIME, "CLBlast error: CLBlastSgemm returned status %d during %s", st, ctx);
-            CL_CHECK(CL.clFinish(rc->queue), ctx);
+            CL_CHECK(CL.clFinish(q), ctx);
             break;
         }
-        CL_CHECK(CL.clEnqueueNDRangeKernel(rc->queue, s->kernel, (cl_uint)s->work_dim, NULL,
-                                           s->global, s->has_local ? s->local : NULL, 0, NULL, &ev),
+        CL_CHECK(CL.clEnqueueNDRangeKernel(q, s->kernel, (cl_uint)s->work_dim, NULL,
+                                           s->global, s->has_local ? s->local : NULL, nw,
+                                           nw ? wl : NULL, &ev),
                  ctx);
         break;
     case OP_H2D:
-        CL_CHECK(CL.clEnqueueWriteBuffer(rc->queue, t->mem, CL_TRUE, 0, t->size_bytes, t->host, 0,
-                                         NULL, &ev), ctx);
+        CL_CHECK(CL.clEnqueueWriteBuffer(q, t->mem, blocking, 0, t->size_bytes, t->host, nw,
+                                         nw ? wl : NULL, &ev), ctx);
         break;
     case OP_D2H:
-        CL_CHECK(CL.clEnqueueReadBuffer(rc->queue, t->mem, CL_TRUE, 0, t->size_bytes, t->host, 0,
-                                        NULL, &ev), ctx);
+        CL_CHECK(CL.clEnqueueReadBuffer(q, t->mem, blocking, 0, t->size_bytes, t->host, nw,
+                                        nw ? wl : NULL, &ev), ctx);
         break;
     case OP_MAP:
-        t->mapped = CL.clEnqueueMapBuffer(rc->queue, t->mem, CL_TRUE,
+        t->mapped = CL.clEnqueueMapBuffer(q, t->mem, CL_TRUE,
                                           s->map_write ? CL_MAP_WRITE_INVALIDATE_REGION : CL_MAP_READ,
                                           0, t->size_bytes, 0, NULL, &ev, &e);
         if (e != CL_SUCCESS) cl_fail("clEnqueueMapBuffer", e, ctx);
         break;
     case OP_UNMAP:
-        CL_CHECK(CL.clEnqueueUnmapMemObject(rc->queue, t->mem, t->mapped, 0, NULL, &ev), ctx);
+        CL_CHECK(CL.clEnqueueUnmapMemObject(q, t->mem, t->mapped, 0, NULL, &ev), ctx);
         t->mapped = NULL;
         break;
     case OP_LOAD:
+        if (rc->queue1) CL_CHECK(CL.clFinish(rc->queue1), ctx);   /* no copy still reads the host copy */
         plan_load_batch(t, iteration);
         break;
+    }
+    if (wl && wl != waits) free(wl);
+    /* A command waiting for an event of another queue needs that queue flushed (OpenCL 1.2,
+     * 5.13); flushing both also lets queue 1's copies start while the host enqueues. */
+    if (rc->queue1 && s->op != OP_LOAD) {
+        CL_CHECK(CL.clFlush(rc->queue), ctx);
+        CL_CHECK(CL.clFlush(rc->queue1), ctx);
     }
     return ev;
 }
@@ -294,6 +329,14 @@ static int refresh_images(run_ctx *rc, pt_step *s, int iteration, int warmup, in
         char ctx[160];
         snprintf(ctx, sizeof ctx, "the image copy of tensor \"%s\" for steps[%d] (%s), iteration %d",
                  t->name, k, s->name, iteration);
+        cl_event waits[MAX_KERNEL_ARGS * 4 + 8];
+        if (s->nwait && s->nwait <= (int)(sizeof waits / sizeof *waits)) {
+            cl_uint nw = wait_list(rc, s, waits);   /* the copy reads what the waits wrote */
+            if (nw) CL_CHECK(CL.clWaitForEvents(nw, waits), ctx);
+        } else if (s->nwait) {   /* too many to list: wait for every queue */
+            CL_CHECK(CL.clFinish(rc->queue), ctx);
+            if (rc->queue1) CL_CHECK(CL.clFinish(rc->queue1), ctx);
+        }
         CL_CHECK(image_view_refresh(rc->queue, t->mem, v, &ev), ctx);
         r = &rc->tr.rows[idx];
         r->host_end_ns = monotonic_ns();
@@ -322,20 +365,26 @@ uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
 {
     pt_plan *p = rc->plan;
     int first = rc->tr.n, seq = 0;
+    memset(rc->step_events, 0, (size_t)p->nsteps * sizeof *rc->step_events);
     for (int k = 0; k < p->nsteps; k++) {
         pt_step *s = &p->steps[k];
         if (s->has_image) seq = refresh_images(rc, s, iteration, warmup, seq, k);
         trace_row *r = trace_step(&rc->tr, rc->plan, s, iteration, warmup, seq++, k);
         int idx = rc->tr.n - 1;   /* rows may move when the trace grows */
-        if (s->external) CL_CHECK(CL.clFinish(rc->queue), "before a CLBlast call");   /* untimed */
+        if (s->external) {   /* untimed: its row spans the call, not what it waits for */
+            CL_CHECK(CL.clFinish(rc->queue), "before a CLBlast call");
+            if (rc->queue1) CL_CHECK(CL.clFinish(rc->queue1), "before a CLBlast call");
+        }
         r->host_begin_ns = monotonic_ns();
         cl_event ev = enqueue_step(rc, s, k, iteration);
         r = &rc->tr.rows[idx];
         r->host_end_ns = monotonic_ns();
         r->event = ev;
+        rc->step_events[k] = ev;   /* released by read_profile, after the clFinish below */
         if (s->op == OP_MAP) map_copy(rc, s, iteration, warmup, seq++, k);
     }
     CL_CHECK(CL.clFinish(rc->queue), "the end of an iteration");
+    if (rc->queue1) CL_CHECK(CL.clFinish(rc->queue1), "the end of an iteration (transfer queue 1)");
     uint64_t end = monotonic_ns();
     for (int i = first; i < rc->tr.n; i++)
         if (rc->tr.rows[i].event) read_profile(&rc->tr.rows[i]);

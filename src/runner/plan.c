@@ -1,5 +1,6 @@
-/* Plan v1 reader: JSON tree -> pt_plan, with the checks of plan.py's Plan.validate plus
- * those only the runner can make (argument kinds, NDRange shape, map/unmap pairing). */
+/* Plan reader (versions 1 and 2): JSON tree -> pt_plan, with the checks of plan.py's
+ * Plan.validate plus those only the runner can make (argument kinds, NDRange shape, map/unmap
+ * pairing, wait references). */
 #define _POSIX_C_SOURCE 200809L
 #include "plan.h"
 #include "json.h"
@@ -202,6 +203,46 @@ static int read_sizes(const jval *v, size_t out[3], const char *what, const char
     return v->len;
 }
 
+/* v2 "queue" (0 or 1) and "wait" (indices of earlier kernel/h2d/d2h steps of the same
+ * iteration). Only device commands that take an event wait list may carry them. */
+static void read_queue(pt_plan *p, pt_step *s, const jval *j, int k, const char *where)
+{
+    const jval *q = json_get(j, "queue"), *w = json_get(j, "wait");
+    if ((q || w) && p->version < 2)
+        BAD("%s: \"queue\"/\"wait\" need plan_version 2 (this plan says 1); re-lower the plan",
+            where);
+    int device_cmd = s->op == OP_KERNEL || s->op == OP_H2D || s->op == OP_D2H;
+    if (q && q->type != J_NULL) {
+        if (q->type != J_NUM || !q->is_int || q->inum < 0 || q->inum >= MAX_QUEUES)
+            BAD("%s.queue must be 0 (compute) or 1 (transfers)", where);
+        s->queue = (int)q->inum;
+        if (s->queue && !device_cmd)
+            BAD("%s: op \"%s\" runs on queue 0 only (queue 1 takes kernel, h2d and d2h steps)",
+                where, op_name(s->op));
+    }
+    if (s->queue + 1 > p->nqueues) p->nqueues = s->queue + 1;
+    if (!w || w->type == J_NULL) return;
+    if (w->type != J_ARR) BAD("%s.wait must be a list of earlier step indices", where);
+    if (w->len && !device_cmd)
+        BAD("%s: op \"%s\" cannot wait for events (only kernel, h2d and d2h steps can)", where,
+            op_name(s->op));
+    s->nwait = w->len;
+    s->wait = xcalloc((size_t)w->len + 1, sizeof *s->wait);
+    for (int i = 0; i < w->len; i++) {
+        const jval *e = &w->items[i];
+        if (e->type != J_NUM || !e->is_int)
+            BAD("%s.wait[%d] must be an integer step index", where, i);
+        if (e->inum < 0 || e->inum >= k)
+            BAD("%s.wait[%d] = %lld names no earlier step: a step waits only for steps 0..%d of "
+                "the same iteration; fix the lowering that wrote it", where, i, e->inum, k - 1);
+        const pt_step *t = &p->steps[e->inum];
+        if (t->op != OP_KERNEL && t->op != OP_H2D && t->op != OP_D2H)
+            BAD("%s.wait[%d] = %lld names steps[%lld] (op \"%s\"), which has no event; wait only "
+                "for kernel, h2d and d2h steps", where, i, e->inum, e->inum, op_name(t->op));
+        s->wait[i] = (int)e->inum;
+    }
+}
+
 static void read_step(pt_plan *p, pt_step *s, const jval *j, int k)
 {
     char where[64];
@@ -218,6 +259,7 @@ static void read_step(pt_plan *p, pt_step *s, const jval *j, int k)
     s->flops = get_int(j, "flops", where, 0, 0);
     s->bytes = get_int(j, "bytes", where, 0, 0);
     s->tensor = -1;
+    read_queue(p, s, j, k, where);
     if (s->op != OP_KERNEL) {
         s->tensor = tensor_id(p, json_get(j, "tensor"), where);
         if (s->bytes == 0) s->bytes = (long long)p->tensors[s->tensor].size_bytes;
@@ -320,11 +362,14 @@ pt_plan *plan_load(const char *path)
     if (!root) fail(EXIT_BAD_INPUT, "plan %s is not valid JSON: %s", path, err);
     if (root->type != J_OBJ) BAD("the document must be a JSON object");
     const jval *ver = json_get(root, "plan_version");
-    if (!ver || ver->type != J_NUM || !ver->is_int || ver->inum != PLAN_VERSION)
-        BAD("plan_version is %s; this runner reads version %d only (re-lower the plan with a "
-            "matching phonetrain)", ver && ver->type == J_NUM ? "not 1" : "missing", PLAN_VERSION);
+    if (!ver || ver->type != J_NUM || !ver->is_int || ver->inum < 1 || ver->inum > PLAN_VERSION)
+        BAD("plan_version is %s; this runner reads versions 1 to %d only (re-lower the plan with "
+            "a matching phonetrain)", ver && ver->type == J_NUM ? "not 1 or 2" : "missing",
+            PLAN_VERSION);
 
     pt_plan *p = xcalloc(1, sizeof *p);
+    p->version = (int)ver->inum;
+    p->nqueues = 1;
     p->path = xstrdup(path);
     p->name = get_str(root, "name", "plan", NULL);
     char *backend = get_str(root, "backend", "plan", NULL);

@@ -1,5 +1,5 @@
-/* The plan (version 1): loading, validation and initial tensor contents, exactly as
- * src/phonetrain/plan.py documents them. */
+/* The plan (versions 1 and 2): loading, validation and initial tensor contents, exactly as
+ * src/phonetrain/plan.py documents them. Version 2 adds per-step "queue" and "wait". */
 #ifndef PHONETRAIN_PLAN_H
 #define PHONETRAIN_PLAN_H
 
@@ -8,7 +8,8 @@
 
 #include "cpu_kernels.h"
 
-#define PLAN_VERSION 1
+#define PLAN_VERSION 2        /* the newest version read; 1 is read too */
+#define MAX_QUEUES 2
 #define MAX_DIMS 8
 #define MAX_KERNEL_ARGS 32
 
@@ -59,6 +60,8 @@ typedef struct {
     int has_local;
     long long flops, bytes;
     char *layer, *phase;
+    int queue;               /* v2: command queue index, 0 (compute) or 1 (transfers) */
+    int *wait; int nwait;    /* v2: indices of earlier steps (same iteration) it waits for */
     void *kernel;            /* cl_kernel on the opencl backend */
     int external;            /* GEMM routed to CLBlast (program "source": "clblast") */
 } pt_step;
@@ -66,6 +69,8 @@ typedef struct {
 typedef struct {
     char *path;              /* the plan file, for messages */
     char *name;
+    int version;             /* plan_version as read: 1 or 2 */
+    int nqueues;             /* 1 + the highest step queue index */
     int backend;
     pt_tensor *tensors; int ntensors;
     pt_program *programs; int nprograms;

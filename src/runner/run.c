@@ -242,7 +242,7 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     jw_key(&w, "runner"); write_runner_json(&w);
     jw_key(&w, "plan_path"); jw_str(&w, o->plan);
     jw_key(&w, "plan_name"); jw_str(&w, p->name);
-    jw_key(&w, "plan_version"); jw_int(&w, PLAN_VERSION);
+    jw_key(&w, "plan_version"); jw_int(&w, p->version);
     jw_key(&w, "backend"); jw_str(&w, p->backend == BACKEND_CPU ? "cpu" : "opencl");
     jw_key(&w, "threads"); jw_int(&w, rc->threads);
     jw_key(&w, "host"); write_host_json(&w);

@@ -30,6 +30,7 @@ trace_row *trace_step(trace *t, const pt_plan *p, const pt_step *s, int iteratio
     r->warmup = warmup;
     r->seq = seq;
     r->step = k;
+    r->queue = s->queue;
     r->op = op_name(s->op);
     r->kind = step_kind(s);
     r->name = s->op == OP_KERNEL ? s->name : p->tensors[s->tensor].name;
@@ -61,7 +62,7 @@ char *trace_csv(const trace *t, size_t *len)
     jwriter w;
     jw_init(&w);
     jw_printf(&w, "iteration,warmup,seq,step,op,kind,name,layer,phase,bytes,flops,queued_ns,"
-                  "submit_ns,start_ns,end_ns,host_begin_ns,host_end_ns\n");
+                  "submit_ns,start_ns,end_ns,host_begin_ns,host_end_ns,queue\n");
     for (int i = 0; i < t->n; i++) {
         const trace_row *r = &t->rows[i];
         jw_printf(&w, "%d,%d,%d,%d,%s,%s,", r->iteration, r->warmup, r->seq, r->step, r->op, r->kind);
@@ -75,8 +76,8 @@ char *trace_csv(const trace *t, size_t *len)
         csv_ns(&w, r->submit_ns);
         csv_ns(&w, r->start_ns);
         csv_ns(&w, r->end_ns);
-        jw_printf(&w, ",%llu,%llu\n", (unsigned long long)r->host_begin_ns,
-                  (unsigned long long)r->host_end_ns);
+        jw_printf(&w, ",%llu,%llu,%d\n", (unsigned long long)r->host_begin_ns,
+                  (unsigned long long)r->host_end_ns, r->queue);
     }
     if (!w.buf) jw_raw(&w, "", 0);
     *len = w.len;

@@ -9,6 +9,7 @@
 
 typedef struct {
     int iteration, warmup, seq, step;
+    int queue;               /* command queue index (plan v2 "queue"; 0 otherwise) */
     const char *op;          /* plan op, or "map_copy" for the host copy of a map step */
     const char *kind;        /* kernel | h2d | d2h | map | unmap | d2d | host */
     const char *name;        /* kernel name, or the tensor name for transfers and host rows */

@@ -12,6 +12,23 @@ from phonetrain.config import ConfigError, compose_one, compose_sweep, config_ha
 from phonetrain.io import write_if_changed
 
 
+def test_backend_kernels_must_name_listed_backends_and_kernels():
+    with pytest.raises(ConfigError, match=r"sweep.backend_kernels.opencl_pipelined' is "
+                                          r"\['nope'\]; list one or more kernel versions"):
+        compose_sweep(["sweep.backend_kernels={opencl_pipelined:[nope]}"])
+    # shrinking the sweep's lists by override keeps the file's restriction harmless
+    ids = {e.id for e in compose_sweep(["sweep.kernels=[tiled]", "sweep.models=[mlp_16_16]"])
+           .experiments}
+    assert ids == {"mlp_16_16.cpu.none"} | {f"mlp_16_16.{b}.tiled" for b in (
+        "opencl", "opencl_staged", "opencl_staged_map")}
+
+
+def test_pipelined_backend_takes_copy_transfers_only():
+    with pytest.raises(ConfigError, match=r"key 'transfer' is 'map'; a opencl backend takes "
+                                          r"one of \('copy',\)"):
+        compose_one(["backend=opencl_pipelined", "backend.transfer=map"])
+
+
 def test_default_sweep_crosses_models_backends_kernels():
     sweep = compose_sweep()
     kernels = sweep.root["sweep"]["kernels"]
@@ -19,8 +36,10 @@ def test_default_sweep_crosses_models_backends_kernels():
     ids = sorted(e.id for e in sweep.experiments)
     expected = sorted([f"{m}.cpu.none" for m in ("mlp_784_256_128_16", "lenet5")] + [
         f"{m}.{b}.{k}" for m in ("mlp_784_256_128_16", "lenet5")
-        for b in ("opencl", "opencl_staged", "opencl_staged_map") for k in kernels])
+        for b in ("opencl", "opencl_staged", "opencl_staged_map") for k in kernels] + [
+        f"{m}.opencl_pipelined.baseline" for m in ("mlp_784_256_128_16", "lenet5")])
     assert ids == expected  # CPU runs once per model: they use no kernel version
+    # sweep.backend_kernels keeps the pipelined placement to the baseline kernels
     assert {e.device for e in sweep.experiments} == {"host"}
     staged_map = next(e for e in sweep.experiments if e.backend == "opencl_staged_map")
     assert staged_map.config["backend"] == {"name": "opencl_staged_map", "kind": "opencl",

@@ -231,3 +231,25 @@ def test_a_share_that_dominates_in_some_runs_only_says_so():
     rows = {r.finding: r for r in glance.at_a_glance({"runs": runs,
                                                       "gemm": schema.empty("gemm")})["d"]}
     assert rows["Share of data movement (call time)"].verdict == "differs (1 of 2 runs agree)"
+
+
+@pytest.mark.parametrize("overlap_ms, words", [
+    (0.0, "no overlap measured"), (0.04, "no overlap measured"),   # < 5% of 1 ms transfer
+    (0.6, "overlap measured in 1 of 1 run(s)")])
+def test_pipelining_overlap_wording_follows_the_number(overlap_ms, words):
+    """Pipelined vs staged: the overlap clause follows transfer_kernel_overlap_ms; the table
+    gives max(kernel, transfer) against their sum."""
+    runs = table(run("stg", 10.0, placement="staged", transfer="copy", kernel="k"),
+                 run("pip", 6.0, placement="pipelined", transfer="copy", kernel="k",
+                     kernel_ms=3.0, transfer_ms=1.0, transfer_kernel_overlap_ms=overlap_ms,
+                     timer_resolution_ns=1.0))
+    f = fd.pipelining(runs)
+    assert words in f.statement and "host clock" in f.statement
+    assert "would save at most 25.0% of it" in f.statement   # min(3, 1) / (3 + 1)
+    assert cell(f, "verdict") == "pipelined faster"
+    assert cell(f, "max(kernel, transfer) / sum, pipelined (device events)") == "3 ms / 4 ms"
+    text = cell(f, "overlap (device events)")
+    assert text.startswith("overlap:" if "in 1 of 1" in words else "no overlap measured")
+    rows = glance.at_a_glance({"runs": runs, "gemm": schema.empty("gemm")})["d"]
+    row = next(r for r in rows if r.link == "finding-pipelining")
+    assert row.finding == "Pipelined vs staged transfers" and "pipelined / staged" in row.study

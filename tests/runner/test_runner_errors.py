@@ -86,10 +86,11 @@ def test_malformed_plan_json_is_bad_input_naming_the_position(runner, tmp_path, 
     assert e.exit_code == rt.ExitCode.BAD_INPUT and "plan.json" in e.message
 
 
-def test_plan_version_other_than_1_is_refused(runner, tmp_path):
+@pytest.mark.parametrize("version", [0, 3])
+def test_plan_version_other_than_1_or_2_is_refused(runner, tmp_path, version):
     doc = tiny_plan().to_json()
-    doc["plan_version"] = 2
-    run_expect(runner, tmp_path, json.dumps(doc), rt.BadInputError, "reads version 1 only")
+    doc["plan_version"] = version
+    run_expect(runner, tmp_path, json.dumps(doc), rt.BadInputError, "reads versions 1 to 2 only")
 
 
 def test_unknown_kernel_name_is_refused_with_its_step(runner, tmp_path):

@@ -32,6 +32,7 @@ from ..models import (BatchNorm2d, Conv2d, DepthwiseConv2d, Flatten, GlobalAvgPo
                       MaxPool2d, Model, ReLU, ReLU6, Residual, get_model, walk)
 from ..layout import plan_dir_rel
 from ..plan import Batch, Plan, Program, Step, Tensor
+from .pipeline import schedule
 from .spec import LowerError, LowerSpec
 
 
@@ -358,18 +359,21 @@ def _place(b: _Builder, spec: LowerSpec, x: int, labels: int, loss: int) -> list
         ups = _transfer(b, spec, x, "write", "input") + _transfer(b, spec, labels, "write",
                                                                   "input")
         return loads + ups + compute + _transfer(b, spec, loss, "read", "loss")
-    steps = list(loads)
-    for s in compute:  # staged: the host owns everything; move each kernel's operands
+    def access_of(s: Step) -> tuple[dict, dict]:
         bound = bind_args(s.name, s.args)
-        access = buffer_access(s.name, bound)
-        for a, acc in access.items():
-            if "r" in acc:
-                steps += _transfer(b, spec, bound[a], "write", s.layer)
-        steps.append(s)
-        for a, acc in access.items():
-            if "w" in acc:
-                steps += _transfer(b, spec, bound[a], "read", s.layer)
-    return steps
+        return bound, buffer_access(s.name, bound)
+
+    per_kernel = []   # staged: the host owns everything; move each kernel's operands
+    for s in compute:
+        bound, access = access_of(s)
+        ups = [u for a, acc in access.items() if "r" in acc
+               for u in _transfer(b, spec, bound[a], "write", s.layer)]
+        downs = [d for a, acc in access.items() if "w" in acc
+                 for d in _transfer(b, spec, bound[a], "read", s.layer)]
+        per_kernel.append((ups, s, downs))
+    if spec.placement == "pipelined":
+        return schedule(loads, per_kernel, access_of)
+    return loads + [x for ups, s, downs in per_kernel for x in (*ups, s, *downs)]
 
 
 def _programs(plan_steps: list[Step], version: KernelVersion, kernels_root: Path) -> list[Program]:
@@ -425,6 +429,9 @@ def lower(spec: LowerSpec, model: Model | None = None,
     everything but input/labels/loss lives on the device. ``staged`` -- every tensor home on
     the host; before each kernel every buffer it reads is written to the device, after it
     every buffer it writes is read back (``copy``: h2d/d2h; ``map``: map + unmap).
+    ``pipelined`` -- staged's transfers (``copy`` only) on a second queue, reordered so the
+    next kernel's uploads overlap the current kernel, with wait lists (plan version 2;
+    :mod:`phonetrain.lowering.pipeline`).
     The batch and loss transfers and the staged operand transfers are the only transfers.
 
     Tensor files and data are referenced relative to the staging root:

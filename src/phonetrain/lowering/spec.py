@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 from phonetrain.errors import PhonetrainError
 
-PLACEMENTS = ("resident", "staged")
+PLACEMENTS = ("resident", "staged", "pipelined")
 TRANSFERS = ("copy", "map")
 DUMPS = ("params", "grads", "all", "none")
 
@@ -22,7 +22,8 @@ class LowerSpec:
     """Settings of one lowered training step.
 
     ``backend`` ``cpu`` (runner's C kernels, no transfers) or ``opencl`` with ``placement``
-    (``resident``: tensors live on the device; ``staged``: the host owns every tensor) and
+    (``resident``: tensors live on the device; ``staged``: the host owns every tensor;
+    ``pipelined``: staged, with the transfers on a second queue overlapping the kernels) and
     ``transfer`` (``copy``: read/write buffer; ``map``: map/unmap of host-allocated buffers).
     ``kernel`` names a folder under ``src/kernels``. ``num_batches`` consecutive batches of
     ``dataset`` are cycled through. ``lr``/``momentum``/``weight_decay`` are PyTorch SGD's.
@@ -63,6 +64,9 @@ class LowerSpec:
             if self.transfer not in TRANSFERS:
                 raise LowerError(f"transfer={self.transfer!r}: the opencl backend needs "
                                  f"one of {TRANSFERS}")
+            if self.placement == "pipelined" and self.transfer != "copy":
+                raise LowerError(f"transfer={self.transfer!r}: placement 'pipelined' overlaps "
+                                 "non-blocking read/write-buffer copies; use transfer 'copy'")
         elif (self.placement, self.transfer) != (None, None):
             raise LowerError("placement/transfer apply to the opencl backend only; "
                              "leave them unset (null) for backend=cpu")

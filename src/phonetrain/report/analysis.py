@@ -76,13 +76,21 @@ def breakdown_frame(runs: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFram
     ``transfer_ms`` minus the device-timed h2d + d2h + map + unmap + d2d (the host copies
     into and out of mapped buffers), at least 0; ``host_other_ms`` = ``host_ms`` minus those
     copies, at least 0; ``other_gap_ms`` = ``gap_ms`` minus ``transfer_overhead_ms`` (launch
-    gaps outside transfer calls), at least 0."""
+    gaps outside transfer calls), at least 0. Where data movement overlapped kernels
+    (``transfer_kernel_overlap_ms`` > 0, the pipelined placement) the device-timed movement
+    segments (h2d, d2h, map/unmap, d2d) are scaled by ``exposed / device-timed movement`` so
+    the overlapped time is drawn once, under ``kernel``, and the bar stays the iteration's
+    length (the overlap is split over those kinds in proportion to their time)."""
     ok = runs[runs["status"] == "ok"]
     it = iterations[iterations["measured"] & iterations["run_id"].isin(ok["run_id"])].copy()
     if it.empty:
         return pd.DataFrame()
-    it["mapunmap_ms"] = it["map_ms"] + it["unmap_ms"]
     moved = it[["h2d_ms", "d2h_ms", "map_ms", "unmap_ms", "d2d_ms"]].sum(axis=1)
+    hidden = it["transfer_kernel_overlap_ms"].fillna(0).clip(lower=0)
+    keep = ((moved - hidden).clip(lower=0) / moved).where(moved > 0, 1.0)
+    for c in ("h2d_ms", "d2h_ms", "map_ms", "unmap_ms", "d2d_ms"):
+        it[c] = it[c] * keep
+    it["mapunmap_ms"] = it["map_ms"] + it["unmap_ms"]
     it["host_copy_ms"] = (it["transfer_ms"] - moved).clip(lower=0)
     it["host_other_ms"] = (it["host_ms"] - it["host_copy_ms"]).clip(lower=0)
     it["other_gap_ms"] = (it["gap_ms"] - it["transfer_overhead_ms"]).clip(lower=0)

@@ -413,6 +413,59 @@ def transfer_method(runs: pd.DataFrame) -> Finding:
     return Finding("transfer_method", title, stmt, refs, paper, table)
 
 
+def pipelining(runs: pd.DataFrame) -> Finding:
+    """Takes runs.parquet. Pipelined placement (staged transfers on a second queue,
+    overlapping the kernels) over staged, both with copy transfers: the ratio of median
+    iteration times (host clock) per pair of the same model, device and kernel version, and
+    for the pipelined run its kernel and data-movement medians (device events), their sum
+    (what one in-order queue costs at best) and their maximum (the bound perfect overlap
+    reaches), and ``transfer_kernel_overlap_ms``: "no overlap measured" when it stays below
+    :data:`~phonetrain.report.wording.OVERLAP_MIN_SHARE` of the data movement (e.g. a device
+    whose queues run one after the other). The statement adds the most perfect overlap could
+    save, ``min(kernel, transfer) / (kernel + transfer)``, over runs whose times are above
+    the timer resolution."""
+    title, paper = "Pipelining: transfers overlapped with kernels vs staged", []
+    p = pair_frame(runs, ("staged", "copy"), ("pipelined", "copy"))
+    if p.empty:
+        return _missing("pipelining", title, "no verified staged/copy and pipelined/copy pair "
+                        "of the same model, device and kernel", paper)
+    rows, clauses, savings = [], [], []
+    for _, r in p.iterrows():
+        b = r["b"]
+        below = _flag(b, "transfer_below_resolution") or _flag(b, "kernel_below_resolution")
+        k, t = float(b["kernel_ms"]), float(b["transfer_ms"])
+        seen = w.overlap_measured(b["transfer_kernel_overlap_ms"], t, b["timer_resolution_ns"])
+        rows.append([r["device"], r["model"], r["kernel"],
+                     w.ms_interval(r["a"]["iteration_median_ms"], *interval(r["a"])),
+                     w.ms_interval(b["iteration_median_ms"], *interval(b)),
+                     w.times(r["ratio"], r["ratio_low"], r["ratio_high"]),
+                     "no difference" if r["no_difference"] else
+                     "pipelined slower" if r["ratio"] > 1 else "pipelined faster",
+                     f"{w.ms(max(k, t), below)} / {w.ms(k + t, below)}",
+                     w.overlap_text(b["transfer_kernel_overlap_ms"], t,
+                                    b["timer_resolution_ns"])])
+        clauses.append((r["device"], seen))
+        if not below and k + t > 0:
+            savings.append(min(k, t) / (k + t))
+    seen_by_dev = {d: [s for dd, s in clauses if dd == d] for d in p["device"].unique()}
+    overlap = "; ".join(
+        f"{d}: " + (f"overlap measured in {sum(v)} of {len(v)} run(s)" if any(v) else
+                    f"no overlap measured (below {w.OVERLAP_MIN_SHARE:.0%} of the data movement "
+                    "in every run)")
+        for d, v in seen_by_dev.items())
+    stmt = ("Pipelined over staged iteration time (host clock): " + "; ".join(
+        _pair_clause(d, g, "pipelining costs", "pipelining is faster")
+        for d, g in p.groupby("device")) + f". Transfer/kernel overlap (device events): "
+        f"{overlap}." + (f" Perfect overlap, max(kernel, transfer) instead of their sum, would "
+                         f"save at most {w.span(savings)} of it." if savings else ""))
+    table = Table(["device", "model", "kernel", "staged (ms, host clock)",
+                   "pipelined (ms, host clock)", "pipelined / staged", "verdict",
+                   "max(kernel, transfer) / sum, pipelined (device events)",
+                   "overlap (device events)"], rows)
+    refs = _ref(sorted({x["run_id"] for c in ("a", "b") for x in p[c]}))
+    return Finding("pipelining", title, stmt, refs, paper, table)
+
+
 # ---------------------------------------------------------------- GEMM
 
 def gemm_throughput(runs: pd.DataFrame, commands: pd.DataFrame) -> Finding:
@@ -608,6 +661,7 @@ def all_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
     peaks, bandwidth used); returns every guideline's :class:`Finding`, in report order."""
     runs, commands = tables["runs"], tables["commands"]
     return [gpu_vs_cpu(runs), size_trend(runs), data_movement(runs), launch_overhead(runs),
-            placement(runs), transfer_method(runs), gemm_throughput(runs, commands),
+            placement(runs), pipelining(runs), transfer_method(runs),
+            gemm_throughput(runs, commands),
             kernel_optimization(tables["gemm"], tables["peaks"]),
             bandwidth(tables["bandwidth"], tables["peaks"])]

@@ -121,6 +121,9 @@ ROWS: list[tuple[str, str, Anchor | None, Callable]] = [
     ("Staged vs resident tensors", "placement", None,
      lambda t, d: _pairs(t["runs"], d, ("resident", "copy"), ("staged", "copy"),
                          "staged / resident")),
+    ("Pipelined vs staged transfers", "pipelining", None,
+     lambda t, d: _pairs(t["runs"], d, ("staged", "copy"), ("pipelined", "copy"),
+                         "pipelined / staged")),
     ("Map/unmap vs copies", "transfer_method", None,
      lambda t, d: _pairs(t["runs"], d, ("staged", "copy"), ("staged", "map"), "map / copy")),
 ]

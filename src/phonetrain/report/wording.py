@@ -32,6 +32,7 @@ LAUNCH_GAP_SHARE = 0.2
 SMALL_TRANSFER_EFFICIENCY = 0.5
 GEMM_NO_DIFFERENCE = 0.05
 CONTENDED_SHARE = 0.1
+OVERLAP_MIN_SHARE = 0.05   # transfer/kernel overlap below this share of transfer time: none
 
 EVENTS = "device events"
 CALLS = "call time"
@@ -197,3 +198,26 @@ def contended(r: pd.Series | dict, share: float = CONTENDED_SHARE) -> bool:
     device's CPU capacity during its measured iterations (``other_cpu_share``)."""
     v = r.get("other_cpu_share")
     return not _nan(v) and float(v) > share
+
+
+def overlap_measured(overlap_ms: Any, transfer_ms: Any, resolution_ns: Any = None) -> bool:
+    """True when a run's ``transfer_kernel_overlap_ms`` shows overlap: at least
+    :data:`OVERLAP_MIN_SHARE` of its ``transfer_ms`` and above the device timer's resolution
+    (ns; ignored when unknown). Devices that serialize their queues measure about 0."""
+    if _nan(overlap_ms) or _nan(transfer_ms) or not float(transfer_ms) > 0:
+        return False
+    floor = 0.0 if _nan(resolution_ns) else float(resolution_ns) / 1e6
+    return float(overlap_ms) >= max(OVERLAP_MIN_SHARE * float(transfer_ms), floor) \
+        and float(overlap_ms) > 0
+
+
+def overlap_text(overlap_ms: Any, transfer_ms: Any, resolution_ns: Any = None) -> str:
+    """``overlap: 0.12 ms of 0.40 ms data movement under kernels (30.0%)``, or ``no overlap
+    measured (0.001 ms of 0.40 ms)`` when :func:`overlap_measured` is False."""
+    if _nan(overlap_ms) or _nan(transfer_ms):
+        return "n/a"
+    share = float(overlap_ms) / float(transfer_ms) if float(transfer_ms) > 0 else float("nan")
+    if overlap_measured(overlap_ms, transfer_ms, resolution_ns):
+        return f"overlap: {ms(overlap_ms)} of {ms(transfer_ms)} data movement under kernels " \
+               f"({pct(share)})"
+    return f"no overlap measured ({ms(overlap_ms)} of {ms(transfer_ms)})"

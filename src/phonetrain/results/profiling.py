@@ -31,8 +31,18 @@ the union of all command intervals on the host clock; ``gap_ms = max(wall_ms - b
 (near 0 on an in-order queue). ``transfer_ms`` (data movement) sums ``h2d``, ``d2h``, ``map``,
 ``unmap``, ``d2d`` and the ``host`` rows that copy data to/from mapped buffers (``op`` =
 ``map_copy``; for traces without ``op``: bytes > 0 and phase not ``load``), as in Das et al. 2022, where data movement is every
-host<->device copy. ``data_movement_share`` of a run is the sum of ``transfer_ms`` over
-measured iterations divided by the sum of their ``wall_ms``, clipped to 0..1.
+host<->device copy. ``data_movement_share`` of a run is the sum of ``exposed_transfer_ms``
+over measured iterations divided by the sum of their ``wall_ms``, clipped to 0..1 (equal to
+the ``transfer_ms`` share where nothing overlaps).
+``transfer_kernel_overlap_ms`` is the time during which a data-movement command and a kernel
+are both active: the length of the intersection of the union of data-movement intervals with
+the union of kernel intervals (host clock; both sides carry the same device clock offset, so
+their relative placement is the device's). It is 0 on one in-order queue and what the
+``pipelined`` placement (transfers on a second queue) hopes to make large.
+``exposed_transfer_ms = max(transfer_ms - transfer_kernel_overlap_ms, 0)`` is the data
+movement no kernel hides; ``data_movement_share`` uses it, so time overlapped with compute is
+not counted twice (once as kernel, once as transfer) and kernel share + movement share + gap
+share stay within the iteration.
 ``transfer_overhead_ms`` is the part of ``gap_ms`` inside the host calls of data-movement
 commands (a blocking copy's driver and synchronisation cost); ``data_movement_call_share``
 adds it to ``transfer_ms``, closer to what a host-side profiler timing each copy call (MNN's,
@@ -184,9 +194,10 @@ def breakdown(trace: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
     ``iterations`` has one row per iteration: ``iteration`` (int), ``wall_ms`` (float, host
     clock) and ``measured`` (bool; False for warm-up). Returns those rows with added float
     columns ``kernel_ms``, ``h2d_ms``, ``d2h_ms``, ``map_ms``, ``unmap_ms``, ``d2d_ms``,
-    ``host_ms``, ``busy_ms``, ``gap_ms``, ``transfer_ms``, ``overlap_ms`` and
-    ``transfer_overhead_ms`` (the part of ``gap_ms`` spent inside data-movement calls: driver
-    and synchronisation cost of the transfers) (all ms). An iteration with no trace rows gets
+    ``host_ms``, ``busy_ms``, ``gap_ms``, ``transfer_ms``, ``overlap_ms``,
+    ``transfer_kernel_overlap_ms``, ``exposed_transfer_ms`` and ``transfer_overhead_ms`` (the
+    part of ``gap_ms`` spent inside data-movement calls: driver and synchronisation cost of
+    the transfers) (all ms; module docstring). An iteration with no trace rows gets
     zeros and ``gap_ms = wall_ms``.
     """
     iv = host_intervals(check_trace(trace))
@@ -201,12 +212,32 @@ def breakdown(trace: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
         row["gap_ms"] = max(float(it.wall_ms) - busy, 0.0)
         row["transfer_ms"] = float(sub.loc[sub["movement"], "dur_ns"].sum()) / NS_PER_MS
         row["overlap_ms"] = max(sum(row[f"{k}_ms"] for k in KINDS) - busy, 0.0)
+        row["transfer_kernel_overlap_ms"] = transfer_kernel_overlap_ns(sub) / NS_PER_MS
+        row["exposed_transfer_ms"] = max(row["transfer_ms"] - row["transfer_kernel_overlap_ms"],
+                                         0.0)
         row["transfer_overhead_ms"] = _call_overhead_ns(sub) / NS_PER_MS
         rows.append(row)
     cols = [f"{k}_ms" for k in KINDS] + ["busy_ms", "gap_ms", "transfer_ms", "overlap_ms",
+                                         "transfer_kernel_overlap_ms", "exposed_transfer_ms",
                                          "transfer_overhead_ms"]
     added = pd.DataFrame(rows, columns=cols, index=iterations.index)
     return pd.concat([iterations, added], axis=1)
+
+
+def transfer_kernel_overlap_ns(intervals: pd.DataFrame) -> float:
+    """Time (ns) during which a data-movement command and a kernel are both active.
+
+    ``intervals`` has ``kind``, ``begin_ns``, ``end_ns`` (one clock, e.g. from
+    :func:`host_intervals`) and optionally ``movement`` (else :func:`is_movement`); the result
+    is the length of (union of movement intervals) intersected with (union of kernel
+    intervals), so several transfers under one kernel count once."""
+    moving = intervals["movement"] if "movement" in intervals else is_movement(intervals)
+    kern = intervals["kind"] == "kernel"
+    a = merge_intervals(intervals.loc[moving, "begin_ns"].to_numpy(),
+                        intervals.loc[moving, "end_ns"].to_numpy())
+    b = merge_intervals(intervals.loc[kern, "begin_ns"].to_numpy(),
+                        intervals.loc[kern, "end_ns"].to_numpy())
+    return intersection_ns(a, b)
 
 
 def _call_overhead_ns(sub: pd.DataFrame) -> float:
@@ -225,7 +256,8 @@ def data_movement_share(per_iteration: pd.DataFrame, with_overhead: bool = False
     wall = float(m["wall_ms"].sum())
     if not wall > 0:
         return float("nan")
-    moved = m["transfer_ms"].sum() + (m["transfer_overhead_ms"].sum() if with_overhead else 0)
+    exposed = m["exposed_transfer_ms"] if "exposed_transfer_ms" in m else m["transfer_ms"]
+    moved = exposed.sum() + (m["transfer_overhead_ms"].sum() if with_overhead else 0)
     return float(np.clip(moved / wall, 0.0, 1.0))
 
 
@@ -295,8 +327,10 @@ def perfetto_trace(trace: pd.DataFrame, iterations: pd.DataFrame | None = None, 
                    device: str = "device", title: str = "") -> dict:
     """Chrome trace-event JSON (opens in https://ui.perfetto.dev and chrome://tracing).
 
-    Tracks: process 1 = the OpenCL device (thread 1 = its command queue: every row with device
-    timestamps, placed on the host clock by :func:`clock_offset`); process 2 = the host
+    Tracks: process 1 = the OpenCL device (thread ``1 + queue`` = its command queues: every
+    row with device timestamps, placed on the host clock by :func:`clock_offset`; queue 1
+    holds the pipelined placement's transfers, a trace without a ``queue`` column has queue 0);
+    process 2 = the host
     (thread 1 = the runner's thread: host rows and CPU-backend kernels; thread 2 =
     iterations, each spanning its commands, named with wall time and warm-up flag). ``ts`` and
     ``dur`` are microseconds from the first event (format: "Trace Event Format", Google, 2016).
@@ -308,18 +342,22 @@ def perfetto_trace(trace: pd.DataFrame, iterations: pd.DataFrame | None = None, 
     events: list[dict] = [
         {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": device}},
         {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "command queue"}},
+        {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name",
+         "args": {"name": "transfer queue (1)"}},
         {"ph": "M", "pid": 2, "tid": 0, "name": "process_name", "args": {"name": "host"}},
         {"ph": "M", "pid": 2, "tid": 1, "name": "thread_name", "args": {"name": "runner thread"}},
         {"ph": "M", "pid": 2, "tid": 2, "name": "thread_name", "args": {"name": "iterations"}},
     ]
-    for r, on_dev in zip(iv.itertuples(index=False), dev):
+    queues = iv["queue"] if "queue" in iv else pd.Series(0, index=iv.index)
+    for r, on_dev, q in zip(iv.itertuples(index=False), dev, queues):
         args = {"bytes": int(r.bytes), "flops": int(r.flops), "layer": r.layer, "phase": r.phase,
                 "seq": int(r.seq), "iteration": int(r.iteration)}
         if on_dev:
             args.update(queued_ns=int(r.queued_ns), submit_ns=int(r.submit_ns),
                         start_ns=int(r.start_ns), end_ns=int(r.end_ns))
         args.update(host_begin_ns=int(r.host_begin_ns), host_end_ns=int(r.host_end_ns))
-        events.append({"ph": "X", "pid": 1 if on_dev else 2, "tid": 1,
+        events.append({"ph": "X", "pid": 1 if on_dev else 2,
+                       "tid": 1 + int(q) if on_dev else 1,
                        "name": r.name or r.kind, "cat": r.kind,
                        "ts": (r.begin_ns - t0) / 1e3, "dur": max(r.dur_ns, 0.0) / 1e3,
                        "args": args})

@@ -70,7 +70,8 @@ RUN_KEY = [
 ]
 
 # runs: iteration_* are over measured iterations of all repeats (iteration_ci_*: the 95%
-# bootstrap confidence interval of the median); <kind>_ms, gap_ms and transfer_ms are
+# bootstrap confidence interval of the median); <kind>_ms, gap_ms, transfer_ms,
+# transfer_kernel_overlap_ms (data movement and a kernel both active) and exposed_transfer_ms are
 # per-iteration medians (phonetrain.results.profiling defines them); loss_first/last are the
 # first and last iterations run (warm-up included: training starts at iteration 0).
 # verify_max_abs_err is the per-step check's worst error (verify_tolerance its bound);
@@ -91,7 +92,8 @@ RUNS = pa.schema(RUN_KEY + [
     _f("iteration_ci_low_ms", F), _f("iteration_ci_high_ms", F),
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("gap_ms", F), _f("transfer_ms", F),
-    _f("transfer_overhead_ms", F), _f("data_movement_share", F),
+    _f("transfer_overhead_ms", F), _f("transfer_kernel_overlap_ms", F),
+    _f("exposed_transfer_ms", F), _f("data_movement_share", F),
     _f("data_movement_call_share", F), _f("kernel_gflops", F), _f("flops_per_iteration", I),
     _f("loss_first", F), _f("loss_last", F),
     _f("device_name", S), _f("device_type", S), _f("platform_name", S),
@@ -109,7 +111,8 @@ ITERATIONS = pa.schema(RUN_KEY + [
     _f("wall_ms", F), _f("loss", F),
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("busy_ms", F), _f("gap_ms", F),
-    _f("transfer_ms", F), _f("overlap_ms", F), _f("transfer_overhead_ms", F),
+    _f("transfer_ms", F), _f("overlap_ms", F), _f("transfer_kernel_overlap_ms", F),
+    _f("exposed_transfer_ms", F), _f("transfer_overhead_ms", F),
 ] + PROVENANCE)
 
 COMMANDS = pa.schema(RUN_KEY + [
