@@ -6,7 +6,9 @@ gradient of any activation; conv scratch ``<layer>.col``, ``<layer>.out_cnhw`` (
 pool scratch ``<layer>.argmax`` (int); ``loss.rows`` and ``loss``. Every step is tagged with
 its layer (``input``/``loss`` for batch and loss traffic) and phase. Each layer type's kernel
 sequence is the one ``src/kernels/README.md`` gives (Linear: gemm_nt + bias_add; Conv2d:
-im2col + gemm_nn + swap01 + bias_add; backward mirrors it).
+im2col + gemm_nn + swap01 + bias_add; backward mirrors it). A kernel version whose
+``version.yaml`` sets ``lowering: fused`` gets the fused sequence of
+:mod:`phonetrain.lowering.fused` instead.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..kernels import (GEMM_KERNELS, KERNEL_ARGS, KERNELS_ROOT, KernelVersion, b
 from ..models import Conv2d, Flatten, Linear, MaxPool2d, Model, ReLU, get_model
 from ..layout import plan_dir_rel
 from ..plan import Batch, Plan, Program, Step, Tensor
+from .fused import lower_fused
 from .spec import LowerError, LowerSpec
 
 
@@ -34,6 +37,7 @@ class _Builder:
         self.params: dict[str, list[int]] = {}   # layer -> [weight, bias] ids
         self.grads: dict[str, list[int]] = {}    # layer -> [dweight, dbias] ids
         self.states: list[tuple[int, int, int]] = []  # (param, grad, momentum) ids
+        self.momenta: dict[str, list[int]] = {}  # layer -> [weight, bias] momentum ids
         self.saved: dict[str, int] = {}          # forward tensors backward needs (col, argmax)
 
     def tensor(self, name: str, shape, role: str, dtype: str = "f32", init=None) -> int:
@@ -159,8 +163,9 @@ def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
     raise LowerError(f"layer {name}: type {type(layer).__name__} has no lowering")
 
 
-def _declare_params(b: _Builder, model: Model, plan_dir: str) -> None:
-    """Parameters (bundle files), their gradients and SGD momentum buffers, per layer."""
+def _declare_params(b: _Builder, model: Model, plan_dir: str, grads: bool = True) -> None:
+    """Parameters (bundle files), their gradients (unless ``grads`` is False: the fused
+    lowering updates the weights in the gradient kernel) and SGD momentum buffers, per layer."""
     for layer, xs in zip(model.layers, model.shapes()):
         ids = [b.tensor(f"{layer.name}.{p}", s, "param", init={
             "kind": "file", "path": f"{plan_dir}/tensors/{layer.name}.{p}.f32"})
@@ -168,11 +173,15 @@ def _declare_params(b: _Builder, model: Model, plan_dir: str) -> None:
         if not ids:
             continue
         b.params[layer.name] = ids
-        b.grads[layer.name] = [b.tensor(f"{b.tensors[i].name}.grad", b.tensors[i].shape,
-                                        "grad") for i in ids]
-        for w, g in zip(ids, b.grads[layer.name]):
+        if grads:
+            b.grads[layer.name] = [b.tensor(f"{b.tensors[i].name}.grad", b.tensors[i].shape,
+                                            "grad") for i in ids]
+        b.momenta[layer.name] = []
+        for k, w in enumerate(ids):
             v = b.tensor(f"{b.tensors[w].name}.momentum", b.tensors[w].shape, "state")
-            b.states.append((w, g, v))
+            b.momenta[layer.name].append(v)
+            if grads:
+                b.states.append((w, b.grads[layer.name][k], v))
 
 
 def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) -> tuple:
@@ -180,6 +189,9 @@ def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) ->
     batch = spec.batch_size
     x = b.tensor("input", [batch, *model.input_shape], "input")
     labels = b.tensor("labels", [batch], "label", dtype="i32")
+    if b.version.lowering == "fused":   # version.yaml's lowering key, never the version name
+        _declare_params(b, model, plan_dir, grads=False)
+        return x, labels, lower_fused(b, model, spec, x, labels)
     _declare_params(b, model, plan_dir)
     acts = [x]
     for layer in model.layers:
