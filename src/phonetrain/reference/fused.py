@@ -124,3 +124,34 @@ FUSED_KERNELS = {
 }
 
 KERNELS.update(FUSED_KERNELS)
+
+
+# Fused kernels that decide a ReLU: kernel -> (its act argument, its output argument, the
+# output's element count). The per-step check (phonetrain.reference.steps) splits them into
+# the pre-activation and a relu_fwd so it can follow the runner's near-tie decisions.
+_ACT_KERNELS = {
+    "linear_fwd": ("act", "Y", lambda d: d["B"] * d["O"]),
+    "conv_fwd": ("act", "Y", lambda d: d["B"] * d["OC"] * d["OH"] * d["OW"]),
+}
+
+
+def split_activation(step) -> tuple[object, object] | None:
+    """For a fused forward kernel step with ``act = 1``: ``(pre, relu)``, the same step with
+    ``act = 0`` (writes the pre-activation to the output) and the ``relu_fwd`` step applying
+    the ReLU in place on that output; together they compute the step. ``None`` for any
+    other step."""
+    from dataclasses import replace
+
+    from phonetrain.kernels import KERNEL_ARGS, bind_args
+    if step.op != "kernel" or step.name not in _ACT_KERNELS:
+        return None
+    act, out, numel = _ACT_KERNELS[step.name]
+    d = bind_args(step.name, step.args)
+    if not d[act]:
+        return None
+    names = [a.split(":")[1] for a in KERNEL_ARGS[step.name]]
+    args = [dict(a) for a in step.args]
+    args[names.index(act)] = {"i": 0}
+    y = int(d[out])
+    relu = replace(step, name="relu_fwd", args=[{"i": int(numel(d))}, {"t": y}, {"t": y}])
+    return replace(step, args=args), relu

@@ -28,7 +28,8 @@ backend and an NVIDIA H200 over every checked step of the study: docs/benchmarks
 ``FLOOR_ULPS`` = 4 ulps of the tensor's largest value cover tensors whose float32 and float64
 results agree exactly. A planted fault of 1e-4 relative in one GEMM exceeds it (tests).
 
-Near-ties: a ReLU whose input is within the rounding of zero, or a max-pool window whose
+Near-ties: a ReLU (``relu_fwd``, or the ReLU of a fused ``linear_fwd``/``conv_fwd``, checked
+on its pre-activation) whose input is within the rounding of zero, or a max-pool window whose
 largest values are within rounding of each other, may decide differently in two correct
 implementations; the difference is then a whole gradient contribution, not a rounding error.
 Where the float64 input is that close to the decision (within ``KAPPA`` times the input's own
@@ -46,6 +47,7 @@ import numpy as np
 
 from phonetrain.plan import Plan, PlanError
 
+from .fused import split_activation
 from .interpreter import Interpreter
 
 KAPPA = 16.0
@@ -193,7 +195,12 @@ def check_step(plan: Plan, root, iteration: int, before: Mapping[str, np.ndarray
             a32.set_tensor(tid, before[name])
             a64.set_tensor(tid, before[name])
     followed = 0
-    for s in plan.steps:
+    for step in plan.steps:
+        split = split_activation(step)   # a fused GEMM + ReLU: its ReLU is a decision too
+        if split is not None:
+            a32.run_step(split[0], iteration)
+            a64.run_step(split[0], iteration)
+        s = split[1] if split is not None else step
         decision = s.op == "kernel" and s.name in ("relu_fwd", "maxpool_fwd")
         if decision:
             xt = int(s.args[1 if s.name == "relu_fwd" else 8]["t"])
