@@ -1,4 +1,4 @@
-"""The fused lowering (kernel versions with ``lowering: fused``): at least 3x fewer kernel
+"""The fused lowering (kernel versions with ``lowering: fused_step``): at least 3x fewer kernel
 launches per iteration than the layer-by-layer plan for the MLP 784-256-128-16 and LeNet-5,
 the same training (float64 reference, every placement) as the baseline plan, and the
 version.yaml key's validation."""
@@ -74,8 +74,8 @@ def test_lowering_key_is_validated(tmp_path):
     (tmp_path / "baseline").mkdir()
     (tmp_path / "v").mkdir()
     (tmp_path / "v" / "version.yaml").write_text("inherits: baseline\nlowering: fusd\n")
-    with pytest.raises(KernelVersionError, match=r"v/version.yaml: key 'lowering'.*fused"):
+    with pytest.raises(KernelVersionError, match=r"v/version.yaml: key .lowering.*fused_step"):
         load_version("v", tmp_path)
-    (tmp_path / "v" / "version.yaml").write_text("inherits: baseline\nlowering: fused\n")
-    assert load_version("v", tmp_path).lowering == "fused"
-    assert load_version("baseline", tmp_path).lowering == "layers"
+    (tmp_path / "v" / "version.yaml").write_text("inherits: baseline\nlowering: fused_step\n")
+    assert load_version("v", tmp_path).lowering == "fused_step"
+    assert load_version("baseline", tmp_path).lowering == "per_layer"

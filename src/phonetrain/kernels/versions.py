@@ -11,7 +11,7 @@ Keys of ``version.yaml`` (the table in ``src/kernels/README.md`` documents each 
     requires: [images]            # what the device must offer (REQUIREMENTS)
     gemm_library: null            # gemm_* routed to a library (GEMM_LIBRARIES) instead of .cl
     image_operand: B              # the GEMM operand read through an image2d_t
-    lowering: fused               # the step's kernel sequence (LOWERINGS)
+    lowering: fused_step          # the step's kernel sequence (LOWERINGS)
     tuning:
       candidates:                 # tried after the defaults, in this order
         - {defines: {RM: 8}, local: [8, 8]}
@@ -63,11 +63,11 @@ GEMM_LIBRARIES: dict[str, str] = {
 # How a training step lowers to kernels (key ``lowering``): name -> meaning. The lowering
 # (phonetrain.lowering.build) picks its step sequence from this value, never from a version name.
 LOWERINGS: dict[str, str] = {
-    "layers": "one kernel sequence per layer: GEMM, bias, ReLU, swap01, im2col, sgd_update ...",
-    "fused": "the fused kernels: bias, ReLU, layout changes, the loss mean and the SGD update "
+    "per_layer": "one kernel sequence per layer: GEMM, bias, ReLU, swap01, im2col, sgd_update ...",
+    "fused_step": "the fused kernels: bias, ReLU, layout changes, the loss mean and the SGD update "
              "folded into the GEMM-like kernels (src/kernels/README.md, Fused kernels)",
 }
-DEFAULT_LOWERING = "layers"
+DEFAULT_LOWERING = "per_layer"
 
 VERSION_KEYS = ("inherits", "build_options", "defines", "local_sizes", "geometry", "requires",
                 "gemm_library", "image_operand", "tuning", "lowering")

@@ -7,7 +7,7 @@ pool scratch ``<layer>.argmax`` (int); ``loss.rows`` and ``loss``. Every step is
 its layer (``input``/``loss`` for batch and loss traffic) and phase. Each layer type's kernel
 sequence is the one ``src/kernels/README.md`` gives (Linear: gemm_nt + bias_add; Conv2d:
 im2col + gemm_nn + swap01 + bias_add; backward mirrors it). A kernel version whose
-``version.yaml`` sets ``lowering: fused`` gets the fused sequence of
+``version.yaml`` sets ``lowering: fused_step`` gets the fused sequence of
 :mod:`phonetrain.lowering.fused` instead.
 """
 
@@ -189,7 +189,7 @@ def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) ->
     batch = spec.batch_size
     x = b.tensor("input", [batch, *model.input_shape], "input")
     labels = b.tensor("labels", [batch], "label", dtype="i32")
-    if b.version.lowering == "fused":   # version.yaml's lowering key, never the version name
+    if b.version.lowering == "fused_step":   # version.yaml's lowering key, never the version name
         _declare_params(b, model, plan_dir, grads=False)
         return x, labels, lower_fused(b, model, spec, x, labels)
     _declare_params(b, model, plan_dir)

@@ -1,5 +1,5 @@
 """The fused lowering of one training step (kernel versions whose ``version.yaml`` sets
-``lowering: fused``): the fused kernels of ``src/kernels/README.md`` ("Fused kernels").
+``lowering: fused_step``): the fused kernels of ``src/kernels/README.md`` ("Fused kernels").
 
 Forward: a Linear or Conv2d followed by a ReLU is one ``linear_fwd``/``conv_fwd`` with
 ``act = 1`` (bias, ReLU and, for a convolution, the NCHW layout in the kernel; no im2col);
@@ -101,7 +101,7 @@ def lower_fused(b, model: Model, spec, x: int, labels: int) -> int:
     if not isinstance(last.layer, Linear) or last.relu:
         raise LowerError(f"model {model.name}: the fused lowering needs a Linear last layer "
                          "without ReLU (the loss kernel computes its input gradient); use a "
-                         "kernel version with 'lowering: layers'")
+                         "kernel version with 'lowering: per_layer'")
     param_units = [k for k, u in enumerate(units) if isinstance(u.layer, (Linear, Conv2d))]
     first = param_units[0]
     logits = last.y
