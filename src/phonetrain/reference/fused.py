@@ -9,7 +9,11 @@ float64 run of both plans agrees to rounding. Importing this module registers th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+
+from phonetrain.kernels import KERNEL_ARGS, bind_args
 
 from .kernels import KERNELS
 
@@ -140,9 +144,6 @@ def split_activation(step) -> tuple[object, object] | None:
     ``act = 0`` (writes the pre-activation to the output) and the ``relu_fwd`` step applying
     the ReLU in place on that output; together they compute the step. ``None`` for any
     other step."""
-    from dataclasses import replace
-
-    from phonetrain.kernels import KERNEL_ARGS, bind_args
     if step.op != "kernel" or step.name not in _ACT_KERNELS:
         return None
     act, out, numel = _ACT_KERNELS[step.name]
