@@ -197,7 +197,9 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
 
 
 def kernels_mentioned(path: Path, names=None) -> set[str]:
-    """ABI kernel names (or ``names``) that occur as whole words in one ``.cl`` file: a
+    """ABI kernel names (or ``names``) that occur as whole words in the code of one ``.cl``
+    file (comments removed, so a banner naming the kernels a file replaces does not count): a
     superset of what it defines, robust to macro-generated kernels."""
-    words = set(re.findall(r"\w+", Path(path).read_text()))
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", " ", Path(path).read_text(), flags=re.S)
+    words = set(re.findall(r"\w+", code))
     return words & set(names if names is not None else KERNEL_ARGS)
