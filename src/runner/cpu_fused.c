@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Ints [0, n) >= 1 except those listed in `zero_ok` (>= 0) and `flags` (0 or 1). */
+/* Int arguments 0..n-1 must be >= 1, except `pad_arg` (>= 0) and `flag_arg` (0 or 1); -1: none. */
 static int check_ints(const kctx *k, int n, int pad_arg, int flag_arg)
 {
     for (int i = 0; i < n; ++i) {
@@ -78,7 +78,8 @@ static int k_conv_fwd(const kctx *k)
     const int64_t n = (int64_t)B * OC * OH * OW;
 #pragma omp parallel for if (n * C * KH * KW > PAR_MIN) schedule(static)
     for (int64_t e = 0; e < n; ++e) {
-        const int ow = (int)(e % OW), oh = (int)(e / OW % OH), oc = (int)(e / ((int64_t)OW * OH) % OC);
+        const int ow = (int)(e % OW), oh = (int)(e / OW % OH);
+        const int oc = (int)(e / ((int64_t)OW * OH) % OC);
         const int64_t b = e / ((int64_t)OW * OH * OC);
         const float *w = Wt + (int64_t)oc * C * KH * KW;
         float acc = 0.0f;
