@@ -149,7 +149,7 @@ __kernel void maxpool_bwd_relu(const int B, const int C, const int H, const int 
  * row order, then the partials summed by work-item 0 in order: fixed, no atomics);
  * after a barrier, dX[b,i] = sum_c dlogits[b,c] * W[c,i], times (X[b,i] > 0) when relu.
  * A label outside [0, C) gives a NaN loss. NDRange: one work-group (global = local, any
- * local size; work-items of other groups return). */
+ * local size; work-items of other groups do nothing). */
 __kernel void softmax_xent_bwd(const int B, const int C, const int I, const int relu,
                                __global const float *logits, __global const int *labels,
                                __global const float *W, __global const float *X,
@@ -157,7 +157,8 @@ __kernel void softmax_xent_bwd(const int B, const int C, const int I, const int 
                                __global float *loss)
 {
     __local float part[LOSS_WG];
-    /* Every work-item reaches the barrier (no return before it); only group 0 works. */
+    /* Every work-item reaches the barrier (no return before it: with an early return of the
+     * other groups PoCL 3.1 corrupted host memory in multi-kernel plans); only group 0 works. */
     const int lid = get_local_id(0), nl = get_local_size(0);
     const int nw = get_group_id(0) != 0 ? 0 : (nl < LOSS_WG ? nl : LOSS_WG);
     const float inv_b = 1.0f / (float)B;
