@@ -5,6 +5,7 @@
  * parallelized with OpenMP over the caller's thread count (omp_set_num_threads). Small
  * problems run on one thread: a parallel region costs microseconds. */
 #include "cpu_kernels.h"
+#include "cpu_kernel_ctx.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -12,17 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Below this many elements (or MACs for GEMM) a kernel runs on one thread. */
-#define PAR_MIN 16384
-
-typedef struct {
-    const char *kernel;
-    const char *names;  /* space-separated argument names, in ABI order */
-    const rt_arg *a;
-    char *err;
-    int errlen;
-} kctx;
 
 /* Copies the idx-th space-separated word of names into out. */
 static void arg_name(const char *names, int idx, char *out, size_t outlen)
@@ -39,7 +29,7 @@ static void arg_name(const char *names, int idx, char *out, size_t outlen)
 }
 
 /* Writes "kernel: argument idx (name) <message>" into the error buffer; returns -1. */
-static int fail(const kctx *k, int idx, const char *fmt, ...)
+int kfail(const kctx *k, int idx, const char *fmt, ...)
 {
     char name[32], msg[256];
     va_list ap;
@@ -53,32 +43,23 @@ static int fail(const kctx *k, int idx, const char *fmt, ...)
 }
 
 /* An int argument that must be >= lo (a dimension >= 1, a pad >= 0). */
-static int need_min(const kctx *k, int idx, int lo)
+int kneed_min(const kctx *k, int idx, int lo)
 {
     if (k->a[idx].i < lo)
-        return fail(k, idx, "is %d; it must be >= %d", k->a[idx].i, lo);
+        return kfail(k, idx, "is %d; it must be >= %d", k->a[idx].i, lo);
     return 0;
 }
 
 /* A tensor argument that must hold at least `need` elements (`expr` says why). */
-static int need_numel(const kctx *k, int idx, int64_t need, const char *expr)
+int kneed_numel(const kctx *k, int idx, int64_t need, const char *expr)
 {
     if (!k->a[idx].p)
-        return fail(k, idx, "is a NULL buffer");
+        return kfail(k, idx, "is a NULL buffer");
     if ((int64_t)k->a[idx].numel < need)
-        return fail(k, idx, "has %ld elements but %s = %lld are needed", k->a[idx].numel, expr,
+        return kfail(k, idx, "has %ld elements but %s = %lld are needed", k->a[idx].numel, expr,
                     (long long)need);
     return 0;
 }
-
-#define CHECK(x)                  \
-    do {                          \
-        if ((x) != 0) return -1;  \
-    } while (0)
-#define I(n) (k->a[n].i)
-#define F(n) (k->a[n].f)
-#define PF(n) ((float *)k->a[n].p)
-#define PI(n) ((int *)k->a[n].p)
 
 /* ---- GEMM engine --------------------------------------------------------------------- */
 /* C = alpha * op(A) @ op(B) + beta * C, blocked as in Goto & van de Geijn, "Anatomy of
@@ -293,13 +274,13 @@ static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
 
 static int gemm_common(const kctx *k, int trans_a, int trans_b)
 {
-    CHECK(need_min(k, 0, 1));
-    CHECK(need_min(k, 1, 1));
-    CHECK(need_min(k, 2, 1));
+    CHECK(kneed_min(k, 0, 1));
+    CHECK(kneed_min(k, 1, 1));
+    CHECK(kneed_min(k, 2, 1));
     const int64_t M = I(0), N = I(1), K = I(2);
-    CHECK(need_numel(k, 4, M * K, trans_a ? "K*M" : "M*K"));
-    CHECK(need_numel(k, 5, K * N, trans_b ? "N*K" : "K*N"));
-    CHECK(need_numel(k, 7, M * N, "M*N"));
+    CHECK(kneed_numel(k, 4, M * K, trans_a ? "K*M" : "M*K"));
+    CHECK(kneed_numel(k, 5, K * N, trans_b ? "N*K" : "K*N"));
+    CHECK(kneed_numel(k, 7, M * N, "M*N"));
     cpu_gemm(trans_a, trans_b, I(0), I(1), I(2), F(3), PF(4), PF(5), F(6), PF(7));
     return 0;
 }
@@ -312,10 +293,10 @@ static int k_gemm_tn(const kctx *k) { return gemm_common(k, 1, 0); }
 
 static int k_bias_add(const kctx *k)
 {
-    for (int i = 0; i < 3; ++i) CHECK(need_min(k, i, 1));
+    for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t C = I(1), HW = I(2), n = (int64_t)I(0) * C * HW;
-    CHECK(need_numel(k, 3, n, "B*C*HW"));
-    CHECK(need_numel(k, 4, C, "C"));
+    CHECK(kneed_numel(k, 3, n, "B*C*HW"));
+    CHECK(kneed_numel(k, 4, C, "C"));
     float *Y = PF(3);
     const float *bias = PF(4);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
@@ -329,10 +310,10 @@ static int k_bias_add(const kctx *k)
 
 static int k_bias_grad(const kctx *k)
 {
-    for (int i = 0; i < 3; ++i) CHECK(need_min(k, i, 1));
+    for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t B = I(0), C = I(1), HW = I(2);
-    CHECK(need_numel(k, 3, B * C * HW, "B*C*HW"));
-    CHECK(need_numel(k, 4, C, "C"));
+    CHECK(kneed_numel(k, 3, B * C * HW, "B*C*HW"));
+    CHECK(kneed_numel(k, 4, C, "C"));
     const float *dY = PF(3);
     float *db = PF(4);
 #pragma omp parallel for if (B * C * HW > PAR_MIN) schedule(static)
@@ -349,10 +330,10 @@ static int k_bias_grad(const kctx *k)
 
 static int k_relu_fwd(const kctx *k)
 {
-    CHECK(need_min(k, 0, 1));
+    CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
-    CHECK(need_numel(k, 1, n, "n"));
-    CHECK(need_numel(k, 2, n, "n"));
+    CHECK(kneed_numel(k, 1, n, "n"));
+    CHECK(kneed_numel(k, 2, n, "n"));
     const float *X = PF(1);
     float *Y = PF(2);  /* may alias X */
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
@@ -362,9 +343,9 @@ static int k_relu_fwd(const kctx *k)
 
 static int k_relu_bwd(const kctx *k)
 {
-    CHECK(need_min(k, 0, 1));
+    CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
-    for (int i = 1; i <= 3; ++i) CHECK(need_numel(k, i, n, "n"));
+    for (int i = 1; i <= 3; ++i) CHECK(kneed_numel(k, i, n, "n"));
     const float *Y = PF(1), *dY = PF(2);
     float *dX = PF(3);  /* may alias dY */
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
@@ -374,9 +355,9 @@ static int k_relu_bwd(const kctx *k)
 
 static int k_sgd_update(const kctx *k)
 {
-    CHECK(need_min(k, 0, 1));
+    CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
-    for (int i = 4; i <= 6; ++i) CHECK(need_numel(k, i, n, "n"));
+    for (int i = 4; i <= 6; ++i) CHECK(kneed_numel(k, i, n, "n"));
     const float lr = F(1), momentum = F(2), wd = F(3);
     float *W = PF(4), *V = PF(6);
     const float *dW = PF(5);
@@ -392,9 +373,9 @@ static int k_sgd_update(const kctx *k)
 
 static int k_fill(const kctx *k)
 {
-    CHECK(need_min(k, 0, 1));
+    CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
-    CHECK(need_numel(k, 2, n, "n"));
+    CHECK(kneed_numel(k, 2, n, "n"));
     const float value = F(1);
     float *X = PF(2);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
@@ -404,10 +385,10 @@ static int k_fill(const kctx *k)
 
 static int k_copy(const kctx *k)
 {
-    CHECK(need_min(k, 0, 1));
+    CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
-    CHECK(need_numel(k, 1, n, "n"));
-    CHECK(need_numel(k, 2, n, "n"));
+    CHECK(kneed_numel(k, 1, n, "n"));
+    CHECK(kneed_numel(k, 2, n, "n"));
     memmove(PF(2), PF(1), (size_t)n * sizeof(float));
     return 0;
 }
@@ -418,19 +399,19 @@ static int k_copy(const kctx *k)
  * OH = (H + 2*pad - KH)/stride + 1 and OW likewise. */
 static int conv_dims(const kctx *k)
 {
-    for (int i = 0; i < 6; ++i) CHECK(need_min(k, i, 1));  /* B C H W KH KW */
-    CHECK(need_min(k, 6, 1));                              /* stride */
-    CHECK(need_min(k, 7, 0));                              /* pad */
+    for (int i = 0; i < 6; ++i) CHECK(kneed_min(k, i, 1));  /* B C H W KH KW */
+    CHECK(kneed_min(k, 6, 1));                              /* stride */
+    CHECK(kneed_min(k, 7, 0));                              /* pad */
     const int oh = (I(2) + 2 * I(7) - I(4)) / I(6) + 1, ow = (I(3) + 2 * I(7) - I(5)) / I(6) + 1;
     if (I(2) + 2 * I(7) < I(4) || I(8) != oh)
-        return fail(k, 8, "is %d; (H + 2*pad - KH)/stride + 1 = %d", I(8), oh);
+        return kfail(k, 8, "is %d; (H + 2*pad - KH)/stride + 1 = %d", I(8), oh);
     if (I(3) + 2 * I(7) < I(5) || I(9) != ow)
-        return fail(k, 9, "is %d; (W + 2*pad - KW)/stride + 1 = %d", I(9), ow);
+        return kfail(k, 9, "is %d; (W + 2*pad - KW)/stride + 1 = %d", I(9), ow);
     const int64_t ximg = (int64_t)I(0) * I(1) * I(2) * I(3);
     const int64_t ncol = (int64_t)I(1) * I(4) * I(5) * I(0) * I(8) * I(9);
     const int col_arg = strcmp(k->kernel, "im2col") == 0 ? 11 : 10;
-    CHECK(need_numel(k, col_arg == 11 ? 10 : 11, ximg, "B*C*H*W"));
-    CHECK(need_numel(k, col_arg, ncol, "C*KH*KW*B*OH*OW"));
+    CHECK(kneed_numel(k, col_arg == 11 ? 10 : 11, ximg, "B*C*H*W"));
+    CHECK(kneed_numel(k, col_arg, ncol, "C*KH*KW*B*OH*OW"));
     return 0;
 }
 
@@ -494,10 +475,10 @@ static int k_col2im(const kctx *k)
 
 static int k_swap01(const kctx *k)
 {
-    for (int i = 0; i < 3; ++i) CHECK(need_min(k, i, 1));
+    for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t D0 = I(0), D1 = I(1), D2 = I(2);
-    CHECK(need_numel(k, 3, D0 * D1 * D2, "D0*D1*D2"));
-    CHECK(need_numel(k, 4, D0 * D1 * D2, "D0*D1*D2"));
+    CHECK(kneed_numel(k, 3, D0 * D1 * D2, "D0*D1*D2"));
+    CHECK(kneed_numel(k, 4, D0 * D1 * D2, "D0*D1*D2"));
     const float *X = PF(3);
     float *Y = PF(4);
 #pragma omp parallel for collapse(2) if (D0 * D1 * D2 > PAR_MIN) schedule(static)
@@ -512,17 +493,17 @@ static int k_swap01(const kctx *k)
 /* Checks the 8 int arguments of maxpool_fwd/bwd: OH = (H - K)/stride + 1 (no padding). */
 static int pool_dims(const kctx *k, int x_arg, int y_arg, int argmax_arg)
 {
-    for (int i = 0; i < 6; ++i) CHECK(need_min(k, i, 1));  /* B C H W K stride */
+    for (int i = 0; i < 6; ++i) CHECK(kneed_min(k, i, 1));  /* B C H W K stride */
     if (I(2) < I(4) || I(6) != (I(2) - I(4)) / I(5) + 1)
-        return fail(k, 6, "is %d; (H - K)/stride + 1 = %d with H >= K", I(6),
+        return kfail(k, 6, "is %d; (H - K)/stride + 1 = %d with H >= K", I(6),
                     (I(2) - I(4)) / I(5) + 1);
     if (I(3) < I(4) || I(7) != (I(3) - I(4)) / I(5) + 1)
-        return fail(k, 7, "is %d; (W - K)/stride + 1 = %d with W >= K", I(7),
+        return kfail(k, 7, "is %d; (W - K)/stride + 1 = %d with W >= K", I(7),
                     (I(3) - I(4)) / I(5) + 1);
     const int64_t bc = (int64_t)I(0) * I(1);
-    CHECK(need_numel(k, x_arg, bc * I(2) * I(3), "B*C*H*W"));
-    CHECK(need_numel(k, y_arg, bc * I(6) * I(7), "B*C*OH*OW"));
-    CHECK(need_numel(k, argmax_arg, bc * I(6) * I(7), "B*C*OH*OW"));
+    CHECK(kneed_numel(k, x_arg, bc * I(2) * I(3), "B*C*H*W"));
+    CHECK(kneed_numel(k, y_arg, bc * I(6) * I(7), "B*C*OH*OW"));
+    CHECK(kneed_numel(k, argmax_arg, bc * I(6) * I(7), "B*C*OH*OW"));
     return 0;
 }
 
@@ -580,17 +561,17 @@ static int k_maxpool_bwd(const kctx *k)
 
 static int k_softmax_xent(const kctx *k)
 {
-    CHECK(need_min(k, 0, 1));
-    CHECK(need_min(k, 1, 1));
+    CHECK(kneed_min(k, 0, 1));
+    CHECK(kneed_min(k, 1, 1));
     const int B = I(0), C = I(1);
-    CHECK(need_numel(k, 2, (int64_t)B * C, "B*C"));
-    CHECK(need_numel(k, 3, B, "B"));
-    CHECK(need_numel(k, 4, (int64_t)B * C, "B*C"));
-    CHECK(need_numel(k, 5, B, "B"));
+    CHECK(kneed_numel(k, 2, (int64_t)B * C, "B*C"));
+    CHECK(kneed_numel(k, 3, B, "B"));
+    CHECK(kneed_numel(k, 4, (int64_t)B * C, "B*C"));
+    CHECK(kneed_numel(k, 5, B, "B"));
     const int *labels = PI(3);
     for (int b = 0; b < B; ++b)
         if (labels[b] < 0 || labels[b] >= C)
-            return fail(k, 3, "holds label %d at row %d; labels must be in [0, C) = [0, %d)",
+            return kfail(k, 3, "holds label %d at row %d; labels must be in [0, C) = [0, %d)",
                         labels[b], b, C);
     const float *logits = PF(2);
     float *dlogits = PF(4), *row_loss = PF(5);
@@ -612,9 +593,9 @@ static int k_softmax_xent(const kctx *k)
 
 static int k_mean(const kctx *k)
 {
-    CHECK(need_min(k, 0, 1));
-    CHECK(need_numel(k, 1, I(0), "n"));
-    CHECK(need_numel(k, 2, 1, "1"));
+    CHECK(kneed_min(k, 0, 1));
+    CHECK(kneed_numel(k, 1, I(0), "n"));
+    CHECK(kneed_numel(k, 2, 1, "1"));
     const float *X = PF(1);
     float acc = 0.0f;  /* serial, in index order: the same sum as the OpenCL kernel */
     for (int i = 0; i < I(0); ++i) acc += X[i];
@@ -623,13 +604,6 @@ static int k_mean(const kctx *k)
 }
 
 /* ---- dispatch ------------------------------------------------------------------------ */
-
-typedef struct {
-    const char *name;
-    const char *kinds;  /* one of i/f/t per argument */
-    const char *names;  /* argument names for messages */
-    int (*fn)(const kctx *);
-} kernel_spec;
 
 static const kernel_spec KERNELS[] = {
     {"gemm_nn", "iiifttft", "M N K alpha A B beta C", k_gemm_nn},
@@ -651,10 +625,13 @@ static const kernel_spec KERNELS[] = {
     {"copy", "itt", "n X Y", k_copy},
 };
 
+/* The kernel's entry: the table above, then the fused kernels of cpu_fused.c. */
 static const kernel_spec *find_kernel(const char *name)
 {
     for (size_t i = 0; i < sizeof KERNELS / sizeof KERNELS[0]; ++i)
         if (strcmp(KERNELS[i].name, name) == 0) return &KERNELS[i];
+    for (int i = 0; i < CPU_FUSED_NKERNELS; ++i)
+        if (strcmp(CPU_FUSED_KERNELS[i].name, name) == 0) return &CPU_FUSED_KERNELS[i];
     return NULL;
 }
 
@@ -679,7 +656,7 @@ int cpu_kernel_run(const char *name, const rt_arg *args, int nargs, char *err, i
     }
     for (int i = 0; i < want; ++i)
         if (args[i].kind != s->kinds[i])
-            return fail(&k, i, "has kind '%c'; expected '%c' (i = int, f = float, t = tensor)",
+            return kfail(&k, i, "has kind '%c'; expected '%c' (i = int, f = float, t = tensor)",
                         args[i].kind ? args[i].kind : '?', s->kinds[i]);
     return s->fn(&k);
 }

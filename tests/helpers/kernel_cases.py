@@ -158,7 +158,86 @@ def _copy(n, X, Y):
     Y[:n] = X[:n]
 
 
+# ---- fused kernels: written from the README's formulas (direct loops over the windows),
+# not as the unfused sequence phonetrain.reference.fused replays.
+
+def _conv_patches(X, B, C, H, W, KH, KW, stride, pad, OH, OW):
+    """[B, OH, OW, C, KH, KW] float64 patches of X (0 outside the image)."""
+    out = np.zeros((B, OH, OW, C, KH, KW))
+    for kh, kw, win in _windows(X.astype(np.float64), B, C, H, W, KH, KW, stride, pad, OH, OW):
+        out[..., kh, kw] = win.transpose(0, 2, 3, 1)
+    return out
+
+
+def _linear_fwd(B, O, I, act, X, W, bias, Y):
+    y = X[:B * I].reshape(B, I).astype(np.float64) @ W[:O * I].reshape(O, I).T.astype(
+        np.float64) + bias[:O]
+    Y[:B * O] = (np.maximum(y, 0) if act else y).ravel()
+
+
+def _conv_fwd(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, act, X, weight, bias, Y):
+    pt = _conv_patches(X, B, C, H, W, KH, KW, stride, pad, OH, OW)
+    y = np.einsum("bhwckl,ockl->bohw", pt, weight[:OC * C * KH * KW].reshape(OC, C, KH, KW)
+                  .astype(np.float64)) + bias[:OC][None, :, None, None]
+    Y[:B * OC * OH * OW] = (np.maximum(y, 0) if act else y).ravel()
+
+
+def _linear_bwd_data(B, O, I, relu, dY, W, X, dX):
+    dx = dY[:B * O].reshape(B, O).astype(np.float64) @ W[:O * I].reshape(O, I)
+    dX[:B * I] = np.where((X[:B * I].reshape(B, I) > 0) | (not relu), dx, 0).ravel()
+
+
+def _conv_bwd_data(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, relu, dY, weight, X, dX):
+    dy = dY[:B * OC * OH * OW].reshape(B, OC, OH, OW).astype(np.float64)
+    w = weight[:OC * C * KH * KW].reshape(OC, C, KH, KW).astype(np.float64)
+    dxp = np.zeros((B, C, H + 2 * pad, W + 2 * pad))
+    for kh in range(KH):
+        for kw in range(KW):
+            dxp[:, :, kh:kh + stride * (OH - 1) + 1:stride,
+                kw:kw + stride * (OW - 1) + 1:stride] += np.einsum("bohw,oc->bchw", dy,
+                                                                    w[:, :, kh, kw])
+    dx = dxp[:, :, pad:pad + H, pad:pad + W].ravel()
+    dX[:B * C * H * W] = np.where((X[:B * C * H * W] > 0) | (not relu), dx, 0)
+
+
+def _maxpool_bwd_relu(B, C, H, W, K, stride, OH, OW, dY, argmax, X, dX):
+    _maxpool_bwd(B, C, H, W, K, stride, OH, OW, dY, argmax, dX)
+    dX[:B * C * H * W] = np.where(X[:B * C * H * W] > 0, dX[:B * C * H * W], 0)
+
+
+def _softmax_xent_bwd(B, C, I, relu, logits, labels, W, X, dlogits, dX, loss):
+    rows = np.zeros(B)
+    _softmax_xent(B, C, logits, labels, dlogits, rows)
+    loss[0] = rows.mean()
+    _linear_bwd_data(B, C, I, relu, dlogits, W, X, dX)
+
+
+def _sgd64(P, V, g, lr, momentum, weight_decay):
+    n = g.size
+    v = momentum * V[:n].astype(np.float64) + g + weight_decay * P[:n].astype(np.float64)
+    V[:n] = v
+    P[:n] = P[:n].astype(np.float64) - lr * v
+
+
+def _linear_sgd(B, O, I, lr, momentum, weight_decay, X, dY, W, V, bias, Vb):
+    dy = dY[:B * O].reshape(B, O).astype(np.float64)
+    _sgd64(W, V, (dy.T @ X[:B * I].reshape(B, I)).ravel(), lr, momentum, weight_decay)
+    _sgd64(bias, Vb, dy.sum(axis=0), lr, momentum, weight_decay)
+
+
+def _conv_sgd(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, lr, momentum, weight_decay, X, dY,
+              weight, V, bias, Vb):
+    pt = _conv_patches(X, B, C, H, W, KH, KW, stride, pad, OH, OW)
+    dy = dY[:B * OC * OH * OW].reshape(B, OC, OH, OW).astype(np.float64)
+    _sgd64(weight, V, np.einsum("bohw,bhwckl->ockl", dy, pt).ravel(), lr, momentum,
+           weight_decay)
+    _sgd64(bias, Vb, dy.sum(axis=(0, 2, 3)), lr, momentum, weight_decay)
+
+
 ORACLE = {
+    "linear_fwd": _linear_fwd, "conv_fwd": _conv_fwd, "linear_bwd_data": _linear_bwd_data,
+    "conv_bwd_data": _conv_bwd_data, "maxpool_bwd_relu": _maxpool_bwd_relu,
+    "softmax_xent_bwd": _softmax_xent_bwd, "linear_sgd": _linear_sgd, "conv_sgd": _conv_sgd,
     "gemm_nn": _gemm(False, False), "gemm_nt": _gemm(False, True),
     "gemm_tn": _gemm(True, False), "bias_add": _bias_add, "bias_grad": _bias_grad,
     "relu_fwd": _relu_fwd, "relu_bwd": _relu_bwd, "im2col": _im2col, "col2im": _col2im,
@@ -462,8 +541,91 @@ def mobile_cases(rng: np.random.Generator) -> list[Case]:
     return out
 
 
+def _relu_input(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A ReLU output: random, a third of it exactly 0 (the mask's edge)."""
+    x = np.maximum(_rand(rng, n), 0)
+    x[::3] = 0.0
+    return x
+
+
+def fused_cases(rng: np.random.Generator) -> list[Case]:
+    """The fused kernels at odd sizes (1, primes, the MLP's 784 and LeNet's shapes), both
+    values of act/relu, convolutions with stride and padding, SGD with and without momentum."""
+    out = []
+    for B, O, I in [(1, 1, 1), (3, 17, 31), (32, 16, 128), (5, 10, 784)]:
+        for act in (0, 1):
+            out.append(Case("linear_fwd", [B, O, I, act, "X", "W", "bias", "Y"],
+                            {"X": _rand(rng, B * I), "W": _rand(rng, O * I),
+                             "bias": _rand(rng, O), "Y": np.full(B * O, np.nan, np.float32)},
+                            ("Y",), label=f"linear_fwd {B}x{O}x{I} act={act}",
+                            atol=1e-6 * I + 1e-5))
+            out.append(Case("linear_bwd_data", [B, O, I, act, "dY", "W", "X", "dX"],
+                            {"dY": _rand(rng, B * O), "W": _rand(rng, O * I),
+                             "X": _relu_input(rng, B * I),
+                             "dX": np.full(B * I, np.nan, np.float32)},
+                            ("dX",), label=f"linear_bwd_data {B}x{O}x{I} relu={act}",
+                            atol=1e-6 * O + 1e-5))
+        for momentum, wd in [(0.0, 0.0), (0.9, 5e-4)]:
+            out.append(Case("linear_sgd", [B, O, I, 0.05, momentum, wd, "X", "dY", "W", "V",
+                                           "bias", "Vb"],
+                            {"X": _rand(rng, B * I), "dY": _rand(rng, B * O),
+                             "W": _rand(rng, O * I), "V": _rand(rng, O * I),
+                             "bias": _rand(rng, O), "Vb": _rand(rng, O)},
+                            ("W", "V", "bias", "Vb"),
+                            label=f"linear_sgd {B}x{O}x{I} m={momentum}", atol=1e-6 * B + 1e-5))
+    for B, C, H, W, OC, K, stride, pad in [(1, 1, 1, 1, 1, 1, 1, 0), (2, 3, 7, 5, 4, 3, 1, 1),
+                                           (3, 2, 9, 8, 5, 3, 2, 1), (2, 1, 28, 28, 6, 5, 1, 2),
+                                           (2, 6, 14, 14, 16, 5, 1, 0)]:
+        OH, OW = (H + 2 * pad - K) // stride + 1, (W + 2 * pad - K) // stride + 1
+        dims = [B, C, H, W, OC, K, K, stride, pad, OH, OW]
+        nx, ny, nw = B * C * H * W, B * OC * OH * OW, OC * C * K * K
+        tag = f"{B}x{C}x{H}x{W} oc{OC} k{K} s{stride} p{pad}"
+        for act in (0, 1):
+            out.append(Case("conv_fwd", dims + [act, "X", "weight", "bias", "Y"],
+                            {"X": _rand(rng, nx), "weight": _rand(rng, nw),
+                             "bias": _rand(rng, OC), "Y": np.full(ny, np.nan, np.float32)},
+                            ("Y",), label=f"conv_fwd {tag} act={act}", atol=1e-6 * nw + 1e-5))
+            out.append(Case("conv_bwd_data", dims + [act, "dY", "weight", "X", "dX"],
+                            {"dY": _rand(rng, ny), "weight": _rand(rng, nw),
+                             "X": _relu_input(rng, nx), "dX": np.full(nx, np.nan, np.float32)},
+                            ("dX",), label=f"conv_bwd_data {tag} relu={act}",
+                            atol=1e-6 * nw + 1e-5))
+        out.append(Case("conv_sgd", dims + [0.05, 0.9, 5e-4, "X", "dY", "weight", "V", "bias",
+                                            "Vb"],
+                        {"X": _rand(rng, nx), "dY": _rand(rng, ny), "weight": _rand(rng, nw),
+                         "V": _rand(rng, nw), "bias": _rand(rng, OC), "Vb": _rand(rng, OC)},
+                        ("weight", "V", "bias", "Vb"), label=f"conv_sgd {tag}",
+                        atol=1e-6 * ny + 1e-5))
+    for B, C, H, W, K, stride in [(1, 1, 1, 1, 1, 1), (2, 6, 28, 28, 2, 2), (3, 2, 7, 9, 3, 2)]:
+        OH, OW = (H - K) // stride + 1, (W - K) // stride + 1
+        x = _relu_input(rng, B * C * H * W)
+        fwd = Case("maxpool_fwd", [B, C, H, W, K, stride, OH, OW, "X", "Y", "argmax"],
+                   {"X": x, "Y": np.zeros(B * C * OH * OW, np.float32),
+                    "argmax": np.full(B * C * OH * OW, -1, np.int32)}, ("Y", "argmax"))
+        out.append(Case("maxpool_bwd_relu", [B, C, H, W, K, stride, OH, OW, "dY", "argmax", "X",
+                                             "dX"],
+                        {"dY": _rand(rng, B * C * OH * OW), "argmax": fwd.expected["argmax"],
+                         "X": x, "dX": np.full(B * C * H * W, np.nan, np.float32)},
+                        ("dX",), label=f"maxpool_bwd_relu {B}x{C}x{H}x{W} k{K} s{stride}"))
+    for B, C, I, scale in [(1, 1, 1, 1.0), (32, 16, 128, 3.0), (3, 17, 31, 60.0),
+                           (70, 10, 84, 1.0)]:
+        for relu in (0, 1):
+            out.append(Case("softmax_xent_bwd", [B, C, I, relu, "logits", "labels", "W", "X",
+                                                 "dlogits", "dX", "loss"],
+                            {"logits": _rand(rng, B * C, low=-scale, high=scale),
+                             "labels": rng.integers(0, C, size=B).astype(np.int32),
+                             "W": _rand(rng, C * I), "X": _relu_input(rng, B * I),
+                             "dlogits": np.full(B * C, np.nan, np.float32),
+                             "dX": np.full(B * I, np.nan, np.float32),
+                             "loss": np.full(1, np.nan, np.float32)},
+                            ("dlogits", "dX", "loss"),
+                            label=f"softmax_xent_bwd {B}x{C}x{I} x{scale} relu={relu}"))
+    return out
+
+
 GROUPS = {"gemm": gemm_cases, "elementwise": elementwise_cases, "conv": conv_cases,
-          "pool": pool_cases, "loss": loss_cases, "mobile": mobile_cases}
+          "pool": pool_cases, "loss": loss_cases, "mobile": mobile_cases,
+          "fused": fused_cases}
 
 
 def group_cases(group: str, seed: int = 0) -> list[Case]:

@@ -25,7 +25,7 @@ from phonetrain.kernels import (bind_args, geometry, kernel_flops, kernels_menti
                                 load_version, mark_image_args, resolve_sources, stage_kernels)
 from phonetrain.plan import Plan, Program, Step, Tensor
 
-VERSIONS = ["baseline", "tiled", "regblock", "image"]
+VERSIONS = ["baseline", "tiled", "regblock", "image", "fused"]
 
 
 def _own_groups(version: str) -> list[str]:
@@ -35,12 +35,19 @@ def _own_groups(version: str) -> list[str]:
     return [g for g in GROUPS if own & {c.kernel for c in group_cases(g)}]
 
 
+def _owner(group: str) -> str:
+    """The first version of :data:`VERSIONS` that has every kernel of the group."""
+    wanted = {c.kernel for c in group_cases(group)}
+    return next(v for v in VERSIONS if wanted <= {k for p in resolve_sources(v).values()
+                                                  for k in kernels_mentioned(p)})
+
+
 # Launches: "version" = the version's own geometry; "padded" = global rounded up to a
 # multiple of an explicit local size (work-items past the edge must return early).
 PARAMS = [pytest.param("cpu", "baseline", g, "version", id=f"cpu-{g}") for g in GROUPS] + [
     pytest.param("opencl", v, g, "version", id=f"opencl-{v}-{g}")
     for v in VERSIONS for g in _own_groups(v)] + [
-    pytest.param("opencl", "baseline", g, "padded", id=f"opencl-baseline-{g}-padded")
+    pytest.param("opencl", _owner(g), g, "padded", id=f"opencl-{_owner(g)}-{g}-padded")
     for g in GROUPS]
 PADDED_LOCAL = {1: [32], 2: [8, 4]}
 

@@ -99,6 +99,23 @@ def test_launch_gap_advice_only_above_its_threshold(share, advice):
     assert advice in f.statement and f"{share:.1%}" in f.statement
 
 
+@pytest.mark.parametrize("fused_ms, verdict", [
+    (10.2, "no difference in iteration time"), (5.0, "fused faster (5 ms vs 10 ms, host clock)"),
+    (15.0, "fused slower (15 ms vs 10 ms, host clock)")])
+def test_launch_counts_and_the_fewer_launch_verdict_follow_the_numbers(fused_ms, verdict):
+    kw = {"placement": "resident", "transfer": "copy", "data_movement_share": 0.01,
+          "data_movement_call_share": 0.01}
+    runs = table(run("base", 10.0, kernel="baseline", launches_per_iteration=26,
+                     kernel_gap_median_us=12.5, launch_overhead_us=30.0, **kw),
+                 run("fused", fused_ms, kernel="fused", launches_per_iteration=8,
+                     kernel_gap_median_us=11.0, launch_overhead_us=40.0, **kw))
+    f = fd.launch_overhead(runs)
+    assert ("d m: fused 8 (gap between kernels 11 us, 40 us per launch), baseline 26 (gap "
+            "between kernels 12.5 us, 30 us per launch); 3x fewer launches: " + verdict) \
+        in f.statement
+    assert cell(f, "launches / iteration", 0) == "26" and cell(f, "launches / iteration", 1) == "8"
+
+
 @pytest.mark.parametrize("staged_ms, verdict", [(10.2, "no difference"), (15.0, "staged slower"),
                                                 (6.0, "staged faster")])
 def test_placement_verdict(staged_ms, verdict):

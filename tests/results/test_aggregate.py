@@ -64,6 +64,20 @@ def test_run_numbers_follow_the_trace(study):
     assert gpu["repeats"] == 1 and gpu["iterations"] == 4
 
 
+def test_launch_columns_follow_the_trace(study):
+    """launches_per_iteration counts the kernels; consecutive kernels are 10 us apart; the
+    iteration's uncovered time (one 10 us gap per command plus the tail) per launch."""
+    runs = schema.read_table(study["runs"], "runs").set_index("run_id")
+    cpu = runs.loc["host/mlp_784_256_128_16.cpu.none"]
+    gpu = runs.loc["host/mlp_784_256_128_16.opencl.baseline"]
+    for row, commands in ((cpu, 3), (gpu, 5)):
+        assert row["launches_per_iteration"] == 3
+        assert row["kernel_gap_median_us"] == pytest.approx(GAP_NS / 1e3)
+        assert row["launch_overhead_us"] == pytest.approx((commands + 1) * GAP_NS / 1e3 / 3)
+    failed = runs.loc["host/lenet5.cpu.none"]
+    assert pd.isna(failed["launches_per_iteration"]) and pd.isna(failed["launch_overhead_us"])
+
+
 def test_every_row_carries_provenance(study):
     for table in ("runs", "iterations", "commands", "bandwidth", "builds"):
         df = schema.read_table(study[table], table)

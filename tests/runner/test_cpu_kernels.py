@@ -25,10 +25,10 @@ class RtArg(ctypes.Structure):
 
 
 def build_lib(out_dir: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """cpu_kernels.c built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
+    """cpu_kernels.c (with the fused kernels of cpu_fused.c) built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
     so = out_dir / "libcpu_kernels.so"
     subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
-                    "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"), "-o", str(so), "-lm"],
+                    "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"), str(RUNNER_SRC / "cpu_fused.c"), "-o", str(so), "-lm"],
                    check=True)
     lib = ctypes.CDLL(str(so))
     lib.cpu_kernel_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(RtArg), ctypes.c_int,
@@ -67,7 +67,8 @@ def run_case(lib, case: Case) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("group,threads", [("gemm", 1), ("gemm", 2), ("elementwise", 2),
-                                           ("conv", 2), ("pool", 2), ("loss", 2)])
+                                           ("conv", 2), ("pool", 2), ("loss", 2),
+                                           ("fused", 1), ("fused", 2)])
 def test_cpu_kernels_match_numpy(cpu_lib, group, threads):
     ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
     for case in group_cases(group):
@@ -109,6 +110,14 @@ ERRORS = [
      "softmax_xent: argument 3 (labels) holds label 3 at row 1"),
     ("sgd_update", [65, 0.1, 0.9, 0.0, F32, F32, F32],
      "sgd_update: argument 4 (W) has 64 elements but n = 65 are needed"),
+    ("linear_fwd", [2, 2, 2, 2, F32, F32, F32, F32],
+     "linear_fwd: argument 3 (act) is 2; it must be 0 or 1"),
+    ("conv_sgd", [1, 1, 5, 5, 1, 3, 3, 1, 0, 4, 3, 0.1, 0.9, 0.0, F32, F32, F32, F32, F32, F32],
+     "conv_sgd: argument 9 (OH) is 4; (H + 2*pad - KH)/stride + 1 = 3"),
+    ("softmax_xent_bwd", [2, 3, 4, 1, F32, np.array([0, 3], np.int32), F32, F32, F32, F32, F32],
+     "softmax_xent_bwd: argument 5 (labels) holds label 3 at row 1"),
+    ("linear_sgd", [4, 4, 4, 0.1, 0.9, 0.0, F32, F32, F32, F32[:15], F32, F32],
+     "linear_sgd: argument 9 (V) has 15 elements but O*I = 16 are needed"),
 ]
 
 
@@ -122,4 +131,5 @@ def test_bad_arguments_are_named(cpu_lib, name, args, message):
 def test_unknown_kernel_name_is_refused_and_not_known(cpu_lib):
     assert call(cpu_lib, "gemm_xx", [])[0] == -2
     assert cpu_lib.cpu_kernel_known(b"col2im") == 1
+    assert cpu_lib.cpu_kernel_known(b"conv_sgd") == 1   # a fused kernel (cpu_fused.c)
     assert cpu_lib.cpu_kernel_known(b"gemm_xx") == 0

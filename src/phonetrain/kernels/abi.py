@@ -54,7 +54,27 @@ KERNEL_ARGS: dict[str, tuple[str, ...]] = {
     "add": ("i:n", "r:A", "r:B", "w:Y"),
     "gap_fwd": ("i:B", "i:C", "i:HW", "r:X", "w:Y"),
     "gap_bwd": ("i:B", "i:C", "i:HW", "r:dY", "w:dX"),
+    # Fused kernels (src/kernels/README.md, "Fused kernels"): one launch for what the layer
+    # sequence above takes several for; `weight` is the conv weight (W is the image width).
+    "linear_fwd": ("i:B", "i:O", "i:I", "i:act", "r:X", "r:W", "r:bias", "w:Y"),
+    "conv_fwd": ("i:B", "i:C", "i:H", "i:W", "i:OC", "i:KH", "i:KW", "i:stride", "i:pad",
+                 "i:OH", "i:OW", "i:act", "r:X", "r:weight", "r:bias", "w:Y"),
+    "linear_bwd_data": ("i:B", "i:O", "i:I", "i:relu", "r:dY", "r:W", "r:X", "w:dX"),
+    "conv_bwd_data": ("i:B", "i:C", "i:H", "i:W", "i:OC", "i:KH", "i:KW", "i:stride", "i:pad",
+                      "i:OH", "i:OW", "i:relu", "r:dY", "r:weight", "r:X", "w:dX"),
+    "maxpool_bwd_relu": ("i:B", "i:C", "i:H", "i:W", "i:K", "i:stride", "i:OH", "i:OW",
+                         "r:dY", "r:argmax", "r:X", "w:dX"),
+    "softmax_xent_bwd": ("i:B", "i:C", "i:I", "i:relu", "r:logits", "r:labels", "r:W", "r:X",
+                         "w:dlogits", "w:dX", "w:loss"),
+    "linear_sgd": ("i:B", "i:O", "i:I", "f:lr", "f:momentum", "f:weight_decay", "r:X", "r:dY",
+                   "rw:W", "rw:V", "rw:bias", "rw:Vb"),
+    "conv_sgd": ("i:B", "i:C", "i:H", "i:W", "i:OC", "i:KH", "i:KW", "i:stride", "i:pad",
+                 "i:OH", "i:OW", "f:lr", "f:momentum", "f:weight_decay", "r:X", "r:dY",
+                 "rw:weight", "rw:V", "rw:bias", "rw:Vb"),
 }
+
+FUSED_KERNELS = ("linear_fwd", "conv_fwd", "linear_bwd_data", "conv_bwd_data",
+                 "maxpool_bwd_relu", "softmax_xent_bwd", "linear_sgd", "conv_sgd")
 
 GEMM_KERNELS = ("gemm_nn", "gemm_nt", "gemm_tn")
 
@@ -135,6 +155,8 @@ def kernel_flops(name: str, d: dict[str, object]) -> int:
         return 5 * g("B") * g("C")
     if name == "sgd_update":
         return (4 if float(d["momentum"]) != 0 else 2) * g("n")
+    if name in FUSED_KERNELS:
+        return _fused_flops(name, d)
     return _mobile_flops(name, g)
 
 
@@ -155,6 +177,36 @@ def _mobile_flops(name: str, g) -> int:
         return _MOBILE_PER_ELEMENT[name] * g("B") * g("C") * g("HW")
     if name in ("relu6_fwd", "relu6_bwd", "add"):
         return g("n")
+    return 0
+
+
+def _fused_flops(name: str, d: dict[str, object]) -> int:
+    """FLOPs of the fused kernels: the sum of what the kernels they replace count (GEMM
+    ``2*M*N*K``, one per bias add, ReLU, mask and summed bias-gradient input, ``5*B*C`` +
+    ``B`` for the loss, the SGD update's ``4*n`` or ``2*n``); a direct convolution counts the
+    MACs of the GEMM it replaces."""
+    g = lambda k: int(d[k])  # noqa: E731
+    sgd = 4 if name in ("linear_sgd", "conv_sgd") and float(d["momentum"]) != 0 else 2
+    if name == "linear_fwd":
+        return 2 * g("B") * g("O") * g("I") + g("B") * g("O") * (1 + g("act"))
+    if name == "linear_bwd_data":
+        return 2 * g("B") * g("O") * g("I") + g("relu") * g("B") * g("I")
+    if name == "linear_sgd":
+        n = g("O") * g("I") + g("O")
+        return 2 * g("B") * g("O") * g("I") + g("B") * g("O") + sgd * n
+    if name in ("conv_fwd", "conv_bwd_data", "conv_sgd"):
+        macs = g("B") * g("OC") * g("OH") * g("OW") * g("C") * g("KH") * g("KW")
+        outs = g("B") * g("OC") * g("OH") * g("OW")
+        if name == "conv_fwd":
+            return 2 * macs + outs * (1 + g("act"))
+        if name == "conv_bwd_data":
+            return 2 * macs + g("relu") * g("B") * g("C") * g("H") * g("W")
+        return 2 * macs + outs + sgd * (g("OC") * g("C") * g("KH") * g("KW") + g("OC"))
+    if name == "maxpool_bwd_relu":
+        return g("B") * g("C") * g("OH") * g("OW") + g("B") * g("C") * g("H") * g("W")
+    if name == "softmax_xent_bwd":
+        return 5 * g("B") * g("C") + g("B") + 2 * g("B") * g("C") * g("I") + \
+            g("relu") * g("B") * g("I")
     return 0
 
 
@@ -184,12 +236,22 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "batchnorm_bwd_data": lambda: [g("B") * g("C") * g("HW")],
         "relu6_fwd": lambda: [g("n")], "relu6_bwd": lambda: [g("n")], "add": lambda: [g("n")],
         "gap_fwd": lambda: [g("B") * g("C")], "gap_bwd": lambda: [g("B") * g("C") * g("HW")],
+        "linear_fwd": lambda: [g("O"), g("B")],
+        "conv_fwd": lambda: [g("OH") * g("OW"), g("B") * g("OC")],
+        "linear_bwd_data": lambda: [g("I"), g("B")],
+        "conv_bwd_data": lambda: [g("H") * g("W"), g("B") * g("C")],
+        "maxpool_bwd_relu": lambda: [g("B") * g("C") * g("H") * g("W")],
+        "softmax_xent_bwd": lambda: [1],
+        "linear_sgd": lambda: [g("I") + 1, g("O")],
+        "conv_sgd": lambda: [g("C") * g("KH") * g("KW") + 1, g("OC")],
     }
     return table[name]()
 
 
 def kernels_mentioned(path: Path, names=None) -> set[str]:
-    """ABI kernel names (or ``names``) that occur as whole words in one ``.cl`` file: a
+    """ABI kernel names (or ``names``) that occur as whole words in the code of one ``.cl``
+    file (comments removed, so a banner naming the kernels a file replaces does not count): a
     superset of what it defines, robust to macro-generated kernels."""
-    words = set(re.findall(r"\w+", Path(path).read_text()))
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", " ", Path(path).read_text(), flags=re.S)
+    words = set(re.findall(r"\w+", code))
     return words & set(names if names is not None else KERNEL_ARGS)

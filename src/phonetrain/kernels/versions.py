@@ -11,6 +11,7 @@ Keys of ``version.yaml`` (the table in ``src/kernels/README.md`` documents each 
     requires: [images]            # what the device must offer (REQUIREMENTS)
     gemm_library: null            # gemm_* routed to a library (GEMM_LIBRARIES) instead of .cl
     image_operand: B              # the GEMM operand read through an image2d_t
+    lowering: fused_step          # the step's kernel sequence (LOWERINGS)
     tuning:
       candidates:                 # tried after the defaults, in this order
         - {defines: {RM: 8}, local: [8, 8]}
@@ -59,8 +60,17 @@ GEMM_LIBRARIES: dict[str, str] = {
     "clblast": "CLBlast's CLBlastSgemm, dlopened by the runner",
 }
 
+# How a training step lowers to kernels (key ``lowering``): name -> meaning. The lowering
+# (phonetrain.lowering.build) picks its step sequence from this value, never from a version name.
+LOWERINGS: dict[str, str] = {
+    "per_layer": "one kernel sequence per layer: GEMM, bias, ReLU, swap01, im2col, sgd_update ...",
+    "fused_step": "the fused kernels: bias, ReLU, layout changes, the loss mean and the SGD update "
+             "folded into the GEMM-like kernels (src/kernels/README.md, Fused kernels)",
+}
+DEFAULT_LOWERING = "per_layer"
+
 VERSION_KEYS = ("inherits", "build_options", "defines", "local_sizes", "geometry", "requires",
-                "gemm_library", "image_operand", "tuning")
+                "gemm_library", "image_operand", "tuning", "lowering")
 TUNING_KEYS = ("candidates", "constraints")
 CANDIDATE_KEYS = ("defines", "local")
 DEFAULT_GEOMETRY = "baseline"
@@ -93,6 +103,7 @@ class KernelVersion:
     requires: list[str] = field(default_factory=list)
     gemm_library: str | None = None
     image_operand: str | None = None
+    lowering: str = DEFAULT_LOWERING
     tuning_candidates: list[dict[str, Any]] = field(default_factory=list)
     constraints: list[str] = field(default_factory=list)
 
@@ -305,6 +316,10 @@ def _check_layer(yml: Path, cfg: dict) -> None:
         if not isinstance(cfg["image_operand"], str) or cfg["image_operand"] not in operands:
             fail("image_operand", f"is {cfg['image_operand']!r}; give a read-only GEMM operand "
                  f"({', '.join(operands)}) or null")
+    if "lowering" in cfg and (not isinstance(cfg["lowering"], str) or
+                              cfg["lowering"] not in LOWERINGS):
+        fail("lowering", f"is {cfg['lowering']!r}, not a known lowering; known: "
+             f"{', '.join(sorted(LOWERINGS))}")
     if "tuning" in cfg:
         _check_tuning(yml, cfg["tuning"], fail)
 
@@ -394,8 +409,8 @@ def load_version(version_name: str, kernels_root: Path = KERNELS_ROOT) -> Kernel
     them (module docstring).
 
     Raises :class:`KernelVersionError`, naming the file and key, for a missing folder, an
-    inheritance cycle, invalid YAML, an unknown key, an unknown geometry rule, requirement or
-    GEMM library, a malformed value or constraint, a tuned define without a default, and
+    inheritance cycle, invalid YAML, an unknown key, an unknown geometry rule, requirement,
+    GEMM library or lowering, a malformed value or constraint, a tuned define without a default, and
     defaults or a candidate violating a constraint.
     """
     kernels_root = Path(kernels_root)
@@ -443,6 +458,8 @@ def load_version(version_name: str, kernels_root: Path = KERNELS_ROOT) -> Kernel
             v.gemm_library = cfg["gemm_library"]
         if "image_operand" in cfg:
             v.image_operand = cfg["image_operand"]
+        if "lowering" in cfg:
+            v.lowering = cfg["lowering"]
         tuning = cfg.get("tuning") or {}
         if "candidates" in tuning:
             v.tuning_candidates = [{"defines": dict(c.get("defines") or {}),

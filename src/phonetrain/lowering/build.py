@@ -7,7 +7,9 @@ pool scratch ``<layer>.argmax`` (int); ``loss.rows`` and ``loss``. Every step is
 its layer (``input``/``loss`` for batch and loss traffic) and phase. Each layer type's kernel
 sequence is the one ``src/kernels/README.md`` gives (Linear: gemm_nt + bias_add; Conv2d:
 im2col + gemm_nn + swap01 + bias_add; backward mirrors it; the mobile operators: its section
-"Mobile CNN operators").
+"Mobile CNN operators"). A kernel version whose
+``version.yaml`` sets ``lowering: fused_step`` gets the fused sequence of
+:mod:`phonetrain.lowering.fused` instead.
 
 Mobile layers: batch norm's running statistics ``<layer>.running_mean``/``.running_var`` are
 ``state`` tensors (read from bundle files like parameters, updated by ``batchnorm_stats``,
@@ -33,6 +35,7 @@ from ..models import (BatchNorm2d, Conv2d, DepthwiseConv2d, Flatten, GlobalAvgPo
 from ..layout import plan_dir_rel
 from ..plan import Batch, Plan, Program, Step, Tensor
 from .pipeline import schedule
+from .fused import lower_fused
 from .spec import LowerError, LowerSpec
 
 
@@ -46,6 +49,7 @@ class _Builder:
         self.params: dict[str, list[int]] = {}   # layer -> [weight, bias] ids
         self.grads: dict[str, list[int]] = {}    # layer -> [dweight, dbias] ids
         self.states: list[tuple[int, int, int]] = []  # (param, grad, momentum) ids
+        self.momenta: dict[str, list[int]] = {}  # layer -> [weight, bias] momentum ids
         self.saved: dict[str, int] = {}          # forward tensors backward needs (col, argmax)
         self.bn_state: dict[str, list[int]] = {}  # batch norm layer -> [running mean, var]
         self.body_acts: dict[str, list[int]] = {}  # residual layer -> its body's activations
@@ -287,9 +291,10 @@ def _has_params(b: _Builder, layer) -> bool:
     return layer.name in b.params
 
 
-def _declare_params(b: _Builder, model: Model, plan_dir: str) -> None:
-    """Parameters (bundle files), their gradients and SGD momentum buffers, per layer (the
-    layers inside residual blocks included); batch norm's running statistics as state."""
+def _declare_params(b: _Builder, model: Model, plan_dir: str, grads: bool = True) -> None:
+    """Parameters (bundle files), their gradients (unless ``grads`` is False: the fused
+    lowering updates the weights in the gradient kernel) and SGD momentum buffers, per layer
+    (the layers inside residual blocks included); batch norm's running statistics as state."""
     for layer, xs in walk(model.layers, tuple(model.input_shape)):
         for sname, shape in getattr(layer, "state_shapes", dict)().items():
             b.bn_state.setdefault(layer.name, []).append(b.tensor(
@@ -301,11 +306,15 @@ def _declare_params(b: _Builder, model: Model, plan_dir: str) -> None:
         if not ids:
             continue
         b.params[layer.name] = ids
-        b.grads[layer.name] = [b.tensor(f"{b.tensors[i].name}.grad", b.tensors[i].shape,
-                                        "grad") for i in ids]
-        for w, g in zip(ids, b.grads[layer.name]):
+        if grads:
+            b.grads[layer.name] = [b.tensor(f"{b.tensors[i].name}.grad", b.tensors[i].shape,
+                                            "grad") for i in ids]
+        b.momenta[layer.name] = []
+        for k, w in enumerate(ids):
             v = b.tensor(f"{b.tensors[w].name}.momentum", b.tensors[w].shape, "state")
-            b.states.append((w, g, v))
+            b.momenta[layer.name].append(v)
+            if grads:
+                b.states.append((w, b.grads[layer.name][k], v))
 
 
 def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) -> tuple:
@@ -313,6 +322,9 @@ def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) ->
     batch = spec.batch_size
     x = b.tensor("input", [batch, *model.input_shape], "input")
     labels = b.tensor("labels", [batch], "label", dtype="i32")
+    if b.version.lowering == "fused_step":   # version.yaml's lowering key, never the version name
+        _declare_params(b, model, plan_dir, grads=False)
+        return x, labels, lower_fused(b, model, spec, x, labels)
     _declare_params(b, model, plan_dir)
     acts = [x]
     for layer in model.layers:

@@ -1,8 +1,10 @@
-"""The numpy reference: the kernel ABI in numpy (:mod:`.kernels`), a plan interpreter
+"""The numpy reference: the kernel ABI in numpy (:mod:`.kernels`; the fused kernels in
+:mod:`.fused`), a plan interpreter
 (:mod:`.interpreter`), and the verification of runner outputs against it: per step from the
 runner's own state (:mod:`.steps`, the verdict) and over the whole trajectory (:mod:`.verify`,
 a reported figure)."""
 
+from . import fused  # noqa: F401  (registers the fused kernels in KERNELS)
 from .interpreter import Interpreter, ReferenceResult, run_plan
 from .kernels import KERNELS, run_kernel
 from .steps import KAPPA, TOLERANCE_SOURCE, StepCheck, check_step, checked_iterations

@@ -28,7 +28,8 @@ backend and an NVIDIA H200 over every checked step of the study: docs/benchmarks
 ``FLOOR_ULPS`` = 4 ulps of the tensor's largest value cover tensors whose float32 and float64
 results agree exactly. A planted fault of 1e-4 relative in one GEMM exceeds it (tests).
 
-Near-ties: a ReLU whose input is within the rounding of zero (a ReLU6's: of 0 or 6), or a
+Near-ties: a ReLU (``relu_fwd``, or the ReLU of a fused ``linear_fwd``/``conv_fwd``, checked
+on its pre-activation) whose input is within the rounding of zero (a ReLU6's: of 0 or 6), or a
 max-pool window whose
 largest values are within rounding of each other, may decide differently in two correct
 implementations; the difference is then a whole gradient contribution, not a rounding error.
@@ -47,6 +48,7 @@ import numpy as np
 
 from phonetrain.plan import Plan, PlanError
 
+from .fused import split_activation
 from .interpreter import Interpreter
 
 KAPPA = 16.0
@@ -213,7 +215,12 @@ def check_step(plan: Plan, root, iteration: int, before: Mapping[str, np.ndarray
             a32.set_tensor(tid, before[name])
             a64.set_tensor(tid, before[name])
     followed = 0
-    for s in plan.steps:
+    for step in plan.steps:
+        split = split_activation(step)   # a fused GEMM + ReLU: its ReLU is a decision too
+        if split is not None:
+            a32.run_step(split[0], iteration)
+            a64.run_step(split[0], iteration)
+        s = split[1] if split is not None else step
         decision = s.op == "kernel" and s.name in ("relu_fwd", "relu6_fwd", "maxpool_fwd")
         if decision:
             xt = int(s.args[8 if s.name == "maxpool_fwd" else 1]["t"])

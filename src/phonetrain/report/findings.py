@@ -303,13 +303,56 @@ def launch_overhead(runs: pd.DataFrame) -> Finding:
     stmt = ("Launch gaps outside transfer calls (no command running; host clock), share of "
             f"the median iteration, advice above {w.LAUNCH_GAP_SHARE:.0%}: "
             + "; ".join(parts) + ".")
+    launches = launch_clause(gpu)
+    if launches:
+        stmt += " " + launches
     rows = [[r["device"], r["model"], run_label(r, False),
-             w.ms(max(r["gap_ms"] - r["transfer_overhead_ms"], 0.0)), w.pct(r["gap_share"])]
+             w.ms(max(r["gap_ms"] - r["transfer_overhead_ms"], 0.0)), w.pct(r["gap_share"]),
+             w.num(r.get("launches_per_iteration")), w.num(r.get("kernel_gap_median_us")),
+             w.num(r.get("launch_overhead_us"))]
             for _, r in gpu.sort_values(["device", "model", "placement", "transfer",
                                          "kernel"]).iterrows()]
     table = Table(["device", "model", "run", "gaps outside transfer calls (ms)",
-                   "share of iteration"], rows)
+                   "share of iteration", "launches / iteration",
+                   "median gap between kernels (us, device events)",
+                   "gap per launch (us, host clock)"], rows)
     return Finding("launch_overhead", title, stmt, _ref(gpu["run_id"]), [], table)
+
+
+def launch_clause(gpu: pd.DataFrame) -> str:
+    """Per device and model (resident placement, copy transfers: the launches alone), the
+    kernel launches per iteration of each kernel version with its launch cost -- the median
+    idle time between consecutive kernels (``kernel_gap_median_us``, device events) and the
+    iteration gap per launch (``launch_overhead_us``, host clock) -- and, where versions differ
+    in launch count, whether the one with the fewest launches is faster than the one with the
+    most (:func:`~phonetrain.report.analysis.within_noise` decides no difference). Empty
+    when no run has a launch count."""
+    if "launches_per_iteration" not in gpu:
+        return ""
+    g = gpu[(gpu["placement"] == "resident") & (gpu["transfer"] == "copy")].dropna(
+        subset=["launches_per_iteration"])
+    parts = []
+    for (dev, model), m in g.groupby(["device", "model"]):
+        m = m.sort_values(["launches_per_iteration", "kernel"])
+        each = ", ".join(
+            f"{r['kernel']} {int(r['launches_per_iteration'])} "
+            f"(gap between kernels {w.num(r['kernel_gap_median_us'])} us, "
+            f"{w.num(r['launch_overhead_us'])} us per launch)" for _, r in m.iterrows())
+        few, many = m.iloc[0], m.iloc[-1]
+        if few["launches_per_iteration"] < many["launches_per_iteration"]:
+            if within_noise(few, many):
+                verdict = "no difference in iteration time"
+            else:
+                faster = few["iteration_median_ms"] < many["iteration_median_ms"]
+                verdict = (f"{few['kernel']} {'faster' if faster else 'slower'} "
+                           f"({w.ms(few['iteration_median_ms'])} vs "
+                           f"{w.ms(many['iteration_median_ms'])}, host clock)")
+            each += (f"; {int(many['launches_per_iteration'] / few['launches_per_iteration'])}x"
+                     f" fewer launches: {verdict}")
+        parts.append(f"{dev} {model}: {each}")
+    if not parts:
+        return ""
+    return "Kernel launches per iteration (resident, copy): " + "; ".join(parts) + "."
 
 
 # ---------------------------------------------------------------- placement and transfers

@@ -47,6 +47,9 @@ share stay within the iteration.
 commands (a blocking copy's driver and synchronisation cost); ``data_movement_call_share``
 adds it to ``transfer_ms``, closer to what a host-side profiler timing each copy call (MNN's,
 as in the paper) reports.
+
+Launches (:func:`launch_stats`): kernel commands per measured iteration, the median idle time
+between consecutive kernels, and ``gap_ms`` per launch.
 """
 
 from __future__ import annotations
@@ -286,6 +289,36 @@ def below_resolution(trace: pd.DataFrame, per_iteration: pd.DataFrame,
     return {"below_resolution_commands": int(short.sum()),
             "kernel_below_resolution": every(tr["kind"] == "kernel"),
             "transfer_below_resolution": every(tr["kind"].isin(MOVEMENT_KINDS))}
+
+
+def launch_stats(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> dict[str, object]:
+    """Kernel launches and what they cost, over the measured iterations of one run.
+
+    ``launches_per_iteration``: median count of ``kernel`` commands per measured iteration
+    (int). ``kernel_gap_median_us``: median over pairs of consecutive kernels (no other
+    command between them in the plan) of ``next start - previous end`` (device clock for device
+    rows, host clock for the CPU backend; :func:`host_intervals`), in us: the device's idle time
+    per launch on an in-order queue. ``launch_overhead_us``: median over measured iterations
+    of ``gap_ms / launches`` (the iteration time no command covers, per launch), in us. None
+    where there is no measured kernel (or no consecutive pair, for the gap)."""
+    none = {"launches_per_iteration": None, "kernel_gap_median_us": None,
+            "launch_overhead_us": None}
+    m = per_iteration[per_iteration["measured"]]
+    if m.empty:
+        return none
+    iv = host_intervals(check_trace(trace))
+    iv = iv[iv["iteration"].isin(m["iteration"])].sort_values(["iteration", "seq"])
+    counts = iv[iv["kind"] == "kernel"].groupby("iteration").size().reindex(
+        m["iteration"], fill_value=0)
+    if not counts.any():
+        return none
+    nxt = iv.groupby("iteration").shift(-1)
+    pair = (iv["kind"] == "kernel") & (nxt["kind"] == "kernel")
+    gaps = (nxt["begin_ns"] - iv["end_ns"])[pair] / 1e3
+    per_launch = (m.set_index("iteration")["gap_ms"] * 1e3 / counts.replace(0, np.nan)).dropna()
+    return {"launches_per_iteration": int(round(float(counts.median()))),
+            "kernel_gap_median_us": float(gaps.median()) if len(gaps) else None,
+            "launch_overhead_us": float(per_launch.median()) if len(per_launch) else None}
 
 
 def command_summary(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.DataFrame:

@@ -412,7 +412,7 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
         reason = f"damaged, not a measurement: {'; '.join(damaged)}; rerun snakemake to " \
                  "re-measure it"
         return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
-    per_iter, per_cmd, runs, below = [], [], [], []
+    per_iter, per_cmd, runs, below, launches = [], [], [], [], []
     for rep, d in enumerate(_repeat_dirs(run_dir)):
         run = read_json(d / layout.RUN)
         if run.get("status", "ok") != "ok":
@@ -424,6 +424,7 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
         b["repeat"] = rep
         per_iter.append(b)
         below.append(profiling.below_resolution(trace, b, _device_facts(run)["timer_resolution_ns"]))
+        launches.append(profiling.launch_stats(trace, b))
         c = profiling.command_summary(trace, b)
         c["repeat"] = rep
         per_cmd.append(c)
@@ -439,6 +440,7 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     cmds = _merge_commands(pd.concat(per_cmd, ignore_index=True), it)
     row = _run_row(params, run_dir, runs, it)
     row.update(_below(below))
+    row.update(_launches(launches))
     prov = {k: row[k] for k in provenance.KEYS}
     key = _key(params)
     it = it.assign(**key, **prov)
@@ -478,6 +480,17 @@ def _below(per_repeat: list[dict[str, Any]]) -> dict[str, Any]:
     for k in ("kernel_below_resolution", "transfer_below_resolution"):
         vals = [b[k] for b in per_repeat if b[k] is not None]
         out[k] = all(vals) if vals else None
+    return out
+
+
+def _launches(per_repeat: list[dict[str, Any]]) -> dict[str, Any]:
+    """Launch columns over repeats: the median of each repeat's value (None where none has
+    one); the launch count is the same plan's in every repeat."""
+    out: dict[str, Any] = {}
+    for k in ("launches_per_iteration", "kernel_gap_median_us", "launch_overhead_us"):
+        vals = [r[k] for r in per_repeat if r[k] is not None]
+        med = float(np.median(vals)) if vals else None
+        out[k] = int(round(med)) if med is not None and k == "launches_per_iteration" else med
     return out
 
 

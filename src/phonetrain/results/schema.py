@@ -74,6 +74,9 @@ RUN_KEY = [
 # transfer_kernel_overlap_ms (data movement and a kernel both active) and exposed_transfer_ms are
 # per-iteration medians (phonetrain.results.profiling defines them); loss_first/last are the
 # first and last iterations run (warm-up included: training starts at iteration 0).
+# launches_per_iteration: kernel commands per measured iteration (median); kernel_gap_median_us
+# the median idle time between consecutive kernels, launch_overhead_us gap_ms per launch
+# (phonetrain.results.profiling.launch_stats).
 # verify_max_abs_err is the per-step check's worst error (verify_tolerance its bound);
 # trajectory_drift_* how far the whole trajectories drift apart (reported, not judged).
 # below_resolution_commands: measured device-timed commands shorter than the timer resolution;
@@ -95,6 +98,7 @@ RUNS = pa.schema(RUN_KEY + [
     _f("transfer_overhead_ms", F), _f("transfer_kernel_overlap_ms", F),
     _f("exposed_transfer_ms", F), _f("data_movement_share", F),
     _f("data_movement_call_share", F), _f("kernel_gflops", F), _f("flops_per_iteration", I),
+    _f("launches_per_iteration", I), _f("kernel_gap_median_us", F), _f("launch_overhead_us", F),
     _f("loss_first", F), _f("loss_last", F),
     _f("device_name", S), _f("device_type", S), _f("platform_name", S),
     _f("timer_resolution_ns", F), _f("clock_offset_uncertainty_ns", F), _f("max_rss_bytes", I),

@@ -1,0 +1,277 @@
+/* Fused kernels (kernel ABI: src/kernels/README.md, "Fused kernels"): each launch does what
+ * the layer-by-layer lowering needs several kernels for -- bias, ReLU and the NCHW layout in
+ * the forward kernels, the ReLU mask in the backward-data kernels, softmax + cross-entropy +
+ * batch mean + the last layer's input gradient in one work-group, and the weight/bias
+ * gradient with the SGD update in one kernel. One work-item per output element, global memory
+ * only (the baseline's technique; the lever here is the number of launches). Every sum is a
+ * gather in a fixed order (no atomics): results are deterministic run to run. Any size >= 1;
+ * work-items past a rounded-up global size return early.
+ *
+ * Parameters: LOSS_WG, the largest work-group softmax_xent_bwd uses for its rows (the local
+ * array of per-work-item loss partials; extra work-items still share the input-gradient
+ * product). */
+
+#ifndef LOSS_WG
+#define LOSS_WG 64
+#endif
+
+/* Y[b,o] = act(sum_i X[b,i] * W[o,i] + bias[o]), act = ReLU when act != 0.
+ * NDRange [O, B]. */
+__kernel void linear_fwd(const int B, const int O, const int I, const int act,
+                         __global const float *X, __global const float *W,
+                         __global const float *bias, __global float *Y)
+{
+    const int o = get_global_id(0), b = get_global_id(1);
+    if (o >= O || b >= B) return;
+    const __global float *x = X + (size_t)b * I, *w = W + (size_t)o * I;
+    float acc = 0.0f;
+    for (int i = 0; i < I; ++i)
+        acc += x[i] * w[i];
+    acc += bias[o];
+    Y[(size_t)b * O + o] = (act && !(acc > 0.0f)) ? 0.0f : acc;
+}
+
+/* Direct convolution writing NCHW: Y[b,oc,oh,ow] = act(bias[oc] + sum over (c, kh, kw) of
+ * weight[oc,c,kh,kw] * X[b, c, oh*stride-pad+kh, ow*stride-pad+kw]) (0 outside the image).
+ * NDRange [OH*OW, B*OC]. */
+__kernel void conv_fwd(const int B, const int C, const int H, const int W, const int OC,
+                       const int KH, const int KW, const int stride, const int pad,
+                       const int OH, const int OW, const int act, __global const float *X,
+                       __global const float *weight, __global const float *bias,
+                       __global float *Y)
+{
+    const int p = get_global_id(0), q = get_global_id(1);
+    if (p >= OH * OW || q >= B * OC) return;
+    const int ow = p % OW, oh = p / OW, oc = q % OC, b = q / OC;
+    const __global float *w = weight + (size_t)oc * C * KH * KW;
+    float acc = 0.0f;
+    for (int c = 0; c < C; ++c) {
+        const __global float *x = X + ((size_t)b * C + c) * H * W;
+        for (int kh = 0; kh < KH; ++kh) {
+            const int ih = oh * stride - pad + kh;
+            for (int kw = 0; kw < KW; ++kw) {
+                const int iw = ow * stride - pad + kw;
+                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    acc += w[(c * KH + kh) * KW + kw] * x[ih * W + iw];
+            }
+        }
+    }
+    acc += bias[oc];
+    Y[(size_t)q * OH * OW + p] = (act && !(acc > 0.0f)) ? 0.0f : acc;
+}
+
+/* dX[b,i] = sum_o dY[b,o] * W[o,i], times (X[b,i] > 0) when relu != 0 (X: the layer's input,
+ * a ReLU's output, so this is that ReLU's backward too). NDRange [I, B]. */
+__kernel void linear_bwd_data(const int B, const int O, const int I, const int relu,
+                              __global const float *dY, __global const float *W,
+                              __global const float *X, __global float *dX)
+{
+    const int i = get_global_id(0), b = get_global_id(1);
+    if (i >= I || b >= B) return;
+    const size_t e = (size_t)b * I + i;
+    if (relu && !(X[e] > 0.0f)) {
+        dX[e] = 0.0f;
+        return;
+    }
+    const __global float *dy = dY + (size_t)b * O;
+    float acc = 0.0f;
+    for (int o = 0; o < O; ++o)
+        acc += dy[o] * W[(size_t)o * I + i];
+    dX[e] = acc;
+}
+
+/* Input gradient of a convolution, reading dY in NCHW: dX[b,c,h,w] = sum over (oc, kh, kw)
+ * with oh = (h+pad-kh)/stride, ow = (w+pad-kw)/stride whole and inside [0,OH) x [0,OW) of
+ * weight[oc,c,kh,kw] * dY[b,oc,oh,ow]; times (X[b,c,h,w] > 0) when relu != 0.
+ * NDRange [H*W, B*C] (a gather: what gemm_tn + col2im compute). */
+__kernel void conv_bwd_data(const int B, const int C, const int H, const int W, const int OC,
+                            const int KH, const int KW, const int stride, const int pad,
+                            const int OH, const int OW, const int relu,
+                            __global const float *dY, __global const float *weight,
+                            __global const float *X, __global float *dX)
+{
+    const int p = get_global_id(0), q = get_global_id(1);
+    if (p >= H * W || q >= B * C) return;
+    const int w = p % W, h = p / W, c = q % C, b = q / C;
+    const size_t e = (size_t)q * H * W + p;
+    if (relu && !(X[e] > 0.0f)) {
+        dX[e] = 0.0f;
+        return;
+    }
+    float acc = 0.0f;
+    for (int kh = 0; kh < KH; ++kh) {
+        const int th = h + pad - kh;
+        if (th < 0 || th % stride) continue;
+        const int oh = th / stride;
+        if (oh >= OH) continue;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int tw = w + pad - kw;
+            if (tw < 0 || tw % stride) continue;
+            const int ow = tw / stride;
+            if (ow >= OW) continue;
+            for (int oc = 0; oc < OC; ++oc)
+                acc += weight[(((size_t)oc * C + c) * KH + kh) * KW + kw] *
+                       dY[(((size_t)b * OC + oc) * OH + oh) * OW + ow];
+        }
+    }
+    dX[e] = acc;
+}
+
+/* maxpool_bwd times the ReLU mask of the pool's input: dX[b,c,h,w] = (X[b,c,h,w] > 0) *
+ * sum of dY[b,c,oh,ow] over windows whose argmax is h*W+w. NDRange [B*C*H*W]. */
+__kernel void maxpool_bwd_relu(const int B, const int C, const int H, const int W, const int K,
+                               const int stride, const int OH, const int OW,
+                               __global const float *dY, __global const int *argmax,
+                               __global const float *X, __global float *dX)
+{
+    const int i = get_global_id(0);
+    if (i >= B * C * H * W) return;
+    if (!(X[i] > 0.0f)) {
+        dX[i] = 0.0f;
+        return;
+    }
+    const int w = i % W, h = (i / W) % H, bc = i / (W * H);
+    const int self = h * W + w;
+    const int oh0 = h < K ? 0 : (h - K) / stride + 1, oh1 = min(h / stride, OH - 1);
+    const int ow0 = w < K ? 0 : (w - K) / stride + 1, ow1 = min(w / stride, OW - 1);
+    const size_t base = (size_t)bc * OH * OW;
+    float acc = 0.0f;
+    for (int oh = oh0; oh <= oh1; ++oh)
+        for (int ow = ow0; ow <= ow1; ++ow)
+            if (argmax[base + oh * OW + ow] == self)
+                acc += dY[base + oh * OW + ow];
+    dX[i] = acc;
+}
+
+/* One work-group does the loss and the last Linear layer's input gradient:
+ * per row b, p = softmax(logits[b,:]), dlogits[b,:] = (p - onehot(labels[b])) / B,
+ * loss[0] = mean_b(-log p[labels[b]]) (row b's loss added to work-item b % nw's partial in
+ * row order, then the partials summed by work-item 0 in order: fixed, no atomics);
+ * after a barrier, dX[b,i] = sum_c dlogits[b,c] * W[c,i], times (X[b,i] > 0) when relu.
+ * A label outside [0, C) gives a NaN loss. NDRange: one work-group (global = local, any
+ * local size; work-items of other groups do nothing). */
+__kernel void softmax_xent_bwd(const int B, const int C, const int I, const int relu,
+                               __global const float *logits, __global const int *labels,
+                               __global const float *W, __global const float *X,
+                               __global float *dlogits, __global float *dX,
+                               __global float *loss)
+{
+    __local float part[LOSS_WG];
+    /* Every work-item reaches the barrier (no return before it: with an early return of the
+     * other groups PoCL 3.1 corrupted host memory in multi-kernel plans); only group 0 works. */
+    const int lid = get_local_id(0), nl = get_local_size(0);
+    const int nw = get_group_id(0) != 0 ? 0 : (nl < LOSS_WG ? nl : LOSS_WG);
+    const float inv_b = 1.0f / (float)B;
+    if (lid < nw) {
+        float acc = 0.0f;
+        for (int b = lid; b < B; b += nw) {
+            const __global float *x = logits + (size_t)b * C;
+            __global float *dx = dlogits + (size_t)b * C;
+            const int label = labels[b];
+            float mx = x[0];
+            for (int c = 1; c < C; ++c)
+                mx = fmax(mx, x[c]);
+            float sum = 0.0f;
+            for (int c = 0; c < C; ++c)
+                sum += exp(x[c] - mx);
+            const float inv_sum = 1.0f / sum;
+            for (int c = 0; c < C; ++c)
+                dx[c] = (exp(x[c] - mx) * inv_sum - (c == label ? 1.0f : 0.0f)) * inv_b;
+            acc += (label >= 0 && label < C) ? log(sum) - (x[label] - mx) : NAN;
+        }
+        part[lid] = acc;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    if (nw == 0) return;
+    if (lid == 0) {
+        float s = 0.0f;
+        for (int w = 0; w < nw; ++w)
+            s += part[w];
+        loss[0] = s * inv_b;
+    }
+    for (int e = lid; e < B * I; e += nl) {
+        if (relu && !(X[e] > 0.0f)) {
+            dX[e] = 0.0f;
+            continue;
+        }
+        const __global float *dy = dlogits + (size_t)(e / I) * C;
+        const int i = e % I;
+        float acc = 0.0f;
+        for (int c = 0; c < C; ++c)
+            acc += dy[c] * W[(size_t)c * I + i];
+        dX[e] = acc;
+    }
+}
+
+/* g = grad + weight_decay * P; V = momentum * V + g; P -= lr * V (sgd_update's rule). */
+#define SGD_STEP(P, V, idx, grad)                                   \
+    do {                                                            \
+        const float g_ = (grad) + weight_decay * (P)[idx];          \
+        const float v_ = momentum * (V)[idx] + g_;                  \
+        (V)[idx] = v_;                                              \
+        (P)[idx] -= lr * v_;                                        \
+    } while (0)
+
+/* Weight gradient + SGD update of a Linear layer, no gradient buffer: for i < I,
+ * dW[o,i] = sum_b dY[b,o] * X[b,i] and W[o,i], V[o,i] take the SGD step; column i == I is
+ * the bias: db[o] = sum_b dY[b,o], bias[o], Vb[o] take the step. NDRange [I+1, O]. */
+__kernel void linear_sgd(const int B, const int O, const int I, const float lr,
+                         const float momentum, const float weight_decay,
+                         __global const float *X, __global const float *dY, __global float *W,
+                         __global float *V, __global float *bias, __global float *Vb)
+{
+    const int i = get_global_id(0), o = get_global_id(1);
+    if (i > I || o >= O) return;
+    float acc = 0.0f;
+    if (i == I) {
+        for (int b = 0; b < B; ++b)
+            acc += dY[(size_t)b * O + o];
+        SGD_STEP(bias, Vb, o, acc);
+        return;
+    }
+    for (int b = 0; b < B; ++b)
+        acc += dY[(size_t)b * O + o] * X[(size_t)b * I + i];
+    SGD_STEP(W, V, (size_t)o * I + i, acc);
+}
+
+/* Weight gradient + SGD update of a convolution, reading dY in NCHW and X directly (no
+ * im2col): for k = (c*KH+kh)*KW+kw < C*KH*KW, dW[oc,k] = sum over (b, oh, ow) of
+ * dY[b,oc,oh,ow] * X[b, c, oh*stride-pad+kh, ow*stride-pad+kw] (0 outside the image), then
+ * the SGD step on weight/V; column k == C*KH*KW is the bias (db[oc] = sum of dY[b,oc,:,:]).
+ * NDRange [C*KH*KW+1, OC]. */
+__kernel void conv_sgd(const int B, const int C, const int H, const int W, const int OC,
+                       const int KH, const int KW, const int stride, const int pad,
+                       const int OH, const int OW, const float lr, const float momentum,
+                       const float weight_decay, __global const float *X,
+                       __global const float *dY, __global float *weight, __global float *V,
+                       __global float *bias, __global float *Vb)
+{
+    const int k = get_global_id(0), oc = get_global_id(1);
+    const int ckk = C * KH * KW;
+    if (k > ckk || oc >= OC) return;
+    float acc = 0.0f;
+    if (k == ckk) {
+        for (int b = 0; b < B; ++b) {
+            const __global float *dy = dY + ((size_t)b * OC + oc) * OH * OW;
+            for (int p = 0; p < OH * OW; ++p)
+                acc += dy[p];
+        }
+        SGD_STEP(bias, Vb, oc, acc);
+        return;
+    }
+    const int kw = k % KW, kh = (k / KW) % KH, c = k / (KW * KH);
+    for (int b = 0; b < B; ++b) {
+        const __global float *dy = dY + ((size_t)b * OC + oc) * OH * OW;
+        const __global float *x = X + ((size_t)b * C + c) * H * W;
+        for (int oh = 0; oh < OH; ++oh) {
+            const int ih = oh * stride - pad + kh;
+            if (ih < 0 || ih >= H) continue;
+            for (int ow = 0; ow < OW; ++ow) {
+                const int iw = ow * stride - pad + kw;
+                if (iw >= 0 && iw < W)
+                    acc += dy[oh * OW + ow] * x[ih * W + iw];
+            }
+        }
+    }
+    SGD_STEP(weight, V, (size_t)oc * ckk + k, acc);
+}

@@ -1,0 +1,329 @@
+/* CPU backend of the fused kernels (src/kernels/README.md, "Fused kernels"): the same
+ * semantics as src/kernels/fused/fused.cl, one output element per loop iteration, every sum a
+ * gather in a fixed order (deterministic at any thread count). Argument checks report the
+ * first bad argument as cpu_kernels.c does. */
+#include "cpu_kernel_ctx.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Int arguments 0..n-1 must be >= 1, except `pad_arg` (>= 0) and `flag_arg` (0 or 1); -1: none. */
+static int check_ints(const kctx *k, int n, int pad_arg, int flag_arg)
+{
+    for (int i = 0; i < n; ++i) {
+        if (i == flag_arg) {
+            if (I(i) != 0 && I(i) != 1) return kfail(k, i, "is %d; it must be 0 or 1", I(i));
+        } else {
+            CHECK(kneed_min(k, i, i == pad_arg ? 0 : 1));
+        }
+    }
+    return 0;
+}
+
+/* B C H W OC KH KW stride pad OH OW at arguments 0..10: OH and OW must follow. */
+static int conv_out_dims(const kctx *k)
+{
+    const int oh = (I(2) + 2 * I(8) - I(5)) / I(7) + 1, ow = (I(3) + 2 * I(8) - I(6)) / I(7) + 1;
+    if (I(2) + 2 * I(8) < I(5) || I(9) != oh)
+        return kfail(k, 9, "is %d; (H + 2*pad - KH)/stride + 1 = %d", I(9), oh);
+    if (I(3) + 2 * I(8) < I(6) || I(10) != ow)
+        return kfail(k, 10, "is %d; (W + 2*pad - KW)/stride + 1 = %d", I(10), ow);
+    return 0;
+}
+
+static float relu_if(int act, float v) { return (act && !(v > 0.0f)) ? 0.0f : v; }
+
+/* g = grad + wd * P; V = m * V + g; P -= lr * V (sgd_update's rule). */
+static void sgd_step(float *P, float *V, int64_t i, float grad, float lr, float m, float wd)
+{
+    const float g = grad + wd * P[i];
+    const float v = m * V[i] + g;
+    V[i] = v;
+    P[i] -= lr * v;
+}
+
+static int k_linear_fwd(const kctx *k)
+{
+    CHECK(check_ints(k, 4, -1, 3));
+    const int B = I(0), O = I(1), In = I(2), act = I(3);
+    CHECK(kneed_numel(k, 4, (int64_t)B * In, "B*I"));
+    CHECK(kneed_numel(k, 5, (int64_t)O * In, "O*I"));
+    CHECK(kneed_numel(k, 6, O, "O"));
+    CHECK(kneed_numel(k, 7, (int64_t)B * O, "B*O"));
+    const float *X = PF(4), *W = PF(5), *bias = PF(6);
+    float *Y = PF(7);
+#pragma omp parallel for if ((int64_t)B * O * In > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < (int64_t)B * O; ++e) {
+        const float *x = X + (e / O) * In, *w = W + (e % O) * In;
+        float acc = 0.0f;
+        for (int i = 0; i < In; ++i) acc += x[i] * w[i];
+        Y[e] = relu_if(act, acc + bias[e % O]);
+    }
+    return 0;
+}
+
+static int k_conv_fwd(const kctx *k)
+{
+    CHECK(check_ints(k, 12, 8, 11));
+    CHECK(conv_out_dims(k));
+    const int B = I(0), C = I(1), H = I(2), W = I(3), OC = I(4), KH = I(5), KW = I(6);
+    const int s = I(7), pad = I(8), OH = I(9), OW = I(10), act = I(11);
+    CHECK(kneed_numel(k, 12, (int64_t)B * C * H * W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 13, (int64_t)OC * C * KH * KW, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 14, OC, "OC"));
+    CHECK(kneed_numel(k, 15, (int64_t)B * OC * OH * OW, "B*OC*OH*OW"));
+    const float *X = PF(12), *Wt = PF(13), *bias = PF(14);
+    float *Y = PF(15);
+    const int64_t n = (int64_t)B * OC * OH * OW;
+#pragma omp parallel for if (n * C * KH * KW > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < n; ++e) {
+        const int ow = (int)(e % OW), oh = (int)(e / OW % OH);
+        const int oc = (int)(e / ((int64_t)OW * OH) % OC);
+        const int64_t b = e / ((int64_t)OW * OH * OC);
+        const float *w = Wt + (int64_t)oc * C * KH * KW;
+        float acc = 0.0f;
+        for (int c = 0; c < C; ++c) {
+            const float *x = X + (b * C + c) * H * W;
+            for (int kh = 0; kh < KH; ++kh) {
+                const int ih = oh * s - pad + kh;
+                for (int kw = 0; kw < KW; ++kw) {
+                    const int iw = ow * s - pad + kw;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                        acc += w[(c * KH + kh) * KW + kw] * x[ih * W + iw];
+                }
+            }
+        }
+        Y[e] = relu_if(act, acc + bias[oc]);
+    }
+    return 0;
+}
+
+/* dX[b,i] = sum_o dY[b,o] W[o,i], masked by X > 0 when relu (shared with the loss kernel). */
+static void linear_dx(int B, int O, int In, int relu, const float *dY, const float *W,
+                      const float *X, float *dX)
+{
+#pragma omp parallel for if ((int64_t)B * O * In > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < (int64_t)B * In; ++e) {
+        if (relu && !(X[e] > 0.0f)) {
+            dX[e] = 0.0f;
+            continue;
+        }
+        const float *dy = dY + (e / In) * O;
+        const int64_t i = e % In;
+        float acc = 0.0f;
+        for (int o = 0; o < O; ++o) acc += dy[o] * W[(int64_t)o * In + i];
+        dX[e] = acc;
+    }
+}
+
+static int k_linear_bwd_data(const kctx *k)
+{
+    CHECK(check_ints(k, 4, -1, 3));
+    const int B = I(0), O = I(1), In = I(2);
+    CHECK(kneed_numel(k, 4, (int64_t)B * O, "B*O"));
+    CHECK(kneed_numel(k, 5, (int64_t)O * In, "O*I"));
+    CHECK(kneed_numel(k, 6, (int64_t)B * In, "B*I"));
+    CHECK(kneed_numel(k, 7, (int64_t)B * In, "B*I"));
+    linear_dx(B, O, In, I(3), PF(4), PF(5), PF(6), PF(7));
+    return 0;
+}
+
+static int k_conv_bwd_data(const kctx *k)
+{
+    CHECK(check_ints(k, 12, 8, 11));
+    CHECK(conv_out_dims(k));
+    const int B = I(0), C = I(1), H = I(2), W = I(3), OC = I(4), KH = I(5), KW = I(6);
+    const int s = I(7), pad = I(8), OH = I(9), OW = I(10), relu = I(11);
+    CHECK(kneed_numel(k, 12, (int64_t)B * OC * OH * OW, "B*OC*OH*OW"));
+    CHECK(kneed_numel(k, 13, (int64_t)OC * C * KH * KW, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 14, (int64_t)B * C * H * W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 15, (int64_t)B * C * H * W, "B*C*H*W"));
+    const float *dY = PF(12), *Wt = PF(13), *X = PF(14);
+    float *dX = PF(15);
+    const int64_t n = (int64_t)B * C * H * W;
+#pragma omp parallel for if (n * OC * KH * KW > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < n; ++e) {
+        if (relu && !(X[e] > 0.0f)) {
+            dX[e] = 0.0f;
+            continue;
+        }
+        const int w = (int)(e % W), h = (int)(e / W % H), c = (int)(e / ((int64_t)W * H) % C);
+        const int64_t b = e / ((int64_t)W * H * C);
+        float acc = 0.0f;
+        for (int kh = 0; kh < KH; ++kh) {
+            const int th = h + pad - kh;
+            if (th < 0 || th % s || th / s >= OH) continue;
+            for (int kw = 0; kw < KW; ++kw) {
+                const int tw = w + pad - kw;
+                if (tw < 0 || tw % s || tw / s >= OW) continue;
+                for (int oc = 0; oc < OC; ++oc)
+                    acc += Wt[(((int64_t)oc * C + c) * KH + kh) * KW + kw] *
+                           dY[((b * OC + oc) * OH + th / s) * OW + tw / s];
+            }
+        }
+        dX[e] = acc;
+    }
+    return 0;
+}
+
+static int k_maxpool_bwd_relu(const kctx *k)
+{
+    CHECK(check_ints(k, 6, -1, -1));
+    const int B = I(0), C = I(1), H = I(2), W = I(3), K = I(4), s = I(5), OH = I(6), OW = I(7);
+    if (H < K || OH != (H - K) / s + 1)
+        return kfail(k, 6, "is %d; (H - K)/stride + 1 = %d with H >= K", OH, (H - K) / s + 1);
+    if (W < K || OW != (W - K) / s + 1)
+        return kfail(k, 7, "is %d; (W - K)/stride + 1 = %d with W >= K", OW, (W - K) / s + 1);
+    const int64_t BC = (int64_t)B * C;
+    CHECK(kneed_numel(k, 8, BC * OH * OW, "B*C*OH*OW"));
+    CHECK(kneed_numel(k, 9, BC * OH * OW, "B*C*OH*OW"));
+    CHECK(kneed_numel(k, 10, BC * H * W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 11, BC * H * W, "B*C*H*W"));
+    const float *dY = PF(8), *X = PF(10);
+    const int *argmax = PI(9);
+    float *dX = PF(11);
+#pragma omp parallel for if (BC * H * W > PAR_MIN) schedule(static)
+    for (int64_t bc = 0; bc < BC; ++bc) {
+        float *dx = dX + bc * H * W;
+        const float *x = X + bc * H * W, *dy = dY + bc * OH * OW;
+        const int *am = argmax + bc * OH * OW;
+        memset(dx, 0, (size_t)H * W * sizeof(float));
+        for (int o = 0; o < OH * OW; ++o)   /* scatter in window order within one image */
+            if (am[o] >= 0 && am[o] < H * W) dx[am[o]] += dy[o];
+        for (int i = 0; i < H * W; ++i)
+            if (!(x[i] > 0.0f)) dx[i] = 0.0f;
+    }
+    return 0;
+}
+
+static int k_softmax_xent_bwd(const kctx *k)
+{
+    CHECK(check_ints(k, 4, -1, 3));
+    const int B = I(0), C = I(1), In = I(2);
+    CHECK(kneed_numel(k, 4, (int64_t)B * C, "B*C"));
+    CHECK(kneed_numel(k, 5, B, "B"));
+    CHECK(kneed_numel(k, 6, (int64_t)C * In, "C*I"));
+    CHECK(kneed_numel(k, 7, (int64_t)B * In, "B*I"));
+    CHECK(kneed_numel(k, 8, (int64_t)B * C, "B*C"));
+    CHECK(kneed_numel(k, 9, (int64_t)B * In, "B*I"));
+    CHECK(kneed_numel(k, 10, 1, "1"));
+    const int *labels = PI(5);
+    for (int b = 0; b < B; ++b)
+        if (labels[b] < 0 || labels[b] >= C)
+            return kfail(k, 5, "holds label %d at row %d; labels must be in [0, C) = [0, %d)",
+                         labels[b], b, C);
+    const float *logits = PF(4);
+    float *dlogits = PF(8);
+    const float inv_b = 1.0f / (float)B;
+    float total = 0.0f;   /* row losses summed in row order, as mean() does */
+    for (int b = 0; b < B; ++b) {
+        const float *x = logits + (int64_t)b * C;
+        float *dx = dlogits + (int64_t)b * C;
+        float mx = x[0], sum = 0.0f;
+        for (int c = 1; c < C; ++c) mx = x[c] > mx ? x[c] : mx;
+        for (int c = 0; c < C; ++c) sum += expf(x[c] - mx);
+        const float inv_sum = 1.0f / sum;
+        for (int c = 0; c < C; ++c)
+            dx[c] = (expf(x[c] - mx) * inv_sum - (c == labels[b] ? 1.0f : 0.0f)) * inv_b;
+        total += logf(sum) - (x[labels[b]] - mx);
+    }
+    PF(10)[0] = total / (float)B;
+    linear_dx(B, C, In, I(3), dlogits, PF(6), PF(7), PF(9));
+    return 0;
+}
+
+static int k_linear_sgd(const kctx *k)
+{
+    CHECK(check_ints(k, 3, -1, -1));
+    const int B = I(0), O = I(1), In = I(2);
+    const float lr = F(3), m = F(4), wd = F(5);
+    CHECK(kneed_numel(k, 6, (int64_t)B * In, "B*I"));
+    CHECK(kneed_numel(k, 7, (int64_t)B * O, "B*O"));
+    CHECK(kneed_numel(k, 8, (int64_t)O * In, "O*I"));
+    CHECK(kneed_numel(k, 9, (int64_t)O * In, "O*I"));
+    CHECK(kneed_numel(k, 10, O, "O"));
+    CHECK(kneed_numel(k, 11, O, "O"));
+    const float *X = PF(6), *dY = PF(7);
+    float *W = PF(8), *V = PF(9), *bias = PF(10), *Vb = PF(11);
+    const int64_t n = (int64_t)O * (In + 1);   /* column In of each row: the bias */
+#pragma omp parallel for if ((int64_t)B * O * In > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < n; ++e) {
+        const int64_t o = e / (In + 1), i = e % (In + 1);
+        float acc = 0.0f;
+        if (i == In) {
+            for (int b = 0; b < B; ++b) acc += dY[(int64_t)b * O + o];
+            sgd_step(bias, Vb, o, acc, lr, m, wd);
+        } else {
+            for (int b = 0; b < B; ++b) acc += dY[(int64_t)b * O + o] * X[(int64_t)b * In + i];
+            sgd_step(W, V, o * In + i, acc, lr, m, wd);
+        }
+    }
+    return 0;
+}
+
+static int k_conv_sgd(const kctx *k)
+{
+    CHECK(check_ints(k, 11, 8, -1));
+    CHECK(conv_out_dims(k));
+    const int B = I(0), C = I(1), H = I(2), W = I(3), OC = I(4), KH = I(5), KW = I(6);
+    const int s = I(7), pad = I(8), OH = I(9), OW = I(10);
+    const float lr = F(11), m = F(12), wd = F(13);
+    const int64_t ckk = (int64_t)C * KH * KW;
+    CHECK(kneed_numel(k, 14, (int64_t)B * C * H * W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 15, (int64_t)B * OC * OH * OW, "B*OC*OH*OW"));
+    CHECK(kneed_numel(k, 16, OC * ckk, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 17, OC * ckk, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 18, OC, "OC"));
+    CHECK(kneed_numel(k, 19, OC, "OC"));
+    const float *X = PF(14), *dY = PF(15);
+    float *Wt = PF(16), *V = PF(17), *bias = PF(18), *Vb = PF(19);
+    const int64_t n = (int64_t)OC * (ckk + 1);   /* column ckk of each row: the bias */
+#pragma omp parallel for if (n * B * OH * OW > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < n; ++e) {
+        const int64_t oc = e / (ckk + 1), kk = e % (ckk + 1);
+        float acc = 0.0f;
+        if (kk == ckk) {
+            for (int b = 0; b < B; ++b) {
+                const float *dy = dY + ((int64_t)b * OC + oc) * OH * OW;
+                for (int p = 0; p < OH * OW; ++p) acc += dy[p];
+            }
+            sgd_step(bias, Vb, oc, acc, lr, m, wd);
+            continue;
+        }
+        const int kw = (int)(kk % KW), kh = (int)(kk / KW % KH), c = (int)(kk / ((int64_t)KW * KH));
+        for (int b = 0; b < B; ++b) {
+            const float *dy = dY + ((int64_t)b * OC + oc) * OH * OW;
+            const float *x = X + ((int64_t)b * C + c) * H * W;
+            for (int oh = 0; oh < OH; ++oh) {
+                const int ih = oh * s - pad + kh;
+                if (ih < 0 || ih >= H) continue;
+                for (int ow = 0; ow < OW; ++ow) {
+                    const int iw = ow * s - pad + kw;
+                    if (iw >= 0 && iw < W) acc += dy[oh * OW + ow] * x[ih * W + iw];
+                }
+            }
+        }
+        sgd_step(Wt, V, oc * ckk + kk, acc, lr, m, wd);
+    }
+    return 0;
+}
+
+const kernel_spec CPU_FUSED_KERNELS[] = {
+    {"linear_fwd", "iiiitttt", "B O I act X W bias Y", k_linear_fwd},
+    {"conv_fwd", "iiiiiiiiiiiitttt", "B C H W OC KH KW stride pad OH OW act X weight bias Y",
+     k_conv_fwd},
+    {"linear_bwd_data", "iiiitttt", "B O I relu dY W X dX", k_linear_bwd_data},
+    {"conv_bwd_data", "iiiiiiiiiiiitttt",
+     "B C H W OC KH KW stride pad OH OW relu dY weight X dX", k_conv_bwd_data},
+    {"maxpool_bwd_relu", "iiiiiiiitttt", "B C H W K stride OH OW dY argmax X dX",
+     k_maxpool_bwd_relu},
+    {"softmax_xent_bwd", "iiiittttttt", "B C I relu logits labels W X dlogits dX loss",
+     k_softmax_xent_bwd},
+    {"linear_sgd", "iiiffftttttt", "B O I lr momentum weight_decay X dY W V bias Vb",
+     k_linear_sgd},
+    {"conv_sgd", "iiiiiiiiiiiffftttttt",
+     "B C H W OC KH KW stride pad OH OW lr momentum weight_decay X dY weight V bias Vb",
+     k_conv_sgd},
+};
+const int CPU_FUSED_NKERNELS = (int)(sizeof CPU_FUSED_KERNELS / sizeof CPU_FUSED_KERNELS[0]);

@@ -1,0 +1,107 @@
+"""Per-step verification of short fused runs (kernel version ``fused``) through the real
+runner: on PoCL (resident and staged placements) and on the CPU backend, every checked step
+of the MLP 784-256-128-16 and LeNet-5 is within its bound; a planted fault in a fused kernel
+fails its steps."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from phonetrain import reference
+from phonetrain import runner as runner_api
+from phonetrain.kernels import KERNELS_ROOT
+from phonetrain.lowering import LowerSpec, write_bundle
+from phonetrain.plan import Plan
+from phonetrain.reference.interpreter import Interpreter
+from phonetrain.reference.steps import check_step
+
+
+def _spec(model: str, **kw) -> LowerSpec:
+    return LowerSpec(**{"model": model, "batch_size": 8, "backend": "opencl",
+                        "placement": "resident", "transfer": "copy", "kernel": "fused",
+                        "dataset": "digits" if model == "lenet5" else "synthetic",
+                        "num_batches": 2, "warmup": 1, "iterations": 2, "momentum": 0.9,
+                        "weight_decay": 5e-4, **kw})
+
+
+def _run(runner, selector, tmp: Path, spec: LowerSpec, kernels_root: Path = KERNELS_ROOT):
+    plan_path = write_bundle(spec, tmp, kernels_root=kernels_root, seed=0)
+    runner_api.run_plan(runner, plan_path, tmp, tmp / "out", device_selector=selector,
+                        threads=2 if spec.backend == "cpu" else 0)
+    return reference.verify_run_dir(Plan.load(plan_path), tmp, tmp / "out")
+
+
+@pytest.mark.parametrize("model,placement", [("mlp_784_256_128_16", "resident"),
+                                             ("lenet5", "staged")])
+def test_fused_run_passes_every_checked_step_on_pocl(runner, pocl, tmp_path, model, placement):
+    doc = _run(runner, pocl, tmp_path, _spec(model, placement=placement))
+    assert doc["method"] == "per-step" and doc["ok"], doc["worst"]
+    assert [s["iteration"] for s in doc["steps"]] == [0, 1, 2]
+    assert all(not s["missing"] for s in doc["steps"])
+
+
+def test_fused_run_passes_every_checked_step_on_cpu_backend(runner, tmp_path):
+    doc = _run(runner, None, tmp_path, _spec("lenet5", backend="cpu", placement=None,
+                                             transfer=None))
+    assert doc["ok"], doc["worst"]
+
+
+def test_a_planted_fault_in_a_fused_kernel_fails_its_steps(runner, pocl, tmp_path):
+    """The bias column of linear_sgd takes the SGD step with twice the gradient."""
+    root = tmp_path / "kernels"
+    shutil.copytree(KERNELS_ROOT, root)
+    src = root / "fused" / "fused.cl"
+    old = "        SGD_STEP(bias, Vb, o, acc);"
+    assert old in src.read_text()
+    src.write_text(src.read_text().replace(old, "        SGD_STEP(bias, Vb, o, 2.0f * acc);"))
+    doc = _run(runner, pocl, tmp_path / "run", _spec("mlp_784_256_128_16"), kernels_root=root)
+    assert not doc["ok"] and doc["failed_iterations"] == [0, 1, 2], doc["worst"]
+
+
+def _state32(plan: Plan, root: Path, iteration: int, before=None, decide=None) -> dict:
+    """A 'runner' summing like numpy: the float32 interpreter's checkpoint tensors after
+    ``iteration`` from ``before``; ``decide=(tensor, index, value)`` overwrites one output
+    element of the fused kernel writing ``tensor``, right after it (a ReLU decided the other
+    way)."""
+    it = Interpreter(plan, root, np.float32)
+    if before is not None:
+        for t in plan.checkpoints["tensors"]:
+            it.set_tensor(t, before[plan.tensor(t).name])
+    for i in range(0 if before is None else iteration, iteration + 1):
+        for st in plan.steps:
+            it.run_step(st, i)
+            if decide and st.op == "kernel" and st.name == "linear_fwd" and \
+                    plan.tensor(st.args[7]["t"]).name == decide[0]:
+                it.dev[st.args[7]["t"]][decide[1]] = decide[2]
+    return {plan.tensor(t).name: it.home(t).copy() for t in plan.checkpoints["tensors"]}
+
+
+def test_a_near_tie_in_a_fused_relu_follows_the_runner_and_a_far_one_does_not(tmp_path):
+    """linear_fwd with act = 1 decides a ReLU inside the kernel: the per-step check splits it
+    into the pre-activation and the ReLU, so a decision within rounding of zero follows the
+    runner (counted) and one clearly away from zero fails."""
+    spec = LowerSpec(model="mlp_16_16_16_16", batch_size=16, dataset="synthetic", warmup=0,
+                     iterations=2, num_batches=2, kernel="fused")
+    plan = Plan.load(write_bundle(spec, tmp_path, seed=0))
+    before = _state32(plan, tmp_path, 0)
+    x = Interpreter(plan, tmp_path).batches[plan.by_name("input").id][1].astype(np.float64)
+    W = before["fc1.weight"].astype(np.float64).reshape(plan.by_name("fc1.weight").shape)
+    b = before["fc1.bias"].copy()
+    pre = x.reshape(16, -1) @ W.T + b
+    b[3] -= np.float32(pre[0, 3])                  # pre-activation (0, 3) zero up to rounding
+    before = {**before, "fc1.bias": b}
+    after = _state32(plan, tmp_path, 1, before)
+    y = after["fc1.out"]
+    other = 0.0 if y[3] > 0 else 1e-9
+    followed = check_step(plan, tmp_path, 1, before,
+                          _state32(plan, tmp_path, 1, before, ("fc1.out", 3, other)))
+    assert followed.ok and followed.decisions_followed == 1, followed.worst
+    far = int(np.argmax(np.abs(pre.ravel())))
+    wrong = _state32(plan, tmp_path, 1, before,
+                     ("fc1.out", far, 0.0 if y[far] > 0 else abs(pre.ravel()[far])))
+    res = check_step(plan, tmp_path, 1, before, wrong)
+    assert not res.ok and res.decisions_followed == 0
