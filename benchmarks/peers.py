@@ -64,7 +64,9 @@ VERSIONS = ("baseline", "tiled", "regblock", "image", "clblast")
 BATCH = 32
 NUM_BATCHES = 8
 LOSS_WINDOW = 10
-"""Losses averaged at each end of a run by :func:`loss_falls`."""
+"""Losses averaged at each end of a run by :func:`loss_falls`; also the number of first
+losses compared with the reference by :func:`same_start`."""
+START_TOLERANCE = 1e-3
 
 
 # ---------------------------------------------------------------- one timer, one rule, stats
@@ -104,20 +106,25 @@ def summarize(ms: list[float], losses: list[float]) -> dict[str, Any]:
     w = min(LOSS_WINDOW, len(losses))
     return {"iterations": len(ms), "median_ms": med, "p10_ms": p10, "p90_ms": p90,
             "loss_first": float(np.mean(losses[:w])), "loss_last": float(np.mean(losses[-w:])),
-            "loss_falls": loss_falls(losses)}
+            "loss_falls": loss_falls(losses), "losses_head": [float(v) for v in
+                                                               losses[:LOSS_WINDOW]]}
 
 
 # ---------------------------------------------------------------- shared inputs
 
-def write_inputs(model_name: str, dataset: str, root: Path) -> Path:
+def write_inputs(model_name: str, dataset: str, lr: float, root: Path
+                 ) -> tuple[Path, list[float]]:
     """The batches (phonetrain's batch files, written under ``root`` for the runner) and the
     initial parameters of ``model_name``, also saved for the peer processes as one ``.npz``
     (``x`` float32 ``[NUM_BATCHES, BATCH, *input_shape]``, ``y`` int32 ``[NUM_BATCHES,
     BATCH]``, ``p:<layer>.<weight|bias>`` in PyTorch's layouts, ``layers`` the model's layer
-    list as JSON). Returns the ``.npz`` path."""
+    list as JSON). Returns the ``.npz`` path and the numpy reference's (phonetrain.reference)
+    first :data:`LOSS_WINDOW` losses of that start, for :func:`same_start`."""
+    from phonetrain import reference
     from phonetrain.data import write_batches
-    from phonetrain.lowering import init_params
+    from phonetrain.lowering import LowerSpec, init_params, write_plan_dir
     from phonetrain.models import get_model
+    from phonetrain.plan import Plan
 
     m = get_model(model_name)
     doc = write_batches(dataset, BATCH, NUM_BATCHES, root, seed=0,
@@ -128,7 +135,20 @@ def write_inputs(model_name: str, dataset: str, root: Path) -> Path:
     path = root / f"peer-inputs-{model_name}.npz"
     np.savez(path, x=x, y=y, layers=json.dumps(layers), classes=m.classes,
              **{f"p:{k}": v for k, v in init_params(m, 0).items()})
-    return path
+    spec = LowerSpec(model=model_name, batch_size=BATCH, backend="cpu", dataset=dataset,
+                     num_batches=NUM_BATCHES, warmup=0, iterations=LOSS_WINDOW, seed=0, lr=lr,
+                     plan_id=f"peers.reference.{model_name}", checkpoints=())
+    plan = Plan.load(write_plan_dir(spec, root) / "plan.json")
+    return path, [float(v) for v in reference.run_plan(plan, root).losses]
+
+
+def same_start(losses: list[float], ref: list[float]) -> float:
+    """The largest relative difference between a row's first losses and the reference's
+    (:func:`write_inputs`): every row starts from the same parameters and batches, so a
+    difference above :data:`START_TOLERANCE` means a different model, initialization, data
+    or loss (float32 rounding alone stays orders of magnitude below)."""
+    n = min(len(losses), len(ref))
+    return max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses[:n], ref[:n]))
 
 
 def read_inputs(path: str) -> dict[str, Any]:
@@ -272,10 +292,30 @@ def _tinygrad_cl_platform(want: str | None) -> str:
     return name(pick[0])
 
 
+def _find_nvrtc() -> str | None:
+    """A libnvrtc for tinygrad's CUDA backend, which looks only in its own fixed folders
+    unless NVRTC_PATH names one: the CUDA toolkit's, else the one a pip CUDA wheel (as
+    PyTorch's) ships."""
+    import glob
+    pats = ["/usr/local/cuda*/lib64/libnvrtc.so*", "/usr/local/cuda*/targets/*/lib/libnvrtc.so*"]
+    spec = importlib.util.find_spec("nvidia")
+    for d in (spec.submodule_search_locations or []) if spec else []:
+        pats += [f"{d}/cu*/lib/libnvrtc.so*", f"{d}/cuda_nvrtc/lib/libnvrtc.so*"]
+    for pat in pats:
+        hits = sorted(h for h in glob.glob(pat) if ".alt." not in h)
+        if hits:
+            return hits[-1]
+    return None
+
+
 def peer_tinygrad(task: dict, d: dict) -> dict:
     """tinygrad on ``task["device"]`` (CL, CUDA, CPU, ...), the step captured by TinyJit."""
     if importlib.util.find_spec("tinygrad") is None:
         raise Skip("tinygrad not installed (pip install -e .[peers])")
+    if task["device"].split(":")[0] in ("CUDA", "NV") and not os.environ.get("NVRTC_PATH"):
+        found = _find_nvrtc()
+        if found:
+            os.environ["NVRTC_PATH"] = found
     from importlib.metadata import version
 
     from tinygrad import Device, Tensor, TinyJit, nn
@@ -559,7 +599,9 @@ class Phonetrain:
         steps = [s["iteration"] for s in v["steps"]]
         verdict = (f"verified per step (iterations {steps})" if ok else
                    f"VERIFY FAILED (iterations {v.get('failed_iterations')})")
+        from phonetrain import __version__
         return {"status": "ok", **summarize(ms, losses), "verified": ok, "verify": verdict,
+                "version": __version__,
                 "kernel": version if backend == "opencl" else None,
                 "tuned_class": tuned, "device_name": (run.get("device") or {}).get("name"),
                 "threads": self.a.threads if backend == "cpu" else None}
@@ -663,6 +705,10 @@ def fmt_row(r: dict) -> str:
                 f"{r['status']} | {r.get('note', '')} |")
     valid = {True: "loss falls", False: "INVALID: loss does not fall",
              None: "too short to judge"}[r["loss_falls"]]
+    err = r.get("start_rel_err")
+    if err is not None:
+        valid += (f"; same start ({err:.0e})" if err <= START_TOLERANCE else
+                  f"; INVALID: first losses differ from the reference by {err:.1e}")
     if r["framework"] == "phonetrain":
         valid += "; " + r["verify"]
     note = "; ".join(x for x in (r.get("note"), r.get("platform") and
@@ -747,7 +793,8 @@ def main(argv: list[str] | None = None) -> int:
                          "status": "error", "note": f"{type(e).__name__}: {e}"[:300]})
     tasks = peer_tasks(a)
     for model in a.models:
-        inputs = write_inputs(model, a.dataset, root)
+        inputs, ref = write_inputs(model, a.dataset, a.lr, root)
+        first = len(rows)
         if pt is not None:
             rows += pt.rows(model)
         for t in tasks:
@@ -758,6 +805,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"framework": fw, "backend": t["label"], "model": model, **r})
             print(f"{fw} {t['label']} {model}: {r['status']} "
                   f"{r.get('median_ms', r.get('note'))}", file=sys.stderr, flush=True)
+        for r in rows[first:]:
+            if r["status"] == "ok":
+                r["start_rel_err"] = same_start(r["losses_head"], ref)
     for p in sorted(set(PEERS) - set(a.peers)):
         rows.append({"framework": p, "backend": "-", "model": "-", "status": "skipped",
                      "note": "not requested (--peers)"})
@@ -780,7 +830,9 @@ def main(argv: list[str] | None = None) -> int:
           f"- versions: {', '.join(f'{k} {v}' for k, v in versions.items())}\n"
           f"- batch {BATCH}, {a.dataset} data ({NUM_BATCHES} batches cycled), SGD lr {a.lr}, "
           f"{a.iterations} timed iterations after {a.warmup} warm-up; valid = mean of the last "
-          f"{LOSS_WINDOW} losses below the mean of the first {LOSS_WINDOW}\n")
+          f"{LOSS_WINDOW} losses below the mean of the first {LOSS_WINDOW} and the first "
+          f"{LOSS_WINDOW} losses within {START_TOLERANCE:g} (relative) of the numpy "
+          "reference's (same start)\n")
     print(TABLE_HEAD)
     for r in rows:
         print(fmt_row(r))
@@ -791,7 +843,7 @@ def main(argv: list[str] | None = None) -> int:
                     "batch": BATCH, "dataset": a.dataset, "lr": a.lr, "rows": rows,
                     "kernel_selection": pt.selection if pt else []}, Path(a.json))
     bad = [r for r in rows if r["status"] == "error" or r.get("loss_falls") is False
-           or r.get("verified") is False]
+           or r.get("verified") is False or r.get("start_rel_err", 0) > START_TOLERANCE]
     return 1 if bad else 0
 
 
