@@ -24,8 +24,11 @@ Statistics over the ``--iterations`` timed iterations after ``--warmup``: median
 (numpy's linear percentiles). Validity: a row whose loss does not fall -- the mean of its
 last 10 losses (warm-up included in the run) not below the mean of its first 10 -- is marked
 invalid (:func:`loss_falls`). A peer that is not installed or has no such device gets a
-``skipped`` row; a peer that fails gets an ``error`` row and the script goes on. Prints one
-markdown table after a header (command, date, host, versions); ``--json FILE`` keeps it all.
+``skipped`` row; a peer that fails gets an ``error`` row and the script goes on. Every row
+also starts from the same point: its first 10 losses must agree with the numpy reference's
+(:func:`same_start`). Prints one markdown table after a header (command, date, host,
+versions); ``--json FILE`` keeps it all. Exit status 1 when a row errs, is invalid or fails
+verification, else 0.
 
 Needs numpy and PyYAML (and ``cc`` with the OpenCL headers to build the runner); no Hydra,
 Snakemake or pandas. The peers: ``pip install -e .[peers]``. Examples::
@@ -556,8 +559,16 @@ class Phonetrain:
             return found
         return [next((f for f in found if w.lower() in f.lower()), w) for w in self.a.platforms]
 
-    def run(self, model: str, backend: str, platform: str | None, placement: str | None,
-            version: str, iterations: int, warmup: int, tag: str) -> dict:
+    def run(self, *args) -> dict:
+        """:meth:`_run`, with anything it raises (a bad ``--kernel``, a lowering error) made
+        an error row instead of the end of the benchmark."""
+        try:
+            return self._run(*args)
+        except Exception as e:  # noqa: BLE001
+            return {"status": "error", "note": f"{type(e).__name__}: {e}"[:300]}
+
+    def _run(self, model: str, backend: str, platform: str | None, placement: str | None,
+             version: str, iterations: int, warmup: int, tag: str) -> dict:
         """Lower, stage, run and verify one plan; returns the row's fields."""
         from phonetrain import reference
         from phonetrain.kernels import load_version, stage_kernels, tuning
@@ -616,16 +627,16 @@ class Phonetrain:
         tried = []
         for v in self.a.versions:
             r = self.run(model, "opencl", platform, placement, v, n, self.a.warmup, "select")
-            tried.append({"model": model, "platform": platform, "version": v, **r})
+            tried.append({"model": model, "platform": platform, "candidate": v, **r})
             print(f"select {model} {platform} {v}: {r['status']} "
                   f"{r.get('median_ms', r.get('note'))}", file=sys.stderr, flush=True)
         self.selection += tried
         good = [t for t in tried if t["status"] == "ok" and t["verified"]]
         if not good:
             return None, "no version ran verified: " + "; ".join(
-                f"{t['version']} {t.get('note') or 'not verified'}" for t in tried)
+                f"{t['candidate']} {t.get('note') or 'not verified'}" for t in tried)
         best = min(good, key=lambda t: t["median_ms"])
-        return best["version"], (f"fastest verified of {len(good)}/{len(tried)} versions "
+        return best["candidate"], (f"fastest verified of {len(good)}/{len(tried)} versions "
                                  f"({placement}, {n} iterations)")
 
     def rows(self, model: str) -> list[dict]:
@@ -681,7 +692,7 @@ def host_facts(pt: Phonetrain | None) -> dict:
               + ", ".join(d.get("name", "?") for d in p.get("devices", []))
               for p in pt.info.get("platforms") or []]
     return {"cpu_model": cpu, "logical_cores": os.cpu_count(), "gpus": gpus,
-            "opencl": cl, "loadavg_start": list(os.getloadavg()), "os": platform.platform()}
+            "opencl": cl, "os": platform.platform()}
 
 
 def git_commit() -> str | None:
@@ -782,6 +793,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sys.path.insert(0, str(REPO / "src"))
     started = datetime.datetime.now(datetime.timezone.utc)
+    load_start = list(os.getloadavg())
+    for module, pip_name in (("numpy", "numpy"), ("yaml", "pyyaml")):
+        if importlib.util.find_spec(module) is None:
+            sys.exit(f"peers.py: {pip_name} is missing; phonetrain's lowering needs it "
+                     f"(pip install {pip_name}, or carry its wheel to this machine)")
     root = Path(tempfile.mkdtemp(prefix="phonetrain-peers-"))
     rows: list[dict] = []
     pt = None
@@ -813,11 +829,11 @@ def main(argv: list[str] | None = None) -> int:
                      "note": "not requested (--peers)"})
     from phonetrain import __version__ as pt_version
     host = host_facts(pt)
-    host["loadavg_end"] = list(os.getloadavg())
+    host["loadavg_start"], host["loadavg_end"] = load_start, list(os.getloadavg())
     versions = {"phonetrain": f"{pt_version} ({git_commit()})", "python": platform.python_version(),
                 "numpy": np.__version__, "peer python": a.python}
     for r in rows:
-        if r.get("version"):
+        if r.get("version") and r["framework"] != "phonetrain":
             versions[r["framework"]] = r["version"]
     command = "python " + " ".join(shlex.quote(x) for x in
                                    [os.path.relpath(__file__, Path.cwd())] + sys.argv[1:])
@@ -825,7 +841,7 @@ def main(argv: list[str] | None = None) -> int:
           f"- host: {host['cpu_model']}, {host['logical_cores']} logical cores, threads "
           f"{a.threads}; GPUs: {', '.join(host['gpus']) or 'none (nvidia-smi)'}; OpenCL: "
           f"{'; '.join(host['opencl']) or 'none'}\n"
-          f"- load average (1/5/15 min) start {host['loadavg_start']}, end "
+          f"- load average (1/5/15 min) start {[round(x, 2) for x in load_start]}, end "
           f"{[round(x, 2) for x in host['loadavg_end']]}\n"
           f"- versions: {', '.join(f'{k} {v}' for k, v in versions.items())}\n"
           f"- batch {BATCH}, {a.dataset} data ({NUM_BATCHES} batches cycled), SGD lr {a.lr}, "
