@@ -31,15 +31,17 @@ import tempfile
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 
 from phonetrain import layout
 from phonetrain.devices import LocalTransport, get_transport
 from phonetrain.devices.base import CommandResult, TransportTimeout, check_outputs
 from phonetrain.errors import PhonetrainError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_TIMEOUT_S = 600.0
 OMP_WAIT_POLICY = "ACTIVE"
@@ -496,6 +498,8 @@ def info(runner: Path, cl_lib: str | None = None, timeout_s: float = 60.0) -> di
 
 def devices_table(info_doc: dict) -> pd.DataFrame:
     """One row per OpenCL device of an :func:`info` document."""
+    import pandas as pd  # here, not at the top: running a plan needs only numpy (benchmarks)
+
     rows = [{"platform": p["name"], **{k: v for k, v in d.items() if k != "extensions"}}
             for p in info_doc["platforms"] for d in p["devices"]]
     return pd.DataFrame(rows)
@@ -529,6 +533,8 @@ def bench_bandwidth(runner: Path, out_dir: Path, min_bytes: int = 4096,
                     timeout_s: float = DEFAULT_TIMEOUT_S) -> pd.DataFrame:
     """``runner bench-bandwidth`` on this host: one row per (op, size_bytes) with
     ``device_gbps`` and ``host_gbps``; ``df.attrs["bench"]`` holds ``bench.json``."""
+    import pandas as pd
+
     r = Runner.local_binary(runner, Path(out_dir).parent, device_selector, timeout_s=timeout_s)
     csv = r.bench_bandwidth(out_dir, min_bytes=min_bytes, max_bytes=max_bytes,
                             min_time_ms=min_time_ms, repeats=repeats)
@@ -554,6 +560,8 @@ def read_trace(out_dir: Path) -> pd.DataFrame:
     """``out_dir/trace.csv``: one row per command execution. Device times (``*_ns`` of
     :data:`TRACE_NS`, device clock) are nullable Int64, empty for host rows and the CPU
     backend; ``host_begin_ns``/``host_end_ns`` are CLOCK_MONOTONIC ns."""
+    import pandas as pd
+
     df = pd.read_csv(Path(out_dir) / layout.TRACE, keep_default_na=False,
                      na_values={c: [""] for c in TRACE_NS},
                      dtype={"name": str, "layer": str, "phase": str})

@@ -1,0 +1,867 @@
+#!/usr/bin/env python3
+"""One training step of phonetrain beside its peers: PyTorch, tinygrad and MNN.
+
+Every row times the same step: the model of ``src/phonetrain/models/zoo.py`` at batch 32,
+the same initial parameters (``phonetrain.lowering.init_params``, loaded into every peer),
+the same batches (``phonetrain.data.write_batches``, cycled), softmax cross-entropy, plain SGD
+(``--lr``, no momentum, no weight decay); per iteration the batch is copied in from host
+memory and the loss is read back to the host. Rows:
+
+* phonetrain: the plan lowered by ``phonetrain.lowering`` and run by the project's runner
+  (``phonetrain.runner.Runner``) on its CPU backend (OpenMP, ``--threads``) and on each
+  requested OpenCL platform x placement (resident/copy, staged/copy, staged/map), with the
+  fastest per-step-verified kernel version (``--kernel best``; tuned where ``--tuning-dir``
+  holds the workflow's ``<version>/tuning.json``) or the version given; each timed run is
+  verified per step against the numpy reference (``phonetrain.reference.verify_run_dir``).
+  Time: the runner's own per-iteration ``wall_ms`` (an OpenCL iteration ends with
+  ``clFinish``; it includes the batch upload and the loss read-back).
+* PyTorch CPU eager (``--threads``), CUDA eager, CUDA graphs (one captured step replayed);
+  tinygrad with TinyJit on each of ``--tinygrad-devices``; MNN's Python training API on its
+  CPU backend (``--threads``). Each peer row runs in its own process (``--python``), timed by
+  :func:`time_steps` (``time.perf_counter`` around one whole step, loss read back inside).
+
+Statistics over the ``--iterations`` timed iterations after ``--warmup``: median, p10 and p90
+(numpy's linear percentiles). Validity: a row whose loss does not fall -- the mean of its
+last 10 losses (warm-up included in the run) not below the mean of its first 10 -- is marked
+invalid (:func:`loss_falls`). A peer that is not installed or has no such device gets a
+``skipped`` row; a peer that fails gets an ``error`` row and the script goes on. Every row
+also starts from the same point: its first 10 losses must agree with the numpy reference's
+(:func:`same_start`). Prints one markdown table after a header (command, date, host,
+versions); ``--json FILE`` keeps it all. Exit status 1 when a row errs, is invalid or fails
+verification, else 0.
+
+Needs numpy and PyYAML (and ``cc`` with the OpenCL headers to build the runner); no Hydra,
+Snakemake or pandas. The peers: ``pip install -e .[peers]``. Examples::
+
+    python benchmarks/peers.py --threads 16 --tinygrad-cl-platform NVIDIA --json peers.json
+    python benchmarks/peers.py --quick --peers phonetrain
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.util
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+MODELS = ("mlp_784_256_128_16", "lenet5")
+PEERS = ("phonetrain", "torch", "tinygrad", "mnn")
+PLACEMENTS = {"resident-copy": ("resident", "copy"), "staged-copy": ("staged", "copy"),
+              "staged-map": ("staged", "map")}
+VERSIONS = ("baseline", "tiled", "regblock", "image", "clblast")
+BATCH = 32
+NUM_BATCHES = 8
+LOSS_WINDOW = 10
+"""Losses averaged at each end of a run by :func:`loss_falls`; also the number of first
+losses compared with the reference by :func:`same_start`."""
+START_TOLERANCE = 1e-3
+
+
+# ---------------------------------------------------------------- one timer, one rule, stats
+
+def time_steps(step: Callable[[int], float], warmup: int, iterations: int
+               ) -> tuple[list[float], list[float]]:
+    """Call ``step(i)`` (one whole training step that returns the loss as a Python float,
+    i.e. after reading it back to the host) ``warmup + iterations`` times. Returns the wall
+    time in ms of each timed call (``time.perf_counter``) and the losses of all calls."""
+    ms: list[float] = []
+    losses: list[float] = []
+    for i in range(warmup + iterations):
+        t0 = time.perf_counter()
+        loss = step(i)
+        t1 = time.perf_counter()
+        losses.append(float(loss))
+        if i >= warmup:
+            ms.append((t1 - t0) * 1e3)
+    return ms, losses
+
+
+def loss_falls(losses: list[float], window: int = LOSS_WINDOW) -> bool | None:
+    """The validity rule of a row: True when the mean of the last ``window`` losses is below
+    the mean of the first ``window`` (non-finite losses: False); None when the run is
+    shorter than ``2 * window`` iterations (no verdict)."""
+    if len(losses) < 2 * window:
+        return None
+    if not all(math.isfinite(x) for x in losses):
+        return False
+    return float(np.mean(losses[-window:])) < float(np.mean(losses[:window]))
+
+
+def summarize(ms: list[float], losses: list[float]) -> dict[str, Any]:
+    """Median, p10, p90 (ms; numpy's linear percentiles) of the timed iterations, the losses'
+    first/last window means and the validity verdict of :func:`loss_falls`."""
+    p10, med, p90 = (float(v) for v in np.percentile(ms, [10, 50, 90]))
+    w = min(LOSS_WINDOW, len(losses))
+    return {"iterations": len(ms), "median_ms": med, "p10_ms": p10, "p90_ms": p90,
+            "loss_first": float(np.mean(losses[:w])), "loss_last": float(np.mean(losses[-w:])),
+            "loss_falls": loss_falls(losses), "losses_head": [float(v) for v in
+                                                               losses[:LOSS_WINDOW]]}
+
+
+# ---------------------------------------------------------------- shared inputs
+
+def write_inputs(model_name: str, dataset: str, lr: float, root: Path
+                 ) -> tuple[Path, list[float]]:
+    """The batches (phonetrain's batch files, written under ``root`` for the runner) and the
+    initial parameters of ``model_name``, also saved for the peer processes as one ``.npz``
+    (``x`` float32 ``[NUM_BATCHES, BATCH, *input_shape]``, ``y`` int32 ``[NUM_BATCHES,
+    BATCH]``, ``p:<layer>.<weight|bias>`` in PyTorch's layouts, ``layers`` the model's layer
+    list as JSON). Returns the ``.npz`` path and the numpy reference's (phonetrain.reference)
+    first :data:`LOSS_WINDOW` losses of that start, for :func:`same_start`."""
+    from phonetrain import reference
+    from phonetrain.data import write_batches
+    from phonetrain.lowering import LowerSpec, init_params, write_plan_dir
+    from phonetrain.models import get_model
+    from phonetrain.plan import Plan
+
+    m = get_model(model_name)
+    doc = write_batches(dataset, BATCH, NUM_BATCHES, root, seed=0,
+                        input_shape=m.input_shape, classes=m.classes)
+    x = np.fromfile(root / doc["images"], "<f4").reshape(NUM_BATCHES, BATCH, *m.input_shape)
+    y = np.fromfile(root / doc["labels"], "<i4").reshape(NUM_BATCHES, BATCH)
+    layers = [{"type": type(layer).__name__, **dataclasses.asdict(layer)} for layer in m.layers]
+    path = root / f"peer-inputs-{model_name}.npz"
+    np.savez(path, x=x, y=y, layers=json.dumps(layers), classes=m.classes,
+             **{f"p:{k}": v for k, v in init_params(m, 0).items()})
+    spec = LowerSpec(model=model_name, batch_size=BATCH, backend="cpu", dataset=dataset,
+                     num_batches=NUM_BATCHES, warmup=0, iterations=LOSS_WINDOW, seed=0, lr=lr,
+                     plan_id=f"peers.reference.{model_name}", checkpoints=())
+    plan = Plan.load(write_plan_dir(spec, root) / "plan.json")
+    return path, [float(v) for v in reference.run_plan(plan, root).losses]
+
+
+def same_start(losses: list[float], ref: list[float]) -> float:
+    """The largest relative difference between a row's first losses and the reference's
+    (:func:`write_inputs`): every row starts from the same parameters and batches, so a
+    difference above :data:`START_TOLERANCE` means a different model, initialization, data
+    or loss (float32 rounding alone stays orders of magnitude below)."""
+    n = min(len(losses), len(ref))
+    return max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses[:n], ref[:n]))
+
+
+def read_inputs(path: str) -> dict[str, Any]:
+    """The ``.npz`` of :func:`write_inputs` as ``{"x", "y", "layers", "classes", "params"}``."""
+    z = np.load(path)
+    return {"x": z["x"], "y": z["y"], "layers": json.loads(str(z["layers"])),
+            "classes": int(z["classes"]),
+            "params": {k[2:]: z[k] for k in z.files if k.startswith("p:")}}
+
+
+# ---------------------------------------------------------------- peers (one function each)
+
+class Skip(Exception):
+    """The peer or its device is not available here: a note row, not an error."""
+
+
+def peer_torch(task: dict, d: dict) -> dict:
+    """PyTorch eager on ``task["device"]`` (cpu|cuda), or one CUDA graph per step
+    (``task["graphs"]``: captured once after a warm-up on a side stream, replayed)."""
+    if importlib.util.find_spec("torch") is None:
+        raise Skip("torch not installed (pip install -e .[peers])")
+    import torch
+    import torch.nn as tnn
+
+    dev = task["device"]
+    if dev == "cuda" and not torch.cuda.is_available():
+        raise Skip("torch: no CUDA device")
+    if dev == "cpu":
+        torch.set_num_threads(task["threads"])
+    # FP32 as phonetrain computes it: no TF32 in matmuls or convolutions
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    mods = []
+    for s in d["layers"]:
+        t = s["type"]
+        mods.append(tnn.Linear(s["in_features"], s["out_features"]) if t == "Linear" else
+                    tnn.Conv2d(s["in_channels"], s["out_channels"], s["kernel"], s["stride"],
+                               s["pad"]) if t == "Conv2d" else
+                    tnn.ReLU() if t == "ReLU" else
+                    tnn.MaxPool2d(s["kernel"], s["stride"]) if t == "MaxPool2d" else
+                    tnn.Flatten())
+    net = tnn.Sequential(*mods)
+    names = {i: s["name"] for i, s in enumerate(d["layers"])}
+    state = {f"{i}.{k}": torch.from_numpy(d["params"][f"{names[i]}.{k}"].copy())
+             for i, s in enumerate(d["layers"]) if s["type"] in ("Linear", "Conv2d")
+             for k in ("weight", "bias")}
+    net.load_state_dict(state)
+    net = net.to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=task["lr"])
+    pin = dev == "cuda"  # pinned host memory: the copy in can overlap as PyTorch's docs advise
+    hx = [torch.from_numpy(b).pin_memory() if pin else torch.from_numpy(b) for b in d["x"]]
+    hy = [torch.from_numpy(b.astype(np.int64)) for b in d["y"]]
+    hy = [b.pin_memory() if pin else b for b in hy]
+    sx = torch.empty(hx[0].shape, device=dev)
+    sy = torch.empty(hy[0].shape, dtype=torch.long, device=dev)
+    lossf = tnn.CrossEntropyLoss()
+
+    def fwd_bwd_update():
+        opt.zero_grad(set_to_none=False)  # graphs need the grads to stay the same tensors
+        loss = lossf(net(sx), sy)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def copy_in(i):
+        sx.copy_(hx[i % len(hx)], non_blocking=True)
+        sy.copy_(hy[i % len(hy)], non_blocking=True)
+
+    if task.get("graphs"):
+        # PyTorch's capture recipe: warm up on a side stream, then capture one whole step;
+        # the warm-up steps train too, so they count as iterations of the run
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        pre = []
+        with torch.cuda.stream(side):
+            for i in range(3):
+                copy_in(i)
+                pre.append(fwd_bwd_update().item())
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_loss = fwd_bwd_update()  # capture only: nothing runs here
+
+        def step(i):
+            copy_in(i + 3)
+            graph.replay()
+            return static_loss.item()
+    else:
+        pre = []
+
+        def step(i):
+            copy_in(i)
+            return fwd_bwd_update().item()
+
+    ms, losses = time_steps(step, task["warmup"], task["iterations"])
+    out = {"version": torch.__version__, "losses_all": pre + losses, "ms": ms}
+    if dev == "cuda":
+        out["device_name"] = torch.cuda.get_device_name(0)
+    else:
+        out["threads"] = torch.get_num_threads()
+    return out
+
+
+def _tinygrad_cl_platform(want: str | None) -> str:
+    """tinygrad's OpenCL backend opens the devices of the ICD loader's FIRST platform (PoCL
+    where it is listed before a GPU's driver): fill its device list beforehand from the
+    platform whose name contains ``want`` (case-insensitive), or, without ``want``, the first
+    platform with a GPU device (else the first). Returns the platform's name."""
+    import ctypes
+
+    from tinygrad.runtime.autogen import opencl as cl
+    from tinygrad.runtime.ops_cl import CLDevice
+
+    n = ctypes.c_uint32()
+    if cl.clGetPlatformIDs(0, None, n) != 0 or n.value == 0:
+        raise Skip("tinygrad CL: no OpenCL platform")
+    plats = (cl.cl_platform_id * n.value)()
+    cl.clGetPlatformIDs(n.value, plats, None)
+
+    def name(p) -> str:
+        buf = ctypes.create_string_buffer(256)
+        cl.clGetPlatformInfo(p, cl.CL_PLATFORM_NAME, 256, buf, None)
+        return buf.value.decode(errors="replace")
+
+    def devices(p, dtype) -> list:
+        nd = ctypes.c_uint32()
+        if cl.clGetDeviceIDs(p, dtype, 0, None, nd) != 0 or nd.value == 0:
+            return []
+        ids = (cl.cl_device_id * nd.value)()
+        cl.clGetDeviceIDs(p, dtype, nd.value, ids, None)
+        return ids
+
+    if want:
+        pick = [p for p in plats if want.lower() in name(p).lower()]
+        if not pick:
+            raise Skip(f"tinygrad CL: no OpenCL platform named like {want!r} "
+                       f"(found: {', '.join(name(p) for p in plats)})")
+    else:
+        pick = [p for p in plats if len(devices(p, cl.CL_DEVICE_TYPE_GPU))] or list(plats)
+    CLDevice.device_ids = devices(pick[0], cl.CL_DEVICE_TYPE_ALL)
+    return name(pick[0])
+
+
+def _find_nvrtc() -> str | None:
+    """A libnvrtc for tinygrad's CUDA backend, which looks only in its own fixed folders
+    unless NVRTC_PATH names one: the CUDA toolkit's, else the one a pip CUDA wheel (as
+    PyTorch's) ships."""
+    import glob
+    pats = ["/usr/local/cuda*/lib64/libnvrtc.so*", "/usr/local/cuda*/targets/*/lib/libnvrtc.so*"]
+    spec = importlib.util.find_spec("nvidia")
+    for d in (spec.submodule_search_locations or []) if spec else []:
+        pats += [f"{d}/cu*/lib/libnvrtc.so*", f"{d}/cuda_nvrtc/lib/libnvrtc.so*"]
+    for pat in pats:
+        hits = sorted(h for h in glob.glob(pat) if ".alt." not in h)
+        if hits:
+            return hits[-1]
+    return None
+
+
+def peer_tinygrad(task: dict, d: dict) -> dict:
+    """tinygrad on ``task["device"]`` (CL, CUDA, CPU, ...), the step captured by TinyJit."""
+    if importlib.util.find_spec("tinygrad") is None:
+        raise Skip("tinygrad not installed (pip install -e .[peers])")
+    if task["device"].split(":")[0] in ("CUDA", "NV") and not os.environ.get("NVRTC_PATH"):
+        found = _find_nvrtc()
+        if found:
+            os.environ["NVRTC_PATH"] = found
+    from importlib.metadata import version
+
+    from tinygrad import Device, Tensor, TinyJit, nn
+    from tinygrad.helpers import Context
+
+    dev = task["device"]
+    extra: dict[str, Any] = {}
+    if dev.split(":")[0] == "CL":
+        extra["platform"] = _tinygrad_cl_platform(task.get("cl_platform"))
+    try:
+        Device[dev]
+    except Exception as e:  # noqa: BLE001  (a backend this host lacks: driver, compiler)
+        raise Skip(f"tinygrad {dev}: {type(e).__name__}: {str(e).splitlines()[0][:160]}") \
+            from None
+    blocks: list[Callable] = []
+    params = []
+    for s in d["layers"]:
+        t = s["type"]
+        if t in ("Linear", "Conv2d"):
+            layer = nn.Linear(s["in_features"], s["out_features"]) if t == "Linear" else \
+                nn.Conv2d(s["in_channels"], s["out_channels"], s["kernel"], s["stride"],
+                          s["pad"])
+            layer.weight = Tensor(d["params"][f"{s['name']}.weight"], device=dev)
+            layer.bias = Tensor(d["params"][f"{s['name']}.bias"], device=dev)
+            params += [layer.weight, layer.bias]
+            blocks.append(layer)
+        elif t == "ReLU":
+            blocks.append(Tensor.relu)
+        elif t == "MaxPool2d":
+            k, st = s["kernel"], s["stride"]
+            blocks.append(lambda x, k=k, st=st: x.max_pool2d((k, k), st))
+        else:
+            blocks.append(lambda x: x.flatten(1))
+    Tensor.realize(*params)
+    opt = nn.optim.SGD(params, lr=task["lr"])
+
+    @TinyJit
+    def train_step(x, y):
+        with Context(TRAINING=1):
+            opt.zero_grad()
+            h = x
+            for b in blocks:
+                h = b(h)
+            loss = h.sparse_categorical_crossentropy(y).backward()
+            return loss.realize(*opt.schedule_step())
+
+    xs, ys = d["x"], d["y"].astype(np.int32)
+
+    def step(i):
+        x = Tensor(xs[i % len(xs)], device=dev).realize()
+        y = Tensor(ys[i % len(ys)], device=dev).realize()
+        return train_step(x, y).item()
+
+    ms, losses = time_steps(step, task["warmup"], task["iterations"])
+    dn = Device[dev]
+    name = getattr(dn, "device_name", None) or getattr(dn, "arch", None)
+    return {"version": version("tinygrad"), "losses_all": losses, "ms": ms,
+            **({"device_name": str(name)} if name else {}), **extra}
+
+
+def peer_mnn(task: dict, d: dict) -> dict:
+    """MNN's Python training API (``MNN.nn`` modules, ``MNN.optim.SGD``) on its CPU backend
+    with ``task["threads"]`` threads."""
+    if importlib.util.find_spec("MNN") is None:
+        raise Skip("MNN not installed (pip install -e .[peers])")
+    import MNN
+    import MNN.expr as F
+    import MNN.nn as mnn
+    import MNN.optim as optim
+
+    F.set_thread_number(task["threads"])
+    # MNN's default eager evaluation records no graph: opt.step(loss) then returns False and
+    # changes no parameter. With lazy evaluation it trains; the checks in step() fail the row
+    # otherwise (a step that returns False, or parameters unchanged after the first step).
+    F.lazy_eval(True)
+    layers: list[tuple[dict, Any]] = []
+    for s in d["layers"]:
+        t = s["type"]
+        if t == "Linear":
+            mod = mnn.linear(s["in_features"], s["out_features"])
+        elif t == "Conv2d":
+            # MNN's conv ignores `padding` unless the Caffe padding mode is set (the default
+            # mode pads nothing: LeNet-5's conv1 would give 24x24 instead of 28x28)
+            mod = mnn.conv(s["in_channels"], s["out_channels"], [s["kernel"]] * 2,
+                           stride=[s["stride"]] * 2, padding=[s["pad"]] * 2,
+                           padding_mode=F.Padding_Mode.CAFFE)
+        else:
+            mod = None
+        if mod is not None:
+            # phonetrain's (PyTorch's) layouts; MNN keeps a Linear's bias as [1, out]. Written
+            # into the parameters in place: load_parameters() with F.const values makes them
+            # constants, and opt.step(loss) then returns False (nothing trainable)
+            for p in mod.parameters:
+                w = d["params"][f"{s['name']}.weight"]
+                key = "weight" if len(p.shape) > 1 and math.prod(p.shape) == w.size else "bias"
+                p.write(np.ascontiguousarray(d["params"][f"{s['name']}.{key}"].reshape(p.shape)))
+        layers.append((s, mod))
+
+    class Net(mnn.Module):
+        def __init__(self):
+            super().__init__()
+            # attributes register the submodules (their parameters) with the optimizer
+            for s, mod in layers:
+                if mod is not None:
+                    setattr(self, s["name"], mod)
+
+        def forward(self, x):
+            conv = any(s["type"] == "Conv2d" for s, _ in layers)
+            if conv:
+                x = F.convert(x, F.NC4HW4)  # MNN's convolutions and pooling work in NC4HW4
+            for s, mod in layers:
+                t = s["type"]
+                if mod is not None:
+                    x = mod(x)
+                elif t == "ReLU":
+                    x = F.relu(x)
+                elif t == "MaxPool2d":
+                    x = F.max_pool(x, [s["kernel"]] * 2, [s["stride"]] * 2)
+                else:
+                    if conv:
+                        x = F.convert(x, F.NCHW)
+                    x = F.reshape(x, [0, -1])
+            return x
+
+    net = Net()
+    net.train(True)
+    opt = optim.SGD(net, task["lr"], 0.0, 0.0)
+    classes = d["classes"]
+    xs, ys = d["x"], d["y"].astype(np.int32)
+    first = next(mod for _, mod in layers if mod is not None)
+
+    def weights():
+        return [np.array(p.read(), copy=True) for p in first.parameters]
+
+    before = weights()
+
+    def step(i):
+        x = F.const(xs[i % len(xs)], list(xs[0].shape), F.NCHW, F.float)
+        y = F.const(ys[i % len(ys)], [xs.shape[1]], F.NCHW, F.int)
+        prob = F.softmax(net.forward(x), 1)  # MNN's cross_entropy takes probabilities
+        loss = mnn.loss.cross_entropy(prob, F.one_hot(y, classes, 1.0, 0.0))
+        # read the loss BEFORE the step: under lazy evaluation a read after opt.step(loss)
+        # evaluates the graph again with the updated parameters (the next step's loss on
+        # this batch), not this step's loss (checked against PyTorch on the same start)
+        value = float(np.asarray(loss.read()).reshape(-1)[0])
+        if not opt.step(loss):
+            raise RuntimeError("MNN opt.step(loss) returned False: no parameter was updated "
+                               "(lazy evaluation off, or constant parameters)")
+        if i == 0 and all(np.array_equal(a, b) for a, b in zip(before, weights())):
+            raise RuntimeError("MNN: parameters unchanged after the first step")
+        return value
+
+    ms, losses = time_steps(step, task["warmup"], task["iterations"])
+    return {"version": MNN.version(), "losses_all": losses, "ms": ms,
+            "threads": task["threads"]}
+
+
+PEER_FUNCS = {"torch": peer_torch, "tinygrad": peer_tinygrad, "mnn": peer_mnn}
+
+
+def peer_child(task: dict, result_path: str) -> None:
+    """Run one peer row in this process and write its result JSON to ``result_path``."""
+    try:
+        out = PEER_FUNCS[task["peer"]](task, read_inputs(task["inputs"]))
+        ms, losses = out.pop("ms"), out.pop("losses_all")
+        doc = {"status": "ok", **summarize(ms, losses), **out}
+    except Skip as e:
+        doc = {"status": "skipped", "note": str(e)}
+    except Exception as e:  # noqa: BLE001  (an error row, never a crash of the benchmark)
+        import traceback
+        traceback.print_exc()
+        msg = (str(e).strip().splitlines() or [""])[-1][:300]
+        doc = {"status": "error", "note": f"{type(e).__name__}: {msg}"}
+    Path(result_path).write_text(json.dumps(doc))
+
+
+def run_peer(a, task: dict, tmp: Path) -> dict:
+    """One peer row in a child process (``a.python``): its own threads, its own crash."""
+    res = tmp / f"result-{os.getpid()}-{time.monotonic_ns()}.json"
+    env = dict(os.environ)
+    if task["peer"] == "tinygrad" and a.nvrtc_path:
+        env["NVRTC_PATH"] = a.nvrtc_path
+    cmd = [a.python, str(Path(__file__).resolve()), "--_child", json.dumps(task), "--_result",
+           str(res)]
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                           timeout=a.row_timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "note": f"no result within {a.row_timeout_s} s"}
+    if not res.exists():
+        tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
+        return {"status": "error", "note": f"exit {p.returncode}: {tail}"}
+    doc = json.loads(res.read_text())
+    if doc["status"] == "error" and p.stderr:
+        sys.stderr.write(p.stderr[-3000:])
+    doc["wall_s"] = round(time.time() - t0, 1)
+    return doc
+
+
+def peer_tasks(a) -> list[dict]:
+    """The peer rows requested: (peer, backend label, task settings)."""
+    out = []
+    if "torch" in a.peers:
+        out += [{"peer": "torch", "device": "cpu", "label": f"PyTorch CPU eager, {a.threads} "
+                 "threads"},
+                {"peer": "torch", "device": "cuda", "label": "PyTorch CUDA eager"},
+                {"peer": "torch", "device": "cuda", "graphs": True,
+                 "label": "PyTorch CUDA graphs"}]
+    if "tinygrad" in a.peers:
+        for dev in a.tinygrad_devices:
+            out.append({"peer": "tinygrad", "device": dev, "cl_platform": a.tinygrad_cl_platform,
+                        "label": f"tinygrad {dev}, TinyJit"})
+    if "mnn" in a.peers:
+        out.append({"peer": "mnn", "device": "cpu",
+                    "label": f"MNN CPU, {a.threads} threads, lazy evaluation"})
+    return out
+
+
+# ---------------------------------------------------------------- phonetrain
+
+class Phonetrain:
+    """phonetrain's rows: plans lowered by the package, run by the runner, verified per step."""
+
+    def __init__(self, a, root: Path):
+        from phonetrain.devices.toolchains import build_runner
+        from phonetrain.runner import Runner
+
+        self.a, self.root = a, root
+        self.binary = Path(a.runner) if a.runner else build_runner(root / "build")
+        self.info = Runner.local_binary(self.binary, root).info()
+        self.selection: list[dict] = []
+
+    def platforms(self) -> list[str]:
+        """The requested OpenCL platforms' names (all of them for ``--platforms all``)."""
+        found = [p["name"] for p in self.info.get("platforms") or []]
+        if self.a.platforms == ["all"]:
+            return found
+        return [next((f for f in found if w.lower() in f.lower()), w) for w in self.a.platforms]
+
+    def run(self, *args) -> dict:
+        """:meth:`_run`, with anything it raises (a bad ``--kernel``, a lowering error) made
+        an error row instead of the end of the benchmark."""
+        try:
+            return self._run(*args)
+        except Exception as e:  # noqa: BLE001
+            return {"status": "error", "note": f"{type(e).__name__}: {e}"[:300]}
+
+    def _run(self, model: str, backend: str, platform: str | None, placement: str | None,
+             version: str, iterations: int, warmup: int, tag: str) -> dict:
+        """Lower, stage, run and verify one plan; returns the row's fields."""
+        from phonetrain import reference
+        from phonetrain.kernels import load_version, stage_kernels, tuning
+        from phonetrain.layout import plan_dir_rel
+        from phonetrain.lowering import LowerSpec, write_plan_dir
+        from phonetrain.plan import Plan
+        from phonetrain.runner import DeviceSelector, MissingLibraryError, Runner, RunnerError
+
+        pl, tr = PLACEMENTS[placement] if placement else (None, None)
+        pid = f"peers.{tag}.{model}.{backend}.{version}.{placement or 'host'}"
+        spec = LowerSpec(model=model, batch_size=BATCH, backend=backend, placement=pl,
+                         transfer=tr, kernel=version, dataset=self.a.dataset,
+                         num_batches=NUM_BATCHES, warmup=warmup, iterations=iterations,
+                         seed=0, lr=self.a.lr, plan_id=pid)
+        pdir = write_plan_dir(spec, self.root)
+        tuned = None
+        tj = Path(self.a.tuning_dir) / version / "tuning.json" if self.a.tuning_dir else None
+        if backend == "opencl":
+            stage_kernels(version, self.root)
+            if tj is not None and tj.exists() and tuning.tunable(version):
+                plan, tuned = tuning.tune_plan(Plan.load(pdir / "plan.json"),
+                                               load_version(version), tuning.load_tuning(tj))
+                plan.save(pdir / "plan.json")
+        sel = DeviceSelector(platform=platform) if backend == "opencl" else None
+        r = Runner.local_binary(self.binary, self.root, sel, timeout_s=self.a.row_timeout_s)
+        out = self.root / "out" / pid
+        try:
+            run = r.run(f"{plan_dir_rel(pid)}/plan.json", out,
+                        threads=self.a.threads if backend == "cpu" else 0)
+        except MissingLibraryError as e:
+            return {"status": "skipped", "note": e.message[:200]}
+        except RunnerError as e:
+            return {"status": "error", "note": (str(e).splitlines() or [""])[0][:300]}
+        v = reference.verify_run_dir(Plan.load(pdir / "plan.json"), self.root, out)
+        ok = bool(v.get("ok")) and v.get("max_abs_err") is not None and \
+            math.isfinite(v["max_abs_err"])
+        ms = [i["wall_ms"] for i in run["iters"] if not i["warmup"]]
+        losses = [i["loss"] for i in run["iters"]]
+        steps = [s["iteration"] for s in v["steps"]]
+        verdict = (f"verified per step (iterations {steps})" if ok else
+                   f"VERIFY FAILED (iterations {v.get('failed_iterations')})")
+        from phonetrain import __version__
+        return {"status": "ok", **summarize(ms, losses), "verified": ok, "verify": verdict,
+                "version": __version__,
+                "kernel": version if backend == "opencl" else None,
+                "tuned_class": tuned, "device_name": (run.get("device") or {}).get("name"),
+                "threads": self.a.threads if backend == "cpu" else None}
+
+    def best_version(self, model: str, platform: str) -> tuple[str | None, str]:
+        """The fastest per-step-verified version of ``--versions`` on ``platform`` (short
+        runs of the first requested placement), or ``--kernel`` when it names one."""
+        if self.a.kernel != "best":
+            return self.a.kernel, "given by --kernel"
+        placement = self.a.placements[0]
+        n = max(2 * LOSS_WINDOW, min(50, self.a.iterations))
+        tried = []
+        for v in self.a.versions:
+            r = self.run(model, "opencl", platform, placement, v, n, self.a.warmup, "select")
+            tried.append({"model": model, "platform": platform, "candidate": v, **r})
+            print(f"select {model} {platform} {v}: {r['status']} "
+                  f"{r.get('median_ms', r.get('note'))}", file=sys.stderr, flush=True)
+        self.selection += tried
+        good = [t for t in tried if t["status"] == "ok" and t["verified"]]
+        if not good:
+            return None, "no version ran verified: " + "; ".join(
+                f"{t['candidate']} {t.get('note') or 'not verified'}" for t in tried)
+        best = min(good, key=lambda t: t["median_ms"])
+        return best["candidate"], (f"fastest verified of {len(good)}/{len(tried)} versions "
+                                 f"({placement}, {n} iterations)")
+
+    def rows(self, model: str) -> list[dict]:
+        """The CPU row and one row per requested platform x placement."""
+        a = self.a
+        out = [{"framework": "phonetrain", "backend": f"CPU backend (OpenMP), {a.threads} "
+                "threads", "model": model,
+                **self.run(model, "cpu", None, None, "baseline", a.iterations, a.warmup, "t")}]
+        plats = self.platforms()
+        if not plats:
+            out.append({"framework": "phonetrain", "backend": "OpenCL", "model": model,
+                        "status": "skipped", "note": "no OpenCL platform: "
+                        f"{self.info.get('opencl_error')}"})
+        for p in plats:
+            version, why = self.best_version(model, p)
+            for pl in a.placements:
+                row = {"framework": "phonetrain", "backend": f"OpenCL {p}, {pl}",
+                       "model": model}
+                if version is None:
+                    out.append({**row, "status": "error", "note": why})
+                    continue
+                r = self.run(model, "opencl", p, pl, version, a.iterations, a.warmup, "t")
+                if r.get("kernel"):
+                    r["note"] = f"kernel {version}" + (f" tuned ({r['tuned_class']})"
+                                                      if r.get("tuned_class") else "") + \
+                        f", {why}"
+                out.append({**row, **r})
+        return out
+
+
+# ---------------------------------------------------------------- facts, table, main
+
+def host_facts(pt: Phonetrain | None) -> dict:
+    """CPU model, logical cores, load average, GPUs (nvidia-smi) and OpenCL platforms."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpus: list[str] = []
+    try:
+        p = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+        gpus = [g.strip() for g in p.stdout.splitlines() if g.strip()]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    cl = []
+    if pt is not None:
+        cl = [f"{p['name']} {p.get('version', '')}: "
+              + ", ".join(d.get("name", "?") for d in p.get("devices", []))
+              for p in pt.info.get("platforms") or []]
+    return {"cpu_model": cpu, "logical_cores": os.cpu_count(), "gpus": gpus,
+            "opencl": cl, "os": platform.platform()}
+
+
+def git_commit() -> str | None:
+    try:
+        p = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "-uno"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return p.stdout.strip() + ("+dirty" if dirty else "") if p.returncode == 0 else None
+    except OSError:
+        return None
+
+
+def fmt_row(r: dict) -> str:
+    """One markdown row."""
+    model = "MLP 784-256-128-16" if r["model"].startswith("mlp_784") else \
+        "LeNet-5" if r["model"] == "lenet5" else r["model"]
+    ver = r.get("version") or ""
+    if r["status"] != "ok":
+        return (f"| {r['framework']} {ver} | {r['backend']} | {model} | | | | "
+                f"{r['status']} | {r.get('note', '')} |")
+    valid = {True: "loss falls", False: "INVALID: loss does not fall",
+             None: "too short to judge"}[r["loss_falls"]]
+    err = r.get("start_rel_err")
+    if err is not None:
+        valid += (f"; same start ({err:.0e})" if err <= START_TOLERANCE else
+                  f"; INVALID: first losses differ from the reference by {err:.1e}")
+    if r["framework"] == "phonetrain":
+        valid += "; " + r["verify"]
+    note = "; ".join(x for x in (r.get("note"), r.get("platform") and
+                                 f"platform {r['platform']}", r.get("device_name")) if x)
+    return (f"| {r['framework']} {ver} | {r['backend']} | {model} | {r['median_ms']:.3f} "
+            f"| {r['p10_ms']:.3f}-{r['p90_ms']:.3f} | {r['loss_first']:.3f} -> "
+            f"{r['loss_last']:.3f} | {valid} | {note} |")
+
+
+TABLE_HEAD = ("| framework | backend | model | median ms | p10-p90 ms | loss first 10 -> "
+              "last 10 (mean) | status | notes |\n|---|---|---|---|---|---|---|---|")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--peers", default=",".join(PEERS), help=f"subset of {','.join(PEERS)}")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="CPU threads of phonetrain's CPU backend, PyTorch CPU and MNN")
+    ap.add_argument("--iterations", type=int, default=200, help="timed iterations per row")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke test: 20 timed iterations after 5 warm-up")
+    ap.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (the plans')")
+    ap.add_argument("--dataset", default="synthetic",
+                    help="phonetrain dataset of the batches (synthetic needs only numpy; "
+                         "digits needs scikit-learn and scipy)")
+    ap.add_argument("--platforms", default="all",
+                    help="phonetrain OpenCL platforms (name substrings, comma-separated), "
+                         "'all' or 'none'")
+    ap.add_argument("--placements", default=",".join(PLACEMENTS))
+    ap.add_argument("--kernel", default="best",
+                    help="phonetrain kernel version, or 'best': the fastest verified of "
+                         "--versions per model and platform")
+    ap.add_argument("--versions", default=",".join(VERSIONS))
+    ap.add_argument("--tuning-dir", help="DIR/<version>/tuning.json: the workflow's tuning "
+                    "(results/build/<device>/kernels/) applied to tunable versions")
+    ap.add_argument("--runner", help="runner binary (default: build one with cc)")
+    ap.add_argument("--tinygrad-devices", default="CL,CUDA")
+    ap.add_argument("--tinygrad-cl-platform",
+                    help="OpenCL platform (name substring) for tinygrad's CL backend; "
+                         "default: the first with a GPU device")
+    ap.add_argument("--nvrtc-path", default=os.environ.get("NVRTC_PATH"),
+                    help="libnvrtc.so for tinygrad's CUDA backend (NVRTC_PATH)")
+    ap.add_argument("--python", default=sys.executable,
+                    help="Python of the peer processes (one with the peers installed)")
+    ap.add_argument("--row-timeout-s", type=float, default=600.0)
+    ap.add_argument("--json", help="write every row and the header facts here")
+    ap.add_argument("--_child", help=argparse.SUPPRESS)
+    ap.add_argument("--_result", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.quick:
+        a.iterations, a.warmup = 20, 5
+    for key in ("models", "peers", "placements", "versions", "tinygrad_devices", "platforms"):
+        setattr(a, key, [x for x in getattr(a, key).split(",") if x])
+    bad = set(a.peers) - set(PEERS)
+    if bad:
+        ap.error(f"--peers: unknown {sorted(bad)}; use a subset of {','.join(PEERS)}")
+    bad = set(a.placements) - set(PLACEMENTS)
+    if bad:
+        ap.error(f"--placements: unknown {sorted(bad)}; use a subset of {','.join(PLACEMENTS)}")
+    if a.platforms == ["none"]:
+        a.platforms = []
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    if a._child:
+        peer_child(json.loads(a._child), a._result)
+        return 0
+    sys.path.insert(0, str(REPO / "src"))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load_start = list(os.getloadavg())
+    for module, pip_name in (("numpy", "numpy"), ("yaml", "pyyaml")):
+        if importlib.util.find_spec(module) is None:
+            sys.exit(f"peers.py: {pip_name} is missing; phonetrain's lowering needs it "
+                     f"(pip install {pip_name}, or carry its wheel to this machine)")
+    root = Path(tempfile.mkdtemp(prefix="phonetrain-peers-"))
+    rows: list[dict] = []
+    pt = None
+    if "phonetrain" in a.peers:
+        try:
+            pt = Phonetrain(a, root)
+        except Exception as e:  # noqa: BLE001  (no compiler, no runner: an error row)
+            rows.append({"framework": "phonetrain", "backend": "runner", "model": "-",
+                         "status": "error", "note": f"{type(e).__name__}: {e}"[:300]})
+    tasks = peer_tasks(a)
+    for model in a.models:
+        inputs, ref = write_inputs(model, a.dataset, a.lr, root)
+        first = len(rows)
+        if pt is not None:
+            rows += pt.rows(model)
+        for t in tasks:
+            task = {**t, "model": model, "inputs": str(inputs), "threads": a.threads,
+                    "lr": a.lr, "warmup": a.warmup, "iterations": a.iterations}
+            fw = {"torch": "PyTorch", "tinygrad": "tinygrad", "mnn": "MNN"}[t["peer"]]
+            r = run_peer(a, task, root)
+            rows.append({"framework": fw, "backend": t["label"], "model": model, **r})
+            print(f"{fw} {t['label']} {model}: {r['status']} "
+                  f"{r.get('median_ms', r.get('note'))}", file=sys.stderr, flush=True)
+        for r in rows[first:]:
+            if r["status"] == "ok":
+                r["start_rel_err"] = same_start(r["losses_head"], ref)
+    for p in sorted(set(PEERS) - set(a.peers)):
+        rows.append({"framework": p, "backend": "-", "model": "-", "status": "skipped",
+                     "note": "not requested (--peers)"})
+    from phonetrain import __version__ as pt_version
+    host = host_facts(pt)
+    host["loadavg_start"], host["loadavg_end"] = load_start, list(os.getloadavg())
+    versions = {"phonetrain": f"{pt_version} ({git_commit()})", "python": platform.python_version(),
+                "numpy": np.__version__, "peer python": a.python}
+    for r in rows:
+        if r.get("version") and r["framework"] != "phonetrain":
+            versions[r["framework"]] = r["version"]
+    command = "python " + " ".join(shlex.quote(x) for x in
+                                   [os.path.relpath(__file__, Path.cwd())] + sys.argv[1:])
+    print(f"- command: `{command}`\n- date: {started:%Y-%m-%d %H:%M} UTC\n"
+          f"- host: {host['cpu_model']}, {host['logical_cores']} logical cores, threads "
+          f"{a.threads}; GPUs: {', '.join(host['gpus']) or 'none (nvidia-smi)'}; OpenCL: "
+          f"{'; '.join(host['opencl']) or 'none'}\n"
+          f"- load average (1/5/15 min) start {[round(x, 2) for x in load_start]}, end "
+          f"{[round(x, 2) for x in host['loadavg_end']]}\n"
+          f"- versions: {', '.join(f'{k} {v}' for k, v in versions.items())}\n"
+          f"- batch {BATCH}, {a.dataset} data ({NUM_BATCHES} batches cycled), SGD lr {a.lr}, "
+          f"{a.iterations} timed iterations after {a.warmup} warm-up; valid = mean of the last "
+          f"{LOSS_WINDOW} losses below the mean of the first {LOSS_WINDOW} and the first "
+          f"{LOSS_WINDOW} losses within {START_TOLERANCE:g} (relative) of the numpy "
+          "reference's (same start)\n")
+    print(TABLE_HEAD)
+    for r in rows:
+        print(fmt_row(r))
+    if a.json:
+        from phonetrain.io import write_json
+        write_json({"command": command, "date": started.isoformat(), "host": host,
+                    "versions": versions, "iterations": a.iterations, "warmup": a.warmup,
+                    "batch": BATCH, "dataset": a.dataset, "lr": a.lr, "rows": rows,
+                    "kernel_selection": pt.selection if pt else []}, Path(a.json))
+    bad = [r for r in rows if r["status"] == "error" or r.get("loss_falls") is False
+           or r.get("verified") is False or r.get("start_rel_err", 0) > START_TOLERANCE]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""benchmarks/peers.py with the core install only: phonetrain's rows run through the real
+runner on PoCL and are verified; peers that are not installed are skipped with a note row;
+nothing beyond numpy and PyYAML is imported on the way (Hydra, Snakemake, pandas blocked)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "peers.py"
+
+BLOCKER = '''
+import importlib.abc, sys
+BLOCKED = {"pandas", "pyarrow", "hydra", "omegaconf", "snakemake", "sklearn", "scipy",
+           "matplotlib", "adbutils", "filelock", "click", "jinja2"}
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is blocked: peers.py must need only numpy and PyYAML")
+sys.meta_path.insert(0, Block())
+'''
+
+
+def _peers_module():
+    spec = importlib.util.spec_from_file_location("peers_bench", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_validity_rule():
+    peers = _peers_module()
+    falling = [3.0 - 0.01 * i for i in range(30)]
+    assert peers.loss_falls(falling) is True
+    assert peers.loss_falls(falling[::-1]) is False
+    assert peers.loss_falls([2.0] * 30) is False            # flat: not below
+    assert peers.loss_falls(falling[:-1] + [float("nan")]) is False
+    assert peers.loss_falls(falling[:19]) is None           # too short to judge
+    assert peers.same_start([2.0, 1.9], [2.0, 1.9]) == 0.0
+    assert peers.same_start([2.1, 1.9], [2.0, 1.9]) == pytest.approx(0.05)
+
+
+def test_quick_core_install(runner, pocl, tmp_path):
+    (tmp_path / "block").mkdir()
+    (tmp_path / "block" / "sitecustomize.py").write_text(BLOCKER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "block"),
+                                                        str(REPO / "src")])}
+    out_json = tmp_path / "peers.json"
+    p = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--peers", "phonetrain,torch,tinygrad,mnn",
+         "--models", "mlp_784_256_128_16", "--platforms", "Portable",
+         "--placements", "resident-copy", "--kernel", "regblock", "--threads", "2",
+         "--tinygrad-devices", "CL", "--runner", str(runner), "--json", str(out_json)],
+        capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    table = [ln for ln in p.stdout.splitlines() if ln.startswith("|")]
+    assert table[0].startswith("| framework | backend | model | median ms")
+    body = "\n".join(table)
+    assert body.count("| phonetrain ") == 2, body
+    assert "verified per step" in body and "loss falls" in body and "same start" in body
+    doc = json.loads(out_json.read_text())
+    rows = {(r["framework"], r["backend"].split(",")[0]): r for r in doc["rows"]}
+    cpu = rows[("phonetrain", "CPU backend (OpenMP)")]
+    cl = rows[("phonetrain", "OpenCL Portable Computing Language")]
+    for r in (cpu, cl):
+        assert r["status"] == "ok" and r["verified"] and r["loss_falls"], r
+        assert r["iterations"] == 20 and r["p10_ms"] <= r["median_ms"] <= r["p90_ms"]
+        assert r["start_rel_err"] <= 1e-3
+    assert cl["kernel"] == "regblock"
+    for module, fw in (("torch", "PyTorch"), ("tinygrad", "tinygrad"), ("MNN", "MNN")):
+        mine = [r for r in doc["rows"] if r["framework"] == fw]
+        assert mine, fw
+        if importlib.util.find_spec(module) is None:   # the core install: a note, no error
+            assert all(r["status"] == "skipped" and "not installed" in r["note"]
+                       for r in mine), mine
+            assert f"| {fw} " in body and "not installed" in body
+        else:
+            assert all(r["status"] in ("ok", "skipped") for r in mine), mine
+    assert doc["host"]["logical_cores"] == os.cpu_count() and doc["versions"]["phonetrain"]
