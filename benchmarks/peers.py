@@ -9,7 +9,8 @@ memory and the loss is read back to the host. Rows:
 
 * phonetrain: the plan lowered by ``phonetrain.lowering`` and run by the project's runner
   (``phonetrain.runner.Runner``) on its CPU backend (OpenMP, ``--threads``) and on each
-  requested OpenCL platform x placement (resident/copy, staged/copy, staged/map), with the
+  requested OpenCL platform x placement (resident/copy, staged/copy, staged/map,
+  pipelined/copy), with the
   fastest per-step-verified kernel version (``--kernel best``; tuned where ``--tuning-dir``
   holds the workflow's ``<version>/tuning.json``) or the version given; each timed run is
   verified per step against the numpy reference (``phonetrain.reference.verify_run_dir``).
@@ -62,8 +63,8 @@ REPO = Path(__file__).resolve().parents[1]
 MODELS = ("mlp_784_256_128_16", "lenet5")
 PEERS = ("phonetrain", "torch", "tinygrad", "mnn")
 PLACEMENTS = {"resident-copy": ("resident", "copy"), "staged-copy": ("staged", "copy"),
-              "staged-map": ("staged", "map")}
-VERSIONS = ("baseline", "tiled", "regblock", "image", "clblast")
+              "staged-map": ("staged", "map"), "pipelined-copy": ("pipelined", "copy")}
+VERSIONS = ("baseline", "tiled", "regblock", "image", "clblast", "fused")
 BATCH = 32
 NUM_BATCHES = 8
 LOSS_WINDOW = 10
