@@ -261,12 +261,21 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
                  ctx);
         break;
     case OP_H2D:
+        /* NVIDIA's driver may take a non-blocking write's host data when the write is enqueued
+         * (a staging copy of pageable memory), not when it runs: a read still filling that host
+         * copy must be complete first, whatever the queue order says. */
+        if (t->pending_d2h) {
+            cl_event rd = (cl_event)t->pending_d2h;
+            CL_CHECK(CL.clWaitForEvents(1, &rd), ctx);
+            t->pending_d2h = NULL;
+        }
         CL_CHECK(CL.clEnqueueWriteBuffer(q, t->mem, blocking, 0, t->size_bytes, t->host, nw,
                                          nw ? wl : NULL, &ev), ctx);
         break;
     case OP_D2H:
         CL_CHECK(CL.clEnqueueReadBuffer(q, t->mem, blocking, 0, t->size_bytes, t->host, nw,
                                         nw ? wl : NULL, &ev), ctx);
+        if (!blocking) t->pending_d2h = ev;   /* valid until read_profile releases it */
         break;
     case OP_MAP:
         t->mapped = CL.clEnqueueMapBuffer(q, t->mem, CL_TRUE,
@@ -366,6 +375,7 @@ uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
     pt_plan *p = rc->plan;
     int first = rc->tr.n, seq = 0;
     memset(rc->step_events, 0, (size_t)p->nsteps * sizeof *rc->step_events);
+    for (int i = 0; i < p->ntensors; i++) p->tensors[i].pending_d2h = NULL;
     for (int k = 0; k < p->nsteps; k++) {
         pt_step *s = &p->steps[k];
         if (s->has_image) seq = refresh_images(rc, s, iteration, warmup, seq, k);

@@ -36,6 +36,7 @@ typedef struct {
     int needs_map;           /* touched by a map step: CL_MEM_ALLOC_HOST_PTR */
     void *mem;               /* cl_mem on the opencl backend */
     void *mapped;            /* pointer returned by the last map, until unmap */
+    void *pending_d2h;       /* cl_event of a non-blocking read into host, not yet waited for */
     int image_width4;        /* > 0: a kernel reads it as an image2d_t this wide (pixels) */
     void *image;             /* cl_image_view * on the opencl backend (cl_image.h) */
     char *batch_path;        /* batches[].path when this tensor is a per-iteration input */
