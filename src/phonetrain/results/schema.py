@@ -5,7 +5,8 @@ row per runner invocation ``repeat`` x iteration, warm-up included and flagged),
 (one row per run x command kind x name x layer x phase, over measured iterations),
 ``bandwidth`` (one row per device x transfer kind x size), ``builds`` (one row per device x kernel version x program).
 ``gemm`` (one row per device x kernel version x GEMM call) and ``peaks`` (one row per device
-x peak measurement) hold the GEMM sweep and the roofline (phonetrain.gemm_stages); ``history``
+x peak measurement) hold the GEMM sweep and the roofline (phonetrain.gemm_stages), ``devices``
+(one row per device: phone and OpenCL facts, joined to runs by ``device``); ``history``
 (one row per run or GEMM shape x measurement) keeps the measurements that re-measurements
 replaced (phonetrain.results.history).
 
@@ -170,10 +171,29 @@ HISTORY = pa.schema([
     _f("latest", B, False), _f("recorded_in", I, False), _f("superseded_in", I),
 ] + PROVENANCE)
 
+# devices: one row per device of the study (phonetrain.results.devices): the phone's getprop
+# facts (adb devices; docs/device-sensors.md), the OpenCL device's facts from the runner's
+# run.json and the CPU's; join with runs on ``device``. No provenance columns: every column but
+# ``device`` is absent from runs, so a merge adds no suffixes. ``facts_from_runs``: run folders
+# that contributed facts (0: every run of the device failed).
+DEVICES = pa.schema([
+    _f("device", S, False), _f("transport", S), _f("serial", S), _f("product_model", S),
+    _f("product_manufacturer", S), _f("soc_model", S), _f("soc_manufacturer", S),
+    _f("board_platform", S), _f("hardware", S), _f("android_version", S),
+    _f("android_sdk", S), _f("abi", S), _f("cpu_model", S), _f("logical_cores", I),
+    _f("opencl_platform", S), _f("opencl_platform_version", S), _f("opencl_device", S),
+    _f("opencl_device_vendor", S), _f("opencl_version", S), _f("opencl_driver_version", S),
+    _f("opencl_c_version", S), _f("opencl_device_type", S), _f("compute_units", I),
+    _f("max_clock_mhz", I), _f("global_mem_bytes", I), _f("local_mem_bytes", I),
+    _f("max_alloc_bytes", I), _f("image_support", B), _f("fp16", B), _f("fp64", B),
+    _f("host_unified_memory", B), _f("opencl_timer_resolution_ns", F),
+    _f("facts_from_runs", I, False),
+])
+
 TABLES: dict[str, pa.Schema] = {
     "runs": RUNS, "iterations": ITERATIONS, "commands": COMMANDS,
     "bandwidth": BANDWIDTH, "builds": BUILDS, "gemm": GEMM, "peaks": PEAKS,
-    "history": HISTORY,
+    "history": HISTORY, "devices": DEVICES,
 }
 """Table name -> schema; the Parquet file is ``results/summary/<name>.parquet``."""
 
