@@ -147,6 +147,7 @@ class MeasureConfig:
     max_seconds: float = 3.0           # ... deciding no more once measuring took this long (s)
     max_other_cpu_share: float = 0.25  # unstable above this CPU share taken by other processes
     bootstrap_resamples: int = 1000    # resamples of the median's confidence interval
+    power_sample_ms: int = 100         # battery power and clock sampling period (0 = off)
     bandwidth_max_bytes: int = 1024 * 1024 * 1024  # cap of the bandwidth sweep (to the knee)
     gemm_sizes: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
     gemm_min_time_ms: float = 100.0    # bench-gemm calibration: each timed repeat lasts this long
@@ -193,7 +194,7 @@ MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "it
            ("measure", "repeats"): 1, ("measure", "threads"): 0, ("dataset", "num_batches"): 1,
            ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1,
            ("measure", "max_iterations"): 1, ("measure", "bootstrap_resamples"): 2,
-           ("measure", "seed"): 0}
+           ("measure", "seed"): 0, ("measure", "power_sample_ms"): 0}
 # Floats that must be > 0 (a limit or calibration target of 0 makes every job fail or spin)
 # or >= 0 (a negative tolerance fails every verification; a negative wait is meaningless).
 POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),

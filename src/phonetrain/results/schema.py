@@ -80,7 +80,14 @@ RUN_KEY = [
 # kernel_/transfer_below_resolution: every such command of that kind is (its sums are upper
 # bounds). Measurement conditions on the device: load average, the share of CPU capacity other
 # processes used during the measured iterations, OpenMP wait policy, clock and temperature at
-# start and end (null where not readable).
+# start and end (null where not readable). Energy (runner's power sampler, src/runner/power.c;
+# null where the battery's voltage and current are not readable): energy_per_iteration_mj
+# (mean power over the samples by the trapezoid rule x the mean measured iteration time),
+# energy_uncertainty_mj (standard error of the mean power x the same time), power_sample_hz
+# (achieved sampling rate); gpu_mhz_start/end; throttled (a sampled GPU or fastest-CPU clock
+# fell more than 10% below its highest earlier sample; null where no clock is readable).
+# Over repeats: energy and rate are means, the uncertainty sqrt(sum u^2)/repeats, throttled
+# any.
 RUNS = pa.schema(RUN_KEY + [
     _f("dataset", S), _f("batch_size", I), _f("warmup", I), _f("iterations", I),
     _f("repeats", I), _f("threads", I),
@@ -102,7 +109,9 @@ RUNS = pa.schema(RUN_KEY + [
     _f("transfer_below_resolution", B),
     _f("load_avg_1m", F), _f("other_cpu_share", F), _f("omp_wait_policy", S),
     _f("cpu_mhz_start", F), _f("cpu_mhz_end", F), _f("temperature_c_start", F),
-    _f("temperature_c_end", F), _f("run_dir", S),
+    _f("temperature_c_end", F), _f("energy_per_iteration_mj", F),
+    _f("energy_uncertainty_mj", F), _f("power_sample_hz", F), _f("gpu_mhz_start", F),
+    _f("gpu_mhz_end", F), _f("throttled", B), _f("run_dir", S),
 ] + PROVENANCE)
 
 ITERATIONS = pa.schema(RUN_KEY + [

@@ -148,7 +148,8 @@ def train(job: Job) -> Path:
                 conditions = _conditions_before(r.transport, ms)
                 got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
                 try:
-                    r.run(manifest["plan"], got, threads=ms["threads"], adaptive=adaptive(ms))
+                    r.run(manifest["plan"], got, threads=ms["threads"], adaptive=adaptive(ms),
+                          power_sample_ms=ms.get("power_sample_ms", 0))
                 except MissingLibraryError as e:
                     return _skip(p, tmp, rdir, e.message)
                 except RunnerError as e:
