@@ -124,6 +124,8 @@ class SweepConfig:
     devices: list[str] = field(default_factory=list)
     backends: list[str] = field(default_factory=list)
     kernels: list[str] = field(default_factory=list)
+    # batch sizes crossed with the other axes; empty: each model's own model.batch_size
+    batches: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -210,8 +212,10 @@ NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldo
 class Experiment:
     """One cell of the sweep: a model trained on a device with a backend and kernel version.
 
-    ``id`` is ``<model>.<backend>.<kernel>`` (``kernel`` is ``none`` for the CPU backend); the
-    run lands in ``results/runs/<device>/<id>/``. ``config`` is the plain dict of everything
+    ``id`` is ``<model>.<backend>.<kernel>`` (``kernel`` is ``none`` for the CPU backend), or
+    ``<model>.b<batch>.<backend>.<kernel>`` when the sweep crosses batch sizes
+    (``sweep.batches``; ``batch`` is then set); the run lands in
+    ``results/runs/<device>/<id>/``. ``config`` is the plain dict of everything
     the run depends on (device facts excluded: they only feed the report).
     """
 
@@ -220,10 +224,12 @@ class Experiment:
     backend: str
     kernel: str
     config: dict[str, Any]
+    batch: int | None = None
 
     @property
     def id(self) -> str:
-        return f"{self.model}.{self.backend}.{self.kernel}"
+        model = self.model if self.batch is None else f"{self.model}.b{self.batch}"
+        return f"{model}.{self.backend}.{self.kernel}"
 
     @property
     def is_opencl(self) -> bool:
@@ -478,6 +484,12 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
             raise ConfigError(f"{spath}: key 'sweep.{axis}s' is empty; list at least one {axis}")
         if len(set(names)) != len(names):
             raise ConfigError(f"{spath}: key 'sweep.{axis}s' lists a {axis} twice: {names}")
+    batches = list(sweep.get("batches") or [])
+    if any(not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in batches) or \
+            len(set(batches)) != len(batches):
+        raise ConfigError(f"{_source(spath, 'sweep.batches', overrides)}: key 'sweep.batches' is "
+                          f"{batches}; list distinct batch sizes >= 1 (e.g. "
+                          "'sweep.batches=[8,16,32]'), or [] for each model's model.batch_size")
 
 
 def _override_key(override: str) -> str:
@@ -586,7 +598,9 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
 
 def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) -> list[Experiment]:
     exps = []
-    for m, mcfg in members["model"].items():
+    batches = list(root.get("sweep", {}).get("batches") or []) or [None]
+    for (m, model_cfg), batch in ((mm, bb) for mm in members["model"].items() for bb in batches):
+        mcfg = model_cfg if batch is None else {**model_cfg, "batch_size": int(batch)}
         for d, dcfg in members["device"].items():
             for b, bcfg in members["backend"].items():
                 kernels = members["kernel"] if bcfg["kind"] == "opencl" else {NO_KERNEL: None}
@@ -596,7 +610,7 @@ def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) 
                         "device": {x: v for x, v in dcfg.items() if x != "facts"},
                         "dataset": root["dataset"], "measure": root["measure"],
                     }
-                    exps.append(Experiment(m, d, b, k, cfg))
+                    exps.append(Experiment(m, d, b, k, cfg, batch))
     return exps
 
 

@@ -65,6 +65,7 @@ class ExitCode(enum.IntEnum):
     NONFINITE = 7      # the loss became NaN or infinite
     NO_LIBRARY = 8     # an external library the plan needs (CLBlast) cannot be loaded, or the
                        # device lacks image support that a plan's image argument needs
+    OUT_OF_MEMORY = 9  # the plan's tensors do not fit: a device buffer or host tensor array
     NOT_EXECUTABLE = 126  # POSIX shell: the file exists but cannot be executed
     NOT_FOUND = 127       # POSIX shell: no such command
 
@@ -132,6 +133,14 @@ class MissingLibraryError(RunnerError):
     device has no image support for an image operand; callers record the run as skipped."""
 
 
+class OutOfMemoryError(RunnerError):
+    """Exit code 9: the plan's tensors do not fit on the device (an OpenCL buffer, or a
+    tensor's host array, could not be allocated); callers record the run as ``oom``, an
+    outcome of its batch size, not a failure."""
+
+    hint_text = "lower model.batch_size (sweep.batches) or use a device with more memory"
+
+
 class RunnerNotExecutableError(RunnerError):
     """Exit status 126: the runner exists on the device but cannot be executed."""
 
@@ -163,6 +172,7 @@ ERRORS: dict[int, type[RunnerError]] = {
     ExitCode.BUNDLE: BundleFileError, ExitCode.NO_DEVICE: NoDeviceError,
     ExitCode.BUILD: KernelBuildError, ExitCode.CL_RUNTIME: OpenCLRuntimeError,
     ExitCode.NONFINITE: NonFiniteLossError, ExitCode.NO_LIBRARY: MissingLibraryError,
+    ExitCode.OUT_OF_MEMORY: OutOfMemoryError,
     ExitCode.NOT_EXECUTABLE: RunnerNotExecutableError, ExitCode.NOT_FOUND: RunnerNotFoundError,
 }
 

@@ -49,12 +49,14 @@ FIGURES = {  # name -> title; file figures/<name>.<fmt>; rules/captions/<name>.r
     "gemm_kernels": "GEMM kernel versions vs the device's measured peaks (roofline)",
     "bandwidth": "Transfers per device: GB/s of copies, time per call of every kind",
     "loss": "Loss curves per device and model",
+    "batch_sweep": "Time per sample and memory against batch size",
 }
 SECTIONS = ("at-a-glance", "summary", "since-last-study", "guidelines", "figures", "runs",
             "unstable", "not-valid", "missing", "builds", "bandwidth", "provenance", "method")
 STATUS_WORDS = {"ok": "verified", "wrong": "failed verification (speeds not valid)",
                 "failed": "missing (job failed)", "skipped": "skipped (device lacks a library)",
-                "unstable": "unstable (kept out of guidelines)"}
+                "unstable": "unstable (kept out of guidelines)",
+                "oom": "out of memory at their batch size"}
 OTHER_FORMAT = {"png": "svg", "svg": "png"}
 
 
@@ -135,7 +137,7 @@ def settings_notes(runs: pd.DataFrame) -> list[str]:
     """Takes runs.parquet; returns one note per measurement setting (warm-up, iterations,
     repeats, threads, batch size, dataset) that differs between the runs that ran (not
     ``failed`` or ``skipped``)."""
-    ran = runs[~runs["status"].isin(["failed", "skipped"])]
+    ran = runs[~runs["status"].isin(["failed", "skipped", "oom"])]
     notes = []
     for col in ("warmup", "iterations", "repeats", "threads", "batch_size", "dataset"):
         vals = sorted({str(v) for v in ran[col].dropna()})
@@ -203,6 +205,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi
     figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi, tables["peaks"])
     figures.gemm_kernels(tables["gemm"], tables["peaks"], p["gemm_kernels"], dpi)
     figures.loss_curves(runs, it, p["loss"], dpi)
+    figures.batch_sweep(runs, p["batch_sweep"], dpi)
     return p
 
 
@@ -256,7 +259,7 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
         "caveat": findings.opencl_on_cpu(runs),
         "since": since, "since_n": n_change,
         "interval_names": " or ".join(sorted(intervals)) or "IQR",
-        "runs": [r for r in rows if r["status"] not in ("failed", "skipped")],
+        "runs": [r for r in rows if r["status"] not in ("failed", "skipped", "oom")],
         "unstable": findings.unstable_runs(runs),
         "wrong": [r for r in rows if r["status"] == "wrong"],
         "missing": [r for r in rows if r["status"] == "failed"],

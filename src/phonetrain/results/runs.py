@@ -404,9 +404,10 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     except ResultsFileError as e:  # damaged: a failed row, the other runs still aggregate
         reason = f"damaged, not a measurement: {e}"
         return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
-    if top.get("status") == "skipped":  # the device lacks a library the version needs
-        row = _failed_row(params, top.get("reason") or "skipped", run_dir)
-        return {"runs": schema.frame([{**row, "status": "skipped"}], "runs"), **none}
+    if top.get("status") in ("skipped", "oom"):  # a library missing; the batch does not fit
+        st = top["status"]
+        row = _failed_row(params, top.get("reason") or st, run_dir)
+        return {"runs": schema.frame([{**row, "status": st}], "runs"), **none}
     damaged = folder_problems(run_dir)
     if damaged:  # never tabulate a folder cut short: the next workflow run re-measures it
         reason = f"damaged, not a measurement: {'; '.join(damaged)}; rerun snakemake to " \
