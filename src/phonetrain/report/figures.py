@@ -427,7 +427,7 @@ def batch_sweep(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     if s.empty:
         return _no_data(path, dpi, "no batch sweep (set sweep.batches to two or more sizes)")
     devices = sorted(s["device"].unique())
-    fig, axes = _panels([2.8] * len(devices), 2, width=11.5)
+    fig, axes = _panels([3.0] * len(devices), 2, width=10.0)
     handles: dict[str, object] = {}
     for row, dev in zip(axes, devices):
         sub = s[s["device"] == dev]
@@ -447,16 +447,19 @@ def batch_sweep(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
             handles.setdefault(label, h)
             oom = g[g["status"] == "oom"]
             for ax in (t_ax, m_ax):
-                ax.plot(oom["batch_size"], [1.0] * len(oom), ls="none", marker="x", ms=8,
-                        mew=2, color=color, transform=ax.get_xaxis_transform(), clip_on=False)
-        for ax, ylabel in ((t_ax, "iteration time per sample, ms (host clock)"),
-                           (m_ax, "MiB: OpenCL buffers (solid), peak RSS (dotted)")):
+                ax.plot(oom["batch_size"], [0.96] * len(oom), ls="none", marker="x", ms=8,
+                        mew=2, color=color, transform=ax.get_xaxis_transform())
+        for ax, ylabel, what in ((t_ax, "iteration time per sample, ms (host clock)", "time"),
+                                 (m_ax, "MiB: OpenCL buffers (solid), peak RSS (dotted)",
+                                  "memory")):
             ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
             ax.set_yscale("log")
-            ax.set_xlabel("batch size (x on top: out of device memory)", fontsize=8)
+            _log_ticks(ax.yaxis)
+            ax.set_xlabel("batch size (x at the top: out of device memory)", fontsize=8)
             ax.set_ylabel(ylabel, fontsize=8)
             ax.tick_params(labelsize=7)
-            ax.set_title(dev, fontsize=9)
+            ax.set_title(f"{dev}: {what}", fontsize=9)
     _legend_below(fig, list(handles.values()), list(handles), ncol=2)
     fig.suptitle("Time per sample and memory against batch size", fontsize=10)
     return _save(fig, path, dpi)
