@@ -95,5 +95,5 @@ def test_summary_names_the_largest_batch_that_fits(oom_run, tmp_path):
     assert f.measured and f.table.rows[0][4:6] == ["16", str(OOM_BATCH)]
     assert "runs.parquet: host/lenet5.opencl.baseline" in f.rows
     fig = figures.batch_sweep(runs, tmp_path / "batch_sweep.png")
-    empty = figures.batch_sweep(runs[runs["status"] == "oom"], tmp_path / "none.png")
+    empty = figures.batch_sweep(runs[runs["status"] == "oom"], tmp_path / "none.png")  # no series
     assert fig.stat().st_size > 2 * empty.stat().st_size      # drawn, not a no-data note

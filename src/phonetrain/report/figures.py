@@ -419,19 +419,28 @@ def batch_sweep(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     left the median iteration time per sample (host clock, ms, log axes) with its interval,
     right the OpenCL buffer bytes (solid) and the runner's peak RSS (dotted, MiB), one colour
     per model and backend; a batch that ran out of device memory (status ``oom``) is an x on
-    the top edge of both panels. Drawn only for series with two or more batch sizes."""
+    the top edge of both panels. Drawn only for series with two or more batch sizes; a
+    device without one gets a row that says so."""
     s = batch_scaling(runs)
     if not s.empty:
         n = s.groupby(BATCH_KEY, dropna=False)["batch_size"].transform("nunique")
         s = s[n >= 2]
-    if s.empty:
-        return _no_data(path, dpi, "no batch sweep (set sweep.batches to two or more sizes)")
-    devices = sorted(s["device"].unique())
+    if runs.empty:
+        return _no_data(path, dpi, "no runs")
+    devices = sorted(runs["device"].unique())
     fig, axes = _panels([3.0] * len(devices), 2, width=10.0)
     handles: dict[str, object] = {}
     for row, dev in zip(axes, devices):
         sub = s[s["device"] == dev]
         t_ax, m_ax = row[0], row[1]
+        if sub.empty:
+            for ax, what in ((t_ax, "time"), (m_ax, "memory")):
+                ax.set_axis_off()
+                ax.set_title(f"{dev}: {what}", fontsize=9)
+                ax.text(0.5, 0.5, "no batch sweep on this device\n(sweep.batches: two or more "
+                        "sizes)", ha="center", va="center", fontsize=8, color="0.4",
+                        transform=ax.transAxes)
+            continue
         for i, (_, g) in enumerate(sub.groupby(BATCH_KEY, dropna=False, sort=True)):
             r0 = g.iloc[0]
             label = f"{r0['model']}: {run_label(r0, False)}"
