@@ -435,6 +435,8 @@ def batch_sweep(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
         t_ax, m_ax = row[0], row[1]
         if sub.empty:
             for ax, what in ((t_ax, "time"), (m_ax, "memory")):
+                ax.set_xticks([])
+                ax.set_yticks([])
                 ax.set_axis_off()
                 ax.set_title(f"{dev}: {what}", fontsize=9)
                 ax.text(0.5, 0.5, "no batch sweep on this device\n(sweep.batches: two or more "
