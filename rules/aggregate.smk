@@ -1,5 +1,6 @@
 # Aggregate stage: every run folder of the sweep, every device's bandwidth sweep, kernel
-# builds, GEMM sweeps and peaks -> the summary tables (phonetrain.results.schema), then the
+# builds, GEMM sweeps and peaks -> the summary tables (phonetrain.results.schema; devices:
+# one row per device, its phone and OpenCL facts from the run folders), then the
 # COMPLETE marker. The same function writes the partial summary after a failure and serves
 # `phonetrain aggregate`.
 

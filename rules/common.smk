@@ -55,7 +55,7 @@ wildcard_constraints:
     device="[A-Za-z0-9_-]+",
     kernel="[A-Za-z0-9_-]+",
     version="[A-Za-z0-9_-]+",
-    exp="[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+",
+    exp="[A-Za-z0-9_-]+(\\.b[0-9]+)?\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+",
     ddir="data/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+",  # a batch folder: layout.batch_dir_rel
 
 
@@ -101,7 +101,7 @@ def kernel_sources(wc):
 
 def exp_kernel(exp_id):
     """The kernel version of an experiment id (None for the CPU backend's `none`)."""
-    k = exp_id.split(".")[2]
+    k = exp_id.split(".")[-1]   # <model>[.b<batch>].<backend>.<kernel>
     return None if k == "none" else k
 
 

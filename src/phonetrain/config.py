@@ -128,6 +128,8 @@ class SweepConfig:
     # backend -> the only kernel versions it is crossed with (those also in ``kernels``); a
     # backend not named here is crossed with every kernel. Keeps costly placements to a few.
     backend_kernels: dict[str, list[str]] = field(default_factory=dict)
+    # batch sizes crossed with the other axes; empty: each model's own model.batch_size
+    batches: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -151,6 +153,7 @@ class MeasureConfig:
     max_seconds: float = 3.0           # ... deciding no more once measuring took this long (s)
     max_other_cpu_share: float = 0.25  # unstable above this CPU share taken by other processes
     bootstrap_resamples: int = 1000    # resamples of the median's confidence interval
+    power_sample_ms: int = 100         # battery power and clock sampling period (0 = off)
     bandwidth_max_bytes: int = 1024 * 1024 * 1024  # cap of the bandwidth sweep (to the knee)
     gemm_sizes: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
     gemm_min_time_ms: float = 100.0    # bench-gemm calibration: each timed repeat lasts this long
@@ -197,7 +200,7 @@ MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "it
            ("measure", "repeats"): 1, ("measure", "threads"): 0, ("dataset", "num_batches"): 1,
            ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1,
            ("measure", "max_iterations"): 1, ("measure", "bootstrap_resamples"): 2,
-           ("measure", "seed"): 0}
+           ("measure", "seed"): 0, ("measure", "power_sample_ms"): 0}
 # Floats that must be > 0 (a limit or calibration target of 0 makes every job fail or spin)
 # or >= 0 (a negative tolerance fails every verification; a negative wait is meaningless).
 POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
@@ -213,8 +216,10 @@ NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldo
 class Experiment:
     """One cell of the sweep: a model trained on a device with a backend and kernel version.
 
-    ``id`` is ``<model>.<backend>.<kernel>`` (``kernel`` is ``none`` for the CPU backend); the
-    run lands in ``results/runs/<device>/<id>/``. ``config`` is the plain dict of everything
+    ``id`` is ``<model>.<backend>.<kernel>`` (``kernel`` is ``none`` for the CPU backend), or
+    ``<model>.b<batch>.<backend>.<kernel>`` when the sweep crosses batch sizes
+    (``sweep.batches``; ``batch`` is then set); the run lands in
+    ``results/runs/<device>/<id>/``. ``config`` is the plain dict of everything
     the run depends on (device facts excluded: they only feed the report).
     """
 
@@ -223,10 +228,12 @@ class Experiment:
     backend: str
     kernel: str
     config: dict[str, Any]
+    batch: int | None = None
 
     @property
     def id(self) -> str:
-        return f"{self.model}.{self.backend}.{self.kernel}"
+        model = self.model if self.batch is None else f"{self.model}.b{self.batch}"
+        return f"{model}.{self.backend}.{self.kernel}"
 
     @property
     def is_opencl(self) -> bool:
@@ -492,6 +499,12 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
         if not ks or bad:
             raise ConfigError(f"{spath}: key 'sweep.backend_kernels.{b}' is {list(ks)}; list "
                               f"one or more kernel versions of {conf_dir / 'kernel'}")
+    batches = list(sweep.get("batches") or [])
+    if any(not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in batches) or \
+            len(set(batches)) != len(batches):
+        raise ConfigError(f"{_source(spath, 'sweep.batches', overrides)}: key 'sweep.batches' is "
+                          f"{batches}; list distinct batch sizes >= 1 (e.g. "
+                          "'sweep.batches=[8,16,32]'), or [] for each model's model.batch_size")
 
 
 def _override_key(override: str) -> str:
@@ -601,7 +614,9 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
 def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) -> list[Experiment]:
     exps = []
     only = root["sweep"].get("backend_kernels") or {}
-    for m, mcfg in members["model"].items():
+    batches = list(root.get("sweep", {}).get("batches") or []) or [None]
+    for (m, model_cfg), batch in ((mm, bb) for mm in members["model"].items() for bb in batches):
+        mcfg = model_cfg if batch is None else {**model_cfg, "batch_size": int(batch)}
         for d, dcfg in members["device"].items():
             for b, bcfg in members["backend"].items():
                 kernels = members["kernel"] if bcfg["kind"] == "opencl" else {NO_KERNEL: None}
@@ -613,7 +628,7 @@ def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) 
                         "device": {x: v for x, v in dcfg.items() if x != "facts"},
                         "dataset": root["dataset"], "measure": root["measure"],
                     }
-                    exps.append(Experiment(m, d, b, k, cfg))
+                    exps.append(Experiment(m, d, b, k, cfg, batch))
     return exps
 
 

@@ -67,6 +67,7 @@ class ExitCode(enum.IntEnum):
     NONFINITE = 7      # the loss became NaN or infinite
     NO_LIBRARY = 8     # an external library the plan needs (CLBlast) cannot be loaded, or the
                        # device lacks image support that a plan's image argument needs
+    OUT_OF_MEMORY = 9  # the plan's tensors do not fit: a device buffer or host tensor array
     NOT_EXECUTABLE = 126  # POSIX shell: the file exists but cannot be executed
     NOT_FOUND = 127       # POSIX shell: no such command
 
@@ -134,6 +135,14 @@ class MissingLibraryError(RunnerError):
     device has no image support for an image operand; callers record the run as skipped."""
 
 
+class OutOfMemoryError(RunnerError):
+    """Exit code 9: the plan's tensors do not fit on the device (an OpenCL buffer, or a
+    tensor's host array, could not be allocated); callers record the run as ``oom``, an
+    outcome of its batch size, not a failure."""
+
+    hint_text = "lower model.batch_size (sweep.batches) or use a device with more memory"
+
+
 class RunnerNotExecutableError(RunnerError):
     """Exit status 126: the runner exists on the device but cannot be executed."""
 
@@ -165,6 +174,7 @@ ERRORS: dict[int, type[RunnerError]] = {
     ExitCode.BUNDLE: BundleFileError, ExitCode.NO_DEVICE: NoDeviceError,
     ExitCode.BUILD: KernelBuildError, ExitCode.CL_RUNTIME: OpenCLRuntimeError,
     ExitCode.NONFINITE: NonFiniteLossError, ExitCode.NO_LIBRARY: MissingLibraryError,
+    ExitCode.OUT_OF_MEMORY: OutOfMemoryError,
     ExitCode.NOT_EXECUTABLE: RunnerNotExecutableError, ExitCode.NOT_FOUND: RunnerNotFoundError,
 }
 
@@ -420,14 +430,22 @@ class Runner:
 
     def run(self, plan: str | Path, out: str | Path, *, root: str | Path = ".",
             threads: int = 0, clblast_lib: str | None = None,
-            adaptive: Adaptive | None = None) -> dict:
+            adaptive: Adaptive | None = None, power_sample_ms: int = 0,
+            sysfs_root: str | None = None) -> dict:
         """Execute a plan (``plan`` and ``root``, the folder its relative paths resolve under,
         as the runner sees them); outputs land in ``out``. ``adaptive``: measure until the
         median's interval is narrow enough (:class:`Adaptive`); None: exactly the plan's
-        iterations. Returns the parsed ``run.json``. Raises a :class:`RunnerError` subclass on
-        failure (the runner's own ``run.json`` then says "failed" where the output folder is
-        on this host)."""
+        iterations. ``power_sample_ms`` > 0 samples battery power and clocks during the
+        measured iterations (run.json ``power``; docs/device-sensors.md); ``sysfs_root``: the
+        folder the runner reads as ``/sys`` (None: ``$PHONETRAIN_SYSFS_ROOT`` on the device,
+        else ``/sys``). Returns the parsed ``run.json``. Raises a :class:`RunnerError` subclass
+        on failure (the runner's own ``run.json`` then says "failed" where the output folder
+        is on this host)."""
         args = ["--plan", str(plan), "--root", str(root)]
+        if power_sample_ms:
+            args += ["--power-sample-ms", str(int(power_sample_ms))]
+        if sysfs_root:
+            args += ["--sysfs-root", str(sysfs_root)]
         if threads:
             args += ["--threads", str(int(threads))]
         if adaptive is not None:
@@ -508,15 +526,18 @@ def devices_table(info_doc: dict) -> pd.DataFrame:
 def run_plan(runner: Path, plan_path: Path, root: Path, out_dir: Path, threads: int | None = None,
              device_selector: DeviceSelector | Mapping[str, Any] | None = None,
              timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = False,
-             clblast_lib: str | None = None, launcher: Sequence[str] = ()) -> dict:
+             clblast_lib: str | None = None, launcher: Sequence[str] = (),
+             power_sample_ms: int = 0, sysfs_root: str | Path | None = None) -> dict:
     """Execute a plan on this host: ``plan_path`` and ``root`` (the bundle folder its relative
     paths resolve under) may be relative to the current folder; outputs go to ``out_dir``;
-    ``launcher`` runs a cross-built runner (e.g. under qemu). Returns the parsed ``run.json``;
-    raises a :class:`RunnerError` subclass on failure."""
+    ``launcher`` runs a cross-built runner (e.g. under qemu); ``power_sample_ms`` and
+    ``sysfs_root`` as :meth:`Runner.run`. Returns the parsed ``run.json``; raises a
+    :class:`RunnerError` subclass on failure."""
     r = Runner.local_binary(runner, root, device_selector, launcher=launcher,
                             timeout_s=timeout_s, progress=progress)
     return r.run(Path(plan_path).resolve(), out_dir, threads=threads or 0,
-                 clblast_lib=clblast_lib)
+                 clblast_lib=clblast_lib, power_sample_ms=power_sample_ms,
+                 sysfs_root=str(Path(sysfs_root).resolve()) if sysfs_root else None)
 
 
 def build_kernels(runner: Path, sources: Sequence[Path], out_dir: Path, options: str = "",

@@ -57,6 +57,10 @@ typedef struct {
 #define CL_SUCCESS 0
 #define CL_DEVICE_NOT_FOUND (-1)
 #define CL_BUILD_PROGRAM_FAILURE (-11)
+#define CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)
+#define CL_OUT_OF_RESOURCES (-5)
+#define CL_OUT_OF_HOST_MEMORY (-6)
+#define CL_INVALID_BUFFER_SIZE (-61)
 #define CL_PLATFORM_NOT_FOUND_KHR (-1001)
 #define CL_FALSE 0
 #define CL_TRUE 1

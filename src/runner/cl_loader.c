@@ -91,7 +91,10 @@ _Noreturn void cl_fail(const char *call, cl_int err, const char *ctx)
     char name[96];
     size_t n = strcspn(call, "(");   /* "clFinish(queue)" -> "clFinish" */
     snprintf(name, sizeof name, "%.*s", (int)(n < 90 ? n : 90), call);
-    fail(EXIT_CL_RUNTIME, "OpenCL error: %s returned %s (%d)%s%s", name, cl_error_name(err),
+    /* the one error code that always means "no memory for a buffer", wherever it surfaces
+     * (some implementations allocate lazily, at the first command that uses the buffer) */
+    fail(err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? EXIT_OUT_OF_MEMORY : EXIT_CL_RUNTIME,
+         "OpenCL error: %s returned %s (%d)%s%s", name, cl_error_name(err),
          (int)err, ctx && *ctx ? " during " : "", ctx ? ctx : "");
 }
 

@@ -36,6 +36,20 @@ static void read_proc_stat(cond_sample *s)
     s->busy_s = (double)busy / (double)tck;
 }
 
+static const char *g_sysfs_root;
+
+void cond_set_sysfs_root(const char *root)
+{
+    g_sysfs_root = root;
+}
+
+const char *cond_sysfs_root(void)
+{
+    if (g_sysfs_root && *g_sysfs_root) return g_sysfs_root;
+    const char *env = getenv("PHONETRAIN_SYSFS_ROOT");
+    return env && *env ? env : "/sys";
+}
+
 static double read_number(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -53,10 +67,11 @@ static double read_cpu_mhz(void)
     double sum = 0;
     int n = 0;
     for (int c = 0; c < 4096; c++) {
-        char path[96];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d", c);
+        char path[600];
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d", cond_sysfs_root(), c);
         if (access(path, F_OK) != 0) break;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", c);
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq",
+                 cond_sysfs_root(), c);
         double khz = read_number(path);
         if (!isnan(khz)) { sum += khz / 1000.0; n++; }
     }
@@ -82,12 +97,12 @@ static double read_temperature_c(void)
 {
     double best = NAN;
     for (int z = 0; z < 256; z++) {
-        char path[96];
-        snprintf(path, sizeof path, "/sys/class/thermal/thermal_zone%d/temp", z);
+        char path[600];
+        snprintf(path, sizeof path, "%s/class/thermal/thermal_zone%d/temp", cond_sysfs_root(), z);
         double t = read_number(path);
         if (isnan(t)) {
-            char dir[80];
-            snprintf(dir, sizeof dir, "/sys/class/thermal/thermal_zone%d", z);
+            char dir[600];
+            snprintf(dir, sizeof dir, "%s/class/thermal/thermal_zone%d", cond_sysfs_root(), z);
             if (access(dir, F_OK) != 0) break;
             continue;
         }

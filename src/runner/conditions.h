@@ -20,6 +20,12 @@ typedef struct {
 
 void cond_sample_now(cond_sample *s);
 
+/* The folder that stands for /sys in every sysfs read (clocks, thermal zones, battery): the
+ * root set here (--sysfs-root), else $PHONETRAIN_SYSFS_ROOT, else /sys. Tests and the virtual
+ * device point it at a folder of scripted files. */
+void cond_set_sysfs_root(const char *root);
+const char *cond_sysfs_root(void);
+
 /* Share (0..1) of the CPUs' capacity between a and b that other processes used:
  * (busy - own CPU time) / (wall * cpus), clipped to 0..1; NaN when /proc/stat is unreadable. */
 double cond_other_cpu_share(const cond_sample *a, const cond_sample *b);

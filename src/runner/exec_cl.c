@@ -112,6 +112,14 @@ static void make_buffers(run_ctx *rc)
         cl_mem m = CL.clCreateBuffer(rc->context, flags, alloc, NULL, &e);
         char ctx[256];
         snprintf(ctx, sizeof ctx, "allocating %zu bytes for tensor \"%s\"", alloc, t->name);
+        if (e == CL_INVALID_BUFFER_SIZE || e == CL_OUT_OF_RESOURCES ||
+            e == CL_OUT_OF_HOST_MEMORY || e == CL_MEM_OBJECT_ALLOCATION_FAILURE)
+            fail(EXIT_OUT_OF_MEMORY, "out of device memory: clCreateBuffer returned %s (%d) "
+                 "allocating %zu bytes for tensor \"%s\" after %lld bytes of buffers "
+                 "(device: %llu bytes global memory, %llu bytes largest allocation)",
+                 cl_error_name(e), (int)e, alloc, t->name, rc->device_bytes,
+                 (unsigned long long)cl_device_ulong(rc->device, CL_DEVICE_GLOBAL_MEM_SIZE),
+                 (unsigned long long)cl_device_ulong(rc->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
         if (e != CL_SUCCESS) cl_fail("clCreateBuffer", e, ctx);
         CL_CHECK(CL.clEnqueueWriteBuffer(rc->queue, m, CL_TRUE, 0, t->size_bytes, t->host, 0, NULL,
                                          NULL), ctx);

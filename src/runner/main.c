@@ -3,7 +3,8 @@
  *   runner info [--cl-lib PATH]
  *   runner build --source A.cl [--source B.cl ...] [--options "..."] --out DIR [selectors]
  *   runner run --plan PLAN.json --root DIR --out DIR [--threads N] [--progress]
- *              [--ci-target F --max-iterations N --max-seconds S] [--resamples B] [selectors]
+ *              [--ci-target F --max-iterations N --max-seconds S] [--resamples B]
+ *              [--power-sample-ms MS] [--sysfs-root DIR] [selectors]
  *   runner bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T]
  *                          [--repeats R] [selectors]
  *   runner bench-gemm ... / bench-peak ...   (bench_gemm.c)
@@ -13,6 +14,7 @@
  * Exit codes: see util.h and README.md. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_gemm.h"
+#include "conditions.h"
 #include "modes.h"
 #include "util.h"
 
@@ -24,6 +26,7 @@ static const char usage[] =
     "usage: runner info|build|run|bench-bandwidth|bench-gemm|bench-peak [options]\n"
     "  run --plan FILE --root DIR --out DIR [--threads N] [--progress] [--clblast-lib PATH]\n"
     "      [--ci-target F] [--max-iterations N] [--max-seconds S] [--resamples B]\n"
+    "      [--power-sample-ms MS] [--sysfs-root DIR]\n"
     "  build --source FILE.cl [--source ...] [--options STR] --out DIR\n"
     "  bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T] [--repeats R]\n"
     "  OpenCL selectors: --platform SUBSTR --device SUBSTR --device-type gpu|cpu|accelerator|all"
@@ -79,6 +82,8 @@ static void parse(int argc, char **argv, runner_opts *o)
         else if (!strcmp(k, "--max-iterations")) o->max_iterations = (int)parse_ll(k, v, 1);
         else if (!strcmp(k, "--max-seconds")) o->max_seconds = parse_double(k, v, 0);
         else if (!strcmp(k, "--resamples")) o->resamples = (int)parse_ll(k, v, 2);
+        else if (!strcmp(k, "--power-sample-ms")) o->power_sample_ms = (int)parse_ll(k, v, 0);
+        else if (!strcmp(k, "--sysfs-root")) o->sysfs_root = v;
         else if (!strcmp(k, "--source")) {
             if (o->nsources == 64) fail(EXIT_BAD_INPUT, "build: at most 64 --source files");
             o->sources[o->nsources++] = v;
@@ -98,6 +103,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "bench-peak")) return bench_peak_main(argc, argv);
     runner_opts o;
     parse(argc, argv, &o);
+    cond_set_sysfs_root(o.sysfs_root);
     if (!strcmp(mode, "info")) return mode_info(&o);
     if (!strcmp(mode, "build")) return mode_build(&o);
     if (!strcmp(mode, "run")) return mode_run(&o);

@@ -17,6 +17,8 @@ typedef struct {
     int max_iterations;      /* run, adaptive: at most this many measured iterations */
     double max_seconds;      /* run, adaptive: stop deciding once measuring took this long */
     int resamples;           /* bootstrap resamples of the confidence interval */
+    int power_sample_ms;     /* run: battery power and clock sampling period (0 = off) */
+    const char *sysfs_root;  /* folder standing for /sys (NULL: $PHONETRAIN_SYSFS_ROOT, /sys) */
     const char *sources[64]; int nsources;   /* build */
     const char *options;                     /* build */
     long long min_bytes, max_bytes;          /* bench-bandwidth */

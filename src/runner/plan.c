@@ -461,7 +461,10 @@ void plan_load_data(pt_plan *p, const char *root)
 {
     for (int i = 0; i < p->ntensors; i++) {
         pt_tensor *t = &p->tensors[i];
-        t->host = xcalloc(1, t->size_bytes);
+        t->host = calloc(1, t->size_bytes ? t->size_bytes : 1);
+        if (!t->host)
+            fail(EXIT_OUT_OF_MEMORY, "out of host memory: %zu bytes for tensor \"%s\"",
+                 t->size_bytes, t->name);
         char what[256];
         if (t->batch_count) {
             snprintf(what, sizeof what, "batches of tensor \"%s\"", t->name);

@@ -16,6 +16,7 @@
 #include "exec.h"
 #include "ledger.h"
 #include "modes.h"
+#include "power.h"
 #include "stats.h"
 #include "util.h"
 
@@ -105,6 +106,7 @@ typedef struct {
     const char *stopped;     /* fixed | ci | max_iterations | max_seconds */
     double median_ms, ci_low_ms, ci_high_ms;
     cond_sample before, after;
+    power_sampler power;     /* battery power and clocks over the measured iterations */
 } measure_rec;
 
 static void read_home(run_ctx *rc, pt_tensor *t, void *dst)
@@ -260,6 +262,9 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     jw_key(&w, "plan_iterations"); jw_int(&w, p->iterations);
     jw_key(&w, "measurement"); write_measure_json(&w, o, m);
     jw_key(&w, "conditions"); cond_write_json(&w, &m->before, &m->after, rc->threads);
+    double measured_ms = 0;
+    for (int i = p->warmup; i < total; i++) measured_ms += iters[i].wall_ms;
+    jw_key(&w, "power"); power_write_json(&w, &m->power, measured_ms, total - p->warmup);
     jw_key(&w, "setup_ms"); jw_num(&w, setup_ms);
     jw_key(&w, "iters");
     jw_arr_begin(&w);
@@ -396,7 +401,11 @@ int mode_run(const runner_opts *o)
     uint64_t measure_t0 = 0;
     for (int it = 0; total < 0 || it < total; it++) {
         int warm = it < p->warmup;
-        if (it == p->warmup) { cond_sample_now(&m.before); measure_t0 = monotonic_ns(); }
+        if (it == p->warmup) {
+            cond_sample_now(&m.before);
+            power_start(&m.power, o->power_sample_ms);
+            measure_t0 = monotonic_ns();
+        }
         if (it >= cap) {
             iters = realloc(iters, (size_t)(cap *= 2) * sizeof *iters);
             if (!iters) fail(EXIT_INTERNAL, "out of host memory recording iterations");
@@ -429,6 +438,7 @@ int mode_run(const runner_opts *o)
         }
         if (is_checkpoint(p, it, total)) snapshot(&rc, &snaps, &nsnaps, it);
     }
+    power_stop(&m.power);
     cond_sample_now(&m.after);
     measured_ci(iters, p->warmup, total, o->resamples, &m.median_ms, &m.ci_low_ms, &m.ci_high_ms);
     write_dumps(&rc, o->out);
@@ -442,5 +452,6 @@ int mode_run(const runner_opts *o)
     for (int k = 0; k < nsnaps; k++) free(snaps[k].data);
     free(snaps);
     free(iters);
+    power_free(&m.power);
     return EXIT_OK;
 }

@@ -49,7 +49,7 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
     if reason:
-        click.echo(f"{rdir}: skipped: {reason}")
+        click.echo(f"{rdir}: {reason}")
         return
     click.echo(f"{rdir}: verify max_abs_err {v.get('max_abs_err'):.3g} "
                f"({'ok' if v.get('ok') else 'WRONG: its times are not valid'})")

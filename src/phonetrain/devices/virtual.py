@@ -218,6 +218,8 @@ class VirtualDevice:
             command = "echo 'Segmentation fault' >&2; kill -SEGV $$"
         env = dict(os.environ, PATH=f"{self._bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                    HOME=str(self.root), TMPDIR=str(self.root))
+        if self.sysfs_root is not None:  # the runner's own sysfs reads (src/runner/conditions.h)
+            env["PHONETRAIN_SYSFS_ROOT"] = str(self.sysfs_root)
         return subprocess.Popen(
             ["/bin/sh", "-c", self.map_command(command)], cwd=self.root, env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -292,3 +292,49 @@ def peak_share(gflops: float, peak: float, name: str) -> str:
         return (f"above the measured peak {peak:.3g} GFLOPS ({name}, {gflops / peak:.2g}x): "
                 "the microbenchmark underestimates the device's peak")
     return f"{100 * gflops / peak:.0f}% of the measured peak {peak:.3g} GFLOPS ({name})"
+
+
+BATCH_KEY = ["device", "model", "backend", "placement", "transfer", "kernel"]
+
+
+def batch_scaling(runs: pd.DataFrame) -> pd.DataFrame:
+    """Takes runs.parquet; returns one row per run that has a batch size and a status of
+    ``ok`` or ``oom`` (:data:`BATCH_KEY`, ``batch_size``, ``status``), with
+    ``ms_per_sample`` (``iteration_median_ms / batch_size``; its interval ``low``/``high``
+    from ``iteration_ci_low/high_ms``, else the IQR), ``device_buffer_mib`` and
+    ``max_rss_mib`` (MiB, 2^20 bytes); NaN for ``oom`` rows. Sorted by key and batch."""
+    r = runs[runs["status"].isin(["ok", "oom"]) & runs["batch_size"].notna()].copy()
+    b = r["batch_size"].astype(float)
+    ok = r["status"] == "ok"
+    lo = r["iteration_ci_low_ms"].fillna(r["iteration_p25_ms"])
+    hi = r["iteration_ci_high_ms"].fillna(r["iteration_p75_ms"])
+    r["ms_per_sample"] = (r["iteration_median_ms"] / b).where(ok)
+    r["ms_per_sample_low"] = (lo / b).where(ok)
+    r["ms_per_sample_high"] = (hi / b).where(ok)
+    r["device_buffer_mib"] = (r["device_buffer_bytes"].astype(float) / 2 ** 20).where(ok)
+    r["max_rss_mib"] = (r["max_rss_bytes"].astype(float) / 2 ** 20).where(ok)
+    cols = BATCH_KEY + ["batch_size", "status", "ms_per_sample", "ms_per_sample_low",
+                        "ms_per_sample_high", "device_buffer_mib", "max_rss_mib"]
+    return r[cols].sort_values(BATCH_KEY + ["batch_size"], na_position="first").reset_index(
+        drop=True)
+
+
+def largest_batch(runs: pd.DataFrame) -> pd.DataFrame:
+    """Takes runs.parquet; returns one row per device x model x backend (and kernel) that
+    has a run with status ``ok`` or ``oom``: ``largest_ok`` (the largest batch size that ran
+    and verified), ``smallest_oom`` (the smallest that did not fit; NaN when none failed),
+    ``batches`` (how many batch sizes ran), and ``fits_all`` (no batch ran out of memory).
+    A batch that fits above one that did not (allocation is not monotonic on every driver)
+    is reported as measured: ``largest_ok`` may exceed ``smallest_oom``."""
+    s = batch_scaling(runs)
+    if s.empty:
+        return pd.DataFrame(columns=BATCH_KEY + ["largest_ok", "smallest_oom", "batches",
+                                                 "fits_all"])
+    key = s[BATCH_KEY].fillna("none")
+    g = s.assign(**{c: key[c] for c in BATCH_KEY}).groupby(BATCH_KEY, sort=True)
+    out = g.apply(lambda d: pd.Series({
+        "largest_ok": d.loc[d["status"] == "ok", "batch_size"].max(),
+        "smallest_oom": d.loc[d["status"] == "oom", "batch_size"].min(),
+        "batches": d["batch_size"].nunique()}), include_groups=False).reset_index()
+    out["fits_all"] = out["smallest_oom"].isna()
+    return out

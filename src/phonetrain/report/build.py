@@ -49,12 +49,14 @@ FIGURES = {  # name -> title; file figures/<name>.<fmt>; rules/captions/<name>.r
     "gemm_kernels": "GEMM kernel versions vs the device's measured peaks (roofline)",
     "bandwidth": "Transfers per device: GB/s of copies, time per call of every kind",
     "loss": "Loss curves per device and model",
+    "batch_sweep": "Time per sample and memory against batch size",
 }
 SECTIONS = ("at-a-glance", "summary", "since-last-study", "guidelines", "figures", "runs",
             "unstable", "not-valid", "missing", "builds", "bandwidth", "provenance", "method")
 STATUS_WORDS = {"ok": "verified", "wrong": "failed verification (speeds not valid)",
                 "failed": "missing (job failed)", "skipped": "skipped (device lacks a library)",
-                "unstable": "unstable (kept out of guidelines)"}
+                "unstable": "unstable (kept out of guidelines)",
+                "oom": "out of memory at their batch size"}
 OTHER_FORMAT = {"png": "svg", "svg": "png"}
 
 
@@ -135,7 +137,7 @@ def settings_notes(runs: pd.DataFrame) -> list[str]:
     """Takes runs.parquet; returns one note per measurement setting (warm-up, iterations,
     repeats, threads, batch size, dataset) that differs between the runs that ran (not
     ``failed`` or ``skipped``)."""
-    ran = runs[~runs["status"].isin(["failed", "skipped"])]
+    ran = runs[~runs["status"].isin(["failed", "skipped", "oom"])]
     notes = []
     for col in ("warmup", "iterations", "repeats", "threads", "batch_size", "dataset"):
         vals = sorted({str(v) for v in ran[col].dropna()})
@@ -154,13 +156,37 @@ def opencl_devices(runs: pd.DataFrame) -> list[dict[str, str]]:
     return [{c: _str(r[c]) for c in cols} for _, r in cl.iterrows()]
 
 
+def energy(runs: pd.DataFrame) -> list[dict[str, Any]]:
+    """Takes runs.parquet; returns one dict per device: ``device``, ``note`` ("not measured on
+    <device>" when no run of it recorded energy, else '') and ``rows``, one per measured run
+    with energy: ``run_id``, ``energy`` (mJ per iteration +- the standard error,
+    src/runner/power.c), ``sample_hz``, ``temperature`` (start->end C), ``gpu_mhz``
+    (start->end) and ``throttled`` (yes/no/not known)."""
+    out = []
+    for dev, g in runs.groupby("device", sort=True):
+        m = g.dropna(subset=["energy_per_iteration_mj"])
+        rows = [{"run_id": r["run_id"],
+                 "energy": f"{r['energy_per_iteration_mj']:.4g} +- "
+                           f"{r['energy_uncertainty_mj']:.2g}",
+                 "sample_hz": _fmt(r["power_sample_hz"], ".0f"),
+                 "temperature": f"{_fmt(r['temperature_c_start'], '.1f')}->"
+                                f"{_fmt(r['temperature_c_end'], '.1f')}",
+                 "gpu_mhz": f"{_fmt(r['gpu_mhz_start'], '.0f')}->{_fmt(r['gpu_mhz_end'], '.0f')}",
+                 "throttled": {True: "yes", False: "no"}.get(_flag(r, "throttled"), "not known")}
+                for _, r in m.iterrows()]
+        out.append({"device": dev, "note": "" if rows else f"not measured on {dev}",
+                    "rows": rows})
+    return out
+
+
 def provenance(tables: dict[str, pd.DataFrame]) -> list[dict[str, str]]:
     """Takes the tables of :func:`load_tables`; returns, per provenance column (``git_rev``,
     ``runner_hash``, ``device_fingerprint``, ``config_hash``, ``kernel_hash``), a dict of
     ``column``, ``count`` (distinct values over all tables) and ``values`` (the first 8)."""
     out = []
     for col in ("git_rev", "runner_hash", "device_fingerprint", "config_hash", "kernel_hash"):
-        vals = sorted({str(v) for df in tables.values() if len(df) for v in df[col].dropna()})
+        vals = sorted({str(v) for df in tables.values() if len(df) and col in df
+                       for v in df[col].dropna()})
         out.append({"column": col, "count": str(len(vals)),
                     "values": ", ".join(vals[:8]) + (" ..." if len(vals) > 8 else "")})
     return out
@@ -179,6 +205,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi
     figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi, tables["peaks"])
     figures.gemm_kernels(tables["gemm"], tables["peaks"], p["gemm_kernels"], dpi)
     figures.loss_curves(runs, it, p["loss"], dpi)
+    figures.batch_sweep(runs, p["batch_sweep"], dpi)
     return p
 
 
@@ -232,7 +259,7 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
         "caveat": findings.opencl_on_cpu(runs),
         "since": since, "since_n": n_change,
         "interval_names": " or ".join(sorted(intervals)) or "IQR",
-        "runs": [r for r in rows if r["status"] not in ("failed", "skipped")],
+        "runs": [r for r in rows if r["status"] not in ("failed", "skipped", "oom")],
         "unstable": findings.unstable_runs(runs),
         "wrong": [r for r in rows if r["status"] == "wrong"],
         "missing": [r for r in rows if r["status"] == "failed"],
@@ -240,7 +267,7 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
         "builds": [_build_row(b) for _, b in tables["builds"].iterrows()],
         "bandwidth": bandwidth_rows(tables["bandwidth"], tables["peaks"]),
         "settings_notes": settings_notes(runs), "provenance": provenance(tables),
-        "opencl_devices": opencl_devices(runs),
+        "opencl_devices": opencl_devices(runs), "energy": energy(runs),
     }
 
 

@@ -30,7 +30,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from phonetrain.report.analysis import (  # noqa: E402
-    CPU_KERNEL, SEGMENTS, bandwidth_peak, breakdown_frame, compute_peak, gemm_sweep,
+    BATCH_KEY, CPU_KERNEL, SEGMENTS, bandwidth_peak, batch_scaling, breakdown_frame,
+    compute_peak, gemm_sweep,
     gemm_table, intensity, interval, is_cpu, opencl_label, roofline, run_label,
     transfer_time_classes)
 from phonetrain.report.paper import ANCHORS  # noqa: E402
@@ -43,7 +44,7 @@ SEGMENT_COLORS = {  # breakdown figure: reds for data movement, blue kernels, gr
 CPU_COLOR, CL_COLOR = "#2ca02c", "#1f77b4"
 MARKERS = "osD^v<>PX*"   # with the ten tab10 colours: ten kernel versions stay distinct
 BAR_IN = 0.26            # inches per horizontal bar
-NOT_OK = {"wrong": "verification failed", "skipped": "skipped (no library)",
+NOT_OK = {"wrong": "verification failed", "skipped": "skipped (no library)", "oom": "out of memory",
           "failed": "missing (failed)"}
 
 
@@ -410,3 +411,66 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
     fig.suptitle("GEMM kernel versions against the device's measured peaks", fontsize=10)
     return _save(fig, path, dpi)
 
+
+
+def batch_sweep(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
+    """Takes runs.parquet. Time per sample and memory against batch size
+    (:func:`~phonetrain.report.analysis.batch_scaling`), one row of two panels per device:
+    left the median iteration time per sample (host clock, ms, log axes) with its interval,
+    right the OpenCL buffer bytes (solid) and the runner's peak RSS (dotted, MiB), one colour
+    per model and backend; a batch that ran out of device memory (status ``oom``) is an x on
+    the top edge of both panels. Drawn only for series with two or more batch sizes; a
+    device without one gets a row that says so."""
+    s = batch_scaling(runs)
+    if not s.empty:
+        n = s.groupby(BATCH_KEY, dropna=False)["batch_size"].transform("nunique")
+        s = s[n >= 2]
+    if runs.empty:
+        return _no_data(path, dpi, "no runs")
+    devices = sorted(runs["device"].unique())
+    fig, axes = _panels([3.0] * len(devices), 2, width=10.0)
+    handles: dict[str, object] = {}
+    for row, dev in zip(axes, devices):
+        sub = s[s["device"] == dev]
+        t_ax, m_ax = row[0], row[1]
+        if sub.empty:
+            for ax, what in ((t_ax, "time"), (m_ax, "memory")):
+                ax.set_xticks([])
+                ax.set_yticks([])
+                ax.set_axis_off()
+                ax.set_title(f"{dev}: {what}", fontsize=9)
+                ax.text(0.5, 0.5, "no batch sweep on this device\n(sweep.batches: two or more "
+                        "sizes)", ha="center", va="center", fontsize=8, color="0.4",
+                        transform=ax.transAxes)
+            continue
+        for i, (_, g) in enumerate(sub.groupby(BATCH_KEY, dropna=False, sort=True)):
+            r0 = g.iloc[0]
+            label = f"{r0['model']}: {run_label(r0, False)}"
+            color, marker = f"C{i % 10}", MARKERS[i % len(MARKERS)]
+            ok = g[g["status"] == "ok"]
+            err = np.vstack([ok["ms_per_sample"] - ok["ms_per_sample_low"],
+                             ok["ms_per_sample_high"] - ok["ms_per_sample"]]).clip(min=0)
+            h = t_ax.errorbar(ok["batch_size"], ok["ms_per_sample"], yerr=err, color=color,
+                              marker=marker, ms=4, lw=1.2, capsize=2)
+            m_ax.plot(ok["batch_size"], ok["device_buffer_mib"], color=color, marker=marker,
+                      ms=4, lw=1.2)
+            m_ax.plot(ok["batch_size"], ok["max_rss_mib"], color=color, ls=":", lw=1.2)
+            handles.setdefault(label, h)
+            oom = g[g["status"] == "oom"]
+            for ax in (t_ax, m_ax):
+                ax.plot(oom["batch_size"], [0.96] * len(oom), ls="none", marker="x", ms=8,
+                        mew=2, color=color, transform=ax.get_xaxis_transform())
+        for ax, ylabel, what in ((t_ax, "iteration time per sample, ms (host clock)", "time"),
+                                 (m_ax, "MiB: OpenCL buffers (solid), peak RSS (dotted)",
+                                  "memory")):
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            ax.set_yscale("log")
+            _log_ticks(ax.yaxis)
+            ax.set_xlabel("batch size (x at the top: out of device memory)", fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.set_title(f"{dev}: {what}", fontsize=9)
+    _legend_below(fig, list(handles.values()), list(handles), ncol=2)
+    fig.suptitle("Time per sample and memory against batch size", fontsize=10)
+    return _save(fig, path, dpi)

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 import phonetrain.report.wording as w
-from phonetrain.report.analysis import (CPU_KERNEL, OWN_KERNELS, compute_peak, gemm_sweep,
+from phonetrain.report.analysis import (BATCH_KEY, CPU_KERNEL, OWN_KERNELS, batch_scaling,
+                                        compute_peak, gemm_sweep, largest_batch,
                                         gemm_table, interval, interval_name, is_cpu,
                                         peak_share, ratio_interval, run_label,
                                         transfer_time_classes, within_noise)
@@ -707,4 +708,42 @@ def all_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
             placement(runs), pipelining(runs), transfer_method(runs),
             gemm_throughput(runs, commands),
             kernel_optimization(tables["gemm"], tables["peaks"]),
-            bandwidth(tables["bandwidth"], tables["peaks"])]
+            bandwidth(tables["bandwidth"], tables["peaks"]), batch_size(runs)]
+
+
+def batch_size(runs: pd.DataFrame) -> Finding:
+    """The largest batch that fits per device, model and backend (status ``ok`` vs ``oom``
+    over ``sweep.batches``; :func:`~phonetrain.report.analysis.largest_batch`), and how the
+    iteration time per sample (host clock) and the OpenCL buffers change from the smallest to
+    the largest batch that ran. Only series with two or more batch sizes."""
+    s = batch_scaling(runs)
+    if not s.empty:
+        s = s[s.groupby(BATCH_KEY, dropna=False)["batch_size"].transform("nunique") >= 2]
+    title = "Batch size: the largest that fits, and time per sample"
+    if s.empty:
+        return Finding("batch_size", title, "Not measured: no model ran at two or more batch "
+                       "sizes (set sweep.batches, e.g. [8, 16, 32, 64]).", measured=False)
+    lim = largest_batch(runs.merge(s[["device", "model", "backend", "placement", "transfer",
+                                      "kernel"]].drop_duplicates()))
+    rows = []
+    for _, L in lim.iterrows():
+        g = s[(s[BATCH_KEY].fillna("none") == L[BATCH_KEY].values).all(axis=1)]
+        ok = g[g["status"] == "ok"]
+        first, last = (ok.iloc[0], ok.iloc[-1]) if len(ok) else (None, None)
+        per = (f"{w.num(first['ms_per_sample'], '.3g')} -> {w.num(last['ms_per_sample'], '.3g')}"
+               if first is not None else "none ran")
+        rows.append([L["device"], L["model"], run_label(L, False), str(int(L["batches"])),
+                     "none" if pd.isna(L["largest_ok"]) else str(int(L["largest_ok"])),
+                     "none" if pd.isna(L["smallest_oom"]) else str(int(L["smallest_oom"])),
+                     per, w.num(last["device_buffer_mib"], ".3g") if first is not None else ""])
+    ids = runs.merge(s[BATCH_KEY + ["batch_size"]], on=BATCH_KEY + ["batch_size"])["run_id"]
+    n_oom = int(lim["smallest_oom"].notna().sum())
+    statement = (f"{len(lim)} model/backend series ran at two or more batch sizes; "
+                 f"{n_oom} ran out of device memory at some size (largest that fits per series "
+                 "in the table). Time per sample is the median iteration time (host clock) "
+                 "divided by the batch size.")
+    return Finding("batch_size", title, statement, rows=_ref(sorted(set(ids))),
+                   table=Table(["device", "model", "backend", "batch sizes run",
+                                "largest that fits", "smallest out of memory",
+                                "ms per sample, smallest -> largest batch that ran",
+                                "OpenCL buffers MiB at the largest"], rows))

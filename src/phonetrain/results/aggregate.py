@@ -4,6 +4,7 @@
 :func:`aggregate` reads every run folder of a study (:mod:`phonetrain.results.runs`; a folder
 whose job failed or never ran becomes a ``failed`` row, so the report lists it), the devices'
 bandwidth sweeps, kernel builds, GEMM sweeps and peaks (:mod:`phonetrain.results.readers`),
+the devices' facts from the run folders (:mod:`phonetrain.results.devices`),
 and writes each table atomically, schema-enforced, to the path given for it. The ``history``
 table merges this aggregation's measurements into the previous ones kept in a ledger file
 (:mod:`phonetrain.results.history`).
@@ -16,7 +17,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from phonetrain.results import history, readers, runs, schema
+from phonetrain.results import devices, history, readers, runs, schema
 
 
 def add_kernel_gflops(run_rows: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:
@@ -43,7 +44,9 @@ def tables(run_dirs: Iterable[str | Path], *, bandwidth_csvs: Iterable[str | Pat
     bandwidth files give no rows. The ``history`` table is not made here (:func:`aggregate`).
     Raises :class:`~phonetrain.errors.ResultsFileError` naming a file that cannot be read."""
     nok = {str(k): v for k, v in (not_ok or {}).items()}
-    parts: dict[str, list[pd.DataFrame]] = {t: [] for t in schema.TABLES if t != "history"}
+    run_dirs = list(run_dirs)
+    parts: dict[str, list[pd.DataFrame]] = {t: [] for t in schema.TABLES
+                                            if t not in ("history", "devices")}
     for d in run_dirs:
         for t, df in runs.read_run(d).items():
             parts[t].append(df)
@@ -57,6 +60,7 @@ def tables(run_dirs: Iterable[str | Path], *, bandwidth_csvs: Iterable[str | Pat
                if any(len(df) for df in dfs) else schema.empty(t))
            for t, dfs in parts.items()}
     out["runs"] = add_kernel_gflops(out["runs"], out["commands"])
+    out["devices"] = devices.device_rows(run_dirs)
     out["history"] = schema.empty("history")
     return out
 

@@ -404,9 +404,10 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     except ResultsFileError as e:  # damaged: a failed row, the other runs still aggregate
         reason = f"damaged, not a measurement: {e}"
         return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
-    if top.get("status") == "skipped":  # the device lacks a library the version needs
-        row = _failed_row(params, top.get("reason") or "skipped", run_dir)
-        return {"runs": schema.frame([{**row, "status": "skipped"}], "runs"), **none}
+    if top.get("status") in ("skipped", "oom"):  # a library missing; the batch does not fit
+        st = top["status"]
+        row = _failed_row(params, top.get("reason") or st, run_dir)
+        return {"runs": schema.frame([{**row, "status": st}], "runs"), **none}
     damaged = folder_problems(run_dir)
     if damaged:  # never tabulate a folder cut short: the next workflow run re-measures it
         reason = f"damaged, not a measurement: {'; '.join(damaged)}; rerun snakemake to " \
@@ -536,8 +537,28 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
                                  for r in runs), default=0) or None,
            "device_buffer_bytes": _first(runs[0], "device_bytes_allocated",
                                          "device_buffer_bytes"),
+           **_power(runs),
            "run_dir": str(run_dir), **_device_facts(runs[0]), **provenance.columns(params, runs[0])}
     return row
+
+
+def _power(runs: list[dict]) -> dict[str, Any]:
+    """Energy, sampling rate, GPU clocks and throttling over the repeats' ``power`` objects
+    (src/runner/power.c): energy and rate are means over the repeats that measured them, the
+    uncertainty ``sqrt(sum u_k^2) / k`` (the mean of k independent estimates), ``throttled``
+    true when any repeat throttled, null when none could tell; null columns where the runner
+    recorded no power (older runners, unreadable battery)."""
+    pw = [r.get("power") or {} for r in runs]
+    e = [(p["energy_per_iteration_mj"], p.get("energy_uncertainty_mj") or 0.0) for p in pw
+         if p.get("energy_per_iteration_mj") is not None]
+    hz = [p["sample_hz"] for p in pw if p.get("sample_hz") is not None]
+    thr = [p["throttled"] for p in pw if p.get("throttled") is not None]
+    return {"energy_per_iteration_mj": float(np.mean([v for v, _ in e])) if e else None,
+            "energy_uncertainty_mj": (float(np.sqrt(sum(u * u for _, u in e))) / len(e)
+                                      if e else None),
+            "power_sample_hz": float(np.mean(hz)) if hz else None,
+            "gpu_mhz_start": pw[0].get("gpu_mhz_start"), "gpu_mhz_end": pw[-1].get("gpu_mhz_end"),
+            "throttled": any(thr) if thr else None}
 
 
 def _first(doc: dict[str, Any], *keys: str) -> Any:

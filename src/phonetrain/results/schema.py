@@ -5,7 +5,8 @@ row per runner invocation ``repeat`` x iteration, warm-up included and flagged),
 (one row per run x command kind x name x layer x phase, over measured iterations),
 ``bandwidth`` (one row per device x transfer kind x size), ``builds`` (one row per device x kernel version x program).
 ``gemm`` (one row per device x kernel version x GEMM call) and ``peaks`` (one row per device
-x peak measurement) hold the GEMM sweep and the roofline (phonetrain.gemm_stages); ``history``
+x peak measurement) hold the GEMM sweep and the roofline (phonetrain.gemm_stages), ``devices``
+(one row per device: phone and OpenCL facts, joined to runs by ``device``); ``history``
 (one row per run or GEMM shape x measurement) keeps the measurements that re-measurements
 replaced (phonetrain.results.history).
 
@@ -33,14 +34,16 @@ import pyarrow.parquet as pq
 
 from phonetrain.errors import PhonetrainError
 
-STATUSES = ("ok", "wrong", "failed", "skipped", "unstable")
+STATUSES = ("ok", "wrong", "failed", "skipped", "unstable", "oom")
 """``ok``: ran and verified; ``wrong``: ran but failed verification (its speed is not valid);
 ``failed``: the job failed or produced no output; ``skipped``: not run because the device lacks
 a library its kernel version needs (runner exit 8: CLBlast absent, no image support), the
 reason in ``status_reason``; it has no speed and no iterations/commands rows; ``unstable``: ran
 and verified, but measured under contention or with a confidence interval that stayed too
 wide (the reason in ``status_reason``): listed, kept out of guidelines, re-measured by the next
-workflow run."""
+workflow run; ``oom``: not run to the end because the plan's tensors do not fit on the device
+at its ``batch_size`` (runner exit 9: a buffer allocation failed), the reason in
+``status_reason``; an outcome of the batch size, with no speed and no iterations/commands rows."""
 
 COMMAND_KINDS = ("kernel", "h2d", "d2h", "map", "unmap", "d2d", "host")
 BANDWIDTH_KINDS = ("h2d", "d2h", "map", "unmap", "d2d")
@@ -83,7 +86,14 @@ RUN_KEY = [
 # kernel_/transfer_below_resolution: every such command of that kind is (its sums are upper
 # bounds). Measurement conditions on the device: load average, the share of CPU capacity other
 # processes used during the measured iterations, OpenMP wait policy, clock and temperature at
-# start and end (null where not readable).
+# start and end (null where not readable). Energy (runner's power sampler, src/runner/power.c;
+# null where the battery's voltage and current are not readable): energy_per_iteration_mj
+# (mean power over the samples by the trapezoid rule x the mean measured iteration time),
+# energy_uncertainty_mj (standard error of the mean power x the same time), power_sample_hz
+# (achieved sampling rate); gpu_mhz_start/end; throttled (a sampled GPU or fastest-CPU clock
+# fell more than 10% below its highest earlier sample; null where no clock is readable).
+# Over repeats: energy and rate are means, the uncertainty sqrt(sum u^2)/repeats, throttled
+# any.
 RUNS = pa.schema(RUN_KEY + [
     _f("dataset", S), _f("batch_size", I), _f("warmup", I), _f("iterations", I),
     _f("repeats", I), _f("threads", I),
@@ -107,7 +117,9 @@ RUNS = pa.schema(RUN_KEY + [
     _f("transfer_below_resolution", B),
     _f("load_avg_1m", F), _f("other_cpu_share", F), _f("omp_wait_policy", S),
     _f("cpu_mhz_start", F), _f("cpu_mhz_end", F), _f("temperature_c_start", F),
-    _f("temperature_c_end", F), _f("run_dir", S),
+    _f("temperature_c_end", F), _f("energy_per_iteration_mj", F),
+    _f("energy_uncertainty_mj", F), _f("power_sample_hz", F), _f("gpu_mhz_start", F),
+    _f("gpu_mhz_end", F), _f("throttled", B), _f("run_dir", S),
 ] + PROVENANCE)
 
 ITERATIONS = pa.schema(RUN_KEY + [
@@ -177,10 +189,29 @@ HISTORY = pa.schema([
     _f("latest", B, False), _f("recorded_in", I, False), _f("superseded_in", I),
 ] + PROVENANCE)
 
+# devices: one row per device of the study (phonetrain.results.devices): the phone's getprop
+# facts (adb devices; docs/device-sensors.md), the OpenCL device's facts from the runner's
+# run.json and the CPU's; join with runs on ``device``. No provenance columns: every column but
+# ``device`` is absent from runs, so a merge adds no suffixes. ``facts_from_runs``: run folders
+# that contributed facts (0: every run of the device failed).
+DEVICES = pa.schema([
+    _f("device", S, False), _f("transport", S), _f("serial", S), _f("product_model", S),
+    _f("product_manufacturer", S), _f("soc_model", S), _f("soc_manufacturer", S),
+    _f("board_platform", S), _f("hardware", S), _f("android_version", S),
+    _f("android_sdk", S), _f("abi", S), _f("cpu_model", S), _f("logical_cores", I),
+    _f("opencl_platform", S), _f("opencl_platform_version", S), _f("opencl_device", S),
+    _f("opencl_device_vendor", S), _f("opencl_version", S), _f("opencl_driver_version", S),
+    _f("opencl_c_version", S), _f("opencl_device_type", S), _f("compute_units", I),
+    _f("max_clock_mhz", I), _f("global_mem_bytes", I), _f("local_mem_bytes", I),
+    _f("max_alloc_bytes", I), _f("image_support", B), _f("fp16", B), _f("fp64", B),
+    _f("host_unified_memory", B), _f("opencl_timer_resolution_ns", F),
+    _f("facts_from_runs", I, False),
+])
+
 TABLES: dict[str, pa.Schema] = {
     "runs": RUNS, "iterations": ITERATIONS, "commands": COMMANDS,
     "bandwidth": BANDWIDTH, "builds": BUILDS, "gemm": GEMM, "peaks": PEAKS,
-    "history": HISTORY,
+    "history": HISTORY, "devices": DEVICES,
 }
 """Table name -> schema; the Parquet file is ``results/summary/<name>.parquet``."""
 

@@ -31,7 +31,7 @@ from phonetrain.results.schema import TABLES
 RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
                     "cooldown_threshold_c", "cooldown_limit_s", "verify_atol", "checkpoints",
                     "ci_target", "max_iterations", "max_seconds", "max_other_cpu_share",
-                    "bootstrap_resamples")
+                    "bootstrap_resamples", "power_sample_ms")
 CPU_VERSION = "cpu"  # the GEMM study's name for the runner's CPU backend
 
 

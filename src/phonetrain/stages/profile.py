@@ -44,7 +44,7 @@ def perfetto(job: Job) -> Path:
     gets a valid trace with no events."""
     p, out = job.params, Path(job.output.json)
     run = read_json(job.input.run)
-    if run.get("status") == "skipped":
+    if run.get("status") in ("skipped", "oom"):   # nothing was measured
         profiling.write_json_atomic({"traceEvents": [], "displayTimeUnit": "ns",
                                      "otherData": {"title": p["title"], "device": p["device"],
                                                    "skipped": run.get("reason") or "skipped"}},

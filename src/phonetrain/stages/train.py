@@ -35,7 +35,8 @@ from phonetrain.io import read_json, sha256_file, write_json, write_text
 from phonetrain.lowering import LowerSpec, write_plan_dir
 from phonetrain.plan import Plan
 from phonetrain.results import stats
-from phonetrain.runner import TRACE_HEADER, Adaptive, MissingLibraryError, Runner, RunnerError
+from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
+                               Runner, RunnerError)
 from phonetrain.stages.job import Job, main
 
 
@@ -148,9 +149,12 @@ def train(job: Job) -> Path:
                 conditions = _conditions_before(r.transport, ms)
                 got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
                 try:
-                    r.run(manifest["plan"], got, threads=ms["threads"], adaptive=adaptive(ms))
+                    r.run(manifest["plan"], got, threads=ms["threads"], adaptive=adaptive(ms),
+                          power_sample_ms=ms.get("power_sample_ms", 0))
                 except MissingLibraryError as e:
                     return _skip(p, tmp, rdir, e.message)
+                except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
+                    return _skip(p, tmp, rdir, e.message, status="oom")
                 except RunnerError as e:
                     reason = f"device '{dev['name']}', run {p['run_id']}: {e}"
                     write_json(p, rdir / layout.PARAMS)  # the settings that failed
@@ -200,28 +204,38 @@ def _tail(stderr: str, lines: int = 20) -> str:
     return ("\nrunner stderr (last lines):\n" + "\n".join(tail)) if tail else ""
 
 
-def _skip(p: dict[str, Any], tmp: Path, rdir: Path, reason: str) -> Path:
-    """Record a run the device cannot do (runner exit 8) as skipped, not failed: the rule's
-    outputs, installed atomically -- ``run.json`` (``status: skipped``, ``reason``), a
-    ``trace.csv`` with only the runner's header, ``verify.json`` (``skipped: true``) -- so the
-    job succeeds without anything that looks like a measurement."""
+def _skip(p: dict[str, Any], tmp: Path, rdir: Path, reason: str,
+          status: str = "skipped") -> Path:
+    """Record a run the device cannot do as ``status``, not failed: ``skipped`` (runner exit
+    8, a library or image support is missing) or ``oom`` (exit 9, the batch's tensors do not
+    fit). The rule's outputs, installed atomically -- ``run.json`` (``status``, ``reason``,
+    ``batch_size``), a ``trace.csv`` with only the runner's header, ``verify.json``
+    (``skipped: true``) -- so the job succeeds without anything that looks like a
+    measurement."""
     main_dir = tmp / "main"
     main_dir.mkdir(parents=True, exist_ok=True)
     write_json(p, main_dir / layout.PARAMS)
     write_text(main_dir / layout.TRACE, TRACE_HEADER)
     write_json({"skipped": True, "ok": None, "max_abs_err": None, "reason": reason},
                main_dir / layout.VERIFY)
-    write_json({"status": "skipped", "reason": reason, "run_id": p["run_id"],
-                "device": p["device"], "kernel": p["kernel"]}, main_dir / layout.RUN)
+    write_json({"status": status, "reason": reason, "run_id": p["run_id"],
+                "device": p["device"], "kernel": p["kernel"],
+                "batch_size": p.get("batch_size")}, main_dir / layout.RUN)
     _install(tmp, rdir)
-    print(f"phonetrain: run {p['device']}/{p['run_id']} skipped: {reason}", file=sys.stderr)
+    what = "skipped" if status == "skipped" else "out of memory"
+    print(f"phonetrain: run {p['device']}/{p['run_id']} {what}: {reason}", file=sys.stderr)
     return rdir
 
 
+NOT_RUN = ("skipped", "oom")   # run.json statuses of a run recorded without a measurement
+
+
 def skipped_reason(run_json: str | Path) -> str | None:
-    """The reason a run was skipped (its ``run.json`` says ``status: skipped``), else None."""
+    """Why a run holds no measurement (its ``run.json`` says ``status: skipped`` or ``oom``):
+    ``"<status>: <reason>"``, else None."""
     doc = read_json(run_json)
-    return (doc.get("reason") or "skipped") if doc.get("status") == "skipped" else None
+    st = doc.get("status")
+    return f"{st}: {doc.get('reason') or st}" if st in NOT_RUN else None
 
 
 def _conditions_before(t: Any, ms: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,0 +1,180 @@
+"""Energy and heat: the real runner samples scripted sysfs files (battery voltage and current,
+GPU clock, thermal zone) under ``--sysfs-root`` during the measured iterations; run.json's
+``power`` object and the runs table carry energy per iteration, its uncertainty, the sampling
+rate and the throttling flag. A helper thread rewrites a file atomically (``os.replace``) to
+script a value that changes over time."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from helpers.results import write_run
+from helpers.runner_plans import mlp_plan, stage
+from phonetrain import runner as runner_api
+from phonetrain.results import runs as run_folders
+
+VOLT_UV = 4_000_000
+PERIOD_MS = 1
+ITERATIONS = 1500   # ~0.1-0.3 s measured on this host: 100+ samples at 1 ms
+
+
+def put(path: Path, value: int) -> None:
+    """Write a sysfs-style file atomically, so the runner never reads half a value."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(f"{value}\n")
+    os.replace(tmp, path)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    root = tmp_path_factory.mktemp("power")
+    return stage(root / "bundle", mlp_plan("cpu", iterations=ITERATIONS)), root / "bundle"
+
+
+def battery(sysfs: Path, current_ua: int) -> Path:
+    bat = sysfs / "class/power_supply/battery"
+    put(bat / "voltage_now", VOLT_UV)
+    put(bat / "current_now", current_ua)
+    return bat / "current_now"
+
+
+def run(runner, bundle, tmp_path, sysfs, period_ms=PERIOD_MS) -> dict:
+    plan, root = bundle
+    return runner_api.run_plan(runner, plan, root, tmp_path / "out", threads=1,
+                               power_sample_ms=period_ms, sysfs_root=sysfs)
+
+
+def mean_iteration_s(doc: dict) -> float:
+    walls = [i["wall_ms"] for i in doc["iters"] if not i["warmup"]]
+    return sum(walls) / len(walls) / 1e3
+
+
+def test_constant_power_gives_v_times_i_times_iteration_time(runner, bundle, tmp_path):
+    battery(tmp_path / "sys", -500_000)          # discharging, negative by this vendor's sign
+    doc = run(runner, bundle, tmp_path, tmp_path / "sys")
+    pw = doc["power"]
+    want_mj = 4.0 * 0.5 * mean_iteration_s(doc) * 1e3     # 2 W x mean iteration time
+    assert pw["energy_per_iteration_mj"] == pytest.approx(want_mj, rel=1e-9)
+    assert pw["energy_uncertainty_mj"] == 0 and pw["mean_power_w"] == pytest.approx(2.0)
+    assert pw["power_samples"] >= 10
+    assert 0 < pw["sample_hz"] <= 1000 / PERIOD_MS * 1.05
+    assert pw["sysfs_root"] == str((tmp_path / "sys").resolve())
+
+
+def test_scripted_current_is_integrated_within_its_uncertainty(runner, bundle, tmp_path):
+    """Current alternating 0.25 A / 0.75 A every 3 ms: mean power 2 W; the estimate must be
+    within 4 standard errors (plus 5% for the partial cycles at both ends of the window)."""
+    cur = battery(tmp_path / "sys", 250_000)
+    stop = threading.Event()
+
+    def script():
+        k = 0
+        while not stop.wait(0.003):
+            k += 1
+            put(cur, 750_000 if k % 2 else 250_000)
+    t = threading.Thread(target=script)
+    t.start()
+    try:
+        doc = run(runner, bundle, tmp_path, tmp_path / "sys")
+    finally:
+        stop.set()
+        t.join()
+    pw = doc["power"]
+    want_mj = 2.0 * mean_iteration_s(doc) * 1e3
+    u = pw["energy_uncertainty_mj"]
+    assert u > 0 and pw["power_samples"] >= 10
+    assert abs(pw["energy_per_iteration_mj"] - want_mj) <= 4 * u + 0.05 * want_mj
+    assert 1.0 < pw["mean_power_w"] < 3.0
+
+
+def test_a_gpu_clock_drop_during_the_run_flags_throttling(runner, bundle, tmp_path):
+    """The clock falls from 800 to 500 MHz once the runner reports a measured iteration."""
+    sysfs = tmp_path / "sys"
+    battery(sysfs, 500_000)
+    clk = sysfs / "class/kgsl/kgsl-3d0/gpuclk"
+    put(clk, 800_000_000)
+    plan, root = bundle
+    proc = subprocess.Popen([str(runner), "run", "--plan", str(plan), "--root", str(root),
+                             "--out", str(tmp_path / "out"), "--threads", "1", "--progress",
+                             "--power-sample-ms", str(PERIOD_MS), "--sysfs-root", str(sysfs)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    for line in proc.stderr:
+        if line.startswith("iteration 10/"):   # warm-up is 1: measuring, sampler running
+            put(clk, 500_000_000)
+            break
+    proc.stderr.read()
+    assert proc.wait(60) == 0
+    pw = json.loads((tmp_path / "out/run.json").read_text())["power"]
+    assert pw["gpu_mhz_start"] == 800 and pw["gpu_mhz_end"] == 500
+    assert pw["gpu_clock_drop"] == pytest.approx(0.375) and pw["throttled"] is True
+
+
+def test_a_steady_clock_is_not_throttling_and_temperatures_come_from_the_root(
+        runner, bundle, tmp_path):
+    sysfs = tmp_path / "sys"
+    battery(sysfs, 500_000)
+    put(sysfs / "class/kgsl/kgsl-3d0/gpuclk", 800_000_000)
+    put(sysfs / "class/thermal/thermal_zone0/temp", 41_500)
+    put(sysfs / "devices/system/cpu/cpu0/cpufreq/scaling_cur_freq", 1_800_000)
+    doc = run(runner, bundle, tmp_path, sysfs)
+    pw, cond = doc["power"], doc["conditions"]
+    assert pw["throttled"] is False and pw["gpu_clock_drop"] == 0
+    assert pw["cpu_mhz_max_start"] == 1800 and cond["cpu_mhz_start"] == 1800
+    assert cond["temperature_c_start"] == 41.5 and cond["temperature_c_end"] == 41.5
+
+
+def test_without_power_files_nothing_is_measured(runner, bundle, tmp_path):
+    (tmp_path / "sys").mkdir()
+    pw = run(runner, bundle, tmp_path, tmp_path / "sys")["power"]
+    for k in ("energy_per_iteration_mj", "energy_uncertainty_mj", "sample_hz", "throttled",
+              "gpu_mhz_start"):
+        assert pw[k] is None, k
+
+
+def test_runs_table_carries_energy_and_throttling(runner, bundle, tmp_path):
+    """Two repeats folded into one runs row: energy mean, uncertainties in quadrature / 2."""
+    d = write_run(tmp_path / "runs", iterations=2)
+    doc = json.loads((d / "run.json").read_text())
+    doc["power"] = {"energy_per_iteration_mj": 1.0, "energy_uncertainty_mj": 0.3,
+                    "sample_hz": 900.0, "gpu_mhz_start": 800.0, "gpu_mhz_end": 790.0,
+                    "throttled": False}
+    (d / "run.json").write_text(json.dumps(doc))
+    rep = d / "repeat_1"
+    rep.mkdir()
+    for f in ("run.json", "trace.csv"):
+        (rep / f).write_bytes((d / f).read_bytes())
+    doc["power"] = dict(doc["power"], energy_per_iteration_mj=2.0, energy_uncertainty_mj=0.4,
+                        gpu_mhz_end=500.0, throttled=True)
+    (rep / "run.json").write_text(json.dumps(doc))
+    row = run_folders.read_run(d)["runs"].iloc[0]
+    assert row["energy_per_iteration_mj"] == pytest.approx(1.5)
+    assert row["energy_uncertainty_mj"] == pytest.approx(math.hypot(0.3, 0.4) / 2)
+    assert row["power_sample_hz"] == 900 and bool(row["throttled"]) is True
+    assert (row["gpu_mhz_start"], row["gpu_mhz_end"]) == (800, 500)
+    bare = run_folders.read_run(write_run(tmp_path / "bare"))["runs"].iloc[0]
+    assert bare[["energy_per_iteration_mj", "power_sample_hz", "throttled"]].isna().all()
+
+
+def test_report_says_not_measured_on_a_device_without_power(tmp_path):
+    from phonetrain.report.build import energy
+    from phonetrain.results import aggregate
+    d = write_run(tmp_path / "runs", device="phone", iterations=2)
+    doc = json.loads((d / "run.json").read_text())
+    doc["power"] = {"energy_per_iteration_mj": 1.25, "energy_uncertainty_mj": 0.05,
+                    "sample_hz": 950.0, "gpu_mhz_start": 800.0, "gpu_mhz_end": 500.0,
+                    "throttled": True}
+    (d / "run.json").write_text(json.dumps(doc))
+    runs = aggregate.tables([d, write_run(tmp_path / "runs", device="host")])["runs"]
+    by_dev = {e["device"]: e for e in energy(runs)}
+    assert by_dev["host"]["note"] == "not measured on host" and not by_dev["host"]["rows"]
+    (row,) = by_dev["phone"]["rows"]
+    assert by_dev["phone"]["note"] == "" and row["energy"] == "1.25 +- 0.05"
+    assert (row["gpu_mhz"], row["throttled"]) == ("800->500", "yes")
