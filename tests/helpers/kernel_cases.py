@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # Sizes that are 1, odd, a power of two, one past it, prime, and the MLP's 784.
+# The CPU backend's paths: K split into 1024-long chunks for a small C and K >= 2048 (gemm_nt
+# as dot products: 6x25x3001 is LeNet conv1's weight-gradient shape with a shorter K; rows
+# past a multiple of 4), more than one GEMM_MC (192) row block, a column range past GEMM_NC.
 GEMM_SHAPES = [(1, 1, 1), (3, 17, 31), (16, 16, 16), (17, 3, 784), (31, 784, 3),
-               (32, 16, 128), (200, 70, 300), (3, 2100, 5)]
+               (32, 16, 128), (200, 70, 300), (3, 2100, 5), (6, 25, 3001), (1, 9, 2049),
+               (197, 5, 33), (2, 4099, 3)]
 # (alpha, beta): plain product, scaled accumulate, accumulate.
 GEMM_SCALARS = [(1.0, 0.0), (0.5, -1.5), (2.0, 1.0)]
 
