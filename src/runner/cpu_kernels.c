@@ -724,6 +724,58 @@ static int k_col2im(const kctx *k)
     return 0;
 }
 
+/* Direct convolution: per (b, oc) output plane, zero it, then for every (c, kh, kw) in order
+ * add Wt[oc,c,kh,kw] times the shifted input rows over the valid output columns; each output
+ * element is summed in (c, kh, kw) order, as the OpenCL kernel sums it. */
+static int k_conv2d_fwd(const kctx *k)
+{
+    for (int i = 0; i < 7; ++i) CHECK(need_min(k, i, 1));  /* B C H W OC KH KW */
+    CHECK(need_min(k, 7, 1));                              /* stride */
+    CHECK(need_min(k, 8, 0));                              /* pad */
+    const int B = I(0), C = I(1), H = I(2), W = I(3), OC = I(4), KH = I(5), KW = I(6),
+              stride = I(7), pad = I(8), OH = I(9), OW = I(10);
+    const int oh_want = (H + 2 * pad - KH) / stride + 1, ow_want = (W + 2 * pad - KW) / stride + 1;
+    if (H + 2 * pad < KH || OH != oh_want)
+        return fail(k, 9, "is %d; (H + 2*pad - KH)/stride + 1 = %d", OH, oh_want);
+    if (W + 2 * pad < KW || OW != ow_want)
+        return fail(k, 10, "is %d; (W + 2*pad - KW)/stride + 1 = %d", OW, ow_want);
+    CHECK(need_numel(k, 11, (int64_t)B * C * H * W, "B*C*H*W"));
+    CHECK(need_numel(k, 12, (int64_t)OC * C * KH * KW, "OC*C*KH*KW"));
+    CHECK(need_numel(k, 13, (int64_t)B * OC * OH * OW, "B*OC*OH*OW"));
+    const float *X = PF(11), *Wt = PF(12);
+    float *Y = PF(13);
+    const int64_t macs = (int64_t)B * OC * OH * OW * C * KH * KW;
+#pragma omp parallel for if (macs > PAR_MIN) schedule(static)
+    for (int64_t bo = 0; bo < (int64_t)B * OC; ++bo) {
+        const int b = (int)(bo / OC), oc = (int)(bo % OC);
+        float *restrict y = Y + bo * OH * OW;
+        memset(y, 0, (size_t)OH * OW * sizeof(float));
+        for (int c = 0; c < C; ++c) {
+            const float *x = X + ((int64_t)b * C + c) * H * W;
+            const float *wt = Wt + ((int64_t)oc * C + c) * KH * KW;
+            for (int kh = 0; kh < KH; ++kh)
+                for (int kw = 0; kw < KW; ++kw) {
+                    const float wv = wt[kh * KW + kw];
+                    int lo, hi;
+                    valid_range(OW, W, stride, pad, kw, &lo, &hi);
+                    for (int oh = 0; oh < OH; ++oh) {
+                        const int h = oh * stride - pad + kh;
+                        if (h < 0 || h >= H) continue;
+                        const float *restrict src = x + (int64_t)h * W - pad + kw;
+                        float *restrict d = y + (int64_t)oh * OW;
+                        if (stride == 1) {
+#pragma omp simd
+                            for (int ow = lo; ow < hi; ++ow) d[ow] += wv * src[ow];
+                        } else {
+                            for (int ow = lo; ow < hi; ++ow) d[ow] += wv * src[ow * stride];
+                        }
+                    }
+                }
+        }
+    }
+    return 0;
+}
+
 static int k_swap01(const kctx *k)
 {
     for (int i = 0; i < 3; ++i) CHECK(need_min(k, i, 1));
@@ -892,6 +944,7 @@ static const kernel_spec KERNELS[] = {
     {"im2col", "iiiiiiiiiitt", "B C H W KH KW stride pad OH OW X col", k_im2col},
     {"col2im", "iiiiiiiiiitt", "B C H W KH KW stride pad OH OW col dX", k_col2im},
     {"swap01", "iiitt", "D0 D1 D2 X Y", k_swap01},
+    {"conv2d_fwd", "iiiiiiiiiiittt", "B C H W OC KH KW stride pad OH OW X Wt Y", k_conv2d_fwd},
     {"maxpool_fwd", "iiiiiiiittt", "B C H W K stride OH OW X Y argmax", k_maxpool_fwd},
     {"maxpool_bwd", "iiiiiiiittt", "B C H W K stride OH OW dY argmax dX", k_maxpool_bwd},
     {"softmax_xent", "iitttt", "B C logits labels dlogits row_loss", k_softmax_xent},

@@ -1,6 +1,8 @@
 /* Baseline convolution helpers (kernel ABI: src/kernels/README.md): im2col, its adjoint
- * col2im (a gather: one work-item per dX element, no atomics), and swap01 (NCHW <-> CNHW).
- * One work-item per output element, global memory only; out-of-range work-items return. */
+ * col2im (a gather: one work-item per dX element, no atomics), swap01 (NCHW <-> CNHW), and
+ * conv2d_fwd, the direct forward convolution the lowering uses instead of im2col + GEMM +
+ * swap01 where tuning.json says it is faster. One work-item per output element, global memory
+ * only; out-of-range work-items return. */
 
 /* col[(c*KH+kh)*KW+kw, (b*OH+oh)*OW+ow] = X[b, c, oh*stride-pad+kh, ow*stride-pad+kw],
  * 0 outside the image. NDRange [B*OH*OW, C*KH*KW]: global[0] is the column of col. */
@@ -58,4 +60,34 @@ __kernel void swap01(const int D0, const int D1, const int D2, __global const fl
     if (o >= D0 * D1 * D2) return;
     const int k = o % D2, i = (o / D2) % D0, j = o / (D2 * D0);
     Y[o] = X[((size_t)i * D1 + j) * D2 + k];
+}
+
+/* Direct convolution, for small channel counts where im2col + GEMM moves more data than it
+ * computes: Y[b,oc,oh,ow] = sum over (c, kh, kw), in that order, of
+ * Wt[oc,c,kh,kw] * X[b, c, oh*stride-pad+kh, ow*stride-pad+kw] (taps outside the image are
+ * skipped: padding reads as 0). Overwrites Y (NCHW; no bias). NDRange [B*OC*OH*OW]: one
+ * work-item per output, neighbours along ow read neighbouring X. */
+__kernel void conv2d_fwd(const int B, const int C, const int H, const int W, const int OC,
+                         const int KH, const int KW, const int stride, const int pad,
+                         const int OH, const int OW, __global const float *X,
+                         __global const float *Wt, __global float *Y)
+{
+    const int o = get_global_id(0);
+    if (o >= B * OC * OH * OW) return;
+    const int ow = o % OW, oh = (o / OW) % OH, oc = (o / (OW * OH)) % OC, b = o / (OW * OH * OC);
+    const int h0 = oh * stride - pad, w0 = ow * stride - pad;
+    float acc = 0.0f;
+    for (int c = 0; c < C; ++c) {
+        __global const float *x = X + ((size_t)b * C + c) * H * W;
+        __global const float *wt = Wt + ((size_t)oc * C + c) * KH * KW;
+        for (int kh = 0; kh < KH; ++kh) {
+            const int h = h0 + kh;
+            if (h < 0 || h >= H) continue;
+            for (int kw = 0; kw < KW; ++kw) {
+                const int w = w0 + kw;
+                if (w >= 0 && w < W) acc += wt[kh * KW + kw] * x[h * W + w];
+            }
+        }
+    }
+    Y[o] = acc;
 }
