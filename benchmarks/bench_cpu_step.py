@@ -16,7 +16,8 @@ means the runner is faster); ``--profile`` adds the runner's median ms per step 
 (from its trace). The 1-minute load average before and after says how shared the machine was.
 
     PYTHONPATH=$PWD/src /work/main/.venv/bin/python benchmarks/bench_cpu_step.py \
-        --threads 2 [--models mlp_784_256_128_16,lenet5] [--iterations 200] [--profile]
+        --threads 2 [--models mlp_784_256_128_16,lenet5] [--iterations 200] [--profile] \
+        [--baseline-runner OLD/runner]
 """
 
 from __future__ import annotations
@@ -148,13 +149,18 @@ def fmt(x: np.ndarray) -> str:
 @click.option("--profile", is_flag=True, help="also print the runner's per-kernel ms per step")
 @click.option("--build-dir", type=click.Path(path_type=Path), default=None,
               help="where the runner is built (default: a temporary folder)")
+@click.option("--baseline-runner", type=click.Path(path_type=Path, exists=True), default=None,
+              help="another runner binary (e.g. built from an older commit) timed in the same "
+                   "rounds, as a before/after column")
 def main(threads: int, models: str, warmup: int, iterations: int, repeats: int,
-         torch_python: str, profile: bool, build_dir: Path | None) -> None:
+         torch_python: str, profile: bool, build_dir: Path | None,
+         baseline_runner: Path | None) -> None:
     """Print CPU-backend vs PyTorch CPU eager ms per training step as a markdown table."""
     load_before = os.getloadavg()[0]
     names = models.split(",")
     ours: dict[str, list] = {m: [] for m in names}
     theirs: dict[str, list] = {m: [] for m in names}
+    before: dict[str, list] = {m: [] for m in names}
     prof: dict[str, dict] = {m: {} for m in names}
     torch_version = None
     with tempfile.TemporaryDirectory(prefix="bench_cpu_step.") as tmp:
@@ -163,6 +169,9 @@ def main(threads: int, models: str, warmup: int, iterations: int, repeats: int,
             for m in names:
                 ours[m].append(runner_step_ms(runner, Path(tmp) / "root", m, threads, warmup,
                                               iterations, prof[m] if profile else None))
+                if baseline_runner:
+                    before[m].append(runner_step_ms(baseline_runner, Path(tmp) / "root", m,
+                                                    threads, warmup, iterations, None))
             got = torch_step_ms(torch_python, names, threads, warmup, iterations)
             if got is not None:
                 torch_version = got[1]
@@ -174,13 +183,17 @@ def main(threads: int, models: str, warmup: int, iterations: int, repeats: int,
     print(f"1-minute load average: {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     print(f"ms per training step, median [p10-p90] over {repeats} repeats x {iterations} "
           f"measured steps (warm-up {warmup} per repeat):\n")
-    print("| model | runner cpu | torch cpu eager | runner / torch (medians) |")
-    print("|---|---|---|---|")
+    if baseline_runner:
+        print(f"baseline runner: {baseline_runner}\n")
+    base_col = " runner cpu (baseline binary) |" if baseline_runner else ""
+    print(f"| model |{base_col} runner cpu | torch cpu eager | runner / torch (medians) |")
+    print("|---|" + ("---|" if baseline_runner else "") + "---|---|---|")
     for m in names:
         a = np.concatenate(ours[m])
         b = np.concatenate(theirs[m]) if theirs[m] else None
         ratio = f"{np.median(a) / np.median(b):.2f}" if b is not None else "-"
-        print(f"| {m} | {fmt(a)} | {fmt(b) if b is not None else '-'} | {ratio} |")
+        base = f" {fmt(np.concatenate(before[m]))} |" if baseline_runner else ""
+        print(f"| {m} |{base} {fmt(a)} | {fmt(b) if b is not None else '-'} | {ratio} |")
     if profile:
         for m in names:
             print(f"\n{m}: runner ms per step by kernel, layer and phase (median over measured steps):\n")

@@ -135,7 +135,7 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "im2col": lambda: [g("B") * g("OH") * g("OW"), g("C") * g("KH") * g("KW")],
         "col2im": lambda: [g("B") * g("C") * g("H") * g("W")],
         "swap01": lambda: [g("D0") * g("D1") * g("D2")],
-        "conv2d_fwd": lambda: [g("B") * g("OC") * g("OH") * g("OW")],
+        "conv2d_fwd": lambda: [g("B") * g("OH") * g("OW")],
         "maxpool_fwd": lambda: [g("B") * g("C") * g("OH") * g("OW")],
         "maxpool_bwd": lambda: [g("B") * g("C") * g("H") * g("W")],
         "softmax_xent": lambda: [g("B")], "mean": lambda: [1],

@@ -41,7 +41,8 @@ class Linear:
 @dataclass(frozen=True)
 class Conv2d:
     """2-D convolution ``C -> OC`` with a square ``k x k`` kernel, ``stride`` and zero ``pad``;
-    weight ``[OC, C, k, k]``, bias ``[OC]``; lowered as im2col + GEMM."""
+    weight ``[OC, C, k, k]``, bias ``[OC]``; lowered as im2col + GEMM, or as the direct
+    ``conv2d_fwd`` where the device's tuning.json chose it."""
 
     name: str
     in_channels: int
