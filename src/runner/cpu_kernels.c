@@ -281,30 +281,40 @@ static float *thread_scratch(int which, size_t n)
 #define GEMM_KSPLIT_MAX_MN 65536
 #endif
 
-/* One task: C[ic:ic+mc, jc:jc+nc] = alpha * op(A)[ic.., k0:k0+kl] @ op(B)[k0:k0+kl, jc..]
- * + beta * C, on the calling thread, in KC-long blocks (later blocks accumulate). */
+/* One task: C[i0:i0+m, j0:j0+n] = alpha * op(A)[i0.., k0:k0+kl] @ op(B)[k0:k0+kl, j0..]
+ * + beta * C, on the calling thread, as the Goto loop nest: GEMM_NC column panels, KC-long
+ * K blocks (later blocks accumulate), the B panel packed once per block and reused by every
+ * GEMM_MC row block of A. */
 static void gemm_block(const gemm_kernel *gk, const float *A, int64_t ars, int64_t acs,
-                       const float *B, int64_t brs, int64_t bcs, int ic, int mc, int jc, int nc,
+                       const float *B, int64_t brs, int64_t bcs, int i0, int m, int j0, int n,
                        int k0, int kl, float alpha, float beta, float *C, int64_t ldc)
 {
     const int MR = gk->mr, NR = gk->nr;
     const int kc_max = kl < GEMM_KC ? kl : GEMM_KC;
-    float *Ap = thread_scratch(0, (size_t)((mc + MR - 1) / MR) * MR * kc_max);
-    float *Bp = thread_scratch(1, (size_t)((nc + NR - 1) / NR) * NR * kc_max);
-    const int nj = (nc + NR - 1) / NR, ni = (mc + MR - 1) / MR;
-    for (int pc = 0; pc < kl; pc += GEMM_KC) {
-        const int kc = kl - pc < GEMM_KC ? kl - pc : GEMM_KC;
-        const float beta_k = pc == 0 ? beta : 1.0f;
-        pack_b(B, brs, bcs, k0 + pc, kc, jc, nc, NR, Bp);
-        pack_a(A, ars, acs, ic, mc, k0 + pc, kc, MR, Ap);
-        for (int jr = 0; jr < nj; ++jr)
-            for (int ir = 0; ir < ni; ++ir) {
-                const int mr = mc - ir * MR < MR ? mc - ir * MR : MR;
-                const int nr = nc - jr * NR < NR ? nc - jr * NR : NR;
-                gk->micro(kc, Ap + (int64_t)ir * MR * kc, Bp + (int64_t)jr * NR * kc,
-                          C + (int64_t)(ic + ir * MR) * ldc + jc + jr * NR, ldc, mr, nr, alpha,
-                          beta_k);
+    const int mc_max = m < GEMM_MC ? m : GEMM_MC, nc_max = n < GEMM_NC ? n : GEMM_NC;
+    float *Ap = thread_scratch(0, (size_t)((mc_max + MR - 1) / MR) * MR * kc_max);
+    float *Bp = thread_scratch(1, (size_t)((nc_max + NR - 1) / NR) * NR * kc_max);
+    for (int jc = j0; jc < j0 + n; jc += GEMM_NC) {
+        const int nc = j0 + n - jc < GEMM_NC ? j0 + n - jc : GEMM_NC;
+        const int nj = (nc + NR - 1) / NR;
+        for (int pc = 0; pc < kl; pc += GEMM_KC) {
+            const int kc = kl - pc < GEMM_KC ? kl - pc : GEMM_KC;
+            const float beta_k = pc == 0 ? beta : 1.0f;
+            pack_b(B, brs, bcs, k0 + pc, kc, jc, nc, NR, Bp);
+            for (int ic = i0; ic < i0 + m; ic += GEMM_MC) {
+                const int mc = i0 + m - ic < GEMM_MC ? i0 + m - ic : GEMM_MC;
+                const int ni = (mc + MR - 1) / MR;
+                pack_a(A, ars, acs, ic, mc, k0 + pc, kc, MR, Ap);
+                for (int jr = 0; jr < nj; ++jr)
+                    for (int ir = 0; ir < ni; ++ir) {
+                        const int mr = mc - ir * MR < MR ? mc - ir * MR : MR;
+                        const int nr = nc - jr * NR < NR ? nc - jr * NR : NR;
+                        gk->micro(kc, Ap + (int64_t)ir * MR * kc, Bp + (int64_t)jr * NR * kc,
+                                  C + (int64_t)(ic + ir * MR) * ldc + jc + jr * NR, ldc, mr, nr,
+                                  alpha, beta_k);
+                    }
             }
+        }
     }
 }
 
@@ -430,9 +440,9 @@ static void gemm_dot(int M, int N, int K, float alpha, const float *A, const flo
 
 /* C[M,N] = alpha * op(A) @ op(B) + beta * C with op = transpose when trans_* is set; all
  * row-major and dense (A is [M,K] or [K,M], B is [K,N] or [N,K]). beta == 0: C is not read.
- * The work is cut into tasks of (at most GEMM_MC rows) x (a column range sized so there are
- * about 2 tasks per thread) x (a K chunk, see GEMM_KSPLIT); each task packs its own operands
- * into per-thread buffers, so threads never wait on each other inside a GEMM. Every C element
+ * The work is cut into tasks of (a row range) x (a column range) x (a K chunk, see
+ * GEMM_KSPLIT), about 2 per thread; each task packs its own operands into per-thread buffers,
+ * so threads never wait on each other inside a GEMM. Every C element
  * is summed in the same order whatever the thread count. One thread below PAR_MIN
  * multiply-adds. */
 static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
@@ -443,7 +453,7 @@ static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
         return;
     }
     const gemm_kernel gk = gemm_pick();   /* a few loads of cpu feature bits */
-    const int NR = gk.nr;
+    const int MR = gk.mr, NR = gk.nr;
     const int64_t ars = trans_a ? 1 : K, acs = trans_a ? M : 1;
     const int64_t brs = trans_b ? 1 : N, bcs = trans_b ? K : 1;
     const int64_t work = (int64_t)M * N * K;
@@ -451,14 +461,27 @@ static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
     const int threads = par ? omp_get_max_threads() : 1;
     const int nk = (K > GEMM_KSPLIT && (int64_t)M * N <= GEMM_KSPLIT_MAX_MN)
                        ? (K + GEMM_KSPLIT - 1) / GEMM_KSPLIT : 1;
-    const int mb = M < GEMM_MC ? M : GEMM_MC, nmb = (M + mb - 1) / mb;
-    /* column width: enough tasks for 2 per thread, a multiple of NR, at most GEMM_NC */
-    int64_t want = (2 * (int64_t)threads + (int64_t)nmb * nk - 1) / ((int64_t)nmb * nk);
-    int nb = (int)((N + want - 1) / want);
-    nb = (nb + NR - 1) / NR * NR;
-    if (nb > GEMM_NC) nb = GEMM_NC;
-    if (nb > N) nb = N;
-    const int nnb = (N + nb - 1) / nb;
+    /* A grid of nmb x nnb tasks per K chunk, about 2 per thread: each task packs its rows of
+     * A once per column panel and its columns of B once, so the grid minimizing the packed
+     * total (nnb * M + nmb * N, in units of K) is chosen; ranges are whole MR / NR tiles. */
+    const int goal = threads > 1 ? (2 * threads + nk - 1) / nk : 1;
+    const int max_mb = (M + MR - 1) / MR, max_nb = (N + NR - 1) / NR;
+    int nmb = 1, nnb = 1;
+    int64_t best = -1;
+    for (int a = 1; a <= goal && a <= max_mb; ++a) {
+        int c = (goal + a - 1) / a;
+        if (c > max_nb) c = max_nb;
+        const int64_t cost = (int64_t)c * M + (int64_t)a * N;
+        if (best < 0 || cost < best) {
+            best = cost;
+            nmb = a;
+            nnb = c;
+        }
+    }
+    const int mb = ((M + nmb - 1) / nmb + MR - 1) / MR * MR;
+    const int nb = ((N + nnb - 1) / nnb + NR - 1) / NR * NR;
+    nmb = (M + mb - 1) / mb;
+    nnb = (N + nb - 1) / nb;
     const int tasks = nmb * nnb * nk;
     float *part = NULL;   /* nk partial products [nk][M][N] when K is split */
     if (nk > 1) {
@@ -473,7 +496,8 @@ static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
         const int kb = t / (nmb * nnb), r = t % (nmb * nnb);
         const int ic = (r / nnb) * mb, jc = (r % nnb) * nb;
         const int mc = M - ic < mb ? M - ic : mb, nc = N - jc < nb ? N - jc : nb;
-        const int k0 = kb * GEMM_KSPLIT, kl = nk > 1 ? (K - k0 < GEMM_KSPLIT ? K - k0 : GEMM_KSPLIT) : K;
+        const int k0 = kb * GEMM_KSPLIT;
+        const int kl = nk > 1 ? (K - k0 < GEMM_KSPLIT ? K - k0 : GEMM_KSPLIT) : K;
         if (nk > 1)
             gemm_block(&gk, A, ars, acs, B, brs, bcs, ic, mc, jc, nc, k0, kl, 1.0f, 0.0f,
                        part + (int64_t)kb * M * N, N);
