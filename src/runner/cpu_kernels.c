@@ -582,7 +582,7 @@ static int k_relu_fwd(const kctx *k)
     CHECK(need_numel(k, 2, n, "n"));
     const float *X = PF(1);
     float *Y = PF(2);  /* may alias X */
-#pragma omp parallel for simd if (n > PAR_MIN) schedule(static)
+#pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; ++i) Y[i] = X[i] > 0.0f ? X[i] : 0.0f;
     return 0;
 }
@@ -594,7 +594,7 @@ static int k_relu_bwd(const kctx *k)
     for (int i = 1; i <= 3; ++i) CHECK(need_numel(k, i, n, "n"));
     const float *Y = PF(1), *dY = PF(2);
     float *dX = PF(3);  /* may alias dY */
-#pragma omp parallel for simd if (n > PAR_MIN) schedule(static)
+#pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; ++i) dX[i] = Y[i] > 0.0f ? dY[i] : 0.0f;
     return 0;
 }
@@ -607,7 +607,7 @@ static int k_sgd_update(const kctx *k)
     const float lr = F(1), momentum = F(2), wd = F(3);
     float *W = PF(4), *V = PF(6);
     const float *dW = PF(5);
-#pragma omp parallel for simd if (n > PAR_MIN) schedule(static)
+#pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; ++i) {
         const float g = dW[i] + wd * W[i];
         const float v = momentum * V[i] + g;
@@ -624,7 +624,7 @@ static int k_fill(const kctx *k)
     CHECK(need_numel(k, 2, n, "n"));
     const float value = F(1);
     float *X = PF(2);
-#pragma omp parallel for simd if (n > PAR_MIN) schedule(static)
+#pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; ++i) X[i] = value;
     return 0;
 }
