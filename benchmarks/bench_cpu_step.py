@@ -12,8 +12,10 @@ backward, update, loss read back with ``.item()``; ``torch.set_num_threads(threa
 Both sides alternate ``--repeats`` times (runner, torch, runner, ...) so both see the same
 background load. Prints one markdown table: median ms per step and p10-p90 over every
 measured iteration of every repeat, and the ratio of the medians (runner / torch: below 1
-means the runner is faster); ``--profile`` adds the runner's median ms per step of each (kernel, layer, phase)
-(from its trace). The 1-minute load average before and after says how shared the machine was.
+means the runner is faster); ``--profile`` adds the runner's median ms per step of each
+(kernel, layer, phase) from its trace; ``--baseline-runner`` times another runner binary in
+the same rounds (a before/after column). The 1-minute load average before and after says how
+shared the machine was.
 
     PYTHONPATH=$PWD/src /work/main/.venv/bin/python benchmarks/bench_cpu_step.py \
         --threads 2 [--models mlp_784_256_128_16,lenet5] [--iterations 200] [--profile] \
@@ -25,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -196,7 +197,8 @@ def main(threads: int, models: str, warmup: int, iterations: int, repeats: int,
         print(f"| {m} |{base} {fmt(a)} | {fmt(b) if b is not None else '-'} | {ratio} |")
     if profile:
         for m in names:
-            print(f"\n{m}: runner ms per step by kernel, layer and phase (median over measured steps):\n")
+            print(f"\n{m}: runner ms per step by kernel, layer and phase "
+                  "(median over measured steps):\n")
             print("| kernel layer phase | ms per step | share |")
             print("|---|---|---|")
             rows = {k: np.median(np.concatenate(v)) for k, v in prof[m].items()}

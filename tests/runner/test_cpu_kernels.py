@@ -131,7 +131,8 @@ def test_gemm_is_bitwise_the_same_at_1_2_and_3_threads(cpu_lib, kernel, M, N, K)
     """The summation order of every C element depends on the shape only (K chunks are fixed
     by GEMM_KSPLIT, never by the thread count)."""
     rng = np.random.default_rng(1)
-    A, B = rng.uniform(-1, 1, M * K).astype(np.float32), rng.uniform(-1, 1, K * N).astype(np.float32)
+    A = rng.uniform(-1, 1, M * K).astype(np.float32)
+    B = rng.uniform(-1, 1, K * N).astype(np.float32)
     outs = []
     for threads in (1, 2, 3):
         ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
