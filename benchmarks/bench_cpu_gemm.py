@@ -77,7 +77,7 @@ def gemm_plan(n: int, threads: int, warmup: int, iterations: int) -> Plan:
     step = Step(op="kernel", name="gemm_nn", args=args, global_size=[n, n], flops=2 * n ** 3,
                 bytes=4 * 3 * n * n, layer=f"gemm{n}", phase="forward")
     return Plan(name=f"bench/cpu_gemm/{n}", backend="cpu", tensors=tensors, steps=[step],
-                warmup=warmup, iterations=iterations, threads=threads)
+                warmup=warmup, iterations=iterations)
 
 
 def runner_gflops(runner: Path, work: Path, n: int, threads: int, warmup: int,

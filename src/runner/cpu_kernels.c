@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 /* Copies the idx-th space-separated word of names into out. */
 static void arg_name(const char *names, int idx, char *out, size_t outlen)
 {
@@ -177,97 +179,322 @@ static gemm_kernel gemm_pick(void)
 }
 
 /* Packs rows [i0, i0+mc) x cols [p0, p0+kc) of op(A) (element (i,p) at A[i*rs + p*cs]) into
- * slivers of MR rows: Ap[s][p][i], zero rows past mc. Parallel over slivers. */
+ * slivers of MR rows: Ap[s][p][i], zero rows past mc. */
 static void pack_a(const float *A, int64_t rs, int64_t cs, int i0, int mc, int p0, int kc,
-                   int MR, float *Ap)
+                   int MR, float *restrict Ap)
 {
     const int ns = (mc + MR - 1) / MR;
-#pragma omp for schedule(dynamic, 1)
     for (int s = 0; s < ns; ++s) {
-        float *dst = Ap + (int64_t)s * kc * MR;
+        float *restrict dst = Ap + (int64_t)s * kc * MR;
         const int rows = mc - s * MR < MR ? mc - s * MR : MR;
-        for (int i = 0; i < MR; ++i) {
-            const float *src = A + (int64_t)(i0 + s * MR + i) * rs + (int64_t)p0 * cs;
-            if (i < rows)
-                for (int p = 0; p < kc; ++p) dst[p * MR + i] = src[p * cs];
-            else
-                for (int p = 0; p < kc; ++p) dst[p * MR + i] = 0.0f;
+        if (cs == 1) {      /* rows of A are contiguous in p: gather MR streams */
+            for (int i = 0; i < MR; ++i) {
+                const float *src = A + (int64_t)(i0 + s * MR + i) * rs + p0;
+                if (i < rows)
+                    for (int p = 0; p < kc; ++p) dst[p * MR + i] = src[p];
+                else
+                    for (int p = 0; p < kc; ++p) dst[p * MR + i] = 0.0f;
+            }
+        } else {            /* op(A) = A^T: each p is a contiguous run of MR rows */
+            for (int p = 0; p < kc; ++p) {
+                const float *src = A + (int64_t)(i0 + s * MR) * rs + (int64_t)(p0 + p) * cs;
+                float *restrict d = dst + (int64_t)p * MR;
+                for (int i = 0; i < rows; ++i) d[i] = src[i * rs];
+                for (int i = rows; i < MR; ++i) d[i] = 0.0f;
+            }
         }
     }
 }
 
 /* Packs rows [p0, p0+kc) x cols [j0, j0+nc) of op(B) (element (p,j) at B[p*rs + j*cs]) into
- * slivers of NR columns: Bp[s][p][j], zero columns past nc. Parallel over slivers. */
+ * slivers of NR columns: Bp[s][p][j], zero columns past nc. */
 static void pack_b(const float *B, int64_t rs, int64_t cs, int p0, int kc, int j0, int nc,
-                   int NR, float *Bp)
+                   int NR, float *restrict Bp)
 {
     const int ns = (nc + NR - 1) / NR;
-#pragma omp for schedule(dynamic, 1)
     for (int s = 0; s < ns; ++s) {
-        float *dst = Bp + (int64_t)s * kc * NR;
+        float *restrict dst = Bp + (int64_t)s * kc * NR;
         const int cols = nc - s * NR < NR ? nc - s * NR : NR;
-        for (int p = 0; p < kc; ++p) {
-            const float *src = B + (int64_t)(p0 + p) * rs + (int64_t)(j0 + s * NR) * cs;
-            float *d = dst + (int64_t)p * NR;
-            if (cs == 1) {
+        if (cs == 1) {
+            for (int p = 0; p < kc; ++p) {
+                const float *src = B + (int64_t)(p0 + p) * rs + (int64_t)(j0 + s * NR);
+                float *restrict d = dst + (int64_t)p * NR;
                 memcpy(d, src, (size_t)cols * sizeof(float));
-            } else {
-                for (int j = 0; j < cols; ++j) d[j] = src[j * cs];
+                for (int j = cols; j < NR; ++j) d[j] = 0.0f;
             }
-            for (int j = cols; j < NR; ++j) d[j] = 0.0f;
+        } else {            /* op(B) = B^T: gather; contiguous writes beat contiguous reads */
+            for (int p = 0; p < kc; ++p) {
+                const float *src = B + (int64_t)(p0 + p) * rs + (int64_t)(j0 + s * NR) * cs;
+                float *restrict d = dst + (int64_t)p * NR;
+                for (int j = 0; j < cols; ++j) d[j] = src[j * cs];
+                for (int j = cols; j < NR; ++j) d[j] = 0.0f;
+            }
         }
     }
 }
 
-/* C[M,N] = alpha * op(A) @ op(B) + beta * C with op = transpose when trans_* is set; all
- * row-major and dense (A is [M,K] or [K,M], B is [K,N] or [N,K]). beta == 0: C is not read.
- * Runs on the caller's OpenMP threads; one thread below PAR_MIN multiply-adds. */
-static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
-                     const float *A, const float *B, float beta, float *C)
+/* A per-thread scratch buffer of at least n floats, kept between calls (no malloc per launch;
+ * _Thread_local: each OpenMP thread has its own). Aborts when memory runs out. */
+static float *thread_scratch(int which, size_t n)
 {
-    const gemm_kernel gk = gemm_pick();
-    const int MR = gk.mr, NR = gk.nr;
-    const int64_t ars = trans_a ? 1 : K, acs = trans_a ? M : 1;
-    const int64_t brs = trans_b ? 1 : N, bcs = trans_b ? K : 1;
-    const int kc_max = K < GEMM_KC ? K : GEMM_KC;
-    const int mc_max = M < GEMM_MC ? M : GEMM_MC, nc_max = N < GEMM_NC ? N : GEMM_NC;
-    const int64_t ap_len = (int64_t)((mc_max + MR - 1) / MR) * MR * kc_max;
-    const int64_t bp_len = (int64_t)((nc_max + NR - 1) / NR) * NR * kc_max;
-    float *Ap = malloc((size_t)(ap_len + bp_len) * sizeof(float));
-    if (!Ap) {
-        fprintf(stderr, "cpu_gemm: out of memory packing %lld floats\n",
-                (long long)(ap_len + bp_len));
-        abort();
+    static _Thread_local float *buf[2];
+    static _Thread_local size_t len[2];
+    if (len[which] < n) {
+        free(buf[which]);
+        buf[which] = malloc(n * sizeof(float));
+        if (!buf[which]) {
+            fprintf(stderr, "cpu_gemm: out of memory for %zu floats of packing\n", n);
+            abort();
+        }
+        len[which] = n;
     }
-    float *Bp = Ap + ap_len;
-    const int par = (int64_t)M * N * K > PAR_MIN;
-#pragma omp parallel if (par)
-    {
-        for (int jc = 0; jc < N; jc += GEMM_NC) {
-            const int nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
-            for (int pc = 0; pc < K; pc += GEMM_KC) {
-                const int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
-                const float beta_k = pc == 0 ? beta : 1.0f;  /* later K blocks accumulate */
-                pack_b(B, brs, bcs, pc, kc, jc, nc, NR, Bp);  /* omp for: ends in a barrier */
-                for (int ic = 0; ic < M; ic += GEMM_MC) {
-                    const int mc = M - ic < GEMM_MC ? M - ic : GEMM_MC;
-                    pack_a(A, ars, acs, ic, mc, pc, kc, MR, Ap);
-                    const int nj = (nc + NR - 1) / NR, ni = (mc + MR - 1) / MR;
-                    /* dynamic: a thread the OS preempts does not hold up the others */
-#pragma omp for collapse(2) schedule(dynamic, 4)
-                    for (int jr = 0; jr < nj; ++jr)
-                        for (int ir = 0; ir < ni; ++ir) {
-                            const int mr = mc - ir * MR < MR ? mc - ir * MR : MR;
-                            const int nr = nc - jr * NR < NR ? nc - jr * NR : NR;
-                            gk.micro(kc, Ap + (int64_t)ir * MR * kc, Bp + (int64_t)jr * NR * kc,
-                                     C + (int64_t)(ic + ir * MR) * N + jc + jr * NR, N, mr, nr,
-                                     alpha, beta_k);
-                        }
-                }
+    return buf[which];
+}
+
+/* Past this many K per C element (and for small C) the K range is cut into GEMM_KSPLIT-long
+ * chunks computed in parallel and summed in chunk order: the weight gradients of a conv
+ * (C = dY^T-ish [OC, C*KH*KW], K = B*OH*OW) would otherwise run on one thread. The split
+ * depends on the shape only, never the thread count, so results do not change with it. */
+#ifndef GEMM_KSPLIT
+#define GEMM_KSPLIT 1024
+#endif
+#ifndef GEMM_KSPLIT_MAX_MN
+#define GEMM_KSPLIT_MAX_MN 65536
+#endif
+
+/* One task: C[i0:i0+m, j0:j0+n] = alpha * op(A)[i0.., k0:k0+kl] @ op(B)[k0:k0+kl, j0..]
+ * + beta * C, on the calling thread, as the Goto loop nest: GEMM_NC column panels, KC-long
+ * K blocks (later blocks accumulate), the B panel packed once per block and reused by every
+ * GEMM_MC row block of A. */
+static void gemm_block(const gemm_kernel *gk, const float *A, int64_t ars, int64_t acs,
+                       const float *B, int64_t brs, int64_t bcs, int i0, int m, int j0, int n,
+                       int k0, int kl, float alpha, float beta, float *C, int64_t ldc)
+{
+    const int MR = gk->mr, NR = gk->nr;
+    const int kc_max = kl < GEMM_KC ? kl : GEMM_KC;
+    const int mc_max = m < GEMM_MC ? m : GEMM_MC, nc_max = n < GEMM_NC ? n : GEMM_NC;
+    float *Ap = thread_scratch(0, (size_t)((mc_max + MR - 1) / MR) * MR * kc_max);
+    float *Bp = thread_scratch(1, (size_t)((nc_max + NR - 1) / NR) * NR * kc_max);
+    for (int jc = j0; jc < j0 + n; jc += GEMM_NC) {
+        const int nc = j0 + n - jc < GEMM_NC ? j0 + n - jc : GEMM_NC;
+        const int nj = (nc + NR - 1) / NR;
+        for (int pc = 0; pc < kl; pc += GEMM_KC) {
+            const int kc = kl - pc < GEMM_KC ? kl - pc : GEMM_KC;
+            const float beta_k = pc == 0 ? beta : 1.0f;
+            pack_b(B, brs, bcs, k0 + pc, kc, jc, nc, NR, Bp);
+            for (int ic = i0; ic < i0 + m; ic += GEMM_MC) {
+                const int mc = i0 + m - ic < GEMM_MC ? i0 + m - ic : GEMM_MC;
+                const int ni = (mc + MR - 1) / MR;
+                pack_a(A, ars, acs, ic, mc, k0 + pc, kc, MR, Ap);
+                for (int jr = 0; jr < nj; ++jr)
+                    for (int ir = 0; ir < ni; ++ir) {
+                        const int mr = mc - ir * MR < MR ? mc - ir * MR : MR;
+                        const int nr = nc - jr * NR < NR ? nc - jr * NR : NR;
+                        gk->micro(kc, Ap + (int64_t)ir * MR * kc, Bp + (int64_t)jr * NR * kc,
+                                  C + (int64_t)(ic + ir * MR) * ldc + jc + jr * NR, ldc, mr, nr,
+                                  alpha, beta_k);
+                    }
             }
         }
     }
-    free(Ap);
+}
+
+/* C[i0:i1, j0:j1] (leading dimension ldc) = sum over k in [k0, k0+kl) of A[i,k] * B[j,k]
+ * (A [M,K] and B [N,K] row-major, both rows contiguous in k): dot products, up to four rows
+ * of A per pass so each load of B feeds four multiply-adds. Each dot product keeps 16 lane
+ * sums (a constant-trip inner loop gcc vectorizes, as in GEMM_MICRO_BODY), then adds the
+ * tail and the lanes in index order: a fixed order. Compiled per x86 target like the
+ * micro-kernels (the runner is built without -march). */
+#define GEMM_DOT_LANES 16
+#define GEMM_DOT_BODY(MADD)                                                                  \
+    for (int i = i0; i < i1; i += 4) {                                                       \
+        const int nr = i1 - i < 4 ? i1 - i : 4;   /* rows past nr repeat row i, unused */    \
+        const float *restrict a0 = A + (int64_t)i * K + k0;                                  \
+        const float *restrict a1 = nr > 1 ? a0 + K : a0;                                     \
+        const float *restrict a2 = nr > 2 ? a0 + 2 * K : a0;                                 \
+        const float *restrict a3 = nr > 3 ? a0 + 3 * K : a0;                                 \
+        for (int j = j0; j < j1; ++j) {                                                      \
+            const float *restrict b = B + (int64_t)j * K + k0;                               \
+            float c0[GEMM_DOT_LANES] = {0.0f}, c1[GEMM_DOT_LANES] = {0.0f};                  \
+            float c2[GEMM_DOT_LANES] = {0.0f}, c3[GEMM_DOT_LANES] = {0.0f};                  \
+            int p = 0;                                                                       \
+            for (; p + GEMM_DOT_LANES <= kl; p += GEMM_DOT_LANES)                            \
+                for (int l = 0; l < GEMM_DOT_LANES; ++l) {                                   \
+                    const float bv = b[p + l];                                               \
+                    c0[l] = MADD(a0[p + l], bv, c0[l]);                                      \
+                    c1[l] = MADD(a1[p + l], bv, c1[l]);                                      \
+                    c2[l] = MADD(a2[p + l], bv, c2[l]);                                      \
+                    c3[l] = MADD(a3[p + l], bv, c3[l]);                                      \
+                }                                                                            \
+            const float *restrict ar[4] = {a0, a1, a2, a3};                                  \
+            float *cr[4] = {c0, c1, c2, c3};                                                 \
+            for (int r = 0; r < nr; ++r) {                                                   \
+                float s = 0.0f;                                                              \
+                for (int l = 0; l < GEMM_DOT_LANES; ++l) s += cr[r][l];                      \
+                for (int q = p; q < kl; ++q) s = MADD(ar[r][q], b[q], s);                    \
+                C[(int64_t)(i + r) * ldc + j] = s;                                           \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+typedef void (*gemm_dot_fn)(const float *A, const float *B, int64_t K, int i0, int i1, int j0,
+                            int j1, int64_t k0, int kl, float *C, int64_t ldc);
+
+static void gemm_dot_generic(const float *A, const float *B, int64_t K, int i0, int i1, int j0,
+                             int j1, int64_t k0, int kl, float *C, int64_t ldc)
+{
+    GEMM_DOT_BODY(MADD_NATIVE)
+}
+
+#ifdef GEMM_X86_DISPATCH
+__attribute__((target(GEMM_AVX512_TARGET)))
+static void gemm_dot_avx512(const float *A, const float *B, int64_t K, int i0, int i1, int j0,
+                            int j1, int64_t k0, int kl, float *C, int64_t ldc)
+{
+    GEMM_DOT_BODY(MADD_FMA)
+}
+
+__attribute__((target("avx2,fma")))
+static void gemm_dot_avx2(const float *A, const float *B, int64_t K, int i0, int i1, int j0,
+                          int j1, int64_t k0, int kl, float *C, int64_t ldc)
+{
+    GEMM_DOT_BODY(MADD_FMA)
+}
+#endif
+
+static gemm_dot_fn gemm_dot_pick(void)
+{
+#ifdef GEMM_X86_DISPATCH
+    if (GEMM_X86_MAX >= 2 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512vl"))
+        return gemm_dot_avx512;
+    if (GEMM_X86_MAX >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return gemm_dot_avx2;
+#endif
+    return gemm_dot_generic;
+}
+
+/* gemm_nt as dot products (gemm_dot_block) when C is small and K long (a conv's weight
+ * gradient, C [OC, C*KH*KW], K = B*OH*OW): packing would copy far more than C holds. K is cut
+ * into GEMM_KSPLIT chunks, computed in parallel with the rows of C, and summed in chunk
+ * order: the split depends on the shape only, so results do not change with the thread
+ * count. */
+#ifndef GEMM_DOT_MIN_K
+#define GEMM_DOT_MIN_K 2048
+#endif
+static int gemm_dot_fits(int trans_a, int trans_b, int M, int N, int K)
+{
+    return !trans_a && trans_b && K >= GEMM_DOT_MIN_K && (int64_t)M * N <= GEMM_KSPLIT_MAX_MN;
+}
+
+static void gemm_dot(int M, int N, int K, float alpha, const float *A, const float *B,
+                     float beta, float *C)
+{
+    const int nk = (K + GEMM_KSPLIT - 1) / GEMM_KSPLIT;
+    const int rb = 4, nrb = (M + rb - 1) / rb;      /* tasks: (4 rows of C) x (K chunk) */
+    const int64_t mn = (int64_t)M * N;
+    const gemm_dot_fn dot = gemm_dot_pick();
+    float *part = malloc((size_t)nk * mn * sizeof(float));
+    if (!part) {
+        fprintf(stderr, "cpu_gemm: out of memory for %d partial products\n", nk);
+        abort();
+    }
+#pragma omp parallel
+    {
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < nrb * nk; ++t) {
+            const int kb = t / nrb, i0 = (t % nrb) * rb;
+            const int i1 = i0 + rb < M ? i0 + rb : M;
+            const int64_t k0 = (int64_t)kb * GEMM_KSPLIT;
+            const int kl = K - k0 < GEMM_KSPLIT ? (int)(K - k0) : GEMM_KSPLIT;
+            dot(A, B, K, i0, i1, 0, N, k0, kl, part + kb * mn, N);
+        }
+#pragma omp for schedule(static)
+        for (int64_t e = 0; e < mn; ++e) {
+            float s = part[e];
+            for (int kb = 1; kb < nk; ++kb) s += part[(int64_t)kb * mn + e];
+            C[e] = beta == 0.0f ? alpha * s : alpha * s + beta * C[e];
+        }
+    }
+    free(part);
+}
+
+/* C[M,N] = alpha * op(A) @ op(B) + beta * C with op = transpose when trans_* is set; all
+ * row-major and dense (A is [M,K] or [K,M], B is [K,N] or [N,K]). beta == 0: C is not read.
+ * The work is cut into tasks of (a row range) x (a column range) x (a K chunk, see
+ * GEMM_KSPLIT), about 2 per thread; each task packs its own operands into per-thread buffers,
+ * so threads never wait on each other inside a GEMM. Every C element
+ * is summed in the same order whatever the thread count. One thread below PAR_MIN
+ * multiply-adds. */
+static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                     const float *A, const float *B, float beta, float *C)
+{
+    if (gemm_dot_fits(trans_a, trans_b, M, N, K) && (int64_t)M * N * K > PAR_MIN) {
+        gemm_dot(M, N, K, alpha, A, B, beta, C);
+        return;
+    }
+    const gemm_kernel gk = gemm_pick();   /* a few loads of cpu feature bits */
+    const int MR = gk.mr, NR = gk.nr;
+    const int64_t ars = trans_a ? 1 : K, acs = trans_a ? M : 1;
+    const int64_t brs = trans_b ? 1 : N, bcs = trans_b ? K : 1;
+    const int64_t work = (int64_t)M * N * K;
+    const int par = work > PAR_MIN;
+    const int threads = par ? omp_get_max_threads() : 1;
+    const int nk = (K > GEMM_KSPLIT && (int64_t)M * N <= GEMM_KSPLIT_MAX_MN)
+                       ? (K + GEMM_KSPLIT - 1) / GEMM_KSPLIT : 1;
+    /* A grid of nmb x nnb tasks per K chunk, about 2 per thread: each task packs its rows of
+     * A once per column panel and its columns of B once, so the grid minimizing the packed
+     * total (nnb * M + nmb * N, in units of K) is chosen; ranges are whole MR / NR tiles. */
+    const int goal = threads > 1 ? (2 * threads + nk - 1) / nk : 1;
+    const int max_mb = (M + MR - 1) / MR, max_nb = (N + NR - 1) / NR;
+    int nmb = 1, nnb = 1;
+    int64_t best = -1;
+    for (int a = 1; a <= goal && a <= max_mb; ++a) {
+        int c = (goal + a - 1) / a;
+        if (c > max_nb) c = max_nb;
+        const int64_t cost = (int64_t)c * M + (int64_t)a * N;
+        if (best < 0 || cost < best) {
+            best = cost;
+            nmb = a;
+            nnb = c;
+        }
+    }
+    const int mb = ((M + nmb - 1) / nmb + MR - 1) / MR * MR;
+    const int nb = ((N + nnb - 1) / nnb + NR - 1) / NR * NR;
+    nmb = (M + mb - 1) / mb;
+    nnb = (N + nb - 1) / nb;
+    const int tasks = nmb * nnb * nk;
+    float *part = NULL;   /* nk partial products [nk][M][N] when K is split */
+    if (nk > 1) {
+        part = malloc((size_t)nk * M * N * sizeof(float));
+        if (!part) {
+            fprintf(stderr, "cpu_gemm: out of memory for %d partial products\n", nk);
+            abort();
+        }
+    }
+#pragma omp parallel for if (par && tasks > 1) schedule(dynamic, 1)
+    for (int t = 0; t < tasks; ++t) {
+        const int kb = t / (nmb * nnb), r = t % (nmb * nnb);
+        const int ic = (r / nnb) * mb, jc = (r % nnb) * nb;
+        const int mc = M - ic < mb ? M - ic : mb, nc = N - jc < nb ? N - jc : nb;
+        const int k0 = kb * GEMM_KSPLIT;
+        const int kl = nk > 1 ? (K - k0 < GEMM_KSPLIT ? K - k0 : GEMM_KSPLIT) : K;
+        if (nk > 1)
+            gemm_block(&gk, A, ars, acs, B, brs, bcs, ic, mc, jc, nc, k0, kl, 1.0f, 0.0f,
+                       part + (int64_t)kb * M * N, N);
+        else
+            gemm_block(&gk, A, ars, acs, B, brs, bcs, ic, mc, jc, nc, 0, K, alpha, beta, C, N);
+    }
+    if (nk > 1) {   /* C = alpha * (sum of the chunks, in chunk order) + beta * C */
+        const int64_t mn = (int64_t)M * N;
+#pragma omp parallel for if (mn * nk > PAR_MIN) schedule(static)
+        for (int64_t e = 0; e < mn; ++e) {
+            float s = part[e];
+            for (int kb = 1; kb < nk; ++kb) s += part[(int64_t)kb * mn + e];
+            C[e] = beta == 0.0f ? alpha * s : alpha * s + beta * C[e];
+        }
+        free(part);
+    }
 }
 
 /* ---- GEMM ---------------------------------------------------------------------------- */
@@ -415,6 +642,18 @@ static int conv_dims(const kctx *k)
     return 0;
 }
 
+/* Output columns [*lo, *hi) whose input column ow*stride - pad + kw lies in [0, W). */
+static void valid_range(int OW, int W, int stride, int pad, int kw, int *lo, int *hi)
+{
+    const int first = pad - kw, last = W - 1 + pad - kw;   /* ow*stride in [first, last] */
+    int l = first <= 0 ? 0 : (first + stride - 1) / stride;
+    int h = last < 0 ? 0 : last / stride + 1;
+    if (h > OW) h = OW;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
 static int k_im2col(const kctx *k)
 {
     CHECK(conv_dims(k));
@@ -423,20 +662,30 @@ static int k_im2col(const kctx *k)
     const float *X = PF(10);
     float *col = PF(11);
     const int64_t ncols = (int64_t)B * OH * OW, rows = (int64_t)C * KH * KW;
+    /* One task per (row of col, image): the padding edges are found once per row, the
+     * interior is a copy (memcpy at stride 1). */
 #pragma omp parallel for if (rows * ncols > PAR_MIN) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t rb = 0; rb < rows * B; ++rb) {
+        const int64_t r = rb / B;
+        const int b = (int)(rb % B);
         const int kw = (int)(r % KW), kh = (int)(r / KW % KH), c = (int)(r / KW / KH);
-        float *dst = col + r * ncols;
-        for (int b = 0; b < B; ++b)
-            for (int oh = 0; oh < OH; ++oh) {
-                const int h = oh * stride - pad + kh;
-                float *d = dst + ((int64_t)b * OH + oh) * OW;
-                const float *src = X + (((int64_t)b * C + c) * H + h) * W;
-                for (int ow = 0; ow < OW; ++ow) {
-                    const int w = ow * stride - pad + kw;
-                    d[ow] = (h >= 0 && h < H && w >= 0 && w < W) ? src[w] : 0.0f;
-                }
+        int lo, hi;
+        valid_range(OW, W, stride, pad, kw, &lo, &hi);
+        for (int oh = 0; oh < OH; ++oh) {
+            const int h = oh * stride - pad + kh;
+            float *restrict d = col + r * ncols + ((int64_t)b * OH + oh) * OW;
+            if (h < 0 || h >= H) {
+                memset(d, 0, (size_t)OW * sizeof(float));
+                continue;
             }
+            const float *restrict src = X + (((int64_t)b * C + c) * H + h) * W - pad + kw;
+            for (int ow = 0; ow < lo; ++ow) d[ow] = 0.0f;
+            if (stride == 1)
+                memcpy(d + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
+            else
+                for (int ow = lo; ow < hi; ++ow) d[ow] = src[ow * stride];
+            for (int ow = hi; ow < OW; ++ow) d[ow] = 0.0f;
+        }
     }
     return 0;
 }
@@ -449,26 +698,85 @@ static int k_col2im(const kctx *k)
     const float *col = PF(10);
     float *dX = PF(11);
     const int64_t ncols = (int64_t)B * OH * OW;
-    /* Per (b, c) image: zero it, then scatter-add every col entry of that channel. Threads
-     * own whole images, so there are no races and the summation order is fixed. */
+    /* Per (b, c) image: zero it, then add every col entry of that channel in (kh, kw, oh, ow)
+     * order. Threads own whole images, so there are no races and the summation order is
+     * fixed. */
 #pragma omp parallel for if ((int64_t)B * C * H * W * KH * KW > PAR_MIN) schedule(static)
     for (int64_t bc = 0; bc < (int64_t)B * C; ++bc) {
         const int b = (int)(bc / C), c = (int)(bc % C);
-        float *img = dX + bc * H * W;
+        float *restrict img = dX + bc * H * W;
         memset(img, 0, (size_t)H * W * sizeof(float));
         for (int kh = 0; kh < KH; ++kh)
             for (int kw = 0; kw < KW; ++kw) {
-                const float *src = col + (((int64_t)c * KH + kh) * KW + kw) * ncols +
-                                   (int64_t)b * OH * OW;
+                const float *restrict src = col + (((int64_t)c * KH + kh) * KW + kw) * ncols +
+                                            (int64_t)b * OH * OW;
+                int lo, hi;
+                valid_range(OW, W, stride, pad, kw, &lo, &hi);
                 for (int oh = 0; oh < OH; ++oh) {
                     const int h = oh * stride - pad + kh;
                     if (h < 0 || h >= H) continue;
-                    for (int ow = 0; ow < OW; ++ow) {
-                        const int w = ow * stride - pad + kw;
-                        if (w >= 0 && w < W) img[h * W + w] += src[oh * OW + ow];
+                    float *restrict dst = img + (int64_t)h * W - pad + kw;
+                    const float *restrict s = src + (int64_t)oh * OW;
+                    if (stride == 1) {
+#pragma omp simd
+                        for (int ow = lo; ow < hi; ++ow) dst[ow] += s[ow];
+                    } else {
+                        for (int ow = lo; ow < hi; ++ow) dst[ow * stride] += s[ow];
                     }
                 }
             }
+    }
+    return 0;
+}
+
+/* Direct convolution: per (b, oc) output plane, zero it, then for every (c, kh, kw) in order
+ * add Wt[oc,c,kh,kw] times the shifted input rows over the valid output columns; each output
+ * element is summed in (c, kh, kw) order, as the OpenCL kernel sums it. */
+static int k_conv2d_fwd(const kctx *k)
+{
+    for (int i = 0; i < 7; ++i) CHECK(kneed_min(k, i, 1));  /* B C H W OC KH KW */
+    CHECK(kneed_min(k, 7, 1));                              /* stride */
+    CHECK(kneed_min(k, 8, 0));                              /* pad */
+    const int B = I(0), C = I(1), H = I(2), W = I(3), OC = I(4), KH = I(5), KW = I(6),
+              stride = I(7), pad = I(8), OH = I(9), OW = I(10);
+    const int oh_want = (H + 2 * pad - KH) / stride + 1, ow_want = (W + 2 * pad - KW) / stride + 1;
+    if (H + 2 * pad < KH || OH != oh_want)
+        return kfail(k, 9, "is %d; (H + 2*pad - KH)/stride + 1 = %d", OH, oh_want);
+    if (W + 2 * pad < KW || OW != ow_want)
+        return kfail(k, 10, "is %d; (W + 2*pad - KW)/stride + 1 = %d", OW, ow_want);
+    CHECK(kneed_numel(k, 11, (int64_t)B * C * H * W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 12, (int64_t)OC * C * KH * KW, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 13, (int64_t)B * OC * OH * OW, "B*OC*OH*OW"));
+    const float *X = PF(11), *Wt = PF(12);
+    float *Y = PF(13);
+    const int64_t macs = (int64_t)B * OC * OH * OW * C * KH * KW;
+#pragma omp parallel for if (macs > PAR_MIN) schedule(static)
+    for (int64_t bo = 0; bo < (int64_t)B * OC; ++bo) {
+        const int b = (int)(bo / OC), oc = (int)(bo % OC);
+        float *restrict y = Y + bo * OH * OW;
+        memset(y, 0, (size_t)OH * OW * sizeof(float));
+        for (int c = 0; c < C; ++c) {
+            const float *x = X + ((int64_t)b * C + c) * H * W;
+            const float *wt = Wt + ((int64_t)oc * C + c) * KH * KW;
+            for (int kh = 0; kh < KH; ++kh)
+                for (int kw = 0; kw < KW; ++kw) {
+                    const float wv = wt[kh * KW + kw];
+                    int lo, hi;
+                    valid_range(OW, W, stride, pad, kw, &lo, &hi);
+                    for (int oh = 0; oh < OH; ++oh) {
+                        const int h = oh * stride - pad + kh;
+                        if (h < 0 || h >= H) continue;
+                        const float *restrict src = x + (int64_t)h * W - pad + kw;
+                        float *restrict d = y + (int64_t)oh * OW;
+                        if (stride == 1) {
+#pragma omp simd
+                            for (int ow = lo; ow < hi; ++ow) d[ow] += wv * src[ow];
+                        } else {
+                            for (int ow = lo; ow < hi; ++ow) d[ow] += wv * src[ow * stride];
+                        }
+                    }
+                }
+        }
     }
     return 0;
 }
@@ -518,6 +826,24 @@ static int k_maxpool_fwd(const kctx *k)
 #pragma omp parallel for if (BC * H * W > PAR_MIN) schedule(static)
     for (int64_t bc = 0; bc < BC; ++bc) {
         const float *x = X + bc * H * W;
+        if (K == 2 && stride == 2) {   /* LeNet's pooling: the same scan, unrolled */
+            for (int oh = 0; oh < OH; ++oh) {
+                const float *r0 = x + 2 * oh * W, *r1 = r0 + W;
+                float *y = Y + (bc * OH + oh) * OW;
+                int *am = argmax + (bc * OH + oh) * OW;
+                for (int ow = 0; ow < OW; ++ow) {
+                    const int w = 2 * ow;
+                    int best = 2 * oh * W + w;
+                    float m = r0[w];
+                    if (r0[w + 1] > m) { m = r0[w + 1]; best = 2 * oh * W + w + 1; }
+                    if (r1[w] > m) { m = r1[w]; best = (2 * oh + 1) * W + w; }
+                    if (r1[w + 1] > m) { m = r1[w + 1]; best = (2 * oh + 1) * W + w + 1; }
+                    y[ow] = m;
+                    am[ow] = best;
+                }
+            }
+            continue;
+        }
         for (int oh = 0; oh < OH; ++oh)
             for (int ow = 0; ow < OW; ++ow) {
                 int best = oh * stride * W + ow * stride;
@@ -616,6 +942,7 @@ static const kernel_spec KERNELS[] = {
     {"im2col", "iiiiiiiiiitt", "B C H W KH KW stride pad OH OW X col", k_im2col},
     {"col2im", "iiiiiiiiiitt", "B C H W KH KW stride pad OH OW col dX", k_col2im},
     {"swap01", "iiitt", "D0 D1 D2 X Y", k_swap01},
+    {"conv2d_fwd", "iiiiiiiiiiittt", "B C H W OC KH KW stride pad OH OW X Wt Y", k_conv2d_fwd},
     {"maxpool_fwd", "iiiiiiiittt", "B C H W K stride OH OW X Y argmax", k_maxpool_fwd},
     {"maxpool_bwd", "iiiiiiiittt", "B C H W K stride OH OW dY argmax dX", k_maxpool_bwd},
     {"softmax_xent", "iitttt", "B C logits labels dlogits row_loss", k_softmax_xent},

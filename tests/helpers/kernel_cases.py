@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # Sizes that are 1, odd, a power of two, one past it, prime, and the MLP's 784.
+# The CPU backend's paths: K split into 1024-long chunks for a small C and K >= 2048 (gemm_nt
+# as dot products: 6x25x3001 is LeNet conv1's weight-gradient shape with a shorter K; rows
+# past a multiple of 4), more than one GEMM_MC (192) row block, a column range past GEMM_NC.
 GEMM_SHAPES = [(1, 1, 1), (3, 17, 31), (16, 16, 16), (17, 3, 784), (31, 784, 3),
-               (32, 16, 128), (200, 70, 300), (3, 2100, 5)]
+               (32, 16, 128), (200, 70, 300), (3, 2100, 5), (6, 25, 3001), (1, 9, 2049),
+               (197, 5, 33), (2, 4099, 3)]
 # (alpha, beta): plain product, scaled accumulate, accumulate.
 GEMM_SCALARS = [(1.0, 0.0), (0.5, -1.5), (2.0, 1.0)]
 
@@ -105,6 +109,14 @@ def _col2im(B, C, H, W, KH, KW, stride, pad, OH, OW, col, dX):
             dxp[:, :, kh:kh + stride * (OH - 1) + 1:stride,
                 kw:kw + stride * (OW - 1) + 1:stride] += c6[:, kh, kw].transpose(1, 0, 2, 3)
     dX[:B * C * H * W] = dxp[:, :, pad:pad + H, pad:pad + W].ravel()
+
+
+def _conv2d_fwd(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, X, Wt, Y):
+    w = Wt[:OC * C * KH * KW].reshape(OC, C, KH, KW).astype(np.float64)
+    y = np.zeros((B, OC, OH, OW))
+    for kh, kw, win in _windows(X, B, C, H, W, KH, KW, stride, pad, OH, OW):
+        y += np.einsum("oc,bcij->boij", w[:, :, kh, kw], win.astype(np.float64))
+    Y[:y.size] = y.reshape(-1)
 
 
 def _swap01(D0, D1, D2, X, Y):
@@ -241,7 +253,8 @@ ORACLE = {
     "gemm_nn": _gemm(False, False), "gemm_nt": _gemm(False, True),
     "gemm_tn": _gemm(True, False), "bias_add": _bias_add, "bias_grad": _bias_grad,
     "relu_fwd": _relu_fwd, "relu_bwd": _relu_bwd, "im2col": _im2col, "col2im": _col2im,
-    "swap01": _swap01, "maxpool_fwd": _maxpool_fwd, "maxpool_bwd": _maxpool_bwd,
+    "swap01": _swap01, "conv2d_fwd": _conv2d_fwd, "maxpool_fwd": _maxpool_fwd,
+    "maxpool_bwd": _maxpool_bwd,
     "softmax_xent": _softmax_xent, "mean": _mean, "sgd_update": _sgd_update,
     "fill": _fill, "copy": _copy,
 }
@@ -403,7 +416,8 @@ def elementwise_cases(rng: np.random.Generator) -> list[Case]:
 
 
 def conv_cases(rng: np.random.Generator) -> list[Case]:
-    """im2col / col2im with stride and padding (LeNet's 5x5 included) and swap01."""
+    """im2col / col2im with stride and padding (LeNet's 5x5 included), the direct conv2d_fwd
+    and swap01."""
     out = []
     for B, C, H, W, KH, KW, stride, pad in [(1, 1, 1, 1, 1, 1, 1, 0), (2, 3, 7, 5, 3, 3, 1, 1),
                                             (3, 2, 9, 8, 3, 2, 2, 1), (2, 1, 28, 28, 5, 5, 1, 2),
@@ -418,6 +432,19 @@ def conv_cases(rng: np.random.Generator) -> list[Case]:
         out.append(Case("col2im", dims + ["col", "dX"],
                         {"col": _rand(rng, ncol), "dX": np.full(B * C * H * W, np.nan, np.float32)},
                         ("dX",), label=f"col2im {tag}"))
+    # Direct convolution: LeNet's conv1 (pad 2) and conv2 at batch 2, odd sizes with stride 2
+    # and 3, non-square kernels, a kernel as large as the padded image, one pixel.
+    for B, C, H, W, OC, KH, KW, stride, pad in [
+            (2, 1, 28, 28, 6, 5, 5, 1, 2), (2, 6, 14, 14, 16, 5, 5, 1, 0),
+            (3, 2, 9, 8, 5, 3, 2, 2, 1), (1, 3, 17, 16, 7, 4, 4, 3, 0),
+            (2, 4, 5, 7, 3, 7, 9, 1, 1), (1, 1, 1, 1, 1, 1, 1, 1, 0)]:
+        OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
+        out.append(Case("conv2d_fwd", [B, C, H, W, OC, KH, KW, stride, pad, OH, OW, "X", "Wt",
+                                       "Y"],
+                        {"X": _rand(rng, B * C * H * W), "Wt": _rand(rng, OC * C * KH * KW),
+                         "Y": np.full(B * OC * OH * OW, np.nan, np.float32)}, ("Y",),
+                        label=f"conv2d_fwd {B}x{C}x{H}x{W} oc{OC} k{KH}x{KW} s{stride} p{pad}",
+                        atol=1e-6 * C * KH * KW + 1e-5))
     for D0, D1, D2 in [(1, 1, 1), (6, 3, 784), (17, 5, 1), (2, 31, 16)]:
         n = D0 * D1 * D2
         out.append(Case("swap01", [D0, D1, D2, "X", "Y"],

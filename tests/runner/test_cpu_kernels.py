@@ -133,3 +133,22 @@ def test_unknown_kernel_name_is_refused_and_not_known(cpu_lib):
     assert cpu_lib.cpu_kernel_known(b"col2im") == 1
     assert cpu_lib.cpu_kernel_known(b"conv_sgd") == 1   # a fused kernel (cpu_fused.c)
     assert cpu_lib.cpu_kernel_known(b"gemm_xx") == 0
+
+
+@pytest.mark.parametrize("kernel,M,N,K", [("gemm_nt", 6, 25, 3001), ("gemm_nt", 16, 150, 3200),
+                                          ("gemm_nn", 200, 70, 300), ("gemm_tn", 150, 513, 16)])
+def test_gemm_is_bitwise_the_same_at_1_2_and_3_threads(cpu_lib, kernel, M, N, K):
+    """The summation order of every C element depends on the shape only (K chunks are fixed
+    by GEMM_KSPLIT, never by the thread count)."""
+    rng = np.random.default_rng(1)
+    A = rng.uniform(-1, 1, M * K).astype(np.float32)
+    B = rng.uniform(-1, 1, K * N).astype(np.float32)
+    outs = []
+    for threads in (1, 2, 3):
+        ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+        C = np.full(M * N, np.nan, np.float32)
+        rc, err = call(cpu_lib, kernel, [M, N, K, 1.0, A, B, 0.0, C])
+        assert rc == 0, err
+        outs.append(C)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])

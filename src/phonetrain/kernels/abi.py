@@ -25,6 +25,8 @@ KERNEL_ARGS: dict[str, tuple[str, ...]] = {
     "col2im": ("i:B", "i:C", "i:H", "i:W", "i:KH", "i:KW", "i:stride", "i:pad", "i:OH",
                "i:OW", "r:col", "w:dX"),
     "swap01": ("i:D0", "i:D1", "i:D2", "r:X", "w:Y"),
+    "conv2d_fwd": ("i:B", "i:C", "i:H", "i:W", "i:OC", "i:KH", "i:KW", "i:stride", "i:pad",
+                   "i:OH", "i:OW", "r:X", "r:Wt", "w:Y"),
     "maxpool_fwd": ("i:B", "i:C", "i:H", "i:W", "i:K", "i:stride", "i:OH", "i:OW", "r:X",
                     "w:Y", "w:argmax"),
     "maxpool_bwd": ("i:B", "i:C", "i:H", "i:W", "i:K", "i:stride", "i:OH", "i:OW", "r:dY",
@@ -131,7 +133,8 @@ def kernel_flops(name: str, d: dict[str, object]) -> int:
     """FLOPs of one launch (``d`` from :func:`bind_args`), the rules of the ABI's "FLOPs and
     bytes" section (``src/kernels/README.md``).
 
-    GEMM ``2*M*N*K`` (2 x MACs); one FLOP per output for ``bias_add``, ``relu_fwd``,
+    GEMM ``2*M*N*K`` (2 x MACs), ``conv2d_fwd`` ``2*B*OC*OH*OW*C*KH*KW`` (the GEMM it
+    replaces, padding taps included); one FLOP per output for ``bias_add``, ``relu_fwd``,
     ``relu_bwd``, one per summed input for ``bias_grad``, ``mean`` and ``col2im`` (its
     ``C*KH*KW*B*OH*OW`` column entries), ``K*K`` comparisons per ``maxpool_fwd`` output, one add
     per ``maxpool_bwd`` input gradient, ``5*B*C`` for ``softmax_xent``, ``sgd_update``
@@ -147,6 +150,8 @@ def kernel_flops(name: str, d: dict[str, object]) -> int:
         return g("n")
     if name == "col2im":
         return g("C") * g("KH") * g("KW") * g("B") * g("OH") * g("OW")
+    if name == "conv2d_fwd":
+        return 2 * g("B") * g("OC") * g("OH") * g("OW") * g("C") * g("KH") * g("KW")
     if name == "maxpool_fwd":
         return g("B") * g("C") * g("OH") * g("OW") * g("K") * g("K")
     if name == "maxpool_bwd":
@@ -222,6 +227,7 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "im2col": lambda: [g("B") * g("OH") * g("OW"), g("C") * g("KH") * g("KW")],
         "col2im": lambda: [g("B") * g("C") * g("H") * g("W")],
         "swap01": lambda: [g("D0") * g("D1") * g("D2")],
+        "conv2d_fwd": lambda: [g("B") * g("OH") * g("OW")],
         "maxpool_fwd": lambda: [g("B") * g("C") * g("OH") * g("OW")],
         "maxpool_bwd": lambda: [g("B") * g("C") * g("H") * g("W")],
         "softmax_xent": lambda: [g("B")], "mean": lambda: [1],

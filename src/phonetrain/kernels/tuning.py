@@ -29,6 +29,15 @@ Runs use it through :func:`tune_plan`: one program per plan, so the plan takes t
 holds the largest share of its GEMM FLOPs (:func:`plan_class`), and its GEMM steps get that
 configuration's defines (program build options) and launch geometry. Only numpy/pandas and
 PyYAML are needed (no Hydra), so benchmarks/bench_gemm.py can use the same spaces.
+
+Convolutions: an optional ``conv`` section records, per conv forward shape
+(:func:`conv_key`), whether im2col + GEMM or the direct ``conv2d_fwd`` kernel was faster on the
+device (:func:`choose_conv`; measured by ``benchmarks/bench_conv.py --tuning``)::
+
+    "conv": {"b32_c1_h28_w28_oc6_k5_s1_p2": {"lowering": "direct", "im2col_ms": 0.9,
+                                             "direct_ms": 0.4}, ...}
+
+and the lowering reads it back through :func:`conv_lowerings`.
 """
 
 from __future__ import annotations
@@ -239,3 +248,48 @@ def tune_plan(plan, version: KernelVersion, tuning: dict[str, Any]):
             m, n, k = (int(a["i"]) for a in s.args[:3])
             s.global_size, s.local_size = geometry(s.name, {"M": m, "N": n, "K": k}, v)
     return out, cls
+
+
+# ---------------------------------------------------------------- convolution lowering
+
+CONV_LOWERINGS = ("im2col", "direct")
+"""How a Conv2d forward is lowered: ``im2col`` (im2col + the version's GEMM + swap01, the
+default) or ``direct`` (the ``conv2d_fwd`` kernel); ``src/kernels/README.md``."""
+
+
+def conv_key(batch: int, c: int, h: int, w: int, oc: int, k: int, stride: int, pad: int) -> str:
+    """The ``conv`` section's key of one conv forward shape, e.g. ``b32_c1_h28_w28_oc6_k5_s1_p2``
+    (input ``[batch, c, h, w]``, ``oc`` output channels, ``k x k`` kernel)."""
+    return f"b{batch}_c{c}_h{h}_w{w}_oc{oc}_k{k}_s{stride}_p{pad}"
+
+
+def choose_conv(times_ms: dict[str, dict[str, float | None]]) -> dict[str, Any]:
+    """The ``conv`` section of tuning.json from measured forward times: ``times_ms[key]`` maps
+    each lowering of :data:`CONV_LOWERINGS` to its median ms per forward (None: it failed).
+    Per key: ``{"lowering": <the faster one that ran>, "im2col_ms": ..., "direct_ms": ...}``;
+    a tie or a failed direct keeps ``im2col``. Raises ``ValueError`` when im2col failed."""
+    out = {}
+    for key, t in times_ms.items():
+        if t.get("im2col") is None:
+            raise ValueError(f"conv {key}: the im2col lowering failed; it is the reference")
+        direct = t.get("direct")
+        pick = "direct" if direct is not None and direct < t["im2col"] else "im2col"
+        out[key] = {"lowering": pick, "im2col_ms": t["im2col"], "direct_ms": direct}
+    return out
+
+
+def conv_lowerings(tuning: dict[str, Any] | None, where: str = "tuning.json") -> dict[str, str]:
+    """``{conv_key: lowering}`` from a tuning document's optional ``conv`` section (empty for
+    None or a document without one); the lowering (:func:`phonetrain.lowering.lower`) lowers
+    the listed shapes that way and any other shape with im2col. Raises
+    :class:`~phonetrain.errors.ResultsFileError` naming ``where`` and the key for an entry
+    that is not ``{"lowering": one of CONV_LOWERINGS}``."""
+    section = (tuning or {}).get("conv") or {}
+    out = {}
+    for key, entry in section.items():
+        lowering = entry.get("lowering") if isinstance(entry, dict) else None
+        if lowering not in CONV_LOWERINGS:
+            raise ResultsFileError(f"{where}: conv.{key}.lowering is {lowering!r}; expected one "
+                                   f"of {', '.join(CONV_LOWERINGS)}", "rerun the tune job")
+        out[key] = lowering
+    return out

@@ -6,7 +6,8 @@ gradient of any activation; conv scratch ``<layer>.col``, ``<layer>.out_cnhw`` (
 pool scratch ``<layer>.argmax`` (int); ``loss.rows`` and ``loss``. Every step is tagged with
 its layer (``input``/``loss`` for batch and loss traffic) and phase. Each layer type's kernel
 sequence is the one ``src/kernels/README.md`` gives (Linear: gemm_nt + bias_add; Conv2d:
-im2col + gemm_nn + swap01 + bias_add; backward mirrors it; the mobile operators: its section
+im2col + gemm_nn + swap01 + bias_add, or conv2d_fwd + bias_add where the device's tuning
+chose the direct convolution; backward mirrors it; the mobile operators: its section
 "Mobile CNN operators"). A kernel version whose
 ``version.yaml`` sets ``lowering: fused_step`` gets the fused sequence of
 :mod:`phonetrain.lowering.fused` instead.
@@ -27,6 +28,7 @@ import math
 from pathlib import Path
 
 from .. import data as datasets
+from ..kernels.tuning import conv_key
 from ..kernels import (GEMM_KERNELS, KERNEL_ARGS, KERNELS_ROOT, KernelVersion, bind_args,
                        buffer_access, geometry, kernel_flops, kernels_mentioned, load_version,
                        mark_image_args, resolve_sources)
@@ -42,8 +44,9 @@ from .spec import LowerError, LowerSpec
 class _Builder:
     """Accumulates tensors and compute steps; kernels get FLOPs, bytes and geometry."""
 
-    def __init__(self, version: KernelVersion):
+    def __init__(self, version: KernelVersion, conv_lowering: dict[str, str] | None = None):
         self.version = version
+        self.conv_lowering = conv_lowering or {}   # conv_key -> "im2col" | "direct"
         self.tensors: list[Tensor] = []
         self.steps: list[Step] = []
         self.params: dict[str, list[int]] = {}   # layer -> [weight, bias] ids
@@ -111,6 +114,13 @@ def _lower_forward(b: _Builder, layer, x: int, batch: int) -> int:
         _, c, h, w = xs
         oc, oh, ow = layer.out_shape((c, h, w))
         k, ckk, cols = layer.kernel, c * layer.kernel ** 2, batch * oh * ow
+        key = conv_key(batch, c, h, w, oc, k, layer.stride, layer.pad)
+        if b.conv_lowering.get(key) == "direct":
+            y = b.tensor(f"{layer.name}.out", [batch, oc, oh, ow], "activation")
+            b.kernel("conv2d_fwd", [batch, c, h, w, oc, k, k, layer.stride, layer.pad, oh, ow,
+                                    x, W, y], layer.name, "forward")
+            b.kernel("bias_add", [batch, oc, oh * ow, y, bias], layer.name, "forward")
+            return y   # no col: the backward makes it
         col = b.tensor(f"{layer.name}.col", [ckk, cols], "scratch")
         yc = b.tensor(f"{layer.name}.out_cnhw", [oc, cols], "scratch")
         y = b.tensor(f"{layer.name}.out", [batch, oc, oh, ow], "activation")
@@ -172,7 +182,11 @@ def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
         _, c, h, w = xs
         oc, oh, ow = b.tensors[y].shape[1:]
         k, ckk, cols = layer.kernel, c * layer.kernel ** 2, batch * oh * ow
-        col = b.saved[f"{name}.col"]
+        col = b.saved.get(f"{name}.col")
+        if col is None:   # a direct forward: the weight gradient needs the columns
+            col = b.tensor(f"{name}.col", [ckk, cols], "scratch")
+            b.kernel("im2col", [batch, c, h, w, k, k, layer.stride, layer.pad, oh, ow, x, col],
+                     name, "backward")
         dyc = b.tensor(f"{name}.out_cnhw.grad", [oc, cols], "scratch")
         b.kernel("swap01", [batch, oc, oh * ow, dy, dyc], name, "backward")
         b.kernel("gemm_nt", [oc, ckk, cols, 1.0, dyc, col, 0.0, dW], name, "backward")
@@ -432,8 +446,8 @@ def checkpoint_tensors(tensors: list[Tensor]) -> list[int]:
             if t.role in CHECKPOINT_ROLES or (t.role == "scratch" and t.dtype == "i32")]
 
 
-def lower(spec: LowerSpec, model: Model | None = None,
-          kernels_root: Path = KERNELS_ROOT) -> Plan:
+def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERNELS_ROOT,
+          conv_lowering: dict[str, str] | None = None) -> Plan:
     """Lower one SGD training step of ``spec.model`` into a :class:`~phonetrain.plan.Plan`.
 
     Placements: ``cpu`` -- loads then the kernels, no transfers, every tensor home on the
@@ -451,6 +465,11 @@ def lower(spec: LowerSpec, model: Model | None = None,
     ``data/<dataset dir>/b<batch>/{images.f32,labels.i32}`` (``phonetrain.data``). Raises
     :class:`LowerError` for a bad spec, an incompatible dataset, or a kernel version that
     lacks a kernel.
+
+    ``conv_lowering`` (``{conv_key: "im2col" | "direct"}``, from a device's tuning.json through
+    :func:`phonetrain.kernels.tuning.conv_lowerings`) lowers the listed conv shapes' forward
+    with the direct ``conv2d_fwd`` kernel where it says ``direct`` (the backward then starts
+    with an ``im2col``); every other conv uses im2col + GEMM + swap01.
     """
     spec.check()
     model = model or get_model(spec.model)
@@ -461,7 +480,7 @@ def lower(spec: LowerSpec, model: Model | None = None,
         raise LowerError(str(e)) from None
     version = load_version(spec.kernel, kernels_root)
     plan_id = spec.resolved_plan_id()
-    b = _Builder(version)
+    b = _Builder(version, conv_lowering)
     x, labels, loss = _compute_steps(b, model, spec, plan_dir_rel(plan_id))
     steps = _place(b, spec, x, labels, loss)
     ddir = datasets.batch_dir(dataset, spec.batch_size, model.input_shape, model.classes)

@@ -15,15 +15,17 @@ from .init import init_params, init_state
 from .spec import LowerSpec
 
 
-def write_plan_dir(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROOT) -> Path:
+def write_plan_dir(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROOT,
+                   conv_lowering: dict[str, str] | None = None) -> Path:
     """Write ``root/plans/<plan_id>/plan.json`` and ``tensors/<param>.f32`` (raw little-endian
     float32, from :func:`~phonetrain.lowering.init_params`; batch norm's running statistics
     from :func:`~phonetrain.lowering.init.init_state` likewise) and return that folder.
 
     Everything goes to a temp folder beside it that is renamed into place, so a crash leaves
     no folder that looks complete; an existing folder of the same id is replaced.
+    ``conv_lowering`` goes to :func:`~phonetrain.lowering.build.lower`.
     """
-    plan = lower(spec, kernels_root=kernels_root)
+    plan = lower(spec, kernels_root=kernels_root, conv_lowering=conv_lowering)
     model = get_model(spec.model)
     dest = Path(root) / plan_dir_rel(spec.resolved_plan_id())
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -47,15 +49,16 @@ def write_plan_dir(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROO
 
 
 def write_bundle(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROOT,
-                 **data_opts) -> Path:
+                 conv_lowering: dict[str, str] | None = None, **data_opts) -> Path:
     """A complete staging root for one spec: the plan folder, the dataset's batch files and,
     for the opencl backend, the staged kernel sources. Returns the plan.json path.
     ``data_opts`` go to :func:`phonetrain.data.write_batches` (e.g. ``folder=``, ``seed=``:
-    the data seed is independent of the init seed because the batch folder is shared)."""
+    the data seed is independent of the init seed because the batch folder is shared);
+    ``conv_lowering`` goes to :func:`~phonetrain.lowering.build.lower`."""
     model = get_model(spec.model)
     dataset = spec.dataset or model.default_dataset
     datasets.write_batches(dataset, spec.batch_size, spec.num_batches, root,
                            input_shape=model.input_shape, classes=model.classes, **data_opts)
     if spec.backend == "opencl":
         stage_kernels(spec.kernel, root, kernels_root)
-    return write_plan_dir(spec, root, kernels_root) / "plan.json"
+    return write_plan_dir(spec, root, kernels_root, conv_lowering) / "plan.json"

@@ -44,7 +44,8 @@ class Linear:
 class Conv2d:
     """2-D convolution ``C -> OC`` with a square ``k x k`` kernel, ``stride`` and zero ``pad``;
     weight ``[OC, C, k, k]``, bias ``[OC]`` (none with ``bias=False``, as before a batch
-    norm); lowered as im2col + GEMM."""
+    norm); lowered as im2col + GEMM, or as the direct ``conv2d_fwd`` where the device's
+    tuning.json chose it."""
 
     name: str
     in_channels: int

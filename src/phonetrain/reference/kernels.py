@@ -77,6 +77,23 @@ def _col2im(d) -> None:
     d["dX"][: B * C * H * W] = dxp[:, :, p:p + H, p:p + W].ravel()
 
 
+def _conv2d_fwd(d) -> None:
+    B, C, H, W, KH, KW, s, p, OH, OW = (d[k] for k in _CONV_DIMS)
+    OC = d["OC"]
+    x = d["X"][: B * C * H * W].reshape(B, C, H, W)
+    hp, wp = max(H + 2 * p, (OH - 1) * s + KH), max(W + 2 * p, (OW - 1) * s + KW)
+    xp = np.zeros((B, C, hp, wp), x.dtype)
+    xp[:, :, p:p + H, p:p + W] = x
+    wt = d["Wt"][: OC * C * KH * KW].reshape(OC, C, KH, KW)
+    y = np.zeros((B, OC, OH, OW), d["Y"].dtype)
+    for c in range(C):          # the kernels' order: c, then kh, then kw
+        for kh in range(KH):
+            for kw in range(KW):
+                win = xp[:, c, kh:kh + s * (OH - 1) + 1:s, kw:kw + s * (OW - 1) + 1:s]
+                y += wt[None, :, c, kh, kw, None, None] * win[:, None]
+    d["Y"][: y.size] = y.reshape(-1)
+
+
 def _maxpool_fwd(d) -> None:
     B, C, H, W, K, s, OH, OW = (d[k] for k in ("B", "C", "H", "W", "K", "stride", "OH", "OW"))
     x = d["X"][: B * C * H * W].reshape(B, C, H, W)
@@ -168,6 +185,7 @@ KERNELS = {
     "gemm_tn": lambda d: _gemm(d, True, False),
     "bias_add": _bias_add, "bias_grad": _bias_grad, "relu_fwd": _relu_fwd,
     "relu_bwd": _relu_bwd, "im2col": _im2col, "col2im": _col2im, "swap01": _swap01,
+    "conv2d_fwd": _conv2d_fwd,
     "maxpool_fwd": _maxpool_fwd, "maxpool_bwd": _maxpool_bwd, "softmax_xent": _softmax_xent,
     "mean": _mean, "sgd_update": _sgd, "fill": _fill, "copy": _copy,
 }
