@@ -8,7 +8,8 @@ conv lowered directly (``conv2d_fwd``, plus the ``im2col`` its backward then nee
 weight gradient). A conv's cost in each lowering is the sum, per step, of its layer's forward
 kernels and its backward ``im2col`` (what differs between the two; ``bias_add`` is in both)
 from the trace: device time (OpenCL profiling events) where the backend has it, host time on
-the CPU backend. The two plans alternate ``--repeats`` times. Prints a markdown table of
+the CPU backend. The two plans alternate ``--repeats`` times; each lowering's first repeat is
+verified per step against the numpy reference (``phonetrain.reference.verify_run_dir``). Prints a markdown table of
 median ms per step [p10-p90] per conv shape and the faster lowering; with ``--tuning PATH`` the
 choice (:func:`phonetrain.kernels.tuning.choose_conv`) is merged into that tuning.json's
 ``conv`` section (created with no GEMM classes if the file does not exist), which
@@ -28,12 +29,14 @@ from pathlib import Path
 import click
 import numpy as np
 
+from phonetrain import reference
 from phonetrain import runner as rt
 from phonetrain.devices import toolchains
 from phonetrain.io import write_text
 from phonetrain.kernels import tuning
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.models import Conv2d, get_model
+from phonetrain.plan import Plan
 
 
 def conv_shapes(model: str, batch: int) -> dict[str, str]:
@@ -87,6 +90,7 @@ def main(models: str, backend: str, platform: str | None, kernel: str, batch: in
     load_before = os.getloadavg()[0]
     sel = rt.DeviceSelector(platform=platform) if backend == "opencl" and platform else None
     times: dict[str, dict[str, list]] = {}
+    verdicts: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="bench_conv.") as tmp:
         runner = toolchains.build_runner(build_dir or Path(tmp) / "build")
         root = Path(tmp) / "root"
@@ -95,16 +99,22 @@ def main(models: str, backend: str, platform: str | None, kernel: str, batch: in
             for r in range(repeats):
                 for lowering in tuning.CONV_LOWERINGS:
                     opencl = backend == "opencl"
+                    # the first repeat keeps the default checkpoints: verified per step
+                    checks = {} if r == 0 else {"dumps": "none", "checkpoints": ()}
                     spec = LowerSpec(model=model, batch_size=batch, backend=backend,
                                      placement="resident" if opencl else None,
                                      transfer="copy" if opencl else None, kernel=kernel,
                                      warmup=warmup, iterations=iterations, num_batches=4,
-                                     dumps="none", checkpoints=(),
-                                     plan_id=f"{model}-{lowering}")
+                                     plan_id=f"{model}-{lowering}", **checks)
                     choice = {key: lowering for key in shapes.values()}
                     plan = write_bundle(spec, root, conv_lowering=choice)
                     out = root / "out" / f"{model}-{lowering}-{r}"
                     rt.run_plan(runner, plan, root, out, threads=threads, device_selector=sel)
+                    if r == 0:
+                        v = reference.verify_run_dir(Plan.load(plan), root, out)
+                        verdicts[f"{model} {lowering}"] = (
+                            "verified per step" if v.get("ok") else
+                            f"VERIFY FAILED (max error {v.get('max_abs_err')})")
                     for layer, ms in layer_ms(out, list(shapes)).items():
                         times.setdefault(shapes[layer], {}).setdefault(lowering, []).append(ms)
     med = {k: {lw: float(np.median(np.concatenate(v))) for lw, v in t.items()}
@@ -124,6 +134,10 @@ def main(models: str, backend: str, platform: str | None, kernel: str, batch: in
             p10, p50, p90 = np.percentile(x, [10, 50, 90])
             cells.append(f"{p50:.3f} [{p10:.3f}-{p90:.3f}]")
         print(f"| {key} | {cells[0]} | {cells[1]} | {chosen[key]['lowering']} |")
+    print("\nper-step verification of the first repeat (checkpoints against the numpy "
+          "reference):")
+    for run, verdict in verdicts.items():
+        print(f"- {run}: {verdict}")
     if tuning_path:
         doc = (tuning.load_tuning(tuning_path) if tuning_path.exists() else
                {"version": kernel, "classes": {}, "default": None})
