@@ -56,7 +56,11 @@ def run_params(exp: Experiment) -> dict[str, Any]:
     :mod:`phonetrain.results.runs`, plus the config the run depends on under ``config``
     (measurement keys limited to :data:`RUN_MEASURE_KEYS`)."""
     c = dict(exp.config)
-    c["measure"] = {k: c["measure"][k] for k in RUN_MEASURE_KEYS if k in c["measure"]}
+    ms = c["measure"]
+    c["measure"] = {k: ms[k] for k in RUN_MEASURE_KEYS if k in ms}
+    if ms.get("eval_every"):
+        # only when on: a run measured before the key existed keeps its config hash
+        c["measure"]["eval_every"] = ms["eval_every"]
     b = c["backend"]
     return {
         "run_id": exp.id, "model": exp.model, "device": exp.device, "backend": exp.backend,
