@@ -49,6 +49,7 @@ FIGURES = {  # name -> title; file figures/<name>.<fmt>; rules/captions/<name>.r
     "gemm_kernels": "GEMM kernel versions vs the device's measured peaks (roofline)",
     "bandwidth": "Transfers per device: GB/s of copies, time per call of every kind",
     "loss": "Loss curves per device and model",
+    "accuracy": "Held-out accuracy and training loss against wall time",
     "batch_sweep": "Time per sample and memory against batch size",
 }
 SECTIONS = ("at-a-glance", "summary", "since-last-study", "guidelines", "figures", "runs",
@@ -205,6 +206,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi
     figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi, tables["peaks"])
     figures.gemm_kernels(tables["gemm"], tables["peaks"], p["gemm_kernels"], dpi)
     figures.loss_curves(runs, it, p["loss"], dpi)
+    figures.accuracy_vs_time(runs, it, p["accuracy"], dpi)
     figures.batch_sweep(runs, p["batch_sweep"], dpi)
     return p
 
