@@ -28,6 +28,7 @@ from phonetrain.results import aggregate, runs, schema
 MODEL = "mlp_784_256_128_16"
 EXP = f"{MODEL}.cpu.none"
 EVERY = 25
+OUTPUT: dict[str, str] = {}   # what `phonetrain run` printed
 
 
 def _rows(x: np.ndarray) -> set[bytes]:
@@ -81,6 +82,7 @@ def run(tmp_path_factory) -> Path:
             f"measure.eval_every={EVERY}", *STEADY]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, (res.output, res.exception)
+    OUTPUT["run"] = res.output
     return R / "runs" / "host" / EXP
 
 
@@ -119,6 +121,8 @@ def test_accuracy_rises_while_training(run):
     assert pts[-1]["heldout_accuracy"] > pts[0]["heldout_accuracy"]
     assert pts[-1]["heldout_accuracy"] > 0.5   # ten classes: well above chance
     assert pts[-1]["heldout_loss"] < pts[0]["heldout_loss"]
+    acc = f"{pts[-1]['heldout_accuracy']:.1%}"
+    assert f"held-out: accuracy {acc}" in OUTPUT["run"], OUTPUT["run"]
 
 
 def test_tables_on_real_parquet(run, tmp_path):
