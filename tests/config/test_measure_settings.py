@@ -58,3 +58,14 @@ def test_eval_every_makes_its_iterations_checkpoints_only_when_on():
     assert run_params(on)["config_hash"] != run_params(off)["config_hash"]
     fixed = compose_sweep(sel + ["measure.eval_every=5", "measure.ci_target=0"]).experiments[0]
     assert plan_config(fixed)["measure"]["checkpoints"] == [0, 1, -2, -1, 6, 11]
+
+
+def test_data_params_name_the_heldout_rule_where_it_cuts_training():
+    from phonetrain.data import HELDOUT_FRACTION, HELDOUT_SEED
+    from phonetrain.stages.params import job_params
+    digits = job_params(compose_sweep(["sweep.models=[mlp_784_256_128_16]",
+                                       "sweep.backends=[cpu]"]))["data"]
+    assert [d["heldout"] for d in digits.values()] == \
+        [{"fraction": HELDOUT_FRACTION, "seed": HELDOUT_SEED}]
+    synth = job_params(compose_sweep(["sweep.models=[mlp_16_16]", "sweep.backends=[cpu]"]))
+    assert [d["heldout"]["seed"] for d in synth["data"].values()] == [HELDOUT_SEED]

@@ -22,7 +22,7 @@ from phonetrain import data as datasets
 from phonetrain import layout
 from phonetrain.cli import main
 from phonetrain.data.idx import write_idx
-from phonetrain.report import figures, findings
+from phonetrain.report import build, figures, findings
 from phonetrain.results import aggregate, runs, schema
 
 MODEL = "mlp_784_256_128_16"
@@ -141,9 +141,15 @@ def test_tables_on_real_parquet(run, tmp_path):
     assert r["heldout_loss_last"] == pytest.approx(pts[-1]["heldout_loss"])
     assert r["n_heldout"] == pts[-1]["n_heldout"]
     f = findings.accuracy_first(rr, it)
+    acc = f"{100 * pts[-1]['heldout_accuracy']:.1f}%"
     assert f.measured and f.rows == [f"runs.parquet: host/{EXP}"]
-    assert f"{100 * pts[-1]['heldout_accuracy']:.1f}%" in f.statement
+    assert acc in f.statement
     assert figures.accuracy_vs_time(rr, it, tmp_path / "acc.png").stat().st_size > 0
+    outs = {"html": tmp_path / "r.html", "md": tmp_path / "r.md",
+            **{n: tmp_path / f"{n}.png" for n in build.FIGURES}}
+    build.build_report(tmp_path, outs)
+    md = (tmp_path / "r.md").read_text()
+    assert "Time to accuracy" in md and f"held-out accuracy {acc}" in md
     none = it.assign(heldout_accuracy=np.nan, heldout_loss=np.nan)
     f = findings.accuracy_first(rr, none)
     assert not f.measured and "measure.eval_every" in f.statement

@@ -99,7 +99,8 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
     ``run_id``); returns one dict of display strings per run, sorted by model, device,
     placement, transfer and kernel: ``run_id``, ``label`` (naming the device when the runs
     come from several), ``model``, ``status``, ``reason`` (last 4000 characters), ``verify``
-    (max abs error), ``loss`` (first -> last), ``conditions`` (load, other processes' CPU
+    (max abs error), ``loss`` (first -> last; the last held-out accuracy when the run
+    evaluated), ``conditions`` (load, other processes' CPU
     share, OpenMP wait policy, clocks and temperatures where recorded), and the speeds, filled
     for ``ok`` and ``unstable`` runs: ``iteration`` (median [95% CI, else IQR] ms, else "not
     valid"), ``kernel``, ``transfer``, ``gaps`` (ms; sums of commands below the timer
@@ -128,8 +129,10 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
                      "model": r["model"],
                      "status": r["status"], "reason": _str(r["status_reason"])[-4000:],
                      "verify": _fmt(r["verify_max_abs_err"]),
-                     "loss": f"{_fmt(r['loss_first'])} -> {_fmt(r['loss_last'])}"
-                     if pd.notna(r["loss_first"]) else "",
+                     "loss": (f"{_fmt(r['loss_first'])} -> {_fmt(r['loss_last'])}"
+                              if pd.notna(r["loss_first"]) else "") +
+                     (f"; held-out accuracy {w.pct(r['heldout_accuracy_last'])}"
+                      if pd.notna(r.get("heldout_accuracy_last")) else ""),
                      "conditions": w.conditions(r), **speed})
     return rows
 
