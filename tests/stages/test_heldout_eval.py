@@ -188,3 +188,18 @@ def test_two_runs_ranked_by_time_to_accuracy():
                                   "accuracy, 80.0%, first, after 0.004 s; cpu reached it "
                                   "later (0.008 s); at equal wall time (0.004 s) resident/copy "
                                   "tiled 80.0%, cpu 50.0%."), f.statement
+
+
+def test_a_tie_in_time_is_worded_as_one():
+    rows = [{"run_id": r, "device": "d", "model": "m", "placement": p, "transfer": t,
+             "kernel": k, "repeat": 0, "iteration": i, "wall_ms": 1.0, "loss": 1.0,
+             "heldout_loss": np.nan, "heldout_accuracy": [0.5, 0.9][i]}
+            for r, p, t, k in (("d/a", None, None, None), ("d/b", "staged", "copy", "baseline"))
+            for i in (0, 1)]
+    rr = pd.DataFrame([{k: v for k, v in r.items() if k in ("run_id", "device", "model",
+                        "placement", "transfer", "kernel")} | {"status": "ok"}
+                       for r in rows[::2]])
+    s = findings.accuracy_first(rr, pd.DataFrame(rows)).statement
+    assert s.startswith("d, m: cpu and staged/copy baseline reached the highest held-out "
+                        "accuracy, 90.0%, at the same time, after 0.002 s; at equal wall time "
+                        "(0.002 s) all had 90.0%."), s

@@ -366,7 +366,7 @@ def time_to_accuracy(runs: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFra
     ``reached_target_ms`` (when the run first reached it, NaN if never), ``common_ms`` (the
     earliest ``last_ms``: the longest time all of them were evaluated over) and
     ``accuracy_at_common`` (:func:`accuracy_at` that time). Sorted by device, model,
-    ``reached_target_ms``."""
+    ``reached_target_ms`` (never reached last), label."""
     cols = ["run_id", "device", "model", "label", "best_accuracy", "best_at_ms", "last_ms",
             "target", "reached_target_ms", "common_ms", "accuracy_at_common"]
     tl = training_timeline(iterations)
@@ -393,5 +393,5 @@ def time_to_accuracy(runs: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFra
               .iloc[0]) if r["best_accuracy"] >= r["target"] else float("nan")
         for _, r in df.iterrows()]
     df["accuracy_at_common"] = [accuracy_at(r["_g"], r["common_ms"]) for _, r in df.iterrows()]
-    df = df.sort_values(["device", "model", "reached_target_ms"], na_position="last")
+    df = df.sort_values(["device", "model", "reached_target_ms", "label"], na_position="last")
     return df[cols].reset_index(drop=True)

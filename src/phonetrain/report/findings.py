@@ -714,24 +714,31 @@ def all_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
 
 
 def _accuracy_sentence(dev: str, model: str, g: pd.DataFrame) -> str:
-    """One sentence on one device and model from its :func:`time_to_accuracy` rows."""
+    """One sentence on one device and model from its :func:`time_to_accuracy` rows: who
+    reached the highest accuracy first (several named together on a tie in time), when the
+    others did, and each one's accuracy at equal wall time."""
     first = g.iloc[0]
+    secs = lambda ms: f"{w.num(ms / 1e3)} s"  # noqa: E731
     if len(g) == 1:
         return (f"{dev}, {model}: only {first['label']} evaluated (verified runs); its highest "
                 f"held-out accuracy was {w.pct(first['target'])}, after "
-                f"{w.num(first['reached_target_ms'] / 1e3)} s.")
-    head = (f"{dev}, {model}: {first['label']} reached the highest held-out accuracy, "
-            f"{w.pct(first['target'])}, first, after {w.num(first['reached_target_ms'] / 1e3)} s")
-    others = g.iloc[1:]
+                f"{secs(first['reached_target_ms'])}.")
+    tied = g[g["reached_target_ms"] == first["reached_target_ms"]]
+    who = " and ".join(tied["label"])
+    head = (f"{dev}, {model}: {who} reached the highest held-out accuracy, "
+            f"{w.pct(first['target'])}, " + ("first" if len(tied) == 1 else "at the same time")
+            + f", after {secs(first['reached_target_ms'])}")
+    others = g.iloc[len(tied):]
     reached = others[others["reached_target_ms"].notna()]
     tail = (f"; {', '.join(reached['label'])} reached it later "
-            f"({', '.join(w.num(t / 1e3) + ' s' for t in reached['reached_target_ms'])})"
-            if len(reached) else "; no other configuration reached it")
-    at = g.sort_values("accuracy_at_common", ascending=False)
+            f"({', '.join(secs(t) for t in reached['reached_target_ms'])})"
+            if len(reached) else "; no other configuration reached it" if len(others) else "")
+    at = g.sort_values("accuracy_at_common", ascending=False, na_position="last")
+    acc = lambda a: "no evaluation yet" if pd.isna(a) else w.pct(a)  # noqa: E731
     same = at["accuracy_at_common"].nunique(dropna=False) == 1
-    common = (f"at equal wall time ({w.num(first['common_ms'] / 1e3)} s) "
-              + (f"all had {w.pct(at['accuracy_at_common'].iloc[0])}" if same else
-                 ", ".join(f"{r['label']} {w.pct(r['accuracy_at_common'])}"
+    common = (f"at equal wall time ({secs(first['common_ms'])}) "
+              + (f"all had {acc(at['accuracy_at_common'].iloc[0])}" if same else
+                 ", ".join(f"{r['label']} {acc(r['accuracy_at_common'])}"
                            for _, r in at.iterrows())))
     return head + tail + "; " + common + "."
 
