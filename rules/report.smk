@@ -22,6 +22,7 @@ rule report:
         gemm_kernels=figure("gemm_kernels"),
         bandwidth=figure("bandwidth"),
         loss=figure("loss"),
+        accuracy=figure("accuracy"),
         batch_sweep=figure("batch_sweep"),
         iteration_time_alt=figure_alt("iteration_time"),
         breakdown_alt=figure_alt("breakdown"),
@@ -29,6 +30,7 @@ rule report:
         gemm_kernels_alt=figure_alt("gemm_kernels"),
         bandwidth_alt=figure_alt("bandwidth"),
         loss_alt=figure_alt("loss"),
+        accuracy_alt=figure_alt("accuracy"),
         batch_sweep_alt=figure_alt("batch_sweep"),
         complete=L.report_complete(),
     log:

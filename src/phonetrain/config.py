@@ -148,6 +148,7 @@ class MeasureConfig:
     progress: bool = True              # runner prints per-iteration progress (run-time knob)
     verify_atol: float = 1e-3          # whole-trajectory tolerance, for runs without checkpoints
     checkpoints: list[int] = field(default_factory=lambda: [0, 1, -2, -1])  # per-step checks
+    eval_every: int = 0                # held-out loss/accuracy every this many measured its; 0 off
     ci_target: float = 0.05            # measure until the median's 95% CI is within +-this
     max_iterations: int = 60           # ... at most this many measured iterations
     max_seconds: float = 3.0           # ... deciding no more once measuring took this long (s)
@@ -200,7 +201,8 @@ MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "it
            ("measure", "repeats"): 1, ("measure", "threads"): 0, ("dataset", "num_batches"): 1,
            ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1,
            ("measure", "max_iterations"): 1, ("measure", "bootstrap_resamples"): 2,
-           ("measure", "seed"): 0, ("measure", "power_sample_ms"): 0}
+           ("measure", "seed"): 0, ("measure", "power_sample_ms"): 0,
+           ("measure", "eval_every"): 0}
 # Floats that must be > 0 (a limit or calibration target of 0 makes every job fail or spin)
 # or >= 0 (a negative tolerance fails every verification; a negative wait is meaningless).
 POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
@@ -632,10 +634,30 @@ def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) 
     return exps
 
 
+def eval_iterations(measure: dict[str, Any]) -> list[int]:
+    """The iterations (0-based, warm-up included) after which a run with
+    ``measure.eval_every`` > 0 evaluates on the held-out split: every ``eval_every``-th
+    measured iteration up to the most a run may measure (``max_iterations`` when
+    ``ci_target`` > 0, else ``iterations``), and ``-1`` (the last, counted from the end as
+    the plan's checkpoints are). Empty when ``eval_every`` is 0 (off)."""
+    every = int(measure.get("eval_every") or 0)
+    if every <= 0:
+        return []
+    most = measure["iterations"]
+    if measure.get("ci_target"):
+        most = max(most, measure["max_iterations"])
+    return [measure["warmup"] + m - 1 for m in range(every, most + 1, every)] + [-1]
+
+
 def plan_config(exp: Experiment) -> dict[str, Any]:
     """What the lowered plan depends on (the device excluded): model, backend, kernel,
-    dataset and the measurement keys that enter the plan."""
+    dataset and the measurement keys that enter the plan. ``measure.checkpoints`` is the
+    config's plus :func:`eval_iterations` (the runner keeps the parameters there), so a
+    config with evaluation off lowers exactly the plan it did before the key existed."""
     c = exp.config
     keys = ("warmup", "iterations", "seed", "checkpoints")
+    ms = {k: c["measure"][k] for k in keys}
+    extra = [i for i in eval_iterations(c["measure"]) if i not in ms["checkpoints"]]
+    ms["checkpoints"] = list(ms["checkpoints"]) + extra
     return {"id": exp.id, "model": c["model"], "backend": c["backend"], "kernel": c["kernel"],
-            "dataset": c["dataset"], "measure": {k: c["measure"][k] for k in keys}}
+            "dataset": c["dataset"], "measure": ms}

@@ -15,7 +15,8 @@ Results folder (``results_dir``, default ``results/``)::
     deploy/<device>/<experiment>.json           what deploy put on the device
     runs/<device>/<experiment>/                 params.json, plan.json (the plan that ran),
                                                 run.json, trace.csv, dumps/, checkpoints/,
-                                                verify.json, measurement.json, repeat_<k>/,
+                                                verify.json, measurement.json, eval.json,
+                                                repeat_<k>/,
                                                 failed.json, trace.perfetto.json,
                                                 generation.json, refresh.json
     gemm/<device>/<version>.json, peaks/<device>.json
@@ -52,6 +53,7 @@ PERFETTO = "trace.perfetto.json"
 DEVICE_READINGS = "device.json"
 GENERATION = "generation.json"  # how many times the workflow asked for a re-measurement
 MEASUREMENT = "measurement.json"  # the measurement verdict (interval, conditions, unstable)
+EVAL = "eval.json"  # held-out loss and accuracy at the evaluation iterations (eval_every > 0)
 CHECKPOINTS = "checkpoints"     # checkpoints/<iteration>/<tensor>.f32 (per-step verification)
 REFRESH = "refresh.json"  # a re-measurement asked for by hand (phonetrain refresh)
 DUMPS = "dumps"

@@ -24,6 +24,7 @@ def test_defaults():
     ("measure.bootstrap_resamples=1", ["measure.bootstrap_resamples", ">= 2"]),
     ("measure.tune_max_launch_s=0", ["measure.tune_max_launch_s", "> 0"]),
     ("measure.checkpoints=[first]", ["measure.checkpoints"]),
+    ("measure.eval_every=-1", ["measure.eval_every", "is -1", ">= 0"]),
 ])
 def test_bad_measure_settings_are_named(override, needles):
     with pytest.raises(ConfigError) as e:
@@ -40,3 +41,31 @@ def test_settings_reach_runs_and_plans():
     assert run_params(base)["config_hash"] != run_params(other)["config_hash"]
     assert plan_config(base)["measure"]["checkpoints"] == [0, 1, -2, -1]
     assert plan_config(other)["measure"]["checkpoints"] == [0, 1]
+
+
+def test_eval_every_makes_its_iterations_checkpoints_only_when_on():
+    sel = ["sweep.models=[mlp_16_16]", "sweep.backends=[cpu]", "measure.warmup=2",
+           "measure.iterations=10", "measure.max_iterations=20"]
+    off = compose_sweep(sel).experiments[0]
+    zero = compose_sweep(sel + ["measure.eval_every=0"]).experiments[0]
+    on = compose_sweep(sel + ["measure.eval_every=5"]).experiments[0]
+    assert plan_config(off) == plan_config(zero)
+    assert run_params(off)["config_hash"] == run_params(zero)["config_hash"]
+    assert "eval_every" not in run_params(off)["config"]["measure"]
+    # adaptive (ci_target > 0): up to max_iterations measured; warm-up 2 shifts them
+    assert plan_config(on)["measure"]["checkpoints"] == [0, 1, -2, -1, 6, 11, 16, 21]
+    assert run_params(on)["config"]["measure"]["eval_every"] == 5
+    assert run_params(on)["config_hash"] != run_params(off)["config_hash"]
+    fixed = compose_sweep(sel + ["measure.eval_every=5", "measure.ci_target=0"]).experiments[0]
+    assert plan_config(fixed)["measure"]["checkpoints"] == [0, 1, -2, -1, 6, 11]
+
+
+def test_data_params_name_the_heldout_rule_where_it_cuts_training():
+    from phonetrain.data import HELDOUT_FRACTION, HELDOUT_SEED
+    from phonetrain.stages.params import job_params
+    digits = job_params(compose_sweep(["sweep.models=[mlp_784_256_128_16]",
+                                       "sweep.backends=[cpu]"]))["data"]
+    assert [d["heldout"] for d in digits.values()] == \
+        [{"fraction": HELDOUT_FRACTION, "seed": HELDOUT_SEED}]
+    synth = job_params(compose_sweep(["sweep.models=[mlp_16_16]", "sweep.backends=[cpu]"]))
+    assert [d["heldout"]["seed"] for d in synth["data"].values()] == [HELDOUT_SEED]

@@ -162,6 +162,9 @@ def test_download_is_opt_in_and_checks_md5(tmp_path, monkeypatch):
     from phonetrain.data import mnist
 
     _mnist_folder(tmp_path / "mirror", n=3)
+    test = np.random.default_rng(1).integers(0, 256, (2, 28, 28), dtype=np.uint8)
+    write_idx(tmp_path / "mirror" / "t10k-images-idx3-ubyte.gz", test, True)  # held-out split
+    write_idx(tmp_path / "mirror" / "t10k-labels-idx1-ubyte.gz", np.array([1, 2]), True)
     sums = {f: hashlib.md5((tmp_path / "mirror" / f).read_bytes()).hexdigest()
             for f in mnist.MD5["mnist"]}
     monkeypatch.setitem(mnist.MIRRORS, "mnist", (tmp_path / "mirror").as_uri() + "/")

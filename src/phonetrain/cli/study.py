@@ -59,8 +59,11 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
 def timing_summary(rdir: Path) -> str:
     """What a run measured, in two lines: the median iteration time with its spread (the
     interquartile range and the extremes over the measured iterations) and where the time went
-    (the data-movement share and the per-iteration kernel and transfer medians), from the
-    same rows the summary tables get (:func:`phonetrain.results.runs.read_run`)."""
+    (the data-movement share and the per-iteration kernel and transfer medians), plus the last
+    held-out accuracy when the run evaluated (``measure.eval_every``), from the same rows the
+    summary tables get (:func:`phonetrain.results.runs.read_run`)."""
+    import pandas as pd
+
     from phonetrain.results.runs import read_run
     row = read_run(rdir)["runs"].iloc[0]
     if row["status"] not in ("ok", "wrong"):
@@ -76,6 +79,10 @@ def timing_summary(rdir: Path) -> str:
         lines.append(f"data movement: {share:.1%} of the iteration time (per iteration: "
                      f"transfers {row['transfer_ms']:.3f} ms, kernels {row['kernel_ms']:.3f} "
                      "ms; medians)")
+    if pd.notna(row["heldout_accuracy_last"]):
+        lines.append(f"held-out: accuracy {row['heldout_accuracy_last']:.1%}, loss "
+                     f"{row['heldout_loss_last']:.4g} over {int(row['n_heldout'])} samples after "
+                     "the last iteration (every evaluation in eval.json)")
     return "\n".join(lines)
 
 

@@ -3,12 +3,19 @@
 ``write_batches(dataset, batch_size, num_batches, root, seed)`` writes
 ``root/data/<dataset dir>/b<batch>/images.f32`` (``num_batches`` consecutive batches, float32
 little-endian, NCHW) and ``labels.i32`` (int32 little-endian), each atomically. Batches are
-drawn without replacement from a seeded permutation of the training split, reshuffled each
+drawn without replacement from a seeded permutation of the training split (never the
+held-out split below), reshuffled each
 epoch. ``<dataset dir>`` is the dataset name, except ``synthetic``, whose shape is part of it
 (``synthetic-16-c16``) because it takes the model's shape.
 
 Datasets (:data:`DATASETS`): ``digits`` (default, offline), ``mnist``, ``fashion_mnist``,
 ``cifar10``, ``synthetic``.
+
+Held-out split (:func:`load` with ``split="heldout"``), never drawn into training batches:
+the dataset's own test files where it has them (MNIST/Fashion-MNIST ``t10k-*``, CIFAR-10
+``test_batch.bin``); for ``digits`` and ``synthetic`` a fixed :data:`HELDOUT_FRACTION` of the
+samples, chosen by a permutation seeded with :data:`HELDOUT_SEED` (independent of
+``measure.seed``), and the training split is the rest (:func:`heldout_mask`).
 """
 
 from __future__ import annotations
@@ -78,6 +85,20 @@ def batch_dir(dataset: str, batch_size: int, input_shape: tuple[int, ...], class
 
 
 FILE_DATASETS = ("mnist", "fashion_mnist", "cifar10")  # the datasets read from a folder
+SPLITS = ("train", "heldout")
+HELDOUT_FRACTION = 0.2  # digits, synthetic: share of the samples held out of training
+HELDOUT_SEED = 20220314  # seeds the held-out choice; fixed so every run holds out the same
+
+
+def heldout_mask(n: int) -> np.ndarray:
+    """bool [n]: True for the samples of a dataset without test files (``digits``,
+    ``synthetic``) that form its held-out split: ``round(HELDOUT_FRACTION * n)`` of them (at
+    least 1), the first of a permutation of ``0..n-1`` by numpy's PCG64 seeded with
+    :data:`HELDOUT_SEED`."""
+    k = max(1, round(HELDOUT_FRACTION * n))
+    mask = np.zeros(n, bool)
+    mask[np.random.default_rng(HELDOUT_SEED).permutation(n)[:k]] = True
+    return mask
 
 
 def source_folder(dataset: str, folder: str | Path | None = None,
@@ -109,22 +130,34 @@ def source_folder(dataset: str, folder: str | Path | None = None,
 
 def load(dataset: str, input_shape: tuple[int, ...] | None = None, classes: int | None = None,
          seed: int = 0, folder: str | Path | None = None, download: bool = False,
-         synthetic_samples: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-    """The whole training split: ``(images float32 [N, *shape], labels int32 [N])``."""
+         synthetic_samples: int = 4096, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """One split of a dataset: ``(images float32 [N, *shape], labels int32 [N])``.
+
+    ``split``: ``"train"`` (what batches are drawn from) or ``"heldout"`` (module docstring:
+    test files, or the :func:`heldout_mask` samples of ``digits``/``synthetic``; the two
+    splits are disjoint). Raises :class:`DatasetError` for an unknown split, or naming the
+    missing files (e.g. a folder without ``t10k-*`` or ``test_batch.bin`` for the held-out
+    split)."""
     dataset_info(dataset)
-    if dataset == "digits":
-        from .digits import load_digits_28
-        return load_digits_28()
+    if split not in SPLITS:
+        raise DatasetError(f"{dataset}: split {split!r} unknown; use one of {SPLITS}")
+    test = split == "heldout"
     if dataset in ("mnist", "fashion_mnist"):
         from .mnist import load_mnist_like
-        return load_mnist_like(dataset, folder, download)
+        return load_mnist_like(dataset, folder, download, test=test)
     if dataset == "cifar10":
         from .cifar import load_cifar10
-        return load_cifar10(folder)
-    from .synthetic import make_synthetic
-    if input_shape is None or classes is None:
-        raise DatasetError("synthetic: input_shape and classes are required (the model's)")
-    return make_synthetic(synthetic_samples, tuple(input_shape), classes, seed)
+        return load_cifar10(folder, test=test)
+    if dataset == "digits":
+        from .digits import load_digits_28
+        x, y = load_digits_28()
+    else:
+        from .synthetic import make_synthetic
+        if input_shape is None or classes is None:
+            raise DatasetError("synthetic: input_shape and classes are required (the model's)")
+        x, y = make_synthetic(synthetic_samples, tuple(input_shape), classes, seed)
+    keep = heldout_mask(len(x)) == test
+    return x[keep], y[keep]
 
 
 def write_batches(dataset: str, batch_size: int, num_batches: int, root: str | Path,
@@ -163,6 +196,7 @@ def write_batches(dataset: str, batch_size: int, num_batches: int, root: str | P
             "source_folder": source_folder(dataset, opts.get("folder"))}
 
 
-__all__ = ["DATASETS", "FILE_DATASETS", "DatasetError", "DatasetInfo", "batch_dir",
-           "check_compatible", "dataset_info", "load", "read_idx", "source_folder",
+__all__ = ["DATASETS", "FILE_DATASETS", "HELDOUT_FRACTION", "HELDOUT_SEED", "SPLITS",
+           "DatasetError", "DatasetInfo", "batch_dir", "check_compatible", "dataset_info",
+           "heldout_mask", "load", "read_idx", "source_folder",
            "write_batches", "write_idx"]

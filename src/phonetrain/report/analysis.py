@@ -338,3 +338,60 @@ def largest_batch(runs: pd.DataFrame) -> pd.DataFrame:
         "batches": d["batch_size"].nunique()}), include_groups=False).reset_index()
     out["fits_all"] = out["smallest_oom"].isna()
     return out
+
+
+def training_timeline(iterations: pd.DataFrame) -> pd.DataFrame:
+    """Takes iterations.parquet; returns repeat 0's rows with ``cumulative_wall_ms``: the sum
+    of ``wall_ms`` (host clock) over the run's iterations up to and including each (warm-up
+    included: it trains too), sorted by run and iteration. Rows keep ``loss``,
+    ``heldout_loss`` and ``heldout_accuracy`` (NaN where the run did not evaluate)."""
+    it = iterations[iterations["repeat"] == 0].sort_values(["run_id", "iteration"])
+    return it.assign(cumulative_wall_ms=it.groupby("run_id")["wall_ms"].cumsum())
+
+
+def accuracy_at(points: pd.DataFrame, t_ms: float) -> float:
+    """Takes one run's evaluation rows (``cumulative_wall_ms``, ``heldout_accuracy``) in time
+    order; returns the accuracy of its last evaluation at or before ``t_ms`` (NaN when none
+    was that early): what the run had reached after that much training time."""
+    before = points[points["cumulative_wall_ms"] <= t_ms]
+    return float(before["heldout_accuracy"].iloc[-1]) if len(before) else float("nan")
+
+
+def time_to_accuracy(runs: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
+    """Takes runs.parquet and iterations.parquet; returns one row per verified run (status
+    ``ok``) with held-out evaluations: ``run_id``, ``device``, ``model``, ``label``
+    (:func:`run_label`), ``best_accuracy`` (its highest held-out accuracy), ``best_at_ms``
+    (cumulative wall time of its first evaluation reaching it), ``last_ms`` (of its last
+    evaluation), and per (device, model): ``target`` (the highest accuracy of any of them),
+    ``reached_target_ms`` (when the run first reached it, NaN if never), ``common_ms`` (the
+    earliest ``last_ms``: the longest time all of them were evaluated over) and
+    ``accuracy_at_common`` (:func:`accuracy_at` that time). Sorted by device, model,
+    ``reached_target_ms`` (never reached last), label."""
+    cols = ["run_id", "device", "model", "label", "best_accuracy", "best_at_ms", "last_ms",
+            "target", "reached_target_ms", "common_ms", "accuracy_at_common"]
+    tl = training_timeline(iterations)
+    ev = tl[tl["heldout_accuracy"].notna()]
+    ok = runs[runs["status"] == "ok"].set_index("run_id")
+    ev = ev[ev["run_id"].isin(ok.index)]
+    rows = []
+    for run_id, g in ev.groupby("run_id"):
+        best = g["heldout_accuracy"].max()
+        r = ok.loc[run_id]
+        rows.append({"run_id": run_id, "device": r["device"], "model": r["model"],
+                     "label": run_label(r, False), "best_accuracy": float(best),
+                     "best_at_ms": float(g.loc[g["heldout_accuracy"] == best,
+                                               "cumulative_wall_ms"].iloc[0]),
+                     "last_ms": float(g["cumulative_wall_ms"].iloc[-1]), "_g": g})
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)
+    grp = df.groupby(["device", "model"])
+    df["target"] = grp["best_accuracy"].transform("max")
+    df["common_ms"] = grp["last_ms"].transform("min")
+    df["reached_target_ms"] = [
+        float(r["_g"].loc[r["_g"]["heldout_accuracy"] >= r["target"], "cumulative_wall_ms"]
+              .iloc[0]) if r["best_accuracy"] >= r["target"] else float("nan")
+        for _, r in df.iterrows()]
+    df["accuracy_at_common"] = [accuracy_at(r["_g"], r["common_ms"]) for _, r in df.iterrows()]
+    df = df.sort_values(["device", "model", "reached_target_ms", "label"], na_position="last")
+    return df[cols].reset_index(drop=True)

@@ -49,6 +49,7 @@ FIGURES = {  # name -> title; file figures/<name>.<fmt>; rules/captions/<name>.r
     "gemm_kernels": "GEMM kernel versions vs the device's measured peaks (roofline)",
     "bandwidth": "Transfers per device: GB/s of copies, time per call of every kind",
     "loss": "Loss curves per device and model",
+    "accuracy": "Held-out accuracy and training loss against wall time",
     "batch_sweep": "Time per sample and memory against batch size",
 }
 SECTIONS = ("at-a-glance", "summary", "since-last-study", "guidelines", "figures", "runs",
@@ -98,7 +99,8 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
     ``run_id``); returns one dict of display strings per run, sorted by model, device,
     placement, transfer and kernel: ``run_id``, ``label`` (naming the device when the runs
     come from several), ``model``, ``status``, ``reason`` (last 4000 characters), ``verify``
-    (max abs error), ``loss`` (first -> last), ``conditions`` (load, other processes' CPU
+    (max abs error), ``loss`` (first -> last; the last held-out accuracy when the run
+    evaluated), ``conditions`` (load, other processes' CPU
     share, OpenMP wait policy, clocks and temperatures where recorded), and the speeds, filled
     for ``ok`` and ``unstable`` runs: ``iteration`` (median [95% CI, else IQR] ms, else "not
     valid"), ``kernel``, ``transfer``, ``gaps`` (ms; sums of commands below the timer
@@ -127,8 +129,10 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
                      "model": r["model"],
                      "status": r["status"], "reason": _str(r["status_reason"])[-4000:],
                      "verify": _fmt(r["verify_max_abs_err"]),
-                     "loss": f"{_fmt(r['loss_first'])} -> {_fmt(r['loss_last'])}"
-                     if pd.notna(r["loss_first"]) else "",
+                     "loss": (f"{_fmt(r['loss_first'])} -> {_fmt(r['loss_last'])}"
+                              if pd.notna(r["loss_first"]) else "") +
+                     (f"; held-out accuracy {w.pct(r['heldout_accuracy_last'])}"
+                      if pd.notna(r.get("heldout_accuracy_last")) else ""),
                      "conditions": w.conditions(r), **speed})
     return rows
 
@@ -205,6 +209,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi
     figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi, tables["peaks"])
     figures.gemm_kernels(tables["gemm"], tables["peaks"], p["gemm_kernels"], dpi)
     figures.loss_curves(runs, it, p["loss"], dpi)
+    figures.accuracy_vs_time(runs, it, p["accuracy"], dpi)
     figures.batch_sweep(runs, p["batch_sweep"], dpi)
     return p
 

@@ -33,7 +33,7 @@ from phonetrain.report.analysis import (  # noqa: E402
     BATCH_KEY, CPU_KERNEL, SEGMENTS, bandwidth_peak, batch_scaling, breakdown_frame,
     compute_peak, gemm_sweep,
     gemm_table, intensity, interval, is_cpu, opencl_label, roofline, run_label,
-    transfer_time_classes)
+    training_timeline, transfer_time_classes)
 from phonetrain.report.paper import ANCHORS  # noqa: E402
 
 SEGMENT_COLORS = {  # breakdown figure: reds for data movement, blue kernels, greys the rest
@@ -263,6 +263,55 @@ def bandwidth(bw: pd.DataFrame, path: Path, dpi: int = 120,
         tax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.suptitle("Host <-> device transfers (zero-copy only where a copy at the measured "
                  "bandwidth would have grown)", fontsize=10)
+    return _save(fig, path, dpi)
+
+
+NO_EVAL = ("no run evaluated on a held-out split; set measure.eval_every (e.g. "
+           "measure.eval_every=10) to record held-out accuracy")
+
+
+def accuracy_vs_time(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path,
+                     dpi: int = 120) -> Path:
+    """Takes runs.parquet and iterations.parquet. Held-out accuracy (left panel of a model)
+    and training loss (right) against cumulative wall time (host clock, warm-up included;
+    :func:`~phonetrain.report.analysis.training_timeline`), repeat 0, one row of panels per
+    device, one line per backend/placement/kernel (the same colour in both panels) of each
+    model that evaluated (``measure.eval_every`` > 0); runs that are not ``ok`` dashed and
+    labelled. Without evaluations, a "no data" figure saying how to enable them."""
+    tl = training_timeline(iterations)
+    evaluated = tl.loc[tl["heldout_accuracy"].notna(), "run_id"].unique()
+    tl = tl[tl["run_id"].isin(evaluated)]
+    if tl.empty:
+        return _no_data(path, dpi, NO_EVAL)
+    devices, models = sorted(tl["device"].unique()), sorted(tl["model"].unique())
+    status = runs.set_index("run_id")["status"]
+    fig, axes = _panels([2.6] * len(devices), 2 * len(models), width=7.0 * len(models) + 2.6)
+    for row, dev in zip(axes, devices):
+        for k, model in enumerate(models):
+            acc_ax, loss_ax = row[2 * k], row[2 * k + 1]
+            sub = tl[(tl["model"] == model) & (tl["device"] == dev)]
+            for i, (run_id, g) in enumerate(sub.groupby("run_id")):
+                st = status.get(run_id)
+                style = {"ls": "-" if st == "ok" else "--", "color": f"C{i % 10}",
+                         "label": run_label(g.iloc[0], False) +
+                         ("" if st == "ok" else f" ({NOT_OK.get(st, st)})")}
+                ev = g[g["heldout_accuracy"].notna()]
+                acc_ax.plot(ev["cumulative_wall_ms"] / 1e3, 100 * ev["heldout_accuracy"],
+                            marker=MARKERS[i % len(MARKERS)], ms=3, **style)
+                tr = g[g["loss"].notna()]
+                loss_ax.plot(tr["cumulative_wall_ms"] / 1e3, tr["loss"], lw=1, **style)
+            acc_ax.set_title(f"{dev}: {model}, held-out accuracy", fontsize=9)
+            loss_ax.set_title(f"{dev}: {model}, training loss", fontsize=9)
+            acc_ax.set_ylabel("held-out accuracy (%)", fontsize=8)
+            loss_ax.set_ylabel("training loss (cross-entropy)", fontsize=8)
+            for ax in (acc_ax, loss_ax):
+                ax.set_xlabel("wall time since the first iteration (s, host clock)", fontsize=8)
+                ax.tick_params(labelsize=7)
+            if loss_ax.lines:
+                loss_ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                               frameon=False)
+    fig.suptitle("Held-out accuracy and training loss against wall time: which configuration "
+                 "gets there first", fontsize=10)
     return _save(fig, path, dpi)
 
 

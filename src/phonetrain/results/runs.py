@@ -14,6 +14,9 @@ A run folder holds what the workflow wrote (:mod:`phonetrain.layout` names the f
   decided once there, read here;
 - ``measurement.json``: the measurement verdict (:func:`phonetrain.results.stats.judge`: the
   median's confidence interval, the conditions, ``unstable`` and its reasons);
+- ``eval.json`` (only with ``measure.eval_every`` > 0): held-out loss and accuracy of repeat
+  0 at its evaluation iterations (:mod:`phonetrain.stages.evaluate`), put on those rows of
+  ``iterations`` and, the last point, on ``runs``;
 - or ``failed.json`` (``reason``, optional ``log``), written when the job failed.
 
 Status: ``failed`` (no usable runner output), ``skipped`` (the device lacks a library the
@@ -165,6 +168,28 @@ def _verify(run_dir: Path) -> tuple[dict[str, Any], str | None]:
     return cols, None
 
 
+EVAL_COLUMNS = ("heldout_loss", "heldout_accuracy")
+
+
+def read_eval(run_dir: str | Path) -> pd.DataFrame:
+    """``eval.json``'s points as ``iteration, cumulative_wall_ms, heldout_loss,
+    heldout_accuracy, n_heldout`` (one row per evaluation, in order); empty (those columns)
+    when the folder has none. Raises :class:`ResultsFileError` naming a damaged file."""
+    cols = ["iteration", "cumulative_wall_ms", *EVAL_COLUMNS, "n_heldout"]
+    p = Path(run_dir) / layout.EVAL
+    if not p.exists():
+        return pd.DataFrame(columns=cols)
+    pts = read_json(p).get("points")
+    if not isinstance(pts, list) or any(not isinstance(q, dict) or
+                                         any(c not in q for c in cols) for q in pts):
+        raise ResultsFileError(f"{p}: 'points' must be a list of objects with {cols}")
+    return pd.DataFrame(pts, columns=cols)
+
+
+def _eval_expected(params: Mapping[str, Any]) -> bool:
+    return bool(((params.get("config") or {}).get("measure") or {}).get("eval_every"))
+
+
 def _measurement(run_dir: Path, walls: pd.Series, runs: list[dict]) -> dict[str, Any]:
     """``measurement.json`` (the train stage's verdict); for a folder without one, the same
     figures computed here, judged against nothing (never unstable)."""
@@ -257,14 +282,22 @@ def _record_problems(path: Path, run: dict[str, Any]) -> list[str]:
 
 def _companion_problems(run_dir: Path) -> list[str]:
     """The files the train stage writes beside a measurement: ``params.json`` (the settings
-    measured), ``verify.json`` (the verdict) and ``plan.json`` (the plan that ran: equal to
-    the SHA-256 the verdict recorded, when it recorded one)."""
+    measured), ``verify.json`` (the verdict), ``eval.json`` when the settings evaluate
+    (``measure.eval_every`` > 0) and ``plan.json`` (the plan that ran: equal to the SHA-256
+    the verdict recorded, when it recorded one)."""
     out, docs = [], {}
     for name in (layout.PARAMS, layout.VERIFY):
         try:
             docs[name] = read_json(run_dir / name)
         except ResultsFileError as e:
             out.append(str(e) if (run_dir / name).exists() else f"{run_dir / name}: missing")
+    if _eval_expected(docs.get(layout.PARAMS, {})):   # measure.eval_every > 0: eval.json too
+        try:
+            if read_eval(run_dir).empty:
+                out.append(f"{run_dir / layout.EVAL}: missing or without points "
+                           "(measure.eval_every > 0)")
+        except ResultsFileError as e:
+            out.append(str(e))
     want = docs.get(layout.VERIFY, {}).get("plan_sha256")
     plan = run_dir / layout.PLAN
     if want and (not plan.is_file() or sha256_file(plan) != want):
@@ -438,8 +471,14 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
                                          device=_device_facts(run)["device_name"] or "device"),
                 d / layout.PERFETTO)
     it = pd.concat(per_iter, ignore_index=True)
+    ev = read_eval(run_dir)
+    it = _with_eval(it, ev)
     cmds = _merge_commands(pd.concat(per_cmd, ignore_index=True), it)
     row = _run_row(params, run_dir, runs, it)
+    last = ev.iloc[-1] if len(ev) else None
+    row.update(heldout_loss_last=None if last is None else float(last["heldout_loss"]),
+               heldout_accuracy_last=None if last is None else float(last["heldout_accuracy"]),
+               n_heldout=None if last is None else int(last["n_heldout"]))
     row.update(_below(below))
     row.update(_launches(launches))
     prov = {k: row[k] for k in provenance.KEYS}
@@ -448,6 +487,18 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     cmds = cmds.assign(**key, **prov)
     return {"runs": schema.frame([row], "runs"), "iterations": schema.frame(it, "iterations"),
             "commands": schema.frame(cmds, "commands")}
+
+
+def _with_eval(it: pd.DataFrame, ev: pd.DataFrame) -> pd.DataFrame:
+    """``iterations`` rows with ``heldout_loss``/``heldout_accuracy``: the evaluation's on
+    repeat 0 at its iterations, NaN elsewhere."""
+    it = it.assign(**{c: np.nan for c in EVAL_COLUMNS})
+    if len(ev):
+        at = ev.set_index(ev["iteration"].astype(int))
+        rows = (it["repeat"] == 0) & it["iteration"].isin(at.index)
+        for c in EVAL_COLUMNS:
+            it.loc[rows, c] = it.loc[rows, "iteration"].map(at[c]).astype(float).to_numpy()
+    return it
 
 
 def _merge_commands(c: pd.DataFrame, it: pd.DataFrame) -> pd.DataFrame:

@@ -76,7 +76,9 @@ RUN_KEY = [
 # bootstrap confidence interval of the median); <kind>_ms, gap_ms, transfer_ms,
 # transfer_kernel_overlap_ms (data movement and a kernel both active) and exposed_transfer_ms are
 # per-iteration medians (phonetrain.results.profiling defines them); loss_first/last are the
-# first and last iterations run (warm-up included: training starts at iteration 0).
+# first and last iterations run (warm-up included: training starts at iteration 0);
+# heldout_loss_last/heldout_accuracy_last the last held-out evaluation of repeat 0 over
+# n_heldout samples (null without measure.eval_every; phonetrain.stages.evaluate).
 # launches_per_iteration: kernel commands per measured iteration (median); kernel_gap_median_us
 # the median idle time between consecutive kernels, launch_overhead_us gap_ms per launch
 # (phonetrain.results.profiling.launch_stats).
@@ -110,6 +112,7 @@ RUNS = pa.schema(RUN_KEY + [
     _f("data_movement_call_share", F), _f("kernel_gflops", F), _f("flops_per_iteration", I),
     _f("launches_per_iteration", I), _f("kernel_gap_median_us", F), _f("launch_overhead_us", F),
     _f("loss_first", F), _f("loss_last", F),
+    _f("heldout_loss_last", F), _f("heldout_accuracy_last", F), _f("n_heldout", I),
     _f("device_name", S), _f("device_type", S), _f("platform_name", S),
     _f("timer_resolution_ns", F), _f("clock_offset_uncertainty_ns", F), _f("max_rss_bytes", I),
     _f("device_buffer_bytes", I),
@@ -122,9 +125,11 @@ RUNS = pa.schema(RUN_KEY + [
     _f("gpu_mhz_end", F), _f("throttled", B), _f("run_dir", S),
 ] + PROVENANCE)
 
+# iterations: heldout_loss/heldout_accuracy at the evaluation iterations of repeat 0 (eval.json),
+# NaN elsewhere.
 ITERATIONS = pa.schema(RUN_KEY + [
     _f("repeat", I, False), _f("iteration", I, False), _f("measured", B, False),
-    _f("wall_ms", F), _f("loss", F),
+    _f("wall_ms", F), _f("loss", F), _f("heldout_loss", F), _f("heldout_accuracy", F),
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("busy_ms", F), _f("gap_ms", F),
     _f("transfer_ms", F), _f("overlap_ms", F), _f("transfer_kernel_overlap_ms", F),

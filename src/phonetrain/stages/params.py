@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from phonetrain.config import Experiment, Sweep, config_hash, plan_config
-from phonetrain.data import batch_dir, dataset_info
+from phonetrain.data import HELDOUT_FRACTION, HELDOUT_SEED, batch_dir, dataset_info
 from phonetrain.kernels import source_hash
 from phonetrain.kernels.gemm import plan_shapes
 from phonetrain.layout import Layout
@@ -32,6 +32,7 @@ RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "coold
                     "cooldown_threshold_c", "cooldown_limit_s", "verify_atol", "checkpoints",
                     "ci_target", "max_iterations", "max_seconds", "max_other_cpu_share",
                     "bootstrap_resamples", "power_sample_ms")
+HELDOUT_HOLDS_BACK = ("digits", "synthetic")  # datasets whose held-out split is cut from training
 CPU_VERSION = "cpu"  # the GEMM study's name for the runner's CPU backend
 
 
@@ -56,7 +57,11 @@ def run_params(exp: Experiment) -> dict[str, Any]:
     :mod:`phonetrain.results.runs`, plus the config the run depends on under ``config``
     (measurement keys limited to :data:`RUN_MEASURE_KEYS`)."""
     c = dict(exp.config)
-    c["measure"] = {k: c["measure"][k] for k in RUN_MEASURE_KEYS if k in c["measure"]}
+    ms = c["measure"]
+    c["measure"] = {k: ms[k] for k in RUN_MEASURE_KEYS if k in ms}
+    if ms.get("eval_every"):
+        # only when on: a run measured before the key existed keeps its config hash
+        c["measure"]["eval_every"] = ms["eval_every"]
     b = c["backend"]
     return {
         "run_id": exp.id, "model": exp.model, "device": exp.device, "backend": exp.backend,
@@ -136,6 +141,9 @@ def job_params(sweep: Sweep) -> dict[str, Any]:
                              "batch_size": pc["model"]["batch_size"], "dir": ddir,
                              "dataset_config": exp.config["dataset"],
                              "seed": pc["measure"]["seed"]}
+        if ds in HELDOUT_HOLDS_BACK:
+            # the training split lost its held-out share: a changed param rewrites old batches
+            out["data"][ddir]["heldout"] = {"fraction": HELDOUT_FRACTION, "seed": HELDOUT_SEED}
         out["plan"][exp.id] = pc
         rp = run_params(exp)
         rp["stage_root"] = L.stage_root(exp.device)

@@ -12,7 +12,9 @@
   reference verifies it step by step from the runner's own checkpoints (:func:`verify_run`),
   and the measurement is judged (:func:`phonetrain.results.stats.judge`: ``measurement.json``,
   *unstable* when the interval stayed too wide or other processes took more than
-  ``measure.max_other_cpu_share`` of the CPU). A runner failure leaves ``failed.json``
+  ``measure.max_other_cpu_share`` of the CPU). With ``measure.eval_every`` > 0, ``eval.json``:
+  held-out loss and accuracy from the runner's own parameters
+  (:mod:`phonetrain.stages.evaluate`). A runner failure leaves ``failed.json``
   (reason, stderr) and nothing that looks complete; a device lacking a library the version
   needs (runner exit 8) records the run as *skipped*.
 """
@@ -37,6 +39,7 @@ from phonetrain.plan import Plan
 from phonetrain.results import stats
 from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
                                Runner, RunnerError)
+from phonetrain.stages.evaluate import evaluate_run
 from phonetrain.stages.job import Job, main
 
 
@@ -170,6 +173,7 @@ def train(job: Job) -> Path:
                             p["verify_atol"])
         verify["plan_sha256"] = sha256_file(job.input.plan)  # the plan this run measured
         write_json(verify, tmp / "main" / layout.VERIFY)
+        evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", p)
         runs = [tmp / "main"] + sorted(tmp.glob("repeat_*"))
         write_json(judge_measurement(runs, ms), tmp / "main" / layout.MEASUREMENT)
         write_json({"generation": p["generation"]}, tmp / "main" / layout.GENERATION)
@@ -254,6 +258,7 @@ def _install(tmp: Path, rdir: Path) -> None:
     for old in list(rdir.glob("repeat_*")) + [rdir / layout.DUMPS, rdir / layout.CHECKPOINTS]:
         shutil.rmtree(old, ignore_errors=True)
     (rdir / layout.MEASUREMENT).unlink(missing_ok=True)
+    (rdir / layout.EVAL).unlink(missing_ok=True)  # a run without evaluation leaves none
     for d in sorted(tmp.glob("repeat_*")):
         os.replace(d, rdir / d.name)
     main_dir = tmp / "main"
