@@ -1,4 +1,4 @@
-/* Internal to the CPU backend (cpu_kernels.c, cpu_fused.c): a kernel call's context, the
+/* Internal to the CPU backend (cpu_kernels.c, cpu_fused.c, cpu_mobile.c): a kernel call's context, the
  * argument checks that report "kernel: argument i (name) ...", and the kernel table entry. */
 #ifndef PHONETRAIN_CPU_KERNEL_CTX_H
 #define PHONETRAIN_CPU_KERNEL_CTX_H
@@ -32,9 +32,12 @@ int kneed_min(const kctx *k, int idx, int lo);
 /* A tensor argument that must hold at least `need` elements (`expr` says why). */
 int kneed_numel(const kctx *k, int idx, int64_t need, const char *expr);
 
-/* The fused kernels (cpu_fused.c), searched after cpu_kernels.c's own table. */
+/* The fused kernels (cpu_fused.c) and the mobile CNN operators (cpu_mobile.c), searched after
+ * cpu_kernels.c's own table. */
 extern const kernel_spec CPU_FUSED_KERNELS[];
 extern const int CPU_FUSED_NKERNELS;
+extern const kernel_spec CPU_MOBILE_KERNELS[];
+extern const int CPU_MOBILE_NKERNELS;
 
 #define CHECK(x)                  \
     do {                          \

@@ -959,6 +959,8 @@ static const kernel_spec *find_kernel(const char *name)
         if (strcmp(KERNELS[i].name, name) == 0) return &KERNELS[i];
     for (int i = 0; i < CPU_FUSED_NKERNELS; ++i)
         if (strcmp(CPU_FUSED_KERNELS[i].name, name) == 0) return &CPU_FUSED_KERNELS[i];
+    for (int i = 0; i < CPU_MOBILE_NKERNELS; ++i)
+        if (strcmp(CPU_MOBILE_KERNELS[i].name, name) == 0) return &CPU_MOBILE_KERNELS[i];
     return NULL;
 }
 

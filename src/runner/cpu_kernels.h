@@ -21,10 +21,4 @@ int cpu_kernel_run(const char *name, const rt_arg *args, int nargs, char *err, i
 /* 1 if `name` is a kernel of the ABI, else 0 (lets the runner reject a plan before running). */
 int cpu_kernel_known(const char *name);
 
-/* The mobile CNN operators (src/runner/cpu_mobile.c; README section "Mobile CNN operators"),
- * same contract as cpu_kernel_run / cpu_kernel_known. The CPU executor and the plan reader
- * consult both tables. */
-int cpu_mobile_run(const char *name, const rt_arg *args, int nargs, char *err, int errlen);
-int cpu_mobile_known(const char *name);
-
 #endif

@@ -2,102 +2,44 @@
  * "Mobile CNN operators") in C11 + OpenMP: depthwise 3x3 convolution, batch normalization in
  * training mode, ReLU6, element-wise add, global average pooling.
  *
- * Same contract as cpu_kernels.c: each kernel checks its arguments first and reports the first
- * bad one as "kernel: argument i (name) ..."; reductions are per-output gathers in a fixed
- * order (no atomics), so results do not depend on the thread count. */
-#include "cpu_kernels.h"
+ * Same contract as cpu_kernels.c (the shared checks of cpu_kernel_ctx.h; found through its
+ * kernel table): each kernel checks its arguments first and reports the first bad one as
+ * "kernel: argument i (name) ..."; reductions are per-output gathers in a fixed order (no
+ * atomics), so results do not depend on the thread count. */
+#include "cpu_kernel_ctx.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
-
-/* Below this many elements a kernel runs on one thread (as in cpu_kernels.c). */
-#define MOBILE_PAR_MIN 16384
-
-typedef struct {
-    const char *kernel;
-    const char *names;  /* space-separated argument names, in ABI order */
-    const rt_arg *a;
-    char *err;
-    int errlen;
-} mctx;
-
-static int mfail(const mctx *k, int idx, const char *fmt, ...)
-{
-    char name[32] = "", msg[256];
-    const char *p = k->names;
-    for (int i = 0; i < idx && p; ++i) {
-        p = strchr(p, ' ');
-        if (p) ++p;
-    }
-    if (p) {
-        size_t n = strcspn(p, " ");
-        if (n >= sizeof name) n = sizeof name - 1;
-        memcpy(name, p, n);
-        name[n] = '\0';
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (k->err && k->errlen > 0)
-        snprintf(k->err, (size_t)k->errlen, "%s: argument %d (%s) %s", k->kernel, idx, name, msg);
-    return -1;
-}
-
-static int mneed_min(const mctx *k, int idx, int lo)
-{
-    if (k->a[idx].i < lo) return mfail(k, idx, "is %d; it must be >= %d", k->a[idx].i, lo);
-    return 0;
-}
-
-static int mneed_numel(const mctx *k, int idx, int64_t need, const char *expr)
-{
-    if (!k->a[idx].p) return mfail(k, idx, "is a NULL buffer");
-    if ((int64_t)k->a[idx].numel < need)
-        return mfail(k, idx, "has %ld elements but %s = %lld are needed", k->a[idx].numel, expr,
-                     (long long)need);
-    return 0;
-}
-
-#define MCHECK(x)                 \
-    do {                          \
-        if ((x) != 0) return -1;  \
-    } while (0)
-#define I(n) (k->a[n].i)
-#define F(n) (k->a[n].f)
-#define PF(n) ((float *)k->a[n].p)
 
 /* ---- depthwise 3x3 convolution -------------------------------------------------------- */
 
 /* The 8 int arguments B C H W stride pad OH OW, OH = (H + 2*pad - 3)/stride + 1 (floor), and
  * the three tensors: image-sized (B*C*H*W), output-sized (B*C*OH*OW), weights (C*9). */
-static int dw_dims(const mctx *k, int x_arg, int y_arg, int w_arg)
+static int dw_dims(const kctx *k, int x_arg, int y_arg, int w_arg)
 {
-    for (int i = 0; i < 5; ++i) MCHECK(mneed_min(k, i, 1));  /* B C H W stride */
-    MCHECK(mneed_min(k, 5, 0));                               /* pad */
+    for (int i = 0; i < 5; ++i) CHECK(kneed_min(k, i, 1));  /* B C H W stride */
+    CHECK(kneed_min(k, 5, 0));                               /* pad */
     const int oh = (I(2) + 2 * I(5) - 3) / I(4) + 1, ow = (I(3) + 2 * I(5) - 3) / I(4) + 1;
     if (I(2) + 2 * I(5) < 3 || I(6) != oh)
-        return mfail(k, 6, "is %d; (H + 2*pad - 3)/stride + 1 = %d with H + 2*pad >= 3", I(6), oh);
+        return kfail(k, 6, "is %d; (H + 2*pad - 3)/stride + 1 = %d with H + 2*pad >= 3", I(6), oh);
     if (I(3) + 2 * I(5) < 3 || I(7) != ow)
-        return mfail(k, 7, "is %d; (W + 2*pad - 3)/stride + 1 = %d with W + 2*pad >= 3", I(7), ow);
+        return kfail(k, 7, "is %d; (W + 2*pad - 3)/stride + 1 = %d with W + 2*pad >= 3", I(7), ow);
     const int64_t bc = (int64_t)I(0) * I(1);
-    MCHECK(mneed_numel(k, x_arg, bc * I(2) * I(3), "B*C*H*W"));
-    MCHECK(mneed_numel(k, y_arg, bc * I(6) * I(7), "B*C*OH*OW"));
-    MCHECK(mneed_numel(k, w_arg, (int64_t)I(1) * 9, "C*9"));
+    CHECK(kneed_numel(k, x_arg, bc * I(2) * I(3), "B*C*H*W"));
+    CHECK(kneed_numel(k, y_arg, bc * I(6) * I(7), "B*C*OH*OW"));
+    CHECK(kneed_numel(k, w_arg, (int64_t)I(1) * 9, "C*9"));
     return 0;
 }
 
-static int k_dwconv3x3_fwd(const mctx *k)
+static int k_dwconv3x3_fwd(const kctx *k)
 {
-    MCHECK(dw_dims(k, 8, 10, 9));
+    CHECK(dw_dims(k, 8, 10, 9));
     const int C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
     const int64_t n = (int64_t)I(0) * C * OH * OW;
     const float *X = PF(8), *Wt = PF(9);
     float *Y = PF(10);
-#pragma omp parallel for if (n * 9 > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n * 9 > PAR_MIN) schedule(static)
     for (int64_t o = 0; o < n; ++o) {
         const int ow = (int)(o % OW), oh = (int)(o / OW % OH);
         const int64_t bc = o / ((int64_t)OH * OW);
@@ -116,9 +58,9 @@ static int k_dwconv3x3_fwd(const mctx *k)
     return 0;
 }
 
-static int k_dwconv3x3_bwd_data(const mctx *k)
+static int k_dwconv3x3_bwd_data(const kctx *k)
 {
-    MCHECK(dw_dims(k, 10, 8, 9));
+    CHECK(dw_dims(k, 10, 8, 9));
     const int C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
     const int64_t BC = (int64_t)I(0) * C;
     const float *dY = PF(8), *Wt = PF(9);
@@ -127,7 +69,7 @@ static int k_dwconv3x3_bwd_data(const mctx *k)
      * Every input pixel thus sums its terms in the order of the OpenCL kernel's gather (which
      * loops over the same taps), without the gather's divisions by the stride. Threads own
      * whole images: no races, a fixed order. */
-#pragma omp parallel for if (BC * OH * OW * 9 > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if (BC * OH * OW * 9 > PAR_MIN) schedule(static)
     for (int64_t bc = 0; bc < BC; ++bc) {
         float *dx = dX + bc * H * W;
         const float *dy = dY + bc * OH * OW, *wt = Wt + (bc % C) * 9;
@@ -148,14 +90,14 @@ static int k_dwconv3x3_bwd_data(const mctx *k)
     return 0;
 }
 
-static int k_dwconv3x3_bwd_weight(const mctx *k)
+static int k_dwconv3x3_bwd_weight(const kctx *k)
 {
-    MCHECK(dw_dims(k, 8, 9, 10));
+    CHECK(dw_dims(k, 8, 9, 10));
     const int B = I(0), C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
     const float *X = PF(8), *dY = PF(9);
     float *dW = PF(10);
     /* One sum per (c, kh, kw): each image's sum over oh, ow, then the B partial sums. */
-#pragma omp parallel for if ((int64_t)B * C * OH * OW * 9 > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if ((int64_t)B * C * OH * OW * 9 > PAR_MIN) schedule(static)
     for (int64_t t = 0; t < (int64_t)C * 9; ++t) {
         const int c = (int)(t / 9), kh = (int)(t % 9) / 3, kw = (int)(t % 3);
         float acc = 0.0f;
@@ -181,26 +123,26 @@ static int k_dwconv3x3_bwd_weight(const mctx *k)
 /* ---- batch normalization (training mode) ---------------------------------------------- */
 
 /* B C HW >= 1 and the tensors at `big` hold B*C*HW, those at `small` C elements. */
-static int bn_dims(const mctx *k, const int *big, int nbig, const int *small, int nsmall)
+static int bn_dims(const kctx *k, const int *big, int nbig, const int *small, int nsmall)
 {
-    for (int i = 0; i < 3; ++i) MCHECK(mneed_min(k, i, 1));
+    for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t n = (int64_t)I(0) * I(1) * I(2);
-    for (int i = 0; i < nbig; ++i) MCHECK(mneed_numel(k, big[i], n, "B*C*HW"));
-    for (int i = 0; i < nsmall; ++i) MCHECK(mneed_numel(k, small[i], I(1), "C"));
+    for (int i = 0; i < nbig; ++i) CHECK(kneed_numel(k, big[i], n, "B*C*HW"));
+    for (int i = 0; i < nsmall; ++i) CHECK(kneed_numel(k, small[i], I(1), "C"));
     return 0;
 }
 
-static int k_batchnorm_stats(const mctx *k)
+static int k_batchnorm_stats(const kctx *k)
 {
     static const int big[] = {5}, small[] = {6, 7, 8, 9};
-    MCHECK(bn_dims(k, big, 1, small, 4));
-    if (!(F(3) > 0.0f)) return mfail(k, 3, "is %g; eps must be > 0", (double)F(3));
+    CHECK(bn_dims(k, big, 1, small, 4));
+    if (!(F(3) > 0.0f)) return kfail(k, 3, "is %g; eps must be > 0", (double)F(3));
     const int B = I(0), C = I(1), HW = I(2);
     const float eps = F(3), m = F(4);
     const float *X = PF(5);
     float *mean = PF(6), *invstd = PF(7), *rmean = PF(8), *rvar = PF(9);
     const float cnt = (float)((int64_t)B * HW);
-#pragma omp parallel for if ((int64_t)B * C * HW > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if ((int64_t)B * C * HW > PAR_MIN) schedule(static)
     for (int c = 0; c < C; ++c) {
         /* Shifted sum (Chan, Golub & LeVeque, "Algorithms for computing the sample
          * variance", Am. Stat. 37(3), 1983): values equal to the channel's first one add
@@ -235,15 +177,15 @@ static int k_batchnorm_stats(const mctx *k)
     return 0;
 }
 
-static int k_batchnorm_apply(const mctx *k)
+static int k_batchnorm_apply(const kctx *k)
 {
     static const int big[] = {3, 8}, small[] = {4, 5, 6, 7};
-    MCHECK(bn_dims(k, big, 2, small, 4));
+    CHECK(bn_dims(k, big, 2, small, 4));
     const int C = I(1), HW = I(2);
     const int64_t n = (int64_t)I(0) * C * HW;
     const float *X = PF(3), *mean = PF(4), *invstd = PF(5), *gamma = PF(6), *beta = PF(7);
     float *Y = PF(8);
-#pragma omp parallel for if (n > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; ++i) {
         const int c = (int)(i / HW % C);
         Y[i] = ((X[i] - mean[c]) * invstd[c]) * gamma[c] + beta[c];
@@ -251,14 +193,14 @@ static int k_batchnorm_apply(const mctx *k)
     return 0;
 }
 
-static int k_batchnorm_bwd_reduce(const mctx *k)
+static int k_batchnorm_bwd_reduce(const kctx *k)
 {
     static const int big[] = {3, 4}, small[] = {5, 6, 7, 8};
-    MCHECK(bn_dims(k, big, 2, small, 4));
+    CHECK(bn_dims(k, big, 2, small, 4));
     const int B = I(0), C = I(1), HW = I(2);
     const float *X = PF(3), *dY = PF(4), *mean = PF(5), *invstd = PF(6);
     float *dgamma = PF(7), *dbeta = PF(8);
-#pragma omp parallel for if ((int64_t)B * C * HW > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if ((int64_t)B * C * HW > PAR_MIN) schedule(static)
     for (int c = 0; c < C; ++c) {
         float sg = 0.0f, sb = 0.0f;
         for (int b = 0; b < B; ++b) {   /* blocked: each image's sums, then the batch's */
@@ -278,17 +220,17 @@ static int k_batchnorm_bwd_reduce(const mctx *k)
     return 0;
 }
 
-static int k_batchnorm_bwd_data(const mctx *k)
+static int k_batchnorm_bwd_data(const kctx *k)
 {
     static const int big[] = {3, 4, 10}, small[] = {5, 6, 7, 8, 9};
-    MCHECK(bn_dims(k, big, 3, small, 5));
+    CHECK(bn_dims(k, big, 3, small, 5));
     const int C = I(1), HW = I(2);
     const int64_t n = (int64_t)I(0) * C * HW;
     const float *X = PF(3), *dY = PF(4), *mean = PF(5), *invstd = PF(6), *gamma = PF(7),
                 *dgamma = PF(8), *dbeta = PF(9);
     float *dX = PF(10);
     const float cnt = (float)((int64_t)I(0) * HW);
-#pragma omp parallel for if (n > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; ++i) {
         const int c = (int)(i / HW % C);
         const float xhat = (X[i] - mean[c]) * invstd[c];
@@ -300,15 +242,15 @@ static int k_batchnorm_bwd_data(const mctx *k)
 
 /* ---- element-wise and pooling --------------------------------------------------------- */
 
-static int k_relu6_fwd(const mctx *k)
+static int k_relu6_fwd(const kctx *k)
 {
-    MCHECK(mneed_min(k, 0, 1));
+    CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
-    MCHECK(mneed_numel(k, 1, n, "n"));
-    MCHECK(mneed_numel(k, 2, n, "n"));
+    CHECK(kneed_numel(k, 1, n, "n"));
+    CHECK(kneed_numel(k, 2, n, "n"));
     const float *X = PF(1);
     float *Y = PF(2);
-#pragma omp parallel for if (n > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; ++i) {
         const float v = X[i] > 0.0f ? X[i] : 0.0f;
         Y[i] = v < 6.0f ? v : 6.0f;
@@ -316,39 +258,39 @@ static int k_relu6_fwd(const mctx *k)
     return 0;
 }
 
-static int k_relu6_bwd(const mctx *k)
+static int k_relu6_bwd(const kctx *k)
 {
-    MCHECK(mneed_min(k, 0, 1));
+    CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
-    for (int i = 1; i <= 3; ++i) MCHECK(mneed_numel(k, i, n, "n"));
+    for (int i = 1; i <= 3; ++i) CHECK(kneed_numel(k, i, n, "n"));
     const float *Y = PF(1), *dY = PF(2);
     float *dX = PF(3);
-#pragma omp parallel for if (n > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; ++i) dX[i] = (Y[i] > 0.0f && Y[i] < 6.0f) ? dY[i] : 0.0f;
     return 0;
 }
 
-static int k_add(const mctx *k)
+static int k_add(const kctx *k)
 {
-    MCHECK(mneed_min(k, 0, 1));
+    CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
-    for (int i = 1; i <= 3; ++i) MCHECK(mneed_numel(k, i, n, "n"));
+    for (int i = 1; i <= 3; ++i) CHECK(kneed_numel(k, i, n, "n"));
     const float *A = PF(1), *B = PF(2);
     float *Y = PF(3);
-#pragma omp parallel for if (n > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int64_t i = 0; i < n; ++i) Y[i] = A[i] + B[i];
     return 0;
 }
 
-static int k_gap_fwd(const mctx *k)
+static int k_gap_fwd(const kctx *k)
 {
-    for (int i = 0; i < 3; ++i) MCHECK(mneed_min(k, i, 1));
+    for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t BC = (int64_t)I(0) * I(1), HW = I(2);
-    MCHECK(mneed_numel(k, 3, BC * HW, "B*C*HW"));
-    MCHECK(mneed_numel(k, 4, BC, "B*C"));
+    CHECK(kneed_numel(k, 3, BC * HW, "B*C*HW"));
+    CHECK(kneed_numel(k, 4, BC, "B*C"));
     const float *X = PF(3);
     float *Y = PF(4);
-#pragma omp parallel for if (BC * HW > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if (BC * HW > PAR_MIN) schedule(static)
     for (int64_t r = 0; r < BC; ++r) {
         float acc = 0.0f;
         for (int64_t j = 0; j < HW; ++j) acc += X[r * HW + j];
@@ -357,29 +299,23 @@ static int k_gap_fwd(const mctx *k)
     return 0;
 }
 
-static int k_gap_bwd(const mctx *k)
+static int k_gap_bwd(const kctx *k)
 {
-    for (int i = 0; i < 3; ++i) MCHECK(mneed_min(k, i, 1));
+    for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t BC = (int64_t)I(0) * I(1), HW = I(2);
-    MCHECK(mneed_numel(k, 3, BC, "B*C"));
-    MCHECK(mneed_numel(k, 4, BC * HW, "B*C*HW"));
+    CHECK(kneed_numel(k, 3, BC, "B*C"));
+    CHECK(kneed_numel(k, 4, BC * HW, "B*C*HW"));
     const float *dY = PF(3);
     float *dX = PF(4);
-#pragma omp parallel for if (BC * HW > MOBILE_PAR_MIN) schedule(static)
+#pragma omp parallel for if (BC * HW > PAR_MIN) schedule(static)
     for (int64_t i = 0; i < BC * HW; ++i) dX[i] = dY[i / HW] / (float)HW;
     return 0;
 }
 
 /* ---- dispatch ------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *name;
-    const char *kinds;  /* one of i/f/t per argument */
-    const char *names;  /* argument names for messages */
-    int (*fn)(const mctx *);
-} mobile_spec;
 
-static const mobile_spec MOBILE[] = {
+const kernel_spec CPU_MOBILE_KERNELS[] = {
     {"dwconv3x3_fwd", "iiiiiiiittt", "B C H W stride pad OH OW X Wt Y", k_dwconv3x3_fwd},
     {"dwconv3x3_bwd_data", "iiiiiiiittt", "B C H W stride pad OH OW dY Wt dX",
      k_dwconv3x3_bwd_data},
@@ -399,30 +335,4 @@ static const mobile_spec MOBILE[] = {
     {"gap_bwd", "iiitt", "B C HW dY dX", k_gap_bwd},
 };
 
-static const mobile_spec *find_mobile(const char *name)
-{
-    for (size_t i = 0; i < sizeof MOBILE / sizeof MOBILE[0]; ++i)
-        if (strcmp(MOBILE[i].name, name) == 0) return &MOBILE[i];
-    return NULL;
-}
-
-int cpu_mobile_known(const char *name) { return name && find_mobile(name) != NULL; }
-
-int cpu_mobile_run(const char *name, const rt_arg *args, int nargs, char *err, int errlen)
-{
-    const mobile_spec *s = name ? find_mobile(name) : NULL;
-    if (!s) return -2;
-    const mctx k = {s->name, s->names, args, err, errlen};
-    const int want = (int)strlen(s->kinds);
-    if (nargs != want) {
-        if (err && errlen > 0)
-            snprintf(err, (size_t)errlen, "%s: %d arguments given, %d expected (%s)", s->name,
-                     nargs, want, s->names);
-        return -1;
-    }
-    for (int i = 0; i < want; ++i)
-        if (args[i].kind != s->kinds[i])
-            return mfail(&k, i, "has kind '%c'; expected '%c' (i = int, f = float, t = tensor)",
-                         args[i].kind ? args[i].kind : '?', s->kinds[i]);
-    return s->fn(&k);
-}
+const int CPU_MOBILE_NKERNELS = (int)(sizeof CPU_MOBILE_KERNELS / sizeof CPU_MOBILE_KERNELS[0]);

@@ -27,8 +27,6 @@ uint64_t cpu_iteration(run_ctx *rc, int iteration, int warmup)
         r->host_begin_ns = monotonic_ns();
         int rcode = 0;
         if (s->op == OP_LOAD) plan_load_batch(&p->tensors[s->tensor], iteration);
-        else if (cpu_mobile_known(s->name))
-            rcode = cpu_mobile_run(s->name, s->args, s->nargs, err, sizeof err);
         else rcode = cpu_kernel_run(s->name, s->args, s->nargs, err, sizeof err);
         r->host_end_ns = monotonic_ns();
         if (rcode == -2) fail(EXIT_BAD_INPUT, "bad plan %s: steps[%d]: unknown kernel \"%s\"", p->path, k, s->name);

@@ -273,7 +273,7 @@ static void read_step(pt_plan *p, pt_step *s, const jval *j, int k)
         return;
     }
     s->name = get_str(j, "name", where, NULL);
-    if (!cpu_kernel_known(s->name) && !cpu_mobile_known(s->name))
+    if (!cpu_kernel_known(s->name))
         BAD("%s: unknown kernel \"%s\" (not in the kernel ABI, src/kernels/README.md)", where, s->name);
     read_args(p, s, req(j, "args", J_ARR, where), where);
     s->work_dim = read_sizes(req(j, "global", J_ARR, where), s->global, "global", where);
