@@ -87,7 +87,9 @@ def test_a_drifting_trajectory_still_passes(runner, pocl, tmp_path):
     """Large steps with momentum make training chaotic: float32 rounding differences between
     the runner's and numpy's summation orders grow until the trajectories are far apart, yet
     every checked step, recomputed from the runner's own state, is within its bound."""
-    spec = _lenet(batch_size=32, warmup=1, iterations=59, num_batches=8, lr=0.3, momentum=0.9)
+    # lr 2.0: on the digits training batches (the held-out fifth excluded) smaller steps
+    # stay within 1e-3 of each other for 59 iterations (lr 0.3: 6e-5, lr 1.0: 4e-4)
+    spec = _lenet(batch_size=32, warmup=1, iterations=59, num_batches=8, lr=2.0, momentum=0.9)
     _, doc = _run(runner, pocl, tmp_path, spec)
     traj = doc["trajectory"]
     assert doc["ok"], doc["worst"]

@@ -266,8 +266,9 @@ def bandwidth(bw: pd.DataFrame, path: Path, dpi: int = 120,
     return _save(fig, path, dpi)
 
 
-NO_EVAL = ("no run evaluated on a held-out split; set measure.eval_every (e.g. "
-           "measure.eval_every=10) to record held-out accuracy")
+# three short lines: the "no data" panel is 6 inches wide
+NO_EVAL = ("no run evaluated on a held-out split;\nset measure.eval_every (e.g. "
+           "measure.eval_every=10)\nto record held-out accuracy")
 
 
 def accuracy_vs_time(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path,
