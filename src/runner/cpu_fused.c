@@ -217,17 +217,9 @@ static int k_softmax_xent_bwd(const kctx *k)
     float *dlogits = PF(8);
     const float inv_b = 1.0f / (float)B;
     float total = 0.0f;   /* row losses summed in row order, as mean() does */
-    for (int b = 0; b < B; ++b) {
-        const float *x = logits + (int64_t)b * C;
-        float *dx = dlogits + (int64_t)b * C;
-        float mx = x[0], sum = 0.0f;
-        for (int c = 1; c < C; ++c) mx = x[c] > mx ? x[c] : mx;
-        for (int c = 0; c < C; ++c) sum += expf(x[c] - mx);
-        const float inv_sum = 1.0f / sum;
-        for (int c = 0; c < C; ++c)
-            dx[c] = (expf(x[c] - mx) * inv_sum - (c == labels[b] ? 1.0f : 0.0f)) * inv_b;
-        total += logf(sum) - (x[labels[b]] - mx);
-    }
+    for (int b = 0; b < B; ++b)
+        total += softmax_xent_row(logits + (int64_t)b * C, C, labels[b], inv_b,
+                                  dlogits + (int64_t)b * C);
     PF(10)[0] = total / (float)B;
     linear_dx(B, C, In, I(3), dlogits, PF(6), PF(7), PF(9));
     return 0;

@@ -32,6 +32,11 @@ int kneed_min(const kctx *k, int idx, int lo);
 /* A tensor argument that must hold at least `need` elements (`expr` says why). */
 int kneed_numel(const kctx *k, int idx, int64_t need, const char *expr);
 
+/* One row of softmax_xent (max-subtracted softmax of x[0..C), its cross-entropy against label
+ * returned, dx = (p - onehot(label)) * inv_b written): shared by softmax_xent and the fused
+ * softmax_xent_bwd so both compute a row identically. */
+float softmax_xent_row(const float *x, int C, int label, float inv_b, float *dx);
+
 /* The fused kernels (cpu_fused.c) and the mobile CNN operators (cpu_mobile.c), searched after
  * cpu_kernels.c's own table. */
 extern const kernel_spec CPU_FUSED_KERNELS[];

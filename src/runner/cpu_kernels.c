@@ -903,18 +903,21 @@ static int k_softmax_xent(const kctx *k)
     float *dlogits = PF(4), *row_loss = PF(5);
     const float inv_b = 1.0f / (float)B;
 #pragma omp parallel for if ((int64_t)B * C > PAR_MIN) schedule(static)
-    for (int b = 0; b < B; ++b) {
-        const float *x = logits + (int64_t)b * C;
-        float *dx = dlogits + (int64_t)b * C;
-        float mx = x[0], sum = 0.0f;
-        for (int c = 1; c < C; ++c) mx = x[c] > mx ? x[c] : mx;
-        for (int c = 0; c < C; ++c) sum += expf(x[c] - mx);
-        const float inv_sum = 1.0f / sum;
-        for (int c = 0; c < C; ++c)
-            dx[c] = (expf(x[c] - mx) * inv_sum - (c == labels[b] ? 1.0f : 0.0f)) * inv_b;
-        row_loss[b] = logf(sum) - (x[labels[b]] - mx);
-    }
+    for (int b = 0; b < B; ++b)
+        row_loss[b] = softmax_xent_row(logits + (int64_t)b * C, C, labels[b], inv_b,
+                                       dlogits + (int64_t)b * C);
     return 0;
+}
+
+float softmax_xent_row(const float *x, int C, int label, float inv_b, float *dx)
+{
+    float mx = x[0], sum = 0.0f;
+    for (int c = 1; c < C; ++c) mx = x[c] > mx ? x[c] : mx;
+    for (int c = 0; c < C; ++c) sum += expf(x[c] - mx);
+    const float inv_sum = 1.0f / sum;
+    for (int c = 0; c < C; ++c)
+        dx[c] = (expf(x[c] - mx) * inv_sum - (c == label ? 1.0f : 0.0f)) * inv_b;
+    return logf(sum) - (x[label] - mx);
 }
 
 static int k_mean(const kctx *k)
