@@ -76,8 +76,9 @@ class Conv2d:
 
 
 @dataclass(frozen=True)
-class ReLU:
-    """Elementwise ``max(x, 0)``."""
+class _Activation:
+    """An element-wise activation: output shape = input shape, no parameters. Not a layer
+    itself (the lowering tells ReLU and ReLU6 apart by their own classes)."""
 
     name: str
 
@@ -86,6 +87,11 @@ class ReLU:
 
     def param_shapes(self, x: Shape) -> dict[str, Shape]:
         return {}
+
+
+@dataclass(frozen=True)
+class ReLU(_Activation):
+    """Elementwise ``max(x, 0)``."""
 
 
 @dataclass(frozen=True)
@@ -196,16 +202,8 @@ class BatchNorm2d:
 
 
 @dataclass(frozen=True)
-class ReLU6:
+class ReLU6(_Activation):
     """Elementwise ``min(max(x, 0), 6)`` (MobileNetV2's activation)."""
-
-    name: str
-
-    def out_shape(self, x: Shape) -> Shape:
-        return x
-
-    def param_shapes(self, x: Shape) -> dict[str, Shape]:
-        return {}
 
 
 @dataclass(frozen=True)
