@@ -24,6 +24,7 @@ rule report:
         loss=figure("loss"),
         accuracy=figure("accuracy"),
         batch_sweep=figure("batch_sweep"),
+        energy=figure("energy"),
         iteration_time_alt=figure_alt("iteration_time"),
         breakdown_alt=figure_alt("breakdown"),
         gemm_gflops_alt=figure_alt("gemm_gflops"),
@@ -32,6 +33,7 @@ rule report:
         loss_alt=figure_alt("loss"),
         accuracy_alt=figure_alt("accuracy"),
         batch_sweep_alt=figure_alt("batch_sweep"),
+        energy_alt=figure_alt("energy"),
         complete=L.report_complete(),
     log:
         L.log("report", "report"),

@@ -69,6 +69,7 @@ static void take(power_sampler *ps, int with_power)
         ps->s = grown;
     }
     ps->s[ps->n++] = s;
+    ps->n_power += !isnan(s.voltage_uv) && !isnan(s.current_ua);
     pthread_mutex_unlock(&ps->mu);
 }
 
@@ -105,6 +106,15 @@ void power_start(power_sampler *ps, int period_ms)
                              !isnan(f->gpu_mhz) || !isnan(f->cpu_mhz_max));
     if (period_ms > 0 && readable)
         ps->running = pthread_create(&ps->thread, NULL, sampler_main, ps) == 0;
+}
+
+int power_energy_pending(power_sampler *ps)
+{
+    if (!ps->running) return 0;
+    pthread_mutex_lock(&ps->mu);
+    int pending = ps->n_power == 1;
+    pthread_mutex_unlock(&ps->mu);
+    return pending;
 }
 
 void power_stop(power_sampler *ps)

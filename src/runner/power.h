@@ -27,11 +27,15 @@ typedef struct {
     pthread_mutex_t mu;
     power_sample *s;
     int n, cap;
+    int n_power;           /* samples with the battery's voltage and current read */
 } power_sampler;
 
 /* Takes the start sample and, when period_ms > 0 and the battery's voltage and current or a
  * clock are readable, starts the sampler thread. */
 void power_start(power_sampler *ps, int period_ms);
+/* 1 while the battery is readable, the thread runs and fewer than 2 samples read it: with the
+ * end sample that is under the 3 an energy figure needs (power_write_json). */
+int power_energy_pending(power_sampler *ps);
 /* Stops the thread (if any) and takes the end sample. */
 void power_stop(power_sampler *ps);
 /* The "power" object of run.json; measured_ms: the measured iterations' summed wall time, n

@@ -4,7 +4,8 @@
  * Measured iterations: exactly the plan's count, or (--ci-target > 0) adaptively: at least
  * the plan's count, then until the 95% bootstrap interval of the median iteration time is
  * within +-ci_target of it (stats.h), at most --max-iterations, and no new decision once
- * measuring took --max-seconds. The plan's checkpoints from the end (-1, -2) are the last
+ * measuring took --max-seconds; while the battery is readable, a stop on the interval also
+ * waits for the power sampler's second sample (power_energy_pending). The plan's checkpoints from the end (-1, -2) are the last
  * iterations after the decision; a decision whose final interval is still too wide (and no
  * limit reached) is taken back and measuring goes on.
  * On any failure after the output folder is known, the fail hook removes trace.csv and the
@@ -337,9 +338,10 @@ static int ci_within(const iter_rec *iters, int warmup, int end, const runner_op
 /* Adaptive measurement after iteration `it` (measured or not): returns the new total, or -1
  * while undecided; *stopped names the reason of a decision. A decision adds the tail (the
  * checkpoints counted from the end), so the limit is reached when m + tail measured
- * iterations would reach --max-iterations; the interval is judged from 3 measured on. */
+ * iterations would reach --max-iterations; the interval is judged from 3 measured on, and not
+ * while energy_pending (the power sampler has not yet read the battery twice). */
 static int decide(const runner_opts *o, const pt_plan *p, const iter_rec *iters, int it, int total,
-                  uint64_t measure_t0, int *next_check, const char **stopped)
+                  uint64_t measure_t0, int energy_pending, int *next_check, const char **stopped)
 {
     int tail = ckpt_tail(p), m = it - p->warmup + 1;
     if (m < 1) return total;
@@ -349,7 +351,7 @@ static int decide(const runner_opts *o, const pt_plan *p, const iter_rec *iters,
         if (m + tail < p->iterations) return -1;
         if (at_max) { *stopped = "max_iterations"; return it + 1 + tail; }
         if (timed_out) { *stopped = "max_seconds"; return it + 1 + tail; }
-        if (m >= 3 && m >= *next_check) {
+        if (m >= 3 && m >= *next_check && !energy_pending) {
             *next_check = m + (m / 8 > 1 ? m / 8 : 1);
             if (ci_within(iters, p->warmup, it + 1, o)) { *stopped = "ci"; return it + 1 + tail; }
         }
@@ -430,7 +432,8 @@ int mode_run(const runner_opts *o)
                     warm ? " (warm-up)" : "", iters[it].wall_ms, iters[it].loss);
         if (m.adaptive && !warm) {
             int was = total;
-            total = decide(o, p, iters, it, total, measure_t0, &next_check, &m.stopped);
+            total = decide(o, p, iters, it, total, measure_t0, power_energy_pending(&m.power),
+                           &next_check, &m.stopped);
             if (was > 0 && total < 0) {   /* taken back: its tail is no longer the end */
                 next_check = it - p->warmup + 2;
                 drop_tail(p, snaps, &nsnaps, was - ckpt_tail(p));

@@ -82,6 +82,33 @@ def write_run(root: Path, *, model="mlp_784_256_128_16", device="host", backend=
     return d
 
 
+def add_eval(run_dir: Path, acc0: float = 0.3, step: float = 0.08) -> Path:
+    """Give a :func:`write_run` folder an ``eval.json``: one held-out evaluation per
+    iteration, at its cumulative wall time, accuracy rising from ``acc0`` by ``step``."""
+    iters = json.loads((run_dir / "run.json").read_text())["iters"]
+    t, points = 0.0, []
+    for i in iters:
+        t += i["wall_ms"]
+        k = i["iteration"]
+        points.append({"iteration": k, "cumulative_wall_ms": t, "n_heldout": 200,
+                       "heldout_loss": 2.3 - 0.2 * k, "heldout_accuracy": min(1.0, acc0 + step * k)})
+    (run_dir / "eval.json").write_text(json.dumps({"points": points}))
+    return run_dir
+
+
+def add_power(run_dir: Path, power_w: float, throttled: bool = False) -> Path:
+    """Give a :func:`write_run` folder the runner's ``power`` object: energy per iteration
+    ``power_w`` x the mean measured iteration time (mJ), 2% standard error, 100 Hz."""
+    doc = json.loads((run_dir / "run.json").read_text())
+    walls = [i["wall_ms"] for i in doc["iters"] if not i["warmup"]]
+    mj = power_w * sum(walls) / len(walls)
+    doc["power"] = {"energy_per_iteration_mj": mj, "energy_uncertainty_mj": 0.02 * mj,
+                    "sample_hz": 100.0, "gpu_mhz_start": 800.0,
+                    "gpu_mhz_end": 500.0 if throttled else 800.0, "throttled": throttled}
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    return run_dir
+
+
 def write_bandwidth(root: Path, device="host") -> Path:
     """A bandwidth CSV in the runner's columns with its params.json."""
     d = root / "bandwidth" / device
@@ -199,12 +226,15 @@ def write_gemm_versions(root: Path, device: str, versions, shapes=((32, 256, 784
 
 
 def multi_device_study(root: Path, devices, kernels=("baseline", "tiled"),
-                       models=("mlp_784_256_128_16", "lenet5")) -> dict[str, list[Path]]:
+                       models=("mlp_784_256_128_16", "lenet5"),
+                       measured_all: bool = False) -> dict[str, list[Path]]:
     """A study of hand-built folders over several devices: per device and model a CPU run
     and resident/copy, staged/copy and staged/map runs of every kernel version (timings
     varying with the device and version), a bandwidth sweep, the GEMM sweep of every version
     (plus the CPU backend) and peaks; one run of the first device failed verification and
-    the last device's lenet5 CPU run is missing."""
+    the last device's lenet5 CPU run is missing. ``measured_all``: every run also evaluated
+    held-out accuracy and measured energy (:func:`add_eval`, :func:`add_power`; the CPU at
+    2 W, OpenCL at 3 W, the first staged/map run throttled)."""
     out: dict[str, list[Path]] = {"runs": [], "bandwidth": [], "gemm": [], "peaks": [],
                                   "builds": []}
     for di, dev in enumerate(devices):
@@ -223,6 +253,12 @@ def multi_device_study(root: Path, devices, kernels=("baseline", "tiled"),
                         unit_ns=u + 5_000 * di,
                         max_abs_err=0.5 if (di, ki, backend) == (0, 0, "opencl_staged")
                         else 1e-6))
+            if measured_all:
+                for d in out["runs"][-1 - 3 * len(kernels):]:
+                    if (d / "run.json").exists():
+                        add_power(add_eval(d, acc0=0.3 + 0.01 * di), 2.0 if d.name.endswith(
+                            ".cpu.none") else 3.0, throttled=d.name.endswith(
+                            f"staged_map.{kernels[0]}"))
         out["bandwidth"].append(write_bandwidth_sweep(root, dev, copy_gbps=8.0 + 4 * di))
         out["gemm"] += write_gemm_versions(root, dev, kernels)
         out["peaks"].append(write_peaks(root, dev))

@@ -174,7 +174,33 @@ def test_report_says_not_measured_on_a_device_without_power(tmp_path):
     (d / "run.json").write_text(json.dumps(doc))
     runs = aggregate.tables([d, write_run(tmp_path / "runs", device="host")])["runs"]
     by_dev = {e["device"]: e for e in energy(runs)}
-    assert by_dev["host"]["note"] == "not measured on host" and not by_dev["host"]["rows"]
+    assert by_dev["host"]["note"].startswith("not measured on host (no readable battery")
+    assert not by_dev["host"]["rows"]
     (row,) = by_dev["phone"]["rows"]
     assert by_dev["phone"]["note"] == "" and row["energy"] == "1.25 +- 0.05"
     assert (row["gpu_mhz"], row["throttled"]) == ("800->500", "yes")
+
+
+@pytest.mark.parametrize("readable", [True, False])
+def test_adaptive_measuring_waits_for_a_second_battery_sample(runner, tmp_path, readable):
+    """A loose interval (+-90%) would stop after 3 fast iterations (~1 ms), shorter than one
+    50 ms sampling period: no energy. With a readable battery the stop waits until the sampler
+    read it twice (energy measured); without one it stops as before."""
+    plan = stage(tmp_path / "bundle", mlp_plan("cpu", iterations=3))
+    sysfs = tmp_path / "sys"
+    (battery(sysfs, 500_000) if readable else sysfs.mkdir())
+    subprocess.run([str(runner), "run", "--plan", str(plan), "--root", str(tmp_path / "bundle"),
+                    "--out", str(tmp_path / "out"), "--threads", "1", "--power-sample-ms", "50",
+                    "--sysfs-root", str(sysfs), "--ci-target", "0.9", "--max-iterations",
+                    "100000", "--max-seconds", "20", "--resamples", "10"],
+                   check=True, capture_output=True, timeout=120)
+    doc = json.loads((tmp_path / "out/run.json").read_text())
+    assert doc["measurement"]["stopped"] == "ci"
+    measured_ms = sum(i["wall_ms"] for i in doc["iters"] if not i["warmup"])
+    pw = doc["power"]
+    if readable:
+        assert pw["power_samples"] >= 3 and measured_ms >= 40
+        assert pw["energy_per_iteration_mj"] == pytest.approx(2.0 * measured_ms /
+                                                              (len(doc["iters"]) - 1), rel=1e-9)
+    else:
+        assert pw["energy_per_iteration_mj"] is None and measured_ms < 40

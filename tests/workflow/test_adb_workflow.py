@@ -54,6 +54,10 @@ def fake_sysfs(root: Path) -> Path:
     z.mkdir(parents=True)
     (z / "type").write_text("gpu\n")
     (z / "temp").write_text("38500\n")
+    bat = root / "class/power_supply/battery"   # readable, but the test's runs are too short
+    bat.mkdir(parents=True)
+    (bat / "voltage_now").write_text("4000000\n")
+    (bat / "current_now").write_text("500000\n")
     return root
 
 
@@ -98,6 +102,11 @@ def test_report_shows_the_virtual_phone_as_its_own_device(study):
     md = (ws / "results/report/report.md").read_text()
     for dev in ("host", "vphone"):  # each device's runs labelled with it in the runs table
         assert f"| mlp_16_16 | {dev}: cpu | ok |" in md, dev
+    # the phone's battery was read (2 samples a run), too few times for an energy figure in
+    # 2 fixed iterations: the report says what to change instead of calling it unreadable
+    assert (runs.loc[runs.device == "vphone", "power_samples"] == 2).all()
+    assert "Not measured on vphone (battery readable, but the measured iterations were " \
+        "shorter than one sampling period" in md
 
 
 def test_second_deploy_pushes_nothing_unchanged(study):

@@ -395,3 +395,43 @@ def time_to_accuracy(runs: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFra
     df["accuracy_at_common"] = [accuracy_at(r["_g"], r["common_ms"]) for _, r in df.iterrows()]
     df = df.sort_values(["device", "model", "reached_target_ms", "label"], na_position="last")
     return df[cols].reset_index(drop=True)
+
+
+def energy_frame(runs: pd.DataFrame) -> pd.DataFrame:
+    """Takes runs.parquet; returns the verified runs (status ``ok``) that measured energy
+    (``energy_per_iteration_mj`` not null: ``measure.power_sample_ms`` > 0 on a device whose
+    battery voltage and current are readable, src/runner/power.c), with ``label``
+    (:func:`run_label`), ``energy_per_sample_mj`` (energy per iteration / batch size, mJ) and
+    ``mean_power_w`` (energy per iteration / median iteration time: mJ / ms = W). Sorted by
+    device, model and energy per iteration (least first)."""
+    e = runs[(runs["status"] == "ok") & runs["energy_per_iteration_mj"].notna()].copy()
+    e["label"] = [run_label(r, False) for _, r in e.iterrows()]
+    e["energy_per_sample_mj"] = e["energy_per_iteration_mj"] / e["batch_size"].astype(float)
+    e["mean_power_w"] = e["energy_per_iteration_mj"] / e["iteration_median_ms"]
+    return e.sort_values(["device", "model", "energy_per_iteration_mj"]).reset_index(drop=True)
+
+
+def energy_differs(a: pd.Series | dict, b: pd.Series | dict, k: float = 2.0) -> bool:
+    """Whether two runs' energies per iteration differ: their ``+- k`` standard-error
+    intervals (``energy_uncertainty_mj``, src/runner/power.c) do not overlap."""
+    ea, eb = float(a["energy_per_iteration_mj"]), float(b["energy_per_iteration_mj"])
+    ua, ub = (float(x) if pd.notna(x) else 0.0
+              for x in (a["energy_uncertainty_mj"], b["energy_uncertainty_mj"]))
+    return abs(ea - eb) > k * (ua + ub)
+
+
+TOO_SHORT = ("battery readable, but the measured iterations were shorter than one sampling "
+             "period: measure longer (measure.iterations, measure.max_iterations) or lower "
+             "measure.power_sample_ms")
+UNREADABLE = "no readable battery voltage and current, or measure.power_sample_ms = 0"
+
+
+def energy_gaps(runs: pd.DataFrame) -> pd.DataFrame:
+    """Takes runs.parquet; returns one row per verified run (status ``ok``) without an energy
+    figure: ``device``, ``run_id`` and ``why``: :data:`TOO_SHORT` when the runner read the
+    battery (``power_samples`` > 0) yet had too few samples for an energy figure
+    (src/runner/power.c needs 3), else :data:`UNREADABLE`."""
+    g = runs[(runs["status"] == "ok") & runs["energy_per_iteration_mj"].isna()]
+    short = g["power_samples"].fillna(0) > 0
+    return pd.DataFrame({"device": g["device"], "run_id": g["run_id"],
+                         "why": np.where(short, TOO_SHORT, UNREADABLE)}).reset_index(drop=True)

@@ -36,8 +36,9 @@ import phonetrain.report.findings as findings
 import phonetrain.report.glance as glance
 import phonetrain.report.wording as w
 from phonetrain.io import write_text
-from phonetrain.report.analysis import (gemm_table, interval, interval_name, run_label,
-                                        several_devices, transfer_time_classes)
+from phonetrain.report.analysis import (TOO_SHORT, UNREADABLE, gemm_table, interval,
+                                        interval_name, run_label, several_devices,
+                                        transfer_time_classes)
 from phonetrain.report.paper import ANCHORS, CITATION
 from phonetrain.results import schema
 
@@ -51,6 +52,7 @@ FIGURES = {  # name -> title; file figures/<name>.<fmt>; rules/captions/<name>.r
     "loss": "Loss curves per device and model",
     "accuracy": "Held-out accuracy and training loss against wall time",
     "batch_sweep": "Time per sample and memory against batch size",
+    "energy": "Energy per training iteration, per device",
 }
 SECTIONS = ("at-a-glance", "summary", "since-last-study", "guidelines", "figures", "runs",
             "unstable", "not-valid", "missing", "builds", "bandwidth", "provenance", "method")
@@ -162,7 +164,8 @@ def opencl_devices(runs: pd.DataFrame) -> list[dict[str, str]]:
 
 def energy(runs: pd.DataFrame) -> list[dict[str, Any]]:
     """Takes runs.parquet; returns one dict per device: ``device``, ``note`` ("not measured on
-    <device>" when no run of it recorded energy, else '') and ``rows``, one per measured run
+    <device> (<why>)" when no run of it recorded energy: the battery unreadable, or readable
+    but the runs too short to sample; else '') and ``rows``, one per measured run
     with energy: ``run_id``, ``energy`` (mJ per iteration +- the standard error,
     src/runner/power.c), ``sample_hz``, ``temperature`` (start->end C), ``gpu_mhz``
     (start->end) and ``throttled`` (yes/no/not known)."""
@@ -178,8 +181,9 @@ def energy(runs: pd.DataFrame) -> list[dict[str, Any]]:
                  "gpu_mhz": f"{_fmt(r['gpu_mhz_start'], '.0f')}->{_fmt(r['gpu_mhz_end'], '.0f')}",
                  "throttled": {True: "yes", False: "no"}.get(_flag(r, "throttled"), "not known")}
                 for _, r in m.iterrows()]
-        out.append({"device": dev, "note": "" if rows else f"not measured on {dev}",
-                    "rows": rows})
+        short = (g["power_samples"].fillna(0) > 0).any()
+        out.append({"device": dev, "rows": rows, "note": "" if rows else
+                    f"not measured on {dev} ({TOO_SHORT if short else UNREADABLE})"})
     return out
 
 
@@ -211,6 +215,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi
     figures.loss_curves(runs, it, p["loss"], dpi)
     figures.accuracy_vs_time(runs, it, p["accuracy"], dpi)
     figures.batch_sweep(runs, p["batch_sweep"], dpi)
+    figures.energy(runs, p["energy"], dpi)
     return p
 
 

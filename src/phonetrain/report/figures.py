@@ -31,7 +31,7 @@ import pandas as pd  # noqa: E402
 
 from phonetrain.report.analysis import (  # noqa: E402
     BATCH_KEY, CPU_KERNEL, SEGMENTS, bandwidth_peak, batch_scaling, breakdown_frame,
-    compute_peak, gemm_sweep,
+    compute_peak, energy_frame, gemm_sweep,
     gemm_table, intensity, interval, is_cpu, opencl_label, roofline, run_label,
     training_timeline, transfer_time_classes)
 from phonetrain.report.paper import ANCHORS  # noqa: E402
@@ -523,4 +523,57 @@ def batch_sweep(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
             ax.set_title(f"{dev}: {what}", fontsize=9)
     _legend_below(fig, list(handles.values()), list(handles), ncol=2)
     fig.suptitle("Time per sample and memory against batch size", fontsize=10)
+    return _save(fig, path, dpi)
+
+
+NO_ENERGY = ("no run measured energy: the runner samples battery voltage and current\n"
+             "with measure.power_sample_ms > 0 on a device whose battery is readable\n"
+             "(docs/device-sensors.md)")
+
+
+def energy(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
+    """Takes runs.parquet. Energy per training iteration (mJ, log axis) of every verified run
+    that measured it (:func:`~phonetrain.report.analysis.energy_frame`), one panel per
+    device, one horizontal bar per model and configuration with +-2 standard errors
+    (``energy_uncertainty_mj``) as whiskers and the mean power written beside it; a run
+    whose clocks dropped while measured (``throttled``) hatched and marked. A device without
+    energy gets a panel saying so; no energy at all, a "no data" figure saying how to
+    measure it."""
+    e = energy_frame(runs)
+    if e.empty:
+        return _no_data(path, dpi, NO_ENERGY)
+    devices = sorted(runs["device"].unique())
+    heights = [max(1.0, BAR_IN * (e["device"] == d).sum() + 0.9) for d in devices]
+    fig, axes = _panels(heights, 1, width=9.0)
+    for ax, dev in zip((row[0] for row in axes), devices):
+        sub = e[e["device"] == dev]
+        ax.set_title(f"{dev}: energy per training iteration", fontsize=9)
+        if sub.empty:
+            ax.set_axis_off()
+            ax.text(0.5, 0.5, f"not measured on {dev}", ha="center", va="center",
+                    fontsize=8, color="0.4", transform=ax.transAxes)
+            continue
+        y = np.arange(len(sub))
+        val = sub["energy_per_iteration_mj"].to_numpy()
+        err = 2 * sub["energy_uncertainty_mj"].fillna(0).to_numpy()
+        hot = sub["throttled"].fillna(False).astype(bool).to_numpy()
+        ax.barh(y, val, xerr=err, height=0.7, capsize=2, ecolor="#444", zorder=2,
+                color=np.where(is_cpu(sub), CPU_COLOR, CL_COLOR))
+        for yi, v, u, h, pw in zip(y, val, err, hot, sub["mean_power_w"]):
+            if h:
+                ax.barh(yi, v, height=0.7, fill=False, hatch="//", edgecolor="#444", zorder=3)
+            ax.text((v + u) * 1.08, yi, f"{v:.3g} mJ, {pw:.3g} W" + (" (throttled)" if h else ""),
+                    va="center", ha="left", fontsize=7)
+        ax.set_yticks(y, [f"{m} | {lab}" for m, lab in zip(sub["model"], sub["label"])],
+                      fontsize=7)
+        ax.set_ylim(len(sub) - 0.4, -0.6)
+        ax.set_xscale("log")
+        lo = np.clip(val - err, val / 10, None).min()
+        ax.set_xlim(lo / 2, (val + err).max() * 4)
+        _log_ticks(ax.xaxis)
+        ax.set_xlabel("mJ per training iteration (battery V x I, trapezoid rule; "
+                      "whiskers +-2 SE)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.suptitle("Energy per training iteration (bar colour: CPU green, OpenCL blue)",
+                 fontsize=10)
     return _save(fig, path, dpi)

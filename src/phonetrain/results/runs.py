@@ -598,8 +598,11 @@ def _power(runs: list[dict]) -> dict[str, Any]:
     (src/runner/power.c): energy and rate are means over the repeats that measured them, the
     uncertainty ``sqrt(sum u_k^2) / k`` (the mean of k independent estimates), ``throttled``
     true when any repeat throttled, null when none could tell; null columns where the runner
-    recorded no power (older runners, unreadable battery)."""
+    recorded no power (older runners, unreadable battery). ``power_samples``: the battery
+    samples of all repeats (null where the runner recorded none); above 0 with a null energy,
+    the battery was readable but the measured iterations were too short to sample."""
     pw = [r.get("power") or {} for r in runs]
+    n = [p["power_samples"] for p in pw if p.get("power_samples") is not None]
     e = [(p["energy_per_iteration_mj"], p.get("energy_uncertainty_mj") or 0.0) for p in pw
          if p.get("energy_per_iteration_mj") is not None]
     hz = [p["sample_hz"] for p in pw if p.get("sample_hz") is not None]
@@ -608,6 +611,7 @@ def _power(runs: list[dict]) -> dict[str, Any]:
             "energy_uncertainty_mj": (float(np.sqrt(sum(u * u for _, u in e))) / len(e)
                                       if e else None),
             "power_sample_hz": float(np.mean(hz)) if hz else None,
+            "power_samples": int(sum(n)) if n else None,
             "gpu_mhz_start": pw[0].get("gpu_mhz_start"), "gpu_mhz_end": pw[-1].get("gpu_mhz_end"),
             "throttled": any(thr) if thr else None}
 
