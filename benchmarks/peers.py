@@ -18,7 +18,10 @@ memory and the loss is read back to the host. Rows:
   ``clFinish``; it includes the batch upload and the loss read-back).
 * PyTorch CPU eager (``--threads``), CUDA eager, CUDA graphs (one captured step replayed);
   tinygrad with TinyJit on each of ``--tinygrad-devices``; MNN's Python training API on its
-  CPU backend (``--threads``). Each peer row runs in its own process (``--python``), timed by
+  CPU backend (``--threads``). PyTorch builds every layer of the zoo (batch norm in training
+  mode, depthwise, ReLU6, global average pooling, residual blocks included); the tinygrad and
+  MNN builders here only the chain layers (:data:`CHAIN_LAYERS`), and skip other models with
+  a note. Each peer row runs in its own process (``--python``), timed by
   :func:`time_steps` (``time.perf_counter`` around one whole step, loss read back inside).
 
 Statistics over the ``--iterations`` timed iterations after ``--warmup``: median, p10 and p90
@@ -135,7 +138,7 @@ def write_inputs(model_name: str, dataset: str, lr: float, root: Path
                         input_shape=m.input_shape, classes=m.classes)
     x = np.fromfile(root / doc["images"], "<f4").reshape(NUM_BATCHES, BATCH, *m.input_shape)
     y = np.fromfile(root / doc["labels"], "<i4").reshape(NUM_BATCHES, BATCH)
-    layers = [{"type": type(layer).__name__, **dataclasses.asdict(layer)} for layer in m.layers]
+    layers = [_layer_doc(layer) for layer in m.layers]
     path = root / f"peer-inputs-{model_name}.npz"
     np.savez(path, x=x, y=y, layers=json.dumps(layers), classes=m.classes,
              **{f"p:{k}": v for k, v in init_params(m, 0).items()})
@@ -165,6 +168,71 @@ def read_inputs(path: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- peers (one function each)
 
+def _layer_doc(layer) -> dict:
+    """A layer as JSON for the peer processes: its type name and fields, a Residual's body
+    as a list of such dicts."""
+    doc = {"type": type(layer).__name__, **dataclasses.asdict(layer)}
+    if "body" in doc:
+        doc["body"] = [_layer_doc(inner) for inner in layer.body]
+    return doc
+
+
+CHAIN_LAYERS = {"Linear", "Conv2d", "ReLU", "MaxPool2d", "Flatten"}  # tinygrad's, MNN's builders
+
+
+def _layer_types(layers: list[dict]) -> set[str]:
+    return {t for s in layers for t in [s["type"], *_layer_types(s.get("body", []))]}
+
+
+def _chain_only(peer: str, d: dict) -> None:
+    """Skip a peer whose builder here knows only :data:`CHAIN_LAYERS` on a model with more."""
+    extra = sorted(_layer_types(d["layers"]) - CHAIN_LAYERS)
+    if extra:
+        raise Skip(f"{peer}: no builder here for {', '.join(extra)} (PyTorch rows only)")
+
+
+def _torch_net(layers: list[dict], params: dict):
+    """The PyTorch modules of a layer list (a Residual's body plus its input), parameters
+    (and batch norm's running statistics) loaded from ``params`` by ``<layer>.<name>``."""
+    import torch
+    import torch.nn as tnn
+
+    class _Residual(tnn.Module):
+        def __init__(self, body):
+            super().__init__()
+            self.body = body
+
+        def forward(self, x):
+            return self.body(x) + x
+
+    mods = []
+    for s in layers:
+        t = s["type"]
+        m = (_Residual(_torch_net(s["body"], params)) if t == "Residual" else
+             tnn.Linear(s["in_features"], s["out_features"]) if t == "Linear" else
+             tnn.Conv2d(s["in_channels"], s["out_channels"], s["kernel"], s["stride"],
+                        s["pad"], bias=s.get("bias", True)) if t == "Conv2d" else
+             tnn.Conv2d(s["channels"], s["channels"], 3, s["stride"], s["pad"],
+                        groups=s["channels"], bias=False) if t == "DepthwiseConv2d" else
+             tnn.BatchNorm2d(s["channels"], eps=s["eps"], momentum=s["momentum"])
+             if t == "BatchNorm2d" else
+             tnn.ReLU() if t == "ReLU" else tnn.ReLU6() if t == "ReLU6" else
+             tnn.MaxPool2d(s["kernel"], s["stride"]) if t == "MaxPool2d" else
+             tnn.Sequential(tnn.AdaptiveAvgPool2d(1), tnn.Flatten())
+             if t == "GlobalAvgPool2d" else tnn.Flatten())
+        if t != "Residual":
+            held = dict(m.named_parameters())
+            if t == "BatchNorm2d":
+                held.update(running_mean=m.running_mean, running_var=m.running_var)
+            for name, tensor in held.items():
+                key = f"{s['name']}.{name}"
+                if key in params:
+                    with torch.no_grad():
+                        tensor.copy_(torch.from_numpy(params[key].copy()))
+        mods.append(m)
+    return tnn.Sequential(*mods)
+
+
 class Skip(Exception):
     """The peer or its device is not available here: a note row, not an error."""
 
@@ -185,22 +253,7 @@ def peer_torch(task: dict, d: dict) -> dict:
     # FP32 as phonetrain computes it: no TF32 in matmuls or convolutions
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    mods = []
-    for s in d["layers"]:
-        t = s["type"]
-        mods.append(tnn.Linear(s["in_features"], s["out_features"]) if t == "Linear" else
-                    tnn.Conv2d(s["in_channels"], s["out_channels"], s["kernel"], s["stride"],
-                               s["pad"]) if t == "Conv2d" else
-                    tnn.ReLU() if t == "ReLU" else
-                    tnn.MaxPool2d(s["kernel"], s["stride"]) if t == "MaxPool2d" else
-                    tnn.Flatten())
-    net = tnn.Sequential(*mods)
-    names = {i: s["name"] for i, s in enumerate(d["layers"])}
-    state = {f"{i}.{k}": torch.from_numpy(d["params"][f"{names[i]}.{k}"].copy())
-             for i, s in enumerate(d["layers"]) if s["type"] in ("Linear", "Conv2d")
-             for k in ("weight", "bias")}
-    net.load_state_dict(state)
-    net = net.to(dev)
+    net = _torch_net(d["layers"], d["params"]).to(dev)
     opt = torch.optim.SGD(net.parameters(), lr=task["lr"])
     pin = dev == "cuda"  # pinned host memory: the copy in can overlap as PyTorch's docs advise
     hx = [torch.from_numpy(b).pin_memory() if pin else torch.from_numpy(b) for b in d["x"]]
@@ -316,6 +369,7 @@ def peer_tinygrad(task: dict, d: dict) -> dict:
     """tinygrad on ``task["device"]`` (CL, CUDA, CPU, ...), the step captured by TinyJit."""
     if importlib.util.find_spec("tinygrad") is None:
         raise Skip("tinygrad not installed (pip install -e .[peers])")
+    _chain_only("tinygrad", d)
     if task["device"].split(":")[0] in ("CUDA", "NV") and not os.environ.get("NVRTC_PATH"):
         found = _find_nvrtc()
         if found:
@@ -385,6 +439,7 @@ def peer_mnn(task: dict, d: dict) -> dict:
     with ``task["threads"]`` threads."""
     if importlib.util.find_spec("MNN") is None:
         raise Skip("MNN not installed (pip install -e .[peers])")
+    _chain_only("MNN", d)
     import MNN
     import MNN.expr as F
     import MNN.nn as mnn

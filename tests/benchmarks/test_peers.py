@@ -84,3 +84,19 @@ def test_quick_core_install(runner, pocl, tmp_path):
         else:
             assert all(r["status"] in ("ok", "skipped") for r in mine), mine
     assert doc["host"]["logical_cores"] == os.cpu_count() and doc["versions"]["phonetrain"]
+
+
+def test_mobile_layers_reach_the_peers_as_nested_json():
+    """A Residual's body keeps each inner layer's type; the chain-only builders (tinygrad,
+    MNN) skip such a model with the layers they lack, and build a chain model as before."""
+    from phonetrain.models import get_model
+    peers = _peers_module()
+    docs = [peers._layer_doc(layer) for layer in get_model("mobilenetv2_small").layers]
+    block = next(d for d in docs if d["type"] == "Residual")
+    assert [d["type"] for d in block["body"]][:3] == ["Conv2d", "BatchNorm2d", "ReLU6"]
+    assert {"DepthwiseConv2d", "GlobalAvgPool2d", "Residual"} <= peers._layer_types(docs)
+    with pytest.raises(peers.Skip, match="tinygrad: no builder here for BatchNorm2d, "
+                                          "DepthwiseConv2d, GlobalAvgPool2d, ReLU6, Residual"):
+        peers._chain_only("tinygrad", {"layers": docs})
+    lenet = [peers._layer_doc(layer) for layer in get_model("lenet5").layers]
+    assert peers._chain_only("MNN", {"layers": lenet}) is None
