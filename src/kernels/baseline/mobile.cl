@@ -1,10 +1,33 @@
 /* Baseline mobile CNN operators (kernel ABI: src/kernels/README.md, section "Mobile CNN
  * operators"): depthwise 3x3 convolution, batch normalization in training mode, ReLU6,
- * element-wise add, global average pooling. One work-item per output element (per channel
- * for the batch-norm reductions and per weight for the depthwise weight gradient), global
- * memory only; out-of-range work-items return early. Every reduction is a gather summed in a
- * fixed order (no atomics), the order the CPU backend and the numpy reference use. No tuning
- * parameters. */
+ * element-wise add, global average pooling. One work-item per output element, global memory
+ * only; out-of-range work-items return early. The long reductions (the batch-norm statistics
+ * and gradients per channel, the depthwise weight gradient per weight) take one work-group
+ * per output instead: its work-items sum strided slices of the B x spatial values, then a
+ * tree in local memory (wg_sum) adds the partial sums, in a fixed order (no atomics), so a
+ * launch is deterministic for a given local size. NDRange [outputs * L], local [L], L a power
+ * of two <= RL_MAX (the ABI's launches use L = 64). */
+
+#ifndef RL_MAX
+#define RL_MAX 256   /* largest work-group of the reductions: the local scratch's length */
+#endif
+
+/* The sum over the work-group of one value per work-item, by a tree in `scratch` (RL_MAX
+ * floats of local memory): every work-item gets the same total. Local size: a power of two.
+ * Ends with a barrier, so the next call may reuse `scratch`. */
+static float wg_sum(const float v, __local float *scratch)
+{
+    const int l = get_local_id(0);
+    scratch[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = (int)get_local_size(0) / 2; s > 0; s >>= 1) {
+        if (l < s) scratch[l] += scratch[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float total = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return total;
+}
 
 /* Y[b,c,oh,ow] = sum over kh, kw of Wt[c,kh,kw] * X[b,c,oh*stride-pad+kh, ow*stride-pad+kw]
  * (0 outside the image). NDRange [B*C*OH*OW]. */
@@ -59,68 +82,56 @@ __kernel void dwconv3x3_bwd_data(const int B, const int C, const int H, const in
     dX[i] = acc;
 }
 
-/* dWt[c,kh,kw] = sum of dY[b,c,oh,ow] * X[b,c,...]: each image's sum over oh, ow, then the
- * B partial sums.
- * NDRange [C*9]. */
+/* dWt[c,kh,kw] = sum over b, oh, ow of dY[b,c,oh,ow] * X[b,c,oh*stride-pad+kh,
+ * ow*stride-pad+kw] (0 outside the image). One work-group per weight t = (c, kh, kw):
+ * NDRange [C*9*L], local [L]. */
 __kernel void dwconv3x3_bwd_weight(const int B, const int C, const int H, const int W,
                                    const int stride, const int pad, const int OH, const int OW,
                                    __global const float *X, __global const float *dY,
                                    __global float *dWt)
 {
-    const int t = get_global_id(0);
-    if (t >= C * 9) return;
-    const int c = t / 9, kh = (t % 9) / 3, kw = t % 3;
-    float acc = 0.0f;
-    for (int b = 0; b < B; ++b) {
-        const __global float *x = X + ((size_t)b * C + c) * H * W;
-        const __global float *dy = dY + ((size_t)b * C + c) * OH * OW;
-        float part = 0.0f;
-        for (int oh = 0; oh < OH; ++oh) {
-            const int h = oh * stride - pad + kh;
-            for (int ow = 0; ow < OW; ++ow) {
-                const int w = ow * stride - pad + kw;
-                const float v = (h >= 0 && h < H && w >= 0 && w < W) ? x[h * W + w] : 0.0f;
-                part += v * dy[oh * OW + ow];
-            }
-        }
-        acc += part;
+    __local float scratch[RL_MAX];
+    const int t = get_group_id(0), l = get_local_id(0), L = get_local_size(0);
+    if (t >= C * 9) return;   /* whole work-groups only: no barrier is skipped by part of one */
+    const int c = t / 9, kh = (t % 9) / 3, kw = t % 3, n = B * OH * OW;
+    float part = 0.0f;
+    for (int i = l; i < n; i += L) {
+        const int ow = i % OW, oh = (i / OW) % OH, b = i / (OW * OH);
+        const int h = oh * stride - pad + kh, w = ow * stride - pad + kw;
+        if (h >= 0 && h < H && w >= 0 && w < W)
+            part += X[(((size_t)b * C + c) * H + h) * W + w] *
+                    dY[(((size_t)b * C + c) * OH + oh) * OW + ow];
     }
-    dWt[t] = acc;
+    const float total = wg_sum(part, scratch);
+    if (l == 0) dWt[t] = total;
 }
 
 /* Per channel c over n = B*HW inputs: mean (a sum shifted by the channel's first value),
  * biased variance (second pass over deviations),
  * invstd = 1/sqrt(var + eps); running_mean/var = (1-momentum)*old + momentum*(mean, unbiased
- * var = var*n/(n-1), var when n = 1). NDRange [C]. */
+ * var = var*n/(n-1), var when n = 1). One work-group per channel: NDRange [C*L], local [L]. */
 __kernel void batchnorm_stats(const int B, const int C, const int HW, const float eps,
                               const float momentum, __global const float *X,
                               __global float *mean, __global float *invstd,
                               __global float *running_mean, __global float *running_var)
 {
-    const int c = get_global_id(0);
+    __local float scratch[RL_MAX];
+    const int c = get_group_id(0), l = get_local_id(0), L = get_local_size(0);
     if (c >= C) return;
-    const float cnt = (float)(B * HW);
+    const int n = B * HW;
+    const float cnt = (float)n;
     /* shifted sum: values equal to the channel's first one add exactly 0 (README) */
     const float shift = X[(size_t)c * HW];
-    float sum = 0.0f;
-    for (int b = 0; b < B; ++b) {   /* blocked: each image's sum, then the batch's */
-        const __global float *x = X + ((size_t)b * C + c) * HW;
-        float part = 0.0f;
-        for (int j = 0; j < HW; ++j) part += x[j] - shift;
-        sum += part;
-    }
-    const float mu = shift + sum / cnt;
+    float part = 0.0f;
+    for (int i = l; i < n; i += L) part += X[((size_t)(i / HW) * C + c) * HW + i % HW] - shift;
+    const float mu = shift + wg_sum(part, scratch) / cnt;
     float sq = 0.0f;
-    for (int b = 0; b < B; ++b) {
-        const __global float *x = X + ((size_t)b * C + c) * HW;
-        float part = 0.0f;
-        for (int j = 0; j < HW; ++j) {
-            const float dv = x[j] - mu;
-            part += dv * dv;
-        }
-        sq += part;
+    for (int i = l; i < n; i += L) {
+        const float dv = X[((size_t)(i / HW) * C + c) * HW + i % HW] - mu;
+        sq += dv * dv;
     }
-    const float var = sq / cnt;
+    const float var = wg_sum(sq, scratch) / cnt;
+    if (l != 0) return;
     const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
     mean[c] = mu;
     invstd[c] = 1.0f / sqrt(var + eps);
@@ -140,29 +151,29 @@ __kernel void batchnorm_apply(const int B, const int C, const int HW, __global c
     Y[i] = ((X[i] - mean[c]) * invstd[c]) * gamma[c] + beta[c];
 }
 
-/* dbeta[c] = sum dY, dgamma[c] = sum dY * xhat (each image's sum over hw, then the batch's),
- * xhat = (X - mean[c]) * invstd[c]. NDRange [C]. */
+/* dbeta[c] = sum dY, dgamma[c] = sum dY * xhat over the channel's B*HW values,
+ * xhat = (X - mean[c]) * invstd[c]. One work-group per channel: NDRange [C*L], local [L]. */
 __kernel void batchnorm_bwd_reduce(const int B, const int C, const int HW,
                                    __global const float *X, __global const float *dY,
                                    __global const float *mean, __global const float *invstd,
                                    __global float *dgamma, __global float *dbeta)
 {
-    const int c = get_global_id(0);
+    __local float scratch[RL_MAX];
+    const int c = get_group_id(0), l = get_local_id(0), L = get_local_size(0);
     if (c >= C) return;
-    float sg = 0.0f, sb = 0.0f;
-    for (int b = 0; b < B; ++b) {   /* blocked: each image's sums, then the batch's */
-        const size_t off = ((size_t)b * C + c) * HW;
-        float pg = 0.0f, pb = 0.0f;
-        for (int j = 0; j < HW; ++j) {
-            const float xhat = (X[off + j] - mean[c]) * invstd[c];
-            pb += dY[off + j];
-            pg += dY[off + j] * xhat;
-        }
-        sg += pg;
-        sb += pb;
+    const int n = B * HW;
+    const float mu = mean[c], is = invstd[c];
+    float pg = 0.0f, pb = 0.0f;
+    for (int i = l; i < n; i += L) {
+        const size_t at = ((size_t)(i / HW) * C + c) * HW + i % HW;
+        pb += dY[at];
+        pg += dY[at] * ((X[at] - mu) * is);
     }
-    dgamma[c] = sg;
-    dbeta[c] = sb;
+    const float sg = wg_sum(pg, scratch), sb = wg_sum(pb, scratch);
+    if (l == 0) {
+        dgamma[c] = sg;
+        dbeta[c] = sb;
+    }
 }
 
 /* dX = gamma[c]*invstd[c]/n * ((n*dY - dbeta[c]) - xhat*dgamma[c]), n = B*HW.

@@ -215,6 +215,15 @@ def _fused_flops(name: str, d: dict[str, object]) -> int:
     return 0
 
 
+# Reductions over B x spatial values that the baseline OpenCL kernels run as one work-group
+# per output (src/kernels/baseline/mobile.cl: strided partial sums, then a tree in local
+# memory): their ABI global size is outputs x REDUCE_LOCAL, their local size REDUCE_LOCAL.
+# 64: a power of two that every OpenCL GPU's work-group limit admits (Adreno and Mali allow
+# 256 or more) and that fills a subgroup (32 on NVIDIA, 64 on Adreno/AMD).
+REDUCE_LOCAL = 64
+REDUCTION_KERNELS = frozenset({"batchnorm_stats", "batchnorm_bwd_reduce", "dwconv3x3_bwd_weight"})
+
+
 def baseline_global(name: str, d: dict[str, object]) -> list[int]:
     """The ABI's baseline global size (``d`` from :func:`bind_args`): one work-item per output,
     the last column of the ABI table; ``global[0]`` is the fastest-varying index."""
@@ -232,13 +241,14 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "maxpool_bwd": lambda: [g("B") * g("C") * g("H") * g("W")],
         "softmax_xent": lambda: [g("B")], "mean": lambda: [1],
         "sgd_update": lambda: [g("n")], "fill": lambda: [g("n")], "copy": lambda: [g("n")],
-        # mobile operators: one work-item per output element; reductions per channel
+        # mobile operators: one work-item per output element; the long reductions one
+        # work-group of REDUCE_LOCAL per output (REDUCTION_KERNELS)
         "dwconv3x3_fwd": lambda: [g("B") * g("C") * g("OH") * g("OW")],
         "dwconv3x3_bwd_data": lambda: [g("B") * g("C") * g("H") * g("W")],
-        "dwconv3x3_bwd_weight": lambda: [g("C") * 9],
-        "batchnorm_stats": lambda: [g("C")],
+        "dwconv3x3_bwd_weight": lambda: [g("C") * 9 * REDUCE_LOCAL],
+        "batchnorm_stats": lambda: [g("C") * REDUCE_LOCAL],
         "batchnorm_apply": lambda: [g("B") * g("C") * g("HW")],
-        "batchnorm_bwd_reduce": lambda: [g("C")],
+        "batchnorm_bwd_reduce": lambda: [g("C") * REDUCE_LOCAL],
         "batchnorm_bwd_data": lambda: [g("B") * g("C") * g("HW")],
         "relu6_fwd": lambda: [g("n")], "relu6_bwd": lambda: [g("n")], "add": lambda: [g("n")],
         "gap_fwd": lambda: [g("B") * g("C")], "gap_bwd": lambda: [g("B") * g("C") * g("HW")],

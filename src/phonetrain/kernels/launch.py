@@ -13,7 +13,8 @@ Rules (the formulas of each kernel's banner comment and README):
 
 - ``baseline``: the ABI's one work-item per output (:func:`phonetrain.kernels.abi.baseline_global`);
   local = ``local_sizes[kernel]`` when set (global rounded up to a multiple of it), else
-  ``None`` (the driver's choice).
+  ``None`` (the driver's choice), but ``[REDUCE_LOCAL]`` for the reductions that take one
+  work-group per output (:data:`phonetrain.kernels.abi.REDUCTION_KERNELS`).
 - ``tiled``: local = ``[TSN/WPTN, TSM/WPTM]``;
   global = ``[ceil(N/TSN)*TSN/WPTN, ceil(M/TSM)*TSM/WPTM]``.
 - ``regblock``: local = ``local_sizes[gemm_*]`` (default ``[8, 8]``);
@@ -35,7 +36,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping, Protocol
 
-from .abi import GEMM_KERNELS, arg_position, baseline_global
+from .abi import (GEMM_KERNELS, REDUCE_LOCAL, REDUCTION_KERNELS, arg_position,
+                  baseline_global)
 
 IMAGE_MAX_WIDTH4 = 1024       # pixels per image row: 4096 floats; 8192 (the OpenCL 1.2 full
                               # profile's minimum image2d height) rows hold 32 Mi floats
@@ -112,7 +114,7 @@ def baseline_geometry(name: str, dims: dict, version: VersionView) -> Launch:
     glob = baseline_global(name, dims)
     local = version.local_sizes.get(name)
     if local is None:
-        return glob, None
+        return glob, [REDUCE_LOCAL] if name in REDUCTION_KERNELS else None
     local = [int(x) for x in local][: len(glob)]
     if len(local) != len(glob):
         raise ValueError(f"kernel version {version.name}: local_sizes.{name} has "
