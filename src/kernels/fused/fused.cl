@@ -3,17 +3,42 @@
  * the forward kernels, the ReLU mask in the backward-data kernels, softmax + cross-entropy +
  * batch mean + the last layer's input gradient in one work-group, and the weight/bias
  * gradient with the SGD update in one kernel. One work-item per output element, global memory
- * only (the baseline's technique; the lever here is the number of launches). Every sum is a
- * gather in a fixed order (no atomics): results are deterministic run to run. Any size >= 1;
- * work-items past a rounded-up global size return early.
+ * only (the baseline's technique; the lever here is the number of launches), but conv_sgd's
+ * long sums over batch x output pixels take one work-group per weight (strided partial sums,
+ * then a tree in local memory: wg_sum). Every sum is a gather in a fixed order (no atomics):
+ * results are deterministic run to run. Any size >= 1; work-items past a rounded-up global
+ * size return early.
  *
  * Parameters: LOSS_WG, the largest work-group softmax_xent_bwd uses for its rows (the local
  * array of per-work-item loss partials; extra work-items still share the input-gradient
- * product). */
+ * product); RL_MAX, the largest work-group (all dimensions) of conv_sgd's sums (its local
+ * scratch). */
 
 #ifndef LOSS_WG
 #define LOSS_WG 64
 #endif
+
+#ifndef RL_MAX
+#define RL_MAX 256
+#endif
+
+/* The sum over dimension 0 of the work-group of one value per work-item, by a tree in
+ * `scratch` (this row's get_local_size(0) floats of local memory; RL_MAX floats hold the
+ * whole work-group); every work-item gets its row's total. Local size in dimension 0: a power
+ * of two. Ends with a barrier, so the next call may reuse `scratch`. */
+static float wg_sum(const float v, __local float *scratch)
+{
+    const int l = get_local_id(0);
+    scratch[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = (int)get_local_size(0) / 2; s > 0; s >>= 1) {
+        if (l < s) scratch[l] += scratch[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float total = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return total;
+}
 
 /* Y[b,o] = act(sum_i X[b,i] * W[o,i] + bias[o]), act = ReLU when act != 0.
  * NDRange [O, B]. */
@@ -238,7 +263,7 @@ __kernel void linear_sgd(const int B, const int O, const int I, const float lr,
  * im2col): for k = (c*KH+kh)*KW+kw < C*KH*KW, dW[oc,k] = sum over (b, oh, ow) of
  * dY[b,oc,oh,ow] * X[b, c, oh*stride-pad+kh, ow*stride-pad+kw] (0 outside the image), then
  * the SGD step on weight/V; column k == C*KH*KW is the bias (db[oc] = sum of dY[b,oc,:,:]).
- * NDRange [C*KH*KW+1, OC]. */
+ * One work-group per (k, oc): NDRange [(C*KH*KW+1)*L, OC], local [L, 1]. */
 __kernel void conv_sgd(const int B, const int C, const int H, const int W, const int OC,
                        const int KH, const int KW, const int stride, const int pad,
                        const int OH, const int OW, const float lr, const float momentum,
@@ -246,32 +271,31 @@ __kernel void conv_sgd(const int B, const int C, const int H, const int W, const
                        __global const float *dY, __global float *weight, __global float *V,
                        __global float *bias, __global float *Vb)
 {
-    const int k = get_global_id(0), oc = get_global_id(1);
-    const int ckk = C * KH * KW;
-    if (k > ckk || oc >= OC) return;
-    float acc = 0.0f;
-    if (k == ckk) {
-        for (int b = 0; b < B; ++b) {
-            const __global float *dy = dY + ((size_t)b * OC + oc) * OH * OW;
-            for (int p = 0; p < OH * OW; ++p)
-                acc += dy[p];
-        }
-        SGD_STEP(bias, Vb, oc, acc);
-        return;
-    }
-    const int kw = k % KW, kh = (k / KW) % KH, c = k / (KW * KH);
-    for (int b = 0; b < B; ++b) {
-        const __global float *dy = dY + ((size_t)b * OC + oc) * OH * OW;
-        const __global float *x = X + ((size_t)b * C + c) * H * W;
-        for (int oh = 0; oh < OH; ++oh) {
-            const int ih = oh * stride - pad + kh;
-            if (ih < 0 || ih >= H) continue;
-            for (int ow = 0; ow < OW; ++ow) {
-                const int iw = ow * stride - pad + kw;
-                if (iw >= 0 && iw < W)
-                    acc += dy[oh * OW + ow] * x[ih * W + iw];
-            }
+    __local float scratch[RL_MAX];
+    const int k = get_group_id(0), oc = get_global_id(1);
+    const int l = get_local_id(0), L = get_local_size(0);
+    const int ckk = C * KH * KW, P = OH * OW, n = B * P;
+    if (k > ckk) return;   /* a whole work-group: no barrier is skipped by part of one */
+    /* a work-group may span several oc (local size in dimension 1 > 1): each its own row of
+     * scratch; an oc past the edge sums nothing but still meets the barriers */
+    __local float *row = scratch + get_local_id(1) * L;
+    float part = 0.0f;
+    if (oc < OC && k == ckk) {
+        for (int i = l; i < n; i += L)
+            part += dY[((size_t)(i / P) * OC + oc) * P + i % P];
+    } else if (oc < OC) {
+        const int kw = k % KW, kh = (k / KW) % KH, c = k / (KW * KH);
+        for (int i = l; i < n; i += L) {
+            const int b = i / P, ow = i % OW, oh = (i / OW) % OH;
+            const int ih = oh * stride - pad + kh, iw = ow * stride - pad + kw;
+            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                part += dY[((size_t)b * OC + oc) * P + oh * OW + ow] *
+                        X[(((size_t)b * C + c) * H + ih) * W + iw];
         }
     }
-    SGD_STEP(weight, V, (size_t)oc * ckk + k, acc);
+    /* one call site for the whole work-group: its barriers are never inside a branch */
+    const float total = wg_sum(part, row);
+    if (l != 0 || oc >= OC) return;
+    if (k == ckk) SGD_STEP(bias, Vb, oc, total);
+    else SGD_STEP(weight, V, (size_t)oc * ckk + k, total);
 }

@@ -215,13 +215,15 @@ def _fused_flops(name: str, d: dict[str, object]) -> int:
     return 0
 
 
-# Reductions over B x spatial values that the baseline OpenCL kernels run as one work-group
-# per output (src/kernels/baseline/mobile.cl: strided partial sums, then a tree in local
-# memory): their ABI global size is outputs x REDUCE_LOCAL, their local size REDUCE_LOCAL.
+# Reductions over B x spatial values that the OpenCL kernels run as one work-group per output
+# (src/kernels/baseline/mobile.cl, fused/fused.cl: strided partial sums, then a tree in local
+# memory): their ABI global size is outputs x REDUCE_LOCAL in dimension 0, their local size
+# REDUCE_LOCAL there (1 in a second dimension).
 # 64: a power of two that every OpenCL GPU's work-group limit admits (Adreno and Mali allow
 # 256 or more) and that fills a subgroup (32 on NVIDIA, 64 on Adreno/AMD).
 REDUCE_LOCAL = 64
-REDUCTION_KERNELS = frozenset({"batchnorm_stats", "batchnorm_bwd_reduce", "dwconv3x3_bwd_weight"})
+REDUCTION_KERNELS = frozenset({"batchnorm_stats", "batchnorm_bwd_reduce", "dwconv3x3_bwd_weight",
+                               "conv_sgd"})
 
 
 def baseline_global(name: str, d: dict[str, object]) -> list[int]:
@@ -259,7 +261,7 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "maxpool_bwd_relu": lambda: [g("B") * g("C") * g("H") * g("W")],
         "softmax_xent_bwd": lambda: [1],
         "linear_sgd": lambda: [g("I") + 1, g("O")],
-        "conv_sgd": lambda: [g("C") * g("KH") * g("KW") + 1, g("OC")],
+        "conv_sgd": lambda: [(g("C") * g("KH") * g("KW") + 1) * REDUCE_LOCAL, g("OC")],
     }
     return table[name]()
 

@@ -114,7 +114,8 @@ def baseline_geometry(name: str, dims: dict, version: VersionView) -> Launch:
     glob = baseline_global(name, dims)
     local = version.local_sizes.get(name)
     if local is None:
-        return glob, [REDUCE_LOCAL] if name in REDUCTION_KERNELS else None
+        return glob, ([REDUCE_LOCAL] + [1] * (len(glob) - 1)
+                      if name in REDUCTION_KERNELS else None)
     local = [int(x) for x in local][: len(glob)]
     if len(local) != len(glob):
         raise ValueError(f"kernel version {version.name}: local_sizes.{name} has "
