@@ -13,6 +13,8 @@ rule aggregate:
         builds=EXPECTED["builds"],
         gemm=EXPECTED["gemm"],
         peaks=EXPECTED["peaks"],
+    params:
+        schema=SCHEMA_FINGERPRINT,  # tables of another phonetrain are rewritten, not kept
     output:
         **SUMMARY,
         complete=L.summary_complete(),

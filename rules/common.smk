@@ -19,6 +19,7 @@ from phonetrain import layout
 from phonetrain.config import compose_sweep
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, resolve_sources, tuning
+from phonetrain.results.schema import fingerprint as schema_fingerprint
 from phonetrain.layout import Layout
 from phonetrain.stages.job import RUNTIME_ENV, Runtime
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
@@ -48,6 +49,7 @@ os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"]).to_
 PY = shlex.quote(sys.executable)
 EXPECTED = expected_files(SWEEP)
 SUMMARY = summary_outputs(SWEEP)
+SCHEMA_FINGERPRINT = schema_fingerprint()
 FIG_EXT = SWEEP.root["report"]["figure_format"]
 REPORT_FILES = [L.report_html(), L.report_md(), L.report_complete()]
 

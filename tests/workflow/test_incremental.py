@@ -52,6 +52,16 @@ def test_runner_source_edit_plans_the_runner_and_everything_it_runs(completed_wo
     assert "lower" not in counts and "data" not in counts
 
 
+def test_summary_schema_change_rewrites_the_summary_and_nothing_else(completed_workspace: Path,
+                                                                     tmp_path: Path):
+    """A phonetrain whose tables differ (here: one more run status) rewrites the summary
+    tables it finds, instead of leaving files its report stage would refuse; no run reruns."""
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
+    f = ws / "src" / "phonetrain" / "results" / "schema.py"
+    f.write_text(f.read_text().replace('"unstable", "oom")', '"unstable", "oom", "new")', 1))
+    assert planned(ws) == {"aggregate": 1, "report": 1, "all": 1}
+
+
 def test_model_edit_plans_only_that_models_jobs(completed_workspace: Path, tmp_path: Path):
     ws = clone_workspace(completed_workspace, tmp_path / "ws")
     f = ws / "conf" / "model" / "mlp_16_16.yaml"

@@ -23,8 +23,7 @@ import pandas as pd
 import phonetrain.report.wording as w
 from phonetrain.report.analysis import (BATCH_KEY, CPU_KERNEL, OWN_KERNELS, batch_scaling,
                                         compute_peak, energy_differs, energy_frame,
-                                        energy_gaps,
-                                        gemm_sweep, largest_batch,
+                                        energy_gaps, gemm_sweep, largest_batch,
                                         gemm_table, interval, interval_name, is_cpu,
                                         peak_share, ratio_interval, run_label,
                                         time_to_accuracy, transfer_time_classes,
@@ -811,22 +810,27 @@ def batch_size(runs: pd.DataFrame) -> Finding:
 
 def _energy_sentence(dev: str, model: str, g: pd.DataFrame) -> str:
     """One sentence on one device and model from its :func:`energy_frame` rows (least
-    energy first): the least energy per iteration and its mean power, and how the fastest
-    (or, when that is the same run, the costliest) configuration compares."""
+    energy first): the least energy per iteration and its mean power (and the runs within its
+    uncertainty: :func:`energy_differs`), and how the fastest (or, when that is the same run,
+    the costliest) configuration compares."""
     least = g.iloc[0]
     head = (f"{dev}, {model}: {least['label']} used the least energy per training iteration, "
             f"{w.num(least['energy_per_iteration_mj'])} mJ at "
             f"{w.num(least['mean_power_w'])} W mean power")
     if len(g) == 1:
         return head + " (the only configuration measured)."
+    tied = [r["label"] for _, r in g.iloc[1:].iterrows() if not energy_differs(least, r)]
+    if tied:
+        head += f" (tied within the uncertainty with {', '.join(tied)})"
     fastest = g.loc[g["iteration_median_ms"].idxmin()]
     other, role = ((g.iloc[-1], "the costliest") if fastest["run_id"] == least["run_id"]
                    else (fastest, "the fastest"))
     ratio = other["energy_per_iteration_mj"] / least["energy_per_iteration_mj"]
     same = "" if energy_differs(least, other) else ", within the uncertainty"
     also = "; it was also the fastest" if role == "the costliest" else ""
-    return (head + f"{also}; {role}, {other['label']}, used {w.num(other['energy_per_iteration_mj'])} "
-            f"mJ ({w.times(ratio)} the least{same}) at {w.num(other['mean_power_w'])} W.")
+    return (head + f"{also}; {role}, {other['label']}, used "
+            f"{w.num(other['energy_per_iteration_mj'])} mJ ({w.times(ratio)} the least{same}) "
+            f"at {w.num(other['mean_power_w'])} W.")
 
 
 def _energy_gap_sentences(runs: pd.DataFrame, measured: set[str]) -> list[str]:

@@ -24,6 +24,7 @@ column); :func:`write_table` writes it atomically; :func:`read_table` reads and 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Iterable
@@ -226,6 +227,15 @@ _ALLOWED = {("runs", "status"): STATUSES, ("builds", "status"): ("ok", "failed")
             ("commands", "kind"): COMMAND_KINDS, ("bandwidth", "kind"): BANDWIDTH_KINDS,
             ("gemm", "status"): ("ok", "wrong", "error", "skipped"),
             ("peaks", "kind"): ("compute", "bandwidth"), ("history", "kind"): ("run", "gemm")}
+
+
+def fingerprint() -> str:
+    """A short hash of every table's column names, types and nullability, with the allowed
+    values of the checked columns: the aggregate rule's param, so a phonetrain whose tables
+    differ rewrites existing summary tables (Snakemake's params rerun trigger) instead of
+    leaving files that :func:`read_table` refuses."""
+    text = repr([(name, str(t), sorted(_ALLOWED.items())) for name, t in TABLES.items()])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def schema(table: str) -> pa.Schema:
