@@ -8,9 +8,9 @@
  * launch is deterministic for a given local size. NDRange [outputs * L], local [L], L a power
  * of two <= RL_MAX (the ABI's launches use L = 64). */
 
-#ifndef RL_MAX
-#define RL_MAX 256   /* largest work-group of the reductions: the local scratch's length */
-#endif
+/* The largest work-group of the reductions: the local scratch's length (a capacity, not a
+ * tuning parameter; the launches use 64). */
+#define RL_MAX 256
 
 /* The sum over the work-group of one value per work-item, by a tree in `scratch` (RL_MAX
  * floats of local memory): every work-item gets the same total. Local size: a power of two.

@@ -11,16 +11,15 @@
  *
  * Parameters: LOSS_WG, the largest work-group softmax_xent_bwd uses for its rows (the local
  * array of per-work-item loss partials; extra work-items still share the input-gradient
- * product); RL_MAX, the largest work-group (all dimensions) of conv_sgd's sums (its local
- * scratch). */
+ * product). */
 
 #ifndef LOSS_WG
 #define LOSS_WG 64
 #endif
 
-#ifndef RL_MAX
+/* The largest work-group of conv_sgd's sums (all dimensions): the local scratch's length
+ * (a capacity, not a tuning parameter; the launches use 64). */
 #define RL_MAX 256
-#endif
 
 /* The sum over dimension 0 of the work-group of one value per work-item, by a tree in
  * `scratch` (this row's get_local_size(0) floats of local memory; RL_MAX floats hold the
