@@ -1,5 +1,5 @@
-"""A one-off `phonetrain run` interrupted (Ctrl-C) while it measures leaves the previous
-measurement beside the settings it was measured with: params.json goes in with the
+"""A one-off `phonetrain run` interrupted (SIGINT to it alone) while it measures stops its runner
+and leaves the previous measurement beside the settings it was measured with: params.json goes in with the
 measurement, and a plan that changed at deploy marks the folder damaged, never a measurement
 of the new settings."""
 
@@ -37,6 +37,19 @@ def _interrupt_when_measuring(args: list[str], rdir: Path) -> int:
     return p.returncode
 
 
+def _processes_naming(path: Path) -> list[str]:
+    """Command lines of live processes that name ``path`` (the runner's --out is under it)."""
+    out = []
+    for f in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            cmd = f.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:   # the process ended meanwhile
+            continue
+        if str(path) in cmd:
+            out.append(cmd)
+    return out
+
+
 def test_interrupted_run_keeps_the_measurement_beside_its_own_settings(tmp_path: Path):
     R = tmp_path / "results"
     res = CliRunner().invoke(main, [*BASE, f"results_dir={R}", "measure.iterations=3"])
@@ -48,6 +61,7 @@ def test_interrupted_run_keeps_the_measurement_beside_its_own_settings(tmp_path:
     rc = _interrupt_when_measuring([*BASE, f"results_dir={R}", "measure.iterations=200000",
                                     "measure.max_iterations=200000"], rdir)
     assert rc != 0
+    assert not _processes_naming(R), "the interrupted run left its runner running"
     assert (rdir / "run.json").read_bytes() == measured
     assert json.loads((rdir / "params.json").read_text()) == before
     assert not list(rdir.glob(".train-*"))

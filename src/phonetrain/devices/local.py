@@ -157,6 +157,10 @@ class LocalTransport:
             raise TransportTimeout(f"device '{self.name}': {' '.join(argv[:2])} timed out after "
                                    f"{timeout_s:g} s and was killed",
                                    "raise measure.timeout_s or shrink the run") from e
+        except BaseException:   # interrupted (SIGINT to this process alone): no orphan runner
+            p.kill()
+            p.wait()
+            raise
         finally:
             for r in readers:
                 r.join(timeout=5)
