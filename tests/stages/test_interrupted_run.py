@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from helpers import REPO, STEADY
@@ -24,14 +25,16 @@ BASE = ["run", f"model={MODEL}", "device=host", "backend=cpu", "measure.warmup=1
         "measure.progress=false", *STEADY]
 
 
-def _interrupt_when_measuring(args: list[str], rdir: Path) -> int:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+def _interrupt_when_measuring(args: list[str], rdir: Path, env: dict) -> int:
+    """Start ``phonetrain run``, wait until its runner process measures (a ``runner run``
+    whose --out is under ``rdir``), then send SIGINT to the CLI alone."""
     p = subprocess.Popen([sys.executable, "-m", "phonetrain.cli", *args], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
-    while not list(rdir.glob(".train-*")) and p.poll() is None and time.monotonic() < deadline:
+    while (not [c for c in _processes_naming(rdir) if "runner run" in c]
+           and p.poll() is None and time.monotonic() < deadline):
         time.sleep(0.05)
-    time.sleep(0.5)
+    time.sleep(0.3)
     p.send_signal(signal.SIGINT)
     p.communicate(timeout=120)
     return p.returncode
@@ -52,14 +55,19 @@ def _processes_naming(path: Path) -> list[str]:
 
 def test_interrupted_run_keeps_the_measurement_beside_its_own_settings(tmp_path: Path):
     R = tmp_path / "results"
-    res = CliRunner().invoke(main, [*BASE, f"results_dir={R}", "measure.iterations=3"])
+    # a private lock folder: never wait on another workflow's measurement of this host
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"),
+           "PHONETRAIN_LOCK_DIR": str(tmp_path / "locks")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PHONETRAIN_LOCK_DIR", env["PHONETRAIN_LOCK_DIR"])
+        res = CliRunner().invoke(main, [*BASE, f"results_dir={R}", "measure.iterations=3"])
     assert res.exit_code == 0, (res.output, res.exception)
     rdir = R / "runs" / "host" / f"{MODEL}.cpu.none"
     before = json.loads((rdir / "params.json").read_text())
     measured = (rdir / "run.json").read_bytes()
 
     rc = _interrupt_when_measuring([*BASE, f"results_dir={R}", "measure.iterations=200000",
-                                    "measure.max_iterations=200000"], rdir)
+                                    "measure.max_iterations=200000"], rdir, env)
     assert rc != 0
     assert not _processes_naming(R), "the interrupted run left its runner running"
     assert (rdir / "run.json").read_bytes() == measured
