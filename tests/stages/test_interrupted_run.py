@@ -28,8 +28,11 @@ BASE = ["run", f"model={MODEL}", "device=host", "backend=cpu", "measure.warmup=1
 def _interrupt_when_measuring(args: list[str], rdir: Path, env: dict) -> int:
     """Start ``phonetrain run``, wait until its runner process measures (a ``runner run``
     whose --out is under ``rdir``), then send SIGINT to the CLI alone."""
+    # SIGINT at its default in the CLI: a test run started as a background job of a shell
+    # without job control inherits it ignored, and Python then installs no KeyboardInterrupt
     p = subprocess.Popen([sys.executable, "-m", "phonetrain.cli", *args], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     while (not [c for c in _processes_naming(rdir) if "runner run" in c]
            and p.poll() is None and time.monotonic() < deadline):
