@@ -184,17 +184,21 @@ class Adaptive:
     """Adaptive measurement of ``runner run`` (``src/runner/README.md``): after the plan's
     measured iterations, go on until the 95% bootstrap interval of the median iteration time
     is within ``+-ci_target`` (relative) of it, at most ``max_iterations`` measured
-    iterations, deciding no more once measuring took ``max_seconds``; ``resamples`` bootstrap
-    resamples (:func:`phonetrain.results.stats.median_ci` gives the same interval)."""
+    iterations, deciding no more once measuring took ``max_seconds`` (s) and judging the interval
+    only once measuring took ``min_seconds`` (s; at or above ``max_seconds`` a limit always ends
+    measuring); ``resamples`` bootstrap resamples (:func:`phonetrain.results.stats.median_ci`
+    gives the same interval)."""
 
     ci_target: float = 0.05
     max_iterations: int = 200
     max_seconds: float = 10.0
     resamples: int = 1000
+    min_seconds: float = 0.0
 
     def to_args(self) -> list[str]:
         return ["--ci-target", repr(float(self.ci_target)),
                 "--max-iterations", str(int(self.max_iterations)),
+                "--min-seconds", repr(float(self.min_seconds)),
                 "--max-seconds", repr(float(self.max_seconds)),
                 "--resamples", str(int(self.resamples))]
 

@@ -3,7 +3,8 @@
  *   runner info [--cl-lib PATH]
  *   runner build --source A.cl [--source B.cl ...] [--options "..."] --out DIR [selectors]
  *   runner run --plan PLAN.json --root DIR --out DIR [--threads N] [--progress]
- *              [--ci-target F --max-iterations N --max-seconds S] [--resamples B]
+ *              [--ci-target F --max-iterations N --min-seconds S --max-seconds S]
+ *              [--resamples B]
  *              [--power-sample-ms MS] [--sysfs-root DIR] [selectors]
  *   runner bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T]
  *                          [--repeats R] [selectors]
@@ -25,8 +26,8 @@
 static const char usage[] =
     "usage: runner info|build|run|bench-bandwidth|bench-gemm|bench-peak [options]\n"
     "  run --plan FILE --root DIR --out DIR [--threads N] [--progress] [--clblast-lib PATH]\n"
-    "      [--ci-target F] [--max-iterations N] [--max-seconds S] [--resamples B]\n"
-    "      [--power-sample-ms MS] [--sysfs-root DIR]\n"
+    "      [--ci-target F] [--max-iterations N] [--min-seconds S] [--max-seconds S]\n"
+    "      [--resamples B] [--power-sample-ms MS] [--sysfs-root DIR]\n"
     "  build --source FILE.cl [--source ...] [--options STR] --out DIR\n"
     "  bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T] [--repeats R]\n"
     "  OpenCL selectors: --platform SUBSTR --device SUBSTR --device-type gpu|cpu|accelerator|all"
@@ -80,6 +81,7 @@ static void parse(int argc, char **argv, runner_opts *o)
         else if (!strcmp(k, "--repeats")) o->repeats = (int)parse_ll(k, v, 1);
         else if (!strcmp(k, "--ci-target")) o->ci_target = parse_double(k, v, 0);
         else if (!strcmp(k, "--max-iterations")) o->max_iterations = (int)parse_ll(k, v, 1);
+        else if (!strcmp(k, "--min-seconds")) o->min_seconds = parse_double(k, v, 0);
         else if (!strcmp(k, "--max-seconds")) o->max_seconds = parse_double(k, v, 0);
         else if (!strcmp(k, "--resamples")) o->resamples = (int)parse_ll(k, v, 2);
         else if (!strcmp(k, "--power-sample-ms")) o->power_sample_ms = (int)parse_ll(k, v, 0);

@@ -15,6 +15,8 @@ typedef struct {
     double ci_target;        /* run: > 0 measures adaptively until the median's 95% interval
                                 is within +-ci_target (relative); 0 = exactly the plan's count */
     int max_iterations;      /* run, adaptive: at most this many measured iterations */
+    double min_seconds;      /* run, adaptive: judge the interval only once measuring took
+                                this long (>= max_seconds: never stop on the interval) */
     double max_seconds;      /* run, adaptive: stop deciding once measuring took this long */
     int resamples;           /* bootstrap resamples of the confidence interval */
     int power_sample_ms;     /* run: battery power and clock sampling period (0 = off) */

@@ -3,8 +3,8 @@
  * folder.
  * Measured iterations: exactly the plan's count, or (--ci-target > 0) adaptively: at least
  * the plan's count, then until the 95% bootstrap interval of the median iteration time is
- * within +-ci_target of it (stats.h), at most --max-iterations, and no new decision once
- * measuring took --max-seconds; while the battery is readable, a stop on the interval also
+ * within +-ci_target of it (stats.h), judged once measuring took --min-seconds, at most
+ * --max-iterations, and no new decision once measuring took --max-seconds; while the battery is readable, a stop on the interval also
  * waits for the power sampler's second sample (power_energy_pending). The plan's checkpoints from the end (-1, -2) are the last
  * iterations after the decision; a decision whose final interval is still too wide (and no
  * limit reached) is taken back and measuring goes on.
@@ -223,6 +223,7 @@ static void write_measure_json(jwriter *w, const runner_opts *o, const measure_r
     jw_key(w, "stopped"); jw_str(w, m->stopped);
     jw_key(w, "ci_target"); jw_num(w, o->ci_target);
     jw_key(w, "max_iterations"); jw_int(w, o->max_iterations);
+    jw_key(w, "min_seconds"); jw_num(w, o->min_seconds);
     jw_key(w, "max_seconds"); jw_num(w, o->max_seconds);
     jw_key(w, "resamples"); jw_int(w, o->resamples);
     jw_key(w, "bootstrap_seed"); jw_int(w, (long long)BOOTSTRAP_SEED);
@@ -338,20 +339,22 @@ static int ci_within(const iter_rec *iters, int warmup, int end, const runner_op
 /* Adaptive measurement after iteration `it` (measured or not): returns the new total, or -1
  * while undecided; *stopped names the reason of a decision. A decision adds the tail (the
  * checkpoints counted from the end), so the limit is reached when m + tail measured
- * iterations would reach --max-iterations; the interval is judged from 3 measured on, and not
- * while energy_pending (the power sampler has not yet read the battery twice). */
+ * iterations would reach --max-iterations; the interval is judged from 3 measured on, not
+ * before measuring took --min-seconds, and not while energy_pending (the power sampler has
+ * not yet read the battery twice). */
 static int decide(const runner_opts *o, const pt_plan *p, const iter_rec *iters, int it, int total,
                   uint64_t measure_t0, int energy_pending, int *next_check, const char **stopped)
 {
     int tail = ckpt_tail(p), m = it - p->warmup + 1;
     if (m < 1) return total;
     int at_max = m + tail >= o->max_iterations;
-    int timed_out = (double)(monotonic_ns() - measure_t0) / 1e9 >= o->max_seconds;
+    double elapsed_s = (double)(monotonic_ns() - measure_t0) / 1e9;
+    int timed_out = elapsed_s >= o->max_seconds;
     if (total < 0) {   /* undecided */
         if (m + tail < p->iterations) return -1;
         if (at_max) { *stopped = "max_iterations"; return it + 1 + tail; }
         if (timed_out) { *stopped = "max_seconds"; return it + 1 + tail; }
-        if (m >= 3 && m >= *next_check && !energy_pending) {
+        if (m >= 3 && m >= *next_check && !energy_pending && elapsed_s >= o->min_seconds) {
             *next_check = m + (m / 8 > 1 ? m / 8 : 1);
             if (ci_within(iters, p->warmup, it + 1, o)) { *stopped = "ci"; return it + 1 + tail; }
         }

@@ -8,27 +8,17 @@ that drops while it measures."""
 from __future__ import annotations
 
 import json
-import os
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from helpers.adb import connect_vdev, disconnect_vdev
 from helpers.runner_plans import mlp_plan, stage
+from helpers.sysfs import ChangeAfterOpens, put
 from phonetrain.devices.adb import AdbTransport
 
 VOLT_UV, CURRENT_UA = 4_000_000, 500_000   # 2 W
 GPU_HZ = 800_000_000
-
-
-def put(path: Path, value: int) -> None:
-    """Write a sysfs-style file atomically, so the runner never reads half a value."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(f"{value}\n")
-    os.replace(tmp, path)
 
 
 @pytest.fixture()
@@ -62,8 +52,11 @@ def run_on(t: AdbTransport, out: Path, *extra: str) -> dict:
 
 
 def test_energy_per_iteration_is_v_times_i_times_iteration_time(phone):
+    """Measuring for 0.3 s whatever the host's speed (--min-seconds = --max-seconds): enough
+    1 ms power samples on any host."""
     t, _, tmp = phone
-    doc = run_on(t, tmp / "out")
+    doc = run_on(t, tmp / "out", "--ci-target", "0.05", "--max-iterations", "1000000",
+                 "--min-seconds", "0.3", "--max-seconds", "0.3")
     walls = [i["wall_ms"] for i in doc["iters"] if not i["warmup"]]
     want_mj = 2.0 * sum(walls) / len(walls)          # 2 W x mean iteration time (ms) = mJ
     pw = doc["power"]
@@ -75,20 +68,17 @@ def test_energy_per_iteration_is_v_times_i_times_iteration_time(phone):
 
 
 def test_a_clock_drop_while_measuring_flags_throttling(phone):
-    """Measuring for 1.5 s (adaptive mode that never narrows enough: ends on --max-seconds),
-    the GPU clock falls from 800 to 500 MHz 0.7 s after the command starts."""
+    """The GPU clock falls from 800 to 500 MHz after the runner's 20th read of it; measuring
+    cannot stop on its interval (--min-seconds = --max-seconds), so it ends on --max-seconds
+    with samples on both sides of the drop."""
     t, sysfs, tmp = phone
-    drop = threading.Timer(0.7, put, (sysfs / "class/kgsl/kgsl-3d0/gpuclk", 500_000_000))
-    started = time.monotonic()
-    drop.start()
-    try:
-        doc = run_on(t, tmp / "out", "--ci-target", "1e-9", "--max-iterations", "1000000",
-                     "--max-seconds", "1.5", "--resamples", "2")
-    finally:
-        drop.cancel()
-    assert time.monotonic() - started > 1.5
+    clock = ChangeAfterOpens(sysfs / "class/kgsl/kgsl-3d0/gpuclk", opens=20, value=500_000_000)
+    with clock:
+        doc = run_on(t, tmp / "out", "--ci-target", "0.05", "--max-iterations", "1000000",
+                     "--min-seconds", "1", "--max-seconds", "1")
     assert doc["measurement"]["stopped"] == "max_seconds"
+    assert clock.changed.is_set() and clock.opened > 25
     pw = doc["power"]
     assert (pw["gpu_mhz_start"], pw["gpu_mhz_end"]) == (800, 500)
     assert pw["gpu_clock_drop"] == pytest.approx(0.375) and pw["throttled"] is True
-    assert pw["energy_per_iteration_mj"] > 0 and pw["sample_hz"] > 50
+    assert pw["energy_per_iteration_mj"] > 0 and pw["power_samples"] > 25

@@ -82,25 +82,29 @@ def _state32(plan: Plan, root: Path, iteration: int, before=None, decide=None) -
 
 def test_a_near_tie_in_a_fused_relu_follows_the_runner_and_a_far_one_does_not(tmp_path):
     """linear_fwd with act = 1 decides a ReLU inside the kernel: the per-step check splits it
-    into the pre-activation and the ReLU, so a decision within rounding of zero follows the
-    runner (counted) and one clearly away from zero fails."""
+    into the pre-activation and the ReLU, so a decision at the tie follows the runner (counted)
+    and one clearly away from zero fails. The tie is planted: output unit 3 of fc1 gets zero
+    weights and a zero bias, so its pre-activation is exactly 0 in every summation order, and
+    the 'runner' decides sample 0's ReLU there the other way (the smallest positive float32)."""
     spec = LowerSpec(model="mlp_16_16_16_16", batch_size=16, dataset="synthetic", warmup=0,
                      iterations=2, num_batches=2, kernel="fused")
     plan = Plan.load(write_bundle(spec, tmp_path, seed=0))
     before = _state32(plan, tmp_path, 0)
-    x = Interpreter(plan, tmp_path).batches[plan.by_name("input").id][1].astype(np.float64)
-    W = before["fc1.weight"].astype(np.float64).reshape(plan.by_name("fc1.weight").shape)
+    shape = plan.by_name("fc1.weight").shape
+    W = before["fc1.weight"].reshape(shape).copy()
     b = before["fc1.bias"].copy()
-    pre = x.reshape(16, -1) @ W.T + b
-    b[3] -= np.float32(pre[0, 3])                  # pre-activation (0, 3) zero up to rounding
-    before = {**before, "fc1.bias": b}
+    W[3, :], b[3] = 0.0, 0.0
+    before = {**before, "fc1.weight": W.ravel(), "fc1.bias": b}
     after = _state32(plan, tmp_path, 1, before)
-    y = after["fc1.out"]
-    other = 0.0 if y[3] > 0 else 1e-9
+    assert after["fc1.out"][3] == 0.0                  # the reference's own decision at the tie
+    tiny = float(np.finfo(np.float32).tiny)
     followed = check_step(plan, tmp_path, 1, before,
-                          _state32(plan, tmp_path, 1, before, ("fc1.out", 3, other)))
+                          _state32(plan, tmp_path, 1, before, ("fc1.out", 3, tiny)))
     assert followed.ok and followed.decisions_followed == 1, followed.worst
+    x = Interpreter(plan, tmp_path).batches[plan.by_name("input").id][1].astype(np.float64)
+    pre = x.reshape(16, -1) @ W.astype(np.float64).T + b
     far = int(np.argmax(np.abs(pre.ravel())))
+    y = after["fc1.out"]
     wrong = _state32(plan, tmp_path, 1, before,
                      ("fc1.out", far, 0.0 if y[far] > 0 else abs(pre.ravel()[far])))
     res = check_step(plan, tmp_path, 1, before, wrong)

@@ -2,13 +2,13 @@
 GPU clock, thermal zone) under ``--sysfs-root`` during the measured iterations; run.json's
 ``power`` object and the runs table carry energy per iteration, its uncertainty, the sampling
 rate and the throttling flag. A helper thread rewrites a file atomically (``os.replace``) to
-script a value that changes over time."""
+script a value that changes over time; measuring lasts a fixed time (``--min-seconds`` =
+``--max-seconds``), so every host takes enough samples."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import threading
 from pathlib import Path
@@ -17,20 +17,14 @@ import pytest
 
 from helpers.results import write_run
 from helpers.runner_plans import mlp_plan, stage
+from helpers.sysfs import ChangeAfterOpens, put
 from phonetrain import runner as runner_api
 from phonetrain.results import runs as run_folders
 
 VOLT_UV = 4_000_000
 PERIOD_MS = 1
-ITERATIONS = 1500   # ~0.1-0.3 s measured on this host: 100+ samples at 1 ms
-
-
-def put(path: Path, value: int) -> None:
-    """Write a sysfs-style file atomically, so the runner never reads half a value."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(f"{value}\n")
-    os.replace(tmp, path)
+ITERATIONS = 20
+MEASURE_S = 0.3     # measuring time of every run: 100+ samples at 1 ms on a quiet host
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +41,13 @@ def battery(sysfs: Path, current_ua: int) -> Path:
 
 
 def run(runner, bundle, tmp_path, sysfs, period_ms=PERIOD_MS) -> dict:
+    """Measure for MEASURE_S seconds: the interval never ends it (min = max seconds)."""
     plan, root = bundle
-    return runner_api.run_plan(runner, plan, root, tmp_path / "out", threads=1,
-                               power_sample_ms=period_ms, sysfs_root=sysfs)
+    r = runner_api.Runner.local_binary(runner, root)
+    fixed_time = runner_api.Adaptive(ci_target=0.05, max_iterations=10**7,
+                                     min_seconds=MEASURE_S, max_seconds=MEASURE_S)
+    return r.run(plan.resolve(), tmp_path / "out", threads=1, adaptive=fixed_time,
+                 power_sample_ms=period_ms, sysfs_root=str(sysfs.resolve()))
 
 
 def mean_iteration_s(doc: dict) -> float:
@@ -96,23 +94,15 @@ def test_scripted_current_is_integrated_within_its_uncertainty(runner, bundle, t
 
 
 def test_a_gpu_clock_drop_during_the_run_flags_throttling(runner, bundle, tmp_path):
-    """The clock falls from 800 to 500 MHz once the runner reports a measured iteration."""
+    """The clock falls from 800 to 500 MHz after the runner's 20th read of it."""
     sysfs = tmp_path / "sys"
     battery(sysfs, 500_000)
     clk = sysfs / "class/kgsl/kgsl-3d0/gpuclk"
     put(clk, 800_000_000)
-    plan, root = bundle
-    proc = subprocess.Popen([str(runner), "run", "--plan", str(plan), "--root", str(root),
-                             "--out", str(tmp_path / "out"), "--threads", "1", "--progress",
-                             "--power-sample-ms", str(PERIOD_MS), "--sysfs-root", str(sysfs)],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    for line in proc.stderr:
-        if line.startswith("iteration 10/"):   # warm-up is 1: measuring, sampler running
-            put(clk, 500_000_000)
-            break
-    proc.stderr.read()
-    assert proc.wait(60) == 0
-    pw = json.loads((tmp_path / "out/run.json").read_text())["power"]
+    with ChangeAfterOpens(clk, opens=20, value=500_000_000) as drop:
+        doc = run(runner, bundle, tmp_path, sysfs)
+    assert drop.changed.is_set() and drop.opened > 25
+    pw = doc["power"]
     assert pw["gpu_mhz_start"] == 800 and pw["gpu_mhz_end"] == 500
     assert pw["gpu_clock_drop"] == pytest.approx(0.375) and pw["throttled"] is True
 
@@ -183,16 +173,16 @@ def test_report_says_not_measured_on_a_device_without_power(tmp_path):
 
 @pytest.mark.parametrize("readable", [True, False])
 def test_adaptive_measuring_waits_for_a_second_battery_sample(runner, tmp_path, readable):
-    """A loose interval (+-90%) would stop after 3 fast iterations (~1 ms), shorter than one
-    50 ms sampling period: no energy. With a readable battery the stop waits until the sampler
-    read it twice (energy measured); without one it stops as before."""
+    """An interval target no measurement misses (+-1e9) stops at the first check, after the
+    plan's 3 iterations, unless the battery is readable: then the stop waits until the
+    sampler (50 ms period) read it twice, and energy is measured."""
     plan = stage(tmp_path / "bundle", mlp_plan("cpu", iterations=3))
     sysfs = tmp_path / "sys"
     (battery(sysfs, 500_000) if readable else sysfs.mkdir())
     subprocess.run([str(runner), "run", "--plan", str(plan), "--root", str(tmp_path / "bundle"),
                     "--out", str(tmp_path / "out"), "--threads", "1", "--power-sample-ms", "50",
-                    "--sysfs-root", str(sysfs), "--ci-target", "0.9", "--max-iterations",
-                    "100000", "--max-seconds", "20", "--resamples", "10"],
+                    "--sysfs-root", str(sysfs), "--ci-target", "1e9", "--max-iterations",
+                    "100000", "--max-seconds", "20"],
                    check=True, capture_output=True, timeout=120)
     doc = json.loads((tmp_path / "out/run.json").read_text())
     assert doc["measurement"]["stopped"] == "ci"
@@ -203,4 +193,4 @@ def test_adaptive_measuring_waits_for_a_second_battery_sample(runner, tmp_path, 
         assert pw["energy_per_iteration_mj"] == pytest.approx(2.0 * measured_ms /
                                                               (len(doc["iters"]) - 1), rel=1e-9)
     else:
-        assert pw["energy_per_iteration_mj"] is None and measured_ms < 40
+        assert pw["energy_per_iteration_mj"] is None and doc["iterations"] == 3
