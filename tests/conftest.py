@@ -20,6 +20,19 @@ from phonetrain import runner as runner_api
 from phonetrain.devices import toolchains
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_lock_dir(tmp_path_factory):
+    """Measurement locks of this session's own folder: a test never waits on (or is refused
+    by) another user's or another suite's lock on this host's devices."""
+    old = os.environ.get("PHONETRAIN_LOCK_DIR")
+    os.environ["PHONETRAIN_LOCK_DIR"] = str(tmp_path_factory.mktemp("locks"))
+    yield
+    if old is None:
+        os.environ.pop("PHONETRAIN_LOCK_DIR", None)
+    else:
+        os.environ["PHONETRAIN_LOCK_DIR"] = old
+
+
 @pytest.fixture(scope="session")
 def runner(tmp_path_factory) -> Path:
     """The runner binary, compiled once per session from src/runner with the default flags

@@ -47,10 +47,13 @@ def test_fixed_count_checkpoints_and_interval(runner, tmp_path):
 
 def test_adaptive_stops_at_the_interval_or_a_limit(runner, tmp_path):
     plan = _bundle(tmp_path)
-    wide = _run(runner, tmp_path, plan, runner_api.Adaptive(ci_target=10.0, max_iterations=50))
+    # a target no interval misses stops at the first check; one the interval is never judged
+    # against (min_seconds beyond the run) leaves the limits to stop it
+    wide = _run(runner, tmp_path, plan, runner_api.Adaptive(ci_target=1e9, max_iterations=50))
     assert wide["measurement"]["stopped"] == "ci" and wide["iterations"] == 5
     narrow = _run(runner, tmp_path, plan,
-                  runner_api.Adaptive(ci_target=1e-12, max_iterations=9, max_seconds=60))
+                  runner_api.Adaptive(ci_target=1e-12, max_iterations=9, min_seconds=600,
+                                      max_seconds=600))
     assert narrow["measurement"]["stopped"] == "max_iterations" and narrow["iterations"] == 9
     total = 1 + 9
     # the counted-from-the-end checkpoints are the last two iterations run
@@ -80,7 +83,7 @@ def test_conditions_are_recorded_and_see_other_processes(runner, tmp_path):
     assert quiet["load_avg_1m_end"] >= 0 and quiet["wall_s"] > 0
     hogs = [subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\n"
                               "while time.time() - t < 60: pass"])
-            for _ in range(os.cpu_count() or 1)]
+            for _ in range(len(os.sched_getaffinity(0)))]
     try:
         busy = _run(runner, tmp_path, plan, out="busy")["conditions"]
     finally:

@@ -23,7 +23,10 @@ MODELS = ["vgg_small", "mobilenetv2_small"]
 
 @pytest.mark.parametrize("model", MODELS)
 def test_cnn_trains_on_digits(runner, tmp_path, model):
-    spec = LowerSpec(model=model, batch_size=8, backend="cpu", dataset="digits", num_batches=8,
+    """One digits batch seen 100 times: correct forward, backward and update steps memorize it
+    (the loss ends below a quarter of where it began; 2.3 -> 3e-7 and 2.1 -> 0.04 here), a
+    margin no float32 summation order or machine can close."""
+    spec = LowerSpec(model=model, batch_size=8, backend="cpu", dataset="digits", num_batches=1,
                      warmup=0, iterations=100, lr=0.01, momentum=0.9, dumps="none",
                      checkpoints=())
     plan_path = write_bundle(spec, tmp_path, seed=0)
@@ -32,10 +35,7 @@ def test_cnn_trains_on_digits(runner, tmp_path, model):
     doc = runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out", threads=1)
     losses = np.array([it["loss"] for it in doc["iters"]])
     assert losses.size == 100 and np.isfinite(losses).all()
-    # the runner is deterministic at one thread: these are fixed numbers (vgg_small 2.30 ->
-    # 2.19, mobilenetv2_small 2.32 -> 1.64 on the training batches of digits), not a chance
-    assert losses[-10:].mean() < losses[:10].mean() - 0.05, losses[::10]
-    assert losses.max() < losses[:10].mean() + 0.2, losses[::10]   # and no divergence
+    assert losses[-10:].mean() < 0.25 * losses[:10].mean(), losses[::10]
 
 
 @pytest.mark.parametrize("model,backend,placement,transfer", [

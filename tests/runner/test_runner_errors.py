@@ -194,6 +194,8 @@ def test_killed_run_leaves_nothing_complete(runner, pocl, tmp_path):
     plan.tensors[0].shape, plan.tensors[0].init = [1 << 20], {"kind": "zeros"}
     plan.steps[0].args[0] = plan.steps[1].args[0] = {"i": 1 << 20}
     plan.save(path)
-    with pytest.raises(rt.RunnerTimeout, match="timed out after 1 s"):
-        rt.run_plan(runner, path, tmp_path / "b", out, timeout_s=1)
+    # 5 s: long enough for a loaded host to start the runner (its first act removes the old
+    # run.json), far shorter than the plan
+    with pytest.raises(rt.RunnerTimeout, match="timed out after 5 s"):
+        rt.run_plan(runner, path, tmp_path / "b", out, timeout_s=5)
     assert not (out / "run.json").exists() and not (out / "trace.csv").exists()

@@ -112,8 +112,12 @@ def test_eval_points_come_from_the_runners_parameters(run):
         lse = z.max(1) + np.log(np.exp(z - z.max(1, keepdims=True)).sum(1))
         assert p["heldout_loss"] == pytest.approx((lse - z[np.arange(len(y)), y]).mean(),
                                                   rel=1e-4)
-        # float32 vs float64 logits may flip a near-tie: at most one sample apart
-        assert abs(p["heldout_accuracy"] - (z.argmax(1) == y).mean()) <= 1 / len(y) + 1e-12
+        # float32 vs float64 logits may flip only samples whose two largest logits are
+        # within float32 rounding of each other
+        top2 = np.sort(z, axis=1)[:, -2:]
+        near_ties = int((top2[:, 1] - top2[:, 0] <= 1e-4 * np.abs(z).max()).sum())
+        flips = abs(p["heldout_accuracy"] - (z.argmax(1) == y).mean()) * len(y)
+        assert flips <= near_ties + 1e-9, (flips, near_ties)
 
 
 def test_accuracy_rises_while_training(run):
