@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 import subprocess
 import time
 
@@ -92,18 +95,51 @@ def test_fault_dropped_connection_mid_push_leaves_no_partial_file(adb_server, tm
         disconnect_vdev(adb_server, vd)
 
 
-def test_fault_hang_is_killed_when_the_stream_closes(adb_server, tmp_path):
+def test_fault_hang_is_killed_when_the_stream_closes(adb_server, tmp_path, monkeypatch):
+    # the hang fault runs "exec sleep 86400": a sleep first on PATH records its pid, then sleeps
+    pid_file = tmp_path / "hang.pid"
+    shim = tmp_path / "bin" / "sleep"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\necho $$ > {shlex.quote(str(pid_file))}\n"
+                    f"exec {shlex.quote(shutil.which('sleep'))} \"$@\"\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
     vd = connect_vdev(adb_server, tmp_path / "dev", Faults(hang=r"^./runner"))
     try:
         dev = adb_server.device(vd.serial)
-        with pytest.raises(adbutils.AdbTimeout):
-            dev.shell("./runner run", timeout=0.5)
-        time.sleep(0.3)
-        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-        assert "sleep 86400" not in ps
+        stream = dev.shell("./runner run", stream=True)
+        try:
+            pid = _wait_for_pid(pid_file)
+            stream.conn.settimeout(0.5)
+            with pytest.raises(adbutils.AdbTimeout):  # it hangs: no output, no exit
+                stream.read_until_close()
+            assert _alive(pid)
+        finally:
+            stream.close()
+        deadline = time.monotonic() + 10
+        while _alive(pid):
+            assert time.monotonic() < deadline, f"hung command {pid} still running"
+            time.sleep(0.05)
         assert dev.shell("echo alive") == "alive"  # other commands still run
     finally:
         disconnect_vdev(adb_server, vd)
+
+
+def _wait_for_pid(path, timeout_s: float = 30) -> int:
+    deadline = time.monotonic() + timeout_s
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"the hung command never started ({path})"
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie awaiting its reaper counts as stopped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_stopped_device_goes_offline(adb_server, tmp_path):

@@ -51,9 +51,10 @@ def env(ws: Path) -> dict[str, str]:
 
 
 def snakemake(ws: Path, *args: str, overrides: list[str] = TINY, cores: int = 2,
-              timeout: float = 600) -> subprocess.CompletedProcess:
+              timeout: float = 1800) -> subprocess.CompletedProcess:
     """Run Snakemake in ``ws`` with Hydra ``overrides`` (passed last, as --config takes a
-    list of values)."""
+    list of values); ``timeout`` (s) only catches a hang, so it leaves a host with both cores
+    busy several times the quiet duration."""
     cmd = [str(SNAKEMAKE), "--cores", str(cores), *args,
            "--config", f"overrides={json.dumps(overrides)}"]
     return subprocess.run(cmd, cwd=ws, env=env(ws), capture_output=True, text=True,

@@ -54,9 +54,11 @@ def test_lowering_marks_operand_b_of_every_gemm_only_for_image():
     ("opencl", "resident", "copy"), ("opencl", "staged", "map"), ("cpu", None, None)],
     ids=["opencl-resident-copy", "opencl-staged-map", "cpu"])
 def test_image_run_matches_reference(runner, pocl, tmp_path, backend, placement, transfer):
-    """LeNet-5 (conv GEMMs of every transpose, odd widths) trains as the reference does; on
-    PoCL (no cl_khr_image2d_from_buffer) each GEMM's B is copied into its image first, as a
-    d2d trace row with device times right before the GEMM (staged: after B's upload)."""
+    """LeNet-5 (conv GEMMs of every transpose, odd widths) trains as the reference does; where
+    the device cannot view a buffer as an image (no cl_khr_image2d_from_buffer, not OpenCL 2.x:
+    cl_image.c) each GEMM's B is copied into its image first, as a d2d trace row with device
+    times right before the GEMM (staged: after B's upload). A device that can view buffers
+    still copies a view whose width or address it refuses, so there copies are optional."""
     spec = _spec(backend, placement=placement, transfer=transfer)
     plan_path = write_bundle(spec, tmp_path)
     out = tmp_path / "out"
@@ -74,14 +76,22 @@ def test_image_run_matches_reference(runner, pocl, tmp_path, backend, placement,
     first = tr[tr["iteration"] == 0].reset_index(drop=True)
     marked = [(k, s) for k, s in enumerate(plan.steps)
               if s.op == "kernel" and any("image_width4" in a for a in s.args)]
-    assert (first["op"] == "image_copy").sum() == len(marked)
+    dev = doc["device"]
+    views_buffers = ("cl_khr_image2d_from_buffer" in dev["extensions"]
+                     or dev["version"].startswith("OpenCL 2."))
+    copied = 0
     for k, s in marked:
         i = first.index[(first["step"] == k) & (first["op"] == "kernel")][0]
         row = first.loc[i - 1]
-        assert row["op"] == "image_copy" and row["kind"] == "d2d" and row["step"] == k
+        if row["op"] != "image_copy":
+            assert views_buffers, (k, s.name, dev["version"])
+            continue
+        copied += 1
+        assert row["kind"] == "d2d" and row["step"] == k
         assert row["name"] == plan.tensor(s.args[5]["t"]).name
         assert row["bytes"] >= plan.tensor(s.args[5]["t"]).size_bytes
         assert row["start_ns"] <= row["end_ns"]
+    assert (first["op"] == "image_copy").sum() == copied
     assert first["seq"].tolist() == list(range(len(first)))
 
 

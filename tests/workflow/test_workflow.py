@@ -53,8 +53,9 @@ def test_report_has_every_section_and_figure(completed_workspace: Path, tmp_path
     assert "data:image/png;base64," in html  # self-contained
     for rid in IDS:
         assert rid.split(".")[0] in md
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")   # --report writes .snakemake/
     bundle = tmp_path / "report.zip"  # figures are declared with report(): --report works
-    p = snakemake(completed_workspace, "--report", str(bundle))
+    p = snakemake(ws, "--report", str(bundle))
     assert p.returncode == 0, p.stderr[-3000:]
     with zipfile.ZipFile(bundle) as z:
         names = " ".join(z.namelist())
