@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "exec.h"
 #include "modes.h"
+#include "stats.h"
 #include "util.h"
 
 #include <errno.h>
@@ -133,18 +134,6 @@ static void one_call(bench_env *b, int op, size_t size, double *dev_ns, double *
     }
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, c = *(const double *)y;
-    return (a > c) - (a < c);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Measures one point, appends its CSV row (medians of the repeats); returns the fastest
  * repeat's host ns per call (the least disturbed: the sweep's stop rules use it). */
 static double bench_point(bench_env *b, const runner_opts *o, int op, size_t size, jwriter *csv,
@@ -165,7 +154,7 @@ static double bench_point(bench_env *b, const runner_opts *o, int op, size_t siz
     }
     double fastest = host[0];
     for (int r = 1; r < o->repeats; r++) if (host[r] < fastest) fastest = host[r];
-    double dm = median(dev, o->repeats), hm = median(host, o->repeats);
+    double dm = stats_median(dev, o->repeats), hm = stats_median(host, o->repeats);
     jw_printf(csv, "%s,%zu,%d,%d,%.1f,%.1f,%.6g,%.6g\n", op_names[op], size, iters, o->repeats, dm,
               hm, dm > 0 ? (double)size / dm : 0.0, hm > 0 ? (double)size / hm : 0.0);
     *gbps = fastest > 0 ? (double)size / fastest : 0.0;
@@ -243,9 +232,9 @@ static void bench_latency(bench_env *b, cl_device_id dev, const runner_opts *o, 
     }
     jw_obj_begin(w);
     jw_key(w, "launches"); jw_int(w, n);
-    jw_key(w, "queued_to_start_us"); jw_num(w, median(qs, n) / 1e3);
-    jw_key(w, "submit_to_start_us"); jw_num(w, median(ss, n) / 1e3);
-    jw_key(w, "host_round_trip_us"); jw_num(w, median(rt, n) / 1e3);
+    jw_key(w, "queued_to_start_us"); jw_num(w, stats_median(qs, n) / 1e3);
+    jw_key(w, "submit_to_start_us"); jw_num(w, stats_median(ss, n) / 1e3);
+    jw_key(w, "host_round_trip_us"); jw_num(w, stats_median(rt, n) / 1e3);
     jw_obj_end(w);
     free(qs); free(ss); free(rt);
     CL.clReleaseKernel(k);

@@ -1,6 +1,6 @@
-/* Runner modes bench-gemm and bench-peak (bench_gemm.h).
+/* Runner modes bench-gemm and bench-peak (modes.h; main.c parses their options).
  *
- * bench-gemm spec (JSON, written by phonetrain.gemm):
+ * bench-gemm spec (JSON, written by phonetrain.kernels.gemm):
  *   {"backend": "opencl" | "cpu", "threads": 0,
  *    "source": "kernels/tiled/gemm.cl" | "clblast",  (a .cl path, or CLBlast's SGEMM)
  *    "options": "-DTSM=64 ...", "min_time_ms": 100, "repeats": 5, "seed": 1,
@@ -23,8 +23,7 @@
  * timed with it as in a training run; a device without images gives "skipped". max_err = max |C - ref| / (|alpha| K + |beta|) with inputs
  * uniform in [-1, 1]; above 1e-5 the case is "wrong". GFLOPS = 2 M N K / median time.
  */
-#include "bench_gemm.h"
-
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,62 +37,18 @@
 #include "clblast.h"
 #include "cpu_kernels.h"
 #include "json.h"
+#include "modes.h"
 #include "plan.h"
+#include "stats.h"
 #include "util.h"
 
 #define ERR_TOL 1e-5
 #define MAX_CHECK 32
 
-typedef struct {
-    const char *out, *platform, *device, *type, *cl_lib, *clblast_lib, *spec;
-    double min_time_ms;
-    long work_items;   /* bench-peak: compute work-items (0 = CUs x max work-group x 16) */
-} bench_args;
-
-static void parse_args(int argc, char **argv, bench_args *a, const char *mode)
+/* Creates the output folder `dir` (fails with EXIT_INTERNAL naming it). */
+static void make_out_dir(const char *dir)
 {
-    memset(a, 0, sizeof *a);
-    a->min_time_ms = 200;
-    for (int i = 2; i < argc; i++) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v)
-            fail(EXIT_BAD_INPUT, "%s: option %s needs a value", mode, k);
-        if (!strcmp(k, "--out")) a->out = v;
-        else if (!strcmp(k, "--spec")) a->spec = v;
-        else if (!strcmp(k, "--platform")) a->platform = v;
-        else if (!strcmp(k, "--device")) a->device = v;
-        else if (!strcmp(k, "--device-type")) a->type = v;
-        else if (!strcmp(k, "--cl-lib")) a->cl_lib = v;
-        else if (!strcmp(k, "--clblast-lib")) a->clblast_lib = v;
-        else if (!strcmp(k, "--min-time-ms")) a->min_time_ms = atof(v);
-        else if (!strcmp(k, "--work-items")) a->work_items = atol(v);
-        else fail(EXIT_BAD_INPUT, "%s: unknown option %s", mode, k);
-        i++;
-    }
-    if (!a->out)
-        fail(EXIT_BAD_INPUT, "%s: --out DIR is required", mode);
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static void write_out(const char *dir, const char *name, jwriter *w)
-{
-    if (make_dirs(dir) != 0)
-        fail(EXIT_INTERNAL, "cannot create output directory %s", dir);
-    char *path = path_join(dir, name);
-    if (write_file_atomic(path, w->buf, w->len) != 0)
-        fail(EXIT_INTERNAL, "cannot write %s", path);
-    free(path);
+    if (make_dirs(dir) != 0) fail(EXIT_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
 }
 
 /* ------------------------------------------------------------------ OpenCL set-up */
@@ -105,11 +60,10 @@ typedef struct {
     cl_command_queue q;
 } cl_env;
 
-static void env_open(cl_env *e, const bench_args *a)
+static void env_open(cl_env *e, const runner_opts *o)
 {
-    cl_selector sel = {a->platform, a->device, a->type};
     cl_int err;
-    cl_select(a->cl_lib, &sel, &e->platform, &e->dev);
+    cl_select(o->cl_lib, &o->sel, &e->platform, &e->dev);
     e->ctx = CL.clCreateContext(NULL, 1, &e->dev, NULL, NULL, &err);
     if (err != CL_SUCCESS) cl_fail("clCreateContext", err, "bench");
     e->q = CL.clCreateCommandQueue(e->ctx, e->dev, 0, &err);
@@ -327,7 +281,7 @@ static void run_case(int src, cl_env *e, cl_program prog, gemm_case *g, int repe
     jw_key(w, "repeat_ms"); jw_arr_begin(w);
     for (int r = 0; r < repeats && !rc; r++) jw_num(w, rep_ms[r]);
     jw_arr_end(w);
-    double med = rc ? NAN : median(rep_ms, repeats);
+    double med = rc ? NAN : stats_median(rep_ms, repeats);
     jw_key(w, "median_ms"); jw_num(w, med);
     jw_key(w, "gflops"); jw_num(w, 2.0 * g->M * g->N * (double)g->K / (med * 1e6));
     jw_key(w, "max_err"); jw_num(w, rc ? NAN : worst);
@@ -388,33 +342,33 @@ static int write_skipped(jwriter *w, const char *out, const char *why)
     jw_key(w, "status"); jw_str(w, "skipped");
     jw_key(w, "reason"); jw_str(w, why);
     jw_obj_end(w);
-    write_out(out, "gemm.json", w);
+    write_output(out, "gemm.json", w->buf, w->len);
     fprintf(stderr, "runner: bench-gemm skipped: %s\n", why);
     return EXIT_OK;
 }
 
-int bench_gemm_main(int argc, char **argv)
+int mode_bench_gemm(const runner_opts *o)
 {
-    bench_args a;
-    parse_args(argc, argv, &a, "bench-gemm");
-    if (!a.spec) fail(EXIT_BAD_INPUT, "bench-gemm: --spec SPEC.json is required");
+    if (!o->out) fail(EXIT_BAD_INPUT, "bench-gemm: --out DIR is required");
+    if (!o->spec) fail(EXIT_BAD_INPUT, "bench-gemm: --spec SPEC.json is required");
     size_t len;
-    char *text = read_file(a.spec, &len), perr[256];
-    if (!text) fail(EXIT_BAD_INPUT, "bench-gemm: cannot read spec %s", a.spec);
+    char *text = read_file(o->spec, &len), perr[256];
+    if (!text) fail(EXIT_BAD_INPUT, "bench-gemm: cannot read spec %s", o->spec);
     jval *spec = json_parse(text, perr, sizeof perr);
-    if (!spec) fail(EXIT_BAD_INPUT, "bench-gemm: %s: %s", a.spec, perr);
+    if (!spec) fail(EXIT_BAD_INPUT, "bench-gemm: %s: %s", o->spec, perr);
     const char *backend = jstr(spec, "backend", "opencl"), *source = jstr(spec, "source", "");
     const char *options = jstr(spec, "options", "");
     int repeats = (int)jnum(spec, "repeats", 5), threads = (int)jnum(spec, "threads", 0);
-    double min_ms = jnum(spec, "min_time_ms", a.min_time_ms);
+    double min_ms = jnum(spec, "min_time_ms", o->min_time_ms);
     int b_width4 = (int)jnum(spec, "b_image_width4", 0);
     long seed = (long)jnum(spec, "seed", 1);
     const jval *cases = json_get(spec, "cases");
-    if (!cases || cases->type != J_ARR) fail(EXIT_BAD_INPUT, "bench-gemm: %s: cases must be a list", a.spec);
+    if (!cases || cases->type != J_ARR) fail(EXIT_BAD_INPUT, "bench-gemm: %s: cases must be a list", o->spec);
     if (repeats < 1) repeats = 1;
     int src = !strcmp(backend, "cpu") ? SRC_CPU : !strcmp(source, "clblast") ? SRC_CLBLAST : SRC_KERNEL;
     if (strcmp(backend, "cpu") && strcmp(backend, "opencl"))
-        fail(EXIT_BAD_INPUT, "bench-gemm: %s: backend \"%s\" must be cpu or opencl", a.spec, backend);
+        fail(EXIT_BAD_INPUT, "bench-gemm: %s: backend \"%s\" must be cpu or opencl", o->spec, backend);
+    make_out_dir(o->out);
 
     jwriter w;
     jw_init(&w);
@@ -426,8 +380,8 @@ int bench_gemm_main(int argc, char **argv)
     cl_env e = {0};
     cl_program prog = NULL;
     char why[512];
-    if (src == SRC_CLBLAST && clblast_load(a.clblast_lib, why, sizeof why) != 0) {
-        return write_skipped(&w, a.out, why);
+    if (src == SRC_CLBLAST && clblast_load(o->clblast_lib, why, sizeof why) != 0) {
+        return write_skipped(&w, o->out, why);
     }
     if (src == SRC_CPU) {
 #ifdef _OPENMP
@@ -436,18 +390,18 @@ int bench_gemm_main(int argc, char **argv)
 #endif
         jw_key(&w, "threads"); jw_int(&w, threads);
     } else {
-        env_open(&e, &a);
+        env_open(&e, o);
         jw_key(&w, "device"); cl_write_device_json(&w, e.platform, e.dev);
     }
     if (src == SRC_KERNEL && b_width4 > 0 &&
         !cl_device_ulong(e.dev, CL_DEVICE_IMAGE_SUPPORT)) {   /* like an absent CLBlast */
         snprintf(why, sizeof why, "the device has no image support (CL_DEVICE_IMAGE_SUPPORT is "
                  "false); the image version needs it");
-        return write_skipped(&w, a.out, why);
+        return write_skipped(&w, o->out, why);
     }
     if (src == SRC_KERNEL) {
         char *cl_src = read_file(source, &len);
-        if (!cl_src) fail(EXIT_BAD_INPUT, "bench-gemm: %s: cannot read source %s", a.spec, source);
+        if (!cl_src) fail(EXIT_BAD_INPUT, "bench-gemm: %s: cannot read source %s", o->spec, source);
         uint64_t t0 = monotonic_ns();
         prog = build(&e, cl_src, options, source);
         jw_key(&w, "build_ms"); jw_num(&w, (double)(monotonic_ns() - t0) / 1e6);
@@ -457,7 +411,7 @@ int bench_gemm_main(int argc, char **argv)
     jw_key(&w, "cases"); jw_arr_begin(&w);
     for (int i = 0; i < cases->len; i++) {
         gemm_case g;
-        parse_case(&cases->items[i], i, a.spec, src == SRC_KERNEL ? b_width4 : 0, &g);
+        parse_case(&cases->items[i], i, o->spec, src == SRC_KERNEL ? b_width4 : 0, &g);
         jw_obj_begin(&w);
         jw_key(&w, "kernel"); jw_str(&w, g.kernel);
         jw_key(&w, "M"); jw_int(&w, g.M);
@@ -474,7 +428,7 @@ int bench_gemm_main(int argc, char **argv)
     }
     jw_arr_end(&w);
     jw_obj_end(&w);
-    write_out(a.out, "gemm.json", &w);
+    write_output(o->out, "gemm.json", w.buf, w.len);
     jw_free(&w);
     json_free(spec);
     free(text);
@@ -535,20 +489,20 @@ static double time_kernel(cl_env *e, cl_kernel k, size_t global, double min_time
         CL_CHECK(CL.clFinish(e->q), "bench-peak");
         rep[r] = (double)(monotonic_ns() - t0) / 1e6 / (double)iters;
     }
-    return median(rep, 5);
+    return stats_median(rep, 5);
 }
 
-int bench_peak_main(int argc, char **argv)
+int mode_bench_peak(const runner_opts *o)
 {
-    bench_args a;
     cl_env e = {0};
     cl_int err;
-    parse_args(argc, argv, &a, "bench-peak");
-    env_open(&e, &a);
+    if (!o->out) fail(EXIT_BAD_INPUT, "bench-peak: --out DIR is required");
+    env_open(&e, o);
+    make_out_dir(o->out);
     cl_program p = build(&e, PEAK_SRC, "", "the bench-peak kernels");
     size_t cus = (size_t)cl_device_ulong(e.dev, CL_DEVICE_MAX_COMPUTE_UNITS);
     size_t wg = (size_t)cl_device_ulong(e.dev, CL_DEVICE_MAX_WORK_GROUP_SIZE);
-    size_t global = a.work_items > 0 ? ((size_t)a.work_items + 15) / 16 * 16
+    size_t global = o->work_items > 0 ? ((size_t)o->work_items + 15) / 16 * 16
                                      : (cus ? cus : 1) * (wg ? wg : 256) * 16;
     jwriter w;
     jw_init(&w);
@@ -568,7 +522,7 @@ int bench_peak_main(int argc, char **argv)
         if (err) cl_fail("clCreateKernel", err, name);
         CL_CHECK(CL.clSetKernelArg(k, 0, sizeof out, &out), name);
         CL_CHECK(CL.clSetKernelArg(k, 1, sizeof A, &A), name);
-        double ms = time_kernel(&e, k, n, a.min_time_ms);
+        double ms = time_kernel(&e, k, n, o->min_time_ms);
         /* per work-item: 32/W iterations x 128 mads x W lanes x 2 FLOPs = 8192 FLOPs */
         jw_obj_begin(&w);
         jw_key(&w, "type"); jw_str(&w, types[t]);
@@ -591,7 +545,7 @@ int bench_peak_main(int argc, char **argv)
     if (err) cl_fail("clCreateKernel", err, "read_float4");
     CL_CHECK(CL.clSetKernelArg(k, 0, sizeof in, &in), "read_float4");
     CL_CHECK(CL.clSetKernelArg(k, 1, sizeof out, &out), "read_float4");
-    double ms = time_kernel(&e, k, items, a.min_time_ms);
+    double ms = time_kernel(&e, k, items, o->min_time_ms);
     jw_key(&w, "bandwidth"); jw_arr_begin(&w);
     jw_obj_begin(&w);
     jw_key(&w, "kernel"); jw_str(&w, "read_float4");
@@ -601,7 +555,7 @@ int bench_peak_main(int argc, char **argv)
     jw_obj_end(&w);
     jw_arr_end(&w);
     jw_obj_end(&w);
-    write_out(a.out, "peaks.json", &w);
+    write_output(o->out, "peaks.json", w.buf, w.len);
     jw_free(&w);
     return EXIT_OK;
 }

@@ -8,13 +8,16 @@
  *              [--power-sample-ms MS] [--sysfs-root DIR] [selectors]
  *   runner bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T]
  *                          [--repeats R] [selectors]
- *   runner bench-gemm ... / bench-peak ...   (bench_gemm.c)
+ *   runner bench-gemm --spec SPEC.json --out DIR [--clblast-lib PATH] [--min-time-ms T]
+ *                     [selectors]
+ *   runner bench-peak --out DIR [--min-time-ms T] [--work-items N] [selectors]
  *   selectors: [--platform SUBSTR] [--device SUBSTR] [--device-type gpu|cpu|accelerator|all]
  *              [--cl-lib PATH]
  *
+ * One parser (parse) reads the options of every mode; the mode table (modes) maps a mode's
+ * name to its function and its defaults that differ between modes.
  * Exit codes: see util.h and README.md. */
 #define _POSIX_C_SOURCE 200809L
-#include "bench_gemm.h"
 #include "conditions.h"
 #include "modes.h"
 #include "util.h"
@@ -30,8 +33,28 @@ static const char usage[] =
     "      [--resamples B] [--power-sample-ms MS] [--sysfs-root DIR]\n"
     "  build --source FILE.cl [--source ...] [--options STR] --out DIR\n"
     "  bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T] [--repeats R]\n"
+    "  bench-gemm --spec FILE --out DIR [--clblast-lib PATH] [--min-time-ms T]\n"
+    "  bench-peak --out DIR [--min-time-ms T] [--work-items N]\n"
     "  OpenCL selectors: --platform SUBSTR --device SUBSTR --device-type gpu|cpu|accelerator|all"
     " --cl-lib PATH\n";
+
+typedef struct {
+    const char *name;
+    int (*fn)(const runner_opts *o);
+    double min_time_ms;   /* --min-time-ms default */
+} runner_mode;
+
+/* bench-gemm and bench-peak calibrate each timed repeat to 200 ms by default (a bench-gemm
+ * spec's "min_time_ms" overrides it), bench-bandwidth to 20 ms: each mode keeps its own
+ * documented default for the same option. */
+static const runner_mode modes[] = {
+    {"info", mode_info, 20},
+    {"build", mode_build, 20},
+    {"run", mode_run, 20},
+    {"bench-bandwidth", mode_bench_bandwidth, 20},
+    {"bench-gemm", mode_bench_gemm, 200},
+    {"bench-peak", mode_bench_peak, 200},
+};
 
 static long long parse_ll(const char *opt, const char *v, long long lo)
 {
@@ -49,12 +72,12 @@ static double parse_double(const char *opt, const char *v, double lo)
     return x;
 }
 
-static void parse(int argc, char **argv, runner_opts *o)
+static void parse(int argc, char **argv, const runner_mode *m, runner_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->min_bytes = 4096;
     o->max_bytes = 64ll << 20;
-    o->min_time_ms = 20;
+    o->min_time_ms = m->min_time_ms;
     o->repeats = 3;
     o->options = "";
     o->max_iterations = 1000;
@@ -77,7 +100,7 @@ static void parse(int argc, char **argv, runner_opts *o)
         else if (!strcmp(k, "--options")) o->options = v;
         else if (!strcmp(k, "--min-bytes")) o->min_bytes = parse_ll(k, v, 4);
         else if (!strcmp(k, "--max-bytes")) o->max_bytes = parse_ll(k, v, 4);
-        else if (!strcmp(k, "--min-time-ms")) o->min_time_ms = (double)parse_ll(k, v, 0);
+        else if (!strcmp(k, "--min-time-ms")) o->min_time_ms = parse_double(k, v, 0);
         else if (!strcmp(k, "--repeats")) o->repeats = (int)parse_ll(k, v, 1);
         else if (!strcmp(k, "--ci-target")) o->ci_target = parse_double(k, v, 0);
         else if (!strcmp(k, "--max-iterations")) o->max_iterations = (int)parse_ll(k, v, 1);
@@ -86,6 +109,8 @@ static void parse(int argc, char **argv, runner_opts *o)
         else if (!strcmp(k, "--resamples")) o->resamples = (int)parse_ll(k, v, 2);
         else if (!strcmp(k, "--power-sample-ms")) o->power_sample_ms = (int)parse_ll(k, v, 0);
         else if (!strcmp(k, "--sysfs-root")) o->sysfs_root = v;
+        else if (!strcmp(k, "--spec")) o->spec = v;
+        else if (!strcmp(k, "--work-items")) o->work_items = parse_ll(k, v, 0);
         else if (!strcmp(k, "--source")) {
             if (o->nsources == 64) fail(EXIT_BAD_INPUT, "build: at most 64 --source files");
             o->sources[o->nsources++] = v;
@@ -101,14 +126,12 @@ int main(int argc, char **argv)
     }
     const char *mode = argv[1];
     if (!strcmp(mode, "--version")) { printf("runner %s %s\n", RUNNER_VERSION, RUNNER_SOURCE_HASH); return 0; }
-    if (!strcmp(mode, "bench-gemm")) return bench_gemm_main(argc, argv);
-    if (!strcmp(mode, "bench-peak")) return bench_peak_main(argc, argv);
-    runner_opts o;
-    parse(argc, argv, &o);
-    cond_set_sysfs_root(o.sysfs_root);
-    if (!strcmp(mode, "info")) return mode_info(&o);
-    if (!strcmp(mode, "build")) return mode_build(&o);
-    if (!strcmp(mode, "run")) return mode_run(&o);
-    if (!strcmp(mode, "bench-bandwidth")) return mode_bench_bandwidth(&o);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        if (strcmp(mode, modes[i].name)) continue;
+        runner_opts o;
+        parse(argc, argv, &modes[i], &o);
+        cond_set_sysfs_root(o.sysfs_root);
+        return modes[i].fn(&o);
+    }
     fail(EXIT_BAD_INPUT, "unknown mode \"%s\"\n%s", mode, usage);
 }

@@ -24,14 +24,25 @@ typedef struct {
     const char *sources[64]; int nsources;   /* build */
     const char *options;                     /* build */
     long long min_bytes, max_bytes;          /* bench-bandwidth */
-    double min_time_ms;                      /* bench-bandwidth calibration target */
+    double min_time_ms;      /* bench-bandwidth, bench-gemm, bench-peak: calibration target
+                                (per-mode default: main.c's mode table) */
     int repeats;                             /* bench-bandwidth */
+    const char *spec;                        /* bench-gemm: SPEC.json */
+    long long work_items;    /* bench-peak: compute work-items (0 = CUs x max work-group x 16) */
 } runner_opts;
 
 int mode_info(const runner_opts *o);
 int mode_build(const runner_opts *o);
 int mode_run(const runner_opts *o);
 int mode_bench_bandwidth(const runner_opts *o);
+/* bench-gemm --spec SPEC.json --out DIR [selectors] [--clblast-lib PATH] [--min-time-ms T]:
+ * GEMM GFLOPS per kernel version (an OpenCL source, CLBlast or the CPU backend); writes
+ * DIR/gemm.json. Returns EXIT_OK also when CLBlast or image support is absent: the output then
+ * says "status": "skipped" with the reason. Spec and output: bench_gemm.c. */
+int mode_bench_gemm(const runner_opts *o);
+/* bench-peak --out DIR [selectors] [--min-time-ms T] [--work-items N]: clpeak-style peak
+ * compute and read bandwidth (the device's roofline); writes DIR/peaks.json. */
+int mode_bench_peak(const runner_opts *o);
 
 /* {"cpu_model", "logical_cores"} of this host (from /proc/cpuinfo and OpenMP). */
 void write_host_json(jwriter *w);

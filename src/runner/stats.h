@@ -1,5 +1,6 @@
-/* The median of measured iteration times and its 95% bootstrap confidence interval, the
- * adaptive measurement's stop rule. phonetrain.results.stats reproduces the same numbers. */
+/* The runner's median (of iteration times in run, of timed repeats and launches in the bench
+ * modes) and its 95% bootstrap confidence interval, the adaptive measurement's stop rule.
+ * phonetrain.results.stats reproduces the same numbers. */
 #ifndef PHONETRAIN_STATS_H
 #define PHONETRAIN_STATS_H
 

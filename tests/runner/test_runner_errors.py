@@ -4,6 +4,7 @@ cause, and no output that looks complete (run.json says "failed"; no trace.csv, 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,27 @@ def test_unknown_option_missing_plan_and_unknown_mode_are_refused(runner, tmp_pa
         rt.run_mode(runner, "run", ["--out", str(tmp_path / "o")], timeout_s=30)
     with pytest.raises(rt.BadInputError, match='unknown mode "fly"'):
         rt.run_mode(runner, "fly", [], timeout_s=30)
+
+
+@pytest.mark.parametrize("mode, option, value", [("bench-gemm", "--min-time-ms", "20ms"),
+                                                  ("bench-peak", "--work-items", "4k")])
+def test_bench_mode_refuses_a_malformed_number_naming_the_option(runner, tmp_path, mode, option,
+                                                                  value):
+    """The bench modes' numbers are checked by the runner's one option parser: a value with
+    trailing characters (which atof/atol would read as its numeric prefix) exits 2 with one
+    stderr line naming the option and the value, before any output is written."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"backend": "cpu", "cases": []}))
+    out = tmp_path / "o"
+    args = [str(runner), mode, "--out", str(out), option, value]
+    if mode == "bench-gemm":
+        args += ["--spec", str(spec)]
+    res = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, res.stderr
+    assert option in lines[0] and value in lines[0]
+    assert not out.exists()
 
 
 def test_opencl_runtime_error_names_call_and_error(runner, pocl, tmp_path):
