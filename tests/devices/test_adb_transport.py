@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from helpers.adb import connect_vdev, disconnect_vdev
+from helpers.adb import connect_vdev, disconnect_vdev, wait_for_pid, wait_until_stopped
 from helpers.sysfs import ChangeAfterOpens
 from phonetrain.devices.adb import AdbTransport, Cooldown, parse_readings
 from phonetrain.devices.base import TransportError
@@ -62,24 +62,7 @@ def test_run_timeout_stops_the_command(adb_server, vdev):
     with pytest.raises(TransportError, match="timed out after 5 s"):
         t.run(["sh", "-c", "echo $$ > pid; while true; do echo tick; sleep 0.1; done"],
               timeout_s=5)
-    deadline = time.monotonic() + 10
-    while not (pid_file.exists() and pid_file.read_text().strip()):
-        assert time.monotonic() < deadline, "the command never wrote its pid"
-        time.sleep(0.05)
-    pid = int(pid_file.read_text())
-    deadline = time.monotonic() + 10
-    while alive(pid):
-        assert time.monotonic() < deadline, f"command {pid} still running after the timeout"
-        time.sleep(0.05)
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie awaiting its reaper counts as stopped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    wait_until_stopped(wait_for_pid(pid_file))
 
 
 def test_pull_verifies_expected_files_before_writing(adb_server, vdev, tmp_path):

@@ -12,7 +12,8 @@ import time
 import adbutils
 import pytest
 
-from helpers.adb import connect_vdev, disconnect_vdev
+from helpers.adb import (connect_vdev, disconnect_vdev, process_alive, wait_for_pid,
+                         wait_until_stopped)
 from phonetrain.devices.virtual import Faults, VirtualDevice, load_props
 
 
@@ -109,37 +110,17 @@ def test_fault_hang_is_killed_when_the_stream_closes(adb_server, tmp_path, monke
         dev = adb_server.device(vd.serial)
         stream = dev.shell("./runner run", stream=True)
         try:
-            pid = _wait_for_pid(pid_file)
+            pid = wait_for_pid(pid_file)
             stream.conn.settimeout(0.5)
             with pytest.raises(adbutils.AdbTimeout):  # it hangs: no output, no exit
                 stream.read_until_close()
-            assert _alive(pid)
+            assert process_alive(pid)
         finally:
             stream.close()
-        deadline = time.monotonic() + 10
-        while _alive(pid):
-            assert time.monotonic() < deadline, f"hung command {pid} still running"
-            time.sleep(0.05)
+        wait_until_stopped(pid)
         assert dev.shell("echo alive") == "alive"  # other commands still run
     finally:
         disconnect_vdev(adb_server, vd)
-
-
-def _wait_for_pid(path, timeout_s: float = 30) -> int:
-    deadline = time.monotonic() + timeout_s
-    while not (path.exists() and path.read_text().strip()):
-        assert time.monotonic() < deadline, f"the hung command never started ({path})"
-        time.sleep(0.05)
-    return int(path.read_text())
-
-
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie awaiting its reaper counts as stopped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_stopped_device_goes_offline(adb_server, tmp_path):

@@ -38,3 +38,29 @@ def connect_vdev(client: adbutils.AdbClient, root: Path, faults: Faults | None =
 def disconnect_vdev(client: adbutils.AdbClient, vd: VirtualDevice) -> None:
     client.disconnect(vd.serial)
     vd.stop()
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie awaiting its reaper counts as stopped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_for_pid(path: Path, timeout_s: float = 30) -> int:
+    """The pid a command wrote to ``path``, waiting up to ``timeout_s`` for it to appear."""
+    deadline = time.monotonic() + timeout_s
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"the command never wrote its pid to {path}"
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def wait_until_stopped(pid: int, timeout_s: float = 10) -> None:
+    """Wait up to ``timeout_s`` for ``pid`` to stop; fails the test if it still runs."""
+    deadline = time.monotonic() + timeout_s
+    while process_alive(pid):
+        assert time.monotonic() < deadline, f"process {pid} still running"
+        time.sleep(0.05)
