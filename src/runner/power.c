@@ -202,6 +202,9 @@ void power_write_json(jwriter *w, const power_sampler *ps, double measured_ms, i
     jw_key(w, "power_samples"); jw_int(w, np);
     jw_key(w, "sample_hz"); jw_num(w, ok ? (np - 1) / span : NAN);
     jw_key(w, "sampled_s"); jw_num(w, ok ? span : NAN);
+    /* the window's start on the device's CLOCK_MONOTONIC: aligns it with other recordings
+     * (an external power meter, a scripted sysfs file) taken on the same clock */
+    jw_key(w, "sampled_from_monotonic_s"); jw_num(w, ok ? (double)ps->t0_ns / 1e9 + t_first : NAN);
     jw_key(w, "energy_j"); jw_num(w, ok ? e_j : NAN);
     jw_key(w, "mean_power_w"); jw_num(w, mean_w);
     jw_key(w, "mean_power_se_w"); jw_num(w, se_w);
