@@ -18,7 +18,7 @@ from pathlib import Path
 from phonetrain import layout
 from phonetrain.config import compose_sweep
 from phonetrain.errors import PhonetrainError
-from phonetrain.kernels import load_version, resolve_sources, tuning
+from phonetrain.kernels import load_version, source_files, tuning
 from phonetrain.results.schema import fingerprint as schema_fingerprint
 from phonetrain.layout import Layout
 from phonetrain.stages.job import RUNTIME_ENV, Runtime
@@ -86,9 +86,9 @@ RUNNER_SOURCES = sorted(rel(p) for p in (BASE / "src" / "runner").glob("*.[ch]")
 
 
 def version_sources(kernel):
-    """A kernel version's resolved .cl files and the version.yaml files of its chain: only
-    these feed that version's builds and runs."""
-    files = [rel(p) for p in resolve_sources(kernel).values()]
+    """A kernel version's .cl files (src/kernels/common.cl and the resolved files) and the
+    version.yaml files of its chain: only these feed that version's builds and runs."""
+    files = [rel(p) for p in source_files(kernel)]
     for v in load_version(kernel).chain:
         y = BASE / "src" / "kernels" / v / "version.yaml"
         if y.exists():

@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.datasets import load_digits
 
 from helpers import REPO
+from phonetrain.kernels import assemble_source
 from phonetrain.plan import Batch, Plan, Program, Step, Tensor, uniform_fill
 
 B, IN, HID, OUT = 16, 64, 32, 10
@@ -151,8 +152,8 @@ def stage(root: Path, plan: Plan) -> Path:
     write_bundle(root)
     if plan.backend == "opencl":
         (root / "kernels").mkdir(exist_ok=True)
-        for p in KERNEL_DIR.glob("*.cl"):
-            (root / "kernels" / p.name).write_text(p.read_text())
+        for p in KERNEL_DIR.glob("*.cl"):   # common.cl in front, as stage_kernels writes them
+            (root / "kernels" / p.name).write_text(assemble_source(p))
     plan.save(root / "plan.json")
     return root / "plan.json"
 

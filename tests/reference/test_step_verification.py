@@ -20,17 +20,18 @@ from phonetrain.reference.steps import check_step, checked_iterations
 
 # Each fault: (file of the baseline version, text, replacement).
 FAULTS = {
-    # one index off: the last column of pooling windows never receives its gradient
+    # one index off: the last column of pooling windows never receives its gradient (the
+    # window loop of maxpool_bwd is common.cl's maxpool_grad_at)
     "pool_backward_index_off_by_one": (
-        "pool.cl", "ow1 = min(w / stride, OW - 1)", "ow1 = min(w / stride, OW - 2)"),
+        "common.cl", "ow1 = min(w / stride, OW - 1)", "ow1 = min(w / stride, OW - 2)"),
     # the bias of the last channel is dropped
     "dropped_bias_term": (
-        "elementwise.cl", "Y[i] += bias[(i / HW) % C];",
+        "baseline/elementwise.cl", "Y[i] += bias[(i / HW) % C];",
         "if ((i / HW) % C != C - 1) Y[i] += bias[(i / HW) % C];"),
     # a 1e-4 relative error in one GEMM (gemm_nt: the Linear forward and the conv weight
     # gradient)
     "gemm_nt_1e-4_relative": (
-        "gemm.cl", "        acc += a[k] * b[k];\n    GEMM_STORE(",
+        "baseline/gemm.cl", "        acc += a[k] * b[k];\n    GEMM_STORE(",
         "        acc += a[k] * b[k];\n    acc *= 1.0001f;\n    GEMM_STORE("),
 }
 
@@ -72,7 +73,7 @@ def test_a_planted_fault_fails_its_step(runner, pocl, tmp_path, fault):
     fname, old, new = FAULTS[fault]
     root = tmp_path / "kernels"
     shutil.copytree(KERNELS_ROOT, root)
-    src = root / "baseline" / fname
+    src = root / fname
     assert old in src.read_text()
     src.write_text(src.read_text().replace(old, new))
     _, doc = _run(runner, pocl, tmp_path / "run", _lenet(), kernels_root=root)

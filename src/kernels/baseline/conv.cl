@@ -2,7 +2,8 @@
  * col2im (a gather: one work-item per dX element, no atomics), swap01 (NCHW <-> CNHW), and
  * conv2d_fwd, the direct forward convolution the lowering uses instead of im2col + GEMM +
  * swap01 where tuning.json says it is faster. One work-item per output element, global memory
- * only; out-of-range work-items return. */
+ * only; out-of-range work-items return. col2im finds its taps with common.cl's
+ * conv_tap_output (common.cl is staged in front of this file). */
 
 /* col[(c*KH+kh)*KW+kw, (b*OH+oh)*OW+ow] = X[b, c, oh*stride-pad+kh, ow*stride-pad+kw],
  * 0 outside the image. NDRange [B*OH*OW, C*KH*KW]: global[0] is the column of col. */
@@ -35,15 +36,11 @@ __kernel void col2im(const int B, const int C, const int H, const int W, const i
     const size_t ncols = (size_t)B * OH * OW;
     float acc = 0.0f;
     for (int kh = 0; kh < KH; ++kh) {
-        const int th = h + pad - kh;        /* = oh*stride */
-        if (th < 0 || th % stride) continue;
-        const int oh = th / stride;
-        if (oh >= OH) continue;
+        const int oh = conv_tap_output(h, pad, kh, stride, OH);
+        if (oh < 0) continue;
         for (int kw = 0; kw < KW; ++kw) {
-            const int tw = w + pad - kw;
-            if (tw < 0 || tw % stride) continue;
-            const int ow = tw / stride;
-            if (ow >= OW) continue;
+            const int ow = conv_tap_output(w, pad, kw, stride, OW);
+            if (ow < 0) continue;
             const size_t r = ((size_t)c * KH + kh) * KW + kw;
             acc += col[r * ncols + ((size_t)b * OH + oh) * OW + ow];
         }

@@ -1,5 +1,6 @@
 /* Baseline loss kernels (kernel ABI: src/kernels/README.md): fused softmax + cross-entropy
- * per row, and the mean of the per-row losses. Global memory only. */
+ * per row, and the mean of the per-row losses. Global memory only. The row's softmax and
+ * loss are common.cl's softmax_xent_row (common.cl is staged in front of this file). */
 
 /* Per row b: p = softmax(logits[b,:]) (max-subtracted for range safety),
  * row_loss[b] = -log p[labels[b]] = log(sum exp(x - max)) - (x[label] - max),
@@ -13,17 +14,7 @@ __kernel void softmax_xent(const int B, const int C, __global const float *logit
     if (b >= B) return;
     const __global float *x = logits + (size_t)b * C;
     __global float *dx = dlogits + (size_t)b * C;
-    const int label = labels[b];
-    float mx = x[0];
-    for (int c = 1; c < C; ++c)
-        mx = fmax(mx, x[c]);
-    float sum = 0.0f;
-    for (int c = 0; c < C; ++c)
-        sum += exp(x[c] - mx);
-    const float inv_sum = 1.0f / sum, inv_b = 1.0f / (float)B;
-    for (int c = 0; c < C; ++c)
-        dx[c] = (exp(x[c] - mx) * inv_sum - (c == label ? 1.0f : 0.0f)) * inv_b;
-    row_loss[b] = (label >= 0 && label < C) ? log(sum) - (x[label] - mx) : NAN;
+    row_loss[b] = softmax_xent_row(x, dx, labels[b], C, 1.0f / (float)B);
 }
 
 /* out[0] = sum(X[0:n]) / n, by work-item 0 alone (n is a batch size: small).

@@ -4,30 +4,10 @@
  * only; out-of-range work-items return early. The long reductions (the batch-norm statistics
  * and gradients per channel, the depthwise weight gradient per weight) take one work-group
  * per output instead: its work-items sum strided slices of the B x spatial values, then a
- * tree in local memory (wg_sum) adds the partial sums, in a fixed order (no atomics), so a
+ * tree in local memory (common.cl's wg_sum; common.cl is staged in front of this file, and
+ * RL_MAX, the largest work-group, comes from it) adds the partial sums, in a fixed order (no atomics), so a
  * launch is deterministic for a given local size. NDRange [outputs * L], local [L], L a power
  * of two <= RL_MAX (the ABI's launches use L = 64). */
-
-/* The largest work-group of the reductions: the local scratch's length (a capacity, not a
- * tuning parameter; the launches use 64). */
-#define RL_MAX 256
-
-/* The sum over the work-group of one value per work-item, by a tree in `scratch` (RL_MAX
- * floats of local memory): every work-item gets the same total. Local size: a power of two.
- * Ends with a barrier, so the next call may reuse `scratch`. */
-static float wg_sum(const float v, __local float *scratch)
-{
-    const int l = get_local_id(0);
-    scratch[l] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = (int)get_local_size(0) / 2; s > 0; s >>= 1) {
-        if (l < s) scratch[l] += scratch[l + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float total = scratch[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return total;
-}
 
 /* Y[b,c,oh,ow] = sum over kh, kw of Wt[c,kh,kw] * X[b,c,oh*stride-pad+kh, ow*stride-pad+kw]
  * (0 outside the image). NDRange [B*C*OH*OW]. */
@@ -67,15 +47,11 @@ __kernel void dwconv3x3_bwd_data(const int B, const int C, const int H, const in
     const __global float *wt = Wt + (bc % C) * 9;
     float acc = 0.0f;
     for (int kh = 0; kh < 3; ++kh) {
-        const int th = h + pad - kh;
-        if (th < 0 || th % stride) continue;
-        const int oh = th / stride;
-        if (oh >= OH) continue;
+        const int oh = conv_tap_output(h, pad, kh, stride, OH);
+        if (oh < 0) continue;
         for (int kw = 0; kw < 3; ++kw) {
-            const int tw = w + pad - kw;
-            if (tw < 0 || tw % stride) continue;
-            const int ow = tw / stride;
-            if (ow >= OW) continue;
+            const int ow = conv_tap_output(w, pad, kw, stride, OW);
+            if (ow < 0) continue;
             acc += wt[kh * 3 + kw] * dy[oh * OW + ow];
         }
     }

@@ -1,7 +1,8 @@
 /* Baseline max pooling (kernel ABI: src/kernels/README.md), no padding. One work-item per
  * output element, global memory only; out-of-range work-items return early. Windows are
  * clipped to the image so a caller's oversized OH/OW cannot read out of bounds (the CPU
- * backend rejects such sizes instead). */
+ * backend rejects such sizes instead). maxpool_bwd's gather over the windows is common.cl's
+ * maxpool_grad_at (common.cl is staged in front of this file). */
 
 /* Y[b,c,oh,ow] = max of the K x K window at (oh*stride, ow*stride); argmax (int) = h*W+w of
  * its first maximum in row-major scan order. NDRange [B*C*OH*OW]. */
@@ -37,15 +38,6 @@ __kernel void maxpool_bwd(const int B, const int C, const int H, const int W, co
     const int i = get_global_id(0);
     if (i >= B * C * H * W) return;
     const int w = i % W, h = (i / W) % H, bc = i / (W * H);
-    const int self = h * W + w;
-    /* windows with oh*stride <= h < oh*stride + K */
-    const int oh0 = h < K ? 0 : (h - K) / stride + 1, oh1 = min(h / stride, OH - 1);
-    const int ow0 = w < K ? 0 : (w - K) / stride + 1, ow1 = min(w / stride, OW - 1);
     const size_t base = (size_t)bc * OH * OW;
-    float acc = 0.0f;
-    for (int oh = oh0; oh <= oh1; ++oh)
-        for (int ow = ow0; ow <= ow1; ++ow)
-            if (argmax[base + oh * OW + ow] == self)
-                acc += dY[base + oh * OW + ow];
-    dX[i] = acc;
+    dX[i] = maxpool_grad_at(dY + base, argmax + base, h, w, W, K, stride, OH, OW);
 }

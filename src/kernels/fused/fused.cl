@@ -9,6 +9,10 @@
  * results are deterministic run to run. Any size >= 1; work-items past a rounded-up global
  * size return early.
  *
+ * Shared helpers from common.cl (staged in front of this file): wg_sum and RL_MAX (conv_sgd),
+ * conv_tap_output (conv_bwd_data), maxpool_grad_at (maxpool_bwd_relu), softmax_xent_row
+ * (softmax_xent_bwd).
+ *
  * Parameters: LOSS_WG, the largest work-group softmax_xent_bwd uses for its rows (the local
  * array of per-work-item loss partials; extra work-items still share the input-gradient
  * product). */
@@ -16,28 +20,6 @@
 #ifndef LOSS_WG
 #define LOSS_WG 64
 #endif
-
-/* The largest work-group of conv_sgd's sums (all dimensions): the local scratch's length
- * (a capacity, not a tuning parameter; the launches use 64). */
-#define RL_MAX 256
-
-/* The sum over dimension 0 of the work-group of one value per work-item, by a tree in
- * `scratch` (this row's get_local_size(0) floats of local memory; RL_MAX floats hold the
- * whole work-group); every work-item gets its row's total. Local size in dimension 0: a power
- * of two. Ends with a barrier, so the next call may reuse `scratch`. */
-static float wg_sum(const float v, __local float *scratch)
-{
-    const int l = get_local_id(0);
-    scratch[l] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = (int)get_local_size(0) / 2; s > 0; s >>= 1) {
-        if (l < s) scratch[l] += scratch[l + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float total = scratch[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return total;
-}
 
 /* Y[b,o] = act(sum_i X[b,i] * W[o,i] + bias[o]), act = ReLU when act != 0.
  * NDRange [O, B]. */
@@ -124,15 +106,11 @@ __kernel void conv_bwd_data(const int B, const int C, const int H, const int W, 
     }
     float acc = 0.0f;
     for (int kh = 0; kh < KH; ++kh) {
-        const int th = h + pad - kh;
-        if (th < 0 || th % stride) continue;
-        const int oh = th / stride;
-        if (oh >= OH) continue;
+        const int oh = conv_tap_output(h, pad, kh, stride, OH);
+        if (oh < 0) continue;
         for (int kw = 0; kw < KW; ++kw) {
-            const int tw = w + pad - kw;
-            if (tw < 0 || tw % stride) continue;
-            const int ow = tw / stride;
-            if (ow >= OW) continue;
+            const int ow = conv_tap_output(w, pad, kw, stride, OW);
+            if (ow < 0) continue;
             for (int oc = 0; oc < OC; ++oc)
                 acc += weight[(((size_t)oc * C + c) * KH + kh) * KW + kw] *
                        dY[(((size_t)b * OC + oc) * OH + oh) * OW + ow];
@@ -155,16 +133,8 @@ __kernel void maxpool_bwd_relu(const int B, const int C, const int H, const int 
         return;
     }
     const int w = i % W, h = (i / W) % H, bc = i / (W * H);
-    const int self = h * W + w;
-    const int oh0 = h < K ? 0 : (h - K) / stride + 1, oh1 = min(h / stride, OH - 1);
-    const int ow0 = w < K ? 0 : (w - K) / stride + 1, ow1 = min(w / stride, OW - 1);
     const size_t base = (size_t)bc * OH * OW;
-    float acc = 0.0f;
-    for (int oh = oh0; oh <= oh1; ++oh)
-        for (int ow = ow0; ow <= ow1; ++ow)
-            if (argmax[base + oh * OW + ow] == self)
-                acc += dY[base + oh * OW + ow];
-    dX[i] = acc;
+    dX[i] = maxpool_grad_at(dY + base, argmax + base, h, w, W, K, stride, OH, OW);
 }
 
 /* One work-group does the loss and the last Linear layer's input gradient:
@@ -191,17 +161,7 @@ __kernel void softmax_xent_bwd(const int B, const int C, const int I, const int 
         for (int b = lid; b < B; b += nw) {
             const __global float *x = logits + (size_t)b * C;
             __global float *dx = dlogits + (size_t)b * C;
-            const int label = labels[b];
-            float mx = x[0];
-            for (int c = 1; c < C; ++c)
-                mx = fmax(mx, x[c]);
-            float sum = 0.0f;
-            for (int c = 0; c < C; ++c)
-                sum += exp(x[c] - mx);
-            const float inv_sum = 1.0f / sum;
-            for (int c = 0; c < C; ++c)
-                dx[c] = (exp(x[c] - mx) * inv_sum - (c == label ? 1.0f : 0.0f)) * inv_b;
-            acc += (label >= 0 && label < C) ? log(sum) - (x[label] - mx) : NAN;
+            acc += softmax_xent_row(x, dx, labels[b], C, inv_b);
         }
         part[lid] = acc;
     }

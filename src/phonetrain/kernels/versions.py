@@ -46,6 +46,8 @@ from .abi import GEMM_KERNELS, KERNEL_ARGS, read_only_buffers
 from .launch import RULES
 
 KERNELS_ROOT = Path(__file__).resolve().parents[2] / "kernels"
+# The shared helpers beside the version folders, assembled in front of every program.
+COMMON_FILE = "common.cl"
 
 # What a version may require of the device (key ``requires``): name -> meaning.
 REQUIREMENTS: dict[str, str] = {
@@ -486,10 +488,53 @@ def resolve_sources(version_name: str, kernels_root: Path = KERNELS_ROOT) -> dic
     return dict(sorted(out.items()))
 
 
+def common_source(kernels_root: Path = KERNELS_ROOT) -> Path | None:
+    """``kernels_root/common.cl``, the helpers staged in front of every version's files
+    (:func:`assemble_source`), or None when the root has none. It is a file beside the
+    version folders, never a version nor a version's file."""
+    p = Path(kernels_root) / COMMON_FILE
+    return p if p.is_file() else None
+
+
+def source_files(version_name: str, kernels_root: Path = KERNELS_ROOT) -> list[Path]:
+    """Every ``.cl`` file a version's programs are assembled from: ``common.cl`` (where the
+    root has one) and the resolved files. What decides rebuilds and reruns."""
+    common = common_source(kernels_root)
+    return ([common] if common else []) + list(resolve_sources(version_name, kernels_root).values())
+
+
+def _line_name(path: Path) -> str:
+    """The file name a ``#line`` directive gives ``path``: relative to the checkout for the
+    checkout's own kernels (``src/kernels/fused/fused.cl``), else the absolute path."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(KERNELS_ROOT.resolve().parents[1]).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def assemble_source(path: Path, kernels_root: Path = KERNELS_ROOT) -> str:
+    """The OpenCL source the device compiles for one resolved ``.cl`` file: ``common.cl``
+    then the file, each after a ``#line 1 "<file>"`` directive, so compiler messages name the
+    original file and its own line numbers. A root without ``common.cl`` gives the file as
+    it is."""
+    common = common_source(kernels_root)
+    text = Path(path).read_text()
+    if common is None:
+        return text
+    parts = []
+    for p, body in ((common, common.read_text()), (Path(path), text)):
+        parts.append(f'#line 1 "{_line_name(p)}"\n' + body + ("" if body.endswith("\n") else "\n"))
+    return "".join(parts)
+
+
 def source_hash(version_name: str, kernels_root: Path = KERNELS_ROOT) -> str:
-    """sha256 (hex) over the resolved files' names and bytes and the build options: changes
-    exactly when what the device compiles changes."""
+    """sha256 (hex) over the resolved files' names and bytes, ``common.cl``'s bytes and the
+    build options: changes exactly when what the device compiles changes."""
     h = hashlib.sha256()
+    common = common_source(kernels_root)
+    if common is not None:
+        h.update(COMMON_FILE.encode() + b"\0" + common.read_bytes() + b"\0")
     for fname, path in resolve_sources(version_name, kernels_root).items():
         h.update(fname.encode() + b"\0" + path.read_bytes() + b"\0")
     h.update(load_version(version_name, kernels_root).options.encode())
@@ -498,14 +543,15 @@ def source_hash(version_name: str, kernels_root: Path = KERNELS_ROOT) -> str:
 
 def stage_kernels(version_name: str, dest_root: Path,
                   kernels_root: Path = KERNELS_ROOT) -> Path:
-    """Copy the resolved sources to ``dest_root/kernels/<version>/`` (replacing the folder
+    """Write the resolved sources, each assembled with ``common.cl`` in front
+    (:func:`assemble_source`), to ``dest_root/kernels/<version>/`` (replacing the folder
     atomically: files go to a temp folder that is then renamed) and return that folder."""
     sources = resolve_sources(version_name, kernels_root)
     dest = Path(dest_root) / device_kernels(version_name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{version_name}.", dir=dest.parent))
     for fname, path in sources.items():
-        shutil.copyfile(path, tmp / fname)
+        (tmp / fname).write_text(assemble_source(path, kernels_root))
     if dest.exists():  # move the old folder aside (a unique name: stagers may race)
         old = Path(tempfile.mkdtemp(prefix=f".{version_name}.old.", dir=dest.parent))
         dest.rename(old / version_name)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 from phonetrain import layout
 from phonetrain.devices.toolchains import runner_source_hash, runner_sources
 from phonetrain.errors import StageError
-from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version, resolve_sources
+from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version, source_files
 from phonetrain.io import write_if_changed, write_json, write_text
 from phonetrain.layout import Layout
 from phonetrain.report import build_report
@@ -77,7 +77,7 @@ def _kernel_files(version: str) -> tuple[str, tuple[tuple[str, str], ...]] | Non
     ``version.yaml`` of every version it inherits from; None for an unknown version."""
     try:
         v = load_version(version)
-        files = list(resolve_sources(version).values())
+        files = source_files(version)
     except KernelVersionError:
         return None
     files += [p for p in (KERNELS_ROOT / n / "version.yaml" for n in v.chain) if p.exists()]

@@ -23,7 +23,7 @@ from typing import Any
 from phonetrain import layout
 from phonetrain.config import Experiment, Sweep
 from phonetrain.io import read_json
-from phonetrain.kernels import resolve_sources, tuning
+from phonetrain.kernels import source_files, tuning
 from phonetrain.layout import Layout
 from phonetrain.stages import build, deploy, train
 from phonetrain.stages.current import STAMP, not_current
@@ -63,7 +63,7 @@ def run_single(sweep: Sweep, exp: Experiment) -> Path:
     run(build.build_runner, _job({**jp["device"][d], "cache": L.runner_cache()},
                                  O.log("build_runner", d), rt, outputs={"runner": runner}),
         "build-runner")
-    sources = [str(p) for p in resolve_sources(exp.kernel).values()] if exp.is_opencl else []
+    sources = [str(p) for p in source_files(exp.kernel)] if exp.is_opencl else []
     tuned = []
     if exp.is_opencl:
         kp = jp["kernel"][(d, exp.kernel)]

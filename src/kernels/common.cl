@@ -1,0 +1,83 @@
+/* Helpers shared by every kernel version (kernel ABI: src/kernels/README.md, "Shared
+ * helpers"). Not a program on its own: phonetrain.kernels.stage_kernels writes each staged
+ * .cl file as this file followed by the version's file, with #line directives so compiler
+ * messages name the original file and line. Everything here is a macro or a static inline
+ * function (OpenCL C 1.2), so a program that uses none of it compiles to the same kernels.
+ * Nothing here is a tuning parameter; a version's parameters stay `#ifndef` defaults in its
+ * own files. */
+
+/* The largest work-group of the work-group reductions (all dimensions together): the length
+ * of the local scratch a caller declares for wg_sum (a capacity, not a tuning parameter; the
+ * launches use 64). */
+#define RL_MAX 256
+
+/* The sum over dimension 0 of the work-group of one value per work-item, by a tree in
+ * `scratch` (get_local_size(0) floats of local memory for this row of the work-group; RL_MAX
+ * floats hold the whole work-group): every work-item gets its row's total. Local size in
+ * dimension 0: a power of two. Every work-item of the work-group must call it (it holds
+ * barriers). Ends with a barrier, so the next call may reuse `scratch`. */
+static inline float wg_sum(const float v, __local float *scratch)
+{
+    const int l = get_local_id(0);
+    scratch[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = (int)get_local_size(0) / 2; s > 0; s >>= 1) {
+        if (l < s) scratch[l] += scratch[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float total = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return total;
+}
+
+/* The output coordinate (row or column) whose window tap k reads input coordinate x, for a
+ * convolution with this stride and padding and n outputs: o with o*stride - pad + k == x,
+ * or -1 when there is none (x + pad - k negative or not a multiple of stride, or o >= n).
+ * The gather loops of the input gradients (col2im, the depthwise and fused backward-data
+ * kernels) skip the taps where it is -1. */
+static inline int conv_tap_output(const int x, const int pad, const int k, const int stride,
+                                  const int n)
+{
+    const int t = x + pad - k;          /* = o*stride */
+    if (t < 0 || t % stride) return -1;
+    const int o = t / stride;
+    return o < n ? o : -1;
+}
+
+/* Max-pooling gradient of one input element (h, w) of a plane: the sum, over the windows
+ * containing it (oh*stride <= h < oh*stride + K, likewise w) in row-major window order, of
+ * dy[oh*OW+ow] where argmax[oh*OW+ow] == h*W+w. `dy`, `argmax`: the plane's OH x OW
+ * gradients and argmax indices. */
+static inline float maxpool_grad_at(const __global float *dy, const __global int *argmax,
+                                    const int h, const int w, const int W, const int K,
+                                    const int stride, const int OH, const int OW)
+{
+    const int self = h * W + w;
+    const int oh0 = h < K ? 0 : (h - K) / stride + 1, oh1 = min(h / stride, OH - 1);
+    const int ow0 = w < K ? 0 : (w - K) / stride + 1, ow1 = min(w / stride, OW - 1);
+    float acc = 0.0f;
+    for (int oh = oh0; oh <= oh1; ++oh)
+        for (int ow = ow0; ow <= ow1; ++ow)
+            if (argmax[oh * OW + ow] == self)
+                acc += dy[oh * OW + ow];
+    return acc;
+}
+
+/* Softmax + cross-entropy of one row of C logits `x` with label `label`: writes
+ * dx[c] = (p[c] - (c == label)) * inv_b with p = softmax(x) (max-subtracted for range
+ * safety) and returns the row loss -log p[label] = log(sum exp(x - max)) - (x[label] - max),
+ * NaN for a label outside [0, C). */
+static inline float softmax_xent_row(const __global float *x, __global float *dx,
+                                     const int label, const int C, const float inv_b)
+{
+    float mx = x[0];
+    for (int c = 1; c < C; ++c)
+        mx = fmax(mx, x[c]);
+    float sum = 0.0f;
+    for (int c = 0; c < C; ++c)
+        sum += exp(x[c] - mx);
+    const float inv_sum = 1.0f / sum;
+    for (int c = 0; c < C; ++c)
+        dx[c] = (exp(x[c] - mx) * inv_sum - (c == label ? 1.0f : 0.0f)) * inv_b;
+    return (label >= 0 && label < C) ? log(sum) - (x[label] - mx) : NAN;
+}
