@@ -187,10 +187,12 @@ def bench_here(binary: str | Path, version: KernelVersion | None, shapes: list[G
     Raises a :class:`~phonetrain.runner.RunnerError` when the runner fails (e.g. a kernel that
     does not compile)."""
     opencl = version is not None
-    source = str(gemm_source(version)) if opencl and not version.gemm_library else ""
-    spec = gemm_spec(version, shapes, source=source, backend="opencl" if opencl else "cpu",
-                     min_time_ms=min_time_ms, repeats=repeats, threads=threads)
     with tempfile.TemporaryDirectory(prefix="phonetrain-gemm-") as tmp:
+        source = ""
+        if opencl and not version.gemm_library:   # assembled as the workflow stages it
+            source = str(stage_kernels(version.name, Path(tmp)) / gemm_source(version).name)
+        spec = gemm_spec(version, shapes, source=source, backend="opencl" if opencl else "cpu",
+                         min_time_ms=min_time_ms, repeats=repeats, threads=threads)
         r = Runner.local_binary(binary, tmp, selector, timeout_s=timeout_s)
         doc = r.bench_gemm(spec, Path(tmp) / "out")
     return gemm_frame(doc, version.name if opencl else CPU_VERSION)
