@@ -222,5 +222,21 @@ void power_write_json(jwriter *w, const power_sampler *ps, double measured_ms, i
     jw_key(w, "throttled");
     if (gpu_thr < 0 && cpu_thr < 0) jw_null(w);
     else jw_bool(w, gpu_thr == 1 || cpu_thr == 1);
+    /* the samples the energy integrates: t_s from the window's start, power in W */
+    jw_key(w, "samples");
+    jw_obj_begin(w);
+    jw_key(w, "t_s");
+    jw_arr_begin(w);
+    for (int i = 0; i < ps->n; i++)
+        if (!isnan(ps->s[i].voltage_uv) && !isnan(ps->s[i].current_ua))
+            jw_num(w, ps->s[i].t_s - t_first);
+    jw_arr_end(w);
+    jw_key(w, "power_w");
+    jw_arr_begin(w);
+    for (int i = 0; i < ps->n; i++)
+        if (!isnan(ps->s[i].voltage_uv) && !isnan(ps->s[i].current_ua))
+            jw_num(w, ps->s[i].voltage_uv * fabs(ps->s[i].current_ua) * 1e-12);
+    jw_arr_end(w);
+    jw_obj_end(w);
     jw_obj_end(w);
 }
