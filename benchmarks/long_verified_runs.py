@@ -40,7 +40,7 @@ from phonetrain import reference  # noqa: E402
 from phonetrain.devices.toolchains import build_runner  # noqa: E402
 from phonetrain.io import write_json  # noqa: E402
 from phonetrain.kernels import load_version, stage_kernels, tuning  # noqa: E402
-from phonetrain.kernels.gemm import plan_shapes  # noqa: E402
+from phonetrain.kernels.gemm import GemmShape, plan_shapes  # noqa: E402
 from phonetrain.layout import plan_dir_rel  # noqa: E402
 from phonetrain.lowering import LowerSpec, lower, write_plan_dir  # noqa: E402
 from phonetrain.plan import Plan  # noqa: E402
@@ -70,29 +70,33 @@ def model_shapes(models: list[str]) -> list[dict]:
     return [{"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": s} for g, s in out.items()]
 
 
-def tune_versions(a, root: Path, runner: Path, versions: list[str]) -> dict[str, Path]:
-    """The workflow's tune stage for each tunable version; returns version -> tuning.json."""
+def tune_versions(a, root: Path, runner: Path, versions: list[str]) -> dict[str, list[Path]]:
+    """The workflow's tune stage for each tunable version and each GEMM class of the models;
+    returns version -> its class files."""
     out = {}
+    shapes = [GemmShape(s["kernel"], s["M"], s["N"], s["K"]) for s in model_shapes(a.models)]
+    classes = list(dict.fromkeys(tuning.gemm_class(g) for g in shapes))
     for v in versions:
         if not tuning.tunable(v):
             continue
-        path = root / "tuning" / f"{v}.json"
         params = {"device": "bench", "device_config": device_config(a), "stage_root": str(root),
-                  "kernel": v, "kernel_hash": "bench", "shapes": model_shapes(a.models),
-                  "sizes": [128, 256, 512, 1024, 2048, 4096], "min_time_ms": 100.0,
-                  "max_launch_s": 5.0, "tune": True, "tune_min_time_ms": 20.0,
-                  "tune_max_launch_s": 0.1, "threads": 0}
-        job = Job(files({"runner": str(runner), "sources": []}), files({"tuning": str(path)}),
-                  params, root / "logs" / f"tune-{v}.log", Runtime(600.0, False))
+                  "kernel": v, "kernel_hash": "bench", "tune": True, "tune_min_time_ms": 20.0}
         t0 = time.time()
+        paths, chosen = [], {}
         try:
-            doc = gemm_stage.tune(job)
+            for cls in classes:
+                path = root / "tuning" / v / f"{cls}.json"
+                job = Job(files({"runner": str(runner), "sources": []}),
+                          files({"tuning": str(path)}), {**params, "class": cls},
+                          root / "logs" / f"tune-{v}-{cls}.log", Runtime(600.0, False))
+                doc = gemm_stage.tune(job)
+                chosen.update({c: d["defines"] for c, d in doc["classes"].items()})
+                paths.append(path)
         except Exception as e:  # noqa: BLE001  (a version this device cannot run)
             print(f"tune {v}: {e}", file=sys.stderr)
             continue
-        print(f"tune {v}: {time.time() - t0:.0f} s, classes "
-              f"{ {c: d['defines'] for c, d in doc['classes'].items()} }", file=sys.stderr)
-        out[v] = path
+        print(f"tune {v}: {time.time() - t0:.0f} s, classes {chosen}", file=sys.stderr)
+        out[v] = paths
     return out
 
 
@@ -111,7 +115,7 @@ def prepare(a, root: Path, model: str, version: str, placement: str, tuned: dict
     pdir = write_plan_dir(spec, root)
     if version in tuned:
         plan, _ = tuning.tune_plan(Plan.load(pdir / "plan.json"), load_version(version),
-                                   tuning.load_tuning(tuned[version]))
+                                   tuning.load_tunings(tuned[version]))
         plan.save(pdir / "plan.json")
     stage_kernels(version, root)
     return pid
@@ -216,8 +220,8 @@ def main() -> int:
             _row(x)
     print(f"\ndevice: {next((x['device'] for x in results if x.get('device')), '?')}")
     if a.out:
-        write_json({"results": results, "tuned": {k: str(v) for k, v in tuned.items()},
-                    "tuning": {k: json.loads(Path(v).read_text()) for k, v in tuned.items()}},
+        write_json({"results": results, "tuned": {k: [str(x) for x in v] for k, v in tuned.items()},
+                    "tuning": {k: tuning.load_tunings(v) for k, v in tuned.items()}},
                    Path(a.out) / "runs.json")
     return 0 if all(x.get("ok") in (True, None) for x in results) else 1
 

@@ -12,8 +12,9 @@ memory and the loss is read back to the host. Rows:
   requested OpenCL platform x placement (resident/copy, staged/copy, staged/map,
   pipelined/copy), with the
   fastest per-step-verified kernel version (``--kernel best``; tuned where ``--tuning-dir``
-  holds the workflow's ``<version>/tuning.json``) or the version given; each timed run is
-  verified per step against the numpy reference (``phonetrain.reference.verify_run_dir``).
+  holds the workflow's ``<version>/tuning/<class>.json`` files) or the version given; each
+  timed run is verified per step against the numpy reference
+  (``phonetrain.reference.verify_run_dir``).
   Time: the runner's own per-iteration ``wall_ms`` (an OpenCL iteration ends with
   ``clFinish``; it includes the batch upload and the loss read-back).
 * PyTorch CPU eager (``--threads``), CUDA eager, CUDA graphs (one captured step replayed);
@@ -641,12 +642,13 @@ class Phonetrain:
                          seed=0, lr=self.a.lr, plan_id=pid)
         pdir = write_plan_dir(spec, self.root)
         tuned = None
-        tj = Path(self.a.tuning_dir) / version / "tuning.json" if self.a.tuning_dir else None
+        tj = tuning.tuning_files(Path(self.a.tuning_dir) / version / "tuning") \
+            if self.a.tuning_dir else []
         if backend == "opencl":
             stage_kernels(version, self.root)
-            if tj is not None and tj.exists() and tuning.tunable(version):
+            if tj and tuning.tunable(version):
                 plan, tuned = tuning.tune_plan(Plan.load(pdir / "plan.json"),
-                                               load_version(version), tuning.load_tuning(tj))
+                                               load_version(version), tuning.load_tunings(tj))
                 plan.save(pdir / "plan.json")
         sel = DeviceSelector(platform=platform) if backend == "opencl" else None
         r = Runner.local_binary(self.binary, self.root, sel, timeout_s=self.a.row_timeout_s)
@@ -811,7 +813,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="phonetrain kernel version, or 'best': the fastest verified of "
                          "--versions per model and platform")
     ap.add_argument("--versions", default=",".join(VERSIONS))
-    ap.add_argument("--tuning-dir", help="DIR/<version>/tuning.json: the workflow's tuning "
+    ap.add_argument("--tuning-dir", help="DIR/<version>/tuning/*.json: the workflow's tuning "
                     "(results/build/<device>/kernels/) applied to tunable versions")
     ap.add_argument("--runner", help="runner binary (default: build one with cc)")
     ap.add_argument("--tinygrad-devices", default="CL,CUDA")

@@ -13,7 +13,6 @@ and its defines -- the numbers the workflow's kernel table reports, to set besid
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -24,10 +23,10 @@ sys.path.insert(0, str(REPO / "src"))
 
 from phonetrain.devices.toolchains import build_runner  # noqa: E402
 from phonetrain.kernels import tuning  # noqa: E402
-from phonetrain.kernels.gemm import plan_shapes  # noqa: E402
-from phonetrain.lowering import LowerSpec, lower  # noqa: E402
+from phonetrain.kernels.gemm import GemmShape  # noqa: E402
 from phonetrain.stages import gemm as gemm_stage  # noqa: E402
 from phonetrain.stages.job import Job, Runtime, files  # noqa: E402
+from phonetrain.stages.params import models_gemm_shapes  # noqa: E402
 
 
 def main() -> int:
@@ -44,18 +43,15 @@ def main() -> int:
     a = ap.parse_args()
     root = Path(a.out or tempfile.mkdtemp(prefix="phonetrain-wgemm-"))
     runner = Path(a.runner) if a.runner else build_runner(root / "build")
-    shapes: dict = {}
-    for m in a.models.split(","):
-        plan = lower(LowerSpec(model=m, batch_size=32, backend="opencl", placement="resident",
-                               transfer="copy", kernel="baseline", dataset="digits"))
-        for g in plan_shapes(plan):
-            shapes.setdefault(g, f"model:{m}")
+    models = [[m, 32] for m in a.models.split(",")]
+    classes = list(dict.fromkeys(
+        tuning.gemm_class(GemmShape(s["kernel"], s["M"], s["N"], s["K"]))
+        for s in models_gemm_shapes(models)))
     dev = {"name": "bench", "transport": "local", "opencl_library": None,
            "opencl_platform": a.platform or "", "opencl_device": a.device or ""}
     base = {"device": "bench", "device_config": dev, "stage_root": str(root / "stage"),
             "kernel_hash": "bench", "threads": 0, "tune": True,
-            "shapes": [{"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": s}
-                       for g, s in shapes.items()],
+            "models": models,
             "sizes": [int(s) for s in a.sizes.split(",")], "min_time_ms": a.min_time_ms,
             "max_launch_s": a.max_launch_s, "tune_min_time_ms": a.tune_min_time_ms,
             "tune_max_launch_s": a.tune_max_launch_s}
@@ -63,22 +59,24 @@ def main() -> int:
     print("| version | shape | source | GFLOPS | tuned class | defines |")
     print("|---|---|---|---:|---|---|")
     for v in a.versions.split(","):
-        tj = root / f"{v}.tuning.json"
         inputs = {"runner": str(runner), "sources": [], "tuning": []}
         if tuning.tunable(v):
             t0 = time.time()
-            gemm_stage.tune(Job(files({"runner": str(runner), "sources": []}),
-                                files({"tuning": str(tj)}), {**base, "kernel": v},
-                                root / f"{v}.tune.log", rt))
+            for cls in classes + [tuning.SQUARES]:
+                tj = root / v / "tuning" / f"{cls}.json"
+                stage = gemm_stage.tune_squares if cls == tuning.SQUARES else gemm_stage.tune
+                stage(Job(files({"runner": str(runner), "sources": []}),
+                          files({"tuning": str(tj)}), {**base, "kernel": v, "class": cls},
+                          root / f"{v}.{cls}.tune.log", rt))
+                inputs["tuning"].append(str(tj))
             print(f"tune {v}: {time.time() - t0:.0f} s", file=sys.stderr)
-            inputs["tuning"] = [str(tj)]
         gj = root / f"{v}.gemm.json"
         t0 = time.time()
         doc = gemm_stage.gemm(Job(files(inputs), files({"gemm": str(gj)}),
                                   {**base, "kernel": v, "version": v}, root / f"{v}.gemm.log",
                                   rt))
         print(f"gemm {v}: {time.time() - t0:.0f} s", file=sys.stderr)
-        tuned = json.loads(tj.read_text()) if tj.exists() else {"classes": {}}
+        tuned = tuning.load_tunings(inputs["tuning"])
         for r in doc["rows"]:
             cls = r.get("tuned_class")
             defines = (tuned["classes"].get(cls) or {}).get("defines") if cls else None

@@ -23,7 +23,8 @@ from phonetrain.results.schema import fingerprint as schema_fingerprint
 from phonetrain.layout import Layout
 from phonetrain.stages.job import RUNTIME_ENV, Runtime
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
-                                      gemm_versions, job_params, summary_outputs)
+                                      gemm_versions, job_params, squares_job, summary_outputs,
+                                      sweep_tuning_classes, tune_job, tuning_classes)
 
 BASE = Path(workflow.basedir)
 _PKG = Path(layout.__file__).resolve().parent
@@ -107,10 +108,15 @@ def exp_kernel(exp_id):
     return None if k == "none" else k
 
 
-def tuning_files(device, kernel):
-    """The tuning.json a version's runs and GEMM sweep use on a device ([] if untunable)."""
+RUN_CLASSES = tuning_classes(SWEEP)  # exp id -> the GEMM tuning classes its plan uses
+GEMM_CLASSES = sweep_tuning_classes(SWEEP)  # the classes of the GEMM study's model shapes
+
+
+def tuning_files(device, kernel, classes):
+    """The tuning files of `classes` of a version on a device ([] if untunable): a run's
+    deploy takes its own plan's classes only, so adding models changes none of its inputs."""
     if kernel and kernel != CPU_VERSION and tuning.tunable(kernel):
-        return [L.tuning(device, kernel)]
+        return [L.tuning(device, kernel, c) for c in classes]
     return []
 
 
@@ -122,13 +128,13 @@ def deploy_inputs(wc):
     if k:
         d["build"] = L.kernel_build(wc.device, k)
         d["sources"] = version_sources(k)
-        d["tuning"] = tuning_files(wc.device, k)
+        d["tuning"] = tuning_files(wc.device, k, RUN_CLASSES.get(wc.exp, []))
     return d
 
 
 def gemm_inputs(wc):
-    d = {"runner": L.runner(wc.device), "tuning": tuning_files(wc.device, wc.version),
-         "sources": []}
+    d = {"runner": L.runner(wc.device), "sources": [],
+         "tuning": tuning_files(wc.device, wc.version, GEMM_CLASSES + [tuning.SQUARES])}
     if wc.version != CPU_VERSION:
         d["sources"] = version_sources(wc.version)
     return d

@@ -1,6 +1,14 @@
-# GEMM study: per-device tuning of the tunable kernel versions (a build-stage job whose
-# tuning.json the runs' plans use), the GEMM sweep per device x version (+ the runner's CPU
-# backend) on the models' GEMM shapes and square sizes, and each device's peaks (roofline).
+# GEMM study: per-device tuning of the tunable kernel versions, the GEMM sweep per device x
+# version (+ the runner's CPU backend) on the models' GEMM shapes and square sizes, and each
+# device's peaks (roofline).
+#
+# Tuning is kept per shape class (phonetrain.kernels.tuning): `tune` writes one file per
+# device x version x class, `tuning/<class>.json`, where a class is one GEMM call
+# (`gemm_nt_32x256x784`) and its params name only that class, never the sweep; a run's deploy
+# takes the files of its own plan's classes (common.smk: tuning_files). Adding a model thus
+# adds class files and reruns nothing of the runs already measured. `tune_squares` tunes the
+# GEMM sweep's square sizes (`tuning/squares.json`); only the `gemm` rule reads it, with
+# every class of the sweep's models.
 
 
 rule tune:
@@ -8,13 +16,29 @@ rule tune:
         runner=L.runner("{device}"),
         sources=kernel_sources,
     output:
-        tuning=L.tuning("{device}", "{kernel}"),
+        tuning=L.tuning("{device}", "{kernel}", "{cls}"),
+    wildcard_constraints:
+        cls=tuning.CLASS_PATTERN,
     params:
-        p=lambda wc: as_json({**JP["kernel"][(wc.device, wc.kernel)], **JP["gemm"]}),
+        p=lambda wc: as_json(tune_job(JP, wc.device, wc.kernel, wc.cls)),
     log:
-        L.log("tune", "{device}", "{kernel}"),
+        L.log("tune", "{device}", "{kernel}", "{cls}"),
     shell:
         stage("gemm", "tune", inputs=["runner", "sources"], outputs=["tuning"])
+
+
+rule tune_squares:
+    input:
+        runner=L.runner("{device}"),
+        sources=kernel_sources,
+    output:
+        tuning=L.tuning("{device}", "{kernel}", tuning.SQUARES),
+    params:
+        p=lambda wc: as_json(squares_job(JP, wc.device, wc.kernel)),
+    log:
+        L.log("tune_squares", "{device}", "{kernel}"),
+    shell:
+        stage("gemm", "tune_squares", inputs=["runner", "sources"], outputs=["tuning"])
 
 
 rule gemm:

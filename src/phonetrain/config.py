@@ -159,7 +159,7 @@ class MeasureConfig:
     gemm_sizes: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
     gemm_min_time_ms: float = 100.0    # bench-gemm calibration: each timed repeat lasts this long
     gemm_max_launch_s: float = 5.0     # skip a version's larger sizes once a launch would exceed
-    tune: bool = True                  # tune the tunable versions per device (tuning.json)
+    tune: bool = True                  # tune the tunable versions per device (tuning/<class>.json)
     tune_min_time_ms: float = 20.0     # calibration target of each tuning trial
     tune_max_launch_s: float = 0.1     # square sizes slower per launch reuse a smaller class
 

@@ -8,7 +8,9 @@ Paths are strings (Snakemake patterns), joined with ``/``.
 Results folder (``results_dir``, default ``results/``)::
 
     build/<device>/runner                       the runner built for the device
-    build/<device>/kernels/<version>/           build.json, params.json, failed.json, tuning.json
+    build/<device>/kernels/<version>/           build.json, params.json, failed.json,
+                                                tuning/<class>.json (one per GEMM tuning
+                                                class), tuning/squares.json
     build/.runner-cache/                        compiled runners keyed by sources and flags
     data/<dataset dir>/b<batch>/                images.f32, labels.i32
     plans/<experiment>/                         plan.json (device-independent), tensors/*.f32
@@ -119,8 +121,13 @@ class Layout:
         """Written instead of build.json when the version does not compile on the device."""
         return f"{self.kernel_dir(device, kernel)}/{FAILED}"
 
-    def tuning(self, device: str, kernel: str) -> str:
-        return f"{self.kernel_dir(device, kernel)}/tuning.json"
+    def tuning_dir(self, device: str, kernel: str) -> str:
+        """One file per tuning class (:mod:`phonetrain.kernels.tuning`)."""
+        return f"{self.kernel_dir(device, kernel)}/tuning"
+
+    def tuning(self, device: str, kernel: str, cls: str) -> str:
+        """The tuning file of one class (``cls``: a GEMM class, or ``squares``)."""
+        return f"{self.tuning_dir(device, kernel)}/{cls}.json"
 
     # data and plans (mirroring the staging root)
     def data_dir(self, rel: str) -> str:

@@ -1,5 +1,5 @@
 """The tuner on PoCL: it returns a configuration that compiles and passes the float64 check,
-never one that failed anything, and runs consume its tuning.json (plan options and launch
+never one that failed anything, and runs consume its tuning files (plan options and launch
 geometry), still matching the numpy reference. Plus: the optimized versions (and CLBlast)
 inside real training plans."""
 
@@ -68,9 +68,11 @@ def test_tuner_picks_the_best_correct_candidate(runner, pocl):
                       repeats=1)
     statuses = [t["status"] for t in doc["trials"]]
     assert statuses[0] == "ok" and statuses[1] == "ok" and statuses[2].startswith("error")
-    assert set(doc["classes"]) == {"small"} and doc["default"] == "small"
-    best = doc["classes"]["small"]
-    assert best["defines"] == SPACE[1]["defines"] and best["local"] == SPACE[1]["local"]
+    classes = [tuning.gemm_class(g) for g in SHAPES]   # each call its own class
+    assert list(doc["classes"]) == classes and doc["default"] == "gemm_nn_70x130x40"
+    for cls in classes:
+        best = doc["classes"][cls]
+        assert best["defines"] == SPACE[1]["defines"] and best["local"] == SPACE[1]["local"]
     # the chosen configuration, rerun on its own, is correct on every shape
     v = tuning.candidate_version(load_version("regblock"), best)
     df = bench_here(runner, v, SHAPES, selector=pocl, min_time_ms=1, repeats=1)
@@ -94,11 +96,13 @@ def test_tuned_plan_takes_options_and_local_size_from_tuning_json(runner, pocl, 
                      placement="resident", transfer="copy", kernel=version, warmup=0,
                      iterations=2, num_batches=2, dumps="params")
     plan_path = write_bundle(spec, tmp_path)
-    tj = tmp_path / "tuning.json"
-    tuning.write_tuning({"version": version, "default": "small",
-                         "classes": {"small": cand}, "trials": []}, tj)
+    files = []   # one tuning file per class of the plan, as the deploy stage is given them
+    for cls in tuning.plan_classes(Plan.load(plan_path)):
+        files.append(tmp_path / "tuning" / f"{cls}.json")
+        tuning.write_tuning({"version": version, "default": cls, "classes": {cls: cand},
+                             "trials": []}, files[-1])
     tuned_path = tmp_path / "tuned.json"
-    device_plan(plan_path, version, tj)[0].save(tuned_path)
+    device_plan(plan_path, version, files, every_class=True)[0].save(tuned_path)
     plan = Plan.load(tuned_path)
     options = {p.options for p in plan.programs}
     assert options == {tuning.candidate_version(load_version(version), cand).options}

@@ -1,6 +1,6 @@
 """Tuning covers every shape the GEMM study reports: the sweep's square sizes are tuned as
 their own classes (up to a launch-time limit), a larger square reuses the largest tuned one
-below it, the models' shapes keep their size classes (synthetic measurements), and on PoCL
+below it, the models' calls keep their own classes (synthetic measurements), and on PoCL
 the gemm stage runs each square with the configuration tuned for it."""
 
 from __future__ import annotations
@@ -10,20 +10,26 @@ import json
 from phonetrain.kernels import load_version, tuning
 from phonetrain.kernels.gemm import GemmShape
 
-TUNED = {"classes": {"small": {}, "medium": {}, "square128": {}, "square512": {}},
-         "default": "medium"}
+TUNED = {"classes": {"gemm_nt_32x256x784": {}, "gemm_nn_128x128x128": {}, "square128": {},
+                     "square512": {}},
+         "default": "gemm_nt_32x256x784"}
 
 
 def test_class_for_each_reported_shape():
     model = GemmShape("gemm_nt", 32, 256, 784)
-    assert tuning.class_for(model, "model:mlp", TUNED) == "medium"
+    assert tuning.class_for(model, "model:mlp", TUNED) == "gemm_nt_32x256x784"
     assert tuning.class_for(GemmShape("gemm_nn", 512, 512, 512), "square", TUNED) == "square512"
     # untuned squares: the largest tuned square below, else the default
     assert tuning.class_for(GemmShape("gemm_nn", 4096, 4096, 4096), "square", TUNED) == \
         "square512"
-    assert tuning.class_for(GemmShape("gemm_nn", 64, 64, 64), "square", TUNED) == "medium"
+    assert tuning.class_for(GemmShape("gemm_nn", 64, 64, 64), "square", TUNED) == \
+        "gemm_nt_32x256x784"
     # a square size that is also a model shape keeps the model's class for the model
-    assert tuning.class_for(GemmShape("gemm_nn", 128, 128, 128), "model:x", TUNED) == "small"
+    assert tuning.class_for(GemmShape("gemm_nn", 128, 128, 128), "model:x", TUNED) == \
+        "gemm_nn_128x128x128"
+    # a model call without a class file of its own takes the default
+    assert tuning.class_for(GemmShape("gemm_tn", 3, 4, 5), "model:x", TUNED) == \
+        "gemm_nt_32x256x784"
     assert tuning.class_for(model, "model:mlp", {"classes": {}, "default": None}) is None
 
 
@@ -59,9 +65,10 @@ def test_tune_gives_squares_their_own_best_configuration():
     shapes = [GemmShape("gemm_nt", 32, 256, 784), GemmShape("gemm_tn", 256, 784, 32)]
     doc = tuning.tune(v, shapes, _fake_run_spec("-DTSM=128"), source="gemm.cl",
                       squares=[256, 512])
-    assert set(doc["classes"]) == {"medium", "square256", "square512"}
-    assert doc["default"] == "medium"
-    assert doc["classes"]["medium"]["defines"]["TSK"] == 16
+    assert set(doc["classes"]) == {"gemm_nt_32x256x784", "gemm_tn_256x784x32", "square256",
+                                   "square512"}
+    assert doc["default"] == "gemm_nt_32x256x784"   # equal FLOPs: the first
+    assert doc["classes"]["gemm_nt_32x256x784"]["defines"]["TSK"] == 16
     assert doc["classes"]["square512"]["defines"]["TSM"] == 128
     assert doc["classes"]["square512"]["shapes"] == [["gemm_nn", 512, 512, 512]]
 
@@ -76,21 +83,28 @@ def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path):
            "opencl_platform": pocl.platform, "opencl_device": ""}
     p = {"device": "host", "device_config": dev, "stage_root": str(tmp_path / "stage"),
          "kernel": "tiled", "version": "tiled", "kernel_hash": "t", "threads": 0, "tune": True,
-         "shapes": [{"kernel": "gemm_nt", "M": 32, "N": 16, "K": 64, "source": "model:m"}],
-         "sizes": [32, 64, 128], "min_time_ms": 1.0, "max_launch_s": 5.0,
-         "tune_min_time_ms": 1.0, "tune_max_launch_s": 5.0}
+         "models": [["mlp_16_16", 32]], "sizes": [32, 64, 128], "min_time_ms": 1.0,
+         "max_launch_s": 5.0, "tune_min_time_ms": 1.0, "tune_max_launch_s": 5.0}
     rt = Runtime(300.0, False)
-    tj = tmp_path / "tuning.json"
-    gemm_stage.tune(Job(files({"runner": str(runner), "sources": []}), files({"tuning": str(tj)}),
-                        p, tmp_path / "tune.log", rt))
-    tuned = json.loads(tj.read_text())
-    assert {"square32", "square64", "square128"} <= set(tuned["classes"])
-    doc = gemm_stage.gemm(Job(files({"runner": str(runner), "sources": [], "tuning": [str(tj)]}),
+    inputs = files({"runner": str(runner), "sources": []})
+    tj = []
+    for cls in ["gemm_nt_32x16x16", "gemm_tn_16x16x32", tuning.SQUARES]:
+        tj.append(tmp_path / "tuning" / f"{cls}.json")
+        stage = gemm_stage.tune_squares if cls == tuning.SQUARES else gemm_stage.tune
+        stage(Job(inputs, files({"tuning": str(tj[-1])}), {**p, "class": cls},
+                  tmp_path / f"{cls}.log", rt))
+    squares_doc = json.loads(tj[-1].read_text())
+    assert set(squares_doc["classes"]) == {"square32", "square64", "square128"}
+    tuned = tuning.load_tunings(tj)
+    doc = gemm_stage.gemm(Job(files({"runner": str(runner), "sources": [],
+                                     "tuning": [str(t) for t in tj]}),
                               files({"gemm": str(tmp_path / "gemm.json")}), p,
                               tmp_path / "gemm.log", rt))
+    models = [r for r in doc["rows"] if r["source"] != "square"]
+    assert [r["tuned_class"] for r in models] == ["gemm_nt_32x16x16", "gemm_tn_16x16x32"]
     squares = [r for r in doc["rows"] if r["source"] == "square"]
     assert [r["tuned_class"] for r in squares] == ["square32", "square64", "square128"]
-    for r in squares:
+    for r in doc["rows"]:
         want = tuning.candidate_version(load_version("tiled"),
                                         tuned["classes"][r["tuned_class"]]).options
         assert r["options"] == want and r["status"] == "ok"

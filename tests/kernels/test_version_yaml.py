@@ -223,7 +223,7 @@ def test_tune_defaults_only_tries_the_defaults():
     shapes = [GemmShape("gemm_nn", 8, 8, 8)]
     doc = tuning.tune(kv, shapes, run_spec, source="g.cl", defaults_only=True)
     assert seen == [kv.options] and len(doc["trials"]) == 1
-    assert doc["classes"]["small"]["defines"] == kv.candidates[0]["defines"]
+    assert doc["classes"]["gemm_nn_8x8x8"]["defines"] == kv.candidates[0]["defines"]
     seen.clear()
     doc = tuning.tune(kv, shapes, run_spec, source="g.cl")
     assert len(seen) == len(doc["trials"]) == len(kv.candidates)

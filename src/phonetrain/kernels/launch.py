@@ -4,10 +4,10 @@ NDRange, and the helpers of the image operand.
 A kernel version names its rule in ``version.yaml`` (key ``geometry``, inherited; default
 ``baseline``). :func:`geometry` applies that rule; a rule returns ``None`` for the kernels it
 does not handle, which then get the ``baseline`` rule. Rules read the version's merged
-``defines`` and ``local_sizes`` (``version.yaml``, or the tuned values of ``tuning.json``
-applied by :func:`phonetrain.kernels.tuning.candidate_version`), round the global size up to
-whole work-groups and return the work-group as the local size. Every size is in work-items,
-``[dim0, dim1]`` with ``dim0`` the fastest-varying (N for GEMM).
+``defines`` and ``local_sizes`` (``version.yaml``, or the tuned values of a
+``tuning/<class>.json`` applied by :func:`phonetrain.kernels.tuning.candidate_version`), round
+the global size up to whole work-groups and return the work-group as the local size. Every size
+is in work-items, ``[dim0, dim1]`` with ``dim0`` the fastest-varying (N for GEMM).
 
 Rules (the formulas of each kernel's banner comment and README):
 

@@ -1,17 +1,29 @@
 """Per-device tuning of the optimized GEMM versions (tile sizes, work per item, local sizes).
 
-A build-stage job per device x version runs every candidate of the version's tuning space
-(:attr:`phonetrain.kernels.versions.KernelVersion.candidates`: the ``version.yaml`` defaults,
-then its ``tuning.candidates``) on the sweep's GEMM shapes through the runner's ``bench-gemm``
-mode, and keeps, per shape class (:func:`shape_class`), the candidate with the highest
-geometric-mean GFLOPS among those whose every case of that class passed the correctness check
-(a candidate that does not compile, fails to launch or computes a wrong result is never
-picked). The result is ``results/build/<device>/kernels/<version>/tuning.json``::
+Tuning results are kept per shape class, one file per class, so a study that grows (more
+models, more batch sizes) adds class files and leaves every existing one -- and the runs that
+use it -- untouched. A class is derived from the GEMM call alone (:func:`gemm_class`): the
+kernel and its exact ``M x N x K``, e.g. ``gemm_nt_32x256x784``. The tuner's choice depends
+on all three sizes (how many ``TSM x TSN`` tiles or ``RM x RN`` register blocks cover C, the
+partial edge tiles, the ``TSK``/``VK`` steps of the K loop), and the models' calls are few
+(2 to 23 per model, most distinct even after rounding to powers of two), so a class is one
+call: it is tuned on exactly that call, and its correctness check covers that call's edges.
+The earlier classes by FLOPs (small/medium/large) were tuned on whichever of the sweep's
+shapes fell into them, so adding a model changed the choice of every run.
+
+A build-stage job per device x version x class runs every candidate of the version's tuning
+space (:attr:`phonetrain.kernels.versions.KernelVersion.candidates`: the ``version.yaml``
+defaults, then its ``tuning.candidates``) on the class's call (:func:`class_shape`) through
+the runner's ``bench-gemm`` mode and keeps the candidate with the highest GFLOPS among those
+that passed the correctness check (a candidate that does not compile, fails to launch or
+computes a wrong result is never picked). The result is
+``results/build/<device>/kernels/<version>/tuning/<class>.json``::
 
     {"version": "regblock", "device": "host", "kernel_hash": "...",
-     "classes": {"small": {"defines": {...}, "local": [4, 4] | null, "gflops_geomean": 12.3,
-                           "shapes": [["gemm_nt", 32, 256, 784], ...]}, ...},
-     "default": "medium",
+     "classes": {"gemm_nt_32x256x784": {"defines": {...}, "local": [4, 4] | null,
+                                        "gflops_geomean": 12.3,
+                                        "shapes": [["gemm_nt", 32, 256, 784]]}},
+     "default": "gemm_nt_32x256x784",
      "trials": [{"defines", "local", "status": "ok" | "error: ...", "cases": [...]}]}
 
 A device lacking what the version needs (CLBlast, image support: bench-gemm says "skipped")
@@ -19,16 +31,19 @@ gives ``{"classes": {}, "default": null, "skipped": reason}``, which runs leave 
 (the run itself then stops with the runner's missing-library exit code and that reason).
 
 The square sizes of the GEMM sweep are classes of their own (``square<n>``,
-:func:`square_class`), tuned on exactly that shape when one launch of it is expected to take at
-most ``tune_max_launch_s`` (:func:`tunable_squares`: extrapolated from the fastest square
-measured before it); a larger square runs with the largest tuned square class below it
-(:func:`class_for`). So every shape the GEMM study reports runs with a configuration tuned for
-its size, the one ``benchmarks/bench_gemm.py --tune`` finds best for that shape.
+:func:`square_class`), all in one file per device x version, ``tuning/squares.json``
+(:data:`SQUARES`): a square is tuned on exactly that shape when one launch of it is expected
+to take at most ``tune_max_launch_s`` (:func:`tunable_squares`: extrapolated from the fastest
+square measured before it); a larger square runs with the largest tuned square class below it
+(:func:`class_for`). Only the GEMM sweep reads it; no run does.
 
-Runs use it through :func:`tune_plan`: one program per plan, so the plan takes the class that
-holds the largest share of its GEMM FLOPs (:func:`plan_class`), and its GEMM steps get that
-configuration's defines (program build options) and launch geometry. Only numpy/pandas and
-PyYAML are needed (no Hydra), so benchmarks/bench_gemm.py can use the same spaces.
+Every file is a tuning document of its own; :func:`load_tunings` merges the files a job was
+given into one (:func:`merge_tunings`). Runs use it through :func:`tune_plan`: one program
+per plan, so the plan takes the class that holds the largest share of its GEMM FLOPs
+(:func:`plan_class`), and its GEMM steps get that configuration's defines (program build
+options) and launch geometry. A run's deploy is given the class files of its own plan's calls
+(:func:`plan_classes`) and nothing else. Only numpy/pandas and PyYAML are needed (no Hydra), so
+benchmarks/bench_gemm.py can use the same spaces.
 
 Convolutions: an optional ``conv`` section records, per conv forward shape
 (:func:`conv_key`), whether im2col + GEMM or the direct ``conv2d_fwd`` kernel was faster on the
@@ -45,6 +60,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -55,21 +71,34 @@ from .gemm import GemmShape, gemm_spec
 from .launch import geometry
 from .versions import GEMM_LIBRARIES, KernelVersion, load_version
 
-# Shape classes by GEMM FLOPs (2*M*N*K): the paper MLP's layers are "small"/"medium",
-# 1024^2 and up are "large".
-CLASS_BOUNDS = (("small", 1 << 23), ("medium", 1 << 30), ("large", math.inf))
+SQUARES = "squares"
+"""The file name (without ``.json``) of a device x version's square classes."""
+_CLASS_RE = re.compile(r"^(gemm_(?:nn|nt|tn))_([1-9][0-9]*)x([1-9][0-9]*)x([1-9][0-9]*)$")
+CLASS_PATTERN = r"gemm_(?:nn|nt|tn)_[1-9][0-9]*x[1-9][0-9]*x[1-9][0-9]*"
+"""A model class name as a regular expression (a Snakemake wildcard constraint)."""
 
 
 class TuningError(PhonetrainError):
     """No candidate of a class passed the correctness check; the message names the version."""
 
 
-def shape_class(g: GemmShape) -> str:
-    """``small`` (< 2^23 FLOPs), ``medium`` (< 2^30) or ``large``."""
-    for name, bound in CLASS_BOUNDS:
-        if g.flops < bound:
-            return name
-    return "large"
+def gemm_class(g: GemmShape) -> str:
+    """The tuning class of one GEMM call: its kernel and sizes, ``<kernel>_<M>x<N>x<K>``
+    (e.g. ``gemm_nt_32x256x784``; module docstring). Raises ``ValueError`` for a kernel not in
+    :data:`~phonetrain.kernels.abi.GEMM_KERNELS` or a size < 1."""
+    if g.kernel not in GEMM_KERNELS or min(g.M, g.N, g.K) < 1:
+        raise ValueError(f"not a GEMM call: {g}")
+    return f"{g.kernel}_{int(g.M)}x{int(g.N)}x{int(g.K)}"
+
+
+def class_shape(cls: str) -> GemmShape:
+    """The GEMM call a model class (:func:`gemm_class`) is tuned on; ``ValueError`` for a
+    name that is not one."""
+    m = _CLASS_RE.match(cls)
+    if not m:
+        raise ValueError(f"{cls!r} is not a GEMM tuning class (<kernel>_<M>x<N>x<K>, "
+                         f"kernel one of {', '.join(GEMM_KERNELS)})")
+    return GemmShape(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)))
 
 
 def square_class(n: int) -> str:
@@ -78,9 +107,10 @@ def square_class(n: int) -> str:
 
 
 def class_for(g: GemmShape, source: str, tuned: dict[str, Any]) -> str | None:
-    """The tuned class a GEMM of the study runs with: a model's shape its size class, a
-    square of the sweep (``source`` ``square``) its own class, else the largest tuned square
-    class below it; failing those the tuning's default. None when nothing was tuned."""
+    """The tuned class a GEMM of the study runs with: a model's call its own class
+    (:func:`gemm_class`), a square of the sweep (``source`` ``square``) its own class, else
+    the largest tuned square class below it; failing those the tuning's default. None when
+    nothing was tuned."""
     classes = tuned.get("classes") or {}
     if not classes:
         return None
@@ -93,7 +123,7 @@ def class_for(g: GemmShape, source: str, tuned: dict[str, Any]) -> str | None:
         if below:
             return square_class(max(below))
     else:
-        cls = shape_class(g)
+        cls = gemm_class(g)
         if cls in classes:
             return cls
     return tuned.get("default")
@@ -144,10 +174,10 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
          min_time_ms: float = 20, repeats: int = 3,
          defaults_only: bool = False, squares: list[int] = ()) -> dict[str, Any]:
     """Run every candidate of ``version.candidates`` (only the first, the defaults, with
-    ``defaults_only``; it is still checked) on ``shapes`` (the models' GEMM calls, classed by
-    :func:`shape_class`) and the square sizes ``squares`` (each its own class,
+    ``defaults_only``; it is still checked) on ``shapes`` (GEMM calls, each its own class,
+    :func:`gemm_class`) and the square sizes ``squares`` (each its own class,
     :func:`square_class`); return the tuning document (module docstring). The default class
-    is the one of the models' shapes with the most FLOPs.
+    is the models' class with the most FLOPs (None when there is no class).
 
     ``run_spec(spec) -> gemm.json document`` executes one bench-gemm spec on the device (and
     raises a :class:`~phonetrain.errors.PhonetrainError` when the runner fails, e.g. a build
@@ -158,7 +188,7 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
     space = version.candidates
     if defaults_only:
         space = space[:1]
-    labelled = [(shape_class(g), g) for g in shapes] + \
+    labelled = [(gemm_class(g), g) for g in shapes] + \
         [(square_class(n), GemmShape("gemm_nn", n, n, n)) for n in squares]
     every = [g for _, g in labelled]
     trials = []
@@ -197,9 +227,17 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
         classes[cls] = {"defines": best["defines"], "local": best["local"],
                         "gflops_geomean": best_score,
                         "shapes": [[g.kernel, g.M, g.N, g.K] for g in members]}
+    return {"version": version.name, "classes": classes, "default": _default(classes),
+            "trials": trials}
+
+
+def _default(classes: dict[str, Any]) -> str | None:
+    """The models' class with the most GEMM FLOPs (a square class when there is none)."""
     models = [c for c in classes if not c.startswith("square")] or list(classes)
-    default = max(models, key=lambda c: sum(GemmShape(*s).flops for s in classes[c]["shapes"]))
-    return {"version": version.name, "classes": classes, "default": default, "trials": trials}
+    if not models:
+        return None
+    return max(models, key=lambda c: sum(GemmShape(*s).flops
+                                         for s in classes[c].get("shapes") or []))
 
 
 def write_tuning(doc: dict[str, Any], path: str | Path) -> None:
@@ -208,7 +246,7 @@ def write_tuning(doc: dict[str, Any], path: str | Path) -> None:
 
 
 def load_tuning(path: str | Path) -> dict[str, Any]:
-    """Read a tuning.json; :class:`~phonetrain.errors.ResultsFileError` naming the file when it
+    """Read one tuning file; :class:`~phonetrain.errors.ResultsFileError` naming the file when it
     is not one."""
     try:
         doc = json.loads(Path(path).read_text())
@@ -219,14 +257,50 @@ def load_tuning(path: str | Path) -> dict[str, Any]:
                                "rerun the tune job") from e
 
 
+def merge_tunings(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One tuning document from per-class ones (module docstring): the union of their
+    classes (with their trials), default :func:`_default`. Any skipped document makes the
+    whole skipped (the device lacks what the version needs); no documents give
+    ``{"classes": {}, "default": None}``. The trials stay in the per-class files."""
+    for d in docs:
+        if d.get("skipped") is not None:
+            return {**d, "classes": {}, "default": None}
+    classes: dict[str, Any] = {}
+    for d in docs:
+        classes.update(d["classes"])
+    out = {k: docs[0][k] for k in ("version", "device", "kernel_hash") if docs and k in docs[0]}
+    return {**out, "classes": classes, "default": _default(classes)}
+
+
+def load_tunings(paths: list[str | Path]) -> dict[str, Any]:
+    """Read and merge per-class tuning files (:func:`load_tuning`, :func:`merge_tunings`)."""
+    return merge_tunings([load_tuning(p) for p in paths])
+
+
+def tuning_files(folder: str | Path) -> list[Path]:
+    """The tuning files of a ``tuning/`` folder (``results/build/<device>/kernels/<version>/
+    tuning``), sorted by name; [] when it does not exist."""
+    folder = Path(folder)
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def _plan_gemms(plan) -> list[GemmShape]:
+    return [GemmShape(s.name, *(int(a["i"]) for a in s.args[:3])) for s in plan.steps
+            if s.op == "kernel" and s.name in GEMM_KERNELS]
+
+
+def plan_classes(plan) -> list[str]:
+    """The model classes of a plan's GEMM calls (:func:`gemm_class`), in first-use order: the
+    tuning files its deploy needs."""
+    return list(dict.fromkeys(gemm_class(g) for g in _plan_gemms(plan)))
+
+
 def plan_class(plan, tuning: dict[str, Any]) -> str:
     """The tuned class holding the largest share of the plan's GEMM FLOPs (the tuning's
     default class when the plan has no GEMM or none of its classes was tuned)."""
     flops: dict[str, int] = {}
-    for s in plan.steps:
-        if s.op == "kernel" and s.name in GEMM_KERNELS:
-            g = GemmShape(s.name, *(int(a["i"]) for a in s.args[:3]))
-            flops[shape_class(g)] = flops.get(shape_class(g), 0) + g.flops
+    for g in _plan_gemms(plan):
+        flops[gemm_class(g)] = flops.get(gemm_class(g), 0) + g.flops
     tuned = {c: f for c, f in flops.items() if c in tuning["classes"]}
     return max(tuned, key=tuned.get) if tuned else tuning["default"]
 
@@ -234,10 +308,13 @@ def plan_class(plan, tuning: dict[str, Any]) -> str:
 def tune_plan(plan, version: KernelVersion, tuning: dict[str, Any]):
     """A copy of ``plan`` using the tuned configuration of :func:`plan_class`: every
     program's build options and every GEMM step's global/local size. Returns (plan, class);
-    a skipped tuning (no classes) returns an unchanged copy and class None."""
+    a skipped tuning (no classes), or one without any class of the plan and no default,
+    returns an unchanged copy and class None."""
     if not tuning["classes"]:   # skipped on this device (module docstring)
         return copy.deepcopy(plan), None
     cls = plan_class(plan, tuning)
+    if cls is None:
+        return copy.deepcopy(plan), None
     v = candidate_version(version, tuning["classes"][cls])
     out = copy.deepcopy(plan)
     for p in out.programs:

@@ -163,7 +163,7 @@ BUILDS = pa.schema([
 
 # gemm: one row per device x kernel version (``cpu`` = the runner's CPU backend) x GEMM call
 # (runner bench-gemm: checked, warm-up, calibrated, median of 5 repeats; phonetrain.kernels.gemm).
-# ``shape_source`` is ``model:<name>`` or ``square``; ``tuned_class`` the tuning.json class
+# ``shape_source`` is ``model:<name>`` or ``square``; ``tuned_class`` the tuning class
 # used (null: version.yaml defaults); status ok | wrong (failed the float64 check: its speed
 # is not valid) | error | skipped (e.g. CLBlast absent; the reason in status_reason).
 GEMM = pa.schema([

@@ -4,7 +4,8 @@ Stage ``deploy`` (params ``run[(d, exp)]`` of :func:`phonetrain.stages.params.jo
 
 - inputs ``runner``, ``plan_dir`` (the lowered, device-independent plan and its tensors),
   ``data`` (the batch folder), and for OpenCL runs ``sources`` (the version's resolved
-  ``.cl`` files) and ``tuning`` (the device's tuning.json, where the version is tunable);
+  ``.cl`` files) and ``tuning`` (where the version is tunable: the device's tuning files of
+  the classes the plan's GEMM calls belong to, ``tuning/<class>.json``);
 - outputs ``plan`` (the plan that runs on this device: the lowered plan with the device's tuned
   GEMM configuration applied, kept in the run folder and verified against), ``manifest``
   (what was sent).
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from phonetrain import layout
+from phonetrain.errors import StageError
 from phonetrain.io import write_json
 from phonetrain.kernels import load_version, stage_kernels, tuning
 from phonetrain.plan import Plan
@@ -28,15 +30,26 @@ from phonetrain.stages.job import Job, main
 
 
 def device_plan(plan_json: str | Path, kernel: str | None,
-                tuning_json: str | Path | None) -> tuple[Plan, str | None]:
+                tuning_json: str | Path | list[str | Path] | None, *,
+                every_class: bool = False) -> tuple[Plan, str | None]:
     """The lowered plan as it runs on a device: with ``tuning_json`` (a tunable OpenCL
-    version), the device's tuned configuration of :func:`phonetrain.kernels.tuning.tune_plan`
-    applied to its programs' build options and GEMM launch sizes. Returns (plan, the shape
-    class used, or None)."""
+    version: its tuning files, one or a list, merged), the device's tuned configuration of
+    :func:`phonetrain.kernels.tuning.tune_plan` applied to its programs' build options and
+    GEMM launch sizes. Returns (plan, the shape class used, or None). With ``every_class``
+    (the deploy stage: the workflow gives exactly the plan's classes) raises
+    :class:`~phonetrain.errors.StageError` when the files lack a class of the plan's GEMM
+    calls; without, such a plan takes the tuning's default class."""
     plan = Plan.load(plan_json)
-    if not kernel or not tuning_json:
+    paths = tuning_json if isinstance(tuning_json, list) else [tuning_json] if tuning_json \
+        else []
+    if not kernel or not paths:
         return plan, None
-    return tuning.tune_plan(plan, load_version(kernel), tuning.load_tuning(tuning_json))
+    tuned = tuning.load_tunings(paths)
+    missing = [c for c in tuning.plan_classes(plan) if c not in tuned["classes"]]
+    if every_class and tuned["classes"] and missing:
+        raise StageError(f"the tuning files given ({', '.join(map(str, paths))}) lack the "
+                         f"plan's GEMM class(es) {', '.join(missing)}")
+    return tuning.tune_plan(plan, load_version(kernel), tuned)
 
 
 def deploy(job: Job) -> dict[str, Any]:
@@ -45,7 +58,8 @@ def deploy(job: Job) -> dict[str, Any]:
     p = job.params
     dev, exp, kernel = p["config"]["device"], p["run_id"], p["kernel"]
     plan_dir = Path(job.input.plan_dir)
-    plan, cls = device_plan(plan_dir / layout.PLAN, kernel, job.optional("tuning"))
+    plan, cls = device_plan(plan_dir / layout.PLAN, kernel, job.many("tuning"),
+                            every_class=True)
     plan.save(Path(job.output.plan))
     r = Runner.for_device(dev, p["stage_root"], timeout_s=job.runtime.timeout_s)
     sent: dict[str, int] = {}

@@ -2,15 +2,20 @@
 runs' plans use), the GEMM sweep per device x version (and the runner's CPU backend), and each
 device's peaks (the roofline's ceilings).
 
-Stages, all with params ``kernel[(d, k)]`` or ``device[d]`` of
-:func:`phonetrain.stages.params.job_params` merged with its ``gemm`` dict:
+Stages, with params ``kernel[(d, k)]`` or ``device[d]`` of
+:func:`phonetrain.stages.params.job_params` plus what each needs of its ``gemm`` dict:
 
-- ``tune``: inputs ``runner``, ``sources``; output ``tuning`` (tuning.json,
-  :mod:`phonetrain.kernels.tuning`: the models' shapes by size class, and the sweep's square
-  sizes up to ``tune_max_launch_s`` per launch, each its own class);
-- ``gemm``: inputs ``runner``, ``sources`` (none for ``cpu``), ``tuning`` (optional); output
-  ``gemm`` (the version's measurements: models' GEMM shapes, then square sizes ascending until
-  one launch would take longer than ``max_launch_s``; each with the configuration tuned for it,
+- ``tune`` (params :func:`~phonetrain.stages.params.tune_job`): inputs ``runner``,
+  ``sources``; output ``tuning`` (``tuning/<class>.json``, :mod:`phonetrain.kernels.tuning`:
+  one class, the GEMM call its name gives);
+- ``tune_squares`` (params :func:`~phonetrain.stages.params.squares_job`): the same inputs;
+  output ``tuning`` (``tuning/squares.json``: the sweep's square sizes up to
+  ``tune_max_launch_s`` per launch, each its own class);
+- ``gemm`` (params :func:`~phonetrain.stages.params.gemm_job`): inputs ``runner``,
+  ``sources`` (none for ``cpu``), ``tuning`` (the version's class files: every class of the
+  models' shapes and ``squares.json``; none for an untunable version); output ``gemm`` (the
+  version's measurements: models' GEMM shapes, then square sizes ascending until one launch
+  would take longer than ``max_launch_s``; each with the configuration tuned for it,
   :func:`phonetrain.kernels.tuning.class_for`);
 - ``peaks``: input ``runner``; output ``peaks`` (runner bench-peak).
 """
@@ -33,12 +38,9 @@ from phonetrain.results.readers import gemm_frame, peaks_frame
 from phonetrain.runner import DeviceSelector, Runner, RunnerError
 from phonetrain.stages.current import STAMP, stamp
 from phonetrain.stages.job import Job, main
+from phonetrain.stages.params import models_gemm_shapes
 
 CPU_VERSION = "cpu"
-
-
-def _shapes(p: dict[str, Any]) -> list[GemmShape]:
-    return [GemmShape(s["kernel"], s["M"], s["N"], s["K"]) for s in p["shapes"]]
 
 
 class _Bench:
@@ -82,23 +84,44 @@ def _probe(bench: _Bench, version: KernelVersion, source: str, min_time_ms: floa
 
 
 def tune(job: Job) -> dict:
-    """Tune one version on one device and write ``output.tuning``: the models' GEMM shapes
-    per size class, and each square size of the sweep whose launch is expected within
-    ``tune_max_launch_s`` as its own class (:func:`phonetrain.kernels.tuning.tunable_squares`).
-    With ``tune`` false only the version's defaults run (still checked), on the models'
-    shapes."""
+    """Tune one version on one device for one class (``params.class``, the GEMM call
+    :func:`phonetrain.kernels.tuning.class_shape` gives) and write ``output.tuning``. With
+    ``tune`` false only the version's defaults run (still checked). Raises
+    :class:`~phonetrain.errors.StageError` when no candidate passes."""
+    p = job.params
+    try:
+        shape = tuning.class_shape(p["class"])
+    except ValueError as e:
+        raise StageError(str(e)) from None
+    return _tune(job, [shape], [])
+
+
+def tune_squares(job: Job) -> dict:
+    """Tune one version on one device for each square size of the sweep whose launch is
+    expected within ``tune_max_launch_s`` (:func:`phonetrain.kernels.tuning.tunable_squares`),
+    each its own class, and write ``output.tuning``; with ``tune`` false no square is tuned
+    (the file then holds no class)."""
+    p = job.params
+    return _tune(job, [], p["sizes"])
+
+
+def _tune(job: Job, shapes: list[GemmShape], sizes: list[int]) -> dict:
+    """Tune ``shapes`` (each its own class) and the tunable squares of ``sizes`` on the device
+    and write ``output.tuning``; nothing to tune gives a document without classes."""
     p = job.params
     version = load_version(p["kernel"])
     bench = _Bench(job, version.name)
     source = f"{layout.device_kernels(version.name)}/gemm.cl"
+    doc = {"version": version.name, "classes": {}, "default": None, "trials": []}
     with bench.r.lock():
         squares = tuning.tunable_squares(
-            p["sizes"], _probe(bench, version, source, p["tune_min_time_ms"]),
-            p.get("tune_max_launch_s", 0.1)) if p["tune"] else []
+            sizes, _probe(bench, version, source, p["tune_min_time_ms"]),
+            p.get("tune_max_launch_s", 0.1)) if p["tune"] and sizes else []
         try:
-            doc = tuning.tune(version, _shapes(p), bench.spec, source=source,
-                              min_time_ms=p["tune_min_time_ms"], defaults_only=not p["tune"],
-                              squares=squares)
+            if shapes or squares:
+                doc = tuning.tune(version, shapes, bench.spec, source=source,
+                                  min_time_ms=p["tune_min_time_ms"],
+                                  defaults_only=not p["tune"], squares=squares)
         except tuning.TuningError as e:
             raise StageError(str(e)) from None
     doc.update(device=p["device"], kernel_hash=p["kernel_hash"])
@@ -108,19 +131,20 @@ def tune(job: Job) -> dict:
 
 def _groups(p: dict[str, Any]) -> list[tuple[str, GemmShape]]:
     """(shape source, shape): the models' GEMM calls, then the square sizes ascending."""
-    out = [(s["source"], GemmShape(s["kernel"], s["M"], s["N"], s["K"])) for s in p["shapes"]]
+    out = [(s["source"], GemmShape(s["kernel"], s["M"], s["N"], s["K"]))
+           for s in models_gemm_shapes(p["models"])]
     return out + [("square", GemmShape("gemm_nn", n, n, n)) for n in sorted(p["sizes"])]
 
 
 def gemm(job: Job) -> dict:
     """GFLOPS of one version (``params.version``; ``cpu`` = the runner's CPU backend) on one
-    device -> ``output.gemm``. A tuned version uses its tuning.json configuration per shape
+    device -> ``output.gemm``. A tuned version uses its tuning files' configuration per shape
     class."""
     p = job.params
     version = p["version"]
     kv = None if version == CPU_VERSION else load_version(version)
-    tuning_json = job.optional("tuning")
-    tuned = tuning.load_tuning(tuning_json) if tuning_json else None
+    tuning_files = job.many("tuning")
+    tuned = tuning.load_tunings(tuning_files) if tuning_files else None
     bench = _Bench(job, version if kv else None)
     rows: list[dict[str, Any]] = []
     doc_out: dict[str, Any] = {"device": p["device"], "version": version, "status": "ok",
@@ -210,7 +234,7 @@ def peaks_here(binary: str | Path, selector: DeviceSelector | None = None, *,
                                         work_items=work_items))
 
 
-STAGES = {"tune": tune, "gemm": gemm, "peaks": peaks}
+STAGES = {"tune": tune, "tune_squares": tune_squares, "gemm": gemm, "peaks": peaks}
 
 if __name__ == "__main__":
     sys.exit(main(STAGES, sys.argv[1:]))

@@ -11,17 +11,21 @@ run changes no file. Run-time knobs (``timeout_s``, ``progress``) are not params
 - ``data[data_dir]``: one dataset split into batches for an input shape and batch size;
 - ``plan[exp]``: what the lowered plan depends on (the device excluded);
 - ``run[(d, exp)]``: one run (written to its run folder as ``params.json``);
-- ``gemm``: the GEMM study's shapes and settings (shared by tune, gemm and peaks jobs).
+- ``gemm``: the GEMM study's models and settings (:func:`gemm_job`, :func:`tune_job` and
+  :func:`squares_job` take from it what each needs).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 from typing import Any
 
 from phonetrain.config import Experiment, Sweep, config_hash, plan_config
 from phonetrain.data import HELDOUT_FRACTION, HELDOUT_SEED, batch_dir, dataset_info
-from phonetrain.kernels import source_hash
-from phonetrain.kernels.gemm import plan_shapes
+from phonetrain.kernels import source_hash, tuning
+from phonetrain.kernels.gemm import GemmShape, plan_shapes
 from phonetrain.layout import Layout
 from phonetrain.lowering import LowerSpec, lower
 from phonetrain.models import get_model
@@ -77,23 +81,65 @@ def run_params(exp: Experiment) -> dict[str, Any]:
     }
 
 
-def sweep_gemm_shapes(sweep: Sweep) -> list[dict[str, Any]]:
-    """Distinct GEMM calls of every model's training step at its batch size:
+@functools.lru_cache(maxsize=None)
+def model_gemm_shapes(model: str, batch_size: int,
+                      kernel: str = "baseline") -> tuple[GemmShape, ...]:
+    """Distinct GEMM calls of one model's training step at ``batch_size`` as ``kernel``
+    lowers it, in first-use order (the placement and transfer do not change them)."""
+    plan = lower(LowerSpec(model=model, batch_size=int(batch_size), backend="opencl",
+                           placement="resident", transfer="copy", kernel=kernel))
+    return tuple(dict.fromkeys(plan_shapes(plan)))
+
+
+def gemm_models(sweep: Sweep) -> list[list[Any]]:
+    """``[[model, batch_size]]`` of the sweep: what the GEMM study's model shapes come from."""
+    return [[name, int(mcfg["batch_size"])] for name, mcfg in sweep.members["model"].items()]
+
+
+def models_gemm_shapes(models: list[list[Any]]) -> list[dict[str, Any]]:
+    """Distinct GEMM calls of the models' training steps (``models``: :func:`gemm_models`):
     ``[{"kernel", "M", "N", "K", "source": "model:<name>"}]`` (first model wins a tie)."""
     out: dict[Any, str] = {}
-    for name, mcfg in sweep.members["model"].items():
-        plan = lower(LowerSpec(model=name, batch_size=int(mcfg["batch_size"]), backend="opencl",
-                               placement="resident", transfer="copy", kernel="baseline"))
-        for g in plan_shapes(plan):
+    for name, batch in models:
+        for g in model_gemm_shapes(name, batch):
             out.setdefault(g, f"model:{name}")
     return [{"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": s}
             for g, s in out.items()]
 
 
+def sweep_gemm_shapes(sweep: Sweep) -> list[dict[str, Any]]:
+    """:func:`models_gemm_shapes` of every model of the sweep at its batch size."""
+    return models_gemm_shapes(gemm_models(sweep))
+
+
+def tuning_classes(sweep: Sweep) -> dict[str, list[str]]:
+    """The GEMM tuning classes (:func:`phonetrain.kernels.tuning.gemm_class`) each experiment
+    of a tunable kernel version uses, by experiment id: its deploy's tuning files."""
+    tunable = {k: tuning.tunable(k) for k in sweep.kernels}
+    out = {}
+    for exp in sweep.experiments:
+        if exp.is_opencl and tunable.get(exp.kernel):
+            shapes = model_gemm_shapes(exp.model, plan_config(exp)["model"]["batch_size"],
+                                       exp.kernel)
+            out[exp.id] = list(dict.fromkeys(tuning.gemm_class(g) for g in shapes))
+    return out
+
+
+def sweep_tuning_classes(sweep: Sweep) -> list[str]:
+    """The tuning classes of the GEMM study's model shapes (:func:`sweep_gemm_shapes`)."""
+    return list(dict.fromkeys(
+        tuning.gemm_class(GemmShape(s["kernel"], s["M"], s["N"], s["K"]))
+        for s in sweep_gemm_shapes(sweep)))
+
+
 def gemm_params(sweep: Sweep) -> dict[str, Any]:
-    """What the tune/gemm/peaks jobs depend on besides the device and kernel version."""
+    """What the tune/gemm jobs depend on besides the device and kernel version: the models
+    whose GEMM calls are measured (with a hash of those calls, so a lowering that changes them
+    reruns the GEMM sweep) and the study's GEMM settings."""
     ms = sweep.root["measure"]
-    return {"shapes": sweep_gemm_shapes(sweep),
+    shapes = json.dumps(sweep_gemm_shapes(sweep), sort_keys=True)
+    return {"models": gemm_models(sweep),
+            "shapes_sha256": hashlib.sha256(shapes.encode()).hexdigest()[:16],
             "sizes": sorted(int(n) for n in ms["gemm_sizes"]),
             "min_time_ms": float(ms["gemm_min_time_ms"]),
             "max_launch_s": float(ms["gemm_max_launch_s"]), "tune": bool(ms["tune"]),
@@ -175,6 +221,23 @@ def gemm_job(jp: dict[str, Any], device: str, version: str) -> dict[str, Any]:
     kernel version's) params of ``jp`` (:func:`job_params`) and the study's GEMM settings."""
     base = jp["device"][device] if version == CPU_VERSION else jp["kernel"][(device, version)]
     return {**base, **jp["gemm"], "version": version}
+
+
+def tune_job(jp: dict[str, Any], device: str, kernel: str, cls: str) -> dict[str, Any]:
+    """A tune job's params: one kernel version on one device, the class (the GEMM call it is
+    tuned on, :func:`phonetrain.kernels.tuning.class_shape`) and the tuning settings; nothing
+    of the sweep, so a class's result stays whatever else the study holds."""
+    g = jp["gemm"]
+    return {**jp["kernel"][(device, kernel)], "class": cls, "tune": g["tune"],
+            "tune_min_time_ms": g["tune_min_time_ms"]}
+
+
+def squares_job(jp: dict[str, Any], device: str, kernel: str) -> dict[str, Any]:
+    """A tune_squares job's params: the version on the device, the GEMM sweep's square sizes
+    and the tuning settings."""
+    g = jp["gemm"]
+    return {**jp["kernel"][(device, kernel)],
+            **{k: g[k] for k in ("sizes", "tune", "tune_min_time_ms", "tune_max_launch_s")}}
 
 
 def gemm_versions(sweep: Sweep) -> list[str]:

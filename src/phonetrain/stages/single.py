@@ -11,8 +11,8 @@ workflow's kernel build when that build is current for the same runner and setti
 (``runs/<device>/<experiment>/``, the one the workflow uses for that experiment). When that
 folder then holds a measurement under other settings than the study's, the next ``snakemake
 all`` re-measures it (:func:`phonetrain.results.runs.needs_remeasure`). A tuned configuration
-the workflow left for the device (``tuning.json``) is used, as in the workflow; none is made
-here.
+the workflow left for the device (the tuning files of every GEMM class of the plan,
+``tuning/<class>.json``) is used, as in the workflow; none is made here.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from typing import Any
 from phonetrain import layout
 from phonetrain.config import Experiment, Sweep
 from phonetrain.io import read_json
-from phonetrain.kernels import source_files, tuning
+from phonetrain.kernels import source_files
 from phonetrain.layout import Layout
 from phonetrain.stages import build, deploy, train
 from phonetrain.stages.current import STAMP, not_current
 from phonetrain.stages.job import Job, Runtime, files, run
-from phonetrain.stages.params import job_params
+from phonetrain.stages.params import job_params, tuning_classes
 
 
 def _job(params: dict[str, Any], log: str, runtime: Runtime, inputs: dict[str, Any] | None = None,
@@ -72,8 +72,10 @@ def run_single(sweep: Sweep, exp: Experiment) -> Path:
                                           {"runner": runner, "sources": sources},
                                           {"build": O.kernel_build(d, exp.kernel)}),
                 "build-kernels")
-        t = L.tuning(d, exp.kernel)
-        tuned = [t] if tuning.tunable(exp.kernel) and Path(t).exists() else []
+        classes = tuning_classes(sweep).get(e, [])
+        tuned = [L.tuning(d, exp.kernel, c) for c in classes]
+        if not all(Path(t).exists() for t in tuned):   # the workflow has not tuned them all
+            tuned = []
     pc = jp["plan"][e]
     run(train.write_data, _job(jp["data"][pc["data_dir"]], O.log(pc["data_dir"]), rt,
                                outputs={"dir": O.data_dir(pc["data_dir"])}), "data")
