@@ -64,7 +64,7 @@ def findings(run_params: Mapping[tuple[str, str], Mapping[str, Any]], L: Layout,
              hashes: bool = True) -> list[Finding]:
     """The study's run folders to move aside, in the order of ``run_params`` ((device,
     experiment) -> run params, as :func:`phonetrain.stages.params.job_params` gives
-    ``run``)."""
+    ``run``). Raises nothing for a damaged folder: what cannot be read is a finding."""
     out = []
     for (device, exp), p in run_params.items():
         rdir = L.run_dir(device, exp)
@@ -104,6 +104,7 @@ def move_aside(path: str | Path, why: str, L: Layout, stamp: str | None = None) 
 
 def quarantine(found: list[Finding], L: Layout) -> list[Path]:
     """Move every finding aside into one quarantine folder (:func:`move_aside`); returns
-    where each went."""
+    where each went. Raises what :func:`move_aside` raises, for the first finding that
+    cannot be moved (those before it are moved, those after it are not)."""
     stamp = utc_stamp()
     return [move_aside(f.path, f.why, L, stamp) for f in found]
