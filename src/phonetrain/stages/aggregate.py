@@ -26,6 +26,7 @@ from phonetrain.layout import Layout
 from phonetrain.report import build_report
 from phonetrain.report.build import FIGURES, OTHER_FORMAT
 from phonetrain.results.aggregate import aggregate
+from phonetrain.results.runs import changed_params
 from phonetrain.results.schema import read_table
 from phonetrain.stages.params import CPU_VERSION, kernel_hash
 
@@ -35,14 +36,21 @@ COMPLETE_TEXT = ("written by the workflow after a complete stage; absent after a
 
 def absent_runs(run_params: Mapping[tuple[str, str], dict[str, Any]], L: Layout
                 ) -> dict[str, tuple[dict[str, Any], str]]:
-    """The study's run folders that hold no measurement the aggregate can read (no
-    ``run.json`` and no failure record of their own, or no ``params.json``) -> (the run's
-    params as the workflow gives them, why it is missing): the kernel build's failure
-    (``failed.json`` of the build stage) when the version did not compile, else that the
-    job did not run. Reads only; writes nothing into the run folders."""
+    """The study's run folders that hold no measurement of the study's settings (no
+    ``run.json`` and no failure record of their own, no ``params.json``, or a measurement
+    under other settings that the check has not moved aside yet: ``phonetrain aggregate``
+    by hand) -> (the run's params as the workflow gives them, why): the kernel build's
+    failure (``failed.json`` of the build stage) when the version did not compile, else that
+    the job did not run. Reads only; writes nothing into the run folders."""
     out = {}
     for (dev, exp), p in run_params.items():
         rdir = Path(L.run_dir(dev, exp))
+        changed = changed_params(rdir, p) if (rdir / layout.RUN).exists() else []
+        if changed and (rdir / layout.PARAMS).exists():
+            out[str(rdir)] = (p, f"measured under other settings ({', '.join(changed)} "
+                                 "differ) than the study's now; the next snakemake all moves "
+                                 "it aside and measures it again")
+            continue
         if (rdir / layout.PARAMS).exists() and (
                 (rdir / layout.RUN).exists() or (rdir / layout.FAILED).exists()):
             continue
