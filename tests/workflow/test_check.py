@@ -64,6 +64,13 @@ def test_check_moves_findings_aside_and_snakemake_plans_them(completed_workspace
     assert "SHA-256" in lines[f"would move aside results/runs/host/{FLIPPED}"]
     assert _snapshot(R) == before
 
+    st = _cli(ws, "stale", *TINY)  # what the next snakemake all moves, and what it keeps
+    assert st.returncode == 0, st.stderr
+    assert f"move aside results/runs/host/{CUT}: damaged" in st.stdout, st.stdout
+    assert f"check results/runs/host/{FLIPPED}: damaged" in st.stdout, st.stdout
+    assert f"move aside results/runs/host/{FLIPPED}" not in st.stdout, st.stdout
+    assert _snapshot(R) == before
+
     p = _cli(ws, "check", *TINY)
     assert p.returncode == 0, p.stderr
     assert len(p.stdout.splitlines()) == 2 and "2 moved aside" in p.stderr, p.stdout + p.stderr

@@ -10,16 +10,18 @@ from phonetrain.cli.study import CONF, OVERRIDES, RESULTS, _sweep
 from phonetrain.errors import PhonetrainError
 
 
-def study_findings(overrides: tuple[str, ...], conf_dir: str | None, results: str | None):
-    """(the results folder's layout, the full check's findings) of the study. Raises
-    :class:`click.ClickException` with the configuration error's message."""
+def study_findings(overrides: tuple[str, ...], conf_dir: str | None, results: str | None,
+                   hashes: bool = True):
+    """(the results folder's layout, the check's findings) of the study (``hashes`` False:
+    the check at workflow start, without SHA-256). Raises :class:`click.ClickException` with
+    the configuration error's message."""
     from phonetrain.layout import Layout
     from phonetrain.results.check import findings
     from phonetrain.stages.params import job_params
     try:
         sweep = _sweep(overrides, conf_dir, results)
         L = Layout(sweep.results_dir)
-        return L, findings(job_params(sweep)["run"], L, hashes=True)
+        return L, findings(job_params(sweep)["run"], L, hashes=hashes)
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
 

@@ -65,13 +65,19 @@ def planned_jobs(overrides: list[str], conf_dir: str | None) -> list[tuple[str, 
 def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
                   results: str | None) -> None:
     """List what the next `snakemake all` does: the run folders its start moves aside to
-    measure them again (damaged, measured under other settings, unstable: `phonetrain check`),
-    then every job Snakemake plans (rule, output, reason), from its own dry run. OVERRIDES
-    are the Hydra overrides the study runs with (none for the default study); run it in the
-    folder you run snakemake in."""
-    _, found = study_findings(overrides, conf_dir, results)
+    measure them again (damaged, measured under other settings, unstable), then folders only
+    `phonetrain check` moves (content that only SHA-256 tells apart), then every job
+    Snakemake plans (rule, output, reason), from its own dry run. OVERRIDES are the Hydra
+    overrides the study runs with (none for the default study); run it in the folder you
+    run snakemake in."""
+    _, found = study_findings(overrides, conf_dir, results, hashes=False)
     for f in found:
         click.echo(f"move aside {f.path}: {f.why}")
+    at_start = {f.path for f in found}
+    for f in study_findings(overrides, conf_dir, results)[1]:
+        if f.path not in at_start:  # content that only SHA-256 tells apart
+            click.echo(f"check {f.path}: {f.why} (phonetrain check moves it aside; "
+                       "snakemake all hashes no file and keeps it)")
     extra = [f"results_dir={results}"] if results else []
     jobs = planned_jobs(list(overrides) + extra, conf_dir)
     for rule, output, why in jobs:
