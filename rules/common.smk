@@ -19,6 +19,7 @@ from phonetrain import layout
 from phonetrain.config import compose_sweep
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
+from phonetrain.results.check import findings, quarantine
 from phonetrain.results.schema import fingerprint as schema_fingerprint
 from phonetrain.layout import Layout
 from phonetrain.stages.job import RUNTIME_ENV, Runtime
@@ -44,6 +45,57 @@ except PhonetrainError as e:
     sys.exit(f"phonetrain: configuration error: {e}")
 
 L = Layout(SWEEP.results_dir)
+
+# Options under which Snakemake executes no job: the check then only reports. A dry run is
+# read from Snakemake's output settings; the other modes are not known to the Snakefile while
+# it is parsed, so they are read from the command line (a single-letter flag only when
+# written alone, e.g. -S, not inside a group such as -pS).
+NO_JOBS_OPTIONS = {"--dry-run", "--dryrun", "-n", "--summary", "-S", "--detailed-summary",
+                   "-D", "--list-changes", "--lc", "--list-input-changes", "--li",
+                   "--list-params-changes", "--lp", "--list-code-changes", "--list-untracked",
+                   "--lu", "--list-rules", "--list", "-l", "--list-target-rules", "--lt",
+                   "--lint", "--dag", "--rulegraph", "--filegraph", "--d3dag", "--touch", "-t",
+                   "--unlock", "--cleanup-metadata", "--cm", "--report", "--archive",
+                   "--delete-all-output", "--delete-temp-output", "--print-compilation",
+                   "--containerize", "--generate-unit-tests", "--conda-create-envs-only",
+                   "--list-conda-envs", "--conda-cleanup-envs", "--cleanup-shadow",
+                   "--container-cleanup-images"}
+
+
+def executes_jobs():
+    """Whether this Snakemake invocation will execute jobs: the main process (not a job's
+    own sub-invocation, workflow.is_main_process), no dry run, none of NO_JOBS_OPTIONS."""
+    if not workflow.is_main_process or workflow.output_settings.dryrun:
+        return False
+    return not NO_JOBS_OPTIONS & {a.split("=", 1)[0] for a in sys.argv[1:]}
+
+
+def locked_by_another():
+    """Whether Snakemake's lock of this working directory is held (another invocation is
+    running, or was killed: Snakemake then stops on the lock and names --unlock). The lock is
+    taken after parsing, so a folder that invocation may be measuring is never moved."""
+    return any(Path(".snakemake", "locks").glob("*"))
+
+
+def check_run_folders():
+    """The check at workflow start (phonetrain.results.check, by sizes and row counts: no
+    file is hashed): each measured run that must be measured again is moved aside into the
+    quarantine folder, so its outputs are missing and Snakemake reruns it; when no job
+    executes, the findings are only listed (a job's own sub-invocation says nothing)."""
+    if not workflow.is_main_process:
+        return
+    found = findings(JP["run"], L, hashes=False)
+    if not found:
+        return
+    if not executes_jobs() or locked_by_another():
+        for f in found:
+            print(f"phonetrain: would move aside {f.path}: {f.why}", file=sys.stderr)
+        return
+    for f, dest in zip(found, quarantine(found, L)):
+        print(f"phonetrain: moved aside {f.path} -> {dest}: {f.why}", file=sys.stderr)
+
+
+check_run_folders()
 EXPERIMENTS = SWEEP.experiments
 MEASURE = SWEEP.root["measure"]
 os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"]).to_env()

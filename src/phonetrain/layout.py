@@ -19,8 +19,7 @@ Results folder (``results_dir``, default ``results/``)::
                                                 run.json, trace.csv, dumps/, checkpoints/,
                                                 verify.json, measurement.json, eval.json,
                                                 repeat_<k>/,
-                                                failed.json, trace.perfetto.json,
-                                                generation.json, refresh.json
+                                                failed.json, trace.perfetto.json
     gemm/<device>/<version>.json, peaks/<device>.json
     bandwidth/<device>/bandwidth.csv (+ bench.json)
     summary/<table>.parquet, summary/COMPLETE
@@ -30,6 +29,7 @@ Results folder (``results_dir``, default ``results/``)::
     logs/<stage>/<...>.log
     stage/<device>/                             staging root of a ``local`` device
     oneoff/                                     what one-off runs (``phonetrain run``) make
+    quarantine/<UTC time>/<path>                outputs the check moved aside (+ <path>.why.json)
                                                 for themselves: build/, data/, plans/, deploy/,
                                                 logs/ as above (their run folders are runs/)
 
@@ -53,13 +53,12 @@ VERIFY = "verify.json"
 FAILED = "failed.json"
 PERFETTO = "trace.perfetto.json"
 DEVICE_READINGS = "device.json"
-GENERATION = "generation.json"  # how many times the workflow asked for a re-measurement
 MEASUREMENT = "measurement.json"  # the measurement verdict (interval, conditions, unstable)
 EVAL = "eval.json"  # held-out loss and accuracy at the evaluation iterations (eval_every > 0)
 CHECKPOINTS = "checkpoints"     # checkpoints/<iteration>/<tensor>.f32 (per-step verification)
-REFRESH = "refresh.json"  # a re-measurement asked for by hand (phonetrain refresh)
 DUMPS = "dumps"
 COMPLETE = "COMPLETE"
+QUARANTINE_NOTE = ".why.json"  # suffix of the note beside an output moved into quarantine/
 
 # Paths inside a device's staging root (relative; the same on every device).
 DEVICE_RUNNER = "runner"
@@ -210,6 +209,11 @@ class Layout:
         out["builds"] += sorted(str(p) for p in Path(self.oneoff().root).glob(globs["builds"])
                                 if p.relative_to(self.oneoff().root) not in built)
         return out
+
+    def quarantine(self, utc_stamp: str, rel: str) -> str:
+        """Where the check moves an output aside: ``quarantine/<utc_stamp>/<rel>`` (``rel``:
+        its path relative to the results folder)."""
+        return self._p("quarantine", utc_stamp, rel)
 
     def oneoff(self) -> Layout:
         """The folder where one-off runs (``phonetrain run``) make their runner, kernel

@@ -235,13 +235,14 @@ def test_workflow_refuses_another_checkouts_package(tmp_path: Path):
 
 
 def test_stale_run_is_not_reported_as_current(tmp_path: Path):
-    """Settings changed, then the workflow failed before re-measuring: the old run.json is
-    kept, but the summary gets a failed row, not the old measurement under the new params."""
+    """Settings changed, then the summary is rebuilt before re-measuring: the old run.json is
+    kept (the aggregate writes nothing into the folder), the summary gets a failed row, not
+    the old measurement under the new params, and the check moves the folder aside."""
     import json
 
     from phonetrain.layout import Layout
-    from phonetrain.results.runs import read_run
-    from phonetrain.stages.aggregate import prepare_run_folders
+    from phonetrain.results.check import run_finding
+    from phonetrain.stages.aggregate import absent_runs
     from phonetrain.stages.params import job_params
     key = ("host", "mlp_16_16.cpu.none")
     jp = {n: job_params(compose_sweep(["sweep=test", "sweep.backends=[cpu]",
@@ -251,10 +252,9 @@ def test_stale_run_is_not_reported_as_current(tmp_path: Path):
     rdir.mkdir(parents=True)
     (rdir / "params.json").write_text(json.dumps(jp[3]["run"][key]))
     (rdir / "run.json").write_text('{"status": "ok"}')
-    prepare_run_folders(jp[3]["run"], Layout(str(tmp_path)))
-    assert not (rdir / "failed.json").exists()  # up to date: untouched
-    prepare_run_folders(jp[4]["run"], Layout(str(tmp_path)))
-    assert "not re-measured" in json.loads((rdir / "failed.json").read_text())["reason"]
-    assert (rdir / "run.json").exists()  # nothing measured is deleted
-    row = read_run(rdir)["runs"].iloc[0]
-    assert row["status"] == "failed" and "not re-measured" in row["status_reason"]
+    files = sorted(rdir.iterdir())
+    assert absent_runs(jp[3]["run"], Layout(str(tmp_path))) == {}  # up to date
+    [(params, why)] = absent_runs(jp[4]["run"], Layout(str(tmp_path))).values()
+    assert params == jp[4]["run"][key] and "measured under other settings" in why
+    assert "iterations" in why and sorted(rdir.iterdir()) == files  # nothing written
+    assert run_finding(rdir, jp[4]["run"][key])  # (this hollow run.json is damaged, too)

@@ -1,5 +1,7 @@
 """A finished run folder is checked whole wherever it is read: trace rows against the runner's
-count, and every file of the runner's ledger (src/runner/ledger.c) by size and SHA-256."""
+count, and every file of the runner's ledger (src/runner/ledger.c) by size and SHA-256 (by
+size and row counts only in the check at workflow start); the check moves a finding aside
+into quarantine/ with a note."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from phonetrain.results.runs import folder_problems, needs_remeasure, read_run
+from phonetrain.layout import Layout
+from phonetrain.results.check import findings, move_aside, run_finding
+from phonetrain.results.runs import folder_problems, read_run
 from helpers.real_study import OK
 
 
@@ -23,7 +27,8 @@ def run_copy(real_study, tmp_path) -> Path:
 def test_a_whole_folder_has_no_problems(run_copy: Path):
     run = json.loads((run_copy / "run.json").read_text())
     assert "trace.csv" in run["files"] and any(k.startswith("dumps/") for k in run["files"])
-    assert folder_problems(run_copy) == [] and needs_remeasure(run_copy) is None
+    params = json.loads((run_copy / "params.json").read_text())
+    assert folder_problems(run_copy) == [] and run_finding(run_copy, params) is None
 
 
 def _edit_run(d: Path, change) -> None:
@@ -61,23 +66,55 @@ def test_damage_is_named_and_never_tabulated(run_copy: Path, damage, needle):
     damage(run_copy)
     problems = folder_problems(run_copy)
     assert any(needle in p for p in problems), problems
-    assert needs_remeasure(run_copy).startswith("damaged")
+    assert run_finding(run_copy, {}).startswith("damaged")
     if needle != "params.json: missing":   # the row's key columns come from params.json
         row = read_run(run_copy)["runs"].iloc[0]
         assert row["status"] == "failed" and needle in row["status_reason"]
 
 
-def test_settings_refresh_and_stale_marker_ask_for_a_remeasurement(run_copy: Path):
+def test_the_cheap_check_hashes_nothing_but_sees_sizes(run_copy: Path):
+    """At workflow start (hashes=False) a flipped byte is not seen, a cut file is."""
+    _flip_a_byte(sorted((run_copy / "dumps").glob("*.f32"))[0])
+    assert folder_problems(run_copy, hashes=False) == []
+    assert folder_problems(run_copy)  # the full check (phonetrain check) sees it
+    (run_copy / "trace.csv").write_text((run_copy / "trace.csv").read_text().splitlines()[0])
+    assert any("rows, the runner wrote" in p for p in folder_problems(run_copy, hashes=False))
+
+
+def test_other_settings_unstable_and_a_failure_record_are_findings(run_copy: Path):
     params = json.loads((run_copy / "params.json").read_text())
-    assert needs_remeasure(run_copy, params) is None
-    other = {**params, "iterations": params["iterations"] + 1, "generation": 7}
-    assert "iterations" in needs_remeasure(run_copy, other)
-    assert needs_remeasure(run_copy, {**params, "generation": 9}) is None  # not a setting
-    (run_copy / "refresh.json").write_text("{}")
-    assert needs_remeasure(run_copy).startswith("refresh requested")
-    (run_copy / "refresh.json").unlink()
-    (run_copy / "failed.json").write_text(json.dumps({"reason": "not re-measured"}))
-    assert "not re-measured" in needs_remeasure(run_copy)
+    assert run_finding(run_copy, params) is None
+    other = {**params, "iterations": params["iterations"] + 1}
+    assert "iterations" in run_finding(run_copy, other)
+    located = {**params, "stage_root": "/elsewhere/stage/host", "generation": 9}
+    assert run_finding(run_copy, located) is None  # where it is staged is no setting
+    m = json.loads((run_copy / "measurement.json").read_text())
+    (run_copy / "measurement.json").write_text(json.dumps(
+        {**m, "unstable": True, "reasons": ["other processes used 90% of the CPU"]}))
+    assert run_finding(run_copy, params) == "unstable: other processes used 90% of the CPU"
+    (run_copy / "failed.json").write_text(json.dumps({"reason": "runner crashed"}))
+    assert "failed job's record" in run_finding(run_copy, params)
+
+
+def test_a_finding_is_moved_aside_whole_with_its_note(run_copy: Path, tmp_path: Path):
+    R = tmp_path / "results"
+    rdir = R / "runs" / "host" / run_copy.name
+    rdir.parent.mkdir(parents=True)
+    run_copy.rename(rdir)
+    files = sorted(p.relative_to(rdir) for p in rdir.rglob("*"))
+    L = Layout(str(R))
+    params = json.loads((rdir / "params.json").read_text())
+    (rdir / "trace.csv").write_text((rdir / "trace.csv").read_text().splitlines()[0])
+    found = findings({("host", rdir.name): params}, L)
+    assert [f.path for f in found] == [L.run_dir("host", rdir.name)]
+    dest = move_aside(found[0].path, found[0].why, L, "20260101T000000.000000Z")
+    assert not rdir.exists()
+    assert dest == R / "quarantine" / "20260101T000000.000000Z" / "runs" / "host" / rdir.name
+    assert sorted(p.relative_to(dest) for p in dest.rglob("*")) == files  # nothing lost
+    note = json.loads(dest.with_name(dest.name + ".why.json").read_text())
+    assert note == {"why": found[0].why, "moved_at_utc": "20260101T000000.000000Z",
+                    "from": f"runs/host/{rdir.name}"}
+    assert findings({("host", rdir.name): params}, L) == []  # missing now: Snakemake's
 
 
 def test_trace_command_refuses_a_damaged_folder(run_copy: Path):

@@ -1,7 +1,7 @@
-"""Per-device results carry a stamp of their inputs (stages.current): a file made from other
-settings or another runner binary is not current, one without a stamp is not judged; the
-aggregate turns such files into rows that say so (builds failed, GEMM error) or none (peaks,
-bandwidth), never measurements."""
+"""Per-device results carry a stamp of their inputs (stages.stamp): a one-off run reuses a
+build only when it was made from the same settings and runner binary; the aggregate turns
+per-device files that are not measurements into rows that say so (builds failed, GEMM
+error) or none (peaks, bandwidth)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from phonetrain.results.aggregate import tables
-from phonetrain.stages.current import STAMP, not_current, stamp
+from phonetrain.stages.stamp import STAMP, made_from, stamp
 from helpers.results import standard_study
 
 
@@ -24,16 +24,16 @@ def test_stamp_compares_params_and_the_runner_binary(tmp_path):
     runner = _runner(tmp_path / "runner", b"\x7fELF one build")
     params = {"device": "host", "kernel_hash": "abc", "sizes": [64]}
     doc = {STAMP: stamp(SimpleNamespace(params=params, input=SimpleNamespace(runner=str(runner))))}
-    assert not_current(doc, params, runner) is None
-    assert "settings or kernel sources" in not_current(doc, {**params, "kernel_hash": "x"}, runner)
+    assert made_from(doc, params, runner)
+    assert not made_from(doc, {**params, "kernel_hash": "x"}, runner)
     other = _runner(tmp_path / "runner2", b"\x7fELF another build")
-    assert "runner binary" in not_current(doc, params, other)
-    assert not_current({}, {**params, "kernel_hash": "x"}, other) is None  # no stamp: not judged
+    assert not made_from(doc, params, other)
+    assert not made_from({}, params, runner)  # no stamp: not reused
 
 
-def test_not_current_files_never_become_measurements(tmp_path):
+def test_files_that_are_not_measurements_never_become_measurements(tmp_path):
     study = standard_study(tmp_path)
-    why = "not current: made with other settings or kernel sources than the study's now"
+    why = "not built: its job did not run"
     nok = {str(p): why for k in ("builds", "gemm", "peaks", "bandwidth") for p in study[k]}
     got = tables(study["runs"], bandwidth_csvs=study["bandwidth"], build_jsons=study["builds"],
                  gemm_jsons=study["gemm"], peaks_jsons=study["peaks"], not_ok=nok)

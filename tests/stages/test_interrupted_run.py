@@ -18,7 +18,8 @@ from click.testing import CliRunner
 
 from helpers import REPO, STEADY
 from phonetrain.cli import main
-from phonetrain.results.runs import folder_problems, needs_remeasure, read_run
+from phonetrain.results.check import run_finding
+from phonetrain.results.runs import folder_problems, read_run
 
 MODEL = "mlp_784_256_128_16"
 BASE = ["run", f"model={MODEL}", "device=host", "backend=cpu", "measure.warmup=1",
@@ -77,9 +78,9 @@ def test_interrupted_run_keeps_the_measurement_beside_its_own_settings(tmp_path:
     assert json.loads((rdir / "params.json").read_text()) == before
     assert not list(rdir.glob(".train-*"))
     # the deploy of the interrupted run replaced plan.json: the folder no longer holds a
-    # measurement of its plan, so it is not tabulated and the next workflow run re-measures it
+    # measurement of its plan, so it is not tabulated and the check moves it aside to be re-measured
     problems = folder_problems(rdir)
     assert any("not the plan this run measured" in p for p in problems), problems
-    assert needs_remeasure(rdir).startswith("damaged")
+    assert run_finding(rdir, before).startswith("damaged")
     row = read_run(rdir)["runs"].iloc[0]
     assert row["status"] == "failed" and row["iterations"] != 200000

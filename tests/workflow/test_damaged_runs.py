@@ -1,9 +1,14 @@
 """A run folder damaged after it was measured (a trace cut to its header or to half its rows,
-a dump deleted) is never tabulated as a measurement, and the next `snakemake all` re-measures
-exactly that run, then writes a complete summary and report; a further run is a no-op."""
+a dump deleted) is never tabulated as a measurement; `phonetrain stale` lists it, a dry run
+moves nothing, and the next `snakemake all` moves exactly those folders aside (each with its
+note) and re-measures them, then writes a complete summary and report; a further run is a
+no-op."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,8 +20,7 @@ from phonetrain.layout import Layout
 from phonetrain.results.runs import folder_problems, read_run
 from phonetrain.stages.aggregate import aggregate_study
 from phonetrain.stages.params import expected_files, job_params, summary_outputs
-from helpers.workflow import (TINY, clone_workspace, planned, planned_jobs,
-                           snakemake)
+from helpers.workflow import TINY, clone_workspace, env, planned, planned_jobs, snakemake
 
 DAMAGED = {
     "mlp_16_16.cpu.none": "trace cut to its header",
@@ -52,12 +56,31 @@ def test_damaged_runs_are_never_tabulated_and_are_remeasured(done: Path, tmp_pat
         assert row["status"] == "failed" and "damaged" in row["status_reason"], row
     assert read_run(R / "runs" / "host" / WHOLE)["runs"].iloc[0]["status"] == "ok"
 
-    jobs = planned_jobs(ws)
-    assert {w["exp"] for r, w in jobs if r == "train"} == set(DAMAGED)
-    assert not {r for r, _ in jobs} & {"build_runner", "build_kernels", "lower", "data", "gemm"}
+    st = subprocess.run([sys.executable, "-m", "phonetrain.cli", "stale", *TINY], cwd=ws,
+                        env=env(ws), capture_output=True, text=True, timeout=300)
+    assert st.returncode == 0, st.stderr
+    moved = sorted(ln.split(":")[0] for ln in st.stdout.splitlines()
+                   if ln.startswith("move aside "))
+    assert moved == sorted(f"move aside results/runs/host/{e}" for e in DAMAGED), st.stdout
+    assert all("damaged" in ln for ln in st.stdout.splitlines() if ln.startswith("move"))
+    # Snakemake's own plan besides: the traces' trace.perfetto.json (an input changed)
+    others = {ln.split(" ")[0] for ln in st.stdout.splitlines() if not ln.startswith("move")}
+    assert others <= {"perfetto", "aggregate", "report"}, st.stdout
+
+    jobs = planned_jobs(ws)  # a dry run reports, and moves nothing
+    assert not [w for r, w in jobs if r == "train"]
+    assert not (R / "quarantine").exists()
+    assert all((R / "runs" / "host" / e / "run.json").exists() for e in DAMAGED)
 
     p = snakemake(ws, "all")
     assert p.returncode == 0, p.stderr[-3000:]
+    notes = {json.loads(n.read_text())["from"]: json.loads(n.read_text())
+             for n in (R / "quarantine").glob("*/runs/host/*.why.json")}
+    assert set(notes) == {f"runs/host/{e}" for e in DAMAGED}
+    assert all(n["why"].startswith("damaged") for n in notes.values())
+    trains = [ln for ln in p.stderr.splitlines() if ln.strip() in ("rule train:",
+                                                                   "localrule train:")]
+    assert len(trains) == len(DAMAGED), p.stderr[-3000:]
     assert (R / "summary" / "COMPLETE").exists() and (R / "report" / "COMPLETE").exists()
     runs = pd.read_parquet(R / "summary" / "runs.parquet").set_index("run_id")
     assert (runs["status"] == "ok").all(), runs[["status", "status_reason"]]

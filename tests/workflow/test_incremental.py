@@ -24,7 +24,9 @@ def test_noop_rerun_plans_nothing(completed_workspace: Path):
 def test_dry_run_with_other_overrides_changes_nothing(completed_workspace: Path):
     other = planned(completed_workspace, TINY + ["measure.iterations=7", "model.lr=0.01"])
     assert other["train"] == 4 and other["lower"] == 4
-    # the dry run above wrote nothing that triggers a rerun
+    # the dry run above wrote nothing that triggers a rerun, and moved no run folder aside
+    # (measured under other settings than those overrides, each would be at a real run)
+    assert not (completed_workspace / "results" / "quarantine").exists()
     assert planned(completed_workspace) == {}
 
 

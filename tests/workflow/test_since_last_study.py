@@ -1,11 +1,12 @@
 """The workflow's headline use, end to end with real Snakemake and the runner on PoCL: edit a
 kernel, rerun, and the report's "Since the last study" shows the re-measured runs and GEMM
 shapes of that version, before and after, with a verdict and the file that changed; the
-previous measurements stay in the history table; `phonetrain compare` sets the results folders
-of before and after side by side."""
+previous measurements stay in the history table (and their run folders in quarantine/);
+`phonetrain compare` sets the results folders of before and after side by side."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pandas as pd
@@ -32,6 +33,11 @@ def test_kernel_edit_then_rerun_reports_before_and_after(completed_workspace, tm
     f.write_text(f.read_text() + "\n/* an edit: the same kernels, re-measured */\n")
     p = snakemake(ws, "all")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    # the workflow's start moved the folders measured from the previous source aside, whole
+    notes = {json.loads(n.read_text())["from"]: json.loads(n.read_text())["why"]
+             for n in (R / "quarantine").glob("*/runs/*/*.why.json")}
+    assert set(notes) == {f"runs/{r}" for r in RERUN}, notes
+    assert all("kernel_hash" in why for why in notes.values()), notes
 
     hist = pd.read_parquet(R / "summary" / "history.parquet")
     old = hist[~hist["latest"]]

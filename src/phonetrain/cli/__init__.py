@@ -1,16 +1,16 @@
 """The ``phonetrain`` console script: one click group, one subcommand per concept.
 
 Each subcommand is a thin wrapper: the work lives in the module it calls. ``study``: ``run``
-(one experiment), ``aggregate``, ``report``, ``compare``, ``trace``; ``stale``: ``stale``,
-``refresh``; ``devices``: ``devices``, ``virtual-device``, ``adb`` (the bundled adb); ``info``:
-this host's OpenCL devices.
+(one experiment), ``aggregate``, ``report``, ``compare``, ``trace``; ``check``: ``check``;
+``stale``: ``stale``, ``refresh``; ``devices``: ``devices``, ``virtual-device``, ``adb`` (the
+bundled adb); ``info``: this host's OpenCL devices.
 """
 
 from __future__ import annotations
 
 import click
 
-from phonetrain.cli import devices, info, stale, study
+from phonetrain.cli import check, devices, info, stale, study
 
 
 class _Group(click.Group):
@@ -35,7 +35,8 @@ def main() -> None:
 
 
 for command in (study.run_command, study.aggregate_command, study.report_command,
-                study.compare_command, study.trace_command, stale.stale_command,
+                study.compare_command, study.trace_command, check.check_command,
+                stale.stale_command,
                 stale.refresh_command, devices.devices, devices.virtual_device,
                 devices.adb_command,
                 info.info_command):

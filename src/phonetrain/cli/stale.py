@@ -1,14 +1,61 @@
-"""``phonetrain stale`` and ``phonetrain refresh``: what of a study is not current, and asking
-for one run to be measured again by the next ``snakemake all``."""
+"""``phonetrain stale`` and ``phonetrain refresh``: what the next ``snakemake all`` does, and
+asking for runs to be measured again by it.
+
+``stale`` lists the check's findings (:mod:`phonetrain.results.check`: runs the workflow moves
+aside at its start) and then Snakemake's own plan (a dry run with the same overrides), so the
+two never disagree. ``refresh`` moves a run aside through the same mechanism.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import click
 
-from phonetrain.cli.study import CONF, OVERRIDES, RESULTS, _sweep
-from phonetrain.errors import PhonetrainError
+from phonetrain.cli.check import study_findings
+from phonetrain.cli.study import CONF, OVERRIDES, RESULTS
+
+
+def snakefile(conf_dir: str | None) -> Path:
+    """The workflow's Snakefile: beside the config folder (this checkout's by default)."""
+    from phonetrain.config import CONF_DIR
+    return Path(conf_dir or CONF_DIR).resolve().parent / "Snakefile"
+
+
+def dry_run_command(overrides: list[str], conf_dir: str | None) -> list[str]:
+    """The ``snakemake -n`` command line of the study (run from the working directory)."""
+    return [sys.executable, "-m", "snakemake", "--dry-run", "--cores", "1",
+            "--snakefile", str(snakefile(conf_dir)),
+            "--config", f"overrides={json.dumps(overrides)}"]
+
+
+def parse_dry_run(text: str) -> list[tuple[str, str, str]]:
+    """The jobs of a Snakemake dry run's output, as (rule, output, reason); ``all`` left out
+    (it has no output)."""
+    jobs: list[list[str]] = []
+    for line in text.splitlines():
+        m = re.match(r"^(?:local)?rule (\w+):$", line)
+        if m:
+            jobs.append([m.group(1), "", ""])
+            continue
+        m = re.match(r"^\s+(output|reason): (.*)$", line)
+        if m and jobs:
+            jobs[-1][1 if m.group(1) == "output" else 2] = m.group(2)
+    return [(r, o, why) for r, o, why in jobs if r != "all"]
+
+
+def planned_jobs(overrides: list[str], conf_dir: str | None) -> list[tuple[str, str, str]]:
+    """Snakemake's plan for the study (:func:`parse_dry_run` of its dry run). Raises
+    :class:`click.ClickException` with Snakemake's last lines when the dry run fails."""
+    p = subprocess.run(dry_run_command(overrides, conf_dir), capture_output=True, text=True)
+    if p.returncode != 0:
+        tail = "\n".join((p.stderr + p.stdout).strip().splitlines()[-15:])
+        raise click.ClickException(f"snakemake --dry-run failed:\n{tail}")
+    return parse_dry_run(p.stdout)
 
 
 @click.command("stale", context_settings={"ignore_unknown_options": True})
@@ -17,21 +64,26 @@ from phonetrain.errors import PhonetrainError
 @RESULTS
 def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
                   results: str | None) -> None:
-    """List what of the study is not a current result, and why: runs the next `snakemake
-    all` re-measures (damaged, measured under other settings, marked out of date, refresh
-    asked) or that were never measured, kernel builds, GEMM sweeps, peaks and bandwidth
-    sweeps that failed or are left from older inputs, a partial summary or report. OVERRIDES
-    are the Hydra overrides the study runs with (none for the default study)."""
-    from phonetrain.stages.current import stale
-    try:
-        rows = stale(_sweep(overrides, conf_dir, results))
-    except PhonetrainError as e:
-        raise click.ClickException(str(e)) from None
-    for path, why in rows:
-        click.echo(f"{path}: {why}")
-    click.echo(f"{len(rows) or 'nothing'} stale; jobs whose source files changed are listed, "
-               "with the reason, by a dry run: snakemake -n all (with the study's --config)",
-               err=True)
+    """List what the next `snakemake all` does: the run folders its start moves aside to
+    measure them again (damaged, measured under other settings, unstable), then folders only
+    `phonetrain check` moves (content that only SHA-256 tells apart), then every job
+    Snakemake plans (rule, output, reason), from its own dry run. OVERRIDES are the Hydra
+    overrides the study runs with (none for the default study); run it in the folder you
+    run snakemake in."""
+    _, found = study_findings(overrides, conf_dir, results, hashes=False)
+    for f in found:
+        click.echo(f"move aside {f.path}: {f.why}")
+    at_start = {f.path for f in found}
+    for f in study_findings(overrides, conf_dir, results)[1]:
+        if f.path not in at_start:  # content that only SHA-256 tells apart
+            click.echo(f"check {f.path}: {f.why} (phonetrain check moves it aside; "
+                       "snakemake all hashes no file and keeps it)")
+    extra = [f"results_dir={results}"] if results else []
+    jobs = planned_jobs(list(overrides) + extra, conf_dir)
+    for rule, output, why in jobs:
+        click.echo(f"{rule} {output}: {why}")
+    click.echo(f"{len(found)} to move aside and re-measure, {len(jobs)} jobs planned "
+               "(those moved aside are planned once moved)", err=True)
 
 
 @click.command("refresh")
@@ -39,11 +91,14 @@ def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
 @RESULTS
 def refresh_command(runs: tuple[str, ...], results: str | None) -> None:
     """Ask the next `snakemake all` to measure these runs again (e.g. `phonetrain refresh
-    host/lenet5.opencl.baseline`; the ids of the report's tables); nothing else reruns."""
+    host/lenet5.opencl.baseline`; the ids of the report's tables): each run folder is moved
+    aside into the results folder's quarantine/, so its outputs are missing; nothing else
+    reruns."""
     from phonetrain import layout
-    from phonetrain.io import write_json
     from phonetrain.layout import Layout
+    from phonetrain.results.check import move_aside, utc_stamp
     L = Layout(results or "results")
+    dirs = []
     for rid in runs:
         device, _, exp = rid.partition("/")
         rdir = Path(L.run_dir(device, exp))
@@ -52,5 +107,8 @@ def refresh_command(runs: tuple[str, ...], results: str | None) -> None:
                 f"{rid}: no measured run at {rdir}; name a run as DEVICE/EXPERIMENT (e.g. "
                 "host/lenet5.cpu.none, as the report lists them) and pass --results for "
                 "another results folder")
-        write_json({"reason": "asked by phonetrain refresh"}, rdir / layout.REFRESH)
-        click.echo(f"{rid}: the next snakemake all measures it again")
+        dirs.append((rid, rdir))
+    stamp = utc_stamp()
+    for rid, rdir in dirs:
+        dest = move_aside(rdir, "asked by phonetrain refresh", L, stamp)
+        click.echo(f"{rid}: moved aside to {dest}; the next snakemake all measures it again")

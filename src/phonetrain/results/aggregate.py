@@ -13,7 +13,7 @@ table merges this aggregation's measurements into the previous ones kept in a le
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
@@ -35,20 +35,27 @@ def add_kernel_gflops(run_rows: pd.DataFrame, commands: pd.DataFrame) -> pd.Data
 def tables(run_dirs: Iterable[str | Path], *, bandwidth_csvs: Iterable[str | Path] = (),
            build_jsons: Iterable[str | Path] = (), gemm_jsons: Iterable[str | Path] = (),
            peaks_jsons: Iterable[str | Path] = (),
-           not_ok: Mapping[str, str] | None = None) -> dict[str, pd.DataFrame]:
+           not_ok: Mapping[str, str] | None = None,
+           absent: Mapping[str, tuple[Mapping[str, Any], str]] | None = None
+           ) -> dict[str, pd.DataFrame]:
     """Every summary table (name -> DataFrame with the schema's columns) from the raw files.
 
-    ``not_ok`` maps per-device files that are not current measurements (left from older
-    inputs; for builds also failed or never run, the file then absent) to the reason: such a
-    build becomes one ``failed`` row, such a GEMM sweep one ``error`` row, such peaks and
-    bandwidth files give no rows. The ``history`` table is not made here (:func:`aggregate`).
+    ``not_ok`` maps per-device files that are not measurements to the reason: such a build
+    (failed, or never run; the file then absent) becomes one ``failed`` row, such a GEMM
+    sweep one ``error`` row, such peaks and bandwidth files give no rows. ``absent`` maps run
+    folders without a readable measurement to (the run's params, why): each becomes one
+    ``failed`` row (:func:`phonetrain.results.runs.absent_run`). The ``history`` table is
+    not made here (:func:`aggregate`).
     Raises :class:`~phonetrain.errors.ResultsFileError` naming a file that cannot be read."""
     nok = {str(k): v for k, v in (not_ok or {}).items()}
     run_dirs = list(run_dirs)
     parts: dict[str, list[pd.DataFrame]] = {t: [] for t in schema.TABLES
                                             if t not in ("history", "devices")}
+    absent = {str(k): v for k, v in (absent or {}).items()}
     for d in run_dirs:
-        for t, df in runs.read_run(d).items():
+        got = (runs.absent_run(absent[str(d)][0], d, absent[str(d)][1]) if str(d) in absent
+               else runs.read_run(d))
+        for t, df in got.items():
             parts[t].append(df)
     parts["bandwidth"] = [readers.read_bandwidth(p) for p in bandwidth_csvs if str(p) not in nok]
     parts["builds"] = [readers.build_not_ok(p, nok[str(p)]) if str(p) in nok
@@ -84,9 +91,12 @@ def aggregate(run_dirs: Iterable[str | Path], outputs: Mapping[str, str | Path],
               gemm_jsons: Iterable[str | Path] = (),
               peaks_jsons: Iterable[str | Path] = (), ledger: str | Path | None = None,
               sources: history.Sources | None = None,
-              not_ok: Mapping[str, str] | None = None) -> dict[str, Path]:
+              not_ok: Mapping[str, str] | None = None,
+              absent: Mapping[str, tuple[Mapping[str, Any], str]] | None = None
+              ) -> dict[str, Path]:
     """Aggregate run folders (present or expected-but-empty), bandwidth CSVs, build files and
-    the GEMM study's files (``not_ok``: see :func:`tables`) into one Parquet file per table:
+    the GEMM study's files (``not_ok``, ``absent``: see :func:`tables`) into one Parquet file
+    per table:
     ``outputs`` maps every table name of :data:`~phonetrain.results.schema.TABLES` to its
     path. The ``history`` table is the ledger at ``ledger`` (when given) updated with this
     aggregation's measurements (:func:`phonetrain.results.history.update`; ``sources`` names
@@ -95,7 +105,8 @@ def aggregate(run_dirs: Iterable[str | Path], outputs: Mapping[str, str | Path],
     if missing:
         raise ValueError(f"aggregate: no output path for tables {missing}")
     got = tables(run_dirs, bandwidth_csvs=bandwidth_csvs, build_jsons=build_jsons,
-                 gemm_jsons=gemm_jsons, peaks_jsons=peaks_jsons, not_ok=not_ok)
+                 gemm_jsons=gemm_jsons, peaks_jsons=peaks_jsons, not_ok=not_ok,
+                 absent=absent)
     got["history"] = history.update(read_ledger(ledger),
                                     history.measurements(got, sources))
     paths = {t: schema.write_table(df, t, outputs[t]) for t, df in got.items()}

@@ -23,7 +23,8 @@ Status: ``failed`` (no usable runner output), ``skipped`` (the device lacks a li
 kernel version needs, e.g. CLBlast or image support: nothing ran; the reason in
 ``status_reason``), ``wrong`` (ran, but verification failed or is missing: its speed is not
 valid), ``unstable`` (verified, but measured under contention or with too wide an interval:
-the reasons in ``status_reason``; re-measured by the next workflow run), ``ok``.
+the reasons in ``status_reason``; moved aside and re-measured by the next workflow run:
+:mod:`phonetrain.results.check`), ``ok``.
 """
 
 from __future__ import annotations
@@ -214,14 +215,15 @@ def _settings(params: dict[str, Any]) -> dict[str, Any]:
                                         "threads")}
 
 
-def folder_problems(run_dir: str | Path) -> list[str]:
+def folder_problems(run_dir: str | Path, *, hashes: bool = True) -> list[str]:
     """What makes a finished run folder (its ``run.json`` says ``ok``) unusable as a
     measurement, per repeat: a ``run.json`` that cannot be read, a ``trace.csv`` whose data rows
     differ from the ``trace_rows`` the runner recorded (cut short, or grown), a file the
     runner's ledger lists (``files``: ``size_bytes``, ``sha256``; src/runner/ledger.c) that is
     missing or differs in size or content, a dump the runner listed that is missing or empty.
     An empty list when the folder is whole (or is not a finished, ok run: failed and skipped
-    runs have nothing to check)."""
+    runs have nothing to check). ``hashes`` False skips every SHA-256 (contents are then
+    checked by size and row counts only)."""
     run_dir = Path(run_dir)
     if not (run_dir / layout.RUN).exists() or (run_dir / layout.FAILED).exists():
         return []
@@ -242,13 +244,13 @@ def folder_problems(run_dir: str | Path) -> list[str]:
             problems.append(f"{trace}: missing")
         elif "trace_rows" in run and rows != int(run["trace_rows"]):
             problems.append(f"{trace}: {rows} rows, the runner wrote {run['trace_rows']}")
-        problems += _ledger_problems(d, run.get("files") or {})
+        problems += _ledger_problems(d, run.get("files") or {}, hashes)
         for rel in run.get("dumps", []):
             f = d / rel
             if not f.is_file() or f.stat().st_size == 0:
                 problems.append(f"{f}: missing or empty")
     if measured:
-        problems += _companion_problems(run_dir)
+        problems += _companion_problems(run_dir, hashes)
     return list(dict.fromkeys(problems))
 
 
@@ -280,7 +282,7 @@ def _record_problems(path: Path, run: dict[str, Any]) -> list[str]:
     return []
 
 
-def _companion_problems(run_dir: Path) -> list[str]:
+def _companion_problems(run_dir: Path, hashes: bool = True) -> list[str]:
     """The files the train stage writes beside a measurement: ``params.json`` (the settings
     measured), ``verify.json`` (the verdict), ``eval.json`` when the settings evaluate
     (``measure.eval_every`` > 0) and ``plan.json`` (the plan that ran: equal to the SHA-256
@@ -300,13 +302,13 @@ def _companion_problems(run_dir: Path) -> list[str]:
             out.append(str(e))
     want = docs.get(layout.VERIFY, {}).get("plan_sha256")
     plan = run_dir / layout.PLAN
-    if want and (not plan.is_file() or sha256_file(plan) != want):
+    if want and (not plan.is_file() or (hashes and sha256_file(plan) != want)):
         out.append(f"{plan}: not the plan this run measured (changed since, e.g. by a run "
                    "that did not finish)")
     return out
 
 
-def _ledger_problems(folder: Path, ledger: dict[str, Any]) -> list[str]:
+def _ledger_problems(folder: Path, ledger: dict[str, Any], hashes: bool = True) -> list[str]:
     """Files of the runner's ledger that are missing, or differ in size or SHA-256."""
     out = []
     for rel, entry in ledger.items():
@@ -315,7 +317,7 @@ def _ledger_problems(folder: Path, ledger: dict[str, Any]) -> list[str]:
             out.append(f"{f}: missing")
         elif f.stat().st_size != int(entry.get("size_bytes", -1)):
             out.append(f"{f}: {f.stat().st_size} bytes, the runner wrote {entry.get('size_bytes')}")
-        elif entry.get("sha256") and sha256_file(f) != entry["sha256"]:
+        elif hashes and entry.get("sha256") and sha256_file(f) != entry["sha256"]:
             out.append(f"{f}: content differs from what the runner wrote (SHA-256)")
     return out
 
@@ -342,48 +344,10 @@ def unstable_reason(run_dir: str | Path) -> str | None:
     return "; ".join(doc.get("reasons") or ["unstable"]) if doc.get("unstable") else None
 
 
-def needs_remeasure(run_dir: str | Path, params: Mapping[str, Any] | None = None) -> str | None:
-    """Why a finished run (its folder holds a ``run.json``) must be measured again, or None:
-
-    - its folder is damaged (:func:`folder_problems`);
-    - a re-measurement was requested (a ``refresh.json`` in the folder,
-      ``phonetrain refresh``);
-    - it is marked out of date (a ``failed.json`` beside its ``run.json``: the aggregate
-      found it measured under other settings, or its kernel build failed since);
-    - it was measured under contention or with too wide an interval
-      (:func:`unstable_reason`);
-    - ``params`` (the run's params as the workflow would measure it now) differ from the
-      ``params.json`` it was measured with (e.g. a one-off ``phonetrain run`` with other
-      settings wrote the folder), :data:`NOT_SETTINGS` aside.
-
-    The workflow bumps the run's ``generation`` param for such a run
-    (:func:`phonetrain.stages.params.job_params`), which reruns it."""
-    run_dir = Path(run_dir)
-    if not (run_dir / layout.RUN).exists():
-        return None  # never measured: the workflow runs it anyway
-    if (run_dir / layout.REFRESH).exists():
-        return f"refresh requested ({run_dir / layout.REFRESH})"
-    marker = run_dir / layout.FAILED
-    if marker.exists():
-        try:
-            why = read_json(marker).get("reason") or "job failed"
-        except ResultsFileError as e:
-            why = str(e)
-        return f"marked out of date: {why}"
-    problems = folder_problems(run_dir)
-    if problems:
-        return f"damaged: {'; '.join(problems)}"
-    if params is not None:
-        changed = changed_params(run_dir, params)
-        if changed:
-            return f"measured under other settings ({', '.join(changed)} differ)"
-    why = unstable_reason(run_dir)
-    return f"unstable: {why}" if why else None
-
-
 NOT_SETTINGS = ("generation", "stage_root")
-"""Run params that do not change what a run measures: the measurement's generation and where
-a local device stages its files (it follows the spelling of the results folder)."""
+"""Run params that do not change what a run measures: where a local device stages its files
+(it follows the spelling of the results folder), and ``generation``, a counter older run
+folders record."""
 
 
 def changed_params(run_dir: str | Path, params: Mapping[str, Any]) -> list[str]:
@@ -407,13 +371,19 @@ def changed_params(run_dir: str | Path, params: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def generation(run_dir: str | Path) -> int:
-    """The measurement generation recorded in a run folder (0 when none)."""
-    f = Path(run_dir) / layout.GENERATION
-    try:
-        return int(read_json(f).get("generation", 0)) if f.exists() else 0
-    except (ResultsFileError, ValueError, TypeError):
-        return 0
+def absent_run(params: Mapping[str, Any], run_dir: str | Path,
+               reason: str) -> dict[str, pd.DataFrame]:
+    """The rows of a run the study expects but whose folder holds no measurement (never
+    measured, or moved aside by :mod:`phonetrain.results.check`): one ``failed`` row with
+    ``reason``, from ``params`` (the run's ``params.json`` document as the workflow gives
+    it), and no iterations or commands. Raises :class:`ResultsFileError` when ``params``
+    lacks ``device``."""
+    flat = flatten_params(dict(params))
+    if not flat.get("device"):
+        raise ResultsFileError(f"{run_dir}: the run's params lack 'device'")
+    flat["run_id"] = run_id(flat["device"], flat.get("run_id") or Path(run_dir).name)
+    return {"runs": schema.frame([_failed_row(flat, reason, Path(run_dir))], "runs"),
+            "iterations": schema.empty("iterations"), "commands": schema.empty("commands")}
 
 
 def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, pd.DataFrame]:

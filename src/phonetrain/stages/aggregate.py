@@ -1,8 +1,9 @@
 """Aggregate and report stages of a whole study.
 
-:func:`aggregate_study` prepares every expected run folder (its ``params.json``; the build
-failure or staleness that explains a missing or outdated measurement) and writes the summary
-tables; :func:`report_study` writes the report from them. The workflow's ``aggregate`` and
+:func:`aggregate_study` reads what exists of every expected run folder and per-device file
+(a missing run or kernel build becomes a ``failed`` row with its reason: the compiler's, when
+the version did not compile) and writes the summary tables; it writes nothing into the folders
+it reads. :func:`report_study` writes the report from them. The workflow's ``aggregate`` and
 ``report`` rules, the partial report written when the workflow fails, and the hand-run
 ``phonetrain aggregate`` / ``phonetrain report`` commands all call these two functions with the
 files of :func:`phonetrain.stages.params.expected_files`, so they give the same tables and the
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -21,46 +21,69 @@ from phonetrain import layout
 from phonetrain.devices.toolchains import runner_source_hash, runner_sources
 from phonetrain.errors import StageError
 from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version, source_files
-from phonetrain.io import write_if_changed, write_json, write_text
+from phonetrain.io import read_json, write_text
 from phonetrain.layout import Layout
 from phonetrain.report import build_report
 from phonetrain.report.build import FIGURES, OTHER_FORMAT
 from phonetrain.results.aggregate import aggregate
 from phonetrain.results.runs import changed_params
 from phonetrain.results.schema import read_table
-from phonetrain.stages.current import not_ok_products
 from phonetrain.stages.params import CPU_VERSION, kernel_hash
 
 COMPLETE_TEXT = ("written by the workflow after a complete stage; absent after a failed run "
                  "(partial summary/report)\n")
 
 
-def prepare_run_folders(run_params: Mapping[tuple[str, str], dict[str, Any]],
-                        L: Layout) -> None:
-    """Before aggregating: give every expected run folder its ``params.json`` and, where the
-    run never happened because its kernel build failed, that build's ``failed.json``.
-
-    A run.json measured under other params (the settings or a kernel changed, then the
-    workflow failed before re-measuring it) is stale: it is kept, but ``failed.json`` says
-    why, so the summary never shows it as a measurement of the current config. The
-    measurement ``generation`` is no setting: it rises when a run is due for re-measurement
-    (:func:`phonetrain.stages.params.measurement_generation`)."""
+def absent_runs(run_params: Mapping[tuple[str, str], dict[str, Any]], L: Layout
+                ) -> dict[str, tuple[dict[str, Any], str]]:
+    """The study's run folders that hold no measurement of the study's settings (no
+    ``run.json`` and no failure record of their own, no ``params.json``, or a measurement
+    under other settings that the check has not moved aside yet: ``phonetrain aggregate``
+    by hand) -> (the run's params as the workflow gives them, why): the kernel build's
+    failure (``failed.json`` of the build stage) when the version did not compile, else that
+    the job did not run. Reads only; writes nothing into the run folders."""
+    out = {}
     for (dev, exp), p in run_params.items():
         rdir = Path(L.run_dir(dev, exp))
-        rdir.mkdir(parents=True, exist_ok=True)
-        old = rdir / layout.PARAMS
-        measured = (rdir / layout.RUN).exists()
-        # a measurement whose params.json is lost cannot show what it measured: stale too
-        stale = measured and (not old.exists() or bool(changed_params(rdir, p)))
-        write_if_changed(old, p)
-        build_failed = Path(L.kernel_failed(dev, str(p["kernel"])))
-        if p["kernel"] and (stale or not measured) and build_failed.exists():
-            shutil.copyfile(build_failed, rdir / layout.FAILED)
-        elif stale:
-            write_json({"reason": "not re-measured: its settings or sources changed since "
-                        "run.json was measured, and the workflow stopped before rerunning it "
-                        "(a job failed or was interrupted); rerun snakemake"},
-                       rdir / layout.FAILED)
+        changed = changed_params(rdir, p) if (rdir / layout.RUN).exists() else []
+        if changed and (rdir / layout.PARAMS).exists():
+            out[str(rdir)] = (p, f"measured under other settings ({', '.join(changed)} "
+                                 "differ) than the study's now; the next snakemake all moves "
+                                 "it aside and measures it again")
+            continue
+        if (rdir / layout.PARAMS).exists() and (
+                (rdir / layout.RUN).exists() or (rdir / layout.FAILED).exists()):
+            continue
+        failure = build_failure(L.kernel_build(dev, str(p["kernel"]))) if p["kernel"] else None
+        why = (failure or {}).get("reason") or (
+            "not measured: its job did not run (a job it needs failed, or the workflow was "
+            "stopped, or the check moved it aside); rerun snakemake")
+        out[str(rdir)] = (p, why)
+    return out
+
+
+def build_failure(build_json: str | Path) -> dict | None:
+    """The ``failed.json`` a failed kernel build left beside its would-be ``build_json``
+    (``reason``, ``log``), or None."""
+    f = Path(build_json).with_name(layout.FAILED)
+    return read_json(f) if f.exists() else None
+
+
+def absent_builds(expected: Mapping[str, list[str]]) -> dict[str, str]:
+    """The study's kernel builds without a ``build.json`` -> why: the compiler's reason and
+    log (the build stage's ``failed.json``), or that the job never ran. Snakemake reruns
+    them all, as their output is missing."""
+    out = {}
+    for b in expected["builds"]:
+        if Path(b).exists():
+            continue
+        failure = build_failure(b)
+        out[b] = ("\n".join(x for x in (failure.get("reason") or "build failed",
+                                         failure.get("log") or "") if x)
+                  if failure else
+                  "not built: its job did not run (a job it needs failed, or the workflow "
+                  "was stopped); rerun snakemake")
+    return out
 
 
 def _file_hash(path: Path) -> str:
@@ -119,13 +142,13 @@ def measured_sources() -> Callable[..., dict[str, str] | None]:
 def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
                     expected: Mapping[str, list[str]], outputs: Mapping[str, str],
                     complete: str | None = None) -> dict[str, Path]:
-    """Prepare the run folders, then aggregate every expected run folder and the expected
-    per-device files into ``outputs`` (table -> path), the history merged into the study's
+    """Aggregate every expected run folder and the expected per-device files into
+    ``outputs`` (table -> path), the history merged into the study's
     ledger (``L.history_ledger()``; sources named by :func:`measured_sources`); write
     ``complete`` last when given.
 
-    ``jp``: the study's job params (:func:`phonetrain.stages.params.job_params`), against which
-    every file is checked (:func:`prepare_run_folders`, :func:`not_ok_products`); None
+    ``jp``: the study's job params (:func:`phonetrain.stages.params.job_params`), which give
+    the rows of absent runs and builds (:func:`absent_runs`, :func:`absent_builds`); None
     aggregates what ``expected`` lists as found (``phonetrain aggregate --found``). Raises
     :class:`StageError` instead of writing ``complete`` when a run of the study has no valid
     measurement (a folder damaged since it was measured): a summary with such a row is not
@@ -134,14 +157,14 @@ def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
     # until this aggregation has finished and judged them
     for marker in (L.summary_complete(), L.report_complete()):
         Path(marker).unlink(missing_ok=True)
-    prepare_run_folders(jp["run"] if jp else {}, L)
     exist = lambda kind: [f for f in expected[kind] if Path(f).exists()]  # noqa: E731
-    not_ok = not_ok_products(jp, L, expected) if jp else {}
+    not_ok = absent_builds(expected) if jp else {}
+    absent = absent_runs(jp["run"], L) if jp else {}
     builds = expected["builds"] if jp else exist("builds")
     paths = aggregate(expected["runs"], outputs, bandwidth_csvs=exist("bandwidth"),
                       build_jsons=builds, gemm_jsons=exist("gemm"),
                       peaks_jsons=exist("peaks"), ledger=L.history_ledger(),
-                      sources=measured_sources(), not_ok=not_ok)
+                      sources=measured_sources(), not_ok=not_ok, absent=absent)
     if complete:
         runs = read_table(paths["runs"], "runs")
         bad = runs[runs["status"] == "failed"]

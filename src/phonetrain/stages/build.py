@@ -6,7 +6,9 @@ Stages: ``build-runner`` (params: :func:`phonetrain.stages.params.job_params` ``
 plus ``cache``; output ``runner``) and ``build-kernels`` (params ``kernel[(d, k)]``; inputs
 ``runner``, ``sources``; output ``build``: build.json, with ``params.json`` beside it). A
 version that does not compile fails its job with the compiler log, and leaves ``failed.json``
-beside the would-be build.json, which the aggregate copies into that version's run folders.
+beside the would-be build.json: the aggregate reads it to say why the version's builds and runs
+are missing. build.json stays missing, so the next ``snakemake all`` reruns the build (and a
+build that succeeds removes ``failed.json``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from phonetrain.errors import StageError
 from phonetrain.io import write_json
 from phonetrain.kernels import load_version, stage_kernels
 from phonetrain.runner import KernelBuildError, Runner, RunnerError
-from phonetrain.stages.current import STAMP, stamp
+from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
 
 

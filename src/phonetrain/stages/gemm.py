@@ -36,7 +36,7 @@ from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tunin
 from phonetrain.kernels.gemm import GemmShape, gemm_source, gemm_spec
 from phonetrain.results.readers import gemm_frame, peaks_frame
 from phonetrain.runner import DeviceSelector, Runner, RunnerError
-from phonetrain.stages.current import STAMP, stamp
+from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.params import models_gemm_shapes
 

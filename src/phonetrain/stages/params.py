@@ -29,7 +29,6 @@ from phonetrain.kernels.gemm import GemmShape, plan_shapes
 from phonetrain.layout import Layout
 from phonetrain.lowering import LowerSpec, lower
 from phonetrain.models import get_model
-from phonetrain.results.runs import generation, needs_remeasure
 from phonetrain.results.schema import TABLES
 
 RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
@@ -147,16 +146,6 @@ def gemm_params(sweep: Sweep) -> dict[str, Any]:
             "tune_max_launch_s": float(ms["tune_max_launch_s"]), "threads": int(ms["threads"])}
 
 
-def measurement_generation(run_dir: str, params: dict[str, Any] | None = None) -> int:
-    """A run's ``generation`` param: the generation its folder records, plus one when the
-    folder must be measured again (:func:`phonetrain.results.runs.needs_remeasure`, with the
-    run's ``params`` as the workflow measures it now). The param changes only then, so
-    Snakemake's ``params`` trigger reruns exactly those runs (deploy and train: both take
-    these params); the train stage records the new generation, so the next invocation is a
-    no-op again."""
-    return generation(run_dir) + (1 if needs_remeasure(run_dir, params) else 0)
-
-
 def job_params(sweep: Sweep) -> dict[str, Any]:
     """Every job's params dict, keyed by job: ``device[d]``, ``bandwidth[d]``,
     ``kernel[(d, k)]``, ``data[data_dir]``, ``plan[exp_id]``, ``run[(d, exp_id)]``, and
@@ -194,7 +183,6 @@ def job_params(sweep: Sweep) -> dict[str, Any]:
         rp = run_params(exp)
         rp["stage_root"] = L.stage_root(exp.device)
         rp["data_dir"] = ddir
-        rp["generation"] = measurement_generation(L.run_dir(exp.device, exp.id), rp)
         out["run"][(exp.device, exp.id)] = rp
     out["gemm"] = gemm_params(sweep)
     return out

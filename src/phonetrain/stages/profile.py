@@ -17,7 +17,7 @@ from phonetrain.io import read_json, write_bytes, write_json
 from phonetrain.results import profiling
 from phonetrain.results.runs import folder_problems, run_iterations
 from phonetrain.runner import Runner, RunnerError
-from phonetrain.stages.current import STAMP, stamp
+from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
 
 

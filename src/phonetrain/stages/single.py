@@ -7,12 +7,12 @@ behind its back would either rerun other runs needlessly (a newer file) or, wors
 as current although made with other settings. So the one-off run makes its runner, data, plan
 and deploy manifest under the results folder's ``oneoff/`` (:meth:`Layout.oneoff`), reuses the
 workflow's kernel build when that build is current for the same runner and settings
-(:func:`phonetrain.stages.current.not_current`), and writes only its run folder
+(:func:`phonetrain.stages.stamp.made_from`), and writes only its run folder
 (``runs/<device>/<experiment>/``, the one the workflow uses for that experiment). When that
 folder then holds a measurement under other settings than the study's, the next ``snakemake
-all`` re-measures it (:func:`phonetrain.results.runs.needs_remeasure`). A tuned configuration
-the workflow left for the device (the tuning files of every GEMM class of the plan,
-``tuning/<class>.json``) is used, as in the workflow; none is made here.
+all`` moves it aside and re-measures it (:mod:`phonetrain.results.check`). A tuned
+configuration the workflow left for the device (the tuning files of every GEMM class of the
+plan, ``tuning/<class>.json``) is used, as in the workflow; none is made here.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from phonetrain.io import read_json
 from phonetrain.kernels import source_files
 from phonetrain.layout import Layout
 from phonetrain.stages import build, deploy, train
-from phonetrain.stages.current import STAMP, not_current
+from phonetrain.stages.stamp import made_from
 from phonetrain.stages.job import Job, Runtime, files, run
 from phonetrain.stages.params import job_params, tuning_classes
 
@@ -45,7 +45,7 @@ def reusable_build(L: Layout, device: str, kernel: str, params: dict[str, Any],
     if not path.is_file():
         return None
     doc = read_json(path)
-    if STAMP not in doc or not_current(doc, params, runner) is not None:
+    if not made_from(doc, params, runner):
         return None
     return str(path)
 

@@ -176,12 +176,10 @@ def train(job: Job) -> Path:
         evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", p)
         runs = [tmp / "main"] + sorted(tmp.glob("repeat_*"))
         write_json(judge_measurement(runs, ms), tmp / "main" / layout.MEASUREMENT)
-        write_json({"generation": p["generation"]}, tmp / "main" / layout.GENERATION)
         # params.json goes in with the measurement: a run interrupted before it finishes
         # leaves the previous measurement beside the settings it was measured with
         write_json(p, tmp / "main" / layout.PARAMS)
         _install(tmp, rdir)
-        (rdir / layout.REFRESH).unlink(missing_ok=True)  # the requested re-measurement is done
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rdir

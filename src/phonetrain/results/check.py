@@ -1,0 +1,110 @@
+"""The check of a study's run folders: it finds each measured run that must be measured again
+and moves it aside, so that the run's outputs are missing and Snakemake reruns its jobs.
+
+Snakemake alone decides what reruns. A run folder the workflow cannot trust is taken out of
+its way instead of being judged by params that change on their own: it is moved (one
+``os.replace``, nothing copied, nothing measured lost) into
+``quarantine/<UTC time>/<its path under the results folder>`` (:meth:`Layout.quarantine`),
+with a note beside it (``<path>.why.json``: ``why``, ``moved_at_utc``, ``from``).
+
+A measured run (its folder holds a ``run.json``) is a finding when
+
+- a failed job's record (``failed.json``) sits beside that older measurement;
+- its folder is damaged (:func:`phonetrain.results.runs.folder_problems`);
+- it was measured under other settings than the study's now: its ``params.json`` differs
+  from the run params the workflow gives (:func:`phonetrain.results.runs.changed_params`;
+  location-only keys aside), e.g. a one-off ``phonetrain run`` wrote it;
+- its measurement verdict calls it unstable (:func:`phonetrain.results.runs.unstable_reason`).
+
+``hashes`` False (the workflow's start, every parse) checks contents by sizes and row counts
+only; the ``phonetrain check`` command also compares every ledger file's SHA-256.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple
+
+from phonetrain import layout
+from phonetrain.io import write_json
+from phonetrain.layout import Layout
+from phonetrain.results.runs import changed_params, folder_problems, unstable_reason
+
+
+class Finding(NamedTuple):
+    """A run folder to move aside (``path``, as the layout spells it) and why."""
+
+    path: str
+    why: str
+
+
+def run_finding(run_dir: str | Path, params: Mapping[str, Any], *,
+                hashes: bool = True) -> str | None:
+    """Why the measured run in ``run_dir`` must be measured again, or None (also when it
+    was never measured: Snakemake runs it anyway). ``params``: the run's params as the
+    workflow gives them now."""
+    run_dir = Path(run_dir)
+    if not (run_dir / layout.RUN).exists():
+        return None
+    if (run_dir / layout.FAILED).exists():
+        return f"a failed job's record ({layout.FAILED}) beside an older measurement"
+    problems = folder_problems(run_dir, hashes=hashes)
+    if problems:
+        return f"damaged: {'; '.join(problems)}"
+    changed = changed_params(run_dir, params)
+    if changed:
+        return f"measured under other settings ({', '.join(changed)} differ)"
+    why = unstable_reason(run_dir)
+    return f"unstable: {why}" if why else None
+
+
+def findings(run_params: Mapping[tuple[str, str], Mapping[str, Any]], L: Layout, *,
+             hashes: bool = True) -> list[Finding]:
+    """The study's run folders to move aside, in the order of ``run_params`` ((device,
+    experiment) -> run params, as :func:`phonetrain.stages.params.job_params` gives
+    ``run``). Raises nothing for a damaged folder: what cannot be read is a finding."""
+    out = []
+    for (device, exp), p in run_params.items():
+        rdir = L.run_dir(device, exp)
+        why = run_finding(rdir, p, hashes=hashes)
+        if why:
+            out.append(Finding(rdir, why))
+    return out
+
+
+def utc_stamp() -> str:
+    """The quarantine folder's name for now: ``20260102T030405.123456Z``."""
+    t = time.time()
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+
+
+def move_aside(path: str | Path, why: str, L: Layout, stamp: str | None = None) -> Path:
+    """Move ``path`` (a file or folder under the results folder ``L``) to
+    ``quarantine/<stamp>/<its relative path>``, write the note beside it and remove the
+    summary's and the report's ``COMPLETE`` markers (the summary holds what was moved; and
+    Snakemake reruns a job for a missing input only when one of its own outputs is missing);
+    returns where it went. Raises :class:`ValueError` for a path outside the results folder
+    and :class:`OSError` when the move fails (nothing is moved then)."""
+    path = Path(path)
+    rel = os.path.relpath(path, L.root)
+    if rel.startswith(".."):
+        raise ValueError(f"{path}: not under the results folder {L.root}")
+    stamp = stamp or utc_stamp()
+    dest = Path(L.quarantine(stamp, Path(rel).as_posix()))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, dest)
+    note = {"why": why, "moved_at_utc": stamp, "from": Path(rel).as_posix()}
+    write_json(note, dest.with_name(dest.name + layout.QUARANTINE_NOTE))
+    for marker in (L.summary_complete(), L.report_complete()):
+        Path(marker).unlink(missing_ok=True)
+    return dest
+
+
+def quarantine(found: list[Finding], L: Layout) -> list[Path]:
+    """Move every finding aside into one quarantine folder (:func:`move_aside`); returns
+    where each went. Raises what :func:`move_aside` raises, for the first finding that
+    cannot be moved (those before it are moved, those after it are not)."""
+    stamp = utc_stamp()
+    return [move_aside(f.path, f.why, L, stamp) for f in found]
