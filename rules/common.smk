@@ -4,10 +4,12 @@
 # The sweep is composed once per Snakemake invocation with Hydra (phonetrain.config), from
 # conf/ beside this workflow and the override strings of `--config overrides=[...]`. A bad
 # config stops here, before any job, with a message naming the file and key.
-# Each job receives, as Snakemake `params`, a dict of exactly what its result depends on
-# (phonetrain.stages.params.job_params); Snakemake's `params` rerun trigger then reruns exactly
-# the jobs whose settings changed. Run-time knobs (timeout, progress) reach the jobs through
-# the environment (phonetrain.stages.job.Runtime), so changing them reruns nothing.
+# Each job receives, as Snakemake `params`, its spec: exactly what its result depends on
+# (phonetrain.stages.params.job_params, phonetrain.stages.specs), paths relative to the
+# results folder; Snakemake's `params` rerun trigger then reruns exactly the jobs whose
+# settings changed. Run-time knobs (timeout, progress) and the results folder as spelled now
+# reach the jobs through the environment (phonetrain.stages.job.Runtime), so changing them
+# reruns nothing.
 # Every path comes from phonetrain.layout.Layout; stages take their files by name.
 import json
 import os
@@ -24,6 +26,7 @@ from phonetrain.layout import Layout
 from phonetrain.stages.job import RUNTIME_ENV, Runtime
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
                                       gemm_versions, job_params, summary_outputs)
+from phonetrain.stages.specs import as_json
 
 BASE = Path(workflow.basedir)
 _PKG = Path(layout.__file__).resolve().parent
@@ -45,7 +48,8 @@ except PhonetrainError as e:
 L = Layout(SWEEP.results_dir)
 EXPERIMENTS = SWEEP.experiments
 MEASURE = SWEEP.root["measure"]
-os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"]).to_env()
+os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"],
+                                  SWEEP.results_dir).to_env()
 PY = shlex.quote(sys.executable)
 EXPECTED = expected_files(SWEEP)
 SUMMARY = summary_outputs(SWEEP)
@@ -69,11 +73,6 @@ def stage(module, name, inputs=(), outputs=()):
     words += [f"--input {k}={{input.{k}:q}}" for k in inputs]
     words += [f"--output {k}={{output.{k}:q}}" for k in outputs]
     return " ".join(words)
-
-
-def as_json(d):
-    """A job's params dict as canonical JSON (what the `params` rerun trigger compares)."""
-    return json.dumps(d, sort_keys=True)
 
 
 def rel(path):
@@ -128,14 +127,15 @@ def deploy_inputs(wc):
 
 def gemm_inputs(wc):
     d = {"runner": L.runner(wc.device), "tuning": tuning_files(wc.device, wc.version),
-         "sources": []}
+         "shapes": L.gemm_shapes(), "sources": []}
     if wc.version != CPU_VERSION:
         d["sources"] = version_sources(wc.version)
     return d
 
 
 def gemm_job_params(wc):
-    """A GEMM sweep job's params: the device (and kernel version), the study's GEMM settings."""
+    """A tune or GEMM sweep job's params (GemmSpec): the device, the version, the study's GEMM
+    settings and its shapes' hash."""
     return as_json(gemm_job(JP, wc.device, wc.version))
 
 

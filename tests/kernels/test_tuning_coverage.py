@@ -74,18 +74,25 @@ def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path):
 
     dev = {"name": "host", "transport": "local", "opencl_library": None,
            "opencl_platform": pocl.platform, "opencl_device": ""}
-    p = {"device": "host", "device_config": dev, "stage_root": str(tmp_path / "stage"),
-         "kernel": "tiled", "version": "tiled", "kernel_hash": "t", "threads": 0, "tune": True,
-         "shapes": [{"kernel": "gemm_nt", "M": 32, "N": 16, "K": 64, "source": "model:m"}],
+    from phonetrain.stages.params import shapes_hash
+
+    shapes = [{"kernel": "gemm_nt", "M": 32, "N": 16, "K": 64, "source": "model:m"}]
+    sf = tmp_path / "shapes.json"
+    sf.write_text(json.dumps({"shapes": shapes}))
+    p = {"device": "host", "device_config": dev, "stage_root": "stage",
+         "version": "tiled", "kernel_hash": "t", "threads": 0, "tune": True,
+         "shapes_hash": shapes_hash(shapes),
          "sizes": [32, 64, 128], "min_time_ms": 1.0, "max_launch_s": 5.0,
          "tune_min_time_ms": 1.0, "tune_max_launch_s": 5.0}
-    rt = Runtime(300.0, False)
+    rt = Runtime(300.0, False, str(tmp_path))
     tj = tmp_path / "tuning.json"
-    gemm_stage.tune(Job(files({"runner": str(runner), "sources": []}), files({"tuning": str(tj)}),
+    gemm_stage.tune(Job(files({"runner": str(runner), "sources": [], "shapes": str(sf)}),
+                        files({"tuning": str(tj)}),
                         p, tmp_path / "tune.log", rt))
     tuned = json.loads(tj.read_text())
     assert {"square32", "square64", "square128"} <= set(tuned["classes"])
-    doc = gemm_stage.gemm(Job(files({"runner": str(runner), "sources": [], "tuning": [str(tj)]}),
+    doc = gemm_stage.gemm(Job(files({"runner": str(runner), "sources": [], "tuning": [str(tj)],
+                                     "shapes": str(sf)}),
                               files({"gemm": str(tmp_path / "gemm.json")}), p,
                               tmp_path / "gemm.log", rt))
     squares = [r for r in doc["rows"] if r["source"] == "square"]

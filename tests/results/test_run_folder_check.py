@@ -70,8 +70,9 @@ def test_damage_is_named_and_never_tabulated(run_copy: Path, damage, needle):
 def test_settings_refresh_and_stale_marker_ask_for_a_remeasurement(run_copy: Path):
     params = json.loads((run_copy / "params.json").read_text())
     assert needs_remeasure(run_copy, params) is None
-    other = {**params, "iterations": params["iterations"] + 1, "generation": 7}
-    assert "iterations" in needs_remeasure(run_copy, other)
+    ms = params["measure"]
+    other = {**params, "measure": {**ms, "iterations": ms["iterations"] + 1}, "generation": 7}
+    assert "measure.iterations" in needs_remeasure(run_copy, other)
     assert needs_remeasure(run_copy, {**params, "generation": 9}) is None  # not a setting
     (run_copy / "refresh.json").write_text("{}")
     assert needs_remeasure(run_copy).startswith("refresh requested")
