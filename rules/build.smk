@@ -8,7 +8,7 @@ rule build_runner:
     output:
         runner=L.runner("{device}"),
     params:
-        p=lambda wc: as_json({**JP["device"][wc.device], "cache": L.runner_cache()}),
+        p=lambda wc: as_json(JP["runner"][wc.device]),
     log:
         L.log("build_runner", "{device}"),
     shell:

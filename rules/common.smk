@@ -4,10 +4,12 @@
 # The sweep is composed once per Snakemake invocation with Hydra (phonetrain.config), from
 # conf/ beside this workflow and the override strings of `--config overrides=[...]`. A bad
 # config stops here, before any job, with a message naming the file and key.
-# Each job receives, as Snakemake `params`, a dict of exactly what its result depends on
-# (phonetrain.stages.params.job_params); Snakemake's `params` rerun trigger then reruns exactly
-# the jobs whose settings changed. Run-time knobs (timeout, progress) reach the jobs through
-# the environment (phonetrain.stages.job.Runtime), so changing them reruns nothing.
+# Each job receives, as Snakemake `params`, its spec: exactly what its result depends on
+# (phonetrain.stages.params.job_params, phonetrain.stages.specs), paths relative to the
+# results folder; Snakemake's `params` rerun trigger then reruns exactly the jobs whose
+# settings changed. Run-time knobs (timeout, progress) and the results folder as spelled now
+# reach the jobs through the environment (phonetrain.stages.job.Runtime), so changing them
+# reruns nothing.
 # Every path comes from phonetrain.layout.Layout; stages take their files by name.
 import json
 import os
@@ -26,6 +28,7 @@ from phonetrain.stages.job import RUNTIME_ENV, Runtime
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
                                       gemm_versions, job_params, squares_job, summary_outputs,
                                       sweep_tuning_classes, tune_job, tuning_classes)
+from phonetrain.stages.specs import as_json
 
 BASE = Path(workflow.basedir)
 _PKG = Path(layout.__file__).resolve().parent
@@ -98,7 +101,8 @@ def check_run_folders():
 check_run_folders()
 EXPERIMENTS = SWEEP.experiments
 MEASURE = SWEEP.root["measure"]
-os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"]).to_env()
+os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"],
+                                  SWEEP.results_dir).to_env()
 PY = shlex.quote(sys.executable)
 EXPECTED = expected_files(SWEEP)
 SUMMARY = summary_outputs(SWEEP)
@@ -122,11 +126,6 @@ def stage(module, name, inputs=(), outputs=()):
     words += [f"--input {k}={{input.{k}:q}}" for k in inputs]
     words += [f"--output {k}={{output.{k}:q}}" for k in outputs]
     return " ".join(words)
-
-
-def as_json(d):
-    """A job's params dict as canonical JSON (what the `params` rerun trigger compares)."""
-    return json.dumps(d, sort_keys=True)
 
 
 def rel(path):
@@ -185,7 +184,7 @@ def deploy_inputs(wc):
 
 
 def gemm_inputs(wc):
-    d = {"runner": L.runner(wc.device), "sources": [],
+    d = {"runner": L.runner(wc.device), "shapes": L.gemm_shapes(), "sources": [],
          "tuning": tuning_files(wc.device, wc.version, GEMM_CLASSES + [tuning.SQUARES])}
     if wc.version != CPU_VERSION:
         d["sources"] = version_sources(wc.version)
@@ -193,7 +192,8 @@ def gemm_inputs(wc):
 
 
 def gemm_job_params(wc):
-    """A GEMM sweep job's params: the device (and kernel version), the study's GEMM settings."""
+    """A tune or GEMM sweep job's params (GemmSpec): the device, the version, the study's GEMM
+    settings and its shapes' hash."""
     return as_json(gemm_job(JP, wc.device, wc.version))
 
 

@@ -1,6 +1,7 @@
-# GEMM study: per-device tuning of the tunable kernel versions, the GEMM sweep per device x
-# version (+ the runner's CPU backend) on the models' GEMM shapes and square sizes, and each
-# device's peaks (roofline).
+# GEMM study: the models' GEMM shapes (one small file, gemm_shapes: the list is too large for
+# a param; gemm takes its hash as a param), per-device tuning of the tunable kernel versions,
+# the GEMM sweep per device x version (+ the runner's CPU backend) on the models' GEMM shapes
+# and square sizes, and each device's peaks (roofline).
 #
 # Tuning is kept per shape class (phonetrain.kernels.tuning): `tune` writes one file per
 # device x version x class, `tuning/<class>.json`, where a class is one GEMM call
@@ -9,6 +10,17 @@
 # adds class files and reruns nothing of the runs already measured. `tune_squares` tunes the
 # GEMM sweep's square sizes (`tuning/squares.json`); only the `gemm` rule reads it, with
 # every class of the sweep's models.
+
+
+rule gemm_shapes:
+    output:
+        shapes=L.gemm_shapes(),
+    params:
+        p=as_json(JP["shapes"]),
+    log:
+        L.log("gemm_shapes"),
+    shell:
+        stage("gemm", "gemm-shapes", outputs=["shapes"])
 
 
 rule tune:
@@ -51,7 +63,8 @@ rule gemm:
     log:
         L.log("gemm", "{device}", "{version}"),
     shell:
-        stage("gemm", "gemm", inputs=["runner", "sources", "tuning"], outputs=["gemm"])
+        stage("gemm", "gemm", inputs=["runner", "sources", "tuning", "shapes"],
+              outputs=["gemm"])
 
 
 rule peaks:

@@ -33,6 +33,7 @@ from phonetrain.data import DATASETS, check_compatible, source_folder
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version
 from phonetrain.models import MODELS
+from phonetrain.plan import DEFAULT_ITERATIONS, DEFAULT_WARMUP
 from phonetrain.io import short_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -136,8 +137,8 @@ class SweepConfig:
 class MeasureConfig:
     """Measurement settings shared by every run: the one place their defaults live."""
 
-    warmup: int = 2                    # warm-up iterations per run, discarded from statistics
-    iterations: int = 10               # measured iterations per run
+    warmup: int = DEFAULT_WARMUP       # warm-up iterations per run, discarded from statistics
+    iterations: int = DEFAULT_ITERATIONS  # measured iterations per run
     repeats: int = 1                   # runner invocations per experiment
     seed: int = 0                      # seeds parameter init and batch order
     threads: int = 0                   # CPU backend threads; 0 = all cores of the device

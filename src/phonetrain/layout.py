@@ -94,6 +94,19 @@ def repeat_dir(run_dir: str, repeat: int) -> str:
     return run_dir if repeat == 0 else f"{run_dir}/repeat_{repeat}"
 
 
+RUNNER_CACHE_REL = "build/.runner-cache"  # the runner compile cache, in the results folder
+
+
+def stage_root_rel(device: str) -> str:
+    """Staging root of a ``local`` device relative to the results folder (``stage/<d>``)."""
+    return f"stage/{device}"
+
+
+def gemm_shapes_rel() -> str:
+    """The GEMM study's shape list relative to the results folder."""
+    return "build/gemm_shapes.json"
+
+
 @dataclass(frozen=True)
 class Layout:
     """The results folder ``root`` (as given: relative paths stay relative)."""
@@ -108,7 +121,11 @@ class Layout:
         return self._p("build", device, "runner")
 
     def runner_cache(self) -> str:
-        return self._p("build", ".runner-cache")
+        return self._p(RUNNER_CACHE_REL)
+
+    def gemm_shapes(self) -> str:
+        """The models' GEMM shapes of the study (``gemm-shapes`` job), read by tune and gemm."""
+        return self._p(gemm_shapes_rel())
 
     def kernel_dir(self, device: str, kernel: str) -> str:
         return self._p("build", device, "kernels", kernel)
@@ -148,7 +165,7 @@ class Layout:
 
     def stage_root(self, device: str) -> str:
         """Staging root of a ``local`` device."""
-        return self._p("stage", device)
+        return self._p(stage_root_rel(device))
 
     # profile, GEMM study
     def bandwidth(self, device: str) -> str:

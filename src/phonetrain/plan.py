@@ -203,6 +203,10 @@ class Step:
                    wait=list(d.get("wait") or []))
 
 
+DEFAULT_WARMUP = 2       # warm-up iterations: ``measure.warmup``'s default (phonetrain.config)
+DEFAULT_ITERATIONS = 10  # measured iterations: ``measure.iterations``'s default
+
+
 @dataclass
 class Plan:
     """One lowered training step plus run settings; see the module docstring for the JSON."""
@@ -211,10 +215,10 @@ class Plan:
     backend: str
     tensors: list[Tensor]
     steps: list[Step]
+    warmup: int
+    iterations: int
     programs: list[Program] = field(default_factory=list)
     batches: list[Batch] = field(default_factory=list)
-    warmup: int = 2
-    iterations: int = 10
     loss_tensor: int = -1
     dumps: list[int] = field(default_factory=list)
     checkpoints: dict[str, list[int]] | None = None

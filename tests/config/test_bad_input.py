@@ -144,7 +144,8 @@ def test_data_stage_truncated_idx_is_one_message_and_no_batches(tmp_path: Path, 
     from phonetrain.stages.train import STAGES
     folder = _truncated_mnist(tmp_path / "mnist")
     p = {"batch_size": 32, "dataset": "mnist", "dir": "data/mnist/b32", "input_shape": None,
-         "classes": None, "seed": 0, "dataset_config": {"allow_download": False, "name": "mnist",
+         "classes": None, "seed": 0, "heldout": None,
+         "dataset_config": {"allow_download": False, "name": "mnist",
                                        "num_batches": 2, "path": str(folder)}}
     log = tmp_path / "logs" / "data.log"
     rc = stage_main(STAGES, ["data", "--log", str(log), "--params", json.dumps(p), "--output",

@@ -37,7 +37,7 @@ def test_settings_reach_runs_and_plans():
     base = compose_sweep(["sweep.models=[mlp_16_16]", "sweep.backends=[cpu]"]).experiments[0]
     other = compose_sweep(["sweep.models=[mlp_16_16]", "sweep.backends=[cpu]",
                            "measure.ci_target=0.1", "measure.checkpoints=[0,1]"]).experiments[0]
-    assert run_params(base)["config"]["measure"]["ci_target"] == 0.05
+    assert run_params(base)["measure"]["ci_target"] == 0.05
     assert run_params(base)["config_hash"] != run_params(other)["config_hash"]
     assert plan_config(base)["measure"]["checkpoints"] == [0, 1, -2, -1]
     assert plan_config(other)["measure"]["checkpoints"] == [0, 1]
@@ -51,10 +51,10 @@ def test_eval_every_makes_its_iterations_checkpoints_only_when_on():
     on = compose_sweep(sel + ["measure.eval_every=5"]).experiments[0]
     assert plan_config(off) == plan_config(zero)
     assert run_params(off)["config_hash"] == run_params(zero)["config_hash"]
-    assert "eval_every" not in run_params(off)["config"]["measure"]
+    assert run_params(off)["measure"]["eval_every"] == 0
     # adaptive (ci_target > 0): up to max_iterations measured; warm-up 2 shifts them
     assert plan_config(on)["measure"]["checkpoints"] == [0, 1, -2, -1, 6, 11, 16, 21]
-    assert run_params(on)["config"]["measure"]["eval_every"] == 5
+    assert run_params(on)["measure"]["eval_every"] == 5
     assert run_params(on)["config_hash"] != run_params(off)["config_hash"]
     fixed = compose_sweep(sel + ["measure.eval_every=5", "measure.ci_target=0"]).experiments[0]
     assert plan_config(fixed)["measure"]["checkpoints"] == [0, 1, -2, -1, 6, 11]

@@ -81,23 +81,34 @@ def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path):
 
     dev = {"name": "host", "transport": "local", "opencl_library": None,
            "opencl_platform": pocl.platform, "opencl_device": ""}
-    p = {"device": "host", "device_config": dev, "stage_root": str(tmp_path / "stage"),
-         "kernel": "tiled", "version": "tiled", "kernel_hash": "t", "threads": 0, "tune": True,
-         "models": [["mlp_16_16", 32]], "sizes": [32, 64, 128], "min_time_ms": 1.0,
-         "max_launch_s": 5.0, "tune_min_time_ms": 1.0, "tune_max_launch_s": 5.0}
-    rt = Runtime(300.0, False)
+    from phonetrain.stages.params import shapes_hash
+
+    shapes = [{"kernel": "gemm_nt", "M": 32, "N": 16, "K": 16, "source": "model:mlp_16_16"},
+              {"kernel": "gemm_tn", "M": 16, "N": 16, "K": 32, "source": "model:mlp_16_16"}]
+    sf = tmp_path / "shapes.json"
+    sf.write_text(json.dumps({"shapes": shapes}))
+    base = {"device": "host", "device_config": dev, "stage_root": "stage", "kernel_hash": "t",
+            "tune": True, "tune_min_time_ms": 1.0}
+    p = {**{k: v for k, v in base.items()}, "version": "tiled", "threads": 0,
+         "shapes_hash": shapes_hash(shapes), "sizes": [32, 64, 128], "min_time_ms": 1.0,
+         "max_launch_s": 5.0, "tune_max_launch_s": 5.0}
+    rt = Runtime(300.0, False, str(tmp_path))
     inputs = files({"runner": str(runner), "sources": []})
     tj = []
     for cls in ["gemm_nt_32x16x16", "gemm_tn_16x16x32", tuning.SQUARES]:
         tj.append(tmp_path / "tuning" / f"{cls}.json")
-        stage = gemm_stage.tune_squares if cls == tuning.SQUARES else gemm_stage.tune
-        stage(Job(inputs, files({"tuning": str(tj[-1])}), {**p, "class": cls},
-                  tmp_path / f"{cls}.log", rt))
+        if cls == tuning.SQUARES:
+            stage, params = gemm_stage.tune_squares, {**base, "kernel": "tiled",
+                                                      "sizes": [32, 64, 128],
+                                                      "tune_max_launch_s": 5.0}
+        else:
+            stage, params = gemm_stage.tune, {**base, "kernel": "tiled", "cls": cls}
+        stage(Job(inputs, files({"tuning": str(tj[-1])}), params, tmp_path / f"{cls}.log", rt))
     squares_doc = json.loads(tj[-1].read_text())
     assert set(squares_doc["classes"]) == {"square32", "square64", "square128"}
     tuned = tuning.load_tunings(tj)
     doc = gemm_stage.gemm(Job(files({"runner": str(runner), "sources": [],
-                                     "tuning": [str(t) for t in tj]}),
+                                     "tuning": [str(t) for t in tj], "shapes": str(sf)}),
                               files({"gemm": str(tmp_path / "gemm.json")}), p,
                               tmp_path / "gemm.log", rt))
     models = [r for r in doc["rows"] if r["source"] != "square"]

@@ -84,8 +84,9 @@ def test_the_cheap_check_hashes_nothing_but_sees_sizes(run_copy: Path):
 def test_other_settings_unstable_and_a_failure_record_are_findings(run_copy: Path):
     params = json.loads((run_copy / "params.json").read_text())
     assert run_finding(run_copy, params) is None
-    other = {**params, "iterations": params["iterations"] + 1}
-    assert "iterations" in run_finding(run_copy, other)
+    ms = params["measure"]
+    other = {**params, "measure": {**ms, "iterations": ms["iterations"] + 1}}
+    assert "measure.iterations" in run_finding(run_copy, other)
     located = {**params, "stage_root": "/elsewhere/stage/host", "generation": 9}
     assert run_finding(run_copy, located) is None  # where it is staged is no setting
     m = json.loads((run_copy / "measurement.json").read_text())

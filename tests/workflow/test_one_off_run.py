@@ -49,7 +49,7 @@ def test_one_off_run_disturbs_nothing_and_the_workflow_picks_it_up(done: Path, t
     assert "data movement:" in p.stdout and "% of the iteration time" in p.stdout, p.stdout
     assert _mtimes(R) == before  # no runner, build, data, plan or manifest was rewritten
     rdir = R / "runs" / "host" / EXP
-    assert json.loads((rdir / "params.json").read_text())["iterations"] == 5
+    assert json.loads((rdir / "params.json").read_text())["measure"]["iterations"] == 5
 
     st = _cli(ws, "stale", *TINY)
     assert st.returncode == 0, st.stderr
@@ -72,7 +72,7 @@ def test_one_off_run_disturbs_nothing_and_the_workflow_picks_it_up(done: Path, t
     runs = pd.read_parquet(R / "summary" / "runs.parquet").set_index("run_id")
     assert (runs["status"] == "ok").all(), runs[["status", "status_reason"]]
     assert runs.loc[f"host/{EXP}", "iterations"] == 3
-    assert json.loads((rdir / "params.json").read_text())["iterations"] == 3
+    assert json.loads((rdir / "params.json").read_text())["measure"]["iterations"] == 3
     assert planned(ws) == {}
     assert _cli(ws, "stale", *TINY).stdout == ""  # nothing stale left
 

@@ -33,7 +33,7 @@ def test_tables_have_the_schema_and_every_run_is_verified(completed_workspace: P
     for rid in IDS:
         rdir = R / "runs" / "host" / rid
         params = json.loads((rdir / "params.json").read_text())
-        assert params["iterations"] == 3 and params["warmup"] == 1
+        assert params["measure"]["iterations"] == 3 and params["measure"]["warmup"] == 1
         assert json.loads((rdir / "verify.json").read_text())["ok"] is True
         assert json.loads((rdir / "trace.perfetto.json").read_text())["traceEvents"]
     assert pd.read_csv(R / "bandwidth" / "host" / "bandwidth.csv")["size_bytes"].max() <= 262144

@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from phonetrain.errors import PhonetrainError
+from phonetrain.plan import DEFAULT_ITERATIONS, DEFAULT_WARMUP
 
 PLACEMENTS = ("resident", "staged", "pipelined")
 TRANSFERS = ("copy", "map")
@@ -43,8 +44,8 @@ class LowerSpec:
     kernel: str = "baseline"
     dataset: str | None = None
     num_batches: int = 8
-    warmup: int = 2
-    iterations: int = 10
+    warmup: int = DEFAULT_WARMUP
+    iterations: int = DEFAULT_ITERATIONS
     seed: int = 0
     lr: float = 0.05
     momentum: float = 0.0

@@ -66,8 +66,10 @@ def _json(path: Path) -> dict[str, Any]:
 def _facts(run_dir: Path) -> tuple[str | None, str | None, dict[str, Any]]:
     """(device, transport, {column: value}) of one run folder; values absent are left out."""
     params = _json(run_dir / layout.PARAMS)
+    # a run spec holds ``device_config``; a folder written before run specs, ``config.device``
     cfg = params.get("config") if isinstance(params.get("config"), dict) else {}
-    dev_cfg = cfg.get("device") if isinstance(cfg.get("device"), dict) else {}
+    dev_cfg = params.get("device_config") or cfg.get("device")
+    dev_cfg = dev_cfg if isinstance(dev_cfg, dict) else {}
     device = params.get("device") or dev_cfg.get("name")
     transport = dev_cfg.get("transport")
     got: dict[str, Any] = {}

@@ -3,10 +3,11 @@
 
 A run folder holds what the workflow wrote (:mod:`phonetrain.layout` names the files):
 
-- ``params.json``: the experiment's identity (``run_id``: the experiment id, which the tables
-  prefix with the device, see :func:`run_id`; ``model``, ``device``, ``backend``,
-  ``placement``, ``transfer``, ``kernel``, ``dataset``, ``batch_size``, ``warmup``,
-  ``iterations``, ``threads``) and provenance (``config_hash``, ``kernel_hash``, optional
+- ``params.json``: the run's job spec (:class:`phonetrain.stages.specs.RunSpec`): the
+  experiment's identity (``run_id``: the experiment id, which the tables prefix with the
+  device, see :func:`run_id`; ``model``, ``device``, ``backend``, ``placement``, ``transfer``,
+  ``kernel``, ``dataset``, ``batch_size``; ``warmup``, ``iterations``, ``threads`` under
+  ``measure``; a folder written before run specs has them under ``config``) and provenance (``config_hash``, ``kernel_hash``, optional
   ``device_fingerprint``, ``git_rev``);
 - ``run.json`` and ``trace.csv`` from the runner (repeat 0), ``repeat_<k>/`` for more repeats;
 - ``verify.json``: the verify step's verdict (``ok``; ``max_abs_err`` and ``tolerance``, the
@@ -188,7 +189,10 @@ def read_eval(run_dir: str | Path) -> pd.DataFrame:
 
 
 def _eval_expected(params: Mapping[str, Any]) -> bool:
-    return bool(((params.get("config") or {}).get("measure") or {}).get("eval_every"))
+    """Whether the run evaluated: ``measure.eval_every`` of its ``params.json`` (a run spec;
+    in a folder written before run specs, under ``config``)."""
+    measure = params.get("measure") or (params.get("config") or {}).get("measure") or {}
+    return bool(measure.get("eval_every"))
 
 
 def _measurement(run_dir: Path, walls: pd.Series, runs: list[dict]) -> dict[str, Any]:
@@ -351,7 +355,8 @@ folders record."""
 
 
 def changed_params(run_dir: str | Path, params: Mapping[str, Any]) -> list[str]:
-    """Top-level keys (and ``config.<section>`` keys) whose values differ between the run
+    """Top-level keys (and ``<key>.<sub>`` keys of nested objects such as ``measure``) whose
+    values differ between the run
     folder's ``params.json`` and ``params``, :data:`NOT_SETTINGS` aside; ``["params.json"]``
     when the folder has none or it cannot be read."""
     try:
@@ -364,8 +369,8 @@ def changed_params(run_dir: str | Path, params: Mapping[str, Any]) -> list[str]:
         a, b = have.get(k), want.get(k)
         if a == b:
             continue
-        if k == "config" and isinstance(a, dict) and isinstance(b, dict):
-            out += [f"config.{s}" for s in sorted(set(a) | set(b)) if a.get(s) != b.get(s)]
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [f"{k}.{s}" for s in sorted(set(a) | set(b)) if a.get(s) != b.get(s)]
         else:
             out.append(k)
     return out

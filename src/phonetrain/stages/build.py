@@ -2,8 +2,8 @@
 device's own OpenCL compiler (the runner's ``build`` mode: per-program build time, log,
 binary size).
 
-Stages: ``build-runner`` (params: :func:`phonetrain.stages.params.job_params` ``device[d]``
-plus ``cache``; output ``runner``) and ``build-kernels`` (params ``kernel[(d, k)]``; inputs
+Stages: ``build-runner`` (params :class:`~phonetrain.stages.specs.RunnerSpec`; output
+``runner``) and ``build-kernels`` (params :class:`~phonetrain.stages.specs.KernelSpec`; inputs
 ``runner``, ``sources``; output ``build``: build.json, with ``params.json`` beside it). A
 version that does not compile fails its job with the compiler log, and leaves ``failed.json``
 beside the would-be build.json: the aggregate reads it to say why the version's builds and runs
@@ -26,6 +26,7 @@ from phonetrain.kernels import load_version, stage_kernels
 from phonetrain.runner import KernelBuildError, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
+from phonetrain.stages.specs import KernelSpec, RunnerSpec, to_params
 
 
 def build_runner(job: Job) -> Path:
@@ -33,9 +34,9 @@ def build_runner(job: Job) -> Path:
     cross; :mod:`phonetrain.devices.toolchains`) and install it at ``output.runner``. Devices
     sharing a toolchain share one compile (the cache folder is keyed by sources, compiler and
     flags, and locked)."""
-    p = job.params
-    tc = toolchains.for_device(p["device_config"])
-    built = toolchains.build_runner(Path(p["cache"]), cc=tc.cc, extra_flags=tc.extra_flags)
+    s = job.spec(RunnerSpec)
+    tc = toolchains.for_device(s.device_config)
+    built = toolchains.build_runner(job.runtime.at(s.cache), cc=tc.cc, extra_flags=tc.extra_flags)
     out = Path(job.output.runner)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
@@ -48,11 +49,11 @@ def build_kernels(job: Job) -> dict:
     """Compile one kernel version on one device; write ``output.build`` (build.json: per
     program build time, log, binary size) and ``params.json`` beside it. A compile error
     raises :class:`StageError` with the compiler log (no build.json)."""
-    p = job.params
-    dev, version = p["device_config"], p["kernel"]
+    s = job.spec(KernelSpec)
+    dev, version = s.device_config, s.kernel
     out = Path(job.output.build)
     failed = out.with_name(layout.FAILED)
-    r = Runner.for_device(dev, p["stage_root"], timeout_s=job.runtime.timeout_s)
+    r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s)
     with tempfile.TemporaryDirectory(prefix="phonetrain-kernels-") as tmp, r.lock():
         r.push_runner(job.input.runner)
         src = stage_kernels(version, Path(tmp))
@@ -68,9 +69,9 @@ def build_kernels(job: Job) -> dict:
             raise StageError(reason) from None
         except RunnerError as e:
             raise StageError(f"device '{dev['name']}': kernel version '{version}': {e}") from None
-    doc.update(device=dev["name"], kernel=version, kernel_hash=p["kernel_hash"])
+    doc.update(device=dev["name"], kernel=version, kernel_hash=s.kernel_hash)
     doc[STAMP] = stamp(job)
-    write_json(p, out.with_name(layout.PARAMS))
+    write_json(to_params(s), out.with_name(layout.PARAMS))
     failed.unlink(missing_ok=True)
     write_json(doc, out)
     return doc

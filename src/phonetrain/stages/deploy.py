@@ -1,6 +1,6 @@
 """Deploy stage: the plan made for the device, and everything a run needs put on the device.
 
-Stage ``deploy`` (params ``run[(d, exp)]`` of :func:`phonetrain.stages.params.job_params`):
+Stage ``deploy`` (params :class:`~phonetrain.stages.specs.RunSpec`):
 
 - inputs ``runner``, ``plan_dir`` (the lowered, device-independent plan and its tensors),
   ``data`` (the batch folder), and for OpenCL runs ``sources`` (the version's resolved
@@ -27,6 +27,7 @@ from phonetrain.kernels import load_version, stage_kernels, tuning
 from phonetrain.plan import Plan
 from phonetrain.runner import Runner
 from phonetrain.stages.job import Job, main
+from phonetrain.stages.specs import RunSpec
 
 
 def device_plan(plan_json: str | Path, kernel: str | None,
@@ -55,26 +56,26 @@ def device_plan(plan_json: str | Path, kernel: str | None,
 def deploy(job: Job) -> dict[str, Any]:
     """Make the device's plan, push the runner, the plan (with its tensors), the data and the
     kernel sources to the device's staging root, and write the manifest."""
-    p = job.params
-    dev, exp, kernel = p["config"]["device"], p["run_id"], p["kernel"]
+    s = job.spec(RunSpec)
+    dev, exp, kernel = s.device_config, s.run_id, s.kernel
     plan_dir = Path(job.input.plan_dir)
     plan, cls = device_plan(plan_dir / layout.PLAN, kernel, job.many("tuning"),
                             every_class=True)
     plan.save(Path(job.output.plan))
-    r = Runner.for_device(dev, p["stage_root"], timeout_s=job.runtime.timeout_s)
+    r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s)
     sent: dict[str, int] = {}
     remote_plan = layout.plan_dir_rel(exp)
     with r.lock():
         sent["runner"] = r.push_runner(job.input.runner)
         sent["plan"] = r.transport.push(plan_dir, remote_plan)
         sent["plan"] += r.transport.push(Path(job.output.plan), f"{remote_plan}/{layout.PLAN}")
-        sent["data"] = r.transport.push(Path(job.input.data), p["data_dir"])
+        sent["data"] = r.transport.push(Path(job.input.data), s.data_dir)
         if kernel:
             with tempfile.TemporaryDirectory(prefix="phonetrain-kernels-") as tmp:
                 src = stage_kernels(kernel, Path(tmp))
                 sent["kernels"] = r.transport.push(src, layout.device_kernels(kernel))
     doc = {"device": dev["name"], "run_id": exp, "files_sent": sent,
-           "plan": f"{remote_plan}/{layout.PLAN}", "data": p["data_dir"], "tuned_class": cls}
+           "plan": f"{remote_plan}/{layout.PLAN}", "data": s.data_dir, "tuned_class": cls}
     write_json(doc, job.output.manifest)
     return doc
 

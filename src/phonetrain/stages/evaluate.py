@@ -29,19 +29,17 @@ from phonetrain.errors import StageError
 from phonetrain.io import read_json, write_json
 from phonetrain.models import get_model
 from phonetrain.plan import Plan
+from phonetrain.stages.specs import RunSpec
 
 
-def heldout_split(p: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """The held-out split of a run's dataset (``params.json`` dict ``p``): ``(images float32
-    [n, *shape], labels int32 [n])``, read from the same folder as its batches
-    (``dataset.path``). Raises :class:`~phonetrain.data.DatasetError` naming missing files."""
-    dcfg = p["config"]["dataset"]
-    m = get_model(p["model"])
-    opts: dict[str, Any] = {}
-    if dcfg.get("path"):
-        opts["folder"] = dcfg["path"]
-    return datasets.load(p["dataset"], tuple(m.input_shape), m.classes,
-                         seed=p["config"]["measure"]["seed"], split="heldout", **opts)
+def heldout_split(s: RunSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The held-out split of a run's dataset: ``(images float32 [n, *shape], labels int32
+    [n])``, read from the same folder as its batches (``dataset.path``). Raises
+    :class:`~phonetrain.data.DatasetError` naming missing files."""
+    m = get_model(s.model)
+    opts: dict[str, Any] = {"folder": s.dataset_path} if s.dataset_path else {}
+    return datasets.load(s.dataset, tuple(m.input_shape), m.classes,
+                         seed=s.measure.seed, split="heldout", **opts)
 
 
 def eval_points(run: dict[str, Any], every: int) -> list[dict[str, Any]]:
@@ -61,12 +59,12 @@ def eval_points(run: dict[str, Any], every: int) -> list[dict[str, Any]]:
 
 
 def evaluate_run(plan_json: str | Path, root: str | Path, out_dir: str | Path,
-                 p: dict[str, Any]) -> dict[str, Any] | None:
+                 s: RunSpec) -> dict[str, Any] | None:
     """Evaluate the runner output in ``out_dir`` (module docstring) and write
     ``out_dir/eval.json``; None (and no file) when ``measure.eval_every`` is 0. Raises
     :class:`StageError` when the runner kept none of the evaluation iterations' parameters
     (a plan lowered without them)."""
-    every = int(p["config"]["measure"].get("eval_every") or 0)
+    every = s.measure.eval_every
     if every <= 0:
         return None
     out_dir = Path(out_dir)
@@ -78,12 +76,12 @@ def evaluate_run(plan_json: str | Path, root: str | Path, out_dir: str | Path,
         raise StageError(f"{out_dir}: measure.eval_every is {every} but the runner kept no "
                          "parameters at the evaluation iterations; re-lower the plan (its "
                          "checkpoints must include them)")
-    x, y = heldout_split(p)
+    x, y = heldout_split(s)
     for q in points:
         params = reference.read_checkpoint(out_dir, plan, q["iteration"])
         r = reference.evaluate(plan, root, params, x, y)
         q.update(heldout_loss=r.loss, heldout_accuracy=r.accuracy, n_heldout=r.n)
-    doc = {"eval_every": every, "dataset": p["dataset"], "n_heldout": int(len(y)),
+    doc = {"eval_every": every, "dataset": s.dataset, "n_heldout": int(len(y)),
            "points": points}
     write_json(doc, out_dir / layout.EVAL)
     return doc

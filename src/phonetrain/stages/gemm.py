@@ -2,20 +2,23 @@
 runs' plans use), the GEMM sweep per device x version (and the runner's CPU backend), and each
 device's peaks (the roofline's ceilings).
 
-Stages, with params ``kernel[(d, k)]`` or ``device[d]`` of
-:func:`phonetrain.stages.params.job_params` plus what each needs of its ``gemm`` dict:
+Stages, with params :class:`~phonetrain.stages.specs.GemmSpec` (``gemm``),
+:class:`~phonetrain.stages.specs.TuneSpec` (``tune``), :class:`~phonetrain.stages.specs.SquaresSpec`
+(``tune_squares``), :class:`~phonetrain.stages.specs.DeviceSpec` (``peaks``) or
+:class:`~phonetrain.stages.specs.ShapesSpec` (``gemm-shapes``):
 
-- ``tune`` (params :func:`~phonetrain.stages.params.tune_job`): inputs ``runner``,
-  ``sources``; output ``tuning`` (``tuning/<class>.json``, :mod:`phonetrain.kernels.tuning`:
-  one class, the GEMM call its name gives);
-- ``tune_squares`` (params :func:`~phonetrain.stages.params.squares_job`): the same inputs;
-  output ``tuning`` (``tuning/squares.json``: the sweep's square sizes up to
-  ``tune_max_launch_s`` per launch, each its own class);
-- ``gemm`` (params :func:`~phonetrain.stages.params.gemm_job`): inputs ``runner``,
-  ``sources`` (none for ``cpu``), ``tuning`` (the version's class files: every class of the
-  models' shapes and ``squares.json``; none for an untunable version); output ``gemm`` (the
-  version's measurements: models' GEMM shapes, then square sizes ascending until one launch
-  would take longer than ``max_launch_s``; each with the configuration tuned for it,
+- ``gemm-shapes``: output ``shapes`` (the models' GEMM calls,
+  :func:`phonetrain.stages.params.models_gemm_shapes`; read by gemm through
+  :func:`read_shapes`, which checks them against the spec's ``shapes_hash``);
+- ``tune``: inputs ``runner``, ``sources``; output ``tuning`` (``tuning/<class>.json``,
+  :mod:`phonetrain.kernels.tuning`: one class, the GEMM call its name gives);
+- ``tune_squares``: the same inputs; output ``tuning`` (``tuning/squares.json``: the sweep's
+  square sizes up to ``tune_max_launch_s`` per launch, each its own class);
+- ``gemm``: inputs ``runner``, ``shapes``, ``sources`` (none for ``cpu``), ``tuning`` (the
+  version's class files: every class of the models' shapes and ``squares.json``; none for an
+  untunable version); output ``gemm`` (the version's measurements: models' GEMM shapes, then
+  square sizes ascending until one launch would take longer than ``max_launch_s``; each with
+  the configuration tuned for it,
   :func:`phonetrain.kernels.tuning.class_for`);
 - ``peaks``: input ``runner``; output ``peaks`` (runner bench-peak).
 """
@@ -31,25 +34,49 @@ import pandas as pd
 
 from phonetrain import layout
 from phonetrain.errors import StageError
-from phonetrain.io import write_json
+from phonetrain.io import read_json, write_json
 from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tuning
 from phonetrain.kernels.gemm import GemmShape, gemm_source, gemm_spec
 from phonetrain.results.readers import gemm_frame, peaks_frame
 from phonetrain.runner import DeviceSelector, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
-from phonetrain.stages.params import models_gemm_shapes
+from phonetrain.stages.params import models_gemm_shapes, shapes_hash
+from phonetrain.stages.specs import DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec, TuneSpec
 
 CPU_VERSION = "cpu"
+
+
+def write_shapes(job: Job) -> Path:
+    """The models' GEMM calls (:func:`phonetrain.stages.params.models_gemm_shapes` of the
+    spec's models) -> ``output.shapes`` (``{"shapes": [{"kernel", "M", "N", "K",
+    "source"}]}``)."""
+    s = job.spec(ShapesSpec)
+    write_json({"shapes": models_gemm_shapes(s.models)}, job.output.shapes)
+    return Path(job.output.shapes)
+
+
+def read_shapes(path: str | Path, want_hash: str) -> list[dict[str, Any]]:
+    """The shape list of ``path`` (:func:`write_shapes`). Raises :class:`StageError` when its
+    hash is not ``want_hash`` (the file is not the study's)."""
+    shapes = read_json(path)["shapes"]
+    if shapes_hash(shapes) != want_hash:
+        raise StageError(f"{path}: GEMM shapes hash {shapes_hash(shapes)}, not the study's "
+                         f"{want_hash}; rerun its gemm_shapes job")
+    return shapes
+
+
+def _shapes(shapes: list[dict[str, Any]]) -> list[GemmShape]:
+    return [GemmShape(s["kernel"], s["M"], s["N"], s["K"]) for s in shapes]
 
 
 class _Bench:
     """One device's runner, with the runner and (optionally) a kernel version deployed, running
     bench-gemm specs into a temporary folder."""
 
-    def __init__(self, job: Job, version: str | None):
-        p = job.params
-        self.r = Runner.for_device(p["device_config"], p["stage_root"],
+    def __init__(self, job: Job, s: DeviceSpec | GemmSpec | TuneSpec | SquaresSpec,
+                 version: str | None):
+        self.r = Runner.for_device(s.device_config, job.runtime.at(s.stage_root),
                                    timeout_s=job.runtime.timeout_s)
         self.tmp = tempfile.TemporaryDirectory(prefix="phonetrain-gemm-")
         self.n = 0
@@ -84,16 +111,16 @@ def _probe(bench: _Bench, version: KernelVersion, source: str, min_time_ms: floa
 
 
 def tune(job: Job) -> dict:
-    """Tune one version on one device for one class (``params.class``, the GEMM call
+    """Tune one version on one device for one class (``spec.cls``, the GEMM call
     :func:`phonetrain.kernels.tuning.class_shape` gives) and write ``output.tuning``. With
     ``tune`` false only the version's defaults run (still checked). Raises
     :class:`~phonetrain.errors.StageError` when no candidate passes."""
-    p = job.params
+    p = job.spec(TuneSpec)
     try:
-        shape = tuning.class_shape(p["class"])
+        shape = tuning.class_shape(p.cls)
     except ValueError as e:
         raise StageError(str(e)) from None
-    return _tune(job, [shape], [])
+    return _tune(job, p, [shape], [])
 
 
 def tune_squares(job: Job) -> dict:
@@ -101,59 +128,58 @@ def tune_squares(job: Job) -> dict:
     expected within ``tune_max_launch_s`` (:func:`phonetrain.kernels.tuning.tunable_squares`),
     each its own class, and write ``output.tuning``; with ``tune`` false no square is tuned
     (the file then holds no class)."""
-    p = job.params
-    return _tune(job, [], p["sizes"])
+    p = job.spec(SquaresSpec)
+    return _tune(job, p, [], p.sizes)
 
 
-def _tune(job: Job, shapes: list[GemmShape], sizes: list[int]) -> dict:
+def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
+          sizes: list[int]) -> dict:
     """Tune ``shapes`` (each its own class) and the tunable squares of ``sizes`` on the device
     and write ``output.tuning``; nothing to tune gives a document without classes."""
-    p = job.params
-    version = load_version(p["kernel"])
-    bench = _Bench(job, version.name)
+    version = load_version(p.kernel)
+    bench = _Bench(job, p, version.name)
     source = f"{layout.device_kernels(version.name)}/gemm.cl"
     doc = {"version": version.name, "classes": {}, "default": None, "trials": []}
     with bench.r.lock():
         squares = tuning.tunable_squares(
-            sizes, _probe(bench, version, source, p["tune_min_time_ms"]),
-            p.get("tune_max_launch_s", 0.1)) if p["tune"] and sizes else []
+            sizes, _probe(bench, version, source, p.tune_min_time_ms),
+            p.tune_max_launch_s) if p.tune and sizes else []
         try:
             if shapes or squares:
                 doc = tuning.tune(version, shapes, bench.spec, source=source,
-                                  min_time_ms=p["tune_min_time_ms"],
-                                  defaults_only=not p["tune"], squares=squares)
+                                  min_time_ms=p.tune_min_time_ms,
+                                  defaults_only=not p.tune, squares=squares)
         except tuning.TuningError as e:
             raise StageError(str(e)) from None
-    doc.update(device=p["device"], kernel_hash=p["kernel_hash"])
+    doc.update(device=p.device, kernel_hash=p.kernel_hash)
     tuning.write_tuning(doc, job.output.tuning)
     return doc
 
 
-def _groups(p: dict[str, Any]) -> list[tuple[str, GemmShape]]:
+def _groups(shapes: list[dict[str, Any]], sizes: list[int]) -> list[tuple[str, GemmShape]]:
     """(shape source, shape): the models' GEMM calls, then the square sizes ascending."""
-    out = [(s["source"], GemmShape(s["kernel"], s["M"], s["N"], s["K"]))
-           for s in models_gemm_shapes(p["models"])]
-    return out + [("square", GemmShape("gemm_nn", n, n, n)) for n in sorted(p["sizes"])]
+    out = [(s["source"], GemmShape(s["kernel"], s["M"], s["N"], s["K"])) for s in shapes]
+    return out + [("square", GemmShape("gemm_nn", n, n, n)) for n in sorted(sizes)]
 
 
 def gemm(job: Job) -> dict:
     """GFLOPS of one version (``params.version``; ``cpu`` = the runner's CPU backend) on one
     device -> ``output.gemm``. A tuned version uses its tuning files' configuration per shape
     class."""
-    p = job.params
-    version = p["version"]
+    p = job.spec(GemmSpec)
+    version = p.version
     kv = None if version == CPU_VERSION else load_version(version)
     tuning_files = job.many("tuning")
     tuned = tuning.load_tunings(tuning_files) if tuning_files else None
-    bench = _Bench(job, version if kv else None)
+    bench = _Bench(job, p, version if kv else None)
     rows: list[dict[str, Any]] = []
-    doc_out: dict[str, Any] = {"device": p["device"], "version": version, "status": "ok",
+    doc_out: dict[str, Any] = {"device": p.device, "version": version, "status": "ok",
                                "rows": rows}
     last_gflops = None
     with bench.r.lock():
-        for source, g in _groups(p):
+        for source, g in _groups(read_shapes(job.input.shapes, p.shapes_hash), p.sizes):
             if source == "square" and last_gflops and \
-                    g.flops / (last_gflops * 1e9) > p["max_launch_s"]:
+                    g.flops / (last_gflops * 1e9) > p.max_launch_s:
                 rows.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": source,
                              "status": "skipped", "error": "estimated launch time over "
                              "measure.gemm_max_launch_s"})
@@ -164,7 +190,7 @@ def gemm(job: Job) -> dict:
                 v = tuning.candidate_version(kv, tuned["classes"][cls])
             spec = gemm_spec(v, [g], source=f"{layout.device_kernels(version)}/gemm.cl",
                              backend="cpu" if kv is None else "opencl",
-                             min_time_ms=p["min_time_ms"], repeats=5, threads=p["threads"])
+                             min_time_ms=p.min_time_ms, repeats=5, threads=p.threads)
             doc = bench.spec(spec)
             if doc.get("status") == "skipped":
                 doc_out.update(status="skipped", reason=doc.get("reason", ""))
@@ -179,7 +205,7 @@ def gemm(job: Job) -> dict:
                 if source == "square" and c["status"] == "ok":
                     last_gflops = c["gflops"]
     if kv is not None:
-        doc_out["kernel_hash"] = p["kernel_hash"]
+        doc_out["kernel_hash"] = p.kernel_hash
     doc_out[STAMP] = stamp(job)
     write_json(doc_out, job.output.gemm)
     return doc_out
@@ -187,14 +213,14 @@ def gemm(job: Job) -> dict:
 
 def peaks(job: Job) -> dict:
     """The device's peak compute and read bandwidth (runner bench-peak) -> ``output.peaks``."""
-    p = job.params
-    bench = _Bench(job, None)
+    p = job.spec(DeviceSpec)
+    bench = _Bench(job, p, None)
     with bench.r.lock():
         try:
             doc = bench.r.bench_peak(bench.out(), min_time_ms=50)
         except RunnerError as e:
             raise StageError(f"device '{bench.r.device}': runner bench-peak: {e}") from None
-    doc["device_id"] = p["device"]
+    doc["device_id"] = p.device
     doc[STAMP] = stamp(job)
     write_json(doc, job.output.peaks)
     return doc
@@ -234,7 +260,8 @@ def peaks_here(binary: str | Path, selector: DeviceSelector | None = None, *,
                                         work_items=work_items))
 
 
-STAGES = {"tune": tune, "tune_squares": tune_squares, "gemm": gemm, "peaks": peaks}
+STAGES = {"gemm-shapes": write_shapes, "tune": tune, "tune_squares": tune_squares,
+          "gemm": gemm, "peaks": peaks}
 
 if __name__ == "__main__":
     sys.exit(main(STAGES, sys.argv[1:]))

@@ -9,7 +9,9 @@ same jobs from :mod:`phonetrain.layout` and calls the same functions in-process.
 
 Run-time knobs (how long a runner may run, whether it prints progress) are not params: a
 change must rerun nothing. They reach a job through the environment variable
-:data:`RUNTIME_ENV` (JSON), which the workflow sets when it composes the sweep.
+:data:`RUNTIME_ENV` (JSON), which the workflow sets when it composes the sweep, with the
+results folder as this invocation spells it: params hold paths relative to it
+(:meth:`Runtime.at`), so they do not change with its spelling.
 """
 
 from __future__ import annotations
@@ -25,29 +27,39 @@ from typing import Any, Callable, Mapping, Sequence
 
 from phonetrain.errors import PhonetrainError, StageError
 from phonetrain.io import write_text
+from phonetrain.stages import specs
+from phonetrain.stages.specs import S
 
 RUNTIME_ENV = "PHONETRAIN_RUNTIME"
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """Run-time knobs: ``timeout_s`` (limit of one runner invocation, s; ``measure.timeout_s``)
-    and ``progress`` (the runner prints one line per iteration; ``measure.progress``)."""
+    """Run-time knobs: ``timeout_s`` (limit of one runner invocation, s; ``measure.timeout_s``),
+    ``progress`` (the runner prints one line per iteration; ``measure.progress``) and
+    ``results_dir`` (the results folder as spelled now; ``results_dir``)."""
 
     timeout_s: float
     progress: bool
+    results_dir: str
 
     @classmethod
     def from_env(cls) -> Runtime:
         """The knobs of :data:`RUNTIME_ENV`; where unset, the config's defaults."""
-        from phonetrain.config import MeasureConfig  # only when no workflow set them
+        from phonetrain.config import Config, MeasureConfig  # only when no workflow set them
 
         doc = json.loads(os.environ.get(RUNTIME_ENV) or "{}")
-        return cls(doc.get("timeout_s", MeasureConfig.timeout_s),
-                   doc.get("progress", MeasureConfig.progress))
+        defaults = {"timeout_s": MeasureConfig.timeout_s, "progress": MeasureConfig.progress,
+                    "results_dir": Config.results_dir}
+        return cls(**(defaults | doc))
 
     def to_env(self) -> str:
-        return json.dumps({"timeout_s": self.timeout_s, "progress": self.progress})
+        return json.dumps({"timeout_s": self.timeout_s, "progress": self.progress,
+                           "results_dir": self.results_dir})
+
+    def at(self, rel: str) -> Path:
+        """A path of a spec (relative to the results folder) resolved against it."""
+        return Path(self.results_dir) / rel
 
 
 def files(named: Mapping[str, Any]) -> SimpleNamespace:
@@ -70,6 +82,10 @@ class Job:
     params: dict[str, Any]
     log: Path
     runtime: Runtime = field(default_factory=Runtime.from_env)
+
+    def spec(self, cls: type[S]) -> S:
+        """The job's params as its spec ``cls`` (:func:`phonetrain.stages.specs.parse`)."""
+        return specs.parse(cls, self.params, str(self.log))
 
     def optional(self, name: str) -> str | None:
         """The one input file called ``name``, or None when the rule gave none (an optional

@@ -1,35 +1,44 @@
 """Each job's params: exactly what its result depends on, from the composed sweep.
 
-The rules pass these dicts to the jobs as Snakemake ``params`` (canonical JSON), so
-Snakemake's ``params`` rerun trigger reruns exactly the jobs whose settings changed, and a dry
+Each params dict is a job spec of :mod:`phonetrain.stages.specs` as a dict (every field set
+here, from the structured config; none defaulted by a stage). The rules pass these dicts to
+the jobs as Snakemake ``params`` (canonical JSON, at most 1 KB each), so Snakemake's
+``params`` rerun trigger reruns exactly the jobs whose settings changed, and a dry
 run changes no file. Run-time knobs (``timeout_s``, ``progress``) are not params
 (:class:`phonetrain.stages.job.Runtime`); device facts only feed the report.
 
-- ``device[d]``: the device config (runner build) and its staging root;
+Paths in params are relative to the results folder (:func:`phonetrain.layout.stage_root_rel`),
+so the study's params do not depend on how the results folder is spelled.
+
+- ``device[d]``: the device config and its staging root (:class:`DeviceSpec`);
+- ``runner[d]``: the device config and the runner compile cache (:class:`RunnerSpec`);
 - ``bandwidth[d]``: plus the sweep's transfer-size limit;
 - ``kernel[(d, k)]``: one kernel version on one device, with the resolved sources' hash;
 - ``data[data_dir]``: one dataset split into batches for an input shape and batch size;
 - ``plan[exp]``: what the lowered plan depends on (the device excluded);
 - ``run[(d, exp)]``: one run (written to its run folder as ``params.json``);
-- ``gemm``: the GEMM study's models and settings (:func:`gemm_job`, :func:`tune_job` and
-  :func:`squares_job` take from it what each needs).
+- ``gemm``: the GEMM study's settings and its shapes' hash (:func:`gemm_job`,
+  :func:`tune_job` and :func:`squares_job` take from it what each needs); ``shapes``: the
+  models whose GEMM shapes the ``gemm-shapes`` job writes (the list is too large for a param).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 from typing import Any
 
 from phonetrain.config import Experiment, Sweep, config_hash, plan_config
+from phonetrain.io import short_hash
 from phonetrain.data import HELDOUT_FRACTION, HELDOUT_SEED, batch_dir, dataset_info
 from phonetrain.kernels import source_hash, tuning
 from phonetrain.kernels.gemm import GemmShape, plan_shapes
-from phonetrain.layout import Layout
+from phonetrain.layout import RUNNER_CACHE_REL, Layout, stage_root_rel
 from phonetrain.lowering import LowerSpec, lower
 from phonetrain.models import get_model
 from phonetrain.results.schema import TABLES
+from phonetrain.stages.specs import (BandwidthSpec, DataSpec, DeviceSpec, GemmSpec, KernelSpec,
+                                     MeasureSpec, PlanSpec, RunnerSpec, RunSpec, ShapesSpec,
+                                     SquaresSpec, TuneSpec, to_params)
 
 RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
                     "cooldown_threshold_c", "cooldown_limit_s", "verify_atol", "checkpoints",
@@ -46,7 +55,7 @@ def kernel_hash(version: str) -> str:
 
 def dataset_of(exp: Experiment) -> str:
     """The dataset an experiment trains on: its model's, else the sweep's."""
-    return exp.config["model"].get("dataset") or exp.config["dataset"]["name"]
+    return exp.config["model"]["dataset"] or exp.config["dataset"]["name"]
 
 
 def data_dir_rel(dataset: str, batch_size: int, model_name: str) -> str:
@@ -55,29 +64,61 @@ def data_dir_rel(dataset: str, batch_size: int, model_name: str) -> str:
     return batch_dir(dataset, batch_size, m.input_shape, m.classes)
 
 
-def run_params(exp: Experiment) -> dict[str, Any]:
-    """``params.json`` of a run folder: identity and settings read by
-    :mod:`phonetrain.results.runs`, plus the config the run depends on under ``config``
-    (measurement keys limited to :data:`RUN_MEASURE_KEYS`)."""
+def run_measure(exp: Experiment) -> MeasureSpec:
+    """The run's ``measure`` settings: :data:`RUN_MEASURE_KEYS` and ``eval_every``."""
+    ms = exp.config["measure"]
+    return MeasureSpec(**{k: ms[k] for k in RUN_MEASURE_KEYS + ("eval_every",)})
+
+
+def run_config_hash(exp: Experiment) -> str:
+    """Hash of the config a run depends on (measurement keys limited to
+    :data:`RUN_MEASURE_KEYS`; ``eval_every`` only when on, so a run measured before the key
+    existed keeps its hash)."""
     c = dict(exp.config)
     ms = c["measure"]
-    c["measure"] = {k: ms[k] for k in RUN_MEASURE_KEYS if k in ms}
-    if ms.get("eval_every"):
-        # only when on: a run measured before the key existed keeps its config hash
+    c["measure"] = {k: ms[k] for k in RUN_MEASURE_KEYS}
+    if ms["eval_every"]:
         c["measure"]["eval_every"] = ms["eval_every"]
-    b = c["backend"]
-    return {
-        "run_id": exp.id, "model": exp.model, "device": exp.device, "backend": exp.backend,
-        "placement": None if b["kind"] == "cpu" else b["placement"],
-        "transfer": None if b["kind"] == "cpu" else b["transfer"],
-        "kernel": None if b["kind"] == "cpu" else exp.kernel,
-        "dataset": dataset_of(exp), "batch_size": c["model"]["batch_size"],
-        "warmup": c["measure"]["warmup"], "iterations": c["measure"]["iterations"],
-        "threads": c["measure"]["threads"], "verify_atol": c["measure"]["verify_atol"],
-        "config_hash": config_hash(c),
-        "kernel_hash": kernel_hash(exp.kernel) if exp.is_opencl else None,
-        "config": c,
-    }
+    return config_hash(c)
+
+
+def run_spec(exp: Experiment, data_dir: str) -> RunSpec:
+    """The :class:`RunSpec` of one experiment (``params.json`` of its run folder)."""
+    c = exp.config
+    cpu = c["backend"]["kind"] == "cpu"
+    return RunSpec(
+        run_id=exp.id, model=exp.model, device=exp.device, backend=exp.backend,
+        placement=None if cpu else c["backend"]["placement"],
+        transfer=None if cpu else c["backend"]["transfer"], kernel=None if cpu else exp.kernel,
+        dataset=dataset_of(exp), batch_size=c["model"]["batch_size"],
+        config_hash=run_config_hash(exp),
+        kernel_hash=kernel_hash(exp.kernel) if exp.is_opencl else None,
+        stage_root=stage_root_rel(exp.device), data_dir=data_dir,
+        device_config=c["device"], dataset_path=c["dataset"]["path"],
+        measure=run_measure(exp))
+
+
+def run_params(exp: Experiment) -> dict[str, Any]:
+    """``params.json`` of a run folder (:class:`RunSpec`)."""
+    pc = plan_config(exp)
+    return to_params(run_spec(exp, data_dir_rel(dataset_of(exp), pc["model"]["batch_size"],
+                                                exp.model)))
+
+
+def plan_spec(exp: Experiment, data_dir: str) -> PlanSpec:
+    """The :class:`PlanSpec` of one experiment (:func:`phonetrain.config.plan_config`)."""
+    pc = plan_config(exp)
+    m, b, ms = pc["model"], pc["backend"], pc["measure"]
+    opencl = b["kind"] == "opencl"
+    return PlanSpec(id=exp.id, model=m["name"], dataset=dataset_of(exp),
+                    batch_size=m["batch_size"], lr=m["lr"], momentum=m["momentum"],
+                    weight_decay=m["weight_decay"], backend=b["kind"],
+                    placement=b["placement"] if opencl else None,
+                    transfer=b["transfer"] if opencl else None,
+                    kernel=pc["kernel"]["name"] if opencl else "baseline",
+                    num_batches=pc["dataset"]["num_batches"], warmup=ms["warmup"],
+                    iterations=ms["iterations"], seed=ms["seed"],
+                    checkpoints=list(ms["checkpoints"]), data_dir=data_dir)
 
 
 @functools.lru_cache(maxsize=None)
@@ -131,14 +172,16 @@ def sweep_tuning_classes(sweep: Sweep) -> list[str]:
         for s in sweep_gemm_shapes(sweep)))
 
 
+def shapes_hash(shapes: list[dict[str, Any]]) -> str:
+    """16 hex digits of a GEMM shape list (the ``shapes_hash`` of :class:`GemmSpec`)."""
+    return short_hash(shapes)
+
+
 def gemm_params(sweep: Sweep) -> dict[str, Any]:
-    """What the tune/gemm jobs depend on besides the device and kernel version: the models
-    whose GEMM calls are measured (with a hash of those calls, so a lowering that changes them
-    reruns the GEMM sweep) and the study's GEMM settings."""
+    """The GEMM settings of :class:`GemmSpec` shared by every gemm job (the tune jobs take
+    theirs from it: :func:`tune_job`, :func:`squares_job`)."""
     ms = sweep.root["measure"]
-    shapes = json.dumps(sweep_gemm_shapes(sweep), sort_keys=True)
-    return {"models": gemm_models(sweep),
-            "shapes_sha256": hashlib.sha256(shapes.encode()).hexdigest()[:16],
+    return {"shapes_hash": shapes_hash(sweep_gemm_shapes(sweep)),
             "sizes": sorted(int(n) for n in ms["gemm_sizes"]),
             "min_time_ms": float(ms["gemm_min_time_ms"]),
             "max_launch_s": float(ms["gemm_max_launch_s"]), "tune": bool(ms["tune"]),
@@ -147,45 +190,48 @@ def gemm_params(sweep: Sweep) -> dict[str, Any]:
 
 
 def job_params(sweep: Sweep) -> dict[str, Any]:
-    """Every job's params dict, keyed by job: ``device[d]``, ``bandwidth[d]``,
-    ``kernel[(d, k)]``, ``data[data_dir]``, ``plan[exp_id]``, ``run[(d, exp_id)]``, and
-    ``gemm`` (one dict)."""
+    """Every job's params dict (a spec of :mod:`phonetrain.stages.specs`), keyed by job:
+    ``device[d]``, ``runner[d]``, ``bandwidth[d]``, ``kernel[(d, k)]``, ``data[data_dir]``,
+    ``plan[exp_id]``, ``run[(d, exp_id)]``, and ``gemm`` and ``shapes`` (one dict each)."""
     L = Layout(sweep.results_dir)
-    out: dict[str, Any] = {"device": {}, "bandwidth": {}, "kernel": {}, "data": {}, "plan": {},
-                           "run": {}}
+    out: dict[str, Any] = {"device": {}, "runner": {}, "bandwidth": {}, "kernel": {},
+                           "data": {}, "plan": {}, "run": {}}
     ms = sweep.root["measure"]
     for d, dcfg in sweep.members["device"].items():
         dev = {k: v for k, v in dcfg.items() if k != "facts"}
-        base = {"device": d, "device_config": dev, "stage_root": L.stage_root(d)}
-        out["device"][d] = base
-        out["bandwidth"][d] = {**base, "bandwidth_max_bytes": ms["bandwidth_max_bytes"]}
+        root = stage_root_rel(d)
+        out["device"][d] = to_params(DeviceSpec(d, dev, root))
+        out["runner"][d] = to_params(RunnerSpec(d, dev, RUNNER_CACHE_REL))
+        out["bandwidth"][d] = to_params(BandwidthSpec(d, dev, root, ms["bandwidth_max_bytes"]))
         for k in sweep.kernels:
-            out["kernel"][(d, k)] = {**base, "kernel": k, "kernel_hash": kernel_hash(k)}
+            out["kernel"][(d, k)] = to_params(KernelSpec(d, dev, root, k, kernel_hash(k)))
     for exp in sweep.experiments:
-        pc = plan_config(exp)
         ds = dataset_of(exp)
-        ddir = data_dir_rel(ds, pc["model"]["batch_size"], exp.model)
-        pc["data_dir"] = ddir
-        # Not the model: every model reading a dataset shares its batch files. Only synthetic
-        # data takes its shape and classes from the model (checked at composition).
-        m = get_model(exp.model)
-        synth = dataset_info(ds).input_shape is None
-        out["data"][ddir] = {"dataset": ds,
-                             "input_shape": list(m.input_shape) if synth else None,
-                             "classes": m.classes if synth else None,
-                             "batch_size": pc["model"]["batch_size"], "dir": ddir,
-                             "dataset_config": exp.config["dataset"],
-                             "seed": pc["measure"]["seed"]}
-        if ds in HELDOUT_HOLDS_BACK:
-            # the training split lost its held-out share: a changed param rewrites old batches
-            out["data"][ddir]["heldout"] = {"fraction": HELDOUT_FRACTION, "seed": HELDOUT_SEED}
-        out["plan"][exp.id] = pc
-        rp = run_params(exp)
-        rp["stage_root"] = L.stage_root(exp.device)
-        rp["data_dir"] = ddir
+        batch = exp.config["model"]["batch_size"]
+        ddir = data_dir_rel(ds, batch, exp.model)
+        out["data"][ddir] = to_params(data_spec(exp, ddir))
+        out["plan"][exp.id] = to_params(plan_spec(exp, ddir))
+        rp = to_params(run_spec(exp, ddir))
         out["run"][(exp.device, exp.id)] = rp
     out["gemm"] = gemm_params(sweep)
+    out["shapes"] = to_params(ShapesSpec(gemm_models(sweep)))
     return out
+
+
+def data_spec(exp: Experiment, ddir: str) -> DataSpec:
+    """The :class:`DataSpec` of the batch folder ``ddir`` an experiment reads. Not the model:
+    every model reading a dataset shares its batch files; only synthetic data takes its shape
+    and classes from the model (checked at composition)."""
+    ds = dataset_of(exp)
+    m = get_model(exp.model)
+    synth = dataset_info(ds).input_shape is None
+    held = {"fraction": HELDOUT_FRACTION, "seed": HELDOUT_SEED} \
+        if ds in HELDOUT_HOLDS_BACK else None  # a changed share rewrites the batches
+    return DataSpec(dataset=ds, input_shape=list(m.input_shape) if synth else None,
+                    classes=m.classes if synth else None,
+                    batch_size=exp.config["model"]["batch_size"], dir=ddir,
+                    dataset_config=exp.config["dataset"],
+                    seed=exp.config["measure"]["seed"], heldout=held)
 
 
 def expected_files(sweep: Sweep) -> dict[str, list[str]]:
@@ -205,10 +251,12 @@ def expected_files(sweep: Sweep) -> dict[str, list[str]]:
 
 
 def gemm_job(jp: dict[str, Any], device: str, version: str) -> dict[str, Any]:
-    """A GEMM sweep job's params (``version``: a kernel version, or ``cpu``): the device (and
-    kernel version's) params of ``jp`` (:func:`job_params`) and the study's GEMM settings."""
-    base = jp["device"][device] if version == CPU_VERSION else jp["kernel"][(device, version)]
-    return {**base, **jp["gemm"], "version": version}
+    """A tune or GEMM sweep job's params (:class:`GemmSpec`; ``version``: a kernel version,
+    or ``cpu``): the device's params of ``jp`` (:func:`job_params`), the version's hash and
+    the study's GEMM settings."""
+    base = jp["device"][device]
+    kh = None if version == CPU_VERSION else jp["kernel"][(device, version)]["kernel_hash"]
+    return to_params(GemmSpec(**base, version=version, kernel_hash=kh, **jp["gemm"]))
 
 
 def tune_job(jp: dict[str, Any], device: str, kernel: str, cls: str) -> dict[str, Any]:
@@ -216,16 +264,17 @@ def tune_job(jp: dict[str, Any], device: str, kernel: str, cls: str) -> dict[str
     tuned on, :func:`phonetrain.kernels.tuning.class_shape`) and the tuning settings; nothing
     of the sweep, so a class's result stays whatever else the study holds."""
     g = jp["gemm"]
-    return {**jp["kernel"][(device, kernel)], "class": cls, "tune": g["tune"],
-            "tune_min_time_ms": g["tune_min_time_ms"]}
+    return to_params(TuneSpec(**jp["kernel"][(device, kernel)], cls=cls, tune=g["tune"],
+                              tune_min_time_ms=g["tune_min_time_ms"]))
 
 
 def squares_job(jp: dict[str, Any], device: str, kernel: str) -> dict[str, Any]:
     """A tune_squares job's params: the version on the device, the GEMM sweep's square sizes
     and the tuning settings."""
     g = jp["gemm"]
-    return {**jp["kernel"][(device, kernel)],
-            **{k: g[k] for k in ("sizes", "tune", "tune_min_time_ms", "tune_max_launch_s")}}
+    return to_params(SquaresSpec(**jp["kernel"][(device, kernel)],
+                                 **{k: g[k] for k in ("sizes", "tune", "tune_min_time_ms",
+                                                      "tune_max_launch_s")}))
 
 
 def gemm_versions(sweep: Sweep) -> list[str]:

@@ -1,9 +1,10 @@
 """Profile stage: the host<->device bandwidth sweep per device, and per run the
 Chrome/Perfetto trace of its commands (:mod:`phonetrain.results.profiling`).
 
-- ``bandwidth`` (params ``bandwidth[d]``; input ``runner``; outputs ``csv``, ``bench``): runner
-  ``bench-bandwidth`` up to ``bandwidth_max_bytes``;
-- ``perfetto`` (params ``{"device", "title"}``; inputs ``run``, ``trace``; output ``json``).
+- ``bandwidth`` (params :class:`~phonetrain.stages.specs.BandwidthSpec`; input ``runner``;
+  outputs ``csv``, ``bench``): runner ``bench-bandwidth`` up to ``bandwidth_max_bytes``;
+- ``perfetto`` (params :class:`~phonetrain.stages.specs.PerfettoSpec`; inputs ``run``,
+  ``trace``; output ``json``).
 """
 
 from __future__ import annotations
@@ -19,18 +20,19 @@ from phonetrain.results.runs import folder_problems, run_iterations
 from phonetrain.runner import Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
+from phonetrain.stages.specs import BandwidthSpec, PerfettoSpec
 
 
 def bandwidth(job: Job) -> Path:
     """Host<->device bandwidth sweep on one device -> ``output.csv`` and ``output.bench``
     (launch latency, settings)."""
-    p = job.params
-    dev = p["device_config"]
-    r = Runner.for_device(dev, p["stage_root"], timeout_s=job.runtime.timeout_s)
+    s = job.spec(BandwidthSpec)
+    dev = s.device_config
+    r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s)
     with tempfile.TemporaryDirectory(prefix="phonetrain-bw-") as tmp, r.lock():
         r.push_runner(job.input.runner)
         try:
-            csv = r.bench_bandwidth(Path(tmp) / "bw", max_bytes=p["bandwidth_max_bytes"])
+            csv = r.bench_bandwidth(Path(tmp) / "bw", max_bytes=s.bandwidth_max_bytes)
         except RunnerError as e:
             raise StageError(f"device '{dev['name']}': runner bench-bandwidth: {e}") from None
         bench = read_json(csv.with_name("bench.json"))
@@ -42,11 +44,11 @@ def bandwidth(job: Job) -> Path:
 def perfetto(job: Job) -> Path:
     """A run's command trace as Chrome/Perfetto trace-event JSON; a skipped run (nothing ran)
     gets a valid trace with no events."""
-    p, out = job.params, Path(job.output.json)
+    s, out = job.spec(PerfettoSpec), Path(job.output.json)
     run = read_json(job.input.run)
     if run.get("status") in ("skipped", "oom"):   # nothing was measured
         profiling.write_json_atomic({"traceEvents": [], "displayTimeUnit": "ns",
-                                     "otherData": {"title": p["title"], "device": p["device"],
+                                     "otherData": {"title": s.title, "device": s.device,
                                                    "skipped": run.get("reason") or "skipped"}},
                                     out)
         return out
@@ -55,8 +57,8 @@ def perfetto(job: Job) -> Path:
         raise StageError(f"{Path(job.input.run).parent} is damaged: {'; '.join(problems)}")
     tr = profiling.read_trace_csv(job.input.trace)
     it = run_iterations(run, str(job.input.run))
-    profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=p["title"],
-                                                         device=p["device"]), out)
+    profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=s.title,
+                                                         device=s.device), out)
     return out
 
 

@@ -57,11 +57,12 @@ def run_single(sweep: Sweep, exp: Experiment) -> Path:
     O = L.oneoff()
     jp = job_params(sweep)
     ms = sweep.root["measure"]
-    rt = Runtime(timeout_s=ms["timeout_s"], progress=ms["progress"])
+    rt = Runtime(timeout_s=ms["timeout_s"], progress=ms["progress"],
+                 results_dir=sweep.results_dir)
     d, e = exp.device, exp.id
     runner = O.runner(d)
-    run(build.build_runner, _job({**jp["device"][d], "cache": L.runner_cache()},
-                                 O.log("build_runner", d), rt, outputs={"runner": runner}),
+    run(build.build_runner, _job(jp["runner"][d], O.log("build_runner", d), rt,
+                                 outputs={"runner": runner}),
         "build-runner")
     sources = [str(p) for p in source_files(exp.kernel)] if exp.is_opencl else []
     tuned = []

@@ -1,11 +1,12 @@
 """Data, lowering and training stages.
 
-- ``data`` (params ``data[dir]``; output ``dir``): a dataset split into per-iteration batch
-  files (:mod:`phonetrain.data`).
-- ``lower`` (params ``plan[exp]``; output ``dir``): model + batch + backend placement ->
-  plan.json and its tensors (:mod:`phonetrain.lowering`).
-- ``train`` (params ``run[(d, exp)]``; inputs ``manifest`` (deploy's), ``plan`` (the plan that
-  ran on the device), ``plan_dir`` (its tensors), ``data``; outputs ``run``, ``trace``,
+- ``data`` (params :class:`~phonetrain.stages.specs.DataSpec`; output ``dir``): a dataset
+  split into per-iteration batch files (:mod:`phonetrain.data`).
+- ``lower`` (params :class:`~phonetrain.stages.specs.PlanSpec`; output ``dir``): model +
+  batch + backend placement -> plan.json and its tensors (:mod:`phonetrain.lowering`).
+- ``train`` (params :class:`~phonetrain.stages.specs.RunSpec`, also written as the run's
+  ``params.json``; inputs ``manifest`` (deploy's), ``plan`` (the plan that ran on the device),
+  ``plan_dir`` (its tensors), ``data``; outputs ``run``, ``trace``,
   ``verify``, and the run folder around them): the runner executes the plan on the device
   (``repeats`` times, under the device's lock, after the cool-down; each invocation measures
   adaptively until the median's interval is within ``measure.ci_target``), then the numpy
@@ -41,6 +42,7 @@ from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutO
                                Runner, RunnerError)
 from phonetrain.stages.evaluate import evaluate_run
 from phonetrain.stages.job import Job, main
+from phonetrain.stages.specs import DataSpec, MeasureSpec, PlanSpec, RunSpec, to_params
 
 
 DATA_SOURCE = "source.json"  # beside the batch files: the dataset folder actually read
@@ -50,42 +52,37 @@ def write_data(job: Job) -> Path:
     """Write one dataset's batch files into ``output.dir`` for the input shape, classes and
     batch size of the params, and :data:`DATA_SOURCE` recording the folder they were read
     from (None for digits and synthetic data)."""
-    p = job.params
-    dcfg = p["dataset_config"]
+    s = job.spec(DataSpec)
+    dcfg = s.dataset_config
     opts: dict[str, Any] = {}
-    if dcfg.get("path"):
+    if dcfg["path"]:
         opts["folder"] = dcfg["path"]
-    if dcfg.get("allow_download"):
+    if dcfg["allow_download"]:
         opts["download"] = True
     out = Path(job.output.dir)
-    doc = datasets.write_batches(p["dataset"], p["batch_size"], dcfg["num_batches"], out.parent,
-                                 seed=p["seed"], classes=p["classes"], dest=out,
-                                 input_shape=tuple(p["input_shape"]) if p["input_shape"]
+    doc = datasets.write_batches(s.dataset, s.batch_size, dcfg["num_batches"], out.parent,
+                                 seed=s.seed, classes=s.classes, dest=out,
+                                 input_shape=tuple(s.input_shape) if s.input_shape
                                  else None, **opts)
     write_json({k: doc[k] for k in ("source_folder", "sha256", "num_batches", "batch_size")}
-               | {"dataset": p["dataset"]}, out / DATA_SOURCE)
+               | {"dataset": s.dataset}, out / DATA_SOURCE)
     return out
 
 
-def lower_spec(pc: dict[str, Any]) -> LowerSpec:
-    """The :class:`~phonetrain.lowering.LowerSpec` of a plan params dict."""
-    m, b, ms = pc["model"], pc["backend"], pc["measure"]
-    opencl = b["kind"] == "opencl"
-    return LowerSpec(model=m["name"], batch_size=m["batch_size"], backend=b["kind"],
-                     placement=b["placement"] if opencl else None,
-                     transfer=b["transfer"] if opencl else None,
-                     kernel=pc["kernel"]["name"] if opencl else "baseline",
-                     dataset=m.get("dataset") or pc["dataset"]["name"],
-                     num_batches=pc["dataset"]["num_batches"], warmup=ms["warmup"],
-                     iterations=ms["iterations"], seed=ms["seed"], lr=m["lr"],
-                     momentum=m["momentum"], weight_decay=m["weight_decay"], plan_id=pc["id"],
-                     checkpoints=tuple(ms.get("checkpoints", ())))
+def lower_spec(s: PlanSpec) -> LowerSpec:
+    """The :class:`~phonetrain.lowering.LowerSpec` of a plan spec."""
+    return LowerSpec(model=s.model, batch_size=s.batch_size, backend=s.backend,
+                     placement=s.placement, transfer=s.transfer, kernel=s.kernel,
+                     dataset=s.dataset, num_batches=s.num_batches, warmup=s.warmup,
+                     iterations=s.iterations, seed=s.seed, lr=s.lr, momentum=s.momentum,
+                     weight_decay=s.weight_decay, plan_id=s.id,
+                     checkpoints=tuple(s.checkpoints))
 
 
 def lower(job: Job) -> Path:
     """Lower one plan into ``output.dir`` (atomic): plan.json and tensors/."""
     out = Path(job.output.dir)
-    got = write_plan_dir(lower_spec(job.params), out.parents[1])  # plans/<id> under it
+    got = write_plan_dir(lower_spec(job.spec(PlanSpec)), out.parents[1])  # plans/<id> under it
     if got.resolve() != out.resolve():
         raise StageError(f"lower: the plan went to {got}, not {out}")
     return out
@@ -107,16 +104,16 @@ def verify_run(plan_json: str | Path, root: str | Path, out_dir: str | Path,
     return doc
 
 
-def adaptive(ms: dict[str, Any]) -> Adaptive | None:
+def adaptive(ms: MeasureSpec) -> Adaptive | None:
     """The runner's adaptive measurement from the ``measure`` settings (None: the plan's
     iteration count exactly, when ``ci_target`` is 0)."""
-    if not ms.get("ci_target"):
+    if not ms.ci_target:
         return None
-    return Adaptive(ci_target=ms["ci_target"], max_iterations=ms["max_iterations"],
-                    max_seconds=ms["max_seconds"], resamples=ms["bootstrap_resamples"])
+    return Adaptive(ci_target=ms.ci_target, max_iterations=ms.max_iterations,
+                    max_seconds=ms.max_seconds, resamples=ms.bootstrap_resamples)
 
 
-def judge_measurement(run_dirs: list[Path], ms: dict[str, Any]) -> dict[str, Any]:
+def judge_measurement(run_dirs: list[Path], ms: MeasureSpec) -> dict[str, Any]:
     """The measurement verdict (:func:`phonetrain.results.stats.judge`) over the runner
     outputs of every repeat: their measured iterations pooled, their conditions."""
     walls, conds = [], []
@@ -124,42 +121,42 @@ def judge_measurement(run_dirs: list[Path], ms: dict[str, Any]) -> dict[str, Any
         run = read_json(d / layout.RUN)
         walls += [i["wall_ms"] for i in run.get("iters", []) if not i.get("warmup")]
         conds.append(run.get("conditions") or {})
-    return stats.judge(walls, conds, ci_target=ms.get("ci_target", 0),
-                       max_other_cpu_share=ms.get("max_other_cpu_share", 1.0),
-                       resamples=ms.get("bootstrap_resamples", 1000))
+    return stats.judge(walls, conds, ci_target=ms.ci_target,
+                       max_other_cpu_share=ms.max_other_cpu_share,
+                       resamples=ms.bootstrap_resamples)
 
 
 def train(job: Job) -> Path:
     """Run one experiment on its device ``repeats`` times and verify it; see the module
     docstring for the files."""
-    p = job.params
-    cfg = p["config"]
-    dev, ms = cfg["device"], cfg["measure"]
+    s = job.spec(RunSpec)
+    p = to_params(s)   # params.json
+    dev, ms = s.device_config, s.measure
     rdir = Path(job.output.run).parent
     rdir.mkdir(parents=True, exist_ok=True)
     remove_leftovers(rdir)
     marker = rdir / layout.FAILED
     marker.unlink(missing_ok=True)
     manifest = read_json(job.input.manifest)
-    r = Runner.for_device(dev, p["stage_root"], timeout_s=job.runtime.timeout_s,
+    r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s,
                           progress=job.runtime.progress)
     tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=".train-"))
     try:
         with r.lock():
-            for rep in range(ms["repeats"]):
-                if ms["cooldown_s"] > 0:
-                    time.sleep(ms["cooldown_s"])
+            for rep in range(ms.repeats):
+                if ms.cooldown_s > 0:
+                    time.sleep(ms.cooldown_s)
                 conditions = _conditions_before(r.transport, ms)
                 got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
                 try:
-                    r.run(manifest["plan"], got, threads=ms["threads"], adaptive=adaptive(ms),
-                          power_sample_ms=ms.get("power_sample_ms", 0))
+                    r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
+                          power_sample_ms=ms.power_sample_ms)
                 except MissingLibraryError as e:
-                    return _skip(p, tmp, rdir, e.message)
+                    return _skip(s, tmp, rdir, e.message)
                 except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
-                    return _skip(p, tmp, rdir, e.message, status="oom")
+                    return _skip(s, tmp, rdir, e.message, status="oom")
                 except RunnerError as e:
-                    reason = f"device '{dev['name']}', run {p['run_id']}: {e}"
+                    reason = f"device '{dev['name']}', run {s.run_id}: {e}"
                     write_json(p, rdir / layout.PARAMS)  # the settings that failed
                     write_json({"reason": reason, "log": e.stderr[-20000:]}, marker)
                     if not r.transport.streams_stderr:
@@ -170,10 +167,10 @@ def train(job: Job) -> Path:
                                got / layout.DEVICE_READINGS)
         plan_dir = Path(job.input.plan_dir)
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
-                            p["verify_atol"])
+                            ms.verify_atol)
         verify["plan_sha256"] = sha256_file(job.input.plan)  # the plan this run measured
         write_json(verify, tmp / "main" / layout.VERIFY)
-        evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", p)
+        evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", s)
         runs = [tmp / "main"] + sorted(tmp.glob("repeat_*"))
         write_json(judge_measurement(runs, ms), tmp / "main" / layout.MEASUREMENT)
         # params.json goes in with the measurement: a run interrupted before it finishes
@@ -206,7 +203,7 @@ def _tail(stderr: str, lines: int = 20) -> str:
     return ("\nrunner stderr (last lines):\n" + "\n".join(tail)) if tail else ""
 
 
-def _skip(p: dict[str, Any], tmp: Path, rdir: Path, reason: str,
+def _skip(s: RunSpec, tmp: Path, rdir: Path, reason: str,
           status: str = "skipped") -> Path:
     """Record a run the device cannot do as ``status``, not failed: ``skipped`` (runner exit
     8, a library or image support is missing) or ``oom`` (exit 9, the batch's tensors do not
@@ -216,16 +213,16 @@ def _skip(p: dict[str, Any], tmp: Path, rdir: Path, reason: str,
     measurement."""
     main_dir = tmp / "main"
     main_dir.mkdir(parents=True, exist_ok=True)
-    write_json(p, main_dir / layout.PARAMS)
+    write_json(to_params(s), main_dir / layout.PARAMS)
     write_text(main_dir / layout.TRACE, TRACE_HEADER)
     write_json({"skipped": True, "ok": None, "max_abs_err": None, "reason": reason},
                main_dir / layout.VERIFY)
-    write_json({"status": status, "reason": reason, "run_id": p["run_id"],
-                "device": p["device"], "kernel": p["kernel"],
-                "batch_size": p.get("batch_size")}, main_dir / layout.RUN)
+    write_json({"status": status, "reason": reason, "run_id": s.run_id,
+                "device": s.device, "kernel": s.kernel,
+                "batch_size": s.batch_size}, main_dir / layout.RUN)
     _install(tmp, rdir)
     what = "skipped" if status == "skipped" else "out of memory"
-    print(f"phonetrain: run {p['device']}/{p['run_id']} {what}: {reason}", file=sys.stderr)
+    print(f"phonetrain: run {s.device}/{s.run_id} {what}: {reason}", file=sys.stderr)
     return rdir
 
 
@@ -240,13 +237,13 @@ def skipped_reason(run_json: str | Path) -> str | None:
     return f"{st}: {doc.get('reason') or st}" if st in NOT_RUN else None
 
 
-def _conditions_before(t: Any, ms: dict[str, Any]) -> dict[str, Any] | None:
+def _conditions_before(t: Any, ms: MeasureSpec) -> dict[str, Any] | None:
     """Devices with sensors (adb): wait for the cool-down (measure.cooldown_threshold_c,
     cooldown_limit_s), then record facts and readings (docs/device-sensors.md); None else."""
     if not hasattr(t, "cooldown"):
         return None
     from phonetrain.devices.adb import Cooldown
-    cd = t.cooldown(Cooldown(ms["cooldown_threshold_c"], ms["cooldown_limit_s"]))
+    cd = t.cooldown(Cooldown(ms.cooldown_threshold_c, ms.cooldown_limit_s))
     return {"facts": t.facts(), "cooldown": cd, "before": t.readings()}
 
 

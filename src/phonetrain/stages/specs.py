@@ -1,0 +1,254 @@
+"""Each stage's job spec: a frozen dataclass of exactly the fields the stage reads.
+
+:mod:`phonetrain.stages.params` derives the specs from the composed sweep; the rules pass
+each spec as the job's ``params`` (canonical JSON, :func:`as_json`) and the stage parses it
+back with :func:`parse`, which requires every field and refuses unknown ones. Defaults live
+in the structured config (:mod:`phonetrain.config`) only: no spec field has one.
+
+Paths in specs are relative to the results folder (``stage/<device>``,
+``build/.runner-cache``): the same study spelled relatively or absolutely, or moved, has the
+same specs. A job resolves them with :meth:`phonetrain.stages.job.Runtime.at`.
+
+Values too large for a param (the GEMM study's shape list) travel as a file an upstream job
+writes; the spec holds its hash (``shapes_hash``), so a change still reruns the job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, TypeVar, get_type_hints
+
+from phonetrain.errors import StageError
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A job on one device (``peaks``): its config (``facts`` excluded) and staging root."""
+
+    device: str
+    device_config: dict
+    stage_root: str          # relative to the results folder
+
+
+@dataclass(frozen=True)
+class RunnerSpec:
+    """``build-runner``: the device's toolchain settings and the shared compile cache."""
+
+    device: str
+    device_config: dict
+    cache: str               # relative to the results folder
+
+
+@dataclass(frozen=True)
+class BandwidthSpec:
+    """``bandwidth``: the device and the sweep's largest transfer (bytes)."""
+
+    device: str
+    device_config: dict
+    stage_root: str
+    bandwidth_max_bytes: int
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """``build-kernels``: one kernel version on one device, with its sources' hash."""
+
+    device: str
+    device_config: dict
+    stage_root: str
+    kernel: str
+    kernel_hash: str
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    """``gemm``: one version (a kernel version, or ``cpu``) on one device and the
+    study's GEMM settings. The models' shapes are the ``shapes`` input file (see
+    :func:`phonetrain.stages.gemm.read_shapes`), whose hash is ``shapes_hash``."""
+
+    device: str
+    device_config: dict
+    stage_root: str
+    version: str
+    kernel_hash: Optional[str]     # None for ``cpu``
+    shapes_hash: str
+    sizes: list                    # square sizes n (M = N = K), ascending
+    min_time_ms: float
+    max_launch_s: float
+    tune: bool
+    tune_min_time_ms: float
+    tune_max_launch_s: float
+    threads: int
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    """``tune``: one kernel version on one device, tuned for one class (``cls``: the GEMM call
+    :func:`phonetrain.kernels.tuning.class_shape` gives); nothing of the sweep, so a class's
+    result stays whatever else the study holds."""
+
+    device: str
+    device_config: dict
+    stage_root: str
+    kernel: str
+    kernel_hash: str
+    cls: str
+    tune: bool
+    tune_min_time_ms: float
+
+
+@dataclass(frozen=True)
+class SquaresSpec:
+    """``tune_squares``: one kernel version on one device, tuned for the GEMM sweep's square
+    sizes whose launch is expected within ``tune_max_launch_s``."""
+
+    device: str
+    device_config: dict
+    stage_root: str
+    kernel: str
+    kernel_hash: str
+    sizes: list                    # square sizes n (M = N = K), ascending
+    tune: bool
+    tune_min_time_ms: float
+    tune_max_launch_s: float
+
+
+@dataclass(frozen=True)
+class ShapesSpec:
+    """``gemm-shapes``: the models whose training GEMMs the study runs, in the sweep's order
+    (``[[name, batch size]]``: a list, as the first model of a shared shape names it)."""
+
+    models: list
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """``data``: one dataset split into batch files. ``input_shape``/``classes`` only for
+    synthetic data (else None); ``heldout`` the held-out share cut from training
+    (``{"fraction", "seed"}``) or None."""
+
+    dataset: str
+    input_shape: Optional[list]
+    classes: Optional[int]
+    batch_size: int
+    dir: str                       # relative to a staging root
+    dataset_config: dict
+    seed: int
+    heldout: Optional[dict]
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """``lower``: what the lowered plan depends on (the device excluded); the fields of
+    :class:`phonetrain.lowering.LowerSpec` that the config sets."""
+
+    id: str
+    model: str
+    dataset: str
+    batch_size: int
+    lr: float
+    momentum: float
+    weight_decay: float
+    backend: str
+    placement: Optional[str]
+    transfer: Optional[str]
+    kernel: str
+    num_batches: int
+    warmup: int
+    iterations: int
+    seed: int
+    checkpoints: list
+    data_dir: str                  # relative to a staging root
+
+
+@dataclass(frozen=True)
+class MeasureSpec:
+    """A run's ``measure`` settings (:class:`phonetrain.config.MeasureConfig` documents each;
+    the run-time knobs ``timeout_s``/``progress`` are not here)."""
+
+    warmup: int
+    iterations: int
+    repeats: int
+    seed: int
+    threads: int
+    cooldown_s: float
+    cooldown_threshold_c: float
+    cooldown_limit_s: float
+    verify_atol: float
+    checkpoints: list
+    ci_target: float
+    max_iterations: int
+    max_seconds: float
+    max_other_cpu_share: float
+    bootstrap_resamples: int
+    power_sample_ms: int
+    eval_every: int
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """``deploy``, ``train``: one run, also its ``params.json``. ``measure``: the run's
+    ``measure`` settings; ``config_hash``: of the whole config the run depends on."""
+
+    run_id: str
+    model: str
+    device: str
+    backend: str
+    placement: Optional[str]
+    transfer: Optional[str]
+    kernel: Optional[str]
+    dataset: str
+    batch_size: int
+    config_hash: str
+    kernel_hash: Optional[str]
+    stage_root: str
+    data_dir: str
+    device_config: dict
+    dataset_path: Optional[str]    # the dataset's folder (``dataset.path``; None: default)
+    measure: MeasureSpec
+
+
+@dataclass(frozen=True)
+class PerfettoSpec:
+    """``perfetto``: the trace's device and title."""
+
+    device: str
+    title: str
+
+
+def to_params(spec: Any) -> dict[str, Any]:
+    """A spec as its params dict (field name -> value)."""
+    return dataclasses.asdict(spec)
+
+
+def as_json(spec_or_dict: Any) -> str:
+    """Canonical JSON of a spec or params dict (sorted keys, no spaces): what Snakemake's
+    ``params`` trigger compares and what the job parses."""
+    d = spec_or_dict if isinstance(spec_or_dict, Mapping) else to_params(spec_or_dict)
+    return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+
+def parse(cls: type[S], params: Mapping[str, Any], job: str) -> S:
+    """The ``cls`` spec of a job's params dict. Raises :class:`StageError` naming ``job`` and
+    every missing or unknown key."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    missing, unknown = sorted(names - set(params)), sorted(set(params) - names)
+    if missing or unknown:
+        what = "; ".join(x for x in (missing and f"missing key(s) {missing}",
+                                     unknown and f"unknown key(s) {unknown}") if x)
+        raise StageError(f"{job}: params are not a {cls.__name__}: {what}")
+    hints = get_type_hints(cls)
+    return cls(**{k: _value(hints[k], params[k], f"{job}: {k}") for k in names})
+
+
+def _value(kind: Any, v: Any, where: str) -> Any:
+    """``v`` as field type ``kind``: a nested spec is parsed, anything else kept."""
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(v, Mapping):
+            raise StageError(f"{where}: expected an object, got {v!r}")
+        return parse(kind, v, where)
+    return v
