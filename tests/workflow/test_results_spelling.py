@@ -3,9 +3,16 @@ params hold paths relative to the results folder (:mod:`phonetrain.stages.specs`
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-from helpers.workflow import TINY, clone_workspace, planned
+import pandas as pd
+
+from helpers.workflow import TINY, clone_workspace, env, planned
+from phonetrain.results import schema
 
 
 def test_a_moved_study_or_the_other_spelling_of_its_results_folder_plans_nothing(
@@ -13,3 +20,30 @@ def test_a_moved_study_or_the_other_spelling_of_its_results_folder_plans_nothing
     ws = clone_workspace(completed_workspace, tmp_path / "moved")  # the study, moved
     assert planned(ws) == {}
     assert planned(ws, TINY + [f"results_dir={ws / 'results'}"]) == {}
+    st = cli(ws, "stale")  # the check's findings and Snakemake's plan: both empty
+    assert st.returncode == 0 and st.stdout == "", st.stdout + st.stderr
+
+
+def test_a_copied_results_folder_aggregates_to_the_same_tables(completed_workspace: Path,
+                                                               tmp_path: Path):
+    """`phonetrain aggregate --results COPY` on the results folder copied elsewhere, named
+    absolutely and relatively: the same rows in every summary table."""
+    R = completed_workspace / "results"
+    want = {t: len(pd.read_parquet(R / "summary" / f"{t}.parquet")) for t in schema.TABLES}
+    assert want["runs"] and want["gemm"] and want["bandwidth"]
+    for i, spelled in enumerate(["absolute", "relative"]):
+        copy = tmp_path / f"archive{i}" / "study"
+        shutil.copytree(R, copy, symlinks=True)
+        shutil.rmtree(copy / "summary")
+        name = str(copy) if spelled == "absolute" else os.path.relpath(copy, completed_workspace)
+        p = cli(completed_workspace, "aggregate", "--results", name)
+        assert p.returncode == 0, p.stdout + p.stderr
+        got = {t: len(pd.read_parquet(copy / "summary" / f"{t}.parquet")) for t in schema.TABLES}
+        assert got == want, spelled
+        runs = pd.read_parquet(copy / "summary" / "runs.parquet")
+        assert set(runs["status"]) == set(pd.read_parquet(R / "summary" / "runs.parquet")["status"])
+
+
+def cli(ws: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "phonetrain.cli", *args, *TINY], cwd=ws,
+                          env=env(ws), capture_output=True, text=True, timeout=600)
