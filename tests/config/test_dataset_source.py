@@ -66,7 +66,7 @@ def test_a_path_for_a_dataset_that_reads_none_is_refused(tmp_path):
 
 def _data_stage(tmp_path: Path, dataset: str, folder: Path | None, capsys) -> tuple[int, str]:
     p = {"batch_size": 8, "dataset": dataset, "dir": f"data/{dataset}/b8", "input_shape": None,
-         "classes": None, "seed": 0,
+         "classes": None, "seed": 0, "heldout": None,
          "dataset_config": {"allow_download": False, "name": dataset, "num_batches": 2,
                             "path": str(folder) if folder else None}}
     rc = stage_main(STAGES, ["data", "--log", str(tmp_path / "data.log"), "--params",

@@ -68,7 +68,7 @@ def test_one_off_run_disturbs_nothing_and_the_workflow_picks_it_up(done: Path, t
                    "rule report:", "rule all:"}, ran
     assert "rule train:" in ran, ran
     [kept] = (R / "quarantine").glob(f"*/runs/host/{EXP}")  # the one-off measurement, kept
-    assert json.loads((kept / "params.json").read_text())["iterations"] == 5
+    assert json.loads((kept / "params.json").read_text())["measure"]["iterations"] == 5
     runs = pd.read_parquet(R / "summary" / "runs.parquet").set_index("run_id")
     assert (runs["status"] == "ok").all(), runs[["status", "status_reason"]]
     assert runs.loc[f"host/{EXP}", "iterations"] == 3
