@@ -94,8 +94,11 @@ def check_run_folders():
         for f in found:
             print(f"phonetrain: would move aside {f.path}: {f.why}", file=sys.stderr)
         return
-    for f, dest in zip(found, quarantine(found, L)):
-        print(f"phonetrain: moved aside {f.path} -> {dest}: {f.why}", file=sys.stderr)
+    try:
+        for f, dest in quarantine(found, L):
+            print(f"phonetrain: moved aside {f.path} -> {dest}: {f.why}", file=sys.stderr)
+    except PhonetrainError as e:
+        sys.exit(f"phonetrain: check of the run folders: {e}")
 
 
 check_run_folders()

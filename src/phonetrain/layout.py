@@ -124,7 +124,7 @@ class Layout:
         return self._p(RUNNER_CACHE_REL)
 
     def gemm_shapes(self) -> str:
-        """The models' GEMM shapes of the study (``gemm-shapes`` job), read by tune and gemm."""
+        """The models' GEMM shapes of the study (``gemm_shapes`` job), read by tune and gemm."""
         return self._p(gemm_shapes_rel())
 
     def kernel_dir(self, device: str, kernel: str) -> str:

@@ -4,6 +4,8 @@ too), moving each finding aside so that the next ``snakemake all`` re-measures i
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from phonetrain.cli.study import CONF, OVERRIDES, RESULTS, _sweep
@@ -11,17 +13,30 @@ from phonetrain.errors import PhonetrainError
 
 
 def study_findings(overrides: tuple[str, ...], conf_dir: str | None, results: str | None,
-                   hashes: bool = True):
-    """(the results folder's layout, the check's findings) of the study (``hashes`` False:
-    the check at workflow start, without SHA-256). Raises :class:`click.ClickException` with
-    the configuration error's message."""
+                   hashes: bool = True, must_exist: bool = False):
+    """(the results folder's layout, the check's findings, how many of the study's runs are
+    measured there) of the study (``hashes`` False: the check at workflow start, without
+    SHA-256). Raises :class:`click.ClickException` with the configuration error's message, for
+    a results folder that is a file, and (``must_exist``) for one that does not exist."""
+    from phonetrain import layout
     from phonetrain.layout import Layout
     from phonetrain.results.check import findings
     from phonetrain.stages.params import job_params
     try:
         sweep = _sweep(overrides, conf_dir, results)
         L = Layout(sweep.results_dir)
-        return L, findings(job_params(sweep)["run"], L, hashes=hashes)
+        root = Path(L.root)
+        if root.exists() and not root.is_dir():
+            raise click.ClickException(
+                f"{root}: is a file, not a results folder; pass the folder the study writes "
+                "(results_dir=... or --results)")
+        if must_exist and not root.exists():
+            raise click.ClickException(
+                f"{root}: no such results folder, nothing to check; pass the folder the study "
+                "wrote (results_dir=... or --results), or run it first (snakemake --cores 1 all)")
+        run_params = job_params(sweep)["run"]
+        measured = sum(Path(L.run_dir(d, e), layout.RUN).exists() for d, e in run_params)
+        return L, findings(run_params, L, hashes=hashes), measured
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
 
@@ -39,13 +54,20 @@ def check_command(overrides: tuple[str, ...], conf_dir: str | None, results: str
     quarantine/, so the next `snakemake all` measures it again. OVERRIDES are the Hydra
     overrides the study runs with (none for the default study)."""
     from phonetrain.results.check import quarantine
-    L, found = study_findings(overrides, conf_dir, results)
+    L, found, measured = study_findings(overrides, conf_dir, results, must_exist=True)
+    if not measured:
+        click.echo(f"{L.root}: no measured run of this study, nothing to check (pass the "
+                   "overrides the study ran with; snakemake all measures every run)", err=True)
+        return
     if dry_run:
         for f in found:
             click.echo(f"would move aside {f.path}: {f.why}")
         click.echo(f"{len(found) or 'nothing'} to move aside (dry run: nothing moved)", err=True)
         return
-    for f, dest in zip(found, quarantine(found, L)):
-        click.echo(f"moved aside {f.path} -> {dest}: {f.why}")
+    try:
+        for f, dest in quarantine(found, L):
+            click.echo(f"moved aside {f.path} -> {dest}: {f.why}")
+    except PhonetrainError as e:
+        raise click.ClickException(str(e)) from None
     click.echo(f"{len(found) or 'nothing'} moved aside; the next snakemake all measures "
                f"{'them' if found else 'nothing'} again", err=True)

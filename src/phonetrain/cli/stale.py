@@ -18,6 +18,7 @@ import click
 
 from phonetrain.cli.check import study_findings
 from phonetrain.cli.study import CONF, OVERRIDES, RESULTS
+from phonetrain.errors import PhonetrainError
 
 
 def snakefile(conf_dir: str | None) -> Path:
@@ -70,7 +71,7 @@ def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
     Snakemake plans (rule, output, reason), from its own dry run. OVERRIDES are the Hydra
     overrides the study runs with (none for the default study); run it in the folder you
     run snakemake in."""
-    _, found = study_findings(overrides, conf_dir, results, hashes=False)
+    _, found, _ = study_findings(overrides, conf_dir, results, hashes=False)
     for f in found:
         click.echo(f"move aside {f.path}: {f.why}")
     at_start = {f.path for f in found}
@@ -98,11 +99,19 @@ def refresh_command(runs: tuple[str, ...], results: str | None) -> None:
     from phonetrain.layout import Layout
     from phonetrain.results.check import move_aside, utc_stamp
     L = Layout(results or "results")
+    if not Path(L.root).is_dir():
+        raise click.ClickException(
+            f"{L.root}: no such results folder; pass the folder the study wrote (--results)")
     dirs = []
-    for rid in runs:
-        device, _, exp = rid.partition("/")
+    for rid in dict.fromkeys(runs):  # a run named twice is moved once
+        parts = rid.split("/")
+        if len(parts) != 2 or any(p in ("", ".", "..") for p in parts):
+            raise click.ClickException(
+                f"{rid}: not a run id; name a run as DEVICE/EXPERIMENT, one '/' and no '..' "
+                "(e.g. host/lenet5.cpu.none, as the report lists them); nothing was moved")
+        device, exp = parts
         rdir = Path(L.run_dir(device, exp))
-        if not exp or not (rdir / layout.RUN).exists():
+        if not (rdir / layout.RUN).exists():
             raise click.ClickException(
                 f"{rid}: no measured run at {rdir}; name a run as DEVICE/EXPERIMENT (e.g. "
                 "host/lenet5.cpu.none, as the report lists them) and pass --results for "
@@ -110,5 +119,8 @@ def refresh_command(runs: tuple[str, ...], results: str | None) -> None:
         dirs.append((rid, rdir))
     stamp = utc_stamp()
     for rid, rdir in dirs:
-        dest = move_aside(rdir, "asked by phonetrain refresh", L, stamp)
+        try:
+            dest = move_aside(rdir, "asked by phonetrain refresh", L, stamp)
+        except PhonetrainError as e:
+            raise click.ClickException(str(e)) from None
         click.echo(f"{rid}: moved aside to {dest}; the next snakemake all measures it again")

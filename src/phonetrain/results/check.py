@@ -22,12 +22,14 @@ only; the ``phonetrain check`` command also compares every ledger file's SHA-256
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Iterator, Mapping, NamedTuple
 
 from phonetrain import layout
+from phonetrain.errors import ResultsFileError
 from phonetrain.io import write_json
 from phonetrain.layout import Layout
 from phonetrain.results.runs import changed_params, folder_problems, unstable_reason
@@ -82,29 +84,45 @@ def utc_stamp() -> str:
 
 def move_aside(path: str | Path, why: str, L: Layout, stamp: str | None = None) -> Path:
     """Move ``path`` (a file or folder under the results folder ``L``) to
-    ``quarantine/<stamp>/<its relative path>``, write the note beside it and remove the
-    summary's and the report's ``COMPLETE`` markers (the summary holds what was moved; and
-    Snakemake reruns a job for a missing input only when one of its own outputs is missing);
+    ``quarantine/<stamp>/<its relative path>``, remove the summary's and the report's
+    ``COMPLETE`` markers (the summary holds what was moved; and Snakemake reruns a job for a
+    missing input only when one of its own outputs is missing) and write the note beside it;
     returns where it went. Raises :class:`ValueError` for a path outside the results folder
-    and :class:`OSError` when the move fails (nothing is moved then)."""
+    and :class:`ResultsFileError` naming the path and the quarantine folder when the move fails
+    (nothing is moved then: the one ``os.replace`` either happened or did not)."""
     path = Path(path)
     rel = os.path.relpath(path, L.root)
     if rel.startswith(".."):
         raise ValueError(f"{path}: not under the results folder {L.root}")
     stamp = stamp or utc_stamp()
     dest = Path(L.quarantine(stamp, Path(rel).as_posix()))
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(path, dest)
-    note = {"why": why, "moved_at_utc": stamp, "from": Path(rel).as_posix()}
-    write_json(note, dest.with_name(dest.name + layout.QUARANTINE_NOTE))
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, dest)
+    except OSError as e:
+        hint = ("keep quarantine/ on the same filesystem as the run folders (is it a link to "
+                "another disk?)" if e.errno == errno.EXDEV else
+                f"make {Path(L.root, 'quarantine')} a folder you can write to, with free space")
+        raise ResultsFileError(f"{path}: cannot move it aside to {dest} ({e.strerror or e}); "
+                               "nothing was moved, the measurement is where it was", hint) from None
     for marker in (L.summary_complete(), L.report_complete()):
         Path(marker).unlink(missing_ok=True)
+    note = {"why": why, "moved_at_utc": stamp, "from": Path(rel).as_posix()}
+    try:
+        write_json(note, dest.with_name(dest.name + layout.QUARANTINE_NOTE))
+    except OSError as e:
+        raise ResultsFileError(f"{path}: moved aside to {dest}, but its note "
+                               f"({layout.QUARANTINE_NOTE}) could not be written "
+                               f"({e.strerror or e})", "free space in the results folder; the "
+                               "move stands, the next snakemake all measures it again") from None
     return dest
 
 
-def quarantine(found: list[Finding], L: Layout) -> list[Path]:
-    """Move every finding aside into one quarantine folder (:func:`move_aside`); returns
-    where each went. Raises what :func:`move_aside` raises, for the first finding that
-    cannot be moved (those before it are moved, those after it are not)."""
+def quarantine(found: list[Finding], L: Layout) -> Iterator[tuple[Finding, Path]]:
+    """Move every finding aside into one quarantine folder (:func:`move_aside`), yielding
+    (finding, where it went) as each is moved, so a caller reports each move before the next
+    is tried. Raises what :func:`move_aside` raises, for the first finding that cannot be moved
+    (those before it are moved and were yielded, those after it are not moved)."""
     stamp = utc_stamp()
-    return [move_aside(f.path, f.why, L, stamp) for f in found]
+    for f in found:
+        yield f, move_aside(f.path, f.why, L, stamp)
