@@ -12,15 +12,14 @@ from phonetrain.cli.study import CONF, OVERRIDES, RESULTS, _sweep
 from phonetrain.errors import PhonetrainError
 
 
-def study_findings(overrides: tuple[str, ...], conf_dir: str | None, results: str | None,
-                   hashes: bool = True, must_exist: bool = False):
-    """(the results folder's layout, the check's findings, how many of the study's runs are
-    measured there) of the study (``hashes`` False: the check at workflow start, without
-    SHA-256). Raises :class:`click.ClickException` with the configuration error's message, for
-    a results folder that is a file, and (``must_exist``) for one that does not exist."""
+def study_runs(overrides: tuple[str, ...], conf_dir: str | None, results: str | None,
+               must_exist: bool = False):
+    """(the results folder's layout, the study's run params by (device, experiment), how many
+    of them are measured there), for :func:`phonetrain.results.check.findings`. Raises
+    :class:`click.ClickException` with the configuration error's message, for a results folder
+    that is a file, and (``must_exist``) for one that does not exist."""
     from phonetrain import layout
     from phonetrain.layout import Layout
-    from phonetrain.results.check import findings
     from phonetrain.stages.params import job_params
     try:
         sweep = _sweep(overrides, conf_dir, results)
@@ -36,7 +35,7 @@ def study_findings(overrides: tuple[str, ...], conf_dir: str | None, results: st
                 "wrote (results_dir=... or --results), or run it first (snakemake --cores 1 all)")
         run_params = job_params(sweep)["run"]
         measured = sum(Path(L.run_dir(d, e), layout.RUN).exists() for d, e in run_params)
-        return L, findings(run_params, L, hashes=hashes), measured
+        return L, run_params, measured
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
 
@@ -53,12 +52,13 @@ def check_command(overrides: tuple[str, ...], conf_dir: str | None, results: str
     unstable; contents by SHA-256) and move each finding aside into the results folder's
     quarantine/, so the next `snakemake all` measures it again. OVERRIDES are the Hydra
     overrides the study runs with (none for the default study)."""
-    from phonetrain.results.check import quarantine
-    L, found, measured = study_findings(overrides, conf_dir, results, must_exist=True)
+    from phonetrain.results.check import findings, quarantine
+    L, run_params, measured = study_runs(overrides, conf_dir, results, must_exist=True)
     if not measured:
         click.echo(f"{L.root}: no measured run of this study, nothing to check (pass the "
                    "overrides the study ran with; snakemake all measures every run)", err=True)
         return
+    found = findings(run_params, L)
     if dry_run:
         for f in found:
             click.echo(f"would move aside {f.path}: {f.why}")

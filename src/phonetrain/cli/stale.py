@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from phonetrain.cli.check import study_findings
+from phonetrain.cli.check import study_runs
 from phonetrain.cli.study import CONF, OVERRIDES, RESULTS
 from phonetrain.errors import PhonetrainError
 
@@ -71,11 +71,13 @@ def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
     Snakemake plans (rule, output, reason), from its own dry run. OVERRIDES are the Hydra
     overrides the study runs with (none for the default study); run it in the folder you
     run snakemake in."""
-    _, found, _ = study_findings(overrides, conf_dir, results, hashes=False)
+    from phonetrain.results.check import findings
+    L, run_params, _ = study_runs(overrides, conf_dir, results)
+    found = findings(run_params, L, hashes=False)
     for f in found:
         click.echo(f"move aside {f.path}: {f.why}")
     at_start = {f.path for f in found}
-    for f in study_findings(overrides, conf_dir, results)[1]:
+    for f in findings(run_params, L):
         if f.path not in at_start:  # content that only SHA-256 tells apart
             click.echo(f"check {f.path}: {f.why} (phonetrain check moves it aside; "
                        "snakemake all hashes no file and keeps it)")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import errno
 import os
-import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NamedTuple
 
@@ -78,8 +78,7 @@ def findings(run_params: Mapping[tuple[str, str], Mapping[str, Any]], L: Layout,
 
 def utc_stamp() -> str:
     """The quarantine folder's name for now: ``20260102T030405.123456Z``."""
-    t = time.time()
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 def move_aside(path: str | Path, why: str, L: Layout, stamp: str | None = None) -> Path:
