@@ -45,6 +45,9 @@ def read_bandwidth(csv_path: str | Path) -> pd.DataFrame:
                                                       if k in ("min_time_ms", "repeats")}}
     params.setdefault("config_hash", short_hash(settings))
     prov = provenance.columns({**params, "kernel_hash": None}, bench)
+    for c in ("host_gbps_low", "host_gbps_high"):   # older runners record no interval
+        if c not in df:
+            df[c] = math.nan
     return schema.frame(df.assign(device=params["device"], **prov), "bandwidth")
 
 
@@ -176,7 +179,8 @@ def read_gemm(path: str | Path) -> pd.DataFrame:
              "status_reason": r.get("error"), "options": r.get("options"),
              "global_size": json.dumps(r.get("global")), "local_size": json.dumps(r.get("local")),
              "tuned_class": r.get("tuned_class"), "gflops": r.get("gflops"),
-             "median_ms": r.get("median_ms"), "max_err": r.get("max_err"),
+             "median_ms": r.get("median_ms"), "low_ms": r.get("low_ms"),
+             "high_ms": r.get("high_ms"), "max_err": r.get("max_err"),
              "iterations": r.get("iterations"), **prov} for r in doc["rows"]]
     return pd.DataFrame(rows)
 

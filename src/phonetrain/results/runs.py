@@ -544,6 +544,9 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
            "threads": runs[0].get("threads", params.get("threads")),  # as run (0 = all cores)
            "iteration_ci_low_ms": meas.get("ci_low_ms"),
            "iteration_ci_high_ms": meas.get("ci_high_ms"),
+           "iteration_ms": meas.get("estimate_ms"), "iteration_low_ms": meas.get("low_ms"),
+           "iteration_high_ms": meas.get("high_ms"),
+           "iteration_estimator": meas.get("estimator"),
            **{k: meas.get(k) for k in ("load_avg_1m", "other_cpu_share", "omp_wait_policy",
                                        "cpu_mhz_start", "cpu_mhz_end", "temperature_c_start",
                                        "temperature_c_end")},

@@ -74,7 +74,9 @@ RUN_KEY = [
 ]
 
 # runs: iteration_* are over measured iterations of all repeats (iteration_ci_*: the 95%
-# bootstrap confidence interval of the median); <kind>_ms, gap_ms, transfer_ms,
+# bootstrap confidence interval of the median); iteration_ms with iteration_low_ms..
+# iteration_high_ms is the location estimate every comparison uses, by the estimator named in
+# iteration_estimator (phonetrain.results.stats.ESTIMATOR); <kind>_ms, gap_ms, transfer_ms,
 # transfer_kernel_overlap_ms (data movement and a kernel both active) and exposed_transfer_ms are
 # per-iteration medians (phonetrain.results.profiling defines them); loss_first/last are the
 # first and last iterations run (warm-up included: training starts at iteration 0);
@@ -107,6 +109,8 @@ RUNS = pa.schema(RUN_KEY + [
     _f("iteration_median_ms", F), _f("iteration_p25_ms", F), _f("iteration_p75_ms", F),
     _f("iteration_min_ms", F), _f("iteration_max_ms", F),
     _f("iteration_ci_low_ms", F), _f("iteration_ci_high_ms", F),
+    _f("iteration_ms", F), _f("iteration_low_ms", F), _f("iteration_high_ms", F),
+    _f("iteration_estimator", S),
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("gap_ms", F), _f("transfer_ms", F),
     _f("transfer_overhead_ms", F), _f("transfer_kernel_overlap_ms", F),
@@ -148,11 +152,13 @@ COMMANDS = pa.schema(RUN_KEY + [
 ] + PROVENANCE)
 
 # bandwidth: the runner's bench-bandwidth table; device_* timed by OpenCL events (median per
-# transfer), host_* by the host clock around the blocking call (what a training step sees).
+# transfer), host_* by the host clock around the blocking call (what a training step sees);
+# host_gbps_low..host_gbps_high the interval of host_gbps (null where none was recorded).
 BANDWIDTH = pa.schema([
     _f("device", S, False), _f("kind", S, False), _f("size_bytes", I, False),
     _f("iterations", I), _f("repeats", I), _f("device_ns", F), _f("host_ns", F),
     _f("device_gbps", F), _f("host_gbps", F),
+    _f("host_gbps_low", F), _f("host_gbps_high", F),
 ] + PROVENANCE)
 
 BUILDS = pa.schema([
@@ -162,7 +168,8 @@ BUILDS = pa.schema([
 ] + PROVENANCE)
 
 # gemm: one row per device x kernel version (``cpu`` = the runner's CPU backend) x GEMM call
-# (runner bench-gemm: checked, warm-up, calibrated, median of 5 repeats; phonetrain.kernels.gemm).
+# (runner bench-gemm: checked, warm-up, calibrated, median of 5 repeats; phonetrain.kernels.gemm);
+# low_ms..high_ms the interval of median_ms (null where the runner recorded none).
 # ``shape_source`` is ``model:<name>`` or ``square``; ``tuned_class`` the tuning class
 # used (null: version.yaml defaults); status ok | wrong (failed the float64 check: its speed
 # is not valid) | error | skipped (e.g. CLBlast absent; the reason in status_reason).
@@ -170,7 +177,8 @@ GEMM = pa.schema([
     _f("device", S, False), _f("kernel", S, False), _f("gemm", S), _f("m", I), _f("n", I),
     _f("k", I), _f("shape_source", S), _f("status", S, False), _f("status_reason", S),
     _f("options", S), _f("global_size", S), _f("local_size", S), _f("tuned_class", S),
-    _f("gflops", F), _f("median_ms", F), _f("max_err", F), _f("iterations", I),
+    _f("gflops", F), _f("median_ms", F), _f("low_ms", F), _f("high_ms", F),
+    _f("max_err", F), _f("iterations", I),
     _f("device_name", S), _f("platform_name", S),
 ] + PROVENANCE)
 

@@ -21,6 +21,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 BOOTSTRAP_SEED = 0x5EED   # src/runner/stats.h
+# The location estimate every comparison uses (runs.parquet ``iteration_ms`` with its interval
+# ``iteration_low_ms``..``iteration_high_ms``), named in ``iteration_estimator``.
+ESTIMATOR = "median of the measured iterations, 95% percentile-bootstrap CI"
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -77,6 +80,8 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     the runner's ``conditions`` of each repeat (``run.json``).
 
     Returns ``{"unstable": bool, "reasons": [...], "median_ms", "ci_low_ms", "ci_high_ms",
+    "estimate_ms", "low_ms", "high_ms" (the location estimate by :data:`ESTIMATOR` and its
+    interval: what comparisons use), "estimator",
     "ci_rel_half_width", "ci_target", "other_cpu_share" (the largest over repeats; None when
     unreadable), "max_other_cpu_share", "load_avg_1m", "omp_wait_policy", "cpu_mhz_start",
     "cpu_mhz_end", "temperature_c_start", "temperature_c_end"}``. ``ci_target`` 0 judges no
@@ -97,7 +102,8 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     first, last = (conditions[0], conditions[-1]) if conditions else ({}, {})
     loads = [c.get("load_avg_1m_end") for c in conditions if c.get("load_avg_1m_end") is not None]
     return {"unstable": bool(reasons), "reasons": reasons, "median_ms": med, "ci_low_ms": lo,
-            "ci_high_ms": hi, "ci_rel_half_width": half, "ci_target": ci_target,
+            "ci_high_ms": hi, "estimate_ms": med, "low_ms": lo, "high_ms": hi,
+            "estimator": ESTIMATOR, "ci_rel_half_width": half, "ci_target": ci_target,
             "other_cpu_share": share, "max_other_cpu_share": max_other_cpu_share,
             "load_avg_1m": max(loads) if loads else None,
             "omp_wait_policy": first.get("omp_wait_policy"),

@@ -199,7 +199,8 @@ def gemm(job: Job) -> dict:
             for c in doc["cases"]:
                 rows.append({**{k: c.get(k) for k in ("kernel", "M", "N", "K", "global", "local",
                                                       "status", "error", "gflops", "median_ms",
-                                                      "max_err", "iterations")},
+                                                      "low_ms", "high_ms", "max_err",
+                                                      "iterations")},
                              "source": source, "options": doc.get("options", ""),
                              "tuned_class": cls})
                 if source == "square" and c["status"] == "ok":
