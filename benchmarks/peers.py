@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""One training step of phonetrain beside its peers: PyTorch, tinygrad and MNN.
+"""One training step of phonetrain beside its peers: PyTorch, tinygrad, MNN, ONNX Runtime
+training and ExecuTorch training.
 
 Every row times the same step: the model of ``src/phonetrain/models/zoo.py`` at batch 32,
 the same initial parameters (``phonetrain.lowering.init_params``, loaded into every peer),
@@ -22,7 +23,10 @@ memory and the loss is read back to the host. Rows:
   CPU backend (``--threads``). PyTorch builds every layer of the zoo (batch norm in training
   mode, depthwise, ReLU6, global average pooling, residual blocks included); the tinygrad and
   MNN builders here only the chain layers (:data:`CHAIN_LAYERS`), and skip other models with
-  a note. Each peer row runs in its own process (``--python``), timed by
+  a note. ONNX Runtime's on-device training API (artifacts generated from the model PyTorch
+  exports, SGD, ``--threads`` intra-op threads) and ExecuTorch's training extension (the
+  joint forward-backward graph on its portable CPU kernels, its SGD) take the same model,
+  weights and batches. Each peer row runs in its own process (``--python``), timed by
   :func:`time_steps` (``time.perf_counter`` around one whole step, loss read back inside).
 
 Statistics over the ``--iterations`` timed iterations after ``--warmup``: median, p10 and p90
@@ -65,7 +69,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 MODELS = ("mlp_784_256_128_16", "lenet5")
-PEERS = ("phonetrain", "torch", "tinygrad", "mnn")
+PEERS = ("phonetrain", "torch", "tinygrad", "mnn", "ort", "executorch")
 PLACEMENTS = {"resident-copy": ("resident", "copy"), "staged-copy": ("staged", "copy"),
               "staged-map": ("staged", "map"), "pipelined-copy": ("pipelined", "copy")}
 VERSIONS = ("baseline", "tiled", "regblock", "image", "clblast", "fused")
@@ -533,7 +537,118 @@ def peer_mnn(task: dict, d: dict) -> dict:
             "threads": task["threads"]}
 
 
-PEER_FUNCS = {"torch": peer_torch, "tinygrad": peer_tinygrad, "mnn": peer_mnn}
+def _exported_onnx(d: dict, path: Path) -> list[str]:
+    """Export the PyTorch net of ``d`` (phonetrain's initial parameters) to ONNX at ``path``
+    in training mode for one batch shape; returns the names of its trainable parameters."""
+    import torch
+
+    net = _torch_net(d["layers"], d["params"]).train()
+    x = torch.from_numpy(d["x"][0])
+    torch.onnx.export(net, (x,), str(path), input_names=["input"], output_names=["logits"],
+                      export_params=True, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING, dynamo=False)
+    return [name for name, _ in net.named_parameters()]
+
+
+def peer_ort(task: dict, d: dict) -> dict:
+    """ONNX Runtime on-device training (``onnxruntime.training.api``: the training API phone
+    apps ship) on the CPU with ``task["threads"]`` intra-op threads. Its artifacts
+    (training, eval and optimizer models, checkpoint) come from the model exported by
+    PyTorch with phonetrain's initial parameters, ``generate_artifacts`` with softmax
+    cross-entropy and SGD (ORT's SGD has no momentum), as ONNX Runtime's on-device training
+    tutorial builds them (onnxruntime.ai/docs/api/python/on_device_training)."""
+    for mod in ("onnxruntime", "onnx", "torch"):
+        if importlib.util.find_spec(mod) is None:
+            raise Skip(f"{mod} not installed (pip install -e .[peers])")
+    import onnx
+    from onnxruntime import SessionOptions
+    from onnxruntime.training import artifacts
+    from onnxruntime.training.api import CheckpointState, Module, Optimizer
+    import onnxruntime
+
+    work = Path(tempfile.mkdtemp(prefix="ort-"))
+    names = _exported_onnx(d, work / "model.onnx")
+    artifacts.generate_artifacts(onnx.load(str(work / "model.onnx")), requires_grad=names,
+                                 frozen_params=[], loss=artifacts.LossType.CrossEntropyLoss,
+                                 optimizer=artifacts.OptimType.SGD,
+                                 artifact_directory=str(work))
+    so = SessionOptions()
+    so.intra_op_num_threads = task["threads"]
+    so.inter_op_num_threads = 1
+    state = CheckpointState.load_checkpoint(str(work / "checkpoint"))
+    module = Module(str(work / "training_model.onnx"), state, str(work / "eval_model.onnx"),
+                    device="cpu", session_options=so)
+    opt = Optimizer(str(work / "optimizer_model.onnx"), module)
+    opt.set_learning_rate(task["lr"])
+    module.train()
+    xs = [np.ascontiguousarray(b) for b in d["x"]]
+    ys = [b.astype(np.int64) for b in d["y"]]
+
+    def step(i):
+        loss = module(xs[i % len(xs)], ys[i % len(ys)])   # forward, loss and backward
+        opt.step()
+        module.lazy_reset_grad()
+        return float(np.asarray(loss).reshape(-1)[0])
+
+    ms, losses = time_steps(step, task["warmup"], task["iterations"])
+    return {"version": onnxruntime.__version__, "losses_all": losses, "ms": ms,
+            "threads": task["threads"]}
+
+
+def peer_executorch(task: dict, d: dict) -> dict:
+    """ExecuTorch's training extension (``executorch.extension.training``): the net with its
+    loss exported by ``torch.export``, the joint forward-backward graph
+    (``_export_forward_backward``) lowered to an ExecuTorch program, run by its portable
+    CPU kernels, the parameters updated by ExecuTorch's own SGD (``get_sgd_optimizer``), as
+    ExecuTorch's training example builds it (extension/training/examples/XOR)."""
+    for mod in ("executorch", "torch"):
+        if importlib.util.find_spec(mod) is None:
+            raise Skip(f"{mod} not installed (pip install -e .[peers])")
+    import torch
+    from executorch.exir import to_edge
+    from executorch.extension.training import (_load_for_executorch_for_training_from_buffer,
+                                               get_sgd_optimizer)
+    from torch.export import export
+    from torch.export.experimental import _export_forward_backward
+    from importlib.metadata import version
+
+    net = _torch_net(d["layers"], d["params"]).train()
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+            self.loss = torch.nn.CrossEntropyLoss()
+
+        def forward(self, x, y):   # ExecuTorch's joint graph: the loss is output 0
+            logits = self.net(x)
+            return self.loss(logits, y), logits.detach().argmax(dim=1)
+
+    xs = [torch.from_numpy(np.ascontiguousarray(b)) for b in d["x"]]
+    ys = [torch.from_numpy(b.astype(np.int64)) for b in d["y"]]
+    ep = _export_forward_backward(export(WithLoss(), (xs[0], ys[0]), strict=True))
+    prog = to_edge(ep).to_executorch()
+    mod = _load_for_executorch_for_training_from_buffer(prog.buffer)
+    # its parameters are readable only after one forward-backward; that call computes
+    # gradients and changes no parameter (only the optimizer's step does)
+    mod.forward_backward("forward", (xs[0], ys[0]))
+    params = mod.named_parameters()
+    opt = get_sgd_optimizer(params, task["lr"], 0, 0, 0, False)
+
+    def step(i):
+        out = mod.forward_backward("forward", (xs[i % len(xs)], ys[i % len(ys)]))
+        opt.step(mod.named_gradients())
+        return float(out[0])
+
+    ms, losses = time_steps(step, task["warmup"], task["iterations"])
+    return {"version": version("executorch"), "losses_all": losses,
+            "ms": ms, "threads": 1}
+
+
+FRAMEWORKS = {"torch": "PyTorch", "tinygrad": "tinygrad", "mnn": "MNN", "ort": "ONNX Runtime",
+              "executorch": "ExecuTorch"}
+PEER_FUNCS = {"torch": peer_torch, "tinygrad": peer_tinygrad, "mnn": peer_mnn, "ort": peer_ort,
+              "executorch": peer_executorch}
 
 
 def peer_child(task: dict, result_path: str) -> None:
@@ -592,6 +707,12 @@ def peer_tasks(a) -> list[dict]:
     if "mnn" in a.peers:
         out.append({"peer": "mnn", "device": "cpu",
                     "label": f"MNN CPU, {a.threads} threads, lazy evaluation"})
+    if "ort" in a.peers:
+        out.append({"peer": "ort", "device": "cpu",
+                    "label": f"ONNX Runtime training CPU, {a.threads} threads"})
+    if "executorch" in a.peers:
+        out.append({"peer": "executorch", "device": "cpu",
+                    "label": "ExecuTorch training, portable kernels"})
     return out
 
 
@@ -874,7 +995,7 @@ def main(argv: list[str] | None = None) -> int:
         for t in tasks:
             task = {**t, "model": model, "inputs": str(inputs), "threads": a.threads,
                     "lr": a.lr, "warmup": a.warmup, "iterations": a.iterations}
-            fw = {"torch": "PyTorch", "tinygrad": "tinygrad", "mnn": "MNN"}[t["peer"]]
+            fw = FRAMEWORKS[t["peer"]]
             r = run_peer(a, task, root)
             rows.append({"framework": fw, "backend": t["label"], "model": model, **r})
             print(f"{fw} {t['label']} {model}: {r['status']} "

@@ -54,7 +54,7 @@ def test_quick_core_install(runner, pocl, tmp_path):
                                                         str(REPO / "src")])}
     out_json = tmp_path / "peers.json"
     p = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--peers", "phonetrain,torch,tinygrad,mnn",
+        [sys.executable, str(SCRIPT), "--quick", "--peers", "phonetrain,torch,tinygrad,mnn,ort,executorch",
          "--models", "mlp_784_256_128_16", "--platforms", "Portable",
          "--placements", "resident-copy", "--kernel", "regblock", "--threads", "2",
          "--tinygrad-devices", "CL", "--runner", str(runner), "--json", str(out_json)],
@@ -74,7 +74,8 @@ def test_quick_core_install(runner, pocl, tmp_path):
         assert r["iterations"] == 20 and r["p10_ms"] <= r["median_ms"] <= r["p90_ms"]
         assert r["start_rel_err"] <= 1e-3
     assert cl["kernel"] == "regblock"
-    for module, fw in (("torch", "PyTorch"), ("tinygrad", "tinygrad"), ("MNN", "MNN")):
+    for module, fw in (("torch", "PyTorch"), ("tinygrad", "tinygrad"), ("MNN", "MNN"),
+                       ("onnxruntime", "ONNX Runtime"), ("executorch", "ExecuTorch")):
         mine = [r for r in doc["rows"] if r["framework"] == fw]
         assert mine, fw
         if importlib.util.find_spec(module) is None:   # the core install: a note, no error
