@@ -576,8 +576,10 @@ def peer_ort(task: dict, d: dict) -> dict:
     so.intra_op_num_threads = task["threads"]
     so.inter_op_num_threads = 1
     state = CheckpointState.load_checkpoint(str(work / "checkpoint"))
-    module = Module(str(work / "training_model.onnx"), state, str(work / "eval_model.onnx"),
-                    device="cpu", session_options=so)
+    # no eval model: ORT 1.19 cannot load the eval graph of a model exported in training
+    # mode with batch norm (its BatchNormalization keeps the training outputs)
+    module = Module(str(work / "training_model.onnx"), state, None, device="cpu",
+                    session_options=so)
     opt = Optimizer(str(work / "optimizer_model.onnx"), module)
     opt.set_learning_rate(task["lr"])
     module.train()
