@@ -153,7 +153,8 @@ class MeasureConfig:
     ci_target: float = 0.05            # measure until the median's 95% CI is within +-this
     max_iterations: int = 60           # ... at most this many measured iterations
     max_seconds: float = 3.0           # ... deciding no more once measuring took this long (s)
-    max_other_cpu_share: float = 0.25  # unstable above this CPU share taken by other processes
+    max_other_cpu_share: float = 0.25  # with a calibration probe slower than quiet: unstable above
+    max_attempts: int = 2              # measurements of an unstable run in one train job, then kept
     bootstrap_resamples: int = 1000    # resamples of the median's confidence interval
     power_sample_ms: int = 100         # battery power and clock sampling period (0 = off)
     bandwidth_max_bytes: int = 1024 * 1024 * 1024  # cap of the bandwidth sweep (to the knee)
@@ -203,7 +204,7 @@ MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "it
            ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1,
            ("measure", "max_iterations"): 1, ("measure", "bootstrap_resamples"): 2,
            ("measure", "seed"): 0, ("measure", "power_sample_ms"): 0,
-           ("measure", "eval_every"): 0}
+           ("measure", "eval_every"): 0, ("measure", "max_attempts"): 1}
 # Floats that must be > 0 (a limit or calibration target of 0 makes every job fail or spin)
 # or >= 0 (a negative tolerance fails every verification; a negative wait is meaningless).
 POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),

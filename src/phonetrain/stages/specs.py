@@ -187,6 +187,7 @@ class MeasureSpec:
     bootstrap_resamples: int
     power_sample_ms: int
     eval_every: int
+    max_attempts: int
 
 
 @dataclass(frozen=True)

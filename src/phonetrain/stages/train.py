@@ -142,37 +142,30 @@ def train(job: Job) -> Path:
                           progress=job.runtime.progress)
     tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=".train-"))
     try:
+        verdict: dict[str, Any] = {}
+        earlier: list[list[str]] = []   # the reasons of the attempts before the last
         with r.lock():
-            for rep in range(ms.repeats):
-                if ms.cooldown_s > 0:
-                    time.sleep(ms.cooldown_s)
-                conditions = _conditions_before(r.transport, ms)
-                got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
-                try:
-                    r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
-                          power_sample_ms=ms.power_sample_ms)
-                except MissingLibraryError as e:
-                    return _skip(s, tmp, rdir, e.message)
-                except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
-                    return _skip(s, tmp, rdir, e.message, status="oom")
-                except RunnerError as e:
-                    reason = f"device '{dev['name']}', run {s.run_id}: {e}"
-                    write_json(p, rdir / layout.PARAMS)  # the settings that failed
-                    write_json({"reason": reason, "log": e.stderr[-20000:]}, marker)
-                    if not r.transport.streams_stderr:
-                        sys.stderr.write(e.stderr)
-                    raise StageError(reason + _tail(e.stderr)) from None
-                if conditions is not None:
-                    write_json(conditions | {"after": r.transport.readings()},
-                               got / layout.DEVICE_READINGS)
+            for attempt in range(1, ms.max_attempts + 1):
+                for old in tmp.glob("repeat_*"):
+                    shutil.rmtree(old)
+                skipped = _measure(r, manifest, tmp, s, p, rdir)
+                if skipped is not None:
+                    return skipped
+                verdict = judge_measurement([tmp / "main"] + sorted(tmp.glob("repeat_*")), ms)
+                if not verdict["unstable"] or attempt == ms.max_attempts:
+                    break
+                earlier.append(verdict["reasons"])
+                print(f"phonetrain: run {s.device}/{s.run_id} unstable (attempt {attempt} of "
+                      f"{ms.max_attempts}): {'; '.join(verdict['reasons'])}; measuring again",
+                      file=sys.stderr)
+        verdict.update(attempts=attempt, max_attempts=ms.max_attempts, earlier_reasons=earlier)
         plan_dir = Path(job.input.plan_dir)
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
                             ms.verify_atol)
         verify["plan_sha256"] = sha256_file(job.input.plan)  # the plan this run measured
         write_json(verify, tmp / "main" / layout.VERIFY)
         evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", s)
-        runs = [tmp / "main"] + sorted(tmp.glob("repeat_*"))
-        write_json(judge_measurement(runs, ms), tmp / "main" / layout.MEASUREMENT)
+        write_json(verdict, tmp / "main" / layout.MEASUREMENT)
         # params.json goes in with the measurement: a run interrupted before it finishes
         # leaves the previous measurement beside the settings it was measured with
         write_json(p, tmp / "main" / layout.PARAMS)
@@ -180,6 +173,39 @@ def train(job: Job) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rdir
+
+
+def _measure(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dict[str, Any],
+             rdir: Path) -> Path | None:
+    """One attempt: the runner measures the plan ``measure.repeats`` times (each after the
+    cool-down) into ``tmp/main`` and ``tmp/repeat_<k>``, under the device's lock held by the
+    caller. Returns the run folder when the device cannot do the run (recorded skipped or
+    oom), else None; raises :class:`StageError` (``failed.json`` written) when the runner
+    fails."""
+    dev, ms = s.device_config, s.measure
+    for rep in range(ms.repeats):
+        if ms.cooldown_s > 0:
+            time.sleep(ms.cooldown_s)
+        conditions = _conditions_before(r.transport, ms)
+        got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
+        try:
+            r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
+                  power_sample_ms=ms.power_sample_ms)
+        except MissingLibraryError as e:
+            return _skip(s, tmp, rdir, e.message)
+        except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
+            return _skip(s, tmp, rdir, e.message, status="oom")
+        except RunnerError as e:
+            reason = f"device '{dev['name']}', run {s.run_id}: {e}"
+            write_json(p, rdir / layout.PARAMS)  # the settings that failed
+            write_json({"reason": reason, "log": e.stderr[-20000:]}, rdir / layout.FAILED)
+            if not r.transport.streams_stderr:
+                sys.stderr.write(e.stderr)
+            raise StageError(reason + _tail(e.stderr)) from None
+        if conditions is not None:
+            write_json(conditions | {"after": r.transport.readings()},
+                       got / layout.DEVICE_READINGS)
+    return None
 
 
 def remove_leftovers(rdir: Path) -> list[Path]:
