@@ -153,7 +153,8 @@ class MeasureConfig:
     ci_target: float = 0.05            # measure until the median's 95% CI is within +-this
     max_iterations: int = 60           # ... at most this many measured iterations
     max_seconds: float = 3.0           # ... deciding no more once measuring took this long (s)
-    max_other_cpu_share: float = 0.25  # with a calibration probe slower than quiet: unstable above
+    max_other_cpu_share: float = 0.25  # a run without a calibration probe: unstable above this share
+    max_probe_slowdown: float = 1.25   # unstable when the probe is this much slower than quiet
     max_attempts: int = 2              # measurements of an unstable run in one train job, then kept
     bootstrap_resamples: int = 1000    # resamples of the median's confidence interval
     power_sample_ms: int = 100         # battery power and clock sampling period (0 = off)
@@ -213,7 +214,8 @@ POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
 NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldown_s"),
                 ("measure", "cooldown_limit_s"), ("model", "momentum"),
                 ("model", "weight_decay"), ("measure", "ci_target"),
-                ("measure", "max_seconds"), ("measure", "max_other_cpu_share")}
+                ("measure", "max_seconds"), ("measure", "max_other_cpu_share"),
+                ("measure", "max_probe_slowdown")}
 
 
 @dataclass(frozen=True)

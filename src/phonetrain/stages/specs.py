@@ -188,6 +188,7 @@ class MeasureSpec:
     power_sample_ms: int
     eval_every: int
     max_attempts: int
+    max_probe_slowdown: float
 
 
 @dataclass(frozen=True)

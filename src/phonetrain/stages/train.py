@@ -8,13 +8,16 @@
   ``params.json``; inputs ``manifest`` (deploy's), ``plan`` (the plan that ran on the device),
   ``plan_dir`` (its tensors), ``data``; outputs ``run``, ``trace``,
   ``verify``, and the run folder around them): the runner executes the plan on the device
-  (``repeats`` times, under the device's lock, after the cool-down; each invocation measures
-  adaptively until the median's interval is within ``measure.ci_target``), then the numpy
-  reference verifies it step by step from the runner's own checkpoints (:func:`verify_run`),
-  and the measurement is judged (:func:`phonetrain.results.stats.judge`: ``measurement.json``,
-  *unstable* when the interval stayed too wide or other processes took more than
-  ``measure.max_other_cpu_share`` of the CPU). With ``measure.eval_every`` > 0, ``eval.json``:
-  held-out loss and accuracy from the runner's own parameters
+  (``repeats`` processes, under the device's lock, after the cool-down; each measures
+  adaptively until its estimate's interval is within ``measure.ci_target``, between a
+  calibration probe before and after), and the measurement is judged
+  (:func:`phonetrain.results.stats.judge`, against the device's quiet probe figure kept in
+  ``probe/<device>.json`` of the results folder, :func:`quiet_probe`). An unstable attempt is
+  measured again, at most ``measure.max_attempts`` attempts in all; the last is kept, unstable
+  or not, in ``measurement.json`` with ``attempts``, ``max_attempts`` and ``earlier_reasons``
+  (the reasons of the attempts before it). Then the numpy reference verifies it step by step
+  from the runner's own checkpoints (:func:`verify_run`). With ``measure.eval_every`` > 0,
+  ``eval.json``: held-out loss and accuracy from the runner's own parameters
   (:mod:`phonetrain.stages.evaluate`). A runner failure leaves ``failed.json``
   (reason, stderr) and nothing that looks complete; a device lacking a library the version
   needs (runner exit 8) records the run as *skipped*.
@@ -33,6 +36,7 @@ from typing import Any
 
 from phonetrain import data as datasets
 from phonetrain import layout, reference
+from phonetrain.layout import Layout
 from phonetrain.errors import StageError
 from phonetrain.io import read_json, sha256_file, write_json, write_text
 from phonetrain.lowering import LowerSpec, write_plan_dir
@@ -113,17 +117,45 @@ def adaptive(ms: MeasureSpec) -> Adaptive | None:
                     max_seconds=ms.max_seconds, resamples=ms.bootstrap_resamples)
 
 
-def judge_measurement(run_dirs: list[Path], ms: MeasureSpec) -> dict[str, Any]:
+def judge_measurement(run_dirs: list[Path], ms: MeasureSpec,
+                      probe_record: Path | None = None) -> dict[str, Any]:
     """The measurement verdict (:func:`phonetrain.results.stats.judge`) over the runner
-    outputs of every repeat: their measured iterations pooled, their conditions."""
-    walls, conds = [], []
+    outputs of every repeat: their measured iterations (pooled, and per process), their
+    conditions with the calibration probe (``run.json``'s ``probe``), against the device's
+    quiet probe figure kept in ``probe_record`` (:func:`quiet_probe`; None: no figure)."""
+    procs, conds, probes = [], [], []
     for d in run_dirs:
         run = read_json(d / layout.RUN)
-        walls += [i["wall_ms"] for i in run.get("iters", []) if not i.get("warmup")]
-        conds.append(run.get("conditions") or {})
-    return stats.judge(walls, conds, ci_target=ms.ci_target,
+        procs.append([i["wall_ms"] for i in run.get("iters", []) if not i.get("warmup")])
+        probe = run.get("probe") or {}
+        probes.append(probe)
+        conds.append((run.get("conditions") or {})
+                     | {f"probe_{k}": probe.get(k) for k in ("before_ms", "after_ms")})
+    quiet = quiet_probe(probe_record, probes) if probe_record is not None else None
+    return stats.judge([w for p in procs for w in p], conds, ci_target=ms.ci_target,
                        max_other_cpu_share=ms.max_other_cpu_share,
-                       resamples=ms.bootstrap_resamples)
+                       resamples=ms.bootstrap_resamples, process_walls_ms=procs,
+                       quiet_probe_ms=quiet, max_probe_slowdown=ms.max_probe_slowdown)
+
+
+def quiet_probe(record: Path, probes: list[dict[str, Any]]) -> float | None:
+    """The device's quiet calibration-probe figure (ms) for the thread count of ``probes``
+    (``run.json``'s ``probe`` objects of one run): the fastest reading on record in
+    ``record`` (JSON ``{"quiet_ms": {"<threads>": ms}}``) or among ``probes``, whichever is
+    faster; the record is updated (atomic write; the caller holds the device's lock). None
+    when the probes hold no reading."""
+    got = [p.get(k) for p in probes for k in ("before_ms", "after_ms")]
+    got = [g for g in got if isinstance(g, (int, float)) and g > 0]
+    if not got:
+        return None
+    key = str(probes[0].get("threads"))
+    doc = read_json(record) if record.exists() else {}
+    kept = (doc.get("quiet_ms") or {}).get(key)
+    quiet = min(got + ([kept] if isinstance(kept, (int, float)) and kept > 0 else []))
+    if quiet != kept:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        write_json(doc | {"quiet_ms": (doc.get("quiet_ms") or {}) | {key: quiet}}, record)
+    return quiet
 
 
 def train(job: Job) -> Path:
@@ -140,6 +172,7 @@ def train(job: Job) -> Path:
     manifest = read_json(job.input.manifest)
     r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s,
                           progress=job.runtime.progress)
+    record = Path(Layout(str(rdir.parents[2])).probe(s.device))   # results/runs/<dev>/<exp>
     tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=".train-"))
     try:
         verdict: dict[str, Any] = {}
@@ -151,7 +184,8 @@ def train(job: Job) -> Path:
                 skipped = _measure(r, manifest, tmp, s, p, rdir)
                 if skipped is not None:
                     return skipped
-                verdict = judge_measurement([tmp / "main"] + sorted(tmp.glob("repeat_*")), ms)
+                verdict = judge_measurement([tmp / "main"] + sorted(tmp.glob("repeat_*")), ms,
+                                            record)
                 if not verdict["unstable"] or attempt == ms.max_attempts:
                     break
                 earlier.append(verdict["reasons"])
