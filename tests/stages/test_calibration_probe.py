@@ -19,17 +19,18 @@ RUN = ["run", f"model={MODEL}", "device=host", "backend=cpu", "measure.warmup=1"
        "measure.max_other_cpu_share=1", "measure.progress=false"]
 
 
-def _run(R: Path) -> dict:
-    res = CliRunner().invoke(main, RUN + [f"results_dir={R}"])
+def _run(R: Path, *extra: str) -> dict:
+    res = CliRunner().invoke(main, RUN + [f"results_dir={R}", *extra])
     assert res.exit_code == 0, (res.output, res.exception)
     return json.loads((R / "runs/host" / f"{MODEL}.cpu.none" / layout.MEASUREMENT).read_text())
 
 
 def test_a_first_run_records_the_quiet_figure(tmp_path: Path):
-    m = _run(tmp_path / "results")
+    # (the probe is not judged here: this host's load may change between its two readings)
+    m = _run(tmp_path / "results", "measure.max_probe_slowdown=0")
     record = json.loads((tmp_path / "results/probe/host.json").read_text())
     assert record["quiet_ms"]["1"] == m["quiet_probe_ms"] > 0
-    assert not m["unstable"] and 1 <= m["probe_slowdown"]
+    assert m["probe_slowdown"] >= 1 and m["attempts"] == 1
 
 
 def test_a_probe_slower_than_the_quiet_figure_is_unstable_and_kept(tmp_path: Path):

@@ -30,7 +30,7 @@ def test_a_too_wide_interval_is_measured_again_then_kept_unstable_and_shown(tmp_
     args = ["run", f"model={MODEL}", "device=host", "backend=cpu", f"results_dir={R}",
             "measure.warmup=1", "measure.iterations=3", "measure.max_iterations=5",
             "measure.ci_target=1e-9", "measure.max_other_cpu_share=1",
-            "measure.max_attempts=2", "measure.progress=false"]
+            "measure.max_probe_slowdown=0", "measure.max_attempts=2", "measure.progress=false"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, (res.output, res.exception)
     run_dir = R / "runs" / "host" / f"{MODEL}.cpu.none"
@@ -58,7 +58,8 @@ def test_a_stable_run_is_measured_once(tmp_path: Path):
     res = CliRunner().invoke(main, ["run", f"model={MODEL}", "device=host", "backend=cpu",
                                     f"results_dir={R}", "measure.warmup=1",
                                     "measure.iterations=3", "measure.ci_target=0",
-                                    "measure.max_other_cpu_share=1", "measure.progress=false"])
+                                    "measure.max_other_cpu_share=1",
+                                    "measure.max_probe_slowdown=0", "measure.progress=false"])
     assert res.exit_code == 0, (res.output, res.exception)
     m = json.loads((R / "runs/host" / f"{MODEL}.cpu.none" / layout.MEASUREMENT).read_text())
     assert not m["unstable"] and m["attempts"] == 1 and m["earlier_reasons"] == []

@@ -156,7 +156,7 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     "temperature_c_end"}``. At most one reason, the first that holds: a slow probe, (without
     a probe reading) other processes over ``max_other_cpu_share``, an interval wider than
     ``ci_target``. ``ci_target`` 0 judges no interval width; ``max_other_cpu_share`` 1 and
-    ``max_probe_slowdown`` inf judge no contention.
+    ``max_probe_slowdown`` 0 judge no contention.
     """
     walls = list(walls_ms)
     procs = [list(p) for p in process_walls_ms] if process_walls_ms is not None else [walls]
@@ -170,7 +170,7 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     busy = (f"other processes used {100 * share:.0f}% of the CPU" if share is not None
             else "other processes' CPU share unreadable")
     reasons = []
-    if slow is not None and slow > max_probe_slowdown:
+    if slow is not None and max_probe_slowdown > 0 and slow > max_probe_slowdown:
         reasons.append(f"the host ran {slow:.2f}x slower than its quiet figure (calibration probe "
                        f"{slow * quiet_probe_ms:.3g} ms against {quiet_probe_ms:.3g} ms, over "
                        f"measure.max_probe_slowdown {max_probe_slowdown:g}; {busy}): measure it "
