@@ -1,25 +1,30 @@
 #!/usr/bin/env python3
-"""The default study twice -- quiet, then with a CPU hog on every core -- and whether the
-second contradicts the first.
+"""The default study quiet, again quiet, under a CPU hog, and with a planted slowdown of one
+kernel version; what each says and what `phonetrain compare` says between them.
 
-Runs ``snakemake --cores 1 all`` into ``<results>/quiet`` and then into ``<results>/hog``
-while one busy-loop process per core runs (bounded: killed when the study ends, or after
-``--hog-s`` seconds). Prints markdown tables from the two studies' ``runs`` tables:
+Studies (each ``snakemake --cores N all --keep-going`` of the default study, or the study of the
+overrides after ``--``), into ``<results>/<name>``:
 
-1. per run: status, median iteration ms [95% CI], other processes' CPU share, in each study,
-   and whether the two agree: a run measured under the hog must be ``unstable`` or have an
-   interval overlapping the quiet one's;
-2. per model and OpenCL run: the OpenCL-vs-CPU-backend comparison of each study (the
-   study's GPU-vs-CPU question; on a host without a GPU the OpenCL device is PoCL), on the
-   intervals (``OpenCL faster`` / ``CPU faster`` only when the intervals do not overlap, else
-   ``no difference``; a comparison with a run that is not ``ok`` is ``excluded``), and
-   whether the hog study contradicts the quiet one (opposite decided verdicts).
+- ``quiet``: the study alone on the host;
+- ``quiet2``: the same sources again, alone (quiet-vs-quiet: what identical sources differ by);
+- ``hog``: while one busy-loop process per core runs (bounded: killed when the study ends, or
+  after ``--hog-s`` seconds);
+- ``planted``: a copy of the workflow (``<results>/planted_ws``: Snakefile, rules, conf, src)
+  whose ``--plant-version`` kernel version's GEMM loops (``gemm.cl``) each run an extra pass
+  over the first ``--plant-share`` (0.3) of K, adding ~30% of the GEMM work to that version
+  only (the extra sum enters C times 0.0f, which OpenCL C may not fold away without
+  -cl-fast-relaxed-math); it starts from a copy of the quiet study's results, so Snakemake
+  rebuilds and re-measures only that version's jobs (incremental rerun).
 
-Exits 1 when a verdict contradicts, or a run measured under the hog is ``ok`` yet outside
-the quiet run's interval. Extra Hydra overrides after ``--`` go to both studies::
+Prints markdown: per study the wall time, the load average at its start, the runs by status;
+per run the status, estimate ms [interval] and attempts in each study; per study and device
+the "At a glance" verdict of each finding; and for quiet-vs-quiet, quiet-vs-hog and
+quiet-vs-planted the count of `phonetrain compare` rows per verdict (runs and GEMM shapes).
+Exits 1 when quiet-vs-quiet or quiet-vs-hog has a faster/slower row, or quiet-vs-planted reports
+no planted-version row slower. ``--only`` picks studies; ``--reuse`` tabulates what exists::
 
-    python benchmarks/bench_noise.py
-    python benchmarks/bench_noise.py --results results/noise -- 'sweep.kernels=[baseline]'
+    python benchmarks/bench_noise.py --cores 2
+    python benchmarks/bench_noise.py --only quiet,planted -- 'sweep.models=[mlp_16_16]'
 """
 
 from __future__ import annotations
@@ -27,31 +32,41 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from phonetrain.layout import Layout  # noqa: E402
-from phonetrain.results.schema import read_table  # noqa: E402
+from phonetrain.report import load_tables  # noqa: E402
+from phonetrain.report.changes import compare  # noqa: E402
+from phonetrain.report.glance import at_a_glance  # noqa: E402
 
 HOG = "import time\nend = time.time() + {s}\nwhile time.time() < end:\n    pass\n"
+STUDIES = ("quiet", "quiet2", "hog", "planted")
+LOOP = re.compile(r"(?P<indent>[ \t]*)for \(int k = 0; k < K; \+\+k\)\n\s*acc \+= (?P<expr>[^;]+);")
 
 
-def study(results: str, extra: list[str], cores: int) -> tuple[float, int]:
-    """One ``snakemake all`` of the default study into ``results``; (seconds, exit status)."""
+def study(ws: Path, results: str, extra: list[str], cores: int) -> tuple[float, int, float]:
+    """One ``snakemake all`` of the study in the workflow folder ``ws`` into ``results``;
+    (seconds, exit status, load average at the start)."""
     snakemake = Path(sys.executable).with_name("snakemake")
-    overrides = [f"results_dir={results}", *extra]
     cmd = [str(snakemake), "--cores", str(cores), "all", "--keep-going",
-           "--config", f"overrides={json.dumps(overrides)}"]
+           "--config", f"overrides={json.dumps([f'results_dir={results}', *extra])}"]
+    env = dict(os.environ, PYTHONPATH=str(ws / "src"))
+    load = os.getloadavg()[0]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(cmd, cwd=ws, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True)
     if p.returncode:
         print(p.stderr[-3000:], file=sys.stderr)
-    return time.monotonic() - t0, p.returncode
+    return time.monotonic() - t0, p.returncode, load
 
 
 def hogs(seconds: float) -> list[subprocess.Popen]:
@@ -60,104 +75,152 @@ def hogs(seconds: float) -> list[subprocess.Popen]:
             for _ in range(os.cpu_count() or 1)]
 
 
-def runs(results: str):
-    return read_table(Layout(results).summary("runs"), "runs").set_index("run_id")
+def plant(ws: Path, version: str, share: float) -> int:
+    """Add the extra pass to every GEMM loop of ``ws``'s ``src/kernels/<version>/gemm.cl``;
+    returns how many loops were planted (0: the version's loops have another form)."""
+    path = ws / "src" / "kernels" / version / "gemm.cl"
+    num, den = round(share * 100), 100
+
+    def extra(m: re.Match) -> str:
+        i = m.group("indent")
+        return (f"{m.group(0)}\n{i}{{   /* planted slowdown (benchmarks/bench_noise.py) */\n"
+                f"{i}    float extra = 0.0f;\n"
+                f"{i}    for (int k = 0; k < ({num} * K) / {den}; ++k)\n"
+                f"{i}        extra += {m.group('expr')};\n"
+                f"{i}    acc += 0.0f * extra;\n{i}}}")
+    text, n = LOOP.subn(extra, path.read_text())
+    path.write_text(text)
+    return n
 
 
-def _ci(r) -> str:
-    if r is None or r["iteration_median_ms"] != r["iteration_median_ms"]:
+def planted_workspace(root: Path, quiet: Path, version: str, share: float) -> tuple[Path, int]:
+    """A copy of the workflow with the planted version and the quiet study's results."""
+    ws = root / "planted_ws"
+    shutil.rmtree(ws, ignore_errors=True)
+    ws.mkdir(parents=True)
+    shutil.copy2(REPO / "Snakefile", ws / "Snakefile")
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
+    for d in ("rules", "conf", "src"):
+        shutil.copytree(REPO / d, ws / d, ignore=ignore)
+    if quiet.is_dir():
+        shutil.copytree(quiet, ws / "results", symlinks=True,
+                        ignore=shutil.ignore_patterns("quarantine", "stage"))
+    return ws, plant(ws, version, share)
+
+
+def _est(r) -> str:
+    if r is None or r["iteration_ms"] != r["iteration_ms"]:
         return "-"
-    return (f"{r['iteration_median_ms']:.3f} [{r['iteration_ci_low_ms']:.3f}, "
-            f"{r['iteration_ci_high_ms']:.3f}]")
+    return (f"{r['iteration_ms']:.3f} [{r['iteration_low_ms']:.3f}, "
+            f"{r['iteration_high_ms']:.3f}]")
 
 
-def _share(r) -> str:
-    v = None if r is None else r["other_cpu_share"]
-    return "-" if v is None or v != v else f"{100 * v:.0f}%"
+def _get(t, rid):
+    return t.loc[rid] if t is not None and rid in t.index else None
 
 
-def overlap(a, b) -> bool:
-    return not (a["iteration_ci_high_ms"] < b["iteration_ci_low_ms"] or
-                b["iteration_ci_high_ms"] < a["iteration_ci_low_ms"])
+def run_table(tables: dict[str, dict]) -> None:
+    names = list(tables)
+    runs = {n: t["runs"].set_index("run_id") for n, t in tables.items()}
+    print("\n| run | " + " | ".join(f"{n}: status | estimate ms [interval] | attempts"
+                                     for n in names) + " |")
+    print("|---|" + "---|---|---|" * len(names))
+    for rid in sorted(set().union(*(set(r.index) for r in runs.values()))):
+        cells = []
+        for n in names:
+            r = _get(runs[n], rid)
+            att = "-" if r is None or r["attempts"] != r["attempts"] else int(r["attempts"])
+            cells += [r["status"] if r is not None else "-", _est(r), str(att)]
+        print(f"| {rid} | " + " | ".join(cells) + " |")
 
 
-def agree(q, h) -> str:
-    """A run of the hog study against the same run of the quiet one."""
-    if h is None or q is None:
-        return "missing"
-    if h["status"] != "ok":
-        return h["status"]
-    if q["status"] != "ok":
-        return f"quiet {q['status']}"
-    return "agrees" if overlap(q, h) else "DIFFERS"
+def glance_table(tables: dict[str, dict]) -> None:
+    got = {n: at_a_glance(t) for n, t in tables.items()}
+    names = list(got)
+    print("\n| device | finding | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    keys = []
+    for n in names:
+        for dev, rows in got[n].items():
+            keys += [(dev, r.finding) for r in rows if (dev, r.finding) not in keys]
+    for dev, finding in keys:
+        cells = []
+        for n in names:
+            row = next((r for r in got[n].get(dev, []) if r.finding == finding), None)
+            cells.append(row.verdict if row else "-")
+        print(f"| {dev} | {finding} | " + " | ".join(cells) + " |")
 
 
-def verdict(gpu, cpu) -> str:
-    """OpenCL run against the CPU backend, on their intervals."""
-    if gpu is None or cpu is None or gpu["status"] != "ok" or cpu["status"] != "ok":
-        return "excluded"
-    if gpu["iteration_ci_high_ms"] < cpu["iteration_ci_low_ms"]:
-        return "OpenCL faster"
-    if cpu["iteration_ci_high_ms"] < gpu["iteration_ci_low_ms"]:
-        return "CPU faster"
-    return "no difference"
+def compare_counts(a: dict, b: dict, version: str | None = None) -> Counter:
+    """`phonetrain compare` verdicts per kind (runs, GEMM shapes); with ``version``, the
+    rows of that kernel version counted apart (``<kind> <version>``)."""
+    out: Counter = Counter()
+    for c in compare(a, b):
+        kind = c.kind if version is None or version not in c.subject else f"{c.kind} {version}"
+        out[(kind, c.verdict)] += 1
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--results", default="results/noise", help="folder for the two studies")
-    ap.add_argument("--cores", type=int, default=1, help="snakemake --cores")
+    ap.add_argument("--results", default="results/noise", help="folder for the studies")
+    ap.add_argument("--cores", type=int, default=2, help="snakemake --cores")
     ap.add_argument("--hog-s", type=float, default=3600, help="longest the hog may run (s)")
+    ap.add_argument("--only", default=",".join(STUDIES), help="studies to run, comma-separated")
+    ap.add_argument("--plant-version", default="baseline", help="kernel version slowed down")
+    ap.add_argument("--plant-share", type=float, default=0.3, help="extra share of K")
     ap.add_argument("--reuse", action="store_true", help="tabulate existing studies only")
-    ap.add_argument("extra", nargs="*", help="Hydra overrides for both studies")
+    ap.add_argument("extra", nargs="*", help="Hydra overrides for every study")
     a = ap.parse_args()
-    quiet, hog = f"{a.results}/quiet", f"{a.results}/hog"
+    root = Path(a.results).resolve()
+    only = [s for s in a.only.split(",") if s]
+    folders = {n: root / n for n in STUDIES}
+    folders["planted"] = root / "planted_ws" / "results"
     timing = {}
-    if not a.reuse:
-        load = os.getloadavg()[0]
-        timing["quiet"] = study(quiet, a.extra, a.cores) + (load,)
-        procs = hogs(a.hog_s)
-        try:
-            load = os.getloadavg()[0]
-            timing["hog"] = study(hog, a.extra, a.cores) + (load,)
-        finally:
-            for p in procs:
-                p.kill()
-                p.wait()
-    for name, (secs, rc, load) in timing.items():
-        print(f"{name} study: {secs:.0f} s, snakemake exit {rc}, load average at start {load:.2f}")
-    q, h = runs(quiet), runs(hog)
-    print("\n| run | quiet: status | median ms [95% CI] | other CPU | hog: status "
-          "| median ms [95% CI] | other CPU | hog vs quiet |")
-    print("|---|---|---|---|---|---|---|---|")
+    for name in [] if a.reuse else only:
+        if name == "hog":
+            procs = hogs(a.hog_s)
+            try:
+                timing[name] = study(REPO, str(folders[name]), a.extra, a.cores)
+            finally:
+                for p in procs:
+                    p.kill()
+                    p.wait()
+        elif name == "planted":
+            ws, n = planted_workspace(root, folders["quiet"], a.plant_version, a.plant_share)
+            print(f"planted: {n} GEMM loops of {a.plant_version} do "
+                  f"{100 * a.plant_share:.0f}% more multiply-adds", file=sys.stderr)
+            timing[name] = study(ws, str(folders[name]), a.extra, a.cores)
+        else:
+            timing[name] = study(REPO, str(folders[name]), a.extra, a.cores)
+    tables = {}
+    for name in only:
+        summary = Path(Layout(str(folders[name])).summary_dir())
+        if summary.is_dir():
+            tables[name] = load_tables(str(summary))
+    print(f"host: {os.cpu_count()} CPUs; load average now {os.getloadavg()[0]:.2f}")
+    print("\n| study | wall s | snakemake exit | load at start | runs by status |")
+    print("|---|---:|---:|---:|---|")
+    for name, t in tables.items():
+        secs, rc, load = timing.get(name, (float("nan"), "-", float("nan")))
+        st = ", ".join(f"{k} {v}" for k, v in sorted(Counter(t["runs"]["status"]).items()))
+        print(f"| {name} | {secs:.0f} | {rc} | {load:.2f} | {st} |")
+    run_table(tables)
+    glance_table(tables)
     bad = 0
-    for rid in sorted(set(q.index) | set(h.index)):
-        qr = q.loc[rid] if rid in q.index else None
-        hr = h.loc[rid] if rid in h.index else None
-        a_ = agree(qr, hr)
-        bad += a_ == "DIFFERS"
-        print(f"| {rid} | {qr['status'] if qr is not None else '-'} | {_ci(qr)} | {_share(qr)} "
-              f"| {hr['status'] if hr is not None else '-'} | {_ci(hr)} | {_share(hr)} | {a_} |")
-    print("\n| model | OpenCL run | quiet: OpenCL vs CPU backend | hog: OpenCL vs CPU backend "
-          "| contradiction |")
-    print("|---|---|---|---|---|")
-    contradictions = 0
-    for rid in sorted(q.index):
-        r = q.loc[rid]
-        if r["backend"] == "cpu":
+    print("\n| comparison | kind | verdict | rows |")
+    print("|---|---|---|---:|")
+    for b, version in (("quiet2", None), ("hog", None), ("planted", a.plant_version)):
+        if "quiet" not in tables or b not in tables:
             continue
-        cpu_id = f"{r['device']}/{r['model']}.cpu.none"
-        vq = verdict(r, q.loc[cpu_id] if cpu_id in q.index else None)
-        hr = h.loc[rid] if rid in h.index else None
-        vh = verdict(hr, h.loc[cpu_id] if cpu_id in h.index else None)
-        decided = {"OpenCL faster", "CPU faster"}
-        clash = vq in decided and vh in decided and vq != vh
-        contradictions += clash
-        print(f"| {r['model']} | {rid.split('/', 1)[1]} | {vq} | {vh} | "
-              f"{'YES' if clash else 'no'} |")
-    print(f"\nruns whose hog measurement is ok but outside the quiet interval: {bad}; "
-          f"contradicting OpenCL-vs-CPU verdicts: {contradictions}")
-    return 1 if contradictions or bad else 0
+        counts = compare_counts(tables["quiet"], tables[b], version)
+        for (kind, v), n in sorted(counts.items()):
+            print(f"| quiet vs {b} | {kind} | {v} | {n} |")
+        if version is None:
+            bad += sum(n for (_, v), n in counts.items() if v in ("faster", "slower"))
+        else:
+            bad += not any(v == "slower" and version in k for (k, v) in counts)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -139,7 +139,7 @@ class MeasureConfig:
 
     warmup: int = DEFAULT_WARMUP       # warm-up iterations per run, discarded from statistics
     iterations: int = DEFAULT_ITERATIONS  # measured iterations per run
-    repeats: int = 1                   # runner invocations per experiment
+    repeats: int = 2                   # runner processes per experiment (between-process variation)
     seed: int = 0                      # seeds parameter init and batch order
     threads: int = 0                   # CPU backend threads; 0 = all cores of the device
     cooldown_s: float = 0.0            # seconds to wait on the device before each measurement
@@ -152,8 +152,10 @@ class MeasureConfig:
     eval_every: int = 0                # held-out loss/accuracy every this many measured its; 0 off
     ci_target: float = 0.05            # measure until the median's 95% CI is within +-this
     max_iterations: int = 60           # ... at most this many measured iterations
-    max_seconds: float = 3.0           # ... deciding no more once measuring took this long (s)
-    max_other_cpu_share: float = 0.25  # unstable above this CPU share taken by other processes
+    max_seconds: float = 1.5           # ... per process, deciding no more once measuring took this (s)
+    max_other_cpu_share: float = 0.25  # a run without a calibration probe: unstable above this share
+    max_probe_slowdown: float = 1.25   # unstable when the probe is this much slower than quiet; 0 off
+    max_attempts: int = 2              # measurements of an unstable run in one train job, then kept
     bootstrap_resamples: int = 1000    # resamples of the median's confidence interval
     power_sample_ms: int = 100         # battery power and clock sampling period (0 = off)
     bandwidth_max_bytes: int = 1024 * 1024 * 1024  # cap of the bandwidth sweep (to the knee)
@@ -203,7 +205,7 @@ MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "it
            ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1,
            ("measure", "max_iterations"): 1, ("measure", "bootstrap_resamples"): 2,
            ("measure", "seed"): 0, ("measure", "power_sample_ms"): 0,
-           ("measure", "eval_every"): 0}
+           ("measure", "eval_every"): 0, ("measure", "max_attempts"): 1}
 # Floats that must be > 0 (a limit or calibration target of 0 makes every job fail or spin)
 # or >= 0 (a negative tolerance fails every verification; a negative wait is meaningless).
 POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
@@ -212,7 +214,8 @@ POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
 NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldown_s"),
                 ("measure", "cooldown_limit_s"), ("model", "momentum"),
                 ("model", "weight_decay"), ("measure", "ci_target"),
-                ("measure", "max_seconds"), ("measure", "max_other_cpu_share")}
+                ("measure", "max_seconds"), ("measure", "max_other_cpu_share"),
+                ("measure", "max_probe_slowdown")}
 
 
 @dataclass(frozen=True)

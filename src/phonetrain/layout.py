@@ -163,6 +163,10 @@ class Layout:
     def run_file(self, device: str, exp: str, name: str) -> str:
         return f"{self.run_dir(device, exp)}/{name}"
 
+    def probe(self, device: str) -> str:
+        """The device's quiet calibration-probe figures (the train stage keeps them)."""
+        return self._p("probe", f"{device}.json")
+
     def stage_root(self, device: str) -> str:
         """Staging root of a ``local`` device."""
         return self._p(stage_root_rel(device))

@@ -182,11 +182,12 @@ ERRORS: dict[int, type[RunnerError]] = {
 @dataclass(frozen=True)
 class Adaptive:
     """Adaptive measurement of ``runner run`` (``src/runner/README.md``): after the plan's
-    measured iterations, go on until the 95% bootstrap interval of the median iteration time
-    is within ``+-ci_target`` (relative) of it, at most ``max_iterations`` measured
+    measured iterations, go on until the 95% bootstrap interval of the location estimate (the
+    lower quartile of the iteration times, ``src/runner/stats.h`` ``ESTIMATE_QUANTILE``) is
+    within ``+-ci_target`` (relative) of it, at most ``max_iterations`` measured
     iterations, deciding no more once measuring took ``max_seconds`` (s) and judging the interval
     only once measuring took ``min_seconds`` (s; at or above ``max_seconds`` a limit always ends
-    measuring); ``resamples`` bootstrap resamples (:func:`phonetrain.results.stats.median_ci`
+    measuring); ``resamples`` bootstrap resamples (:func:`phonetrain.results.stats.quantile_ci`
     gives the same interval)."""
 
     ci_target: float = 0.05
@@ -438,7 +439,7 @@ class Runner:
             sysfs_root: str | None = None) -> dict:
         """Execute a plan (``plan`` and ``root``, the folder its relative paths resolve under,
         as the runner sees them); outputs land in ``out``. ``adaptive``: measure until the
-        median's interval is narrow enough (:class:`Adaptive`); None: exactly the plan's
+        estimate's interval is narrow enough (:class:`Adaptive`); None: exactly the plan's
         iterations. ``power_sample_ms`` > 0 samples battery power and clocks during the
         measured iterations (run.json ``power``; docs/device-sensors.md); ``sysfs_root``: the
         folder the runner reads as ``/sys`` (None: ``$PHONETRAIN_SYSFS_ROOT`` on the device,

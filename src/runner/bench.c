@@ -16,8 +16,10 @@
  * map times a CL_MAP_READ map (device -> host, as a training step's read), unmap the unmap of
  * a CL_MAP_WRITE_INVALIDATE_REGION map (host -> device, as a write), the flags the training
  * path uses (exec_cl.c); the companion call is untimed.
- * Writes DIR/bandwidth.csv (one row per op and size) and DIR/bench.json (device, latency, and
- * per op why its sweep stopped). */
+ * Writes DIR/bandwidth.csv (one row per op and size: medians of the repeats, and
+ * host_gbps_low..host_gbps_high, the GB/s of the 95% percentile-bootstrap interval of the
+ * median host time, stats.h) and DIR/bench.json (device, latency, and per op why its sweep
+ * stopped). */
 #define _POSIX_C_SOURCE 200809L
 #include "exec.h"
 #include "modes.h"
@@ -154,9 +156,12 @@ static double bench_point(bench_env *b, const runner_opts *o, int op, size_t siz
     }
     double fastest = host[0];
     for (int r = 1; r < o->repeats; r++) if (host[r] < fastest) fastest = host[r];
-    double dm = stats_median(dev, o->repeats), hm = stats_median(host, o->repeats);
-    jw_printf(csv, "%s,%zu,%d,%d,%.1f,%.1f,%.6g,%.6g\n", op_names[op], size, iters, o->repeats, dm,
-              hm, dm > 0 ? (double)size / dm : 0.0, hm > 0 ? (double)size / hm : 0.0);
+    double dm = stats_median(dev, o->repeats), hm = stats_median(host, o->repeats), hlo, hhi;
+    stats_median_ci(host, o->repeats, 1000, BOOTSTRAP_SEED, &hlo, &hhi);
+    jw_printf(csv, "%s,%zu,%d,%d,%.1f,%.1f,%.6g,%.6g,%.6g,%.6g\n", op_names[op], size, iters,
+              o->repeats, dm, hm, dm > 0 ? (double)size / dm : 0.0,
+              hm > 0 ? (double)size / hm : 0.0, hhi > 0 ? (double)size / hhi : 0.0,
+              hlo > 0 ? (double)size / hlo : 0.0);
     *gbps = fastest > 0 ? (double)size / fastest : 0.0;
     free(dev);
     free(host);
@@ -266,7 +271,8 @@ int mode_bench_bandwidth(const runner_opts *o)
 
     jwriter csv, w;
     jw_init(&csv);
-    jw_printf(&csv, "op,size_bytes,iterations,repeats,device_ns,host_ns,device_gbps,host_gbps\n");
+    jw_printf(&csv, "op,size_bytes,iterations,repeats,device_ns,host_ns,device_gbps,host_gbps,"
+              "host_gbps_low,host_gbps_high\n");
     jw_init(&w);
     jw_obj_begin(&w);
     jw_key(&w, "status"); jw_str(&w, "ok");

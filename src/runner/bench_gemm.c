@@ -11,8 +11,8 @@
  *   {"mode": "bench-gemm", "status": "ok" | "skipped", "reason": "...", "device": {...},
  *    "backend", "source", "options", "build_ms",
  *    "cases": [{kernel, M, N, K, global, local, "status": "ok" | "wrong" | "error",
- *               "error": "...", "iterations", "repeat_ms": [...], "median_ms", "gflops",
- *               "max_err"}]}
+ *               "error": "...", "iterations", "repeat_ms": [...], "median_ms", "low_ms",
+ *               "high_ms", "gflops", "max_err"}]}
  * Method per case: a checked launch with alpha = 1.5, beta = 0.5 against a float64 reference
  * (every element for small C, else 32 rows x 32 columns including the edges), one warm-up
  * launch, calibration (launches per repeat so a repeat lasts min_time_ms, clpeak's method),
@@ -22,6 +22,8 @@
  * B's image (a clEnqueueCopyBufferToImage where the device cannot view the buffer as an image),
  * timed with it as in a training run; a device without images gives "skipped". max_err = max |C - ref| / (|alpha| K + |beta|) with inputs
  * uniform in [-1, 1]; above 1e-5 the case is "wrong". GFLOPS = 2 M N K / median time.
+ * low_ms..high_ms: the 95% percentile-bootstrap interval of the median over the repeats
+ * (stats.h, 1000 resamples; with few repeats it spans nearly their range).
  */
 #include <errno.h>
 #include <math.h>
@@ -281,8 +283,11 @@ static void run_case(int src, cl_env *e, cl_program prog, gemm_case *g, int repe
     jw_key(w, "repeat_ms"); jw_arr_begin(w);
     for (int r = 0; r < repeats && !rc; r++) jw_num(w, rep_ms[r]);
     jw_arr_end(w);
-    double med = rc ? NAN : stats_median(rep_ms, repeats);
+    double med = rc ? NAN : stats_median(rep_ms, repeats), lo = NAN, hi = NAN;
+    if (!rc) stats_median_ci(rep_ms, repeats, 1000, BOOTSTRAP_SEED, &lo, &hi);
     jw_key(w, "median_ms"); jw_num(w, med);
+    jw_key(w, "low_ms"); jw_num(w, lo);
+    jw_key(w, "high_ms"); jw_num(w, hi);
     jw_key(w, "gflops"); jw_num(w, 2.0 * g->M * g->N * (double)g->K / (med * 1e6));
     jw_key(w, "max_err"); jw_num(w, rc ? NAN : worst);
     free(rep_ms);

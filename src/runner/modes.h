@@ -12,8 +12,9 @@ typedef struct {
     cl_selector sel;
     int threads;             /* 0 = all cores */
     int progress;            /* one stderr line per iteration */
-    double ci_target;        /* run: > 0 measures adaptively until the median's 95% interval
-                                is within +-ci_target (relative); 0 = exactly the plan's count */
+    double ci_target;        /* run: > 0 measures adaptively until the 95% interval of the
+                                location estimate (stats.h ESTIMATE_QUANTILE) is within
+                                +-ci_target (relative); 0 = exactly the plan's count */
     int max_iterations;      /* run, adaptive: at most this many measured iterations */
     double min_seconds;      /* run, adaptive: judge the interval only once measuring took
                                 this long (>= max_seconds: never stop on the interval) */

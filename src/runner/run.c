@@ -2,12 +2,14 @@
  * dumps/, checkpoints/, trace.csv and, last, run.json (the completion marker) into the output
  * folder.
  * Measured iterations: exactly the plan's count, or (--ci-target > 0) adaptively: at least
- * the plan's count, then until the 95% bootstrap interval of the median iteration time is
- * within +-ci_target of it (stats.h), judged once measuring took --min-seconds, at most
+ * the plan's count, then until the 95% bootstrap interval of the iteration time's low quantile
+ * ESTIMATE_QUANTILE (the location estimate, stats.h) is within +-ci_target of it, judged once measuring took --min-seconds, at most
  * --max-iterations, and no new decision once measuring took --max-seconds; while the battery is readable, a stop on the interval also
  * waits for the power sampler's second sample (power_energy_pending). The plan's checkpoints from the end (-1, -2) are the last
  * iterations after the decision; a decision whose final interval is still too wide (and no
  * limit reached) is taken back and measuring goes on.
+ * The calibration probe (probe.h) runs just before the first and just after the last
+ * measured iteration; run.json records it under "probe".
  * On any failure after the output folder is known, the fail hook removes trace.csv and the
  * plan's dumps and writes run.json with "status": "failed", the exit code and the message.
  * A previous run.json and trace.csv are removed at the start, so a run killed midway (timeout,
@@ -18,6 +20,7 @@
 #include "ledger.h"
 #include "modes.h"
 #include "power.h"
+#include "probe.h"
 #include "stats.h"
 #include "util.h"
 
@@ -106,7 +109,9 @@ typedef struct {
     int adaptive;
     const char *stopped;     /* fixed | ci | max_iterations | max_seconds */
     double median_ms, ci_low_ms, ci_high_ms;
+    double estimate_ms, low_ms, high_ms;   /* the ESTIMATE_QUANTILE and its interval */
     cond_sample before, after;
+    probe_rec probe;
     power_sampler power;     /* battery power and clocks over the measured iterations */
 } measure_rec;
 
@@ -230,6 +235,10 @@ static void write_measure_json(jwriter *w, const runner_opts *o, const measure_r
     jw_key(w, "median_ms"); jw_num(w, m->median_ms);
     jw_key(w, "ci_low_ms"); jw_num(w, m->ci_low_ms);
     jw_key(w, "ci_high_ms"); jw_num(w, m->ci_high_ms);
+    jw_key(w, "estimate_quantile"); jw_num(w, ESTIMATE_QUANTILE);
+    jw_key(w, "estimate_ms"); jw_num(w, m->estimate_ms);
+    jw_key(w, "low_ms"); jw_num(w, m->low_ms);
+    jw_key(w, "high_ms"); jw_num(w, m->high_ms);
     jw_obj_end(w);
 }
 
@@ -264,6 +273,7 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     jw_key(&w, "plan_iterations"); jw_int(&w, p->iterations);
     jw_key(&w, "measurement"); write_measure_json(&w, o, m);
     jw_key(&w, "conditions"); cond_write_json(&w, &m->before, &m->after, rc->threads);
+    jw_key(&w, "probe"); probe_write_json(&w, &m->probe);
     double measured_ms = 0;
     for (int i = p->warmup; i < total; i++) measured_ms += iters[i].wall_ms;
     jw_key(&w, "power"); power_write_json(&w, &m->power, measured_ms, total - p->warmup);
@@ -316,14 +326,35 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     jw_free(&w);
 }
 
-/* Median and 95% interval of the measured iterations' wall times. */
+/* The measured iterations' wall times, or NULL (*n 0) when there are none. */
+static double *measured_walls(const iter_rec *iters, int warmup, int end, int *n)
+{
+    *n = end - warmup;
+    if (*n < 1) { *n = 0; return NULL; }
+    double *x = xmalloc((size_t)*n * sizeof *x);
+    for (int i = 0; i < *n; i++) x[i] = iters[warmup + i].wall_ms;
+    return x;
+}
+
+/* The ESTIMATE_QUANTILE of the measured iterations' wall times and its 95% interval. */
+static void estimate_ci(const iter_rec *iters, int warmup, int end, int resamples, double *est,
+                        double *lo, double *hi)
+{
+    int n;
+    double *x = measured_walls(iters, warmup, end, &n);
+    if (!n) { *est = *lo = *hi = NAN; return; }
+    *est = stats_quantile(x, n, ESTIMATE_QUANTILE);
+    stats_quantile_ci(x, n, ESTIMATE_QUANTILE, resamples, BOOTSTRAP_SEED, lo, hi);
+    free(x);
+}
+
+/* The median of the measured iterations' wall times and its 95% interval. */
 static void measured_ci(const iter_rec *iters, int warmup, int end, int resamples, double *med,
                         double *lo, double *hi)
 {
-    int n = end - warmup;
-    double *x = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *x);
-    for (int i = 0; i < n; i++) x[i] = iters[warmup + i].wall_ms;
-    if (n < 1) { *med = *lo = *hi = NAN; free(x); return; }
+    int n;
+    double *x = measured_walls(iters, warmup, end, &n);
+    if (!n) { *med = *lo = *hi = NAN; return; }
     *med = stats_median(x, n);
     stats_median_ci(x, n, resamples, BOOTSTRAP_SEED, lo, hi);
     free(x);
@@ -331,9 +362,9 @@ static void measured_ci(const iter_rec *iters, int warmup, int end, int resample
 
 static int ci_within(const iter_rec *iters, int warmup, int end, const runner_opts *o)
 {
-    double med, lo, hi;
-    measured_ci(iters, warmup, end, o->resamples, &med, &lo, &hi);
-    return stats_rel_half_width(med, lo, hi) <= o->ci_target;
+    double est, lo, hi;
+    estimate_ci(iters, warmup, end, o->resamples, &est, &lo, &hi);
+    return stats_rel_half_width(est, lo, hi) <= o->ci_target;
 }
 
 /* Adaptive measurement after iteration `it` (measured or not): returns the new total, or -1
@@ -407,6 +438,8 @@ int mode_run(const runner_opts *o)
     for (int it = 0; total < 0 || it < total; it++) {
         int warm = it < p->warmup;
         if (it == p->warmup) {
+            m.probe.threads = rc.threads;
+            m.probe.before_ms = probe_ms(rc.threads);
             cond_sample_now(&m.before);
             power_start(&m.power, o->power_sample_ms);
             measure_t0 = monotonic_ns();
@@ -446,7 +479,9 @@ int mode_run(const runner_opts *o)
     }
     power_stop(&m.power);
     cond_sample_now(&m.after);
+    m.probe.after_ms = probe_ms(rc.threads);
     measured_ci(iters, p->warmup, total, o->resamples, &m.median_ms, &m.ci_low_ms, &m.ci_high_ms);
+    estimate_ci(iters, p->warmup, total, o->resamples, &m.estimate_ms, &m.low_ms, &m.high_ms);
     write_dumps(&rc, o->out);
     write_checkpoints(p, o->out, snaps, nsnaps);
     size_t len;

@@ -1,4 +1,4 @@
-/* Median and bootstrap confidence interval: see stats.h. */
+/* Median, low quantile and their bootstrap confidence intervals: see stats.h. */
 #include "stats.h"
 #include "util.h"
 
@@ -44,25 +44,41 @@ static double percentile_sorted(const double *v, int n, double p)
     return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
 }
 
-void stats_median_ci(const double *x, int n, int resamples, uint64_t seed, double *lo, double *hi)
+double stats_quantile(const double *x, int n, double q)
+{
+    double *v = xmalloc((size_t)n * sizeof *v);
+    memcpy(v, x, (size_t)n * sizeof *v);
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double r = percentile_sorted(v, n, q);
+    free(v);
+    return r;
+}
+
+void stats_quantile_ci(const double *x, int n, double q, int resamples, uint64_t seed,
+                       double *lo, double *hi)
 {
     if (n <= 1 || resamples < 2) {
         *lo = *hi = n >= 1 ? x[0] : NAN;
         return;
     }
     double *sample = xmalloc((size_t)n * sizeof *sample);
-    double *meds = xmalloc((size_t)resamples * sizeof *meds);
+    double *qs = xmalloc((size_t)resamples * sizeof *qs);
     for (int b = 0; b < resamples; b++) {
         for (int j = 0; j < n; j++)
             sample[j] = x[splitmix64_at(seed, (uint64_t)b * (uint64_t)n + (uint64_t)j) % (uint64_t)n];
         qsort(sample, (size_t)n, sizeof *sample, cmp_double);
-        meds[b] = median_sorted(sample, n);
+        qs[b] = percentile_sorted(sample, n, q);
     }
-    qsort(meds, (size_t)resamples, sizeof *meds, cmp_double);
-    *lo = percentile_sorted(meds, resamples, 0.025);
-    *hi = percentile_sorted(meds, resamples, 0.975);
+    qsort(qs, (size_t)resamples, sizeof *qs, cmp_double);
+    *lo = percentile_sorted(qs, resamples, 0.025);
+    *hi = percentile_sorted(qs, resamples, 0.975);
     free(sample);
-    free(meds);
+    free(qs);
+}
+
+void stats_median_ci(const double *x, int n, int resamples, uint64_t seed, double *lo, double *hi)
+{
+    stats_quantile_ci(x, n, 0.5, resamples, seed, lo, hi);
 }
 
 double stats_rel_half_width(double median, double lo, double hi)

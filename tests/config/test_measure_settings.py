@@ -12,7 +12,8 @@ from phonetrain.stages.params import run_params
 def test_defaults():
     m = MeasureConfig()
     assert (m.ci_target, m.max_iterations, m.max_seconds, m.max_other_cpu_share) == \
-        (0.05, 60, 3.0, 0.25)
+        (0.05, 60, 1.5, 0.25)
+    assert (m.repeats, m.max_attempts, m.max_probe_slowdown) == (2, 2, 1.25)
     assert m.checkpoints == [0, 1, -2, -1] and m.bootstrap_resamples == 1000
     assert m.bandwidth_max_bytes == 1 << 30 and m.tune_max_launch_s == 0.1
 
@@ -25,6 +26,8 @@ def test_defaults():
     ("measure.tune_max_launch_s=0", ["measure.tune_max_launch_s", "> 0"]),
     ("measure.checkpoints=[first]", ["measure.checkpoints"]),
     ("measure.eval_every=-1", ["measure.eval_every", "is -1", ">= 0"]),
+    ("measure.max_attempts=0", ["measure.max_attempts", ">= 1"]),
+    ("measure.max_probe_slowdown=-1", ["measure.max_probe_slowdown", ">= 0"]),
 ])
 def test_bad_measure_settings_are_named(override, needles):
     with pytest.raises(ConfigError) as e:

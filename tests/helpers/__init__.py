@@ -11,4 +11,5 @@ REPO = TESTS.parent
 FIXTURES = TESTS / "fixtures"  # data files the tests read (real traces)
 # The tests' host is shared: fixed iteration counts and no measurement judged unstable (the
 # tests of that verdict set these overrides themselves).
-STEADY = ("measure.ci_target=0", "measure.max_other_cpu_share=1")
+STEADY = ("measure.ci_target=0", "measure.max_other_cpu_share=1",
+          "measure.max_probe_slowdown=0")

@@ -106,8 +106,11 @@ def test_clblast_absent_is_skipped_with_reason(runner):
 
 def test_cpu_gemm_bench_and_device_peaks_are_measured(runner, pocl):
     df = bench_here(runner, None, [gemm.GemmShape("gemm_tn", 17, 33, 9)], min_time_ms=0.1,
-                         repeats=1)
+                         repeats=3)
     assert df.status.tolist() == ["ok"] and df.version.tolist() == ["cpu"]
+    # the runner's interval of the median over the repeats
+    assert (df.low_ms <= df.median_ms).all() and (df.median_ms <= df.high_ms).all()
+    assert (df.low_ms > 0).all()
     pk = peaks_here(runner, pocl, min_time_ms=1, work_items=4096)
     assert set(pk.name) == {"float", "float2", "float4", "float8", "float16", "read_float4"}
     assert (pk[pk.kind == "compute"].gflops > 0).all() and (pk[pk.kind == "bandwidth"].gbps > 0).all()

@@ -9,6 +9,7 @@ import pytest
 
 from helpers.real_study import FAILED, OK, WRONG
 from helpers.results import GAP_NS, standard_study, summary_paths, write_run
+from phonetrain.config import MeasureConfig
 from phonetrain.errors import ResultsFileError
 from phonetrain.results import aggregate, schema
 from phonetrain.results import runs as run_folders
@@ -210,7 +211,8 @@ def test_real_runs_get_their_statuses_and_consistent_numbers(real):
         assert 0 < r["kernel_ms"] <= r["iteration_median_ms"]
         assert 0 <= r["data_movement_share"] <= 1 and r["gap_ms"] >= 0
         assert r["verify_max_abs_err"] < 1e-3 and np.isfinite([r["loss_first"], r["loss_last"]]).all()
-        assert r["kernel_gflops"] > 0 and r["repeats"] == 1 and r["iterations"] == 3
+        assert r["kernel_gflops"] > 0 and r["repeats"] == MeasureConfig().repeats
+        assert r["iterations"] == 3
         assert r["runner_hash"] and r["device_fingerprint"] and r["config_hash"]
         # per-step verdict, trajectory drift, interval and conditions filled
         assert 0 <= r["verify_max_abs_err"] <= r["verify_tolerance"]

@@ -43,6 +43,14 @@ def test_fixed_count_checkpoints_and_interval(runner, tmp_path):
     m = doc["measurement"]
     assert (m["median_ms"], m["ci_low_ms"], m["ci_high_ms"]) == \
         pytest.approx(stats.median_ci(_measured(doc), m["resamples"]), rel=1e-12)
+    # the location estimate the stop rule judges: the same low quantile and interval as Python
+    assert m["estimate_quantile"] == stats.ESTIMATE_QUANTILE
+    assert (m["estimate_ms"], m["low_ms"], m["high_ms"]) == pytest.approx(
+        stats.quantile_ci(_measured(doc), stats.ESTIMATE_QUANTILE, m["resamples"]), rel=1e-12)
+    # the calibration probe ran before and after the measured iterations, on the run's threads
+    probe = doc["probe"]
+    assert probe["threads"] == doc["threads"] and probe["samples"] == 5
+    assert probe["before_ms"] > 0 and probe["after_ms"] > 0
 
 
 def test_adaptive_stops_at_the_interval_or_a_limit(runner, tmp_path):

@@ -70,6 +70,10 @@ def test_bench_bandwidth_measures_every_op_at_every_size(runner, pocl, tmp_path)
     assert (df["host_ns"] > 0).all() and (df["device_ns"] >= 0).all()
     copies = df[df["op"].isin(["h2d", "d2h", "d2d"])]
     assert (copies["device_gbps"] > 0).all() and (copies["host_gbps"] > 0).all()
+    # the runner's interval of the host GB/s (from the median host time's bootstrap interval)
+    assert (df["host_gbps_low"] <= df["host_gbps"] * (1 + 1e-5)).all()
+    assert (df["host_gbps"] <= df["host_gbps_high"] * (1 + 1e-5)).all()
+    assert (copies["host_gbps_low"] > 0).all()
     lat = df.attrs["bench"]["latency"]
     assert lat["launches"] > 0 and 0 < lat["host_round_trip_us"] < 1e6
     assert df.attrs["bench"]["device"]["platform"] == "Portable Computing Language"

@@ -29,6 +29,16 @@ def test_tables_have_the_schema_and_every_run_is_verified(completed_workspace: P
     assert sorted(runs["run_id"]) == sorted(f"host/{i}" for i in IDS)  # <device>/<experiment>
     assert (runs["status"] == "ok").all(), runs[["run_id", "status", "status_reason"]]
     assert (runs["iteration_median_ms"] > 0).all()
+    # the location estimate with its interval, over every process of the run
+    assert (runs["iteration_low_ms"] <= runs["iteration_ms"]).all()
+    assert (runs["iteration_ms"] <= runs["iteration_high_ms"]).all()
+    assert (runs["repeats"] == 2).all() and (runs["attempts"] == 1).all()
+    gemm = pd.read_parquet(R / "summary" / "gemm.parquet")
+    ok = gemm[gemm["status"] == "ok"]
+    assert len(ok) and (ok["low_ms"] <= ok["median_ms"]).all()
+    assert (ok["median_ms"] <= ok["high_ms"]).all()
+    bw = pd.read_parquet(R / "summary" / "bandwidth.parquet")
+    assert bw["host_gbps_low"].notna().all() and bw["host_gbps_high"].notna().all()
     assert (runs["loss_last"] < runs["loss_first"]).any()  # training, not a constant
     for rid in IDS:
         rdir = R / "runs" / "host" / rid

@@ -48,8 +48,8 @@ def study_runs(overrides: tuple[str, ...], conf_dir: str | None, results: str | 
               help="Only list what would be moved aside.")
 def check_command(overrides: tuple[str, ...], conf_dir: str | None, results: str | None,
                   dry_run: bool) -> None:
-    """Check every measured run of the study (damaged, measured under other settings,
-    unstable; contents by SHA-256) and move each finding aside into the results folder's
+    """Check every measured run of the study (damaged, measured under other settings;
+    contents by SHA-256; an unstable run is kept: `phonetrain refresh --unstable`) and move each finding aside into the results folder's
     quarantine/, so the next `snakemake all` measures it again. OVERRIDES are the Hydra
     overrides the study runs with (none for the default study)."""
     from phonetrain.results.check import findings, quarantine

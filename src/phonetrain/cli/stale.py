@@ -66,7 +66,8 @@ def planned_jobs(overrides: list[str], conf_dir: str | None) -> list[tuple[str, 
 def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
                   results: str | None) -> None:
     """List what the next `snakemake all` does: the run folders its start moves aside to
-    measure them again (damaged, measured under other settings, unstable), then folders only
+    measure them again (damaged, measured under other settings; never an unstable run: `phonetrain
+    refresh --unstable` asks for those), then folders only
     `phonetrain check` moves (content that only SHA-256 tells apart), then every job
     Snakemake plans (rule, output, reason), from its own dry run. OVERRIDES are the Hydra
     overrides the study runs with (none for the default study); run it in the folder you
@@ -90,17 +91,24 @@ def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
 
 
 @click.command("refresh")
-@click.argument("runs", nargs=-1, required=True, metavar="DEVICE/EXPERIMENT...")
+@click.argument("runs", nargs=-1, metavar="[DEVICE/EXPERIMENT...]")
+@click.option("--unstable", is_flag=True,
+              help="Also every run whose measurement is unstable (measurement.json), e.g. "
+                   "after the host was busy; the next snakemake all measures them again.")
 @RESULTS
-def refresh_command(runs: tuple[str, ...], results: str | None) -> None:
+def refresh_command(runs: tuple[str, ...], unstable: bool, results: str | None) -> None:
     """Ask the next `snakemake all` to measure these runs again (e.g. `phonetrain refresh
-    host/lenet5.opencl.baseline`; the ids of the report's tables): each run folder is moved
-    aside into the results folder's quarantine/, so its outputs are missing; nothing else
-    reruns."""
+    host/lenet5.opencl.baseline`; the ids of the report's tables), or with --unstable every run
+    left unstable: each run folder is moved aside into the results folder's quarantine/, so its
+    outputs are missing; nothing else reruns. A workflow run never re-measures an unstable run
+    by itself (its train job already tried measure.max_attempts times)."""
     from phonetrain import layout
     from phonetrain.layout import Layout
-    from phonetrain.results.check import move_aside, utc_stamp
+    from phonetrain.results.check import move_aside, unstable_runs, utc_stamp
     L = Layout(results or "results")
+    if not runs and not unstable:
+        raise click.ClickException("name the runs to measure again (DEVICE/EXPERIMENT, e.g. "
+                                   "host/lenet5.cpu.none) or pass --unstable")
     if not Path(L.root).is_dir():
         raise click.ClickException(
             f"{L.root}: no such results folder; pass the folder the study wrote (--results)")
@@ -118,11 +126,20 @@ def refresh_command(runs: tuple[str, ...], results: str | None) -> None:
                 f"{rid}: no measured run at {rdir}; name a run as DEVICE/EXPERIMENT (e.g. "
                 "host/lenet5.cpu.none, as the report lists them) and pass --results for "
                 "another results folder")
-        dirs.append((rid, rdir))
+        dirs.append((rid, rdir, "asked by phonetrain refresh"))
+    if unstable:
+        named = {d.resolve() for _, d, _ in dirs}
+        for f in unstable_runs(L):
+            if Path(f.path).resolve() not in named:
+                rid = "/".join(Path(f.path).parts[-2:])
+                dirs.append((rid, Path(f.path), f"asked by phonetrain refresh --unstable ({f.why})"))
+        if not dirs:
+            click.echo(f"{L.root}: no unstable run, nothing moved", err=True)
+            return
     stamp = utc_stamp()
-    for rid, rdir in dirs:
+    for rid, rdir, why in dirs:
         try:
-            dest = move_aside(rdir, "asked by phonetrain refresh", L, stamp)
+            dest = move_aside(rdir, why, L, stamp)
         except PhonetrainError as e:
             raise click.ClickException(str(e)) from None
         click.echo(f"{rid}: moved aside to {dest}; the next snakemake all measures it again")

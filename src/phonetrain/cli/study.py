@@ -57,21 +57,35 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
 
 
 def timing_summary(rdir: Path) -> str:
-    """What a run measured, in two lines: the median iteration time with its spread (the
-    interquartile range and the extremes over the measured iterations) and where the time went
-    (the data-movement share and the per-iteration kernel and transfer medians), plus the last
-    held-out accuracy when the run evaluated (``measure.eval_every``), from the same rows the
-    summary tables get (:func:`phonetrain.results.runs.read_run`)."""
+    """What a run measured, in lines: its status (``ok``, ``wrong``, ``unstable`` with the
+    reason: an unstable run's figures are shown for the record, marked, never hidden), the
+    location estimate every comparison uses (``iteration_ms`` with its interval, by
+    ``iteration_estimator``), the median with its spread (the interquartile range and the
+    extremes over the measured iterations) and where the time went (the data-movement share and
+    the per-iteration kernel and transfer medians), plus the last held-out accuracy when the run
+    evaluated (``measure.eval_every``), from the same rows the summary tables get
+    (:func:`phonetrain.results.runs.read_run`). A run without measured iterations (skipped,
+    out of memory, failed) gives one line: ``no timings: <status>: <reason>``."""
     import pandas as pd
 
     from phonetrain.results.runs import read_run
     row = read_run(rdir)["runs"].iloc[0]
-    if row["status"] not in ("ok", "wrong"):
+    if not pd.notna(row["iteration_median_ms"]):
         return f"no timings: {row['status']}: {row['status_reason']}"
-    lines = [f"iteration: median {row['iteration_median_ms']:.3f} ms over "
-             f"{int(row['iterations'])} measured iterations (p25-p75 "
-             f"{row['iteration_p25_ms']:.3f}-{row['iteration_p75_ms']:.3f} ms, min-max "
-             f"{row['iteration_min_ms']:.3f}-{row['iteration_max_ms']:.3f} ms)"]
+    mark = {"ok": "", "wrong": " (NOT VALID: verification failed)",
+            "unstable": " (UNSTABLE: for the record only, not a number to compare)"}
+    lines = [f"status: {row['status']}"
+             + (f": {row['status_reason']}" if isinstance(row["status_reason"], str) else "")]
+    tag = mark.get(row["status"], f" ({row['status']})")
+    if pd.notna(row["iteration_ms"]):
+        lines.append(f"iteration: {row['iteration_ms']:.3f} ms [{row['iteration_low_ms']:.3f}-"
+                     f"{row['iteration_high_ms']:.3f}]{tag} ({row['iteration_estimator']}; "
+                     f"attempts {_attempts(row)})")
+    lines.append(f"iteration: median {row['iteration_median_ms']:.3f} ms over "
+                 f"{int(row['iterations'])} measured iterations x {int(row['repeats'])} "
+                 f"processes (p25-p75 {row['iteration_p25_ms']:.3f}-"
+                 f"{row['iteration_p75_ms']:.3f} ms, min-max {row['iteration_min_ms']:.3f}-"
+                 f"{row['iteration_max_ms']:.3f} ms){tag}")
     if not isinstance(row["placement"], str):
         lines.append("data movement: none (CPU backend: the data stays in host memory)")
     else:
@@ -84,6 +98,13 @@ def timing_summary(rdir: Path) -> str:
                      f"{row['heldout_loss_last']:.4g} over {int(row['n_heldout'])} samples after "
                      "the last iteration (every evaluation in eval.json)")
     return "\n".join(lines)
+
+
+def _attempts(row) -> str:
+    """The runs row's ``attempts`` as text ("1" where the column is missing or null)."""
+    import pandas as pd
+    n = row.get("attempts")
+    return str(int(n)) if n is not None and pd.notna(n) else "1"
 
 
 @click.command("aggregate", context_settings={"ignore_unknown_options": True})

@@ -14,7 +14,11 @@ A measured run (its folder holds a ``run.json``) is a finding when
 - it was measured under other settings than the study's now: its ``params.json`` differs
   from the run params the workflow gives (:func:`phonetrain.results.runs.changed_params`;
   location-only keys aside), e.g. a one-off ``phonetrain run`` wrote it;
-- its measurement verdict calls it unstable (:func:`phonetrain.results.runs.unstable_reason`).
+
+A run the measurement verdict calls *unstable* is never a finding: the train job already
+measured it again a bounded number of times (``measure.max_attempts``) and kept it with its
+reason and figures, so a rerun of the workflow plans nothing for it by itself. Measuring it again
+is asked for explicitly: ``phonetrain refresh --unstable`` (:func:`unstable_runs`).
 
 ``hashes`` False (the workflow's start, every parse) checks contents by sizes and row counts
 only; the ``phonetrain check`` command also compares every ledger file's SHA-256.
@@ -58,8 +62,7 @@ def run_finding(run_dir: str | Path, params: Mapping[str, Any], *,
     changed = changed_params(run_dir, params)
     if changed:
         return f"measured under other settings ({', '.join(changed)} differ)"
-    why = unstable_reason(run_dir)
-    return f"unstable: {why}" if why else None
+    return None
 
 
 def findings(run_params: Mapping[tuple[str, str], Mapping[str, Any]], L: Layout, *,
@@ -73,6 +76,18 @@ def findings(run_params: Mapping[tuple[str, str], Mapping[str, Any]], L: Layout,
         why = run_finding(rdir, p, hashes=hashes)
         if why:
             out.append(Finding(rdir, why))
+    return out
+
+
+def unstable_runs(L: Layout) -> list[Finding]:
+    """Every measured run folder under the results folder ``L`` (``runs/<device>/<experiment>``)
+    whose measurement verdict calls it unstable, sorted by path, with the verdict's reasons:
+    what ``phonetrain refresh --unstable`` moves aside."""
+    out = []
+    for rdir in sorted(Path(L.root, "runs").glob("*/*")):
+        why = unstable_reason(rdir) if (rdir / layout.RUN).exists() else None
+        if why:
+            out.append(Finding(str(rdir), f"unstable: {why}"))
     return out
 
 

@@ -113,7 +113,8 @@ def gemm_not_current(path: str | Path, reason: str) -> pd.DataFrame:
 
 def gemm_frame(doc: dict[str, Any], version: str) -> pd.DataFrame:
     """One row per case of a bench-gemm ``gemm.json``: version, kernel, M, N, K, global,
-    local, options, status (ok | wrong | error | skipped), gflops, median_ms, max_err,
+    local, options, status (ok | wrong | error | skipped), gflops, median_ms, low_ms, high_ms
+    (the runner's interval of the median over the repeats; NaN from older runners), max_err,
     iterations, device, platform. A skipped run (CLBlast absent) gives an empty frame with
     ``attrs["skipped"]`` holding the reason."""
     dev = doc.get("device") or {}
@@ -124,13 +125,15 @@ def gemm_frame(doc: dict[str, Any], version: str) -> pd.DataFrame:
             "global": json.dumps(c.get("global")), "local": json.dumps(c.get("local")),
             "options": doc.get("options", ""), "status": c["status"],
             "error": c.get("error") or "", "gflops": _num(c.get("gflops")),
-            "median_ms": _num(c.get("median_ms")), "max_err": _num(c.get("max_err")),
+            "median_ms": _num(c.get("median_ms")), "low_ms": _num(c.get("low_ms")),
+            "high_ms": _num(c.get("high_ms")), "max_err": _num(c.get("max_err")),
             "iterations": int(c.get("iterations") or 0),
             "device": dev.get("name", "host CPU (runner cpu backend)"),
             "platform": dev.get("platform", "")})
     df = pd.DataFrame(rows, columns=["version", "kernel", "M", "N", "K", "global", "local",
                                      "options", "status", "error", "gflops", "median_ms",
-                                     "max_err", "iterations", "device", "platform"])
+                                     "low_ms", "high_ms", "max_err", "iterations", "device",
+                                     "platform"])
     if doc.get("status") == "skipped":
         df.attrs["skipped"] = doc.get("reason", "")
     return df

@@ -540,7 +540,7 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
     row = {**_key(params), **_settings(params),
            "status": status, "status_reason": reason, **vcols,
            "iterations": int(len(m) // max(len(runs), 1)) if len(m) else params.get("iterations"),
-           "repeats": len(runs),
+           "repeats": len(runs), "attempts": meas.get("attempts"),
            "threads": runs[0].get("threads", params.get("threads")),  # as run (0 = all cores)
            "iteration_ci_low_ms": meas.get("ci_low_ms"),
            "iteration_ci_high_ms": meas.get("ci_high_ms"),

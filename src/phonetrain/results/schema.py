@@ -73,7 +73,10 @@ RUN_KEY = [
     _f("backend", S, False), _f("placement", S), _f("transfer", S), _f("kernel", S),
 ]
 
-# runs: iteration_* are over measured iterations of all repeats (iteration_ci_*: the 95%
+# runs: attempts is how many times the train job measured the run (each attempt ``repeats``
+# runner processes; more than 1 only after an unstable attempt, at most measure.max_attempts;
+# null for a folder whose measurement.json records none); iteration_* are over measured
+# iterations of all repeats (iteration_ci_*: the 95%
 # bootstrap confidence interval of the median); iteration_ms with iteration_low_ms..
 # iteration_high_ms is the location estimate every comparison uses, by the estimator named in
 # iteration_estimator (phonetrain.results.stats.ESTIMATOR); <kind>_ms, gap_ms, transfer_ms,
@@ -102,7 +105,7 @@ RUN_KEY = [
 # any.
 RUNS = pa.schema(RUN_KEY + [
     _f("dataset", S), _f("batch_size", I), _f("warmup", I), _f("iterations", I),
-    _f("repeats", I), _f("threads", I),
+    _f("repeats", I), _f("attempts", I), _f("threads", I),
     _f("status", S, False), _f("status_reason", S),
     _f("verify_max_abs_err", F), _f("verify_tolerance", F),
     _f("trajectory_drift_max", F), _f("trajectory_drift_from_iteration", I),

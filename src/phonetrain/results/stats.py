@@ -1,16 +1,31 @@
 """Measurement statistics and the measurement verdict of a run.
 
-- :func:`median_ci`: the median of measured iteration times and its 95% percentile-bootstrap
+The location estimate every comparison uses (:data:`ESTIMATOR`) is the lower quartile
+(:data:`ESTIMATE_QUANTILE`) of the measured iteration times of all the run's runner processes
+pooled. Timing noise on a shared machine only adds time, so a low quantile moves little under it
+(Chen and Revels, "Robust benchmarking in noisy environments", arXiv 1608.04295, 2016, take the
+minimum, as BenchmarkTools.jl does; a quartile keeps a bootstrap interval that is not degenerate
+with a few dozen iterations). Its interval is the 95% percentile bootstrap of that quantile,
+widened to cover every process's own estimate: one process's interval does not describe a rerun
+(pyperf samples several worker processes for that reason), so with ``measure.repeats`` > 1 the
+interval spans the variation between processes too.
+
+- :func:`quantile_ci`: a quantile of measured iteration times and its 95% percentile-bootstrap
   confidence interval, exactly as the runner computes it for its adaptive stop rule
   (``src/runner/stats.c``): resample ``b``'s draw ``j`` is element
-  ``splitmix64(seed, b * n + j) mod n``, each resample's median (the mean of the two middle
-  values for even ``n``), and the 2.5th and 97.5th percentiles of the sorted medians by linear
-  interpolation at rank ``p * (resamples - 1)`` (Efron and Tibshirani, "An Introduction to the
-  Bootstrap", 1993, ch. 13).
+  ``splitmix64(seed, b * n + j) mod n``, each resample's quantile (linear interpolation at rank
+  ``q * (n - 1)`` of the sorted values; q = 0.5 is the median), and the 2.5th and 97.5th
+  percentiles of the sorted resample quantiles at rank ``p * (resamples - 1)`` (Efron and
+  Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 13). :func:`median_ci` is q = 0.5.
 - :func:`judge`: a run is *unstable* (measured, verified, but not a number to build a guideline
-  on) when the interval's relative half-width exceeds the target, or when other processes took
-  more than a set share of the device's CPU capacity during the measured iterations
-  (``other_cpu_share``, recorded by the runner from ``/proc/stat``).
+  on) only for a reason whose remedy the verdict names: the host ran slower than its own quiet
+  figure (the runner's calibration probe before or after the measured iterations against the
+  fastest probe on record for the device; remedy: measure again when it is quieter,
+  ``phonetrain refresh --unstable``), or the estimate's interval stayed wider than
+  ``measure.ci_target`` (remedy: more processes or seconds, or a looser target). Other
+  processes' CPU share (``other_cpu_share``, recorded by the runner from ``/proc/stat``) and
+  the load are recorded and named with a slow probe; alone they judge only a run measured
+  without a probe (``measure.max_other_cpu_share``).
 """
 
 from __future__ import annotations
@@ -23,7 +38,9 @@ import numpy as np
 BOOTSTRAP_SEED = 0x5EED   # src/runner/stats.h
 # The location estimate every comparison uses (runs.parquet ``iteration_ms`` with its interval
 # ``iteration_low_ms``..``iteration_high_ms``), named in ``iteration_estimator``.
-ESTIMATOR = "median of the measured iterations, 95% percentile-bootstrap CI"
+ESTIMATE_QUANTILE = 0.25  # src/runner/stats.h
+ESTIMATOR = ("p25 of the measured iterations of all processes; 95% percentile-bootstrap "
+             "interval widened to every process's own p25")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -51,20 +68,64 @@ def _percentile_sorted(v: np.ndarray, p: float) -> float:
     return float(v[i] + (pos - i) * (v[i + 1] - v[i]))
 
 
-def median_ci(values: Sequence[float], resamples: int = 1000,
-              seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
-    """``(median, ci_low, ci_high)`` of ``values`` (ms, or any unit): the module docstring's
-    bootstrap. One value gives ``(x, x, x)``; none gives NaNs."""
+def quantile_ci(values: Sequence[float], q: float, resamples: int = 1000,
+                seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+    """``(quantile, ci_low, ci_high)`` of ``values`` (ms, or any unit) at ``q`` (0..1): the
+    module docstring's bootstrap. One value gives ``(x, x, x)``; none gives NaNs."""
     x = np.asarray(list(values), np.float64)
     n = x.size
     if n == 0:
         return math.nan, math.nan, math.nan
-    med = float(_median_sorted(np.sort(x)))
+    v = np.sort(x)
+    est = float(_median_sorted(v)) if q == 0.5 else _percentile_sorted(v, q)
     if n == 1 or resamples < 2:
-        return med, float(x[0]), float(x[0])
+        return est, float(x[0]), float(x[0])
     idx = (_splitmix64(seed, resamples * n) % np.uint64(n)).astype(np.int64)
-    meds = np.sort(_median_sorted(np.sort(x[idx.reshape(resamples, n)], axis=1)))
-    return med, _percentile_sorted(meds, 0.025), _percentile_sorted(meds, 0.975)
+    qs = np.sort(_quantile_rows(np.sort(x[idx.reshape(resamples, n)], axis=1), q))
+    return est, _percentile_sorted(qs, 0.025), _percentile_sorted(qs, 0.975)
+
+
+def _quantile_rows(v: np.ndarray, q: float) -> np.ndarray:
+    """The q-quantile of each row of ``v`` (rows sorted), as ``percentile_sorted`` in
+    ``src/runner/stats.c``."""
+    n = v.shape[-1]
+    pos = q * (n - 1)
+    i = int(math.floor(pos))
+    if i >= n - 1:
+        return v[:, -1]
+    return v[:, i] + (pos - i) * (v[:, i + 1] - v[:, i])
+
+
+def median_ci(values: Sequence[float], resamples: int = 1000,
+              seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+    """``(median, ci_low, ci_high)``: :func:`quantile_ci` at 0.5."""
+    return quantile_ci(values, 0.5, resamples, seed)
+
+
+def estimate_ci(processes: Sequence[Sequence[float]], resamples: int = 1000
+                ) -> tuple[float, float, float]:
+    """``(estimate, low, high)`` of :data:`ESTIMATOR` from each runner process's measured
+    iteration times (ms): the :data:`ESTIMATE_QUANTILE` of all of them pooled with its
+    bootstrap interval (:func:`quantile_ci`), the interval widened to cover each process's own
+    quantile. NaNs when there is no value."""
+    pooled = [v for p in processes for v in p]
+    est, lo, hi = quantile_ci(pooled, ESTIMATE_QUANTILE, resamples)
+    own = [quantile_ci(p, ESTIMATE_QUANTILE, 0)[0] for p in processes if len(p)]
+    if len(own) > 1:
+        lo, hi = min([lo] + own), max([hi] + own)
+    return est, lo, hi
+
+
+def probe_slowdown(conditions: Sequence[dict[str, Any]], quiet_ms: float | None
+                   ) -> float | None:
+    """How much slower than ``quiet_ms`` (the device's quiet probe figure) the slowest
+    calibration probe of the run's processes was (``probe_before_ms``/``probe_after_ms`` in
+    their conditions), e.g. 1.8; None without a quiet figure or a probe reading."""
+    got = [c.get(k) for c in conditions for k in ("probe_before_ms", "probe_after_ms")]
+    got = [g for g in got if g is not None and g > 0]
+    if not got or not quiet_ms or not quiet_ms > 0:
+        return None
+    return max(got) / quiet_ms
 
 
 def rel_half_width(median: float, low: float, high: float) -> float:
@@ -75,35 +136,61 @@ def rel_half_width(median: float, low: float, high: float) -> float:
 
 
 def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci_target: float,
-          max_other_cpu_share: float, resamples: int = 1000) -> dict[str, Any]:
-    """The measurement verdict of a run's measured iteration times (all repeats pooled) and
-    the runner's ``conditions`` of each repeat (``run.json``).
+          max_other_cpu_share: float, resamples: int = 1000,
+          process_walls_ms: Sequence[Sequence[float]] | None = None,
+          quiet_probe_ms: float | None = None, max_probe_slowdown: float = 1.25
+          ) -> dict[str, Any]:
+    """The measurement verdict of a run's measured iteration times (all repeats pooled;
+    ``process_walls_ms`` the same per runner process, when known) and the runner's
+    ``conditions`` of each repeat (``run.json``, with its calibration probe as
+    ``probe_before_ms``/``probe_after_ms``), against the device's quiet probe figure
+    ``quiet_probe_ms`` (ms; None: unknown).
 
-    Returns ``{"unstable": bool, "reasons": [...], "median_ms", "ci_low_ms", "ci_high_ms",
-    "estimate_ms", "low_ms", "high_ms" (the location estimate by :data:`ESTIMATOR` and its
-    interval: what comparisons use), "estimator",
-    "ci_rel_half_width", "ci_target", "other_cpu_share" (the largest over repeats; None when
-    unreadable), "max_other_cpu_share", "load_avg_1m", "omp_wait_policy", "cpu_mhz_start",
-    "cpu_mhz_end", "temperature_c_start", "temperature_c_end"}``. ``ci_target`` 0 judges no
-    interval width; ``max_other_cpu_share`` 1 judges no contention.
+    Returns ``{"unstable": bool, "reasons": [...] (each naming its remedy), "median_ms",
+    "ci_low_ms", "ci_high_ms" (the median and its bootstrap interval), "estimate_ms", "low_ms",
+    "high_ms" (the location estimate by :data:`ESTIMATOR` and its interval: what comparisons
+    use), "estimator", "processes", "ci_rel_half_width" (of the estimate's interval),
+    "ci_target", "probe_slowdown", "quiet_probe_ms", "max_probe_slowdown", "other_cpu_share"
+    (the largest over repeats; None when unreadable), "max_other_cpu_share", "load_avg_1m",
+    "omp_wait_policy", "cpu_mhz_start", "cpu_mhz_end", "temperature_c_start",
+    "temperature_c_end"}``. At most one reason, the first that holds: a slow probe, (without
+    a probe reading) other processes over ``max_other_cpu_share``, an interval wider than
+    ``ci_target``. ``ci_target`` 0 judges no interval width; ``max_other_cpu_share`` 1 and
+    ``max_probe_slowdown`` 0 judge no contention.
     """
-    med, lo, hi = median_ci(list(walls_ms), resamples)
-    half = rel_half_width(med, lo, hi)
+    walls = list(walls_ms)
+    procs = [list(p) for p in process_walls_ms] if process_walls_ms is not None else [walls]
+    med, clo, chi = median_ci(walls, resamples)
+    est, lo, hi = estimate_ci(procs, resamples)
+    half = rel_half_width(est, lo, hi)
     shares = [c.get("other_cpu_share") for c in conditions if c.get("other_cpu_share") is not None]
     share = max(shares) if shares else None
+    slow = probe_slowdown(conditions, quiet_probe_ms)
+    loads = [c.get("load_avg_1m_end") for c in conditions if c.get("load_avg_1m_end") is not None]
+    busy = (f"other processes used {100 * share:.0f}% of the CPU" if share is not None
+            else "other processes' CPU share unreadable")
     reasons = []
-    if ci_target > 0 and not half <= ci_target:
-        reasons.append(f"the median's 95% interval is +-{100 * half:.1f}%, wider than "
-                       f"+-{100 * ci_target:g}% (measure.ci_target)")
-    if share is not None and share > max_other_cpu_share:
+    if slow is not None and max_probe_slowdown > 0 and slow > max_probe_slowdown:
+        reasons.append(f"the host ran {slow:.2f}x slower than its quiet figure (calibration probe "
+                       f"{slow * quiet_probe_ms:.3g} ms against {quiet_probe_ms:.3g} ms, over "
+                       f"measure.max_probe_slowdown {max_probe_slowdown:g}; {busy}): measure it "
+                       "again when the host is quieter (phonetrain refresh --unstable)")
+    elif slow is None and share is not None and share > max_other_cpu_share:
         reasons.append(f"other processes used {100 * share:.0f}% of the CPU during the "
                        f"measurement (over measure.max_other_cpu_share "
-                       f"{100 * max_other_cpu_share:g}%)")
+                       f"{100 * max_other_cpu_share:g}%; no calibration probe to tell whether "
+                       "that slowed it): measure it again when the host is quieter "
+                       "(phonetrain refresh --unstable)")
+    elif ci_target > 0 and not half <= ci_target:
+        reasons.append(f"the estimate's 95% interval is +-{100 * half:.1f}%, wider than "
+                       f"+-{100 * ci_target:g}% (measure.ci_target): raise measure.repeats or "
+                       "measure.max_seconds, or loosen measure.ci_target")
     first, last = (conditions[0], conditions[-1]) if conditions else ({}, {})
-    loads = [c.get("load_avg_1m_end") for c in conditions if c.get("load_avg_1m_end") is not None]
-    return {"unstable": bool(reasons), "reasons": reasons, "median_ms": med, "ci_low_ms": lo,
-            "ci_high_ms": hi, "estimate_ms": med, "low_ms": lo, "high_ms": hi,
-            "estimator": ESTIMATOR, "ci_rel_half_width": half, "ci_target": ci_target,
+    return {"unstable": bool(reasons), "reasons": reasons, "median_ms": med, "ci_low_ms": clo,
+            "ci_high_ms": chi, "estimate_ms": est, "low_ms": lo, "high_ms": hi,
+            "estimator": ESTIMATOR, "processes": len(procs), "ci_rel_half_width": half,
+            "ci_target": ci_target, "probe_slowdown": slow, "quiet_probe_ms": quiet_probe_ms,
+            "max_probe_slowdown": max_probe_slowdown,
             "other_cpu_share": share, "max_other_cpu_share": max_other_cpu_share,
             "load_avg_1m": max(loads) if loads else None,
             "omp_wait_policy": first.get("omp_wait_policy"),

@@ -43,7 +43,8 @@ from phonetrain.stages.specs import (BandwidthSpec, DataSpec, DeviceSpec, GemmSp
 RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
                     "cooldown_threshold_c", "cooldown_limit_s", "verify_atol", "checkpoints",
                     "ci_target", "max_iterations", "max_seconds", "max_other_cpu_share",
-                    "bootstrap_resamples", "power_sample_ms")
+                    "bootstrap_resamples", "power_sample_ms", "max_attempts",
+                    "max_probe_slowdown")
 HELDOUT_HOLDS_BACK = ("digits", "synthetic")  # datasets whose held-out split is cut from training
 CPU_VERSION = "cpu"  # the GEMM study's name for the runner's CPU backend
 

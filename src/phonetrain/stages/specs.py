@@ -187,6 +187,8 @@ class MeasureSpec:
     bootstrap_resamples: int
     power_sample_ms: int
     eval_every: int
+    max_attempts: int
+    max_probe_slowdown: float
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,16 @@
   ``params.json``; inputs ``manifest`` (deploy's), ``plan`` (the plan that ran on the device),
   ``plan_dir`` (its tensors), ``data``; outputs ``run``, ``trace``,
   ``verify``, and the run folder around them): the runner executes the plan on the device
-  (``repeats`` times, under the device's lock, after the cool-down; each invocation measures
-  adaptively until the median's interval is within ``measure.ci_target``), then the numpy
-  reference verifies it step by step from the runner's own checkpoints (:func:`verify_run`),
-  and the measurement is judged (:func:`phonetrain.results.stats.judge`: ``measurement.json``,
-  *unstable* when the interval stayed too wide or other processes took more than
-  ``measure.max_other_cpu_share`` of the CPU). With ``measure.eval_every`` > 0, ``eval.json``:
-  held-out loss and accuracy from the runner's own parameters
+  (``repeats`` processes, under the device's lock, after the cool-down; each measures
+  adaptively until its estimate's interval is within ``measure.ci_target``, between a
+  calibration probe before and after), and the measurement is judged
+  (:func:`phonetrain.results.stats.judge`, against the device's quiet probe figure kept in
+  ``probe/<device>.json`` of the results folder, :func:`quiet_probe`). An unstable attempt is
+  measured again, at most ``measure.max_attempts`` attempts in all; the last is kept, unstable
+  or not, in ``measurement.json`` with ``attempts``, ``max_attempts`` and ``earlier_reasons``
+  (the reasons of the attempts before it). Then the numpy reference verifies it step by step
+  from the runner's own checkpoints (:func:`verify_run`). With ``measure.eval_every`` > 0,
+  ``eval.json``: held-out loss and accuracy from the runner's own parameters
   (:mod:`phonetrain.stages.evaluate`). A runner failure leaves ``failed.json``
   (reason, stderr) and nothing that looks complete; a device lacking a library the version
   needs (runner exit 8) records the run as *skipped*.
@@ -33,6 +36,7 @@ from typing import Any
 
 from phonetrain import data as datasets
 from phonetrain import layout, reference
+from phonetrain.layout import Layout
 from phonetrain.errors import StageError
 from phonetrain.io import read_json, sha256_file, write_json, write_text
 from phonetrain.lowering import LowerSpec, write_plan_dir
@@ -113,17 +117,45 @@ def adaptive(ms: MeasureSpec) -> Adaptive | None:
                     max_seconds=ms.max_seconds, resamples=ms.bootstrap_resamples)
 
 
-def judge_measurement(run_dirs: list[Path], ms: MeasureSpec) -> dict[str, Any]:
+def judge_measurement(run_dirs: list[Path], ms: MeasureSpec,
+                      probe_record: Path | None = None) -> dict[str, Any]:
     """The measurement verdict (:func:`phonetrain.results.stats.judge`) over the runner
-    outputs of every repeat: their measured iterations pooled, their conditions."""
-    walls, conds = [], []
+    outputs of every repeat: their measured iterations (pooled, and per process), their
+    conditions with the calibration probe (``run.json``'s ``probe``), against the device's
+    quiet probe figure kept in ``probe_record`` (:func:`quiet_probe`; None: no figure)."""
+    procs, conds, probes = [], [], []
     for d in run_dirs:
         run = read_json(d / layout.RUN)
-        walls += [i["wall_ms"] for i in run.get("iters", []) if not i.get("warmup")]
-        conds.append(run.get("conditions") or {})
-    return stats.judge(walls, conds, ci_target=ms.ci_target,
+        procs.append([i["wall_ms"] for i in run.get("iters", []) if not i.get("warmup")])
+        probe = run.get("probe") or {}
+        probes.append(probe)
+        conds.append((run.get("conditions") or {})
+                     | {f"probe_{k}": probe.get(k) for k in ("before_ms", "after_ms")})
+    quiet = quiet_probe(probe_record, probes) if probe_record is not None else None
+    return stats.judge([w for p in procs for w in p], conds, ci_target=ms.ci_target,
                        max_other_cpu_share=ms.max_other_cpu_share,
-                       resamples=ms.bootstrap_resamples)
+                       resamples=ms.bootstrap_resamples, process_walls_ms=procs,
+                       quiet_probe_ms=quiet, max_probe_slowdown=ms.max_probe_slowdown)
+
+
+def quiet_probe(record: Path, probes: list[dict[str, Any]]) -> float | None:
+    """The device's quiet calibration-probe figure (ms) for the thread count of ``probes``
+    (``run.json``'s ``probe`` objects of one run): the fastest reading on record in
+    ``record`` (JSON ``{"quiet_ms": {"<threads>": ms}}``) or among ``probes``, whichever is
+    faster; the record is updated (atomic write; the caller holds the device's lock). None
+    when the probes hold no reading."""
+    got = [p.get(k) for p in probes for k in ("before_ms", "after_ms")]
+    got = [g for g in got if isinstance(g, (int, float)) and g > 0]
+    if not got:
+        return None
+    key = str(probes[0].get("threads"))
+    doc = read_json(record) if record.exists() else {}
+    kept = (doc.get("quiet_ms") or {}).get(key)
+    quiet = min(got + ([kept] if isinstance(kept, (int, float)) and kept > 0 else []))
+    if quiet != kept:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        write_json(doc | {"quiet_ms": (doc.get("quiet_ms") or {}) | {key: quiet}}, record)
+    return quiet
 
 
 def train(job: Job) -> Path:
@@ -140,39 +172,34 @@ def train(job: Job) -> Path:
     manifest = read_json(job.input.manifest)
     r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s,
                           progress=job.runtime.progress)
+    record = Path(Layout(str(rdir.parents[2])).probe(s.device))   # results/runs/<dev>/<exp>
     tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=".train-"))
     try:
+        verdict: dict[str, Any] = {}
+        earlier: list[list[str]] = []   # the reasons of the attempts before the last
         with r.lock():
-            for rep in range(ms.repeats):
-                if ms.cooldown_s > 0:
-                    time.sleep(ms.cooldown_s)
-                conditions = _conditions_before(r.transport, ms)
-                got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
-                try:
-                    r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
-                          power_sample_ms=ms.power_sample_ms)
-                except MissingLibraryError as e:
-                    return _skip(s, tmp, rdir, e.message)
-                except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
-                    return _skip(s, tmp, rdir, e.message, status="oom")
-                except RunnerError as e:
-                    reason = f"device '{dev['name']}', run {s.run_id}: {e}"
-                    write_json(p, rdir / layout.PARAMS)  # the settings that failed
-                    write_json({"reason": reason, "log": e.stderr[-20000:]}, marker)
-                    if not r.transport.streams_stderr:
-                        sys.stderr.write(e.stderr)
-                    raise StageError(reason + _tail(e.stderr)) from None
-                if conditions is not None:
-                    write_json(conditions | {"after": r.transport.readings()},
-                               got / layout.DEVICE_READINGS)
+            for attempt in range(1, ms.max_attempts + 1):
+                for old in tmp.glob("repeat_*"):
+                    shutil.rmtree(old)
+                skipped = _measure(r, manifest, tmp, s, p, rdir)
+                if skipped is not None:
+                    return skipped
+                verdict = judge_measurement([tmp / "main"] + sorted(tmp.glob("repeat_*")), ms,
+                                            record)
+                if not verdict["unstable"] or attempt == ms.max_attempts:
+                    break
+                earlier.append(verdict["reasons"])
+                print(f"phonetrain: run {s.device}/{s.run_id} unstable (attempt {attempt} of "
+                      f"{ms.max_attempts}): {'; '.join(verdict['reasons'])}; measuring again",
+                      file=sys.stderr)
+        verdict.update(attempts=attempt, max_attempts=ms.max_attempts, earlier_reasons=earlier)
         plan_dir = Path(job.input.plan_dir)
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
                             ms.verify_atol)
         verify["plan_sha256"] = sha256_file(job.input.plan)  # the plan this run measured
         write_json(verify, tmp / "main" / layout.VERIFY)
         evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", s)
-        runs = [tmp / "main"] + sorted(tmp.glob("repeat_*"))
-        write_json(judge_measurement(runs, ms), tmp / "main" / layout.MEASUREMENT)
+        write_json(verdict, tmp / "main" / layout.MEASUREMENT)
         # params.json goes in with the measurement: a run interrupted before it finishes
         # leaves the previous measurement beside the settings it was measured with
         write_json(p, tmp / "main" / layout.PARAMS)
@@ -180,6 +207,39 @@ def train(job: Job) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rdir
+
+
+def _measure(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dict[str, Any],
+             rdir: Path) -> Path | None:
+    """One attempt: the runner measures the plan ``measure.repeats`` times (each after the
+    cool-down) into ``tmp/main`` and ``tmp/repeat_<k>``, under the device's lock held by the
+    caller. Returns the run folder when the device cannot do the run (recorded skipped or
+    oom), else None; raises :class:`StageError` (``failed.json`` written) when the runner
+    fails."""
+    dev, ms = s.device_config, s.measure
+    for rep in range(ms.repeats):
+        if ms.cooldown_s > 0:
+            time.sleep(ms.cooldown_s)
+        conditions = _conditions_before(r.transport, ms)
+        got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
+        try:
+            r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
+                  power_sample_ms=ms.power_sample_ms)
+        except MissingLibraryError as e:
+            return _skip(s, tmp, rdir, e.message)
+        except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
+            return _skip(s, tmp, rdir, e.message, status="oom")
+        except RunnerError as e:
+            reason = f"device '{dev['name']}', run {s.run_id}: {e}"
+            write_json(p, rdir / layout.PARAMS)  # the settings that failed
+            write_json({"reason": reason, "log": e.stderr[-20000:]}, rdir / layout.FAILED)
+            if not r.transport.streams_stderr:
+                sys.stderr.write(e.stderr)
+            raise StageError(reason + _tail(e.stderr)) from None
+        if conditions is not None:
+            write_json(conditions | {"after": r.transport.readings()},
+                       got / layout.DEVICE_READINGS)
+    return None
 
 
 def remove_leftovers(rdir: Path) -> list[Path]:

@@ -1,0 +1,25 @@
+/* The calibration probe: a fixed CPU workload timed before and after a run's measured
+ * iterations, so that a host slower than its own quiet figure (other processes on its cores,
+ * a throttled clock) is noticed by the comparison with that figure (phonetrain.results.stats.judge). */
+#ifndef PHONETRAIN_PROBE_H
+#define PHONETRAIN_PROBE_H
+
+#include "json.h"
+
+#define PROBE_FMAS (1 << 20)  /* dependent multiply-adds per thread per sample */
+#define PROBE_SAMPLES 5
+
+typedef struct {
+    int threads;
+    double before_ms, after_ms;   /* median of PROBE_SAMPLES samples */
+} probe_rec;
+
+/* One probe reading: `threads` OpenMP threads each run PROBE_FMAS dependent multiply-adds
+ * (latency-bound: the figure follows the core's clock and its share of the core, not memory);
+ * the wall time of the parallel region, median of PROBE_SAMPLES samples, in ms. */
+double probe_ms(int threads);
+
+/* {"work": "...", "threads", "samples", "before_ms", "after_ms"} */
+void probe_write_json(jwriter *w, const probe_rec *p);
+
+#endif

@@ -1,0 +1,45 @@
+"""The calibration probe against the device's quiet figure: a first run records the figure; a
+run whose probe is slower than the figure on record (planted: a record far faster than this
+host can be) is unstable for that reason, measured again up to measure.max_attempts, and the
+record keeps the fastest figure. Real runner, one-off `phonetrain run`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from phonetrain import layout
+from phonetrain.cli import main
+
+MODEL = "mlp_16_16"
+RUN = ["run", f"model={MODEL}", "device=host", "backend=cpu", "measure.warmup=1",
+       "measure.iterations=3", "measure.ci_target=0", "measure.threads=1",
+       "measure.max_other_cpu_share=1", "measure.progress=false"]
+
+
+def _run(R: Path, *extra: str) -> dict:
+    res = CliRunner().invoke(main, RUN + [f"results_dir={R}", *extra])
+    assert res.exit_code == 0, (res.output, res.exception)
+    return json.loads((R / "runs/host" / f"{MODEL}.cpu.none" / layout.MEASUREMENT).read_text())
+
+
+def test_a_first_run_records_the_quiet_figure(tmp_path: Path):
+    # (the probe is not judged here: this host's load may change between its two readings)
+    m = _run(tmp_path / "results", "measure.max_probe_slowdown=0")
+    record = json.loads((tmp_path / "results/probe/host.json").read_text())
+    assert record["quiet_ms"]["1"] == m["quiet_probe_ms"] > 0
+    assert m["probe_slowdown"] >= 1 and m["attempts"] == 1
+
+
+def test_a_probe_slower_than_the_quiet_figure_is_unstable_and_kept(tmp_path: Path):
+    R = tmp_path / "results"
+    (R / "probe").mkdir(parents=True)
+    (R / "probe/host.json").write_text(json.dumps({"quiet_ms": {"1": 1e-6}}))
+    m = _run(R)
+    assert m["unstable"] and m["attempts"] == 2 and len(m["earlier_reasons"]) == 1
+    assert "slower than its quiet figure" in m["reasons"][0]
+    assert "phonetrain refresh --unstable" in m["reasons"][0]
+    assert m["quiet_probe_ms"] == 1e-6 and m["probe_slowdown"] > 1e3
+    assert json.loads((R / "probe/host.json").read_text())["quiet_ms"]["1"] == 1e-6
