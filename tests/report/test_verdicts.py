@@ -1,7 +1,7 @@
 """Verdicts follow numbers: hand-made tables through every guideline and the at-a-glance table,
 each verdict checked on both sides of the threshold its number crosses, the measure named,
-confidence intervals preferred over IQRs, unstable runs kept out, sub-resolution sums never
-printed as a bare 0."""
+the estimate's own interval (never the IQR) deciding, unstable runs never giving a verdict
+their noise could spoil, sub-resolution sums never printed as a bare 0."""
 
 from __future__ import annotations
 
@@ -13,9 +13,13 @@ from phonetrain.report import glance, wording
 from phonetrain.results import schema
 
 
+ESTIMATOR = "median of the measured iterations, test interval"
+
+
 def run(run_id, med, *, device="d", model="m", placement=None, transfer=None, kernel=None,
         iqr=0.05, ci=None, status="ok", **kw):
-    """One runs.parquet row: median ``med`` ms, IQR +-``iqr`` x med, optional CI (lo, hi)."""
+    """One runs.parquet row: median and estimate ``med`` ms, IQR +-``iqr`` x med; the
+    estimate's interval ``ci`` (lo, hi), else the IQR's ends."""
     row = {"run_id": f"{device}/{run_id}", "model": model, "device": device,
            "backend": "cpu" if placement is None else "opencl", "placement": placement,
            "transfer": transfer, "kernel": kernel, "status": status, "config_hash": "c",
@@ -25,6 +29,9 @@ def run(run_id, med, *, device="d", model="m", placement=None, transfer=None, ke
            "transfer_ms": 0.0, "kernel_ms": med / 2}
     if ci:
         row["iteration_ci_low_ms"], row["iteration_ci_high_ms"] = ci
+    lo, hi = ci or (med * (1 - iqr), med * (1 + iqr))
+    row.update(iteration_ms=med, iteration_low_ms=lo, iteration_high_ms=hi,
+               iteration_estimator=ESTIMATOR)
     row.update(kw)
     return row
 
@@ -47,18 +54,21 @@ def test_gpu_vs_cpu_verdict_flips_where_the_ratio_crosses_one(gpu_ms, verdict, a
     assert "host clock" in f.statement
 
 
-def test_overlapping_confidence_intervals_are_no_difference_even_when_iqrs_are_apart():
-    # IQRs (+-1%) do not overlap, but the 95% CIs of the medians do: no difference
+def test_the_estimates_intervals_decide_never_the_iqrs():
+    # IQRs (+-1%) do not overlap, but the estimates' intervals do: cannot tell
     cpu = run("cpu", 10.0, iqr=0.01, ci=(9.0, 11.0))
     gpu = run("cl", 10.6, iqr=0.01, ci=(10.4, 11.5), placement="resident", transfer="copy",
               kernel="k")
     f = fd.gpu_vs_cpu(table(cpu, gpu))
-    assert cell(f, "verdict") == "no difference" and "95% CI" in f.statement
-    # without CIs the IQRs decide, and they are apart
-    f = fd.gpu_vs_cpu(table(run("cpu", 10.0, iqr=0.01),
+    assert cell(f, "verdict") == "cannot tell (intervals overlap)"
+    assert ESTIMATOR in f.statement and "95% CI" not in f.statement and "IQR" not in f.statement
+    # no interval recorded with the estimate: the IQRs, apart, give no verdict
+    bare = {"iteration_low_ms": None, "iteration_high_ms": None}
+    f = fd.gpu_vs_cpu(table(run("cpu", 10.0, iqr=0.01, **bare),
                             run("cl", 10.6, iqr=0.01, placement="resident", transfer="copy",
-                                kernel="k")))
-    assert cell(f, "verdict") == "GPU slower" and "IQR" in f.statement
+                                kernel="k", **bare)))
+    assert cell(f, "verdict") == "cannot tell (no interval recorded)"
+    assert "cannot tell" in f.statement and "GPU slower" not in f.statement
 
 
 def _movement(events, calls, below=None, gap_share=0.0):
@@ -100,8 +110,9 @@ def test_launch_gap_advice_only_above_its_threshold(share, advice):
 
 
 @pytest.mark.parametrize("fused_ms, verdict", [
-    (10.2, "no difference in iteration time"), (5.0, "fused faster (5 ms vs 10 ms, host clock)"),
-    (15.0, "fused slower (15 ms vs 10 ms, host clock)")])
+    (10.2, "iteration time: cannot tell (intervals overlap)"),
+    (5.0, "fused faster (5 ms [4.75-5.25] vs 10 ms [9.5-10.5], host clock)"),
+    (15.0, "fused slower (15 ms [14.2-15.8] vs 10 ms [9.5-10.5], host clock)")])
 def test_launch_counts_and_the_fewer_launch_verdict_follow_the_numbers(fused_ms, verdict):
     kw = {"placement": "resident", "transfer": "copy", "data_movement_share": 0.01,
           "data_movement_call_share": 0.01}
@@ -116,7 +127,8 @@ def test_launch_counts_and_the_fewer_launch_verdict_follow_the_numbers(fused_ms,
     assert cell(f, "launches / iteration", 0) == "26" and cell(f, "launches / iteration", 1) == "8"
 
 
-@pytest.mark.parametrize("staged_ms, verdict", [(10.2, "no difference"), (15.0, "staged slower"),
+@pytest.mark.parametrize("staged_ms, verdict", [(10.2, "cannot tell (intervals overlap)"),
+                                                (15.0, "staged slower"),
                                                 (6.0, "staged faster")])
 def test_placement_verdict(staged_ms, verdict):
     runs = table(run("res", 10.0, placement="resident", transfer="copy", kernel="k"),
@@ -124,7 +136,8 @@ def test_placement_verdict(staged_ms, verdict):
     assert cell(fd.placement(runs), "verdict") == verdict
 
 
-@pytest.mark.parametrize("map_ms, verdict", [(9.9, "no difference"), (5.0, "map faster")])
+@pytest.mark.parametrize("map_ms, verdict", [(9.9, "cannot tell (intervals overlap)"),
+                                             (5.0, "map faster")])
 def test_transfer_method_verdict(map_ms, verdict):
     runs = table(run("copy", 10.0, placement="staged", transfer="copy", kernel="k"),
                  run("map", map_ms, placement="staged", transfer="map", kernel="k"))
@@ -179,19 +192,22 @@ def test_kernel_optimization_names_the_best_result_and_labels_medians_over_shape
     assert "median over 3 shapes of the per-shape ratio: 4x baseline, 2x CLBlast" in f.statement
 
 
-def test_unstable_runs_stay_out_of_guidelines_and_are_listed():
+def test_an_unstable_side_cannot_tell_and_is_listed():
     runs = table(run("cpu", 10.0), run("cl", 5.0, placement="resident", transfer="copy",
                                        kernel="k", status="unstable",
                                        status_reason="other processes used 40% of the CPU",
                                        other_cpu_share=0.4, load_avg_1m=3.2))
-    assert not fd.gpu_vs_cpu(runs).measured
+    f = fd.gpu_vs_cpu(runs)
+    # 2x apart, inside the noise an unstable run may carry: no verdict, the reason named
+    assert cell(f, "verdict") == "cannot tell (unstable: other processes used 40% of the CPU)"
+    assert "GPU faster" not in f.statement and "use the GPU" not in f.statement
     listed = fd.unstable_runs(runs)
     assert [u["run_id"] for u in listed] == ["d/cl"]
     assert "40% of the CPU" in listed[0]["reason"]
     assert listed[0]["conditions"] == "load 3.2, other processes 40% of CPU"
     tables = {"runs": runs, "gemm": schema.empty("gemm")}
     row = next(r for r in glance.at_a_glance(tables)["d"] if r.link == "finding-gpu_vs_cpu")
-    assert row.verdict == "unstable"
+    assert row.verdict == "cannot tell (unstable: other processes used 40% of the CPU)"
 
 
 @pytest.mark.parametrize("gpu_ms, verdict", [(105.0, "agrees"), (95.0, "differs"), (50.0, "differs")])
@@ -213,13 +229,21 @@ def test_glance_data_movement_verdict_per_measure(calls, verdict):
     assert by["Gain from kernel optimization (GEMM)"].verdict == "not measured"
 
 
-def test_change_and_overlap_rules():
-    assert wording.change((9, 11), (10, 12)) == "no difference"
-    assert wording.change((9, 11), (5, 8)) == "faster"
-    assert wording.change((9, 11), (12, 13)) == "slower"
-    assert wording.change((9, 11), (12, 13), lower_is_better=False) == "faster"
-    assert wording.relative_change(10, 10.4) == "no difference"
-    assert wording.relative_change(10, 9) == "faster"
+def test_judge_and_overlap_rules():
+    S = wording.Side
+    assert str(wording.judge(S(10, 9, 11), S(11, 10, 12))) == "cannot tell (intervals overlap)"
+    assert str(wording.judge(S(10, 9, 11), S(6, 5, 8))) == "faster"
+    assert str(wording.judge(S(10, 9, 11), S(12.5, 12, 13))) == "slower"
+    assert str(wording.judge(S(10, 9, 11), S(12.5, 12, 13), lower_is_better=False)) == "faster"
+    assert str(wording.judge(S(10, 9, 11), S(10.4, float("nan"), float("nan")))) == \
+        "cannot tell (no interval recorded)"
+    assert str(wording.judge(S(10, 9, 11, settings={"threads": 2}),
+                             S(5, 4, 6, settings={"threads": 4}))) == \
+        "cannot tell (settings differ: threads 2 vs 4)"
+    assert str(wording.judge(S(10, 9, 11, estimator="median"), S(5, 4, 6, estimator="min"))) \
+        == "cannot tell (settings differ: estimator 'median' vs 'min')"
+    assert str(wording.judge(S(10, 9, 11, status="wrong"), S(5, 4, 6))) == \
+        "not valid (failed verification)"
     assert wording.overlap_verdict(8, 12, 10, None) == "agrees"
     assert wording.overlap_verdict(0.5, 0.9, 10, None) == "differs"
     assert wording.overlap_verdict(float("nan"), 1, 10, None) == "not measured"
@@ -239,7 +263,7 @@ def test_a_contended_cpu_baseline_is_flagged_where_it_is_used():
 
 
 def test_a_share_that_dominates_in_some_runs_only_says_so():
-    runs = table(*[run(f"cl{i}", 10.0, model=f"m{i}", placement="resident", transfer="copy",
+    runs = table(*[run(f"cl{i}", 10.0, model=f"m{i}", placement="staged", transfer="copy",
                        kernel="k", data_movement_share=0.003, data_movement_call_share=c)
                    for i, c in enumerate((0.751, 0.024))])
     f = fd.data_movement(runs)
