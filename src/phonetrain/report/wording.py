@@ -172,8 +172,13 @@ def _settings_differ(a: Side, b: Side) -> list[str]:
     for k in sorted(set(a.settings) & set(b.settings)):
         x, y = a.settings[k], b.settings[k]
         if not _nan(x) and not _nan(y) and x != y:
-            out.append(f"{k} {x} vs {y}")
+            out.append(f"{k} {_setting(x)} vs {_setting(y)}")
     return out
+
+
+def _setting(x: Any) -> str:
+    """A setting's value as written: whole floats (a nullable integer column) as integers."""
+    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
 
 
 def _unusable(side: Side) -> str:
