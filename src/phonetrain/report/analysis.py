@@ -13,8 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-import phonetrain.report.wording as w
-
 CPU_KERNEL = "cpu"                         # gemm.parquet's kernel name of the runner's CPU backend
 OWN_KERNELS = ("tiled", "regblock")        # the project's optimized GEMM kernel versions
 RUN_KEY = ["model", "device", "placement", "transfer", "kernel"]
@@ -121,12 +119,6 @@ def gemm_table(runs: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:
     return ok[RUN_KEY].join(s, how="inner")
 
 
-# Settings both runs of a comparison must share: within one study (guidelines) and between
-# two measurements of one run (before/after, ``phonetrain compare``).
-PAIR_SETTINGS = ("batch_size", "dataset")
-RERUN_SETTINGS = ("threads", "iterations", "repeats", "batch_size", "dataset")
-
-
 def _num(x) -> float:
     return float("nan") if x is None or pd.isna(x) else float(x)
 
@@ -154,32 +146,6 @@ def interval_name(*rows: pd.Series | dict) -> str:
                     if r.get("iteration_estimator") is not None
                     and not pd.isna(r.get("iteration_estimator"))})
     return " / ".join(names) if names else "no interval recorded"
-
-
-def run_side(r: pd.Series | dict, settings=PAIR_SETTINGS) -> w.Side:
-    """One run row as a side of a comparison (:class:`phonetrain.report.wording.Side`): its
-    ``iteration_ms`` with its interval, status and reason, estimator, the ``settings``
-    columns it must share with the other side, and its conditions."""
-    reason = r.get("status_reason")
-    return w.Side(estimate(r), *interval(r), status=str(r.get("status")),
-                  reason="" if reason is None or pd.isna(reason) else str(reason),
-                  estimator=None if pd.isna(r.get("iteration_estimator")) else
-                  r.get("iteration_estimator"),
-                  settings={k: r.get(k) for k in settings}, conditions=w.conditions(r))
-
-
-def run_verdict(a: pd.Series | dict, b: pd.Series | dict,
-                settings=PAIR_SETTINGS) -> w.Verdict:
-    """Takes two run rows; returns the :class:`~phonetrain.report.wording.Verdict` of b's
-    iteration time against a's (:func:`phonetrain.report.wording.judge`): ``faster`` means b
-    is faster."""
-    return w.judge(run_side(a, settings), run_side(b, settings))
-
-
-def within_noise(a: pd.Series | dict, b: pd.Series | dict) -> bool:
-    """Takes two run rows; returns True when :func:`run_verdict` states no difference
-    between them (cannot tell: intervals overlap, an interval missing, unstable...)."""
-    return not run_verdict(a, b).stated
 
 
 def ratio_interval(a: pd.Series | dict, b: pd.Series | dict) -> tuple[float, float]:

@@ -11,7 +11,7 @@ whose inputs are absent says so instead of guessing (``measured`` False). Its wo
 :mod:`phonetrain.report.wording` applied to the figure it states, and names the measure (host
 clock, device events, call time). Two runs differ only when both are usable and the intervals of
 their location estimates (runs.parquet ``iteration_ms``) separate
-(:func:`phonetrain.report.analysis.run_verdict`); otherwise the verdict is "cannot tell" with
+(:func:`run_verdict`); otherwise the verdict is "cannot tell" with
 its reason. Trends and comparisons are per
 device: figures of different devices are never set against each other. Row references read
 ``runs.parquet: <run_id>`` (or ``bandwidth.parquet: <device>/<kind>``,
@@ -31,8 +31,7 @@ from phonetrain.report.analysis import (BATCH_KEY, CPU_KERNEL, OWN_KERNELS, batc
                                         energy_gaps, gemm_sweep, largest_batch,
                                         estimate, gemm_table, interval, interval_name,
                                         is_cpu, peak_share, ratio_interval, run_label,
-                                        run_verdict, time_to_accuracy,
-                                        transfer_time_classes)
+                                        time_to_accuracy, transfer_time_classes)
 from phonetrain.report.paper import ANCHORS, Anchor
 
 
@@ -83,6 +82,31 @@ def _baseline_first(runs: pd.DataFrame) -> pd.DataFrame:
     is the baseline a comparison uses."""
     return runs.assign(_unstable=runs["status"] != "ok").sort_values(
         ["_unstable", "iteration_ms"]).drop(columns="_unstable")
+
+
+# Settings both runs of a guideline's comparison must share (before/after comparisons of one
+# run use phonetrain.results.history.SETTINGS).
+PAIR_SETTINGS = ("batch_size", "dataset")
+
+
+def run_side(r: pd.Series | dict, settings=PAIR_SETTINGS) -> w.Side:
+    """One run row as a side of a comparison (:class:`phonetrain.report.wording.Side`): its
+    ``iteration_ms`` with its interval, status and reason, estimator, the ``settings``
+    columns it must share with the other side, and its conditions."""
+    reason = r.get("status_reason")
+    return w.Side(estimate(r), *interval(r), status=str(r.get("status")),
+                  reason="" if reason is None or pd.isna(reason) else str(reason),
+                  estimator=None if pd.isna(r.get("iteration_estimator")) else
+                  r.get("iteration_estimator"),
+                  settings={k: r.get(k) for k in settings}, conditions=w.conditions(r))
+
+
+def run_verdict(a: pd.Series | dict, b: pd.Series | dict,
+                settings=PAIR_SETTINGS) -> w.Verdict:
+    """Takes two run rows; returns the :class:`~phonetrain.report.wording.Verdict` of b's
+    iteration time against a's (:func:`phonetrain.report.wording.judge`): ``faster`` means b
+    is faster."""
+    return w.judge(run_side(a, settings), run_side(b, settings))
 
 
 def _missing(key: str, title: str, why: str, paper: list[Anchor]) -> Finding:
@@ -168,7 +192,7 @@ def _device_advice(dev: str, b: pd.DataFrame) -> str:
 def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
     """Takes runs.parquet. Per device and model, the fastest OpenCL configuration's iteration
     time (``iteration_ms``, host clock) over the CPU run's, with the ratio's interval and the
-    verdict of :func:`~phonetrain.report.analysis.run_verdict` (cannot tell: intervals
+    verdict of :func:`run_verdict` (cannot tell: intervals
     overlap, unstable side, no interval, settings differ; a difference from an unstable side
     only when it survives its noise, marked measured under contention). Set beside the
     paper's ~10x GPU slowdown (``ANCHORS["gpu_slowdown"]``). Both runs' measurement
@@ -380,7 +404,7 @@ def launch_clause(gpu: pd.DataFrame) -> str:
     idle time between consecutive kernels (``kernel_gap_median_us``, device events) and the
     iteration gap per launch (``launch_overhead_us``, host clock) -- and, where versions differ
     in launch count, whether the one with the fewest launches is faster than the one with the
-    most (:func:`~phonetrain.report.analysis.run_verdict`; cannot tell with its reason). Empty
+    most (:func:`run_verdict`; cannot tell with its reason). Empty
     when no run has a launch count."""
     if "launches_per_iteration" not in gpu:
         return ""
@@ -424,7 +448,7 @@ def _paired(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> list[
 def pair_frame(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> pd.DataFrame:
     """:func:`_paired` as a frame: ``device``, ``model``, ``kernel``, ``ratio`` = b / a
     iteration time (``iteration_ms``), its interval ``ratio_low``/``ratio_high``,
-    ``verdict`` (:func:`~phonetrain.report.analysis.run_verdict` of b against a: ``faster``
+    ``verdict`` (:func:`run_verdict` of b against a: ``faster``
     means b is faster), ``no_difference`` (no difference stated), ``a``/``b`` (the rows)."""
     out = []
     for (model, dev, kernel), ra, rb in _paired(runs, a, b):
@@ -806,8 +830,9 @@ def unstable_runs(runs: pd.DataFrame) -> list[dict[str, str]]:
     """Takes runs.parquet; returns the ``unstable`` runs (ran and verified, but measured under
     contention or with too wide a confidence interval), one dict each: ``run_id``, ``reason``
     (``status_reason``), ``iteration`` (median with its interval, for the record only) and
-    ``conditions`` (:func:`~phonetrain.report.wording.conditions`). They stay out of every
-    guideline and are re-measured by the next workflow run."""
+    ``conditions`` (:func:`~phonetrain.report.wording.conditions`). They give no figure of
+    their own to a guideline and enter its comparisons only as
+    :func:`~phonetrain.report.wording.judge` allows."""
     u = runs[runs["status"] == "unstable"]
     return [{"run_id": r["run_id"], "reason": "" if pd.isna(r["status_reason"]) else
              str(r["status_reason"]),
