@@ -818,7 +818,8 @@ def bandwidth(bw: pd.DataFrame, peaks: pd.DataFrame | None = None) -> Finding:
         sentences.append("; ".join(f"{words[k]}: {', '.join(v)} per call"
                                    for k, v in flat.items()) + ".")
     stmt = " ".join(sentences)
-    table = Table(["device", "kind", "time vs size", "peak host clock [interval] (GB/s, device events)",
+    table = Table(["device", "kind", "time vs size",
+                   "peak host clock [interval] (GB/s, device events)",
                    "at bytes", "smallest transfer's share of peak"], rows)
     refs = [f"bandwidth.parquet: {d}/{k}" for d, k in cls.index]
     return Finding("bandwidth", title, stmt, refs, paper, table)

@@ -95,7 +95,8 @@ def _gain(gemm: pd.DataFrame, dev: str) -> tuple[str, str] | None:
     if d.empty:
         return None
     a = ANCHORS["gpu_gemm_gain"]
-    verdicts = [_against_paper(v, lo, hi, a) for v, lo, hi in zip(d["verdict"], d["gain_low"], d["gain_high"])]
+    verdicts = [_against_paper(v, lo, hi, a)
+                for v, lo, hi in zip(d["verdict"], d["gain_low"], d["gain_high"])]
     shown = d.dropna(subset=["gain_low", "gain_high"])
     study = (f"per GEMM shape (kernel-time intervals): {w.span(shown['gain'], w.times)} over "
              f"{len(shown)} of {len(d)} shape(s) with an interval" if len(shown) else
