@@ -1,7 +1,8 @@
 """What changed: the history keeps the measurements that re-measurements replace (keyed by the
 kernel, runner and config hashes), the report's "Since the last study" sets them beside the new
-ones with a verdict and the source files that changed, and `phonetrain compare` does the same
-for two results folders."""
+ones with a verdict and the source files and tuning choices that changed, and `phonetrain
+compare` does the same for two results folders. A verdict needs both sides usable and their
+intervals apart; identical measurements are never a change."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from helpers.results import report_paths, summary_paths, write_gemm_versions, write_run
 from phonetrain import report
 from phonetrain.cli import main
 from phonetrain.report import changes
-from phonetrain.results import aggregate, schema
+from phonetrain.results import aggregate, schema, stats
 
 CL = dict(backend="opencl", placement="resident", transfer="copy", kernel="tiled")
 
@@ -36,6 +38,18 @@ def _sources(gemm_cl: str):
                       "src/kernels/baseline/elementwise.cl": "e1"}
         return files
     return sources
+
+
+def mark_unstable(run_dir: Path, reason: str, low_ms: float, high_ms: float,
+                   other_cpu_share: float = 0.4) -> None:
+    """Give a :func:`write_run` folder the train stage's measurement verdict ``unstable``
+    (``reason``), its estimate's interval widened to ``low_ms``..``high_ms``."""
+    doc = json.loads((run_dir / "run.json").read_text())
+    walls = [i["wall_ms"] for i in doc["iters"] if not i["warmup"]]
+    m = stats.judge(walls, [{}], ci_target=0, max_other_cpu_share=1.0)
+    m.update(unstable=True, reasons=[reason], low_ms=low_ms, high_ms=high_ms,
+             other_cpu_share=other_cpu_share, load_avg_1m=3.5)
+    (run_dir / "measurement.json").write_text(json.dumps(m))
 
 
 def _set_kernel_hash(run_dir: Path, khash: str) -> None:
@@ -92,19 +106,102 @@ def test_without_file_lists_the_changed_hashes_are_named(tmp_path):
     assert rows[0].verdict in ("slower", "no difference")
 
 
-def test_gemm_shapes_are_kept_and_compared(tmp_path):
+def _regemm(path: Path, khash: str, scale: float, spread: float | None = None,
+            tuned_class: str | None = None) -> None:
+    """Re-measure a GEMM sweep file: every shape ``scale`` x faster, its interval +-``spread``
+    x the median (none when None), tuned with ``tuned_class``."""
+    doc = json.loads(path.read_text())
+    for r in doc["rows"]:
+        r["gflops"] *= scale
+        r["median_ms"] /= scale
+        r["low_ms"] = None if spread is None else r["median_ms"] * (1 - spread)
+        r["high_ms"] = None if spread is None else r["median_ms"] * (1 + spread)
+        if tuned_class:
+            r["tuned_class"] = tuned_class
+    path.write_text(json.dumps({**doc, "kernel_hash": khash}))
+
+
+def test_gemm_shapes_without_an_interval_get_no_verdict(tmp_path):
+    """2x the GFLOPS but no interval recorded: cannot tell, never a tolerance verdict."""
     raw, out = tmp_path / "raw", tmp_path / "out"
     g = write_gemm_versions(raw, "host", ["tiled"])
     t1 = _aggregate(raw, out, [], gemm=g)
     assert set(t1["history"]["kind"]) == {"gemm"} and len(t1["history"]) == 6
-    doc = json.loads(g[0].read_text())
-    for r in doc["rows"]:
-        r["gflops"] *= 2
-        r["median_ms"] /= 2
-    g[0].write_text(json.dumps({**doc, "kernel_hash": "k-tiled-2"}))
+    _regemm(g[0], "k-tiled-2", 2.0)
     rows = changes.since_last_study(_aggregate(raw, out, [], gemm=g)["history"])[1]
-    assert len(rows) == 3 and {r.verdict for r in rows} == {"faster"}
+    assert len(rows) == 3 and {r.verdict for r in rows} == {"cannot tell (no interval recorded)"}
     assert all(r.label.startswith("tiled gemm_nn ") and "GFLOPS" in r.after for r in rows)
+
+
+@pytest.mark.parametrize("scale, spread, verdict", [
+    (2.0, 0.05, "faster"),                              # intervals apart
+    (1.05, 0.1, "cannot tell (intervals overlap)")])    # 5% apart inside +-10%
+def test_gemm_shapes_with_intervals_are_judged_by_them(tmp_path, scale, spread, verdict):
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    g = write_gemm_versions(raw, "host", ["tiled"])
+    _regemm(g[0], "k-tiled", 1.0, spread)
+    _aggregate(raw, out, [], gemm=g)
+    _regemm(g[0], "k-tiled-2", scale, spread)
+    rows = changes.since_last_study(_aggregate(raw, out, [], gemm=g)["history"])[1]
+    assert len(rows) == 3 and {r.verdict for r in rows} == {verdict}
+    assert all("[" in r.before and "[" in r.after for r in rows)
+
+
+def test_a_changed_tuning_choice_is_named_beside_the_sources(tmp_path):
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    g = write_gemm_versions(raw, "host", ["tiled"])
+    _regemm(g[0], "k-tiled", 1.0, 0.01, tuned_class="medium")
+    _aggregate(raw, out, [], gemm=g)
+    _regemm(g[0], "k-tiled", 1.5, 0.01, tuned_class="small")   # same sources, re-tuned
+    t = _aggregate(raw, out, [], gemm=g)
+    rows = changes.since_last_study(t["history"])[1]
+    assert rows and all(r.changed == "tuning class medium -> small" for r in rows)
+    assert all(r.verdict == "faster" for r in rows)
+    md = report.build_report(out / "summary", report_paths(out / "report"))["md"].read_text()
+    since = md.split("## Since the last study")[1].split("\n## ")[0]
+    assert "tuning class medium -> small" in since and "none (re-measured)" not in since
+
+
+def test_identical_figures_are_not_a_change(tmp_path):
+    """A re-aggregation whose figures are the same (here only the config hash moved) lists
+    nothing, and never says "none (re-measured)"."""
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    cl = write_run(raw, **CL)
+    _aggregate(raw, out, [cl])
+    p = cl / "params.json"
+    p.write_text(json.dumps({**json.loads(p.read_text()), "config_hash": "cfg-2"}))
+    t = _aggregate(raw, out, [cl])
+    assert t["history"]["superseded_in"].notna().any()     # the ledger did replace it
+    assert changes.since_last_study(t["history"]) == (None, [])
+    md = report.build_report(out / "summary", report_paths(out / "report"))["md"].read_text()
+    since = md.split("## Since the last study")[1].split("\n## ")[0]
+    assert "No measurement has been replaced yet" in since and "re-measured)" not in since
+
+
+def test_an_unstable_side_cannot_tell_unless_it_survives_the_noise(tmp_path):
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    cl = write_run(raw, **CL, kernel_ns=400_000)
+    _aggregate(raw, out, [cl])
+    shutil.rmtree(cl)
+    cl = write_run(raw, **CL, kernel_ns=300_000)    # faster, but measured under contention
+    _set_kernel_hash(cl, "k-tiled-2")
+    est = json.loads((cl / "run.json").read_text())["iters"][-1]["wall_ms"]
+    mark_unstable(cl, "other processes used 40% of the CPU", est * 0.9, est * 1.1)
+    rows = changes.since_last_study(_aggregate(raw, out, [cl])["history"])[1]
+    assert rows[0].verdict == "cannot tell (unstable: other processes used 40% of the CPU)"
+    assert "other processes 40% of CPU" in rows[0].conditions
+    md = report.build_report(out / "summary", report_paths(out / "report"))["md"].read_text()
+    since = md.split("## Since the last study")[1].split("\n## ")[0]
+    assert "cannot tell (unstable: other processes used 40% of the CPU)" in since
+    # ten times faster under the same contention: it survives, marked so
+    shutil.rmtree(cl)
+    cl = write_run(raw, **CL, kernel_ns=10_000, n_kernels=1)
+    _set_kernel_hash(cl, "k-tiled-3")
+    est = json.loads((cl / "run.json").read_text())["iters"][-1]["wall_ms"]
+    mark_unstable(cl, "other processes used 40% of the CPU", est * 0.9, est * 1.1)
+    rows = changes.since_last_study(_aggregate(raw, out, [cl])["history"])[1]
+    assert rows[0].verdict.startswith("faster (measured under contention: load 3.5, other "
+                                      "processes 40% of CPU")
 
 
 def test_a_damaged_ledger_is_named(tmp_path):
@@ -134,7 +231,48 @@ def test_compare_two_results_folders(tmp_path):
     lines = res.output.splitlines()
     cl = next(line for line in lines if "resident/copy tiled" in line)
     assert "(phoneA -> phoneB)" in cl and " faster " in cl
-    cpu = next(line for line in lines if "mlp_784_256_128_16 cpu" in line)
-    assert "no difference" in cpu
+    # the CPU runs measured the same figures on both: not listed, counted
+    assert not any("mlp_784_256_128_16 cpu" in line for line in lines)
+    assert "1 run(s) or GEMM shape(s) identical on both sides" in res.output
     res = CliRunner().invoke(main, ["compare", str(folders[0]), str(tmp_path / "nowhere")])
     assert res.exit_code != 0 and "runs.parquet" in res.output
+
+
+def test_compare_of_the_same_measurements_lists_no_change(tmp_path):
+    """Two folders holding the same measurements (a copy): nothing faster or slower, nothing
+    "re-measured"; a run measured with other threads cannot be told apart."""
+    raw, out = tmp_path / "raw", tmp_path / "a"
+    dirs = [write_run(raw, backend="cpu"), write_run(raw, **CL)]
+    _aggregate(raw, out, dirs, gemm=write_gemm_versions(raw, "host", ["tiled"]))
+    shutil.copytree(out, tmp_path / "b")
+    rows = changes.compare(report.load_tables(out / "summary"),
+                           report.load_tables(tmp_path / "b" / "summary"))
+    assert rows and all(r.identical for r in rows)
+    text = changes.text_table(rows, "A", "B")
+    assert "faster" not in text and "slower" not in text and "re-measured" not in text
+    raw2, out2 = tmp_path / "raw2", tmp_path / "c"
+    fast = write_run(raw2, backend="cpu", kernel_ns=10_000)
+    p = fast / "params.json"
+    p.write_text(json.dumps({**json.loads(p.read_text()), "threads": 4}))
+    _aggregate(raw2, out2, [fast])
+    rows = changes.compare(report.load_tables(out / "summary"),
+                           report.load_tables(out2 / "summary"))
+    assert [r.verdict for r in rows] == ["cannot tell (settings differ: threads 0 vs 4)"]
+
+
+def test_the_report_states_findings_that_survive_noise(tmp_path):
+    """Both runs unstable (+-20% intervals), OpenCL ~30x slower: the report states it, marked
+    measured under contention with the conditions, in the guideline and at a glance."""
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    cpu = write_run(raw, backend="cpu")
+    cl = write_run(raw, **CL, kernel_ns=4_000_000)
+    for d in (cpu, cl):
+        est = json.loads((d / "run.json").read_text())["iters"][-1]["wall_ms"]
+        mark_unstable(d, "other processes used 40% of the CPU", est * 0.8, est * 1.2)
+    _aggregate(raw, out, [cpu, cl])
+    md = report.build_report(out / "summary", report_paths(out / "report"))["md"].read_text()
+    glance_md = md.split("## At a glance")[1].split("\n## ")[0]
+    step = next(line for line in glance_md.splitlines() if "GPU vs CPU step time" in line)
+    assert "**agrees (measured under contention)**" in step
+    assert "GPU slower (measured under contention: load 3.5, other processes 40% of CPU" in md
+    assert "Not measured: no model has both" not in md

@@ -1,6 +1,6 @@
 """Report honesty rules, on small hand-built tables (no runner): the device's peak is the
 best compute width, zero-copy transfers get no GB/s, differences inside the intervals are
-"no difference", and figures name an OpenCL CPU device as such."""
+"cannot tell", and figures name an OpenCL CPU device as such."""
 
 from __future__ import annotations
 
@@ -74,6 +74,8 @@ def _run(run_id, placement, transfer, kernel, med, p25, p75, dtype="cpu"):
     return {"run_id": run_id, "model": "m", "device": "d", "status": "ok",
             "placement": placement, "transfer": transfer, "kernel": kernel,
             "iteration_median_ms": med, "iteration_p25_ms": p25, "iteration_p75_ms": p75,
+            "iteration_ms": med, "iteration_low_ms": p25, "iteration_high_ms": p75,
+            "iteration_estimator": "median, test interval",
             "device_type": None if placement is None else dtype, "transfer_ms": 0.1,
             "platform_name": None if placement is None else "Portable Computing Language"}
 
@@ -92,15 +94,16 @@ def test_within_noise_comparisons_are_marked():
     runs = _runs()
     f = guidelines.placement(runs)
     rows = {r[2]: r for r in f.table.rows}
-    assert rows["a"][-1] == "no difference" and "0.82x" not in f.statement
+    assert rows["a"][-1] == "cannot tell (intervals overlap)" and "0.82x" not in f.statement
     assert rows["b"][-1] == "staged slower" and rows["b"][5].startswith("3.81x")
-    assert "d: 3.81x (staging costs), 1 pair(s) no difference" in f.statement
+    assert "d: 3.81x (staging costs), cannot tell in 1 pair(s)" in f.statement
     g = guidelines.gpu_vs_cpu(runs)
     verdicts = {r[2]: r[6] for r in g.table.rows}
-    assert verdicts["resident/copy b"] == "no difference"
+    assert verdicts["resident/copy b"] == "cannot tell (intervals overlap)"
     assert verdicts["staged/copy b"] == "GPU slower"
-    assert "1 of 4 pairing(s) show no difference" in g.statement
-    assert "d: m 1.05x [0.909-1.33] (no difference): no difference" in g.statement
+    assert "1 of 4 pairing(s): cannot tell" in g.statement
+    assert "d: m 1.05x [0.909-1.33] (cannot tell (intervals overlap)): cannot tell" \
+        in g.statement
 
 
 def test_figures_name_an_opencl_cpu_device(tmp_path):

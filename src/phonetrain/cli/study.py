@@ -161,8 +161,10 @@ def report_command(overrides: tuple[str, ...], conf_dir: str | None,
 @click.argument("results_b", type=click.Path(file_okay=False))
 def compare_command(results_a: str, results_b: str) -> None:
     """Set two results folders side by side (two phones, two branches): for every run and GEMM
-    shape measured in both, A's and B's median with its interval, B / A, the verdict (faster,
-    slower, no difference) and the source files that differ. Reads RESULTS/summary/*.parquet
+    shape measured in both, A's and B's estimate with its interval and conditions, B / A, the
+    verdict (faster or slower only when both are usable and the intervals separate, else
+    "cannot tell" with the reason) and what differs (source files, tuning choices). Runs and
+    shapes identical on both sides are counted, not listed. Reads RESULTS/summary/*.parquet
     (run `phonetrain aggregate` there first)."""
     from phonetrain.layout import Layout
     from phonetrain.report import load_tables
@@ -172,8 +174,9 @@ def compare_command(results_a: str, results_b: str) -> None:
         changes = compare(a, b)
     except (PhonetrainError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
-    click.echo(f"A = {results_a}, B = {results_b}; medians in ms (runs: iteration time, host "
-               "clock, [interval]; GEMM: kernel time)")
+    click.echo(f"A = {results_a}, B = {results_b}; estimates in ms [interval] (runs: "
+               "iteration time, host clock, by the runs' estimator; GEMM: kernel time); a "
+               "verdict only where both sides are usable and the intervals separate")
     click.echo(text_table(changes, "A", "B"))
 
 

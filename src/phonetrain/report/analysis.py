@@ -119,51 +119,40 @@ def gemm_table(runs: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:
     return ok[RUN_KEY].join(s, how="inner")
 
 
+def _num(x) -> float:
+    return float("nan") if x is None or pd.isna(x) else float(x)
+
+
+def estimate(r: pd.Series | dict) -> float:
+    """Takes one run row; returns its location estimate of the iteration time in ms
+    (``iteration_ms``, by the estimator named in ``iteration_estimator``); nan when not
+    recorded."""
+    return _num(r.get("iteration_ms"))
+
+
 def interval(r: pd.Series | dict, ci: bool = True) -> tuple[float, float]:
-    """Takes one run row; returns the interval of its median iteration time in ms: the 95%
-    bootstrap confidence interval of the median (``iteration_ci_low_ms`` ..
-    ``iteration_ci_high_ms``) when ``ci`` and both ends are recorded, else the interquartile
-    range (``iteration_p25_ms`` .. ``iteration_p75_ms``); (nan, nan) when neither is."""
-    pairs = [("iteration_p25_ms", "iteration_p75_ms")]
-    if ci:
-        pairs.insert(0, ("iteration_ci_low_ms", "iteration_ci_high_ms"))
-    for lo, hi in pairs:
-        a, b = r.get(lo), r.get(hi)
-        if a is not None and b is not None and pd.notna(a) and pd.notna(b):
-            return float(a), float(b)
-    return float("nan"), float("nan")
-
-
-def has_ci(r: pd.Series | dict) -> bool:
-    """True when the run row records the confidence interval of its median iteration time."""
-    return all(r.get(c) is not None and pd.notna(r.get(c))
-               for c in ("iteration_ci_low_ms", "iteration_ci_high_ms"))
+    """Takes one run row; returns the interval of its location estimate in ms
+    (``iteration_low_ms`` .. ``iteration_high_ms``, what every comparison uses); (nan, nan)
+    when not recorded. ``ci`` is ignored (kept for callers of the older signature)."""
+    return _num(r.get("iteration_low_ms")), _num(r.get("iteration_high_ms"))
 
 
 def interval_name(*rows: pd.Series | dict) -> str:
-    """The interval :func:`within_noise` compares for these rows: ``95% CI`` when every row
-    has one, else ``IQR``."""
-    return "95% CI" if all(has_ci(r) for r in rows) else "IQR"
-
-
-def within_noise(a: pd.Series | dict, b: pd.Series | dict) -> bool:
-    """Takes two run rows; returns True when the intervals of their median iteration times
-    overlap, so their difference reads as "no difference" (the report's rule). The intervals
-    are the 95% confidence intervals of the median when both rows record one, else both
-    rows' interquartile ranges (:func:`interval`). False when an interval is missing."""
-    ci = has_ci(a) and has_ci(b)
-    (alo, ahi), (blo, bhi) = interval(a, ci), interval(b, ci)
-    if any(np.isnan(x) for x in (alo, ahi, blo, bhi)):
-        return False
-    return bool(alo <= bhi and blo <= ahi)
+    """The estimator of these rows' iteration times and their interval, from
+    ``iteration_estimator`` (e.g. ``median of the measured iterations, 95% percentile-bootstrap
+    CI``); several joined with `` / `` when the rows differ; ``no interval recorded`` when none
+    names one."""
+    names = sorted({str(r.get("iteration_estimator")) for r in rows
+                    if r.get("iteration_estimator") is not None
+                    and not pd.isna(r.get("iteration_estimator"))})
+    return " / ".join(names) if names else "no interval recorded"
 
 
 def ratio_interval(a: pd.Series | dict, b: pd.Series | dict) -> tuple[float, float]:
-    """The interval of the ratio of two runs' median iteration times a / b from their
-    intervals (:func:`interval`, CI when both have one): (a_low / b_high, a_high / b_low),
-    the widest ratio the two intervals allow; (nan, nan) when one is missing."""
-    ci = has_ci(a) and has_ci(b)
-    (alo, ahi), (blo, bhi) = interval(a, ci), interval(b, ci)
+    """The interval of the ratio of two runs' iteration times a / b from their intervals
+    (:func:`interval`): (a_low / b_high, a_high / b_low), the widest ratio the two intervals
+    allow; (nan, nan) when one is missing."""
+    (alo, ahi), (blo, bhi) = interval(a), interval(b)
     if any(np.isnan(x) for x in (alo, ahi, blo, bhi)) or blo <= 0 or bhi <= 0:
         return float("nan"), float("nan")
     return alo / bhi, ahi / blo

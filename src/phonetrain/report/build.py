@@ -104,7 +104,7 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
     (max abs error), ``loss`` (first -> last; the last held-out accuracy when the run
     evaluated), ``conditions`` (load, other processes' CPU
     share, OpenMP wait policy, clocks and temperatures where recorded), and the speeds, filled
-    for ``ok`` and ``unstable`` runs: ``iteration`` (median [95% CI, else IQR] ms, else "not
+    for ``ok`` and ``unstable`` runs: ``iteration`` (``iteration_ms`` [its interval] ms, else "not
     valid"), ``kernel``, ``transfer``, ``gaps`` (ms; sums of commands below the timer
     resolution marked as upper bounds), ``movement`` (data-movement share by device events /
     by call time; CPU-backend runs move no data: ``- (CPU)``) and ``gemm_gflops``."""
@@ -117,7 +117,7 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
         tb, kb = _flag(r, "transfer_below_resolution"), _flag(r, "kernel_below_resolution")
         cpu = r["placement"] in (None, "none", "") or pd.isna(r["placement"])
         speed = {
-            "iteration": (w.ms_interval(r["iteration_median_ms"], *interval(r))
+            "iteration": (w.ms_interval(r["iteration_ms"], *interval(r))
                           if timed else "not valid"),
             "kernel": w.ms(r["kernel_ms"], kb) if timed else "",
             "transfer": "" if not timed else "- (CPU)" if cpu else w.ms(r["transfer_ms"], tb),
@@ -268,7 +268,8 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
         "findings": findings.all_findings(tables),
         "caveat": findings.opencl_on_cpu(runs),
         "since": since, "since_n": n_change,
-        "interval_names": " or ".join(sorted(intervals)) or "IQR",
+        "interval_names": " / ".join(sorted(intervals)) or "no interval recorded",
+        "noise_factor": f"{w.SURVIVES_NOISE_FACTOR:g}",
         "runs": [r for r in rows if r["status"] not in ("failed", "skipped", "oom")],
         "unstable": findings.unstable_runs(runs),
         "wrong": [r for r in rows if r["status"] == "wrong"],

@@ -3,16 +3,21 @@
 :func:`since_last_study` reads the ``history`` table (:mod:`phonetrain.results.history`) and
 sets every measurement the last re-measuring aggregation replaced beside the one that replaced
 it; :func:`compare` sets two results folders' runs and GEMM shapes side by side (two phones,
-two branches). Both return :class:`Change` rows: the medians (ms; runs: iteration time on the
-host clock, GEMM shapes: the sweep's median kernel time) with their intervals, the ratio
-after / before, and the verdict of :func:`phonetrain.report.wording.change` (runs: intervals
-overlap = no difference) or :func:`~phonetrain.report.wording.relative_change` (GEMM shapes,
-which record no interval).
+two branches). Both return :class:`Change` rows: the location estimates (ms; runs: iteration
+time on the host clock by the runs' estimator, GEMM shapes: the sweep's median kernel time)
+with their intervals and conditions, the ratio after / before, the verdict of
+:func:`phonetrain.report.wording.judge` (a difference only when both sides are usable and their
+intervals separate, else ``cannot tell`` with the reason: unstable side, intervals overlap, no
+interval recorded, settings differ) and what changed: the source files, else the provenance
+hashes, and the tuning choice (a GEMM row's tuning class, local and global size, build
+options). Two sides with the same measurement or the same figures are ``identical``, never a
+change.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -22,14 +27,20 @@ from phonetrain.results import history as measurements
 
 HASHES = (("kernel_hash", "kernel sources"), ("runner_hash", "runner"),
           ("config_hash", "config"))
+TUNING = (("tuned_class", "tuning class"), ("local_size", "local size"),
+          ("global_size", "global size"), ("options", "build options"))
+FIGURES = ("median_ms", "low_ms", "high_ms", "gflops")
 
 
 @dataclass
 class Change:
     """One subject before and after: ``kind`` (run, gemm), ``subject``, ``label``, the two
-    medians in ms with their intervals (``before``/``after``: display strings),
-    ``ratio`` (after / before, display), ``verdict`` (faster, slower, no difference, not
-    valid), ``changed`` (the source files or hashes that differ), and the GFLOPS where known."""
+    location estimates in ms with their intervals (``before``/``after``: display strings),
+    ``ratio`` (after / before, display), ``verdict`` (``faster``, ``slower``, ``cannot tell
+    (<reason>)``, ``not valid (<reason>)``; a difference from an unstable side adds
+    ``measured under contention: <conditions>``), ``changed`` (the source files or hashes
+    and the tuning choices that differ), ``conditions`` (before -> after) and ``identical``
+    (same measurement or same figures on both sides: not a change)."""
 
     kind: str
     subject: str
@@ -39,6 +50,8 @@ class Change:
     ratio: str
     verdict: str
     changed: str
+    conditions: str = ""
+    identical: bool = False
 
 
 def _side(r: pd.Series) -> str:
@@ -50,56 +63,110 @@ def _side(r: pd.Series) -> str:
     return text
 
 
+def _value(r: pd.Series, col: str):
+    v = r.get(col)
+    return None if v is None or (not isinstance(v, str) and pd.isna(v)) else v
+
+
+def _conditions(r: pd.Series) -> str:
+    """A history row's conditions in words (:func:`phonetrain.report.wording.conditions`);
+    ``not recorded`` when it has none."""
+    raw = _value(r, "conditions")
+    return (w.conditions(json.loads(raw)) if raw else "") or "not recorded"
+
+
+def identical(before: pd.Series, after: pd.Series) -> bool:
+    """True when two history rows are the same measurement (``measurement_id``) or carry the
+    same figures (estimate, interval ends and GFLOPS; nulls equal)."""
+    if before.get("measurement_id") == after.get("measurement_id"):
+        return True
+    for col in FIGURES:
+        x, y = _value(before, col), _value(after, col)
+        if (x is None) != (y is None) or (x is not None and not math.isclose(
+                float(x), float(y), rel_tol=1e-12, abs_tol=0.0)):
+            return False
+    return True
+
+
+def changed_tuning(before: pd.Series, after: pd.Series) -> str:
+    """The tuning choices that differ between two measurements, e.g. ``tuning class medium ->
+    small; local size [8, 8] -> [16, 16]``; '' when none does (or neither records one)."""
+    return "; ".join(f"{name} {_value(before, col) or 'default'} -> "
+                     f"{_value(after, col) or 'default'}" for col, name in TUNING
+                     if _value(before, col) != _value(after, col))
+
+
 def changed_sources(before: pd.Series, after: pd.Series) -> str:
-    """The source files whose content differs between two measurements (from their
-    ``sources`` JSON), e.g. ``src/kernels/tiled/gemm.cl``; where either lacks the file list,
-    the provenance hashes that differ (``kernel sources 1a2b -> 3c4d``); ``none
-    (re-measured)`` when nothing differs."""
+    """What differs between two measurements: the source files whose content differs (from
+    their ``sources`` JSON), e.g. ``src/kernels/tiled/gemm.cl``, or where either lacks the
+    file list the provenance hashes that differ (``kernel sources 1a2b -> 3c4d``), then the
+    tuning choices (:func:`changed_tuning`); ``none (re-measured)`` when nothing differs."""
+    causes = []
     if pd.notna(before.get("sources")) and pd.notna(after.get("sources")):
         b, a = json.loads(before["sources"]), json.loads(after["sources"])
         files = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
-        marks = [f + (" (new)" if f not in b else " (removed)" if f not in a else "")
-                 for f in files]
-        if marks:
-            return ", ".join(marks)
-    diffs = [f"{name} {before.get(col)} -> {after.get(col)}" for col, name in HASHES
-             if before.get(col) != after.get(col) and not (pd.isna(before.get(col))
-                                                           and pd.isna(after.get(col)))]
-    return "; ".join(diffs) if diffs else "none (re-measured)"
+        causes += [f + (" (new)" if f not in b else " (removed)" if f not in a else "")
+                   for f in files]
+    if not causes:
+        diffs = [f"{name} {before.get(col)} -> {after.get(col)}" for col, name in HASHES
+                 if before.get(col) != after.get(col) and not (pd.isna(before.get(col))
+                                                               and pd.isna(after.get(col)))]
+        causes += ["; ".join(diffs)] if diffs else []
+    tuning = changed_tuning(before, after)
+    causes += [tuning] if tuning else []
+    return ", ".join(causes) if causes else "none (re-measured)"
 
 
-def verdict(before: pd.Series, after: pd.Series) -> str:
-    """faster / slower / no difference from ``before`` to ``after`` (history rows), or
-    ``not valid`` when either failed verification."""
-    if "wrong" in (before.get("status"), after.get("status")):
-        return "not valid"
-    if pd.notna(before["low_ms"]) and pd.notna(after["low_ms"]):
-        return w.change((before["low_ms"], before["high_ms"]), (after["low_ms"], after["high_ms"]))
-    return w.relative_change(before["median_ms"], after["median_ms"])
+def history_side(r: pd.Series) -> w.Side:
+    """A history row as a side of a comparison (:class:`phonetrain.report.wording.Side`):
+    its estimate and interval, status and reason, estimator (``interval``), the settings it
+    was measured with and its conditions."""
+    est = _value(r, "interval")
+    return w.Side(*(float("nan") if _value(r, c) is None else float(r[c])
+                    for c in ("median_ms", "low_ms", "high_ms")),
+                  status=str(_value(r, "status") or "ok"),
+                  reason=str(_value(r, "status_reason") or ""),
+                  estimator=None if est in (None, "none") else est,
+                  settings={k: _value(r, k) for k in measurements.SETTINGS},
+                  conditions=_conditions(r) if _value(r, "conditions") else "")
+
+
+def verdict(before: pd.Series, after: pd.Series) -> w.Verdict:
+    """The :class:`~phonetrain.report.wording.Verdict` from ``before`` to ``after`` (history
+    rows): their kernel or iteration times by :func:`phonetrain.report.wording.judge`."""
+    return w.judge(history_side(before), history_side(after))
 
 
 def change_row(before: pd.Series, after: pd.Series, label: str | None = None) -> Change:
     """A :class:`Change` from two history-shaped rows."""
     q = (after["median_ms"] / before["median_ms"]
          if pd.notna(before["median_ms"]) and before["median_ms"] > 0 else float("nan"))
+    same = identical(before, after)
     return Change(after["kind"], after["subject"], label or after["label"], _side(before),
-                  _side(after), w.times(q), verdict(before, after),
-                  changed_sources(before, after))
+                  _side(after), w.times(q),
+                  "identical (same measurement)" if same else str(verdict(before, after)),
+                  "" if same else changed_sources(before, after),
+                  f"{_conditions(before)} -> {_conditions(after)}", same)
 
 
 def since_last_study(history: pd.DataFrame) -> tuple[int | None, list[Change]]:
     """Takes history.parquet; returns (the number of the last aggregation that replaced a
-    measurement, its changes: one per replaced measurement, runs first, sorted by subject);
-    (None, []) when no measurement was ever replaced."""
+    measurement by one with other figures, its changes: one per such replaced measurement,
+    runs first, sorted by subject); (None, []) when no measurement was ever replaced so.
+    Replacements with identical figures are not changes and are left out."""
     if history.empty or history["superseded_in"].isna().all():
         return None, []
-    n = int(history["superseded_in"].max())
-    before = history[history["superseded_in"] == n]
-    before = before.assign(_order=(before["kind"] != "run")).sort_values(["_order", "subject"])
     latest = history[history["latest"].astype(bool)].set_index("subject")
-    rows = [change_row(b, _row(latest, b["subject"])) for _, b in before.iterrows()
-            if b["subject"] in latest.index]
-    return n, rows
+    for n in sorted({int(x) for x in history["superseded_in"].dropna()}, reverse=True):
+        before = history[history["superseded_in"] == n]
+        before = before.assign(_order=(before["kind"] != "run")).sort_values(
+            ["_order", "subject"])
+        rows = [change_row(b, _row(latest, b["subject"])) for _, b in before.iterrows()
+                if b["subject"] in latest.index]
+        rows = [r for r in rows if not r.identical]
+        if rows:
+            return n, rows
+    return None, []
 
 
 def _row(indexed: pd.DataFrame, key: str) -> pd.Series:
@@ -153,10 +220,16 @@ def compare(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> list[Chan
 
 
 def text_table(changes: list[Change], a: str = "before", b: str = "after") -> str:
-    """The changes as a plain-text table (aligned columns), headed ``a`` and ``b``."""
-    head = ["kind", "subject", a, b, f"{b} / {a}", "verdict", "changed"]
-    rows = [[c.kind, c.label, c.before, c.after, c.ratio, c.verdict, c.changed]
-            for c in changes]
+    """The changes as a plain-text table (aligned columns), headed ``a`` and ``b``; identical
+    measurements are left out and counted in a last line."""
+    head = ["kind", "subject", a, b, f"{b} / {a}", "verdict", "changed",
+            f"conditions ({a} -> {b})"]
+    rows = [[c.kind, c.label, c.before, c.after, c.ratio, c.verdict, c.changed, c.conditions]
+            for c in changes if not c.identical]
+    same = sum(c.identical for c in changes)
+    tail = [f"{same} run(s) or GEMM shape(s) identical on both sides (same measurement), "
+            "not listed"] if same else []
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     fmt = "  ".join(f"{{:<{n}}}" for n in widths)
-    return "\n".join(fmt.format(*r).rstrip() for r in [head, ["-" * n for n in widths], *rows])
+    return "\n".join([fmt.format(*r).rstrip() for r in [head, ["-" * n for n in widths], *rows]]
+                     + tail)

@@ -3,11 +3,16 @@ and one compact table, set beside the seed paper's figures (:mod:`phonetrain.rep
 
 Every guideline function takes DataFrames as :func:`phonetrain.results.schema.read_table`
 returns them and returns one :class:`Finding`. Only runs with status ``ok`` (ran and verified)
-enter a finding: ``wrong``, ``failed``, ``skipped`` and ``unstable`` runs never do. A finding
+give a finding its figures; ``wrong``, ``failed`` and ``skipped`` runs never do, and
+``unstable`` runs enter only the comparisons of two runs, where a difference from them is
+stated only when it survives their noise, marked "measured under contention"
+(:func:`phonetrain.report.wording.judge`). A finding
 whose inputs are absent says so instead of guessing (``measured`` False). Its wording comes from
 :mod:`phonetrain.report.wording` applied to the figure it states, and names the measure (host
-clock, device events, call time). Two runs differ only when the intervals of their medians do
-not overlap (:func:`phonetrain.report.analysis.within_noise`). Trends and comparisons are per
+clock, device events, call time). Two runs differ only when both are usable and the intervals of
+their location estimates (runs.parquet ``iteration_ms``) separate
+(:func:`run_verdict`); otherwise the verdict is "cannot tell" with
+its reason. Trends and comparisons are per
 device: figures of different devices are never set against each other. Row references read
 ``runs.parquet: <run_id>`` (or ``bandwidth.parquet: <device>/<kind>``,
 ``gemm.parquet: device=<device>``).
@@ -24,10 +29,9 @@ import phonetrain.report.wording as w
 from phonetrain.report.analysis import (BATCH_KEY, CPU_KERNEL, OWN_KERNELS, batch_scaling,
                                         compute_peak, energy_differs, energy_frame,
                                         energy_gaps, gemm_sweep, largest_batch,
-                                        gemm_table, interval, interval_name, is_cpu,
-                                        peak_share, ratio_interval, run_label,
-                                        time_to_accuracy, transfer_time_classes,
-                                        within_noise)
+                                        estimate, gemm_table, interval, interval_name,
+                                        is_cpu, peak_share, ratio_interval, run_label,
+                                        time_to_accuracy, transfer_time_classes)
 from phonetrain.report.paper import ANCHORS, Anchor
 
 
@@ -67,6 +71,44 @@ def _ok(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["status"] == "ok"]
 
 
+def _measured(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with an iteration time to compare: ``ok`` and ``unstable`` (the comparison's
+    verdict says when an unstable side leaves it undecided)."""
+    return runs[runs["status"].isin(["ok", "unstable"])]
+
+
+def _baseline_first(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` ordered usable (``ok``) first, then by iteration time: the first row per group
+    is the baseline a comparison uses."""
+    return runs.assign(_unstable=runs["status"] != "ok").sort_values(
+        ["_unstable", "iteration_ms"]).drop(columns="_unstable")
+
+
+# Settings both runs of a guideline's comparison must share (before/after comparisons of one
+# run use phonetrain.results.history.SETTINGS).
+PAIR_SETTINGS = ("batch_size", "dataset")
+
+
+def run_side(r: pd.Series | dict, settings=PAIR_SETTINGS) -> w.Side:
+    """One run row as a side of a comparison (:class:`phonetrain.report.wording.Side`): its
+    ``iteration_ms`` with its interval, status and reason, estimator, the ``settings``
+    columns it must share with the other side, and its conditions."""
+    reason = r.get("status_reason")
+    return w.Side(estimate(r), *interval(r), status=str(r.get("status")),
+                  reason="" if reason is None or pd.isna(reason) else str(reason),
+                  estimator=None if pd.isna(r.get("iteration_estimator")) else
+                  r.get("iteration_estimator"),
+                  settings={k: r.get(k) for k in settings}, conditions=w.conditions(r))
+
+
+def run_verdict(a: pd.Series | dict, b: pd.Series | dict,
+                settings=PAIR_SETTINGS) -> w.Verdict:
+    """Takes two run rows; returns the :class:`~phonetrain.report.wording.Verdict` of b's
+    iteration time against a's (:func:`phonetrain.report.wording.judge`): ``faster`` means b
+    is faster."""
+    return w.judge(run_side(a, settings), run_side(b, settings))
+
+
 def _missing(key: str, title: str, why: str, paper: list[Anchor]) -> Finding:
     """The finding ``Not measured: <why>.`` (``measured`` False)."""
     return Finding(key, title, f"Not measured: {why}.", paper=paper, measured=False)
@@ -95,31 +137,36 @@ def opencl_on_cpu(runs: pd.DataFrame) -> str | None:
 # ---------------------------------------------------------------- GPU vs CPU
 
 def gpu_cpu_pairs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every verified OpenCL run set against the fastest verified CPU run of the same model
-    and device. Takes runs.parquet; returns one row per pair: ``device``, ``model``,
-    ``run_id``, ``cpu_run_id``, ``label`` (the OpenCL run), ``gpu_ms``, ``cpu_ms`` (median
-    iteration times, host clock), ``ratio`` = gpu / cpu, ``ratio_low``/``ratio_high``
-    (:func:`~phonetrain.report.analysis.ratio_interval`), ``no_difference`` (their intervals
-    overlap), ``interval`` (``95% CI`` or ``IQR``), ``gpu``/``cpu`` (the two rows)."""
-    ok = _ok(runs)
-    cpu = ok[is_cpu(ok)].sort_values("iteration_median_ms").drop_duplicates(["model", "device"])
+    """Every OpenCL run with an iteration time (``ok`` or ``unstable``) set against the CPU
+    run of the same model and device (the fastest usable one, else the fastest unstable one).
+    Takes runs.parquet; returns one row per pair: ``device``, ``model``, ``run_id``,
+    ``cpu_run_id``, ``label`` (the OpenCL run), ``gpu_ms``, ``cpu_ms`` (location estimates of
+    the iteration time, ``iteration_ms``, host clock), ``ratio`` = gpu / cpu,
+    ``ratio_low``/``ratio_high`` (:func:`~phonetrain.report.analysis.ratio_interval`),
+    ``verdict`` (:class:`~phonetrain.report.wording.Verdict` of the OpenCL run against the CPU
+    run), ``no_difference`` (no difference stated), ``interval`` (the estimator's name),
+    ``gpu``/``cpu`` (the two rows)."""
+    ok = _measured(runs)
+    cpu = _baseline_first(ok[is_cpu(ok)]).drop_duplicates(["model", "device"])
     cpu = cpu.set_index(["model", "device"])
     out = []
     for _, r in ok[~is_cpu(ok)].iterrows():
         if (r["model"], r["device"]) not in cpu.index:
             continue
         c = cpu.loc[(r["model"], r["device"])]
-        if not c["iteration_median_ms"] > 0:
+        if not estimate(c) > 0:
             continue
         lo, hi = ratio_interval(r, c)
+        v = run_verdict(c, r)
         out.append({"device": r["device"], "model": r["model"], "run_id": r["run_id"],
                     "cpu_run_id": c["run_id"], "label": run_label(r, False),
-                    "gpu_ms": r["iteration_median_ms"], "cpu_ms": c["iteration_median_ms"],
-                    "ratio": r["iteration_median_ms"] / c["iteration_median_ms"],
-                    "ratio_low": lo, "ratio_high": hi, "no_difference": within_noise(r, c),
-                    "interval": interval_name(r, c), "gpu": r, "cpu": c})
+                    "gpu_ms": estimate(r), "cpu_ms": estimate(c),
+                    "ratio": estimate(r) / estimate(c),
+                    "ratio_low": lo, "ratio_high": hi, "verdict": v,
+                    "no_difference": not v.stated, "interval": interval_name(r, c),
+                    "gpu": r, "cpu": c})
     cols = ["device", "model", "run_id", "cpu_run_id", "label", "gpu_ms", "cpu_ms", "ratio",
-            "ratio_low", "ratio_high", "no_difference", "interval", "gpu", "cpu"]
+            "ratio_low", "ratio_high", "verdict", "no_difference", "interval", "gpu", "cpu"]
     return pd.DataFrame(out, columns=cols)
 
 
@@ -130,35 +177,39 @@ def best_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _device_advice(dev: str, b: pd.DataFrame) -> str:
-    """One clause per device from its best pairs: where the GPU wins, loses or ties."""
-    v = [w.gpu_vs_cpu_verdict(n, q) for n, q in zip(b["no_difference"], b["ratio"])]
-    parts = [f"{m} {w.times(q, lo, hi)} ({x})" for m, q, lo, hi, x in
+    """One clause per device from its best pairs: where the GPU wins, loses or cannot be told
+    apart, each verdict with its reason."""
+    v = list(b["verdict"])
+    parts = [f"{m} {w.times(q, lo, hi)} ({w.gpu_vs_cpu_text(x)})" for m, q, lo, hi, x in
              zip(b["model"], b["ratio"], b["ratio_low"], b["ratio_high"], v)]
-    advice = ("use the GPU" if all(x == "GPU faster" for x in v) else
-              "train on the CPU" if all(x == "GPU slower" for x in v) else
-              "no difference" if all(x == "no difference" for x in v) else "depends on the model")
+    words = [x.word for x in v]
+    advice = ("use the GPU" if all(x == "faster" for x in words) else
+              "train on the CPU" if all(x == "slower" for x in words) else
+              "cannot tell" if not any(x.stated for x in v) else "depends on the model")
     return f"{dev}: {', '.join(parts)}: {advice}"
 
 
 def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
-    """Takes runs.parquet. Per device and model, the fastest verified OpenCL configuration's
-    median iteration time (host clock) over the fastest verified CPU run's, with the ratio's
-    interval; pairs whose intervals overlap are "no difference". Set beside the paper's ~10x
-    GPU slowdown (``ANCHORS["gpu_slowdown"]``). The CPU run's measurement conditions are shown:
-    a CPU baseline measured under contention spoils every ratio built on it."""
+    """Takes runs.parquet. Per device and model, the fastest OpenCL configuration's iteration
+    time (``iteration_ms``, host clock) over the CPU run's, with the ratio's interval and the
+    verdict of :func:`run_verdict` (cannot tell: intervals
+    overlap, unstable side, no interval, settings differ; a difference from an unstable side
+    only when it survives its noise, marked measured under contention). Set beside the
+    paper's ~10x GPU slowdown (``ANCHORS["gpu_slowdown"]``). Both runs' measurement
+    conditions are shown: a CPU baseline measured under contention spoils every ratio built
+    on it."""
     title, paper = "GPU vs CPU training time", [ANCHORS["gpu_slowdown"]]
     pairs = gpu_cpu_pairs(runs)
     if pairs.empty:
-        return _missing("gpu_vs_cpu", title, "no model has both a verified CPU run and a "
-                        "verified OpenCL run on the same device", paper)
+        return _missing("gpu_vs_cpu", title, "no model has both a CPU run and an OpenCL run "
+                        "with an iteration time on the same device", paper)
     best = best_pairs(pairs)
-    stmt = ("Fastest OpenCL configuration over the fastest CPU run, median iteration time "
-            f"(host clock, interval from the runs' "
-            f"{' or '.join(sorted(set(pairs['interval'])))}s): "
+    stmt = ("Fastest OpenCL configuration over the CPU run, iteration time (host clock, "
+            f"{'; '.join(sorted(set(pairs['interval'])))}): "
             + "; ".join(_device_advice(d, b) for d, b in best.groupby("device")) + ".")
     n = int(pairs["no_difference"].sum())
     if n:
-        stmt += f" {n} of {len(pairs)} pairing(s) show no difference (intervals overlap)."
+        stmt += f" {n} of {len(pairs)} pairing(s): cannot tell (reasons in the table)."
     busy = sorted({c["run_id"] for c in pairs["cpu"] if w.contended(c)})
     if busy:
         stmt += (f" Suspect: CPU baseline(s) {', '.join(busy)} were measured while other "
@@ -168,12 +219,13 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
              w.ms_interval(p["gpu_ms"], *interval(p["gpu"])),
              w.ms_interval(p["cpu_ms"], *interval(p["cpu"])),
              w.times(p["ratio"], p["ratio_low"], p["ratio_high"]),
-             w.gpu_vs_cpu_verdict(p["no_difference"], p["ratio"]),
+             w.gpu_vs_cpu_text(p["verdict"]),
+             w.conditions(p["gpu"]) or "not recorded",
              w.conditions(p["cpu"]) or "not recorded"]
             for _, p in pairs.sort_values(["device", "model", "ratio"]).iterrows()]
     table = Table(["device", "model", "OpenCL run", "OpenCL iteration (ms, host clock)",
                    "CPU iteration (ms)", "OpenCL / CPU time", "verdict",
-                   "CPU run's conditions"], rows)
+                   "OpenCL run's conditions", "CPU run's conditions"], rows)
     refs = _ref(sorted(set(pairs["run_id"]) | set(pairs["cpu_run_id"])))
     return Finding("gpu_vs_cpu", title, stmt, refs, paper, table)
 
@@ -185,8 +237,11 @@ def size_trend(runs: pd.DataFrame) -> Finding:
     compared. Set beside ``ANCHORS["gpu_slowdown"]`` (the ratio shrinking with network
     size)."""
     title, paper = "GPU/CPU ratio vs model size", [ANCHORS["gpu_slowdown"]]
-    best = best_pairs(gpu_cpu_pairs(runs))
-    flops = _ok(runs).set_index("run_id")["flops_per_iteration"]
+    pairs = gpu_cpu_pairs(runs)
+    usable = [p["gpu"]["status"] == "ok" and p["cpu"]["status"] == "ok"
+              for _, p in pairs.iterrows()]
+    best = best_pairs(pairs[usable] if len(pairs) else pairs)
+    flops = _measured(runs).set_index("run_id")["flops_per_iteration"]
     best = best.assign(flops=best["run_id"].map(flops)).dropna(subset=["flops"])
     trends, rows, refs = [], [], []
     for dev, b in best.groupby("device"):
@@ -229,6 +284,17 @@ def movement_frame(runs: pd.DataFrame) -> pd.DataFrame:
     return gpu
 
 
+MOVING_PLACEMENTS = ("staged", "pipelined")   # placements that move tensors every kernel
+
+
+def moving(gpu: pd.DataFrame) -> pd.DataFrame:
+    """The rows of :func:`movement_frame` whose placement moves data between the host and the
+    device around every kernel (:data:`MOVING_PLACEMENTS`: staged with copy or map transfers,
+    pipelined): the runs the paper's ~91% describes. Resident runs move only the batch and
+    the loss by design."""
+    return gpu[gpu["placement"].isin(MOVING_PLACEMENTS)]
+
+
 def _share_clause(g: pd.DataFrame, col: str, measure: str) -> str:
     """``by <measure> X to Y (median M): it <dominates|does not dominate|dominates in k of n
     runs>``, over the runs whose transfers the timer resolved (the others' shares are upper
@@ -246,18 +312,21 @@ def data_movement(runs: pd.DataFrame) -> Finding:
     host-side profiler counts; both defined in :mod:`phonetrain.results.profiling`). The
     verdict "dominates" follows each measure's median against
     :data:`~phonetrain.report.wording.DOMINANT_SHARE`; runs whose transfers were all below
-    the timer resolution are shown as upper bounds and left out of the spans. Set beside the
-    paper's ~91% (``ANCHORS["movement_share"]``) and copies ~10-15x compute
-    (``ANCHORS["copy_vs_compute"]``)."""
+    the timer resolution are shown as upper bounds and left out of the spans. Only the
+    placements that move data (:func:`moving`) are set beside the paper's ~91%
+    (``ANCHORS["movement_share"]``) and copies ~10-15x compute
+    (``ANCHORS["copy_vs_compute"]``); resident runs are named apart."""
     title = "Data movement share of GPU training time"
     paper = [ANCHORS["movement_share"], ANCHORS["copy_vs_compute"]]
     gpu = movement_frame(runs)
     if gpu.empty:
         return _missing("data_movement", title, "no verified OpenCL run", paper)
+    move = moving(gpu)
     parts = [f"{dev}: {_share_clause(g, 'data_movement_share', w.EVENTS)}; "
              f"{_share_clause(g, 'data_movement_call_share', w.CALLS)}"
-             for dev, g in gpu.groupby("device")]
-    resolved = gpu[gpu["below"] != True]  # noqa: E712
+             for dev, g in move.groupby("device")] or [
+        "no verified run of a placement that moves data (staged, pipelined)"]
+    resolved = move[move["below"] != True]  # noqa: E712
     ev = (resolved["data_movement_share"] > w.DOMINANT_SHARE).sum()
     call = (resolved["data_movement_call_share"] > w.DOMINANT_SHARE).sum()
     advice = (f"where it dominates by device events ({ev} run(s)), keep tensors resident on the "
@@ -265,9 +334,16 @@ def data_movement(runs: pd.DataFrame) -> Finding:
               f"where it dominates by call time ({call} run(s)), the cost sits in the transfer "
               "calls (driver and synchronisation), not in the bytes: fewer, batched transfers "
               "or resident tensors cut it" if call else
-              "data movement is not the main cost here")
-    stmt = ("Share of OpenCL iteration time spent moving data (paper: ~91%), " +
-            "; ".join(parts) + f". Over all devices: {advice}.")
+              "data movement is not the main cost here" if len(resolved) else
+              "not compared with the paper")
+    stmt = ("Share of OpenCL iteration time spent moving data in the placements that move it "
+            "(staged, pipelined; paper: ~91%), " + "; ".join(parts) + f". Over all devices: "
+            f"{advice}.")
+    res = gpu[gpu["placement"] == "resident"]
+    if len(res):
+        stmt += (f" {len(res)} resident run(s) move only the batch and the loss by design and "
+                 "are not set beside the paper's figure: "
+                 f"{w.span(res['data_movement_share'])} ({w.EVENTS}).")
     n_below = int((gpu["below"] == True).sum())  # noqa: E712
     if n_below:
         stmt += (f" {n_below} run(s) moved data only in commands shorter than the timer "
@@ -328,7 +404,7 @@ def launch_clause(gpu: pd.DataFrame) -> str:
     idle time between consecutive kernels (``kernel_gap_median_us``, device events) and the
     iteration gap per launch (``launch_overhead_us``, host clock) -- and, where versions differ
     in launch count, whether the one with the fewest launches is faster than the one with the
-    most (:func:`~phonetrain.report.analysis.within_noise` decides no difference). Empty
+    most (:func:`run_verdict`; cannot tell with its reason). Empty
     when no run has a launch count."""
     if "launches_per_iteration" not in gpu:
         return ""
@@ -343,13 +419,10 @@ def launch_clause(gpu: pd.DataFrame) -> str:
             f"{w.num(r['launch_overhead_us'])} us per launch)" for _, r in m.iterrows())
         few, many = m.iloc[0], m.iloc[-1]
         if few["launches_per_iteration"] < many["launches_per_iteration"]:
-            if within_noise(few, many):
-                verdict = "no difference in iteration time"
-            else:
-                faster = few["iteration_median_ms"] < many["iteration_median_ms"]
-                verdict = (f"{few['kernel']} {'faster' if faster else 'slower'} "
-                           f"({w.ms(few['iteration_median_ms'])} vs "
-                           f"{w.ms(many['iteration_median_ms'])}, host clock)")
+            v = run_verdict(many, few)
+            verdict = (f"{few['kernel']} {v} ({w.ms_interval(estimate(few), *interval(few))} "
+                       f"vs {w.ms_interval(estimate(many), *interval(many))}, host clock)"
+                       if v.stated else f"iteration time: {v}")
             each += (f"; {int(many['launches_per_iteration'] / few['launches_per_iteration'])}x"
                      f" fewer launches: {verdict}")
         parts.append(f"{dev} {model}: {each}")
@@ -361,9 +434,10 @@ def launch_clause(gpu: pd.DataFrame) -> str:
 # ---------------------------------------------------------------- placement and transfers
 
 def _paired(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> list[tuple]:
-    """Verified OpenCL runs with (placement, transfer) ``a`` and ``b`` on the same model,
-    device and kernel version: a list of ((model, device, kernel), row a, row b)."""
-    ok = _ok(runs)
+    """OpenCL runs with an iteration time (``ok`` or ``unstable``) with (placement, transfer)
+    ``a`` and ``b`` on the same model, device and kernel version: a list of ((model, device,
+    kernel), row a, row b)."""
+    ok = _measured(runs)
     key = ["model", "device", "kernel"]
     ra = ok[(ok["placement"] == a[0]) & (ok["transfer"] == a[1])].set_index(key)
     rb = ok[(ok["placement"] == b[0]) & (ok["transfer"] == b[1])].set_index(key)
@@ -373,36 +447,46 @@ def _paired(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> list[
 
 def pair_frame(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> pd.DataFrame:
     """:func:`_paired` as a frame: ``device``, ``model``, ``kernel``, ``ratio`` = b / a
-    median iteration time, its interval ``ratio_low``/``ratio_high``, ``no_difference``,
-    ``a``/``b`` (the rows)."""
+    iteration time (``iteration_ms``), its interval ``ratio_low``/``ratio_high``,
+    ``verdict`` (:func:`run_verdict` of b against a: ``faster``
+    means b is faster), ``no_difference`` (no difference stated), ``a``/``b`` (the rows)."""
     out = []
     for (model, dev, kernel), ra, rb in _paired(runs, a, b):
         lo, hi = ratio_interval(rb, ra)
+        v = run_verdict(ra, rb)
         out.append({"device": dev, "model": model, "kernel": kernel,
-                    "ratio": rb["iteration_median_ms"] / ra["iteration_median_ms"],
-                    "ratio_low": lo, "ratio_high": hi, "no_difference": within_noise(ra, rb),
-                    "a": ra, "b": rb})
+                    "ratio": estimate(rb) / estimate(ra),
+                    "ratio_low": lo, "ratio_high": hi, "verdict": v,
+                    "no_difference": not v.stated, "a": ra, "b": rb})
     return pd.DataFrame(out, columns=["device", "model", "kernel", "ratio", "ratio_low",
-                                      "ratio_high", "no_difference", "a", "b"])
+                                      "ratio_high", "verdict", "no_difference", "a", "b"])
 
 
 def _pair_clause(dev: str, g: pd.DataFrame, slower: str, faster: str) -> str:
-    """``<dev> <span of ratios outside noise> (<verdict>)``, or no difference."""
+    """``<dev> <span of the stated ratios> (<verdict>)``, then the pairs it cannot tell apart;
+    a stated difference from an unstable run carries "measured under contention"."""
     clear = g[~g["no_difference"]]
     if clear.empty:
-        return f"{dev}: no difference in {len(g)} pair(s)"
+        return f"{dev}: cannot tell in {len(g)} pair(s)"
     v = (slower if (clear["ratio"] > 1).all() else faster if (clear["ratio"] < 1).all()
          else "mixed")
     n = len(g) - len(clear)
-    return (f"{dev}: {w.span(clear['ratio'], w.times)} ({v})"
-            + (f", {n} pair(s) no difference" if n else ""))
+    busy = sum(x.contended for x in clear["verdict"])
+    return (f"{dev}: {w.span(clear['ratio'], w.times)} ({v}"
+            + (f"; {busy} pair(s) {w.UNDER_CONTENTION}" if busy else "") + ")"
+            + (f", cannot tell in {n} pair(s)" if n else ""))
+
+
+def _pair_verdict(r: pd.Series, what: str) -> str:
+    """A pair's verdict cell: ``<what> faster``/``<what> slower`` or ``cannot tell (...)``."""
+    return r["verdict"].text(f"{what} faster", f"{what} slower")
 
 
 def placement(runs: pd.DataFrame) -> Finding:
     """Takes runs.parquet. Staged (the host owns the tensors) over resident placement, both
     with copy transfers: the ratio of median iteration times (host clock) per pair of the same
-    model, device and kernel version, with its interval; overlapping pairs are "no
-    difference"."""
+    model, device and kernel version, with its interval; pairs it cannot tell apart say why
+    (:func:`pair_frame`)."""
     title, paper = "Placement: resident vs staged tensors", [ANCHORS["movement_share"]]
     p = pair_frame(runs, ("resident", "copy"), ("staged", "copy"))
     if p.empty:
@@ -413,11 +497,10 @@ def placement(runs: pd.DataFrame) -> Finding:
                 _pair_clause(d, g, "staging costs", "staging is faster")
                 for d, g in p.groupby("device")) + ".")
     rows = [[r["device"], r["model"], r["kernel"],
-             w.ms_interval(r["b"]["iteration_median_ms"], *interval(r["b"])),
-             w.ms_interval(r["a"]["iteration_median_ms"], *interval(r["a"])),
+             w.ms_interval(estimate(r["b"]), *interval(r["b"])),
+             w.ms_interval(estimate(r["a"]), *interval(r["a"])),
              w.times(r["ratio"], r["ratio_low"], r["ratio_high"]),
-             "no difference" if r["no_difference"] else
-             "staged slower" if r["ratio"] > 1 else "staged faster"] for _, r in p.iterrows()]
+             _pair_verdict(r, "staged")] for _, r in p.iterrows()]
     table = Table(["device", "model", "kernel", "staged (ms, host clock)", "resident (ms)",
                    "staged / resident", "verdict"], rows)
     refs = _ref(sorted({x["run_id"] for c in ("a", "b") for x in p[c]}))
@@ -445,11 +528,10 @@ def transfer_method(runs: pd.DataFrame) -> Finding:
         a, b = r["a"], r["b"]
         below = _flag(a, "transfer_below_resolution") or _flag(b, "transfer_below_resolution")
         rows.append([r["device"], r["model"], r["kernel"],
-                     w.ms_interval(b["iteration_median_ms"], *interval(b)),
-                     w.ms_interval(a["iteration_median_ms"], *interval(a)),
+                     w.ms_interval(estimate(b), *interval(b)),
+                     w.ms_interval(estimate(a), *interval(a)),
                      w.times(r["ratio"], r["ratio_low"], r["ratio_high"]),
-                     "no difference" if r["no_difference"] else
-                     "map slower" if r["ratio"] > 1 else "map faster",
+                     _pair_verdict(r, "map"),
                      f"{w.ms(b['transfer_ms'], _flag(b, 'transfer_below_resolution'))} vs "
                      f"{w.ms(a['transfer_ms'], _flag(a, 'transfer_below_resolution'))}"
                      + (" (not comparable)" if below else "")])
@@ -482,11 +564,10 @@ def pipelining(runs: pd.DataFrame) -> Finding:
         k, t = float(b["kernel_ms"]), float(b["transfer_ms"])
         seen = w.overlap_measured(b["transfer_kernel_overlap_ms"], t, b["timer_resolution_ns"])
         rows.append([r["device"], r["model"], r["kernel"],
-                     w.ms_interval(r["a"]["iteration_median_ms"], *interval(r["a"])),
-                     w.ms_interval(b["iteration_median_ms"], *interval(b)),
+                     w.ms_interval(estimate(r["a"]), *interval(r["a"])),
+                     w.ms_interval(estimate(b), *interval(b)),
                      w.times(r["ratio"], r["ratio_low"], r["ratio_high"]),
-                     "no difference" if r["no_difference"] else
-                     "pipelined slower" if r["ratio"] > 1 else "pipelined faster",
+                     _pair_verdict(r, "pipelined"),
                      f"{w.ms(max(k, t), below)} / {w.ms(k + t, below)}",
                      w.overlap_text(b["transfer_kernel_overlap_ms"], t,
                                     b["timer_resolution_ns"])])
@@ -549,30 +630,71 @@ def gemm_throughput(runs: pd.DataFrame, commands: pd.DataFrame) -> Finding:
     return Finding("gemm_throughput", title, stmt, _ref(refs), paper, table)
 
 
+GEMM_CONDITIONS = ("load_avg_1m", "other_cpu_share", "omp_wait_policy", "cpu_mhz_start",
+                   "cpu_mhz_end", "temperature_c_start", "temperature_c_end")
+
+
+def gemm_side(r: pd.Series | dict) -> w.Side:
+    """One GEMM row as a side of a comparison of kernel times: ``median_ms`` with its
+    interval ``low_ms``..``high_ms`` (null until the runner records one: then no verdict),
+    its status and the conditions the row records (none in older tables)."""
+    g = r.get
+    reason = g("status_reason")
+    return w.Side(_float(g("median_ms")), _float(g("low_ms")), _float(g("high_ms")),
+                  status=str(g("status")), reason="" if reason is None or pd.isna(reason)
+                  else str(reason), conditions=w.conditions(r))
+
+
+def _float(x) -> float:
+    """``x`` as a float, nan for null."""
+    return float("nan") if x is None or pd.isna(x) else float(x)
+
+
+def gemm_conditions(r: pd.Series | dict) -> str:
+    """The measurement conditions a GEMM row records, or ``not recorded``."""
+    return w.conditions({k: r.get(k) for k in GEMM_CONDITIONS}) or "not recorded"
+
+
 def optimization_gain(gemm: pd.DataFrame) -> pd.DataFrame:
     """Per device and GEMM shape of the verified sweep
     (:func:`~phonetrain.report.analysis.gemm_sweep`): ``own`` (the best GFLOPS of the
     project's optimized versions, :data:`~phonetrain.report.analysis.OWN_KERNELS`),
-    ``own_kernel`` (which), ``baseline``, ``clblast`` and ``cpu`` GFLOPS where measured, and
-    ``gain`` = own / baseline. Empty when no device has baseline and an optimized version."""
+    ``own_kernel`` (which), ``baseline``, ``clblast`` and ``cpu`` GFLOPS where measured,
+    ``gain`` = own / baseline (the same FLOPs, so baseline time / optimized time), its
+    interval ``gain_low``/``gain_high`` from the two rows' kernel-time intervals (baseline
+    low / optimized high .. baseline high / optimized low; nan where either row records
+    none), ``verdict`` (:func:`~phonetrain.report.wording.judge` of the optimized kernel time
+    against the baseline's: ``faster`` means the optimized version is) and ``conditions``
+    (both rows'). Empty when no device has baseline and an optimized version."""
     g = gemm_sweep(gemm)
     out = []
-    for dev, d in g.groupby("device"):
-        piv = d.pivot_table(index="shape", columns="kernel", values="gflops", aggfunc="max")
-        own_cols = [c for c in OWN_KERNELS if c in piv]
-        if "baseline" not in piv or not own_cols:
+    for (dev, shape), d in g.groupby(["device", "shape"]):
+        own = d[d["kernel"].isin(OWN_KERNELS)]
+        base = d[d["kernel"] == "baseline"]
+        if own.empty or base.empty:
             continue
-        own = piv[own_cols]
-        for shape, r in piv.iterrows():
-            if pd.isna(own.loc[shape]).all():
-                continue
-            out.append({"device": dev, "shape": shape, "own": own.loc[shape].max(),
-                        "own_kernel": own.loc[shape].idxmax(), "baseline": r.get("baseline"),
-                        "clblast": r.get("clblast"), "cpu": r.get(CPU_KERNEL)})
-    df = pd.DataFrame(out, columns=["device", "shape", "own", "own_kernel", "baseline",
-                                    "clblast", "cpu"])
-    df["gain"] = df["own"] / df["baseline"]
-    return df
+        o, b = own.loc[own["gflops"].idxmax()], base.loc[base["gflops"].idxmax()]
+        best = {k: d.loc[d["kernel"] == k, "gflops"].max() for k in ("clblast", CPU_KERNEL)}
+        so, sb = gemm_side(o), gemm_side(b)
+        lo = sb.low / so.high if so.has_interval and sb.has_interval else np.nan
+        hi = sb.high / so.low if so.has_interval and sb.has_interval else np.nan
+        out.append({"device": dev, "shape": shape, "own": o["gflops"],
+                    "own_kernel": o["kernel"], "baseline": b["gflops"],
+                    "clblast": best["clblast"], "cpu": best[CPU_KERNEL],
+                    "gain": o["gflops"] / b["gflops"], "gain_low": lo, "gain_high": hi,
+                    "verdict": w.judge(sb, so),
+                    "conditions": f"{gemm_conditions(o)} / {gemm_conditions(b)}"})
+    return pd.DataFrame(out, columns=["device", "shape", "own", "own_kernel", "baseline",
+                                      "clblast", "cpu", "gain", "gain_low", "gain_high",
+                                      "verdict", "conditions"])
+
+
+def _verdict_counts(verdicts) -> str:
+    """``faster in 3, cannot tell in 2 (no interval recorded)`` over :class:`Verdict` s."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[str(v)] = counts.get(str(v), 0) + 1
+    return ", ".join(f"{k} in {n}" for k, n in sorted(counts.items()))
 
 
 def kernel_optimization(gemm: pd.DataFrame, peaks: pd.DataFrame) -> Finding:
@@ -580,7 +702,9 @@ def kernel_optimization(gemm: pd.DataFrame, peaks: pd.DataFrame) -> Finding:
     versions at their best shape, with baseline, CLBlast and the CPU backend at that same
     shape, and the best as a share of the device's measured compute peak
     (:func:`~phonetrain.report.analysis.peak_share`); then, labelled as such, the median over
-    shapes of the per-shape ratios (a typical shape, not the best result). Set beside the
+    shapes of the per-shape ratios (a typical shape, not the best result), and per shape the
+    ratio's interval from the two rows' kernel-time intervals with its verdict
+    (:func:`optimization_gain`; cannot tell where a row records no interval). Set beside the
     paper's 5-15 -> 25-70 GFLOPS (second-hand, ``ANCHORS["gpu_gemm_gain"]``)."""
     title = "Kernel optimization: GEMM GFLOPS per version"
     paper = [ANCHORS["gpu_gemm_before"], ANCHORS["gpu_gemm_after"], ANCHORS["gpu_gemm_gain"],
@@ -605,15 +729,19 @@ def kernel_optimization(gemm: pd.DataFrame, peaks: pd.DataFrame) -> Finding:
                 (("baseline", "baseline"), ("clblast", "CLBlast"), ("cpu", "the CPU backend"))
                 if d[c].notna().any()]
         s += f"; median over {len(d)} shapes of the per-shape ratio: " + ", ".join(meds)
+        s += "; per shape, optimized vs baseline kernel time: " + _verdict_counts(d["verdict"])
         parts.append(s)
         rows += [[dev, r["shape"], f"{r['own']:.3g} ({r['own_kernel']})",
-                  *(w.num(r[c]) for c in ("baseline", "clblast", "cpu")), w.times(r["gain"])]
+                  *(w.num(r[c]) for c in ("baseline", "clblast", "cpu")),
+                  w.times(r["gain"], r["gain_low"], r["gain_high"]),
+                  r["verdict"].text("optimized faster", "optimized slower"), r["conditions"]]
                  for _, r in d.iterrows()]
         refs.append(f"gemm.parquet: device={dev}")
     stmt = ("Optimized GEMM kernels (GEMM sweep, GFLOPS, median of repeats; paper: 5-15 -> "
             "25-70 GFLOPS, 4-5x, second-hand): " + "; ".join(parts) + ".")
     table = Table(["device", "shape", "best optimized GFLOPS", "baseline", "CLBlast",
-                   "CPU backend", "optimized / baseline"], rows)
+                   "CPU backend", "optimized / baseline [interval]", "verdict",
+                   "conditions (optimized / baseline)"], rows)
     return Finding("kernel_optimization", title, stmt, refs, paper, table)
 
 
@@ -635,6 +763,15 @@ def _behaviour(c: pd.Series) -> str:
         return (f"flat at ~{c['call_us']:.3g} us per call up to {c['max_bytes']} bytes; no "
                 "measured bandwidth to tell zero-copy from call overhead")
     return "grows with size (a copy)"
+
+
+def _gbps_interval(r: pd.Series) -> str:
+    """A bandwidth row's host-timed GB/s with its interval, ``12.3 GB/s [11.9-12.6]``, or
+    ``12.3 GB/s (no interval recorded)``."""
+    lo, hi = r.get("host_gbps_low"), r.get("host_gbps_high")
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return f"{r['host_gbps']:.3g} GB/s (no interval recorded)"
+    return f"{r['host_gbps']:.3g} GB/s [{float(lo):.3g}-{float(hi):.3g}]"
 
 
 def bandwidth(bw: pd.DataFrame, peaks: pd.DataFrame | None = None) -> Finding:
@@ -659,9 +796,9 @@ def bandwidth(bw: pd.DataFrame, peaks: pd.DataFrame | None = None) -> Finding:
         pk = g.loc[g["host_gbps"].idxmax()]
         frac = g.loc[g["size_bytes"].idxmin(), "host_gbps"] / pk["host_gbps"]
         fracs.append(frac)
-        peak_text.append(f"{dev} {kind} {pk['host_gbps']:.3g} GB/s")
+        peak_text.append(f"{dev} {kind} {_gbps_interval(pk)}")
         rows.append([dev, kind, _behaviour(c),
-                     f"{pk['host_gbps']:.3g} ({w.num(pk['device_gbps'])})",
+                     f"{_gbps_interval(pk)} ({w.num(pk['device_gbps'])})",
                      str(int(pk["size_bytes"])), w.pct(frac)])
     sentences = []
     if peak_text:
@@ -681,7 +818,8 @@ def bandwidth(bw: pd.DataFrame, peaks: pd.DataFrame | None = None) -> Finding:
         sentences.append("; ".join(f"{words[k]}: {', '.join(v)} per call"
                                    for k, v in flat.items()) + ".")
     stmt = " ".join(sentences)
-    table = Table(["device", "kind", "time vs size", "peak GB/s host clock (device events)",
+    table = Table(["device", "kind", "time vs size",
+                   "peak host clock [interval] (GB/s, device events)",
                    "at bytes", "smallest transfer's share of peak"], rows)
     refs = [f"bandwidth.parquet: {d}/{k}" for d, k in cls.index]
     return Finding("bandwidth", title, stmt, refs, paper, table)
@@ -693,12 +831,13 @@ def unstable_runs(runs: pd.DataFrame) -> list[dict[str, str]]:
     """Takes runs.parquet; returns the ``unstable`` runs (ran and verified, but measured under
     contention or with too wide a confidence interval), one dict each: ``run_id``, ``reason``
     (``status_reason``), ``iteration`` (median with its interval, for the record only) and
-    ``conditions`` (:func:`~phonetrain.report.wording.conditions`). They stay out of every
-    guideline and are re-measured by the next workflow run."""
+    ``conditions`` (:func:`~phonetrain.report.wording.conditions`). They give no figure of
+    their own to a guideline and enter its comparisons only as
+    :func:`~phonetrain.report.wording.judge` allows."""
     u = runs[runs["status"] == "unstable"]
     return [{"run_id": r["run_id"], "reason": "" if pd.isna(r["status_reason"]) else
              str(r["status_reason"]),
-             "iteration": w.ms_interval(r["iteration_median_ms"], *interval(r)),
+             "iteration": w.ms_interval(estimate(r), *interval(r)),
              "conditions": w.conditions(r)} for _, r in u.sort_values("run_id").iterrows()]
 
 

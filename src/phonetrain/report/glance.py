@@ -5,9 +5,13 @@ time, gain from kernel optimization, share of data movement by each measure) and
 own (launch overhead, staged vs resident tensors, map vs copy). Columns: the paper's figure
 (marked second-hand where it is), this study's figure with its interval, a verdict and the
 finding it comes from. Verdicts: ``agrees`` / ``differs`` (the study's interval overlaps the
-paper's range, or not: :func:`phonetrain.report.wording.overlap_verdict`; per model or per run
-where a row has several, ``differs (k of n agree)`` when only some do), ``not measured``,
-``unstable`` (only unstable runs measured it), ``no paper figure`` (the study's own finding).
+paper's range, or not: :func:`phonetrain.report.wording.overlap_verdict`; per model, GEMM shape
+or run where a row has several, ``differs (k of n agree)`` when only some do), ``cannot tell``
+with the reason (no interval recorded, an unstable run whose figure does not survive its
+noise), ``... (measured under contention)`` (decided from unstable runs: their interval
+widened by :data:`~phonetrain.report.wording.SURVIVES_NOISE_FACTOR` on both ends still
+decides), ``not measured``, ``unstable`` (only unstable runs measured a figure that has no
+interval to decide from), ``no paper figure`` (the study's own finding).
 The figures are computed by the same functions as the findings (:mod:`.findings`).
 """
 
@@ -40,14 +44,35 @@ class GlanceRow:
     link: str
 
 
-def _cell(study: str, lo: float, hi: float, anchor: Anchor | None,
-          prange: tuple[float | None, float | None] | None = None) -> tuple[str, str]:
-    """(study text, verdict) for a figure with interval [lo, hi] against the paper's range
-    (``prange``, else the anchor's low..high)."""
-    if anchor is None:
-        return study, "no paper figure"
-    plo, phi = prange if prange else (anchor.low, anchor.high)
-    return study, w.overlap_verdict(lo, hi, plo, phi)
+def _against_paper(v: w.Verdict, lo: float, hi: float, anchor: Anchor) -> str:
+    """One ratio's verdict against the paper's range: ``cannot tell (<reason>)`` when the
+    comparison behind it could not decide for lack of evidence (no interval, an unstable side
+    whose noise hides the difference, settings differ), else :func:`w.overlap_verdict` of its
+    interval, widened by the noise factor and marked when decided from unstable runs."""
+    if v.word == "not valid":
+        return f"cannot tell ({v.reason})"
+    if not v.stated and v.reason != "intervals overlap":
+        return str(v)
+    if v.contended:
+        f = w.SURVIVES_NOISE_FACTOR
+        return f"{w.overlap_verdict(lo / f, hi * f, anchor.low, anchor.high)} " \
+               f"({w.UNDER_CONTENTION})"
+    return w.overlap_verdict(lo, hi, anchor.low, anchor.high)
+
+
+def _combine(verdicts: list[str], what: str) -> str:
+    """Several items' verdicts as one: :func:`w.count_verdict` over the decided ones (marked
+    measured under contention when any was), with how many it cannot tell; the first reason
+    when it can tell none."""
+    told = [v for v in verdicts if not v.startswith(w.CANNOT_TELL)]
+    if not told:
+        return verdicts[0] if len(set(verdicts)) == 1 else \
+            f"{w.CANNOT_TELL} ({len(verdicts)} {what}; first: {verdicts[0]})"
+    text = w.count_verdict([v.startswith("agrees") for v in told], what)
+    if any(w.UNDER_CONTENTION in v for v in told):
+        text += f" ({w.UNDER_CONTENTION})"
+    n = len(verdicts) - len(told)
+    return text + (f"; cannot tell for {n} of {len(verdicts)} {what}" if n else "")
 
 
 def _step_time(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
@@ -56,31 +81,35 @@ def _step_time(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
     if b.empty:
         return None
     a = ANCHORS["gpu_slowdown"]
-    verdicts = [w.overlap_verdict(lo, hi, a.low, a.high) if lo == lo else
-                w.overlap_verdict(q, q, a.low, a.high)
-                for q, lo, hi in zip(b["ratio"], b["ratio_low"], b["ratio_high"])]
-    study = "; ".join(f"{m} {w.times(q, lo, hi)}" for m, q, lo, hi in
-                      zip(b["model"], b["ratio"], b["ratio_low"], b["ratio_high"]))
-    return (f"best OpenCL / CPU time (host clock): {study}",
-            w.count_verdict([v == "agrees" for v in verdicts], "models"))
+    verdicts = [_against_paper(v, lo, hi, a)
+                for v, lo, hi in zip(b["verdict"], b["ratio_low"], b["ratio_high"])]
+    study = "; ".join(f"{m} {w.times(q, lo, hi)} ({w.gpu_vs_cpu_text(v)})" for m, q, lo, hi, v
+                      in zip(b["model"], b["ratio"], b["ratio_low"], b["ratio_high"],
+                             b["verdict"]))
+    return f"best OpenCL / CPU time (host clock): {study}", _combine(verdicts, "models")
 
 
 def _gain(gemm: pd.DataFrame, dev: str) -> tuple[str, str] | None:
     g = fd.optimization_gain(gemm)
-    d = g[g["device"] == dev]["gain"].dropna()
+    d = g[g["device"] == dev]
     if d.empty:
         return None
-    med, lo, hi = d.median(), d.quantile(0.25), d.quantile(0.75)
-    return _cell(f"median over {len(d)} GEMM shapes {w.times(med, lo, hi)} (IQR over shapes)",
-                 lo, hi, ANCHORS["gpu_gemm_gain"])
+    a = ANCHORS["gpu_gemm_gain"]
+    verdicts = [_against_paper(v, lo, hi, a)
+                for v, lo, hi in zip(d["verdict"], d["gain_low"], d["gain_high"])]
+    shown = d.dropna(subset=["gain_low", "gain_high"])
+    study = (f"per GEMM shape (kernel-time intervals): {w.span(shown['gain'], w.times)} over "
+             f"{len(shown)} of {len(d)} shape(s) with an interval" if len(shown) else
+             f"{w.span(d['gain'], w.times)} over {len(d)} GEMM shape(s), no interval recorded")
+    return study, _combine(verdicts, "shapes")
 
 
 def _share(runs: pd.DataFrame, dev: str, col: str, measure: str) -> tuple[str, str] | None:
-    g = fd.movement_frame(runs)
+    g = fd.moving(fd.movement_frame(runs))
     g = g[(g["device"] == dev) & (g["below"] != True)][col].dropna()  # noqa: E712
     if g.empty:
         return None
-    study = f"{w.span(g)} over {len(g)} OpenCL run(s) ({measure})"
+    study = f"{w.span(g)} over {len(g)} staged or pipelined OpenCL run(s) ({measure})"
     lo, hi = DOMINANT_RANGE
     return study, w.count_verdict([lo < x <= hi for x in g], "runs")
 
@@ -100,10 +129,13 @@ def _pairs(runs: pd.DataFrame, dev: str, a, b, what: str) -> tuple[str, str] | N
     if p.empty:
         return None
     clear = p[~p["no_difference"]]
+    reasons = sorted({v.reason for v in p.loc[p["no_difference"], "verdict"]})
     text = (f"{what} {w.span(clear['ratio'], w.times)} (host clock)" if len(clear) else
-            "no difference (intervals overlap)")
+            f"{w.CANNOT_TELL} ({'; '.join(reasons)})")
+    if any(v.contended for v in clear["verdict"]):
+        text += f", {w.UNDER_CONTENTION}"
     if len(clear) and len(clear) < len(p):
-        text += f"; {len(p) - len(clear)} of {len(p)} pair(s) no difference"
+        text += f"; cannot tell for {len(p) - len(clear)} of {len(p)} pair(s)"
     return text, "no paper figure"
 
 

@@ -10,19 +10,27 @@ rules, not published ones:
   they take more than a fifth of an iteration;
 - :data:`SMALL_TRANSFER_EFFICIENCY` (50%): per-call overhead "dominates small transfers" when
   the smallest transfer reaches less than half of its kind's peak bandwidth;
-- :data:`GEMM_NO_DIFFERENCE` (5%): the GEMM sweep records one median per shape and no spread,
-  so two GEMM figures closer than 5% read as "no difference";
 - :data:`CONTENDED_SHARE` (10%): a run measured while other processes used more of the
-  device's CPU capacity than this is flagged where its figure is used.
+  device's CPU capacity than this is flagged where its figure is used;
+- :data:`SURVIVES_NOISE_FACTOR` (3x): a difference involving an ``unstable`` measurement is
+  stated only when it holds by more than this factor at the extremes of both intervals.
 
-Two measured figures differ only when their intervals do not overlap (:func:`change`); the
-intervals are the runs' 95% confidence intervals of the median where recorded, else their
-interquartile ranges (:func:`phonetrain.report.analysis.interval`).
+Two measurements differ only when both are usable (status ``ok``) and their intervals
+separate (:func:`judge`); otherwise the verdict is ``cannot tell`` with the reason (an unstable
+side and why, intervals overlap, no interval recorded, settings differ). The intervals are the
+ones the measurements record with their location estimate (runs.parquet ``iteration_ms`` with
+``iteration_low_ms``..``iteration_high_ms``, named by ``iteration_estimator``; GEMM
+``median_ms`` with ``low_ms``..``high_ms``); a figure without one gets no verdict. An unstable
+measurement's interval describes one contended process, not a rerun: two studies of identical
+sources on a busy 2-core host differed 0.49x to 2.64x per run (docs/results.md), hence the
+factor of :data:`SURVIVES_NOISE_FACTOR` before such a difference is stated, marked
+``measured under contention`` with its conditions.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -30,8 +38,8 @@ import pandas as pd
 DOMINANT_SHARE = 0.5
 LAUNCH_GAP_SHARE = 0.2
 SMALL_TRANSFER_EFFICIENCY = 0.5
-GEMM_NO_DIFFERENCE = 0.05
 CONTENDED_SHARE = 0.1
+SURVIVES_NOISE_FACTOR = 3.0
 OVERLAP_MIN_SHARE = 0.05   # transfer/kernel overlap below this share of transfer time: none
 
 EVENTS = "device events"
@@ -100,38 +108,124 @@ def span(values, fmt=pct) -> str:
     return f"{fmt(lo)} to {fmt(hi)} (median {fmt(pd.Series(v).median())})"
 
 
-def change(before: tuple[float, float], after: tuple[float, float],
-           lower_is_better: bool = True) -> str:
-    """``faster``, ``slower`` or ``no difference`` between two intervals (low, high) of a
-    time (``lower_is_better``) or of a rate: no difference when they overlap; ``n/a`` when an
-    end is missing."""
-    (blo, bhi), (alo, ahi) = before, after
-    if any(_nan(x) for x in (blo, bhi, alo, ahi)):
-        return "n/a"
-    if alo <= bhi and blo <= ahi:
-        return "no difference"
-    lower = ahi < blo
-    return "faster" if lower == lower_is_better else "slower"
+CANNOT_TELL = "cannot tell"
+UNDER_CONTENTION = "measured under contention"
+USABLE = "ok"
 
 
-def relative_change(before: float, after: float, lower_is_better: bool = True,
-                    tolerance: float = GEMM_NO_DIFFERENCE) -> str:
-    """:func:`change` for figures with no interval: ``no difference`` within ``tolerance``
-    (relative), else faster or slower."""
-    if _nan(before) or _nan(after) or before <= 0:
-        return "n/a"
-    q = after / before
-    if abs(q - 1) <= tolerance:
-        return "no difference"
-    return "faster" if (q < 1) == lower_is_better else "slower"
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: the location estimate ``value`` with its interval
+    ``low``..``high`` (ms for times, any unit for rates), ``status`` (``ok`` usable;
+    ``unstable``; ``wrong`` failed verification; anything else has no valid figure),
+    ``reason`` (why it is not ``ok``), ``estimator`` (what ``value`` and its interval are,
+    e.g. runs.parquet ``iteration_estimator``; None when not recorded), ``settings`` (name ->
+    value of the settings both sides must share, e.g. threads, iterations, batch_size; None
+    values are not compared) and ``conditions`` (:func:`conditions`)."""
+
+    value: float
+    low: float
+    high: float
+    status: str = USABLE
+    reason: str = ""
+    estimator: str | None = None
+    settings: dict = field(default_factory=dict)
+    conditions: str = ""
+
+    @property
+    def has_interval(self) -> bool:
+        """True when the value and both ends of its interval are recorded."""
+        return not any(_nan(x) for x in (self.value, self.low, self.high))
 
 
-def gpu_vs_cpu_verdict(no_difference: bool, ratio: float) -> str:
-    """The verdict of one OpenCL-over-CPU time ratio: ``no difference`` when the two runs'
-    intervals overlap, else ``GPU faster`` (ratio < 1) or ``GPU slower``."""
-    if no_difference:
-        return "no difference"
-    return "GPU faster" if ratio < 1 else "GPU slower"
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of :func:`judge`: ``word`` (``faster``, ``slower``, ``cannot tell``,
+    ``not valid``), ``reason`` (why it cannot tell, why it is not valid, or the caveat of a
+    difference stated from an unstable side: ``measured under contention: <conditions>``) and
+    ``contended`` (the difference was stated from an unstable side)."""
+
+    word: str
+    reason: str = ""
+    contended: bool = False
+
+    @property
+    def stated(self) -> bool:
+        """True when a difference is stated (faster or slower)."""
+        return self.word in ("faster", "slower")
+
+    def text(self, faster: str = "faster", slower: str = "slower") -> str:
+        """The verdict in words, the difference named by ``faster``/``slower`` (e.g. ``GPU
+        faster``), the reason in parentheses: ``cannot tell (intervals overlap)``."""
+        word = {"faster": faster, "slower": slower}.get(self.word, self.word)
+        return f"{word} ({self.reason})" if self.reason else word
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def _settings_differ(a: Side, b: Side) -> list[str]:
+    """``name A vs B`` for every setting (and the estimator) both sides record differently."""
+    out = []
+    if a.estimator and b.estimator and a.estimator != b.estimator:
+        out.append(f"estimator {a.estimator!r} vs {b.estimator!r}")
+    for k in sorted(set(a.settings) & set(b.settings)):
+        x, y = a.settings[k], b.settings[k]
+        if not _nan(x) and not _nan(y) and x != y:
+            out.append(f"{k} {_setting(x)} vs {_setting(y)}")
+    return out
+
+
+def _setting(x: Any) -> str:
+    """A setting's value as written: whole floats (a nullable integer column) as integers."""
+    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
+
+
+def _unusable(side: Side) -> str:
+    return f"unstable: {side.reason}" if side.reason else "unstable"
+
+
+def judge(before: Side, after: Side, lower_is_better: bool = True,
+          factor: float = SURVIVES_NOISE_FACTOR) -> Verdict:
+    """Whether ``after`` differs from ``before`` (times: ``lower_is_better``; rates: False).
+
+    ``not valid`` when a side failed verification (``wrong``) or has no valid figure;
+    ``cannot tell`` with the reason when an interval is missing (``no interval recorded``),
+    the settings or estimators differ (``settings differ: threads 2 vs 4``) or the intervals
+    overlap; ``faster``/``slower`` when both sides are ``ok`` and the intervals separate. With
+    an ``unstable`` side the difference is stated only when it holds by more than ``factor``
+    at the extremes of both intervals (the far side's low end over the near side's high end),
+    marked ``measured under contention`` with the unstable sides' conditions; otherwise
+    ``cannot tell (unstable: <reason>)``."""
+    sides = (before, after)
+    if any(s.status == "wrong" for s in sides):
+        return Verdict("not valid", "failed verification")
+    bad = [s.status for s in sides if s.status not in (USABLE, "unstable")]
+    if bad:
+        return Verdict("not valid", f"status {bad[0]}")
+    if not all(s.has_interval for s in sides):
+        return Verdict(CANNOT_TELL, "no interval recorded")
+    differ = _settings_differ(before, after)
+    if differ:
+        return Verdict(CANNOT_TELL, "settings differ: " + ", ".join(differ))
+    unstable = [s for s in sides if s.status == "unstable"]
+    if after.low <= before.high and before.low <= after.high:
+        return Verdict(CANNOT_TELL, _unusable(unstable[0]) if unstable else "intervals overlap")
+    lower = after.high < before.low
+    word = "faster" if lower == lower_is_better else "slower"
+    if not unstable:
+        return Verdict(word)
+    hi, lo = (before, after) if lower else (after, before)
+    if lo.high > 0 and hi.low / lo.high > factor:
+        cond = "; ".join(c for c in dict.fromkeys(s.conditions for s in unstable) if c)
+        return Verdict(word, UNDER_CONTENTION + (f": {cond}" if cond else ""), True)
+    return Verdict(CANNOT_TELL, _unusable(unstable[0]))
+
+
+def gpu_vs_cpu_text(v: Verdict) -> str:
+    """An OpenCL-over-CPU :class:`Verdict` (the OpenCL run as ``after``, the CPU run as
+    ``before``) in words: ``GPU faster``, ``GPU slower``, or ``cannot tell (<reason>)``."""
+    return v.text("GPU faster", "GPU slower")
 
 
 def dominates(share: Any, threshold: float = DOMINANT_SHARE) -> str:

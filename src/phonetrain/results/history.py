@@ -3,7 +3,9 @@
 A *subject* is what gets measured again after an edit: a run (``run_id``) or a GEMM shape of
 a kernel version on a device (``<device>/<kernel>/<gemm> <m>x<n>x<k>``). Each aggregation
 turns the summary tables into one *measurement* per subject (:func:`measurements`: its
-median time and interval, its provenance hashes, and the per-file hashes of the sources it
+location estimate and interval (runs: ``iteration_ms`` by ``iteration_estimator``), the
+settings and conditions it was measured under, a GEMM row's tuning choice, its provenance
+hashes, and the per-file hashes of the sources it
 was built from where they are known), and :func:`update` merges them into the history of the
 previous aggregations: a subject whose measurement changed (a new ``measurement_id``: other
 values or other kernel, runner or config hashes) gets the new one as ``latest`` and keeps
@@ -35,13 +37,32 @@ RUN_VALUES = ("iteration_median_ms", "iteration_p25_ms", "iteration_p75_ms",
               "iteration_min_ms", "iteration_max_ms", "loss_first", "loss_last")
 
 
-def _interval(r: pd.Series) -> tuple[Any, Any, str]:
-    """(low, high, name) of a run's median: its 95% CI where recorded, else its IQR."""
-    for lo, hi, name in (("iteration_ci_low_ms", "iteration_ci_high_ms", "95% CI"),
-                         ("iteration_p25_ms", "iteration_p75_ms", "IQR")):
-        if pd.notna(r.get(lo)) and pd.notna(r.get(hi)):
-            return r[lo], r[hi], name
-    return None, None, "none"
+CONDITIONS = ("load_avg_1m", "other_cpu_share", "omp_wait_policy", "cpu_mhz_start",
+              "cpu_mhz_end", "temperature_c_start", "temperature_c_end")
+SETTINGS = ("threads", "iterations", "repeats", "batch_size", "dataset")
+TUNING = ("tuned_class", "local_size", "global_size", "options")
+GEMM_INTERVAL = "median of the sweep's repeats, runner bench-gemm interval"
+
+
+def _plain(x: Any) -> Any:
+    """``x`` as a JSON value: None for null, numpy scalars as Python numbers."""
+    if x is None or (not isinstance(x, str) and pd.isna(x)):
+        return None
+    return x.item() if hasattr(x, "item") else x
+
+
+def _conditions(r: pd.Series) -> str | None:
+    """The measurement conditions the row records, as JSON {column: value}; None when none."""
+    c = {k: _plain(r.get(k)) for k in CONDITIONS if _plain(r.get(k)) is not None}
+    return json.dumps(c, sort_keys=True) if c else None
+
+
+def _estimate(r: pd.Series) -> tuple[Any, Any, Any, str]:
+    """(estimate, low, high, estimator) of a run's iteration time: ``iteration_ms`` with its
+    interval and ``iteration_estimator`` (``none`` when not recorded)."""
+    name = r.get("iteration_estimator")
+    return (_num(r.get("iteration_ms")), _num(r.get("iteration_low_ms")),
+            _num(r.get("iteration_high_ms")), "none" if _plain(name) is None else str(name))
 
 
 def _label(r: pd.Series) -> str:
@@ -63,7 +84,7 @@ def run_measurements(runs: pd.DataFrame, sources: Sources | None = None) -> list
     """One measurement per run that has an iteration time (status ok, wrong, unstable)."""
     out = []
     for _, r in runs[runs["status"].isin(MEASURED_RUN)].iterrows():
-        lo, hi, name = _interval(r)
+        est, lo, hi, name = _estimate(r)
         prov = _prov(r)
         ident = {"subject": r["run_id"], **{k: _num(r[k]) for k in RUN_VALUES},
                  **{k: prov[k] for k in ("config_hash", "kernel_hash", "runner_hash")}}
@@ -72,16 +93,21 @@ def run_measurements(runs: pd.DataFrame, sources: Sources | None = None) -> list
         out.append({"kind": "run", "subject": r["run_id"], "device": r["device"],
                     "kernel": None if pd.isna(r["kernel"]) else r["kernel"],
                     "label": _label(r), "status": r["status"],
-                    "median_ms": _num(r["iteration_median_ms"]), "low_ms": _num(lo),
-                    "high_ms": _num(hi), "interval": name, "gflops": _num(r["kernel_gflops"]),
+                    "status_reason": _plain(r.get("status_reason")),
+                    "median_ms": est, "low_ms": lo, "high_ms": hi, "interval": name,
+                    "gflops": _num(r["kernel_gflops"]),
                     "measurement_id": short_hash(ident),
-                    "sources": json.dumps(src, sort_keys=True) if src else None, **prov})
+                    "sources": json.dumps(src, sort_keys=True) if src else None,
+                    **{k: _plain(r.get(k)) for k in SETTINGS}, "conditions": _conditions(r),
+                    **{k: _plain(r.get(k)) for k in TUNING}, **prov})
     return out
 
 
 def gemm_measurements(gemm: pd.DataFrame, sources: Sources | None = None) -> list[dict]:
-    """One measurement per GEMM shape of each kernel version and device with a GFLOPS figure
-    (the sweep records a median of repeats and no interval)."""
+    """One measurement per GEMM shape of each kernel version and device with a GFLOPS figure:
+    the sweep's ``median_ms`` with its interval ``low_ms``..``high_ms`` (null until the runner
+    records one), the tuning choice it ran with, and the conditions where the table records
+    them."""
     out = []
     for _, r in gemm[gemm["gflops"].notna() & gemm["status"].isin(["ok", "wrong"])].iterrows():
         shape = f"{r['gemm']} {r['m']}x{r['n']}x{r['k']}"
@@ -94,10 +120,14 @@ def gemm_measurements(gemm: pd.DataFrame, sources: Sources | None = None) -> lis
                       prov["runner_hash"]) if sources else None
         out.append({"kind": "gemm", "subject": subject, "device": r["device"],
                     "kernel": r["kernel"], "label": f"{r['kernel']} {shape}",
-                    "status": r["status"], "median_ms": _num(r["median_ms"]), "low_ms": None,
-                    "high_ms": None, "interval": "none", "gflops": _num(r["gflops"]),
-                    "measurement_id": short_hash(ident),
-                    "sources": json.dumps(src, sort_keys=True) if src else None, **prov})
+                    "status": r["status"], "status_reason": _plain(r.get("status_reason")),
+                    "median_ms": _num(r["median_ms"]), "low_ms": _num(r.get("low_ms")),
+                    "high_ms": _num(r.get("high_ms")),
+                    "interval": GEMM_INTERVAL if pd.notna(r.get("low_ms")) else "none",
+                    "gflops": _num(r["gflops"]), "measurement_id": short_hash(ident),
+                    "sources": json.dumps(src, sort_keys=True) if src else None,
+                    "conditions": _conditions(r), **{k: _plain(r.get(k)) for k in TUNING},
+                    **prov})
     return out
 
 

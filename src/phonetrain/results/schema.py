@@ -195,16 +195,24 @@ PEAKS = pa.schema([
 
 # history: every measurement the study has aggregated (phonetrain.results.history): one row per
 # subject (``kind`` run: a run_id; gemm: ``<device>/<kernel>/<gemm> <m>x<n>x<k>``) x measurement.
-# ``median_ms`` with its interval ``low_ms``..``high_ms`` (``interval``: 95% CI, IQR or none),
+# ``median_ms`` the location estimate with its interval ``low_ms``..``high_ms`` (runs:
+# iteration_ms by ``interval``, the runs' iteration_estimator; gemm: the sweep's median_ms),
 # ``gflops`` (runs: kernel_gflops; gemm: the sweep's), ``measurement_id`` (hash of the measured
 # values and the config, kernel and runner hashes), ``sources`` (JSON {source path: content hash}
 # of the kernel version's and the runner's files it was built from; null where unknown),
 # ``latest`` (the subject's current measurement), ``recorded_in`` / ``superseded_in`` (the number
 # of the aggregation that recorded / replaced it; null while it is the latest).
+# ``status_reason`` why a run is not ok; the settings a comparison needs equal on both sides
+# (threads, iterations, repeats, batch_size, dataset; runs only); ``conditions`` the measurement
+# conditions as JSON {runs.parquet column: value} (load_avg_1m, other_cpu_share, ...); the
+# tuning choice of a GEMM row (``tuned_class``, ``local_size``, ``global_size``, ``options``).
 HISTORY = pa.schema([
     _f("kind", S, False), _f("subject", S, False), _f("device", S, False), _f("kernel", S),
     _f("label", S), _f("status", S), _f("median_ms", F), _f("low_ms", F), _f("high_ms", F),
     _f("interval", S), _f("gflops", F), _f("measurement_id", S, False), _f("sources", S),
+    _f("status_reason", S), _f("threads", I), _f("iterations", I), _f("repeats", I),
+    _f("batch_size", I), _f("dataset", S), _f("conditions", S), _f("tuned_class", S),
+    _f("local_size", S), _f("global_size", S), _f("options", S),
     _f("latest", B, False), _f("recorded_in", I, False), _f("superseded_in", I),
 ] + PROVENANCE)
 
