@@ -40,6 +40,7 @@ from phonetrain.plan import Plan
 from phonetrain.results import stats
 from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
                                Runner, RunnerError)
+from phonetrain.stages import schedule
 from phonetrain.stages.evaluate import evaluate_run
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.specs import DataSpec, MeasureSpec, PlanSpec, RunSpec, to_params
@@ -143,6 +144,7 @@ def train(job: Job) -> Path:
     tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=".train-"))
     try:
         with r.lock():
+            measured_from_s = time.time()
             for rep in range(ms.repeats):
                 if ms.cooldown_s > 0:
                     time.sleep(ms.cooldown_s)
@@ -165,6 +167,9 @@ def train(job: Job) -> Path:
                 if conditions is not None:
                     write_json(conditions | {"after": r.transport.readings()},
                                got / layout.DEVICE_READINGS)
+            write_json(schedule.record(dev["transport"]) | {
+                "measured_from_s": measured_from_s, "measured_to_s": time.time()},
+                tmp / "main" / layout.SCHEDULE)
         plan_dir = Path(job.input.plan_dir)
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
                             ms.verify_atol)
