@@ -3,8 +3,9 @@ alone (``--force`` on its run.json, nothing else running), and per run the ratio
 medians (measurement.json ``median_ms``). Target: no ``ok`` run above 1.5x its alone figure.
 
 Copies Snakefile, rules/, conf/ and src/ to a temporary folder and runs there. ``--unscheduled``
-gives the measuring rules one host_load share instead of all (``--set-resources``), as
-before a local measurement ran alone: the comparison row for the same host.
+gives the measuring rules one host_load share instead of all and the host's jobs no
+``device_host`` (``--set-resources``), as before a local measurement ran alone: the
+comparison for the same host (the sweep's devices must be ``host`` only).
 
     python benchmarks/bench_cores.py [--cores 2] [--unscheduled] [--override KEY=VALUE ...]
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -43,6 +45,21 @@ def snakemake(ws: Path, cores: int, overrides: list[str], *args: str) -> float:
     return time.monotonic() - t0
 
 
+SPAN = re.compile(r": ok in [0-9.]+ s \(from ([0-9.]+) to ([0-9.]+) s, Unix time\)")
+
+
+def overlaps(ws: Path) -> int:
+    """Jobs whose span (their log's start and end times) overlaps a local measuring job's."""
+    spans = []
+    for log in (ws / "results" / "logs").rglob("*.log"):
+        m = SPAN.search(log.read_text())
+        if m:
+            rule = log.relative_to(ws / "results" / "logs").parts[0]
+            spans.append((rule in MEASURING, float(m.group(1)), float(m.group(2)), log))
+    return len({b[3] for a in spans if a[0] for b in spans
+                if b[3] != a[3] and b[1] < a[2] and a[1] < b[2]})
+
+
 def medians(ws: Path) -> dict[str, tuple[float, bool]]:
     """run folder (device/experiment) -> (median_ms, unstable) from measurement.json."""
     out = {}
@@ -60,7 +77,8 @@ def main() -> None:
     ap.add_argument("--override", action="append", default=[], help="Hydra override")
     a = ap.parse_args()
     over = TINY + a.override
-    extra = ["--set-resources", *[f"{r}:host_load=1" for r in MEASURING]] \
+    extra = ["--set-resources", *[f"{r}:host_load=1" for r in MEASURING],
+             *[f"{r}:device_host=0" for r in (*MEASURING, "deploy", "build_kernels")]] \
         if a.unscheduled else []
     with tempfile.TemporaryDirectory(prefix="bench-cores-") as tmp:
         ws = Path(tmp)
@@ -69,7 +87,7 @@ def main() -> None:
             shutil.copytree(REPO / d, ws / d,
                             ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         study_s = snakemake(ws, a.cores, over, "all", *extra)
-        together = medians(ws)
+        together, crossed = medians(ws), overlaps(ws)
         alone = {}
         for run in together:
             snakemake(ws, 1, over, "--force", f"results/runs/{run}/run.json")
@@ -77,7 +95,8 @@ def main() -> None:
     cpus = availability()
     print(f"--cores {a.cores}{' (unscheduled)' if a.unscheduled else ''}; overrides: "
           f"{a.override or 'none'}; study {study_s:.0f} s; CPUs online {cpus.online}, "
-          f"usable {cpus.usable}; load average now {os.getloadavg()[0]:.1f}")
+          f"usable {cpus.usable}; load average now {os.getloadavg()[0]:.1f}; jobs overlapping a "
+          f"measuring job: {crossed}")
     print("| run | median_ms --cores N | median_ms alone | ratio | status |")
     print("|---|---:|---:|---:|---|")
     ok_ratios = []

@@ -251,12 +251,14 @@ def partial_report():
 # the CPUs this host may use) and one `device_<name>` resource of limit 1 per device. A job
 # measuring a local device takes every share, so it runs alone on this host; a job on an adb
 # phone takes none of them and that phone's resource. `--resources host_load=N` overrides.
+from snakemake.exceptions import WorkflowError
+
 from phonetrain.devices.cpus import usable_cpus
 from phonetrain.stages import schedule
 
 try:
     _CORES = int(workflow.cores)
-except Exception:  # an executor plugin's --jobs without --cores leaves no total
+except WorkflowError:  # an executor plugin's --jobs without --cores leaves no total
     _CORES = None
 if schedule.HOST_LOAD in workflow.global_resources:
     HOST_SHARES = int(workflow.global_resources[schedule.HOST_LOAD].value)
