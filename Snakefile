@@ -1,10 +1,11 @@
 # phonetrain: the study as a workflow. Thin by design: compose the sweep (rules/common.smk),
 # include one .smk per stage, and ask for the report.
 #
-#   snakemake --cores 1 all
-#   snakemake --cores 1 all --config 'overrides=["sweep=test", "measure.iterations=20"]'
+#   snakemake --cores 2 all
+#   snakemake --cores 2 all --config 'overrides=["sweep=test", "measure.iterations=20"]'
 #
-# Overrides are Hydra override strings (README.md, "Usage").
+# Overrides are Hydra override strings (README.md, "Usage"). Any --cores N is safe: a local
+# measurement runs alone on this host (resources, rules/common.smk: "Scheduling").
 from snakemake.utils import min_version
 
 min_version("8.0")

@@ -29,6 +29,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from phonetrain.devices.cpus import usable_cpus
 from phonetrain import reference
 from phonetrain import runner as rt
 from phonetrain.devices import toolchains
@@ -76,7 +77,7 @@ def layer_ms(out: Path, layers: list[str]) -> dict[str, np.ndarray]:
 @click.option("--kernel", default="baseline", show_default=True,
               help="kernel version whose GEMM the im2col lowering uses")
 @click.option("--batch", type=int, default=32, show_default=True)
-@click.option("--threads", type=int, default=os.cpu_count(), show_default=True)
+@click.option("--threads", type=int, default=usable_cpus(), show_default=True)
 @click.option("--warmup", type=int, default=3, show_default=True)
 @click.option("--iterations", type=int, default=20, show_default=True)
 @click.option("--repeats", type=int, default=2, show_default=True)

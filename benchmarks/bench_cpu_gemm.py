@@ -28,6 +28,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from phonetrain.devices.cpus import usable_cpus
 from phonetrain import runner as rt
 from phonetrain.devices import toolchains  # noqa: E402
 from phonetrain.plan import Plan, Step, Tensor
@@ -124,7 +125,7 @@ def fmt(g: np.ndarray) -> str:
 
 
 @click.command()
-@click.option("--threads", type=int, default=os.cpu_count(), show_default=True,
+@click.option("--threads", type=int, default=usable_cpus(), show_default=True,
               help="threads for both the runner's CPU backend (OpenMP) and numpy's BLAS")
 @click.option("--sizes", default="256,512,1024", show_default=True, help="n of n^3 GEMMs")
 @click.option("--warmup", type=int, default=3, show_default=True)

@@ -33,6 +33,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from phonetrain.devices.cpus import usable_cpus
 from phonetrain import runner as rt
 from phonetrain.devices import toolchains
 from phonetrain.lowering import LowerSpec, write_bundle
@@ -137,7 +138,7 @@ def fmt(x: np.ndarray) -> str:
 
 
 @click.command()
-@click.option("--threads", type=int, default=os.cpu_count(), show_default=True,
+@click.option("--threads", type=int, default=usable_cpus(), show_default=True,
               help="OpenMP threads of the runner and torch.set_num_threads")
 @click.option("--models", default="mlp_784_256_128_16,lenet5", show_default=True)
 @click.option("--warmup", type=int, default=20, show_default=True)

@@ -36,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from phonetrain.devices.cpus import usable_cpus
 from phonetrain import reference  # noqa: E402
 from phonetrain.devices.toolchains import build_runner  # noqa: E402
 from phonetrain.io import write_json  # noqa: E402
@@ -169,7 +170,7 @@ def main() -> int:
     ap.add_argument("--tune", action="store_true", help="the workflow's tuning, applied")
     ap.add_argument("--dense", action="append", default=[],
                     help="MODEL.VERSION.PLACEMENT:A-B: checkpoint every iteration A..B")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--jobs", type=int, default=usable_cpus())
     ap.add_argument("--out", help="folder for runs.json")
     a = ap.parse_args()
     a.models, a.versions = a.models.split(","), a.versions.split(",")

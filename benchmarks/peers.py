@@ -918,8 +918,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--peers", default=",".join(PEERS), help=f"subset of {','.join(PEERS)}")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                    help="CPU threads of phonetrain's CPU backend, PyTorch CPU and MNN")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="CPU threads of phonetrain's CPU backend, PyTorch CPU and MNN (0: the "
+                    "CPUs this process may use, phonetrain.devices.cpus)")
     ap.add_argument("--iterations", type=int, default=200, help="timed iterations per row")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--quick", action="store_true",
@@ -952,6 +953,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--_child", help=argparse.SUPPRESS)
     ap.add_argument("--_result", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.threads <= 0:
+        from phonetrain.devices.cpus import usable_cpus
+        a.threads = usable_cpus()
     if a.quick:
         a.iterations, a.warmup = 20, 5
     for key in ("models", "peers", "placements", "versions", "tinygrad_devices", "platforms"):

@@ -18,6 +18,8 @@ rule aggregate:
     output:
         **SUMMARY,
         complete=L.summary_complete(),
+    resources:
+        **HOST_JOB,
     log:
         L.log("aggregate", "summary"),
     run:

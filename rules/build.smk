@@ -2,6 +2,10 @@
 # `build` mode on the device's own OpenCL compiler: log, build time, binary size).
 
 
+# Jobs that talk to a device stay on the submitting host (its adb server, its locks).
+localrules: build_kernels
+
+
 rule build_runner:
     input:
         sources=RUNNER_SOURCES,
@@ -9,6 +13,8 @@ rule build_runner:
         runner=L.runner("{device}"),
     params:
         p=lambda wc: as_json(JP["runner"][wc.device]),
+    resources:
+        **HOST_JOB,
     log:
         L.log("build_runner", "{device}"),
     shell:
@@ -23,6 +29,8 @@ rule build_kernels:
         build=L.kernel_build("{device}", "{kernel}"),
     params:
         p=lambda wc: as_json(JP["kernel"][(wc.device, wc.kernel)]),
+    resources:
+        **device_job(schedule.DEVICE),
     log:
         L.log("build_kernels", "{device}", "{kernel}"),
     shell:

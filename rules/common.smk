@@ -244,3 +244,41 @@ def partial_report():
               "marked)", file=sys.stderr)
     except Exception as e:  # the workflow already failed; say why the report could not follow
         print(f"phonetrain: no partial report: {e}", file=sys.stderr)
+
+
+# Scheduling (phonetrain.stages.schedule; README.md, "Parallel jobs and the host"): a global
+# resource `host_load` of HOST_SHARES shares (--cores; with an executor that sets no cores,
+# the CPUs this host may use) and one `device_<name>` resource of limit 1 per device. A job
+# measuring a local device takes every share, so it runs alone on this host; a job on an adb
+# phone takes none of them and that phone's resource. `--resources host_load=N` overrides.
+from snakemake.exceptions import WorkflowError
+
+from phonetrain.devices.cpus import usable_cpus
+from phonetrain.stages import schedule
+
+try:
+    _CORES = int(workflow.cores)
+except WorkflowError:  # an executor plugin's --jobs without --cores leaves no total
+    _CORES = None
+if schedule.HOST_LOAD in workflow.global_resources:
+    HOST_SHARES = int(workflow.global_resources[schedule.HOST_LOAD].value)
+else:
+    HOST_SHARES = _CORES if _CORES and _CORES < 4096 else usable_cpus()
+    workflow.register_resource(schedule.HOST_LOAD, HOST_SHARES)
+DEVICE_TRANSPORT = {d: SWEEP.members["device"][d]["transport"] for d in SWEEP.devices}
+for _d in DEVICE_TRANSPORT:
+    if schedule.device_resource(_d) not in workflow.global_resources:
+        workflow.register_resource(schedule.device_resource(_d), 1)
+os.environ[schedule.SCHEDULE_ENV] = json.dumps({"host_shares": HOST_SHARES, "cores": _CORES})
+HOST_JOB = {schedule.HOST_LOAD: 1}
+
+
+def device_job(work):
+    """Resources of a job on one device ({device} wildcard): its host_load shares by the
+    device's transport (schedule.host_share; work: schedule.MEASURE or schedule.DEVICE, or
+    schedule.HOST for a deploy) and 1 of its device_<name> resource."""
+    res = {schedule.HOST_LOAD: lambda wc: schedule.host_share(work, DEVICE_TRANSPORT[wc.device],
+                                                               HOST_SHARES)}
+    for d in DEVICE_TRANSPORT:
+        res[schedule.device_resource(d)] = lambda wc, d=d: int(wc.device == d)
+    return res

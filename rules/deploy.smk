@@ -4,6 +4,10 @@
 # already there unchanged.
 
 
+# Jobs that talk to a device stay on the submitting host (its adb server, its locks).
+localrules: deploy
+
+
 rule deploy:
     input:
         unpack(deploy_inputs),
@@ -12,6 +16,8 @@ rule deploy:
         plan=L.run_file("{device}", "{exp}", layout.PLAN),
     params:
         p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
+    resources:
+        **device_job(schedule.HOST),
     log:
         L.log("deploy", "{device}", "{exp}"),
     shell:

@@ -12,11 +12,17 @@
 # every class of the sweep's models.
 
 
+# Jobs that talk to a device stay on the submitting host (its adb server, its locks).
+localrules: tune, tune_squares, gemm, peaks
+
+
 rule gemm_shapes:
     output:
         shapes=L.gemm_shapes(),
     params:
         p=as_json(JP["shapes"]),
+    resources:
+        **HOST_JOB,
     log:
         L.log("gemm_shapes"),
     shell:
@@ -33,6 +39,8 @@ rule tune:
         cls=tuning.CLASS_PATTERN,
     params:
         p=lambda wc: as_json(tune_job(JP, wc.device, wc.kernel, wc.cls)),
+    resources:
+        **device_job(schedule.MEASURE),
     log:
         L.log("tune", "{device}", "{kernel}", "{cls}"),
     shell:
@@ -47,6 +55,8 @@ rule tune_squares:
         tuning=L.tuning("{device}", "{kernel}", tuning.SQUARES),
     params:
         p=lambda wc: as_json(squares_job(JP, wc.device, wc.kernel)),
+    resources:
+        **device_job(schedule.MEASURE),
     log:
         L.log("tune_squares", "{device}", "{kernel}"),
     shell:
@@ -60,6 +70,8 @@ rule gemm:
         gemm=L.gemm("{device}", "{version}"),
     params:
         p=gemm_job_params,
+    resources:
+        **device_job(schedule.MEASURE),
     log:
         L.log("gemm", "{device}", "{version}"),
     shell:
@@ -74,6 +86,8 @@ rule peaks:
         peaks=L.peaks("{device}"),
     params:
         p=lambda wc: as_json(JP["device"][wc.device]),
+    resources:
+        **device_job(schedule.MEASURE),
     log:
         L.log("peaks", "{device}"),
     shell:

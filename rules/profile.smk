@@ -2,6 +2,10 @@
 # per run the Chrome/Perfetto trace of its commands (phonetrain.results.profiling).
 
 
+# Jobs that talk to a device stay on the submitting host (its adb server, its locks).
+localrules: bandwidth
+
+
 rule bandwidth:
     input:
         runner=L.runner("{device}"),
@@ -10,6 +14,8 @@ rule bandwidth:
         csv=L.bandwidth("{device}"),
     params:
         p=lambda wc: as_json(JP["bandwidth"][wc.device]),
+    resources:
+        **device_job(schedule.MEASURE),
     log:
         L.log("bandwidth", "{device}"),
     shell:
@@ -24,6 +30,8 @@ rule perfetto:
         json=L.run_file("{device}", "{exp}", layout.PERFETTO),
     params:
         p=lambda wc: as_json({"device": wc.device, "title": wc.exp}),
+    resources:
+        **HOST_JOB,
     log:
         L.log("perfetto", "{device}", "{exp}"),
     shell:

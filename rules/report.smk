@@ -35,6 +35,8 @@ rule report:
         batch_sweep_alt=figure_alt("batch_sweep"),
         energy_alt=figure_alt("energy"),
         complete=L.report_complete(),
+    resources:
+        **HOST_JOB,
     log:
         L.log("report", "report"),
     run:

@@ -5,11 +5,17 @@
 #        trace), then the numpy reference verifies it
 
 
+# Jobs that talk to a device stay on the submitting host (its adb server, its locks).
+localrules: train
+
+
 rule data:
     output:
         dir=directory(L.data_dir("{ddir}")),
     params:
         p=lambda wc: as_json(JP["data"][wc.ddir]),
+    resources:
+        **HOST_JOB,
     log:
         L.log("{ddir}"),
     shell:
@@ -24,6 +30,8 @@ rule lower:
         dir=directory(L.plan_dir("{exp}")),
     params:
         p=lambda wc: as_json(JP["plan"][wc.exp]),
+    resources:
+        **HOST_JOB,
     log:
         L.log("lower", "{exp}"),
     shell:
@@ -42,6 +50,8 @@ rule train:
         verify=L.run_file("{device}", "{exp}", layout.VERIFY),
     params:
         p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
+    resources:
+        **device_job(schedule.MEASURE),
     log:
         L.log("train", "{device}", "{exp}"),
     shell:

@@ -141,7 +141,7 @@ class MeasureConfig:
     iterations: int = DEFAULT_ITERATIONS  # measured iterations per run
     repeats: int = 2                   # runner processes per experiment (between-process variation)
     seed: int = 0                      # seeds parameter init and batch order
-    threads: int = 0                   # CPU backend threads; 0 = all cores of the device
+    threads: int = 0                   # CPU backend threads; 0 = the CPUs the runner may use
     cooldown_s: float = 0.0            # seconds to wait on the device before each measurement
     cooldown_threshold_c: float = 45.0  # adb devices: wait until the hottest sensor is <= this
     cooldown_limit_s: float = 120.0    # ... for at most this long (s), then measure and flag it

@@ -54,6 +54,7 @@ FAILED = "failed.json"
 PERFETTO = "trace.perfetto.json"
 DEVICE_READINGS = "device.json"
 MEASUREMENT = "measurement.json"  # the measurement verdict (interval, conditions, unstable)
+SCHEDULE = "schedule.json"  # how the workflow scheduled the measurement (stages.schedule)
 EVAL = "eval.json"  # held-out loss and accuracy at the evaluation iterations (eval_every > 0)
 CHECKPOINTS = "checkpoints"     # checkpoints/<iteration>/<tensor>.f32 (per-step verification)
 DUMPS = "dumps"

@@ -38,6 +38,7 @@
 #include "cl_loader.h"
 #include "clblast.h"
 #include "cpu_kernels.h"
+#include "cpus.h"
 #include "json.h"
 #include "modes.h"
 #include "plan.h"
@@ -390,10 +391,13 @@ int mode_bench_gemm(const runner_opts *o)
     }
     if (src == SRC_CPU) {
 #ifdef _OPENMP
-        if (threads > 0) omp_set_num_threads(threads);
+        omp_set_num_threads(threads > 0 ? threads : cpus_usable());
         threads = omp_get_max_threads();
 #endif
         jw_key(&w, "threads"); jw_int(&w, threads);
+        cpu_avail avail;
+        cpus_read(&avail);
+        cpus_write_json(&w, &avail);
     } else {
         env_open(&e, o);
         jw_key(&w, "device"); cl_write_device_json(&w, e.platform, e.dev);

@@ -1,6 +1,7 @@
 /* Measurement conditions from /proc and /sys: see conditions.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "conditions.h"
+#include "cpus.h"
 #include "util.h"
 
 #include <math.h>
@@ -156,5 +157,8 @@ void cond_write_json(jwriter *w, const cond_sample *a, const cond_sample *b, int
     jw_key(w, "temperature_c_end"); jw_num(w, b->temperature_c);
     jw_key(w, "omp_wait_policy"); jw_str(w, policy && *policy ? policy : "unset");
     jw_key(w, "omp_threads"); jw_int(w, omp_threads);
+    cpu_avail c;
+    cpus_read(&c);
+    cpus_write_json(w, &c);
     jw_obj_end(w);
 }

@@ -32,7 +32,8 @@ double cond_other_cpu_share(const cond_sample *a, const cond_sample *b);
 
 /* {"other_cpu_share", "load_avg_1m_start", "load_avg_1m_end", "cpus", "self_cpu_s", "wall_s",
  *  "cpu_mhz_start", "cpu_mhz_end", "temperature_c_start", "temperature_c_end",
- *  "omp_wait_policy", "omp_threads"} over the measured iterations. */
+ *  "omp_wait_policy", "omp_threads", and cpus_write_json's "cpus_online", "cpus_affinity",
+ *  "cpu_quota_cpus", "cpus_usable"} over the measured iterations. */
 void cond_write_json(jwriter *w, const cond_sample *a, const cond_sample *b, int omp_threads);
 
 #endif

@@ -16,6 +16,7 @@
  * crash) leaves no run.json at all. */
 #define _POSIX_C_SOURCE 200809L
 #include "conditions.h"
+#include "cpus.h"
 #include "exec.h"
 #include "ledger.h"
 #include "modes.h"
@@ -419,7 +420,7 @@ int mode_run(const runner_opts *o)
     rc.clblast_lib = o->clblast_lib;
     rc.sel = o->sel;
     pt_plan *p = rc.plan;
-    rc.threads = o->threads > 0 ? o->threads : omp_get_num_procs();
+    rc.threads = o->threads > 0 ? o->threads : cpus_usable();
     if (o->ci_target > 0 && o->max_iterations < p->iterations)
         fail(EXIT_BAD_INPUT, "--max-iterations %d is below the plan's %d measured iterations",
              o->max_iterations, p->iterations);

@@ -170,6 +170,7 @@ class AdbTransport:
         self._client = adbutils.AdbClient(host=self.adb_host, port=self.adb_port)
         self._device: adbutils.AdbDevice | None = None
         self._features: set[str] | None = None
+        self._identity: str | None = None
 
     # -- connection ------------------------------------------------------------------------
     def _where(self) -> str:
@@ -205,9 +206,26 @@ class AdbTransport:
                 raise self._fail("features query failed", exc) from exc
         return self._features
 
+    def identity(self) -> str:
+        """The phone's own identity, whatever server or serial spelling reaches it: its
+        ``ro.serialno``, else (a phone that reports none) its adb serial on the server's
+        resolved address. Raises TransportError when the phone cannot be asked."""
+        if self._identity is None:
+            got = self.shell("getprop ro.serialno", timeout_s=30).stdout.strip()
+            if not got:
+                try:
+                    host = socket.gethostbyname(self.adb_host)
+                except OSError:
+                    host = self.adb_host
+                got = f"{host}-{self.adb_port}-{self.serial}"
+            self._identity = got
+        return self._identity
+
     def lock(self) -> FileLock:
-        """A host-wide lock serializing measurements on this device (keyed by server+serial)."""
-        key = re.sub(r"[^A-Za-z0-9_.-]", "_", f"adb-{self.adb_host}-{self.adb_port}-{self.serial}")
+        """A lock serializing measurements on this phone, keyed by :meth:`identity`, in
+        :func:`~phonetrain.devices.local.lock_dir` (``$PHONETRAIN_LOCK_DIR``: point every
+        workflow that may drive this phone at one folder)."""
+        key = re.sub(r"[^A-Za-z0-9_.-]", "_", f"adb-{self.identity()}")
         return FileLock(lock_dir() / f"{key}.lock")
 
     # -- run -------------------------------------------------------------------------------

@@ -145,6 +145,7 @@ class VirtualDevice:
         self.features = features
         self._listener = socket.create_server((host, port))
         self.host, self.port = self._listener.getsockname()[:2]
+        self.props = {"ro.serialno": f"VIRT{self.port}", **self.props}  # one per phone
         self._bin = Path(tempfile.mkdtemp(prefix="phonetrain-vdev-"))
         (self._bin / "props.txt").write_text(
             "".join(f"{k}={v}\n" for k, v in self.props.items()))

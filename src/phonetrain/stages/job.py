@@ -110,13 +110,14 @@ def run(stage: Stage, job: Job, name: str) -> None:
     """Run one stage: its outcome goes to the job's log; a :class:`PhonetrainError` becomes a
     :class:`StageError` naming the stage (anything else is a bug and keeps its traceback)."""
     job.log.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
+    t0, started_s = time.monotonic(), time.time()
     try:
         stage(job)
     except PhonetrainError as e:
         write_text(job.log, f"{name}: FAILED\n{e}\n")
         raise StageError(f"{name}: {e}") from None
-    write_text(job.log, f"{name}: ok in {time.monotonic() - t0:.2f} s\n")
+    write_text(job.log, f"{name}: ok in {time.monotonic() - t0:.2f} s (from {started_s:.3f} "
+                        f"to {time.time():.3f} s, Unix time)\n")
 
 
 def parse(argv: Sequence[str]) -> tuple[str, Job]:

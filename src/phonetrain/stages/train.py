@@ -44,6 +44,7 @@ from phonetrain.plan import Plan
 from phonetrain.results import stats
 from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
                                Runner, RunnerError)
+from phonetrain.stages import schedule
 from phonetrain.stages.evaluate import evaluate_run
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.specs import DataSpec, MeasureSpec, PlanSpec, RunSpec, to_params
@@ -178,6 +179,7 @@ def train(job: Job) -> Path:
         verdict: dict[str, Any] = {}
         earlier: list[list[str]] = []   # the reasons of the attempts before the last
         with r.lock():
+            measured_from_s = time.time()
             for attempt in range(1, ms.max_attempts + 1):
                 for old in tmp.glob("repeat_*"):
                     shutil.rmtree(old)
@@ -192,6 +194,9 @@ def train(job: Job) -> Path:
                 print(f"phonetrain: run {s.device}/{s.run_id} unstable (attempt {attempt} of "
                       f"{ms.max_attempts}): {'; '.join(verdict['reasons'])}; measuring again",
                       file=sys.stderr)
+            write_json(schedule.record(dev["transport"]) | {
+                "measured_from_s": measured_from_s, "measured_to_s": time.time()},
+                tmp / "main" / layout.SCHEDULE)
         verdict.update(attempts=attempt, max_attempts=ms.max_attempts, earlier_reasons=earlier)
         plan_dir = Path(job.input.plan_dir)
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",

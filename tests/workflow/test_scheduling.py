@@ -1,0 +1,98 @@
+"""Scheduling around the devices (phonetrain.stages.schedule): with ``--cores 2`` a job
+measuring the local device runs alone on the host (no other job's span overlaps it), two
+phones measure in parallel while each phone runs one job at a time, and with an executor
+plugin the build jobs go through the executor while every job that talks to a phone stays
+on the submitting host. Real Snakemake runs; job spans from the job logs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers.adb import connect_vdev, disconnect_vdev
+from helpers.jobs import MEASURING, overlapping, spans
+from workflow.test_adb_workflow import SMALL, snakemake as adb_snakemake, workspace
+
+PHONE_RULES = {"build_kernels", "deploy", "train", "gemm", "tune", "tune_squares",
+               "bandwidth", "peaks"}
+
+
+def test_a_local_measurement_runs_alone_on_the_host(completed_workspace: Path):
+    R = completed_workspace / "results"
+    jobs = spans(R)
+    measuring = [j for j in jobs if j.rule in MEASURING and j.device == "host"]
+    assert {j.rule for j in measuring} >= {"train", "gemm", "bandwidth", "peaks"}, jobs
+    assert len(jobs) > len(measuring) > 4
+    assert overlapping(measuring, jobs) == []
+    for run in (R / "runs" / "host").iterdir():
+        doc = json.loads((run / "schedule.json").read_text())
+        assert doc["alone_on_host"] and doc["host_load"] == doc["host_shares"] == 2, doc
+        assert doc["snakemake_cores"] == 2 and doc["measured_from_s"] <= doc["measured_to_s"]
+
+
+@pytest.fixture(scope="module")
+def two_phones(adb_server, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("two-phones")
+    vds = [connect_vdev(adb_server, tmp / f"phone{i}") for i in (1, 2)]
+    try:
+        yield tmp, {f"vphone{i}": vd.serial for i, vd in enumerate(vds, 1)}
+    finally:
+        for vd in vds:
+            disconnect_vdev(adb_server, vd)
+
+
+def test_two_phones_measure_in_parallel_one_job_each(two_phones):
+    tmp, phones = two_phones
+    (tmp / "cores").mkdir()
+    ws = workspace(tmp / "cores", phones)
+    # each run sleeps 2 s under its phone's lock (cool-down): measuring spans long enough to
+    # meet whenever two phones' jobs were started together
+    over = SMALL + ["sweep.devices=[vphone1,vphone2]", "measure.cooldown_s=2"]
+    deployed = adb_snakemake(ws, over, "--until", "deploy")
+    assert deployed.returncode == 0, deployed.stderr[-4000:]
+    res = adb_snakemake(ws, over, "results/summary/runs.parquet")
+    assert res.returncode == 0, res.stderr[-4000:]
+    jobs = spans(ws / "results")
+    by_phone = {p: [j for j in jobs if j.device == p and j.rule in PHONE_RULES] for p in phones}
+    for p, own in by_phone.items():
+        assert sum(j.rule == "train" for j in own) == 2, own
+        assert overlapping(own, own) == [], p   # one job at a time on a phone
+    assert overlapping(*by_phone.values()), "the two phones never measured at once"
+    for p in phones:
+        doc = json.loads((ws / f"results/runs/{p}/mlp_16_16.cpu.none/schedule.json").read_text())
+        assert doc["host_load"] == 0 and not doc["alone_on_host"], doc
+
+
+SUBMIT = """#!/bin/sh
+# cluster-generic submit command: note the job's rule, run its job script in the background
+grep -o '"rule": *"[a-z_]*"' "$1" | head -1 >> "{seen}"
+bash "$1" > "$1.out" 2>&1 &
+echo $!
+"""
+
+
+def test_builds_go_through_an_executor_while_phone_jobs_stay_local(two_phones):
+    if importlib.util.find_spec("snakemake_executor_plugin_cluster_generic") is None:
+        pytest.skip("snakemake-executor-plugin-cluster-generic is not installed "
+                    "(pip install -e '.[test]')")
+    tmp, phones = two_phones
+    one = dict([next(iter(phones.items()))])
+    (tmp / "executor").mkdir()
+    ws = workspace(tmp / "executor", one)
+    seen = tmp / "submitted.txt"
+    submit = tmp / "submit.sh"
+    submit.write_text(SUBMIT.format(seen=seen))
+    submit.chmod(0o755)
+    over = SMALL + [f"sweep.devices=[{next(iter(one))}]"]
+    res = adb_snakemake(ws, over, "--executor", "cluster-generic",
+                        "--cluster-generic-submit-cmd", str(submit), "--jobs", "2",
+                        "results/summary/runs.parquet")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-4000:]
+    remote = {line.split('"')[-2] for line in seen.read_text().splitlines()}
+    assert "build_runner" in remote and "lower" in remote, remote
+    assert remote.isdisjoint(PHONE_RULES), remote
+    jobs = spans(ws / "results")
+    assert {j.rule for j in jobs} >= PHONE_RULES - {"tune", "tune_squares"}
