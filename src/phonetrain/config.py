@@ -8,7 +8,10 @@ as ``base_config``; a wrong key or type in a YAML file is an error naming the fi
 :func:`compose_sweep` turns the tree plus Hydra override strings into a :class:`Sweep`: the
 list of :class:`Experiment` records that the Snakefile and ``phonetrain run`` execute. Nothing
 non-deterministic (time, host name, random state) enters a composed config, so the same files
-and overrides always give the same configs and the same :func:`config_hash`.
+and overrides always give the same configs and the same :func:`config_hash`: an interpolation
+that may resolve differently on the next call is refused (:data:`DETERMINISTIC_RESOLVERS`,
+:data:`VOLATILE_ENV`). Composition runs in its own Hydra context, so it also works while the
+caller's Hydra is initialized.
 
 Errors: every defect raises :class:`ConfigError` whose message names the file (or the override)
 and the key, and says what to do.
@@ -55,12 +58,12 @@ class ConfigError(PhonetrainError, ValueError):
 class ModelConfig:
     """A model of :data:`phonetrain.models.MODELS` and its training settings."""
 
-    name: str = MISSING
-    dataset: Optional[str] = None
+    name: str = MISSING                # = the file name; a key of phonetrain.models.MODELS
+    dataset: Optional[str] = None      # None: the sweep's dataset.name
     batch_size: int = 32
-    lr: float = 0.05
-    momentum: float = 0.0
-    weight_decay: float = 0.0
+    lr: float = 0.05                   # SGD step size, >= 0
+    momentum: float = 0.0              # SGD momentum, in [0, 1)
+    weight_decay: float = 0.0          # L2 factor, in [0, 1)
 
 
 @dataclass
@@ -116,7 +119,7 @@ class DatasetConfig:
     """The training data: name, number of distinct batches, optional folder."""
 
     name: str = "digits"
-    num_batches: int = 8
+    num_batches: int = 8               # must fit the host's memory (batches_bytes)
     path: Optional[str] = None
     allow_download: bool = False
 
@@ -155,7 +158,8 @@ class MeasureConfig:
     checkpoints: list[int] = field(default_factory=lambda: [0, 1, -2, -1])  # per-step checks
     eval_every: int = 0                # held-out loss/accuracy every this many measured its; 0 off
     ci_target: float = 0.05            # measure until the median's 95% CI is within +-this
-    max_iterations: int = 60           # ... at most this many measured iterations
+    max_iterations: int = 60           # ... at most this many measured iterations (follows a
+                                       # larger `iterations` unless set too: then refused)
     max_seconds: float = 3.0           # ... deciding no more once measuring took this long (s)
     max_other_cpu_share: float = 0.25  # unstable above this CPU share taken by other processes
     bootstrap_resamples: int = 1000    # resamples of the median's confidence interval
