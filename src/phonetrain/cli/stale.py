@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from phonetrain.cli.check import study_runs
+from phonetrain.cli.check import owning, study_runs
 from phonetrain.cli.study import CONF, OVERRIDES, RESULTS
 from phonetrain.errors import PhonetrainError
 
@@ -149,9 +149,11 @@ def refresh_command(runs: tuple[str, ...], results: str | None) -> None:
                 "another results folder")
         dirs.append((rid, rdir))
     stamp = utc_stamp()
-    for rid, rdir in dirs:
-        try:
-            dest = move_aside(rdir, "asked by phonetrain refresh", L, stamp)
-        except PhonetrainError as e:
-            raise click.ClickException(str(e)) from None
-        click.echo(f"{rid}: moved aside to {dest}; the next snakemake all measures it again")
+    try:
+        with owning(L):
+            for rid, rdir in dirs:
+                dest = move_aside(rdir, "asked by phonetrain refresh", L, stamp)
+                click.echo(f"{rid}: moved aside to {dest}; the next snakemake all measures "
+                           "it again")
+    except PhonetrainError as e:
+        raise click.ClickException(str(e)) from None
