@@ -63,3 +63,15 @@ def test_refresh_refuses_while_the_folder_is_owned(tmp_path: Path):
         lock.release()
     res = CliRunner().invoke(main, ["refresh", "host/mlp_16_16.cpu.none", "--results", L.root])
     assert res.exit_code == 0 and not run.exists(), res.output
+
+
+def test_note_of_a_former_owner_is_not_named(tmp_path: Path):
+    L = Layout(str(tmp_path / "results"))
+    owner.take(L).release()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    note = json.loads(Path(L.owner_note()).read_text())
+    Path(L.owner_note()).write_text(json.dumps({**note, "pid": int(gone)}))
+    assert owner.holder(L) == "a process that has not recorded itself yet"
+    Path(L.owner_note()).write_text(json.dumps({**note, "pid": os.getpid()}))
+    assert owner.holder(L).startswith(f"pid {os.getpid()} on host ")

@@ -29,13 +29,29 @@ class ResultsFolderBusy(ResultsFileError):
 
 
 def holder(L: Layout) -> str:
-    """The owner recorded in ``owner.json``, as words (or why it cannot be said)."""
+    """The owner recorded in ``owner.json``, as words; a note left by a former owner (its
+    process gone from this host) is not taken for the current one."""
     try:
         h = read_json(L.owner_note())
     except (ResultsFileError, OSError):
-        return "a process that has not recorded itself yet"
+        h = {}
+    if not h or (h.get("host") == socket.gethostname() and not _alive(h.get("pid"))):
+        return "a process that has not recorded itself yet"  # the note is a former owner's
     return (f"pid {h.get('pid')} on host {h.get('host')}, working folder {h.get('cwd')}, "
             f"started {h.get('started_utc')} ({h.get('command')})")
+
+
+def _alive(pid: object) -> bool:
+    """Whether a process ``pid`` exists on this host (signal 0 checks without sending)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
 
 
 def take(L: Layout) -> FileLock:
