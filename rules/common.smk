@@ -21,6 +21,7 @@ from phonetrain import layout
 from phonetrain.config import compose_sweep
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
+from phonetrain.results import owner
 from phonetrain.results.check import findings, quarantine
 from phonetrain.results.schema import fingerprint as schema_fingerprint
 from phonetrain.layout import Layout
@@ -80,6 +81,19 @@ def locked_by_another():
     return any(Path(".snakemake", "locks").glob("*"))
 
 
+def take_results_folder():
+    """The results folder's owner lock (phonetrain.results.owner), taken by an invocation
+    that executes jobs, before anything in the folder is moved or written, and held until
+    it ends; None when no job executes (a dry run, --list-*, a job's own sub-invocation).
+    A second workflow on the same folder stops here, naming the one that holds it."""
+    if not executes_jobs():
+        return None
+    try:
+        return owner.take(L)
+    except PhonetrainError as e:
+        sys.exit(f"phonetrain: {e}")
+
+
 def check_run_folders():
     """The check at workflow start (phonetrain.results.check, by sizes and row counts: no
     file is hashed): each measured run that must be measured again is moved aside into the
@@ -101,6 +115,7 @@ def check_run_folders():
         sys.exit(f"phonetrain: check of the run folders: {e}")
 
 
+OWNER_LOCK = take_results_folder()
 check_run_folders()
 EXPERIMENTS = SWEEP.experiments
 MEASURE = SWEEP.root["measure"]

@@ -8,7 +8,10 @@ as ``base_config``; a wrong key or type in a YAML file is an error naming the fi
 :func:`compose_sweep` turns the tree plus Hydra override strings into a :class:`Sweep`: the
 list of :class:`Experiment` records that the Snakefile and ``phonetrain run`` execute. Nothing
 non-deterministic (time, host name, random state) enters a composed config, so the same files
-and overrides always give the same configs and the same :func:`config_hash`.
+and overrides always give the same configs and the same :func:`config_hash`: an interpolation
+that may resolve differently on the next call is refused (:data:`DETERMINISTIC_RESOLVERS`,
+:data:`VOLATILE_ENV`). Composition runs in its own Hydra context, so it also works while the
+caller's Hydra is initialized.
 
 Errors: every defect raises :class:`ConfigError` whose message names the file (or the override)
 and the key, and says what to do.
@@ -17,7 +20,9 @@ and the key, and says what to do.
 from __future__ import annotations
 
 import math
+import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, get_type_hints
@@ -25,6 +30,8 @@ from typing import Any, Optional, Sequence, get_type_hints
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.singleton import Singleton
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
@@ -51,12 +58,12 @@ class ConfigError(PhonetrainError, ValueError):
 class ModelConfig:
     """A model of :data:`phonetrain.models.MODELS` and its training settings."""
 
-    name: str = MISSING
-    dataset: Optional[str] = None
+    name: str = MISSING                # = the file name; a key of phonetrain.models.MODELS
+    dataset: Optional[str] = None      # None: the sweep's dataset.name
     batch_size: int = 32
-    lr: float = 0.05
-    momentum: float = 0.0
-    weight_decay: float = 0.0
+    lr: float = 0.05                   # SGD step size, >= 0
+    momentum: float = 0.0              # SGD momentum, in [0, 1)
+    weight_decay: float = 0.0          # L2 factor, in [0, 1)
 
 
 @dataclass
@@ -112,7 +119,7 @@ class DatasetConfig:
     """The training data: name, number of distinct batches, optional folder."""
 
     name: str = "digits"
-    num_batches: int = 8
+    num_batches: int = 8               # must fit the host's memory (batches_bytes)
     path: Optional[str] = None
     allow_download: bool = False
 
@@ -151,7 +158,8 @@ class MeasureConfig:
     checkpoints: list[int] = field(default_factory=lambda: [0, 1, -2, -1])  # per-step checks
     eval_every: int = 0                # held-out loss/accuracy every this many measured its; 0 off
     ci_target: float = 0.05            # measure until the median's 95% CI is within +-this
-    max_iterations: int = 60           # ... at most this many measured iterations
+    max_iterations: int = 60           # ... at most this many measured iterations (follows a
+                                       # larger `iterations` unless set too: then refused)
     max_seconds: float = 1.5           # ... per process, deciding no more once measuring took this (s)
     max_other_cpu_share: float = 0.25  # a run without a calibration probe: unstable above this share
     max_probe_slowdown: float = 1.25   # unstable when the probe is this much slower than quiet; 0 off
@@ -211,6 +219,9 @@ MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "it
 POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
             ("measure", "gemm_max_launch_s"), ("measure", "tune_min_time_ms"),
             ("measure", "tune_max_launch_s")}
+# Optimizer factors that must stay below 1: momentum >= 1 makes SGD's velocity grow without
+# bound; weight_decay >= 1 removes (or flips) a weight's whole value in one step.
+BELOW_ONE = {("model", "momentum"), ("model", "weight_decay")}
 NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldown_s"),
                 ("measure", "cooldown_limit_s"), ("model", "momentum"),
                 ("model", "weight_decay"), ("measure", "ci_target"),
@@ -339,15 +350,102 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     return ConfigError(f"{which} on {conf_dir}: {_tidy(msg)}{hint}")
 
 
+# Resolvers whose value is a function of the config alone (OmegaConf's own); ``oc.env`` and
+# ``hydra`` are checked further (VOLATILE_ENV; the Hydra key's own value). Any other resolver
+# (``now``, a user's own) is refused: it may give another value on the next call.
+DETERMINISTIC_RESOLVERS = {"oc.select", "oc.decode", "oc.create", "oc.deprecated",
+                           "oc.dict.keys", "oc.dict.values", "oc.env", "hydra"}
+# Variables the shell itself changes from one command to the next.
+VOLATILE_ENV = {"PWD", "OLDPWD", "SHLVL", "_", "RANDOM", "SRANDOM", "SECONDS", "LINENO",
+                "EPOCHSECONDS", "EPOCHREALTIME", "BASHPID", "PPID"}
+# every resolver call, nested ones too (a lookahead, so matches may overlap): name, first arg
+_RESOLVER_RE = re.compile(r"(?=\$\{\s*([^${}:\s]+)\s*:\s*([^,}$]*))")
+
+
+def _volatile_reason(text: str, hydra_cfg: dict[str, Any], depth: int = 0) -> str | None:
+    """Why the interpolations in ``text`` may resolve differently on another call, or None.
+    ``hydra_cfg`` is the unresolved ``hydra`` node, which ``${hydra:key}`` reads."""
+    for name, arg in _RESOLVER_RE.findall(text):
+        arg = arg.strip().strip("'\"")
+        if name == "now":
+            return "the resolver 'now' gives the time of each call"
+        if name not in DETERMINISTIC_RESOLVERS:
+            return f"the resolver '{name}' is not known to give the same value on every call"
+        if name == "oc.env" and (arg in VOLATILE_ENV or not arg):
+            return (f"the environment variable {arg!r} changes from one command to the next"
+                    if arg else "the environment variable is named by another interpolation")
+        if name == "hydra":
+            node: Any = hydra_cfg
+            for part in arg.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            inner = _volatile_reason(str(node), hydra_cfg, depth + 1) if depth < 8 else None
+            if inner:
+                return f"Hydra's key 'hydra.{arg}' is {node!r}: {inner}"
+    return None
+
+
+def _raw_strings(node: Any, prefix: str = ""):
+    """(dotted key, value) of every string holding an interpolation in an unresolved dict."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) \
+        if isinstance(node, list) else ()
+    for k, v in items:
+        key = f"{prefix}{k}" if isinstance(k, str) else f"{prefix.rstrip('.')}[{k}]"
+        if isinstance(v, (dict, list)):
+            yield from _raw_strings(v, key + ".")
+        elif isinstance(v, str) and "${" in v:
+            yield key, v
+
+
+def _refuse_volatile(cfg: DictConfig, conf_dir: Path, choices: dict[str, str],
+                     overrides: Sequence[str]) -> None:
+    """Refuse a value whose interpolation may resolve differently on the next composition
+    (a time, a volatile variable): every invocation would see a changed config, plan its jobs
+    again and, in ``results_dir``, write into a new folder. Raises :class:`ConfigError`
+    naming the key and the file (or override) that set it."""
+    hydra_cfg = OmegaConf.to_container(cfg.hydra, resolve=False)
+    body = OmegaConf.to_container(cfg, resolve=False)
+    body.pop("hydra", None)  # type: ignore[union-attr]
+    for key, raw in _raw_strings(body):
+        why = _volatile_reason(raw, hydra_cfg)  # type: ignore[arg-type]
+        if why is None:
+            continue
+        group = key.split(".", 1)[0].split("[", 1)[0]
+        path = (_group_file(conf_dir, group, choices[group]) if group in choices
+                else conf_dir / "config.yaml")
+        raise ConfigError(f"{_source(path, key, overrides)}: key '{key}' is {raw!r}: {why}, "
+                          "so every invocation would see a changed config and rerun its jobs "
+                          "(a results_dir would change folder). Write a fixed value")
+
+
+@contextmanager
+def _private_hydra(conf_dir: Path):
+    """Hydra initialized on ``conf_dir`` for the block, whatever the caller had: the global
+    Hydra of a Hydra app or of a notebook's ``initialize_config_dir`` is set aside and the
+    same object, initialized as it was, is put back after."""
+    gh = GlobalHydra.instance()
+    held = gh.hydra
+    gh.clear()
+    try:
+        with initialize_config_dir(version_base=None, config_dir=str(conf_dir),
+                                   job_name="phonetrain"):
+            yield
+    finally:  # initialize_config_dir restores a copy of the cleared object: put back ours
+        Singleton._instances[GlobalHydra] = gh
+        gh.hydra = held
+
+
 def _compose(conf_dir: Path, overrides: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """Compose once; return the resolved config and the chosen option of each group."""
     try:
         cfg: DictConfig = compose(config_name="config", overrides=overrides,
                                   return_hydra_config=True)
         choices = {g: str(v) for g, v in cfg.hydra.runtime.choices.items() if "/" not in g}
+        _refuse_volatile(cfg, conf_dir, choices, overrides)
         with open_dict(cfg):
             del cfg["hydra"]
         return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True), choices  # type: ignore
+    except ConfigError:
+        raise
     except (HydraException, OmegaConfBaseException, ValueError) as e:
         raise _explain(e, conf_dir, overrides) from e
     except yaml.YAMLError as e:  # the message names the file, line and column
@@ -365,9 +463,11 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
                      overrides: Sequence[str] = ()) -> None:
     path = _group_file(conf_dir, group, name)
     src = lambda key: _source(path, f"{group}.{key}", overrides)  # noqa: E731
-    if node.get("name") != name and group != "model":
+    if node.get("name") != name:
+        what = (" (the model of phonetrain.models the file trains, which the workflow looks up "
+                "by the file name)" if group == "model" else "")
         raise ConfigError(f"{path}: key 'name' is {node.get('name')!r}; it must equal the "
-                          f"file name {name!r}")
+                          f"file name {name!r}{what}: rename the file or fix key 'name'")
     if not NAME_RE.match(name):
         raise ConfigError(f"{path}: name {name!r} may use only letters, digits, '_' and '-'")
     for (g, key), allowed in CHOICES.items():
@@ -410,6 +510,10 @@ def _check_signs(path: Path, group: str, node: dict[str, Any], prefix: str,
             bound = "> 0" if (g, key) in POSITIVE else ">= 0"
             raise ConfigError(f"{_source(path, f'{group}.{key}', overrides)}: key "
                               f"'{prefix}{key}' is {node[key]}; it must be {bound}")
+        if (g, key) in BELOW_ONE and node[key] >= 1:
+            raise ConfigError(f"{_source(path, f'{group}.{key}', overrides)}: key "
+                              f"'{prefix}{key}' is {node[key]}; it must be in [0, 1) (at 1 "
+                              f"or above SGD diverges), e.g. {'0.9' if key == 'momentum' else '1e-4'}")
 
 
 def _check_dataset_fits(conf_dir: Path, root: dict[str, Any], model: str,
@@ -443,6 +547,46 @@ def _check_dataset_source(conf_dir: Path, root: dict[str, Any], datasets: list[s
             raise ConfigError(f"{where}: key 'dataset.path': {e}") from None
 
 
+def available_memory_bytes() -> int:
+    """Memory this host can give a new process without swapping, in bytes: ``MemAvailable``
+    of ``/proc/meminfo`` (Linux), else the free physical pages (``os.sysconf``)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def batches_bytes(input_shape: Sequence[int], batch_size: int, num_batches: int) -> int:
+    """Host memory, in bytes, that writing a model's batch files takes: float32 images and
+    int32 labels held about three times at once (the sampled array, its bytes and their
+    hashed concatenation in :func:`phonetrain.data.write_batches`), plus the int64 sample
+    order."""
+    samples = batch_size * num_batches
+    return samples * (3 * (4 * math.prod(input_shape) + 4) + 8)
+
+
+def _check_batches_fit(conf_dir: Path, root: dict[str, Any],
+                       models: dict[str, dict[str, Any]], overrides: Sequence[str]) -> None:
+    """``dataset.num_batches`` of every model and batch size of the study fits in the memory
+    this host has available (:func:`batches_bytes` vs :func:`available_memory_bytes`)."""
+    n = root["dataset"]["num_batches"]
+    batches = list((root.get("sweep") or {}).get("batches") or [])
+    need, who = max((batches_bytes(MODELS[m["name"]].input_shape, b, n), (name, b))
+                    for name, m in models.items() if m["name"] in MODELS
+                    for b in (batches or [m["batch_size"]]))
+    have = available_memory_bytes()
+    if need > have:
+        where = _source(_group_file(conf_dir, "dataset", root["dataset"]["name"]),
+                        "dataset.num_batches", overrides)
+        raise ConfigError(f"{where}: key 'dataset.num_batches' is {n}: the batch files of "
+                          f"model {who[0]} at batch size {who[1]} need {need} bytes of host "
+                          f"memory to write, more than the {have} bytes available; lower "
+                          f"dataset.num_batches to {max(1, n * have // need)} or less")
+
+
 def _check_model_name(path: Path, name: str) -> None:
     if name not in MODELS:
         raise ConfigError(f"{path}: key 'name' is {name!r}, not a model of phonetrain.models "
@@ -459,9 +603,7 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
     _check_signs(path, "measure", root["measure"], "measure.", overrides)
     ms = root["measure"]
     if ms["max_iterations"] < ms["iterations"]:
-        raise ConfigError(f"{src('measure.max_iterations')}: key 'measure.max_iterations' is "
-                          f"{ms['max_iterations']}, below measure.iterations {ms['iterations']}; "
-                          "raise it")
+        _raise_iteration_cap(conf_dir, ms, overrides)
     total = ms["warmup"] + ms["iterations"]
     never = [c for c in ms["checkpoints"] if c >= total or c < -total]
     if ms["checkpoints"] and len(never) == len(ms["checkpoints"]):
@@ -511,6 +653,21 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
         raise ConfigError(f"{_source(spath, 'sweep.batches', overrides)}: key 'sweep.batches' is "
                           f"{batches}; list distinct batch sizes >= 1 (e.g. "
                           "'sweep.batches=[8,16,32]'), or [] for each model's model.batch_size")
+
+
+def _raise_iteration_cap(conf_dir: Path, ms: dict[str, Any], overrides: Sequence[str]) -> None:
+    """``measure.iterations`` above ``measure.max_iterations``: the cap follows (is set to
+    ``iterations``) unless the cap was set too, by an override or in ``config.yaml``; then
+    both were asked for and :class:`ConfigError` names the two keys."""
+    path = conf_dir / "config.yaml"
+    in_file = "max_iterations" in ((yaml.safe_load(path.read_text()) or {}).get("measure") or {})
+    if in_file or any(_override_key(o) == "measure.max_iterations" for o in overrides):
+        raise ConfigError(f"{_source(path, 'measure.max_iterations', overrides)}: key "
+                          f"'measure.max_iterations' is {ms['max_iterations']}, below "
+                          f"measure.iterations {ms['iterations']}: set measure.max_iterations "
+                          f"to {ms['iterations']} or more, or drop it (it then follows "
+                          "measure.iterations)")
+    ms["max_iterations"] = ms["iterations"]
 
 
 def _override_key(override: str) -> str:
@@ -571,8 +728,7 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
     if not (conf_dir / "config.yaml").is_file():
         raise ConfigError(f"{conf_dir / 'config.yaml'} does not exist: run from the repository "
                           "root or pass the conf folder")
-    with initialize_config_dir(version_base=None, config_dir=str(conf_dir),
-                               job_name="phonetrain"):
+    with _private_hydra(conf_dir):
         root, _ = _compose(conf_dir, overrides)
         _validate_root(conf_dir, root, overrides)
         members: dict[str, dict[str, dict[str, Any]]] = {}
@@ -592,6 +748,7 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
                 members[axis][name] = cfg[axis]
     _check_dataset_source(conf_dir, root, [m.get("dataset") or root["dataset"]["name"]
                                            for m in members["model"].values()], overrides)
+    _check_batches_fit(conf_dir, root, members["model"], overrides)
     return Sweep(root=root, members=members, experiments=_cross(root, members))
 
 
@@ -602,8 +759,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     overrides = normalize_overrides(overrides)
     _check_override_keys(overrides, axes_refused=False)
     conf_dir = Path(conf_dir).resolve()
-    with initialize_config_dir(version_base=None, config_dir=str(conf_dir),
-                               job_name="phonetrain"):
+    with _private_hydra(conf_dir):
         root, choices = _compose(conf_dir, overrides)
     _validate_root(conf_dir, root, overrides)
     for axis in AXES:
@@ -612,6 +768,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     _check_dataset_source(conf_dir, root, [root["model"].get("dataset") or
                                            root["dataset"]["name"]], overrides)
     members = {axis: {choices[axis]: root[axis]} for axis in AXES}
+    _check_batches_fit(conf_dir, root, members["model"], overrides)
     root["sweep"] = {"name": "single", **{a + "s": list(members[a]) for a in AXES}}
     exps = _cross(root, members)
     return Sweep(root=root, members=members, experiments=exps), exps[0]

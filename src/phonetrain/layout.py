@@ -29,6 +29,8 @@ Results folder (``results_dir``, default ``results/``)::
     logs/<stage>/<...>.log
     stage/<device>/                             staging root of a ``local`` device
     oneoff/                                     what one-off runs (``phonetrain run``) make
+    owner.lock, owner.json                      the lock of the workflow writing here and
+                                                its holder (phonetrain.results.owner)
     quarantine/<UTC time>/<path>                outputs the check moved aside (+ <path>.why.json)
                                                 for themselves: build/, data/, plans/, deploy/,
                                                 logs/ as above (their run folders are runs/)
@@ -194,6 +196,14 @@ class Layout:
 
     def summary_complete(self) -> str:
         return self._p("summary", COMPLETE)
+
+    def owner_lock(self) -> str:
+        """The lock a workflow executing jobs here holds (phonetrain.results.owner)."""
+        return self._p("owner.lock")
+
+    def owner_note(self) -> str:
+        """Who holds (or last held) :meth:`owner_lock`: pid, host, working folder, start."""
+        return self._p("owner.json")
 
     def history_ledger(self) -> str:
         """Every measurement the study has aggregated (phonetrain.results.history); read

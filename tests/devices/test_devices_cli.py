@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -127,3 +128,23 @@ def test_devices_write_names_two_phones_of_one_model_apart(adb_server, tmp_path)
     finally:
         disconnect_vdev(adb_server, a)
         disconnect_vdev(adb_server, b)
+
+
+def test_devices_write_records_the_port_of_the_environment(adb_server, tmp_path, monkeypatch):
+    """Under ANDROID_ADB_SERVER_PORT (set by the adb_server fixture, no --adb-port) the
+    written config names that port, so it reaches the phone without the variable."""
+    conf = tmp_path / "conf"
+    (conf / "device").mkdir(parents=True)
+    vd = connect_vdev(adb_server, tmp_path / "dev", props={"ro.product.model": "Envport 1"})
+    try:
+        assert os.environ["ANDROID_ADB_SERVER_PORT"] == str(adb_server.port)
+        res = CliRunner().invoke(main, ["devices", "--write", "--conf", str(conf),
+                                        "--build-dir", str(tmp_path / "build")])
+        assert res.exit_code == 0, res.output
+        cfg = yaml.safe_load((conf / "device/envport_1.yaml").read_text())
+        assert cfg["adb_port"] == adb_server.port, cfg
+    finally:
+        disconnect_vdev(adb_server, vd)
+    monkeypatch.delenv("ANDROID_ADB_SERVER_PORT")
+    from phonetrain.cli.devices import written_port
+    assert written_port(None) is None and written_port(15201) == 15201

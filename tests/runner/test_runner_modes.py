@@ -95,3 +95,16 @@ def test_phonetrain_info_lists_pocl_as_json_and_as_text(runner, pocl, monkeypatc
     res = CliRunner().invoke(cli_main, ["info"])
     assert res.exit_code == 0, res.output
     assert "Portable Computing Language" in res.output and "timer" in res.output
+
+
+def test_phonetrain_info_with_an_unloadable_cl_lib_fails(runner, tmp_path, monkeypatch):
+    monkeypatch.setattr(toolchains, "host_runner", lambda cc="cc": runner)
+    res = CliRunner().invoke(cli_main, ["info", "--cl-lib", str(tmp_path / "nonexistent")])
+    assert res.exit_code != 0 and "no such file" in res.output, res.output
+    assert str(tmp_path / "nonexistent") in res.output
+    bad = tmp_path / "libNotOpenCL.so"
+    bad.write_text("not a shared object\n")  # exists, but dlopen refuses it: the runner says
+    res = CliRunner().invoke(cli_main, ["info", "--cl-lib", str(bad)])
+    assert res.exit_code != 0 and "could not load it" in res.output, res.output
+    res = CliRunner().invoke(cli_main, ["info", "--cl-lib", "libNoSuchOpenCL.so.9"])
+    assert res.exit_code != 0 and "libNoSuchOpenCL.so.9" in res.output, res.output

@@ -4,6 +4,7 @@ too), moving each finding aside so that the next ``snakemake all`` re-measures i
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -40,6 +41,19 @@ def study_runs(overrides: tuple[str, ...], conf_dir: str | None, results: str | 
         raise click.ClickException(str(e)) from None
 
 
+@contextmanager
+def owning(L):
+    """The results folder ``L.root`` owned by this command for the block
+    (:func:`phonetrain.results.owner.take`): nothing is moved under a running workflow.
+    Raises :class:`phonetrain.results.owner.ResultsFolderBusy` naming the holder."""
+    from phonetrain.results import owner
+    lock = owner.take(L)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 @click.command("check", context_settings={"ignore_unknown_options": True})
 @OVERRIDES
 @CONF
@@ -65,8 +79,9 @@ def check_command(overrides: tuple[str, ...], conf_dir: str | None, results: str
         click.echo(f"{len(found) or 'nothing'} to move aside (dry run: nothing moved)", err=True)
         return
     try:
-        for f, dest in quarantine(found, L):
-            click.echo(f"moved aside {f.path} -> {dest}: {f.why}")
+        with owning(L):
+            for f, dest in quarantine(found, L):
+                click.echo(f"moved aside {f.path} -> {dest}: {f.why}")
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"{len(found) or 'nothing'} moved aside; the next snakemake all measures "

@@ -6,6 +6,7 @@ Registered on the main group in :mod:`phonetrain.cli`; the work lives in
 
 from __future__ import annotations
 
+import os
 import signal
 import tempfile
 import threading
@@ -51,8 +52,16 @@ def devices(write: bool, conf_dir: Path, adb_host: str, adb_port: int | None,
         if r.hint:
             click.echo(f"  -> {r.hint}")
     if write:
-        _write_configs(rows, conf_dir, adb_host, adb_port, dict(n.split("=", 1) for n in names),
-                       build_dir)
+        _write_configs(rows, conf_dir, adb_host, written_port(adb_port),
+                       dict(n.split("=", 1) for n in names), build_dir)
+
+
+def written_port(adb_port: int | None) -> int | None:
+    """The ``adb_port`` a written config gets: the port this command talked to when
+    ``--adb-port`` or ``$ANDROID_ADB_SERVER_PORT`` chose it (so the config does not depend on
+    the variable being set again), else None (the default local server, 5037)."""
+    env = os.environ.get("ANDROID_ADB_SERVER_PORT", "").strip()
+    return adb_port or (int(env) if env.isdigit() else None)
 
 
 def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None:

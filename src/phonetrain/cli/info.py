@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -14,6 +15,10 @@ TABLE_COLUMNS = {
     "local_mem_bytes": "local_mem_kib", "max_work_group_size": "max_wg", "fp16": "fp16",
     "fp64": "fp64", "timer_resolution_ns": "timer_ns",
 }
+
+CL_LIB_HINT = ("give the path of an OpenCL ICD loader or driver library (e.g. "
+               "/usr/lib/x86_64-linux-gnu/libOpenCL.so.1), or leave --cl-lib out to search "
+               "the default list")
 
 
 def format_info(doc: dict) -> str:
@@ -38,11 +43,18 @@ def format_info(doc: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the runner's JSON document.")
 @click.option("--cl-lib", default=None, help="Explicit OpenCL library path (default: search list).")
 def info_command(as_json: bool, cl_lib: str | None) -> None:
-    """Show this host's OpenCL platforms and devices (every platform) and CPU facts."""
+    """Show this host's OpenCL platforms and devices (every platform) and CPU facts.
+    Exits non-zero when ``--cl-lib`` names a library the runner cannot load."""
     from phonetrain.devices.toolchains import host_runner
     from phonetrain.runner import info
+    if cl_lib and "/" in cl_lib and not Path(cl_lib).is_file():
+        raise click.ClickException(f"--cl-lib {cl_lib}: no such file; {CL_LIB_HINT}")
     try:
         doc = info(host_runner(), cl_lib=cl_lib)
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
+    if cl_lib and not doc["runner"].get("opencl_library"):
+        raise click.ClickException(f"--cl-lib {cl_lib}: the runner could not load it "
+                                   f"({doc.get('opencl_error') or 'no reason given'}); "
+                                   f"{CL_LIB_HINT}")
     click.echo(json.dumps(doc, indent=1) if as_json else format_info(doc))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from phonetrain.cli.check import study_runs
+from phonetrain.cli.check import owning, study_runs
 from phonetrain.cli.study import CONF, OVERRIDES, RESULTS
 from phonetrain.errors import PhonetrainError
 
@@ -59,6 +59,31 @@ def planned_jobs(overrides: list[str], conf_dir: str | None) -> list[tuple[str, 
     return parse_dry_run(p.stdout)
 
 
+def damaged_tables(L) -> list[str]:
+    """One line per file of the results folder ``L`` (a :class:`phonetrain.layout.Layout`)
+    that the aggregate or report stage would stop on: a summary Parquet file, or the history
+    ledger, that exists but is not a readable table of its schema
+    (:func:`phonetrain.results.schema.read_table`); each line says what to do."""
+    from phonetrain.results import schema
+    from phonetrain.results.aggregate import read_ledger
+    lines = []
+    for t in schema.TABLES:
+        p = Path(L.summary(t))
+        if p.exists():
+            try:
+                schema.read_table(p, t)
+            except schema.SchemaError as e:
+                lines.append(f"damaged {p}: {e.message}; the report stage stops on it and "
+                             "snakemake all does not rewrite it while its inputs are unchanged: "
+                             "delete it, and the next snakemake all aggregates again")
+    try:
+        read_ledger(L.history_ledger())
+    except schema.SchemaError as e:
+        lines.append(f"damaged {L.history_ledger()}: {e.message}; the next aggregation stops on "
+                     f"it: {e.hint}")
+    return lines
+
+
 @click.command("stale", context_settings={"ignore_unknown_options": True})
 @OVERRIDES
 @CONF
@@ -77,6 +102,9 @@ def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
     found = findings(run_params, L, hashes=False)
     for f in found:
         click.echo(f"move aside {f.path}: {f.why}")
+    damaged = damaged_tables(L)
+    for line in damaged:
+        click.echo(line)
     at_start = {f.path for f in found}
     for f in findings(run_params, L):
         if f.path not in at_start:  # content that only SHA-256 tells apart
@@ -87,7 +115,8 @@ def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
     for rule, output, why in jobs:
         click.echo(f"{rule} {output}: {why}")
     click.echo(f"{len(found)} to move aside and re-measure, {len(jobs)} jobs planned "
-               "(those moved aside are planned once moved)", err=True)
+               "(those moved aside are planned once moved)"
+               + (f", {len(damaged)} damaged tables (listed above)" if damaged else ""), err=True)
 
 
 @click.command("refresh")
@@ -137,9 +166,11 @@ def refresh_command(runs: tuple[str, ...], unstable: bool, results: str | None) 
             click.echo(f"{L.root}: no unstable run, nothing moved", err=True)
             return
     stamp = utc_stamp()
-    for rid, rdir, why in dirs:
-        try:
-            dest = move_aside(rdir, why, L, stamp)
-        except PhonetrainError as e:
-            raise click.ClickException(str(e)) from None
-        click.echo(f"{rid}: moved aside to {dest}; the next snakemake all measures it again")
+    try:
+        with owning(L):
+            for rid, rdir, why in dirs:
+                dest = move_aside(rdir, why, L, stamp)
+                click.echo(f"{rid}: moved aside to {dest}; the next snakemake all measures "
+                           "it again")
+    except PhonetrainError as e:
+        raise click.ClickException(str(e)) from None

@@ -4,6 +4,7 @@ project revision a measurement came from (:data:`phonetrain.results.schema.PROVE
 from __future__ import annotations
 
 import functools
+import hashlib
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,18 +26,58 @@ def device_fingerprint(device: Any) -> str | None:
     return short_hash({k: device.get(k) for k in keys})
 
 
+PACKAGE = Path(__file__).resolve().parents[1]  # src/phonetrain (or an installed copy)
+# The project's root when the package sits in a source tree (<root>/src/phonetrain), else None.
+PROJECT_ROOT = PACKAGE.parents[1] if PACKAGE.parent.name == "src" else None
+NOT_GIT = "not a git checkout"
+
+
+def _git(root: Path, *args: str) -> str:
+    """stdout of ``git -C root ARGS``; raises OSError / CalledProcessError."""
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _source_files(root: Path | None, package: Path) -> list[Path]:
+    """What the project's measurements are made from: the package's Python and templates,
+    and in a source tree the runner, kernels, workflow and config tree."""
+    files = [p for p in package.rglob("*") if p.suffix in (".py", ".j2")]
+    if root is not None:
+        for pattern in ("src/runner/*.[ch]", "src/kernels/**/*", "rules/*.smk", "Snakefile",
+                        "conf/**/*.yaml"):
+            files += root.glob(pattern)
+    return sorted({p for p in files if p.is_file() and "__pycache__" not in p.parts})
+
+
+def sources_hash(root: Path | None = PROJECT_ROOT, package: Path = PACKAGE) -> str:
+    """16 hex digits of SHA-256 over the relative path and bytes of each of
+    :func:`_source_files`."""
+    h = hashlib.sha256()
+    base = root if root is not None else package
+    for p in _source_files(root, package):
+        h.update(str(p.relative_to(base) if p.is_relative_to(base) else p.name).encode())
+        h.update(b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 @functools.lru_cache(maxsize=4)
-def git_rev(repo: Path | None = None) -> str:
-    """``git rev-parse --short HEAD`` plus ``-dirty`` when tracked files differ; ``unknown``
-    outside a git checkout."""
-    cwd = repo or Path(__file__).resolve().parent
+def git_rev(root: Path | None = PROJECT_ROOT, package: Path = PACKAGE) -> str:
+    """The project's revision: ``git rev-parse --short=12 HEAD`` plus ``-dirty`` when tracked
+    files of the project differ, when the project root ``root`` is the top of its git work
+    tree or the package's files are tracked by the enclosing one (a project kept inside a
+    larger repository); otherwise (no git, or a copy without its ``.git`` lying inside
+    another repository, whose commit says nothing of it) ``not a git checkout, sources
+    <hash>`` (:func:`sources_hash`)."""
+    where = root if root is not None else package
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, check=True,
-                             capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=cwd, capture_output=True, text=True).stdout.strip()
+        top = Path(_git(where, "rev-parse", "--show-toplevel")).resolve()
+        own = root is not None and top == root.resolve()
+        if not own:  # the enclosing repository must track the package itself
+            _git(where, "ls-files", "--error-unmatch", "--", str(package / "__init__.py"))
+        rev = _git(where, "rev-parse", "--short=12", "HEAD")
+        dirty = _git(where, "status", "--porcelain", "--untracked-files=no", "--", str(where))
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return f"{NOT_GIT}, sources {sources_hash(root, package)}"
     return rev + ("-dirty" if dirty else "")
 
 

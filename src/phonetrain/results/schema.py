@@ -15,7 +15,9 @@ Units are in column names: ``_ms`` milliseconds, ``_ns`` nanoseconds, ``_bytes``
 carries the provenance columns :data:`PROVENANCE`: ``config_hash`` (the composed experiment
 config), ``kernel_hash`` (the kernel version's resolved sources; null where no kernel is
 involved), ``runner_hash`` (the runner's sources), ``device_fingerprint`` (the device's
-identity and driver), ``git_rev`` (the project revision, ``-dirty`` when the tree had edits).
+identity and driver), ``git_rev`` (the project revision, ``-dirty`` when the tree had edits;
+``not a git checkout, sources <hash>`` outside the project's own git tree:
+:func:`phonetrain.results.provenance.git_rev`).
 
 :func:`conform` enforces a schema on a pandas DataFrame (missing or extra columns, nulls in a
 non-nullable column and uncastable values raise :class:`SchemaError` naming the table and
