@@ -28,7 +28,7 @@ from typing import Any
 
 from phonetrain.devices.base import (CommandResult, TransportError, TransportTimeout,
                                      check_outputs)
-from phonetrain.io import sha256_file
+from phonetrain.io import make_temp_dir, sha256_file
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ class LocalTransport:
         check_outputs(src, expect, self.name)
         local = Path(local)
         local.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=local.parent, prefix=f".{local.name}.pull-"))
+        tmp = make_temp_dir(local.parent, f".{local.name}.pull-")
         try:
             shutil.copytree(src, tmp, dirs_exist_ok=True)
             if local.exists():

@@ -26,7 +26,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from typing import Any
 from phonetrain import data as datasets
 from phonetrain import layout, reference
 from phonetrain.errors import StageError
-from phonetrain.io import read_json, sha256_file, write_json, write_text
+from phonetrain.io import make_temp_dir, read_json, sha256_file, write_json, write_text
 from phonetrain.lowering import LowerSpec, write_plan_dir
 from phonetrain.plan import Plan
 from phonetrain.results import stats
@@ -140,7 +139,7 @@ def train(job: Job) -> Path:
     manifest = read_json(job.input.manifest)
     r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s,
                           progress=job.runtime.progress)
-    tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=".train-"))
+    tmp = make_temp_dir(rdir, ".train-")
     try:
         with r.lock():
             for rep in range(ms.repeats):
