@@ -177,10 +177,22 @@ def which_cc(cc: str = "cc") -> str | None:
 def host_runner(cc: str = "cc") -> Path:
     """The runner built for this host in the user cache (``$PHONETRAIN_CACHE`` or
     ``$XDG_CACHE_HOME/phonetrain``, default ``~/.cache/phonetrain``), for commands run outside
-    the workflow (``phonetrain info``)."""
-    base = os.environ.get("PHONETRAIN_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phonetrain"
-    return build_runner(Path(base) / "runner", cc=cc)
+    the workflow (``phonetrain info``). Raises :class:`ToolchainError` naming that folder
+    when it cannot be created or written."""
+    base = Path(os.environ.get("PHONETRAIN_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phonetrain")
+    try:
+        (base / "runner").mkdir(parents=True, exist_ok=True)
+        writable = os.access(base / "runner", os.W_OK | os.X_OK)
+        why = "not writable"
+    except OSError as e:
+        writable, why = False, e.strerror or str(e)
+    if not writable:
+        raise ToolchainError(f"phonetrain's cache folder {base / 'runner'} cannot be used "
+                             f"({why}): the runner for this host is built there",
+                             "set PHONETRAIN_CACHE (or XDG_CACHE_HOME, or HOME) to a folder "
+                             "you can write to")
+    return build_runner(base / "runner", cc=cc)
 
 
 def build_runner_for(device_cfg, build_dir: Path) -> Path:
