@@ -145,6 +145,20 @@ def test_compile_error_reaches_the_build_log_and_terminal_and_tuning_waits(
     assert "no candidate passed" not in msg
     for m in ("mlp_16_16", "mlp_784_256_128_16"):
         assert (ws / "results" / "runs" / "host" / f"{m}.opencl.baseline" / "run.json").exists()
+    # the partial report's line: where it is and how many runs are usable
+    assert re.search(r"phonetrain: partial report: results/report/report\.html \(and "
+                     r"results/report/report\.md\); 6 runs: 4 ok \(verified: usable\), "
+                     r"0 unstable .*, 0 wrong .*, 2 failed \(missing\)", msg), msg[-3000:]
+
+
+def test_end_of_study_says_where_the_report_is(completed_workspace: Path, tmp_path: Path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
+    (ws / "results" / "report" / "report.html").unlink()      # the report job runs again
+    p = snakemake(ws, "all")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert ("phonetrain: report: results/report/report.html (and results/report/report.md); "
+            "4 runs: 4 ok (verified: usable), 0 unstable (kept out of guidelines), 0 wrong "
+            "(failed verification), 0 failed (missing)") in p.stderr, p.stderr[-3000:]
 
 
 def test_phonetrain_run_writes_what_the_workflow_writes(completed_workspace: Path, tmp_path: Path):

@@ -41,8 +41,9 @@ def info_command(as_json: bool, cl_lib: str | None) -> None:
     """Show this host's OpenCL platforms and devices (every platform) and CPU facts."""
     from phonetrain.devices.toolchains import host_runner
     from phonetrain.runner import info
+    say = lambda line: click.echo(f"phonetrain info: {line}", err=True)  # noqa: E731
     try:
-        doc = info(host_runner(), cl_lib=cl_lib)
+        doc = info(host_runner(announce=say), cl_lib=cl_lib)
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
     click.echo(json.dumps(doc, indent=1) if as_json else format_info(doc))

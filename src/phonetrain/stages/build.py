@@ -49,7 +49,8 @@ def build_runner(job: Job) -> Path:
 def build_kernels(job: Job) -> dict:
     """Compile one kernel version on one device; write ``output.build`` (build.json: per
     program build time, log, binary size) and ``params.json`` beside it. A compile error
-    raises :class:`StageError` with the compiler log (no build.json)."""
+    raises :class:`StageError` with the compiler's messages located in the kernel sources
+    (:func:`compile_error`), which the job's log then holds (no build.json)."""
     s = job.spec(KernelSpec)
     dev, version = s.device_config, s.kernel
     out = Path(job.output.build)
@@ -95,7 +96,7 @@ def compile_error(e: KernelBuildError, staged: Path) -> tuple[str, str]:
 
 
 def _source_name(staged_file: Path) -> str:
-    """The name the first ``#line`` directive of a staged file gives its own source (the
+    """The name the last ``#line`` directive of a staged file gives its own source (the
     version's file, after ``common.cl``), else the staged file's name."""
     names = [f for f, _ in line_table(staged_file.read_text()) if f]
     return names[-1] if names else staged_file.name
