@@ -80,7 +80,9 @@ class NoDataFigure(type(Path())):
 def _no_data(path: Path, dpi: int, what: str) -> NoDataFigure:
     """Write a figure that says ``no data: <what>`` to ``path``; return ``path`` as a
     :class:`NoDataFigure` carrying ``what`` on one line."""
-    fig, ax = plt.subplots(figsize=(6, 1.5))
+    fig, ax = plt.subplots(figsize=(8, 1.5))
+    ax.set_xticks([])      # no hidden tick labels for a long line to cover
+    ax.set_yticks([])
     ax.axis("off")
     ax.text(0.5, 0.5, f"no data: {what}", ha="center", va="center")
     out = NoDataFigure(_save(fig, path, dpi))
