@@ -27,5 +27,9 @@ rule all:
         REPORT_FILES,
 
 
+onsuccess:
+    end_of_study()
+
+
 onerror:
     partial_report()

@@ -245,6 +245,20 @@ def report_now(complete=None):
     report_study(L, SWEEP.root["report"], facts(SWEEP), complete)
 
 
+def study_outcome(L, partial=False):
+    """The line that ends a study: where the report is, how many runs are usable."""
+    from phonetrain.stages.aggregate import study_outcome as outcome  # pandas: only here
+
+    return outcome(L, partial)
+
+
+def end_of_study():
+    """On a successful workflow that executed jobs: the report's place and the run counts
+    (nothing when the target did not include the summary)."""
+    if Path(L.summary("runs")).is_file():
+        print(study_outcome(L), file=sys.stderr)
+
+
 def partial_report():
     """On a failed workflow (e.g. a kernel that does not compile, under --keep-going): write
     the summary and report from what exists, each missing run marked failed. The COMPLETE
@@ -255,8 +269,7 @@ def partial_report():
     try:
         aggregate_now()
         report_now()
-        print(f"phonetrain: partial report written to {L.report_dir()} (missing runs are "
-              "marked)", file=sys.stderr)
+        print(f"{study_outcome(L, partial=True)} (missing runs are marked)", file=sys.stderr)
     except Exception as e:  # the workflow already failed; say why the report could not follow
         print(f"phonetrain: no partial report: {e}", file=sys.stderr)
 

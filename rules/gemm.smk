@@ -33,6 +33,7 @@ rule tune:
     input:
         runner=L.runner("{device}"),
         sources=kernel_sources,
+        build=L.kernel_build("{device}", "{kernel}"),  # tune only what compiles
     output:
         tuning=L.tuning("{device}", "{kernel}", "{cls}"),
     wildcard_constraints:
@@ -51,6 +52,7 @@ rule tune_squares:
     input:
         runner=L.runner("{device}"),
         sources=kernel_sources,
+        build=L.kernel_build("{device}", "{kernel}"),  # tune only what compiles
     output:
         tuning=L.tuning("{device}", "{kernel}", tuning.SQUARES),
     params:

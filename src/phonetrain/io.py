@@ -3,6 +3,11 @@
 Every file phonetrain writes goes through a temporary file in the same folder and a rename
 (POSIX ``rename(2)`` is atomic within a file system), so a crash or Ctrl-C never leaves a
 partial file under the final name: a reader sees the old file or the new one.
+
+``tempfile`` creates its files 0600 and its folders 0700 whatever the umask; every file and
+folder published here gets the mode a plain ``open``/``mkdir`` would have given it instead
+(0666 / 0777 less the process umask: 0644 / 0755 under umask 022), the mode of the figures
+matplotlib writes: :func:`publish` and :func:`make_temp_dir` are the one place that sets it.
 """
 
 from __future__ import annotations
@@ -17,15 +22,58 @@ from typing import Any
 from phonetrain.errors import ResultsFileError
 
 
+def umask() -> int:
+    """The process's umask, read from ``/proc/self/status`` (Linux 4.7+) without changing
+    it; elsewhere set and restored at once with :func:`os.umask`."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def file_mode() -> int:
+    """The mode a new plain file gets: 0o666 less the umask (0o644 under umask 022)."""
+    return 0o666 & ~umask()
+
+
+def dir_mode() -> int:
+    """The mode a new folder gets: 0o777 less the umask (0o755 under umask 022)."""
+    return 0o777 & ~umask()
+
+
+def publish(tmp: str | Path, path: str | Path) -> Path:
+    """Give the temporary file or folder ``tmp`` the umask's mode (:func:`file_mode`,
+    :func:`dir_mode`) and rename it to ``path`` (atomic on one file system); returns
+    ``path``."""
+    os.chmod(tmp, dir_mode() if Path(tmp).is_dir() else file_mode())
+    os.replace(tmp, path)
+    return Path(path)
+
+
+def make_temp_dir(parent: str | Path, prefix: str) -> Path:
+    """A new, uniquely named folder in ``parent`` (created) with the umask's mode rather
+    than :func:`tempfile.mkdtemp`'s 0700, for a folder that is renamed into place."""
+    Path(parent).mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
+    os.chmod(tmp, dir_mode())
+    return tmp
+
+
 def write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (parents created); returns the path."""
+    """Write ``data`` to ``path`` atomically (parents created) with the umask's mode
+    (:func:`file_mode`); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -80,7 +80,9 @@ def test_tuner_picks_the_best_correct_candidate(runner, pocl):
 
 
 def test_tuner_fails_when_nothing_is_correct(runner, pocl):
-    with pytest.raises(tuning.TuningError, match="no candidate passed"):
+    # the message says why each candidate failed (here: its error), not "see the trials"
+    with pytest.raises(tuning.TuningError,
+                       match=r"no candidate passed .*: \d+ of \d+ candidate\(s\): error: "):
         tuning.tune(_regblock_with_space(SPACE[2:]), SHAPES[:1], _local_run_spec(runner, pocl),
                     source=str(KERNELS_ROOT / "regblock" / "gemm.cl"), min_time_ms=1,
                     repeats=1)

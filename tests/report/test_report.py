@@ -44,12 +44,17 @@ def test_every_section_and_figure_present(built):
     md = paths["md"].read_text()
     for sid in build.SECTIONS:
         _section(html, sid)
+    drawn = 0
     for name in build.FIGURES:
         png = paths[name]
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f'id="fig-{name}"' in html
-        assert f"](figures/{png.name})" in md
-    assert html.count('src="data:image/png;base64,') == len(build.FIGURES)
+        if getattr(png, "what", ""):    # no data: one line instead of the picture
+            assert f"](figures/{png.name})" not in md and f"no data: {png.what}" in md
+            continue
+        drawn += 1
+        assert png.stat().st_size > 5000 and f"](figures/{png.name})" in md
+    assert drawn >= 5 and html.count('src="data:image/png;base64,') == drawn
     for heading in ("## Guidelines", "## Figures", "## Runs", "## Missing runs",
                     "## Runs that failed verification", "## Kernel builds", "## Bandwidth"):
         assert heading in md

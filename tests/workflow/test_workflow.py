@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -121,6 +123,52 @@ def test_kernel_that_does_not_compile_fails_only_its_jobs(completed_workspace: P
     assert (runs.loc[[f"host/{i}" for i in IDS], "status"] == "ok").all()
     md = (R / "report" / "report.md").read_text()
     assert "mlp_16_16.opencl.broken" in md
+
+
+def test_compile_error_reaches_the_build_log_and_terminal_and_tuning_waits(
+        completed_workspace: Path, tmp_path: Path):
+    """A tunable version whose gemm.cl does not compile: the compiler's message, located in
+    the kernel source (not a staged or temporary file), is on the terminal and in the build
+    job's log, which the message names; no tune job runs for it; other versions' jobs run."""
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
+    kdir = ws / "src" / "kernels" / "broken_tiled"
+    shutil.copytree(ws / "src" / "kernels" / "tiled", kdir)
+    lines = (kdir / "gemm.cl").read_text().splitlines(keepends=True)
+    bad = next(i for i, ln in enumerate(lines) if ln.startswith("inline void gemm_tiled"))
+    lines.insert(bad, "this is broken;\n")
+    (kdir / "gemm.cl").write_text("".join(lines))
+    (ws / "conf" / "kernel" / "broken_tiled.yaml").write_text("name: broken_tiled\n")
+    p = snakemake(ws, "all", "--keep-going",
+                  overrides=TINY + ["sweep.kernels=[baseline,broken_tiled]"])
+    msg = p.stdout + p.stderr
+    assert p.returncode != 0
+    where = f"src/kernels/broken_tiled/gemm.cl:{bad + 1}:"
+    assert f"{where}1: error: unknown type name 'this'" in msg or \
+        re.search(re.escape(where) + r"\d+: .*unknown type name 'this'", msg), msg[-4000:]
+    log = ws / "results" / "logs" / "build_kernels" / "host" / "broken_tiled.log"
+    text = log.read_text()
+    assert "unknown type name 'this'" in text and where in text, text
+    assert "phonetrain-kernels-" not in text   # no staged temp path
+    assert str(log.relative_to(ws)) in msg      # the terminal names the log
+    assert not list((ws / "results" / "logs").glob("tune*/host/broken_tiled*")), \
+        "tune ran for a version that does not compile"
+    assert "no candidate passed" not in msg
+    for m in ("mlp_16_16", "mlp_784_256_128_16"):
+        assert (ws / "results" / "runs" / "host" / f"{m}.opencl.baseline" / "run.json").exists()
+    # the partial report's line: where it is and how many runs are usable
+    assert re.search(r"phonetrain: partial report: results/report/report\.html \(and "
+                     r"results/report/report\.md\); 6 runs: 4 ok \(verified: usable\), "
+                     r"0 unstable .*, 0 wrong .*, 2 failed \(missing\)", msg), msg[-3000:]
+
+
+def test_end_of_study_says_where_the_report_is(completed_workspace: Path, tmp_path: Path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
+    (ws / "results" / "report" / "report.html").unlink()      # the report job runs again
+    p = snakemake(ws, "all")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert ("phonetrain: report: results/report/report.html (and results/report/report.md); "
+            "4 runs: 4 ok (verified: usable), 0 unstable (kept out of guidelines), 0 wrong "
+            "(failed verification), 0 failed (missing)") in p.stderr, p.stderr[-3000:]
 
 
 def test_phonetrain_run_writes_what_the_workflow_writes(completed_workspace: Path, tmp_path: Path):

@@ -16,16 +16,20 @@ from phonetrain.cli import check, devices, info, stale, study
 class _Group(click.Group):
     """The command group; an operating-system error that reaches it (a results folder that
     is read-only, a file where a folder is expected, a full disk) becomes one line naming the
-    path, not a traceback."""
+    path, not a traceback; it names the ``--results`` option (``results_dir``) only for a
+    command that takes it."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except OSError as e:
             where = e.filename if e.filename is not None else "a file"
+            cmd = self.get_command(ctx, ctx.invoked_subcommand or "")
+            takes = cmd is not None and any(p.name == "results" for p in cmd.params)
+            option = " (results_dir, --results)" if takes else ""
             raise click.ClickException(
-                f"{where}: {e.strerror or e}; check that the path (results_dir, --results) is "
-                "a folder you can write to, with free space") from None
+                f"{where}: {e.strerror or e}; check that the path{option} is a folder you can "
+                "write to, with free space") from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

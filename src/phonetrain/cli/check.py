@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from phonetrain.cli.study import CONF, OVERRIDES, RESULTS, _sweep
+from phonetrain.cli.study import CONF, OVERRIDES, RESULTS, _sweep, require_study_folder
 from phonetrain.errors import PhonetrainError
 
 
@@ -24,6 +24,7 @@ def study_runs(overrides: tuple[str, ...], conf_dir: str | None, results: str | 
     from phonetrain.stages.params import job_params
     try:
         sweep = _sweep(overrides, conf_dir, results)
+        require_study_folder(sweep.results_dir, overrides, conf_dir, results)
         L = Layout(sweep.results_dir)
         root = Path(L.root)
         if root.exists() and not root.is_dir():

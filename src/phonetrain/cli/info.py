@@ -49,8 +49,9 @@ def info_command(as_json: bool, cl_lib: str | None) -> None:
     from phonetrain.runner import info
     if cl_lib and "/" in cl_lib and not Path(cl_lib).is_file():
         raise click.ClickException(f"--cl-lib {cl_lib}: no such file; {CL_LIB_HINT}")
+    say = lambda line: click.echo(f"phonetrain info: {line}", err=True)  # noqa: E731
     try:
-        doc = info(host_runner(), cl_lib=cl_lib)
+        doc = info(host_runner(announce=say), cl_lib=cl_lib)
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
     if cl_lib and not doc["runner"].get("opencl_library"):

@@ -21,6 +21,26 @@ RESULTS = click.option("--results", "results", type=click.Path(file_okay=False),
                        help="Results folder (the same as the override results_dir=...).")
 
 
+def require_study_folder(results_dir: str, overrides: tuple[str, ...],
+                         conf_dir: str | None, results: str | None = None) -> None:
+    """Refuse to work in a folder that is neither a phonetrain checkout (a ``Snakefile`` and
+    ``conf/config.yaml`` here) nor holds the study's results folder (``results_dir``,
+    relative to the working folder) when the user named neither (``--conf``, ``--results``,
+    ``results_dir=``): the command would report every run of an empty folder stale, or write a
+    new ``results/`` where no study lives. Raises :class:`click.ClickException` with a hint."""
+    from phonetrain.config import REPO_ROOT
+    here = Path.cwd()
+    named = conf_dir or results or any(o.startswith("results_dir=") for o in overrides)
+    checkout = (here / "Snakefile").is_file() and (here / "conf" / "config.yaml").is_file()
+    if named or checkout or Path(results_dir).exists():
+        return
+    raise click.ClickException(
+        f"{here} is not a phonetrain checkout (no Snakefile and conf/ here) and holds no "
+        f"{results_dir}/ folder; phonetrain reads and writes a study relative to the folder "
+        f"snakemake runs in: cd {REPO_ROOT} (this phonetrain's checkout), or name the results "
+        "folder (--results DIR or results_dir=DIR)")
+
+
 def _sweep(overrides: tuple[str, ...], conf_dir: str | None, results: str | None):
     from phonetrain.config import CONF_DIR, compose_sweep
     extra = [f"results_dir={results}"] if results else []
@@ -41,6 +61,7 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
     from phonetrain.stages.train import skipped_reason
     try:
         sweep, exp = compose_one(list(overrides), conf_dir or CONF_DIR)
+        require_study_folder(sweep.results_dir, overrides, conf_dir)
         click.echo(f"phonetrain run: {exp.id} on {exp.device} (config {exp.config_hash})",
                    err=True)
         rdir = run_single(sweep, exp)

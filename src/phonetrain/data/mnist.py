@@ -8,12 +8,12 @@ the published checksums (the ones torchvision pins) before it is used.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import urllib.request
 from pathlib import Path
 
 import numpy as np
+
+from phonetrain.io import write_bytes
 
 from .errors import DatasetError
 from .idx import read_idx
@@ -73,10 +73,7 @@ def _download(name: str, folder: Path) -> None:
         got = hashlib.md5(body).hexdigest()
         if got != md5:
             raise DatasetError(f"{name}: {url} has MD5 {got}, expected {md5}; not used")
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{fname}.")
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-        os.replace(tmp, dest)
+        write_bytes(dest, body)
 
 
 def find_files(name: str, folder: str | Path | None = None, test: bool = False

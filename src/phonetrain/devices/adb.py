@@ -28,7 +28,6 @@ import socket
 import stat
 import struct
 import subprocess
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from filelock import FileLock
 
 from phonetrain.devices.base import CommandResult, TransportError, TransportTimeout
 from phonetrain.devices.local import lock_dir
-from phonetrain.io import sha256_file
+from phonetrain.io import make_temp_dir, sha256_file
 
 DEVICE_ROOT = "/data/local/tmp/phonetrain"
 SYNC_CHUNK_BYTES = 64 * 1024  # SYNC.TXT: a DATA chunk holds at most 64 KiB
@@ -387,7 +386,7 @@ class AdbTransport:
         local = Path(local)
         local.parent.mkdir(parents=True, exist_ok=True)
         remote = f"{self.root}/{remote_rel}".rstrip("/")
-        tmp = Path(tempfile.mkdtemp(dir=local.parent, prefix=f".{local.name}.pull-"))
+        tmp = make_temp_dir(local.parent, f".{local.name}.pull-")
         try:
             sync = self.device().sync
             if not stat.S_ISDIR(self.stat(remote)[0]):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import yaml
 from phonetrain.devices.adb import AdbTransport, ensure_server, state_hint
 from phonetrain.devices.base import TransportError
 from phonetrain.errors import PhonetrainError
+from phonetrain.io import write_text
 
 ABI_TOOLCHAIN = {"arm64-v8a": "android"}  # other ABIs: the host toolchain (emulators, vdev)
 
@@ -173,8 +173,5 @@ def write_config(conf_dir: Path, cfg: dict) -> tuple[Path, list[str]]:
     header = (f"# Written by 'phonetrain devices --write' for adb serial {cfg['serial']}.\n"
               "# Fill in facts.peak_gflops and facts.bandwidth_gbps from datasheets "
               "(OpenCL clocks lie on Adreno); a rerun keeps every value set here.\n")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(header + yaml.safe_dump(cfg, sort_keys=False))
-    os.replace(tmp, path)
+    write_text(path, header + yaml.safe_dump(cfg, sort_keys=False))
     return path, notes

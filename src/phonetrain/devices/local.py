@@ -7,7 +7,8 @@ and a wall-clock timeout; pulls copy a folder into a temp sibling of the destina
 rename it into place only when every expected file is present and non-empty.
 
 :func:`locate_opencl` is the one place that decides which OpenCL library a runner on this host
-loads (the system ICD loader, else a pyopencl wheel's loader with the environment it needs).
+loads (the system ICD loader, else a pyopencl wheel's loader with the environment it needs);
+:func:`pocl_cache_env` gives PoCL a writable kernel cache (without one it hides its device).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from phonetrain.devices.base import (CommandResult, TransportError, TransportTimeout,
                                      check_outputs)
-from phonetrain.io import sha256_file
+from phonetrain.io import make_temp_dir, sha256_file
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,47 @@ def locate_opencl() -> OpenCLLocation:
                 return OpenCLLocation(str(cands[0]), {"PYOPENCL_HOME": str(pkg),
                                                       "LD_LIBRARY_PATH": ld}, "pyopencl-wheel")
     return OpenCLLocation(None, {}, "none")
+
+
+def writable_folder(path: Path) -> bool:
+    """Whether ``path`` is (or can be created as) a folder this process can write into."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def pocl_default_cache() -> Path:
+    """Where PoCL keeps its kernel cache when ``POCL_CACHE_DIR`` is unset:
+    ``$XDG_CACHE_HOME/pocl/kcache``, else ``$HOME/.cache/pocl/kcache`` (PoCL's
+    ``pocl_cache.c``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path(os.environ.get("HOME") or
+                                                        Path.home()) / ".cache")
+    return Path(base) / "pocl" / "kcache"
+
+
+def pocl_cache_env() -> dict[str, str]:
+    """The environment that gives PoCL a writable kernel cache: PoCL that cannot create its
+    cache folder lists its platform with no device. Empty when ``POCL_CACHE_DIR`` (the
+    user's) or PoCL's default (:func:`pocl_default_cache`) is writable; else
+    ``POCL_CACHE_DIR`` set to a folder phonetrain owns in the system temp folder
+    (``phonetrain-pocl-kcache-<uid>``, mode 0700).
+
+    Raises :class:`TransportError` naming the folder when the user's ``POCL_CACHE_DIR`` is not
+    writable."""
+    mine = os.environ.get("POCL_CACHE_DIR")
+    if mine:
+        if not writable_folder(Path(mine)):
+            raise TransportError(f"POCL_CACHE_DIR={mine} is not a folder you can write to: "
+                                 "PoCL would list no OpenCL device",
+                                 "unset POCL_CACHE_DIR or point it at a writable folder")
+        return {}
+    if writable_folder(pocl_default_cache()):
+        return {}
+    own = Path(tempfile.gettempdir()) / f"phonetrain-pocl-kcache-{os.getuid()}"
+    own.mkdir(mode=0o700, exist_ok=True)
+    return {"POCL_CACHE_DIR": str(own)}
 
 
 def lock_dir() -> Path:
@@ -133,7 +175,8 @@ class LocalTransport:
         try:
             p = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True,
-                                 env={**os.environ, **self.opencl.env, **(env or {})})
+                                 env={**os.environ, **pocl_cache_env(), **self.opencl.env,
+                                      **(env or {})})
         except (PermissionError, FileNotFoundError) as e:  # what a shell reports as 126/127
             code = 126 if isinstance(e, PermissionError) else 127
             return CommandResult(code, "", f"{argv[0]}: {e.strerror}\n",
@@ -173,7 +216,7 @@ class LocalTransport:
         check_outputs(src, expect, self.name)
         local = Path(local)
         local.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=local.parent, prefix=f".{local.name}.pull-"))
+        tmp = make_temp_dir(local.parent, f".{local.name}.pull-")
         try:
             shutil.copytree(src, tmp, dirs_exist_ok=True)
             if local.exists():

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from phonetrain.errors import PhonetrainError
 
@@ -134,13 +134,15 @@ def runner_source_hash() -> str:
     return h.hexdigest()
 
 
-def build_runner(build_dir: Path, cc: str = "cc", extra_flags: Sequence[str] = ()) -> Path:
+def build_runner(build_dir: Path, cc: str = "cc", extra_flags: Sequence[str] = (),
+                 announce: Callable[[str], None] | None = None) -> Path:
     """Compile the runner into ``build_dir/runner-<key>/runner`` and return it.
 
     The key hashes the sources, the compiler and the flags, so an unchanged runner is reused;
     ``-DRUNNER_SOURCE_HASH`` bakes :func:`runner_source_hash` into the binary (``run.json``
     reports it). Concurrent builds are serialized by a file lock (where ``filelock`` is
-    installed: bare benchmark hosts build without it). Raises :class:`RunnerCompileError`
+    installed: bare benchmark hosts build without it). ``announce`` is called with one line
+    before a compile (never when the binary is reused), for commands a user waits on. Raises :class:`RunnerCompileError`
     with the compiler's output on failure.
     """
     build_dir = Path(build_dir)
@@ -157,6 +159,9 @@ def build_runner(build_dir: Path, cc: str = "cc", extra_flags: Sequence[str] = (
     with lock:
         if out.exists():
             return out
+        if announce:
+            announce(f"compiling the runner with {cc} into {out.parent} (once per runner "
+                     "version; some seconds)")
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f"runner.tmp.{os.getpid()}")
         cmd = [cc, *flags, "-o", str(tmp), *[str(p) for p in RUNNER_SRC.glob("*.c")], *LIBS]
@@ -174,13 +179,25 @@ def which_cc(cc: str = "cc") -> str | None:
     return shutil.which(cc)
 
 
-def host_runner(cc: str = "cc") -> Path:
+def host_runner(cc: str = "cc", announce: Callable[[str], None] | None = None) -> Path:
     """The runner built for this host in the user cache (``$PHONETRAIN_CACHE`` or
     ``$XDG_CACHE_HOME/phonetrain``, default ``~/.cache/phonetrain``), for commands run outside
-    the workflow (``phonetrain info``)."""
-    base = os.environ.get("PHONETRAIN_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phonetrain"
-    return build_runner(Path(base) / "runner", cc=cc)
+    the workflow (``phonetrain info``). Raises :class:`ToolchainError` naming that folder
+    when it cannot be created or written."""
+    base = Path(os.environ.get("PHONETRAIN_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phonetrain")
+    try:
+        (base / "runner").mkdir(parents=True, exist_ok=True)
+        writable = os.access(base / "runner", os.W_OK | os.X_OK)
+        why = "not writable"
+    except OSError as e:
+        writable, why = False, e.strerror or str(e)
+    if not writable:
+        raise ToolchainError(f"phonetrain's cache folder {base / 'runner'} cannot be used "
+                             f"({why}): the runner for this host is built there",
+                             "set PHONETRAIN_CACHE (or XDG_CACHE_HOME, or HOME) to a folder "
+                             "you can write to")
+    return build_runner(base / "runner", cc=cc, announce=announce)
 
 
 def build_runner_for(device_cfg, build_dir: Path) -> Path:

@@ -223,12 +223,33 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
                 best, best_score = t, score
         if best is None:
             raise TuningError(f"kernel version {version.name}: no candidate passed the "
-                              f"correctness check on the {cls} shapes; see the trials")
+                              f"correctness check on the {cls} shapes: "
+                              f"{_trial_failures(trials, idx)}")
         classes[cls] = {"defines": best["defines"], "local": best["local"],
                         "gflops_geomean": best_score,
                         "shapes": [[g.kernel, g.M, g.N, g.K] for g in members]}
     return {"version": version.name, "classes": classes, "default": _default(classes),
             "trials": trials}
+
+
+def _trial_failures(trials: list[dict[str, Any]], idx: list[int], most: int = 3) -> str:
+    """Why the ``trials`` failed on the cases ``idx`` of one class: the distinct reasons
+    (a candidate's error, e.g. its compiler message, or a case's status and error), each
+    with how many candidates gave it, the ``most`` commonest first."""
+    reasons: dict[str, int] = {}
+    for t in trials:
+        if t["status"] != "ok":
+            why = t["status"]
+        else:
+            bad = [t["cases"][i] for i in idx if i < len(t["cases"])
+                   and t["cases"][i]["status"] != "ok"]
+            why = (f"{bad[0]['kernel']} {bad[0]['M']}x{bad[0]['N']}x{bad[0]['K']}: "
+                   f"{bad[0]['status']} {bad[0].get('error') or ''}".strip()
+                   if bad else "no result for this class")
+        reasons[why] = reasons.get(why, 0) + 1
+    top = sorted(reasons.items(), key=lambda kv: -kv[1])[:most]
+    return "; ".join(f"{n} of {len(trials)} candidate(s): {why}" for why, n in top) or \
+        "no candidate was tried"
 
 
 def _default(classes: dict[str, Any]) -> str | None:

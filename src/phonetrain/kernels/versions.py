@@ -41,6 +41,7 @@ from typing import Any, Callable
 import yaml
 
 from ..errors import PhonetrainError
+from ..io import make_temp_dir
 from ..layout import device_kernels
 from .abi import GEMM_KERNELS, KERNEL_ARGS, read_only_buffers
 from .launch import RULES
@@ -549,7 +550,7 @@ def stage_kernels(version_name: str, dest_root: Path,
     sources = resolve_sources(version_name, kernels_root)
     dest = Path(dest_root) / device_kernels(version_name)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{version_name}.", dir=dest.parent))
+    tmp = make_temp_dir(dest.parent, f".{version_name}.")
     for fname, path in sources.items():
         (tmp / fname).write_text(assemble_source(path, kernels_root))
     if dest.exists():  # move the old folder aside (a unique name: stagers may race)

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from .. import data as datasets
+from ..io import make_temp_dir
 from ..layout import plan_dir_rel
 from ..kernels import KERNELS_ROOT, stage_kernels
 from ..models import get_model
@@ -29,7 +30,7 @@ def write_plan_dir(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROO
     model = get_model(spec.model)
     dest = Path(root) / plan_dir_rel(spec.resolved_plan_id())
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    tmp = make_temp_dir(dest.parent, f".{dest.name}.")
     try:
         (tmp / "tensors").mkdir()
         for name, arr in {**init_params(model, spec.seed), **init_state(model)}.items():

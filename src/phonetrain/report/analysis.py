@@ -273,6 +273,59 @@ def bandwidth_peak(peaks: pd.DataFrame, device: str) -> float:
     return pk.loc[pk["kind"] == "bandwidth", "gbps"].max() if len(pk) else np.nan
 
 
+def vector_type_words(name: str) -> str:
+    """Takes a bench-peak compute row's ``name``, an OpenCL C float vector type (``float``,
+    ``float2`` .. ``float16``); returns what it is in words: ``float16`` is a vector of 16
+    single-precision lanes (OpenCL C 1.2, section 6.1.2), not half precision (``half``)."""
+    lanes = name[len("float"):] if name.startswith("float") else ""
+    if name == "float":
+        return "scalar float32"
+    if lanes.isdigit():
+        return f"{name} vectors ({lanes} float32 lanes, not half precision)"
+    return name
+
+
+def roof_labels(peak_gflops: float, peak_name: str, bandwidth_gbps: float) -> tuple[str, str]:
+    """The roofline's two roofs in words: (compute roof, memory roof), each with its value
+    and the measurement behind it. Compute: bench-peak's best chain of OpenCL ``mad()`` over
+    one vector width (:func:`vector_type_words`); memory: bench-peak's ``read_float4``
+    kernel reading device global memory, which is not the host<->device transfer rate of the
+    bandwidth table (h2d/d2h copies through the OpenCL API)."""
+    return (f"compute roof {peak_gflops:.3g} GFLOPS: OpenCL mad() chains on "
+            f"{vector_type_words(peak_name)} (bench-peak, best width)",
+            f"memory roof {bandwidth_gbps:.3g} GB/s: an OpenCL kernel reading device memory "
+            "(bench-peak read_float4), not the host<->device copies of the bandwidth table")
+
+
+def roofline_notes(gemm: pd.DataFrame, peaks: pd.DataFrame) -> list[str]:
+    """Takes gemm.parquet and peaks.parquet; returns one sentence per device whose verified
+    GEMM points (:func:`gemm_sweep`) plot above its roofline (:func:`roofline` at their
+    :func:`intensity`): how many, the highest ratio, and that the roofs then are not the
+    device's peak, only what the OpenCL microbenchmarks reached. Points of the runner's CPU
+    backend (:data:`CPU_KERNEL`) are named as such: they run compiled C outside OpenCL, which
+    an OpenCL-measured roof does not bound. Devices without both roofs give nothing."""
+    g = gemm_sweep(gemm)
+    out = []
+    for dev, d in g.groupby("device", sort=True):
+        peak, name = compute_peak(peaks, dev)
+        bw = bandwidth_peak(peaks, dev)
+        if not (peak == peak and bw == bw):
+            continue
+        roof = roofline(intensity(d).to_numpy(), peak, bw)
+        ratio = d["gflops"].to_numpy() / roof
+        above = d[ratio > 1]
+        if above.empty:
+            continue
+        kernels = sorted(above["kernel"].unique())
+        who = ", ".join("the runner's CPU backend (compiled C with OpenMP, not OpenCL)"
+                        if k == CPU_KERNEL else k for k in kernels)
+        out.append(f"{dev}: {len(above)} of {len(d)} GEMM point(s) plot above the roofline "
+                   f"(up to {ratio.max():.2g}x; {who}), so its roofs ({peak:.3g} GFLOPS, "
+                   f"{bw:.3g} GB/s) are what bench-peak's OpenCL microbenchmarks reached, not "
+                   "this device's peak")
+    return out
+
+
 def peak_share(gflops: float, peak: float, name: str) -> str:
     """Takes a GFLOPS figure and the device's peak from :func:`compute_peak`; returns ``NN% of
     the measured peak P GFLOPS (name)``, or, above 100%, a flag that the peak microbenchmark

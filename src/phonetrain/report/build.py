@@ -4,7 +4,8 @@ Reads ``results/summary/*.parquet`` (schemas re-checked), draws the figures of
 :mod:`phonetrain.report.figures`, computes the findings of :mod:`phonetrain.report.findings`,
 and renders the Jinja2 templates in ``templates/``. The HTML inlines its CSS and figures
 (base64 data URIs) so it opens anywhere as one file; the Markdown links
-``figures/<name>.<fmt>``.
+``figures/<name>.<fmt>``. A figure without data (no batch sweep, no held-out evaluation, no
+energy, ...) is one line saying why and what to set, not an empty picture.
 
 The first screen is the at-a-glance table per device (:mod:`phonetrain.report.glance`); then
 what changed since the last study (:mod:`phonetrain.report.changes`), the guidelines, figures
@@ -37,8 +38,8 @@ import phonetrain.report.glance as glance
 import phonetrain.report.wording as w
 from phonetrain.io import write_text
 from phonetrain.report.analysis import (TOO_SHORT, UNREADABLE, gemm_table, interval,
-                                        interval_name, run_label, several_devices,
-                                        transfer_time_classes)
+                                        interval_name, roofline_notes, run_label,
+                                        several_devices, transfer_time_classes)
 from phonetrain.report.paper import ANCHORS, CITATION
 from phonetrain.results import schema
 
@@ -61,6 +62,10 @@ STATUS_WORDS = {"ok": "verified", "wrong": "failed verification (speeds not vali
                 "unstable": "unstable (kept out of guidelines)",
                 "oom": "out of memory at their batch size"}
 OTHER_FORMAT = {"png": "svg", "svg": "png"}
+MEMORY_ROOF_NOTE = ("These GB/s are transfers through the OpenCL API (host<->device copies, "
+                    "maps, device-to-device copies); the roofline's memory roof is another "
+                    "measurement: an OpenCL kernel reading device memory (bench-peak "
+                    "read_float4).")
 
 
 def load_tables(summary_dir: str | Path) -> dict[str, pd.DataFrame]:
@@ -207,16 +212,21 @@ def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi
     with :mod:`phonetrain.report.figures`; returns name -> path."""
     runs, it, cmds = tables["runs"], tables["iterations"], tables["commands"]
     p = dict(paths)
-    figures.iteration_time(runs, p["iteration_time"], dpi)
-    figures.breakdown(runs, it, p["breakdown"], dpi, paper_reference=paper_reference)
-    figures.gemm_gflops(runs, cmds, p["gemm_gflops"], dpi, paper_reference=paper_reference)
-    figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi, tables["peaks"])
-    figures.gemm_kernels(tables["gemm"], tables["peaks"], p["gemm_kernels"], dpi)
-    figures.loss_curves(runs, it, p["loss"], dpi)
-    figures.accuracy_vs_time(runs, it, p["accuracy"], dpi)
-    figures.batch_sweep(runs, p["batch_sweep"], dpi)
-    figures.energy(runs, p["energy"], dpi)
-    return p
+    return {  # each function returns its path (a NoDataFigure when it drew no data)
+        "iteration_time": figures.iteration_time(runs, p["iteration_time"], dpi),
+        "breakdown": figures.breakdown(runs, it, p["breakdown"], dpi,
+                                       paper_reference=paper_reference),
+        "gemm_gflops": figures.gemm_gflops(runs, cmds, p["gemm_gflops"], dpi,
+                                           paper_reference=paper_reference),
+        "gemm_kernels": figures.gemm_kernels(tables["gemm"], tables["peaks"],
+                                             p["gemm_kernels"], dpi),
+        "bandwidth": figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi,
+                                       tables["peaks"]),
+        "loss": figures.loss_curves(runs, it, p["loss"], dpi),
+        "accuracy": figures.accuracy_vs_time(runs, it, p["accuracy"], dpi),
+        "batch_sweep": figures.batch_sweep(runs, p["batch_sweep"], dpi),
+        "energy": figures.energy(runs, p["energy"], dpi),
+    }
 
 
 def md_cell(text: Any, width: int = 160) -> str:
@@ -250,7 +260,8 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
     since the last study, the findings, the run rows of :func:`run_rows` split by status, the
     unstable runs, builds (with whether the binary came from a cache), the bandwidth table
     (each device and kind: its time-vs-size behaviour, peak host-timed GB/s where it copies),
-    settings notes, provenance and OpenCL devices."""
+    settings notes, provenance, OpenCL devices, notes per figure (``figure_notes``: points
+    above the roofline) and what the bandwidth table measures beside the memory roof."""
     runs = tables["runs"]
     gemm = gemm_table(runs, tables["commands"])
     rows = run_rows(runs, gemm)
@@ -279,6 +290,8 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
         "bandwidth": bandwidth_rows(tables["bandwidth"], tables["peaks"]),
         "settings_notes": settings_notes(runs), "provenance": provenance(tables),
         "opencl_devices": opencl_devices(runs), "energy": energy(runs),
+        "figure_notes": {"gemm_kernels": roofline_notes(tables["gemm"], tables["peaks"])},
+        "memory_roof_note": MEMORY_ROOF_NOTE,
     }
 
 
@@ -351,13 +364,23 @@ def build_report(summary_dir: str | Path, outputs: Mapping[str, str | Path], *,
                              autoescape=jinja2.select_autoescape(("html.j2",)))
     env.filters["cell"] = md_cell
     rel = lambda p: os.path.relpath(p, md_path.parent).replace(os.sep, "/")  # noqa: E731
-    html_figs = [{"name": n, "title": FIGURES[n], "src": _data_uri(p)} for n, p in figs.items()]
-    md_figs = [{"name": n, "title": FIGURES[n], "src": rel(p), "alt": rel(alt_figure(p)),
-                "alt_format": OTHER_FORMAT[figure_format]} for n, p in figs.items()]
+    html_figs = [{"name": n, "title": FIGURES[n], "empty": empty_figure(p),
+                  "src": "" if empty_figure(p) else _data_uri(p)} for n, p in figs.items()]
+    md_figs = [{"name": n, "title": FIGURES[n], "empty": empty_figure(p), "src": rel(p),
+                "alt": rel(alt_figure(p)), "alt_format": OTHER_FORMAT[figure_format]}
+               for n, p in figs.items()]
     write_text(html_path, env.get_template("report.html.j2").render(**ctx, figures=html_figs))
     write_text(md_path, env.get_template("report.md.j2").render(**ctx, figures=md_figs))
     return {"html": html_path, "md": md_path, **figs,
             **{f"{n}_alt": alt_figure(p) for n, p in figs.items()}}
+
+
+def empty_figure(path: Path) -> str:
+    """The one line the report shows instead of a figure that has no data (``no data:
+    <why>; <what to set>``, :class:`~phonetrain.report.figures.NoDataFigure`); '' for a
+    figure with data."""
+    what = getattr(path, "what", "")
+    return f"no data: {what}" if what else ""
 
 
 def alt_figure(path: str | Path) -> Path:

@@ -4,7 +4,8 @@ Every function takes DataFrames as read by :func:`phonetrain.results.schema.read
 ``path`` and a ``dpi``, writes one figure file there (format from the suffix) and the same
 figure in the other format beside it (SVG beside PNG), and returns its path. A figure is
 always written (with a "no data" note when its table is empty) so the report and Snakemake's
-``report()`` outputs are stable.
+``report()`` outputs are stable; such a figure's path is a :class:`NoDataFigure`, whose
+``what`` the report prints as one line instead of the picture.
 
 Layout rules, so a figure stays legible from one device to eight and with up to ten kernel
 versions: small multiples, one panel (or one row of panels) per device, each sized by what it
@@ -20,6 +21,7 @@ numbers drawn come from :mod:`phonetrain.report.analysis`.
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -31,7 +33,7 @@ import pandas as pd  # noqa: E402
 
 from phonetrain.report.analysis import (  # noqa: E402
     BATCH_KEY, CPU_KERNEL, SEGMENTS, bandwidth_peak, batch_scaling, breakdown_frame,
-    compute_peak, energy_frame, gemm_sweep,
+    compute_peak, energy_frame, gemm_sweep, roof_labels, roofline_notes,
     gemm_table, intensity, interval, is_cpu, opencl_label, roofline, run_label,
     training_timeline, transfer_time_classes)
 from phonetrain.report.paper import ANCHORS  # noqa: E402
@@ -68,12 +70,24 @@ def _save(fig: plt.Figure, path: Path, dpi: int) -> Path:
     return path
 
 
-def _no_data(path: Path, dpi: int, what: str) -> Path:
-    """Write a figure that says ``no data: <what>`` to ``path``; return ``path``."""
-    fig, ax = plt.subplots(figsize=(6, 1.5))
+class NoDataFigure(type(Path())):
+    """The path of a figure that shows nothing but ``no data: <what>``; ``what`` (one line)
+    is why, and what to set to fill it. Equal to the plain path."""
+
+    what: str = ""
+
+
+def _no_data(path: Path, dpi: int, what: str) -> NoDataFigure:
+    """Write a figure that says ``no data: <what>`` to ``path``; return ``path`` as a
+    :class:`NoDataFigure` carrying ``what`` on one line."""
+    fig, ax = plt.subplots(figsize=(8, 1.5))
+    ax.set_xticks([])      # no hidden tick labels for a long line to cover
+    ax.set_yticks([])
     ax.axis("off")
     ax.text(0.5, 0.5, f"no data: {what}", ha="center", va="center")
-    return _save(fig, path, dpi)
+    out = NoDataFigure(_save(fig, path, dpi))
+    out.what = " ".join(what.split())
+    return out
 
 
 def _panels(heights: list[float], ncols: int = 1,
@@ -407,8 +421,10 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
     :func:`~phonetrain.report.analysis.compute_peak`, as a horizontal line). Right: the
     roofline, attainable GFLOPS = min(peak compute, arithmetic intensity x peak read
     bandwidth) (:func:`~phonetrain.report.analysis.roofline`), its two roofs labelled with
-    what measured them, with every verified measurement at its
-    :func:`~phonetrain.report.analysis.intensity`. Legends to the right of each panel."""
+    what measured them (:func:`~phonetrain.report.analysis.roof_labels`), with every verified
+    measurement at its :func:`~phonetrain.report.analysis.intensity`; points above the roofs
+    are named in the legend (:func:`~phonetrain.report.analysis.roofline_notes`). Legends to
+    the right of each panel."""
     g = gemm_sweep(gemm)
     if g.empty:
         return _no_data(path, dpi, "no verified GEMM measurement (run the gemm rule)")
@@ -431,8 +447,7 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
             rax.scatter(intensity(sub), sub["gflops"], s=16, marker=marker, color=color,
                         label=v)
         if peak == peak:
-            ax.axhline(peak, color="k", lw=1,
-                       label=f"best measured compute peak {peak:.3g} GFLOPS ({peak_name})")
+            ax.axhline(peak, color="k", lw=1, label=roof_labels(peak, peak_name, bw)[0])
         ax.set_xticks(x, shapes, rotation=90, ha="center", fontsize=6)
         ax.set_xlim(-0.5, len(shapes) - 0.5)
         ax.set_yscale("log")
@@ -444,13 +459,15 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
         if peak == peak and bw == bw:
             knee = peak / bw   # the two roofs meet here
             mem = np.append(ai[ai < knee], knee)
-            rax.plot(mem, roofline(mem, peak, bw), "k--", lw=1, label=f"memory roof: measured read bandwidth "
-                     f"{bw:.3g} GB/s (bench-peak read_float4)")
+            compute_label, memory_label = roof_labels(peak, peak_name, bw)
+            rax.plot(mem, roofline(mem, peak, bw), "k--", lw=1, label=memory_label)
             comp = np.insert(ai[ai > knee], 0, knee)
-            rax.plot(comp, roofline(comp, peak, bw), "k-", lw=1,
-                     label=f"compute roof: measured peak {peak:.3g} GFLOPS ({peak_name})")
+            rax.plot(comp, roofline(comp, peak, bw), "k-", lw=1, label=compute_label)
             rax.plot([], [], ls="none", label="attainable = min(compute roof, intensity x "
                      "bandwidth)")
+            for note in roofline_notes(d, peaks):
+                rax.plot([], [], ls="none", label=textwrap.fill(
+                    "above the roofline: " + note.split(": ", 1)[1], 60))
         rax.set_xscale("log")
         rax.set_yscale("log")
         rax.set_xlabel("arithmetic intensity (FLOPs / byte of compulsory traffic)", fontsize=8)
@@ -463,6 +480,10 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
 
 
 
+NO_BATCH_SWEEP = ("no batch sweep: every model and configuration ran at one batch size;\n"
+                  "list two or more in sweep.batches (e.g. sweep.batches=[16,32,64])")
+
+
 def batch_sweep(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     """Takes runs.parquet. Time per sample and memory against batch size
     (:func:`~phonetrain.report.analysis.batch_scaling`), one row of two panels per device:
@@ -470,13 +491,16 @@ def batch_sweep(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     right the OpenCL buffer bytes (solid) and the runner's peak RSS (dotted, MiB), one colour
     per model and backend; a batch that ran out of device memory (status ``oom``) is an x on
     the top edge of both panels. Drawn only for series with two or more batch sizes; a
-    device without one gets a row that says so."""
+    device without one gets a row that says so, no series at all a "no data" figure
+    (:data:`NO_BATCH_SWEEP`)."""
     s = batch_scaling(runs)
     if not s.empty:
         n = s.groupby(BATCH_KEY, dropna=False)["batch_size"].transform("nunique")
         s = s[n >= 2]
     if runs.empty:
         return _no_data(path, dpi, "no runs")
+    if s.empty:
+        return _no_data(path, dpi, NO_BATCH_SWEEP)
     devices = sorted(runs["device"].unique())
     fig, axes = _panels([3.0] * len(devices), 2, width=10.0)
     handles: dict[str, object] = {}

@@ -121,17 +121,21 @@ def _flag(r: pd.Series | dict, col: str) -> bool | None:
 
 
 def opencl_on_cpu(runs: pd.DataFrame) -> str | None:
-    """Takes runs.parquet; returns a caveat sentence when verified OpenCL runs used a CPU
-    device (``device_type`` cpu, e.g. PoCL), whose numbers measure OpenCL's overheads on the
-    host's cores rather than a GPU; None otherwise."""
-    ok = _ok(runs)
-    cl = ok[~is_cpu(ok) & (ok["device_type"] == "cpu")]
+    """Takes runs.parquet; returns a caveat sentence when OpenCL runs that reached their
+    device (any status with a recorded ``device_type``: verified, unstable or wrong alike)
+    used a CPU device (``device_type`` cpu, e.g. PoCL), whose numbers measure OpenCL's
+    overheads on the host's cores rather than a GPU; it says "every" when no OpenCL run
+    used anything else. None when no OpenCL run used a CPU device."""
+    ran = runs[~is_cpu(runs) & runs["device_type"].notna()]
+    cl = ran[ran["device_type"] == "cpu"]
     if cl.empty:
         return None
     names = ", ".join(sorted({f"{d} ({n})" for d, n in zip(cl["device"], cl["device_name"])}))
-    return (f"Caveat: the OpenCL device of {len(cl)} verified run(s) is a CPU ({names}), so "
-            "'GPU' below means that OpenCL device sharing the host's cores, not a GPU; the "
-            "comparison shows the cost of the OpenCL path, not of GPU hardware.")
+    which = ("every OpenCL device of this study is a CPU" if len(cl) == len(ran) else
+             f"the OpenCL device of {len(cl)} of the {len(ran)} OpenCL run(s) is a CPU")
+    return (f"Caveat: {which} ({names}), so 'GPU' below means that OpenCL device sharing the "
+            "host's cores, not a GPU; the comparison shows the cost of the OpenCL path, not "
+            "of GPU hardware.")
 
 
 # ---------------------------------------------------------------- GPU vs CPU

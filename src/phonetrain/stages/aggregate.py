@@ -7,7 +7,8 @@ it reads. :func:`report_study` writes the report from them. The workflow's ``agg
 ``report`` rules, the partial report written when the workflow fails, and the hand-run
 ``phonetrain aggregate`` / ``phonetrain report`` commands all call these two functions with the
 files of :func:`phonetrain.stages.params.expected_files`, so they give the same tables and the
-same report.
+same report; :func:`study_outcome` is the line that ends a study (where the report is, how
+many runs are usable).
 """
 
 from __future__ import annotations
@@ -198,3 +199,25 @@ def report_study(L: Layout, settings: Mapping[str, Any], facts: list[dict[str, A
     if complete:
         write_text(complete, COMPLETE_TEXT)
     return out
+
+
+USABLE_WORDS = {"ok": "ok (verified: usable)", "unstable": "unstable (kept out of guidelines)",
+                "wrong": "wrong (failed verification)", "failed": "failed (missing)",
+                "skipped": "skipped (device lacks a library)", "oom": "out of memory"}
+
+
+def study_outcome(L: Layout, partial: bool = False) -> str:
+    """The line that ends a study: where the report is and how many runs are usable, from
+    ``runs.parquet`` of the results folder ``L``: ``phonetrain: report: <html> (and <md>);
+    N runs: a ok (verified: usable), b unstable ..., c wrong ..., d failed ...`` (``skipped``
+    and ``oom`` only when some are). ``partial``: the workflow failed and this is the
+    partial report. Says so when the summary or the report is missing."""
+    html, runs = Path(L.report_html()), Path(L.summary("runs"))
+    if not runs.is_file():
+        return f"phonetrain: no summary yet ({runs} is missing): rerun snakemake"
+    status = read_table(runs, "runs")["status"].value_counts()
+    parts = [f"{int(status.get(s, 0))} {w}" for s, w in USABLE_WORDS.items()
+             if s in ("ok", "unstable", "wrong", "failed") or status.get(s, 0)]
+    where = (f"{'partial ' if partial else ''}report: {html} (and {L.report_md()})"
+             if html.is_file() else f"no report yet ({html} is missing)")
+    return f"phonetrain: {where}; {int(status.sum())} runs: {', '.join(parts)}"

@@ -23,6 +23,7 @@ from phonetrain.devices import toolchains
 from phonetrain.errors import StageError
 from phonetrain.io import write_json
 from phonetrain.kernels import load_version, stage_kernels
+from phonetrain.kernels.buildlog import compiler_messages, explain, line_table
 from phonetrain.runner import KernelBuildError, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
@@ -48,7 +49,8 @@ def build_runner(job: Job) -> Path:
 def build_kernels(job: Job) -> dict:
     """Compile one kernel version on one device; write ``output.build`` (build.json: per
     program build time, log, binary size) and ``params.json`` beside it. A compile error
-    raises :class:`StageError` with the compiler log (no build.json)."""
+    raises :class:`StageError` with the compiler's messages located in the kernel sources
+    (:func:`compile_error`), which the job's log then holds (no build.json)."""
     s = job.spec(KernelSpec)
     dev, version = s.device_config, s.kernel
     out = Path(job.output.build)
@@ -62,11 +64,13 @@ def build_kernels(job: Job) -> dict:
         try:
             doc = r.build(sources, load_version(version).options, Path(tmp) / "pulled")
         except KernelBuildError as e:
-            if not r.transport.streams_stderr:
-                sys.stderr.write(e.stderr)
-            reason = f"device '{dev['name']}': kernel version '{version}' failed to build: {e}"
-            write_json({"reason": reason, "log": e.stderr[-20000:], STAMP: stamp(job)}, failed)
-            raise StageError(reason) from None
+            fname, log = compile_error(e, src)
+            where = f" ({fname})" if fname else ""
+            reason = (f"device '{dev['name']}': kernel version '{version}' failed to build"
+                      f"{where}:\n{compiler_messages(log)}")
+            write_json({"reason": reason, "log": log[-20000:], STAMP: stamp(job)}, failed)
+            raise StageError(reason, f"fix the kernel source; this message is also in "
+                                     f"{job.log}") from None
         except RunnerError as e:
             raise StageError(f"device '{dev['name']}': kernel version '{version}': {e}") from None
     doc.update(device=dev["name"], kernel=version, kernel_hash=s.kernel_hash)
@@ -75,6 +79,27 @@ def build_kernels(job: Job) -> dict:
     failed.unlink(missing_ok=True)
     write_json(doc, out)
     return doc
+
+
+def compile_error(e: KernelBuildError, staged: Path) -> tuple[str, str]:
+    """The source that failed and the compiler log of a failed ``runner build``, its
+    locations mapped back to the files under ``src/kernels`` (:func:`buildlog.explain` over
+    the staged, assembled files in ``staged``). Returns (source path or '', mapped log)."""
+    failed = [f for f in sorted(staged.glob("*.cl")) if f"/{f.name}" in e.message]
+    tables = failed or sorted(staged.glob("*.cl"))
+    log = e.stderr
+    if len(tables) == 1:
+        log = explain(log, line_table(tables[0].read_text()))
+    if not failed:
+        return "", log
+    return _source_name(failed[0]), log
+
+
+def _source_name(staged_file: Path) -> str:
+    """The name the last ``#line`` directive of a staged file gives its own source (the
+    version's file, after ``common.cl``), else the staged file's name."""
+    names = [f for f, _ in line_table(staged_file.read_text()) if f]
+    return names[-1] if names else staged_file.name
 
 
 STAGES = {"build-runner": build_runner, "build-kernels": build_kernels}

@@ -29,7 +29,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from phonetrain import data as datasets
 from phonetrain import layout, reference
 from phonetrain.layout import Layout
 from phonetrain.errors import StageError
-from phonetrain.io import read_json, sha256_file, write_json, write_text
+from phonetrain.io import make_temp_dir, read_json, sha256_file, write_json, write_text
 from phonetrain.lowering import LowerSpec, write_plan_dir
 from phonetrain.plan import Plan
 from phonetrain.results import stats
@@ -174,7 +173,7 @@ def train(job: Job) -> Path:
     r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s,
                           progress=job.runtime.progress)
     record = Path(Layout(str(rdir.parents[2])).probe(s.device))   # results/runs/<dev>/<exp>
-    tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=".train-"))
+    tmp = make_temp_dir(rdir, ".train-")
     try:
         verdict: dict[str, Any] = {}
         earlier: list[list[str]] = []   # the reasons of the attempts before the last
