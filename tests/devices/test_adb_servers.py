@@ -6,27 +6,18 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 import subprocess
 import sys
 
-import adbutils
 import pytest
 from click.testing import CliRunner
 
-from helpers.adb import connect_vdev, disconnect_vdev, free_port
+from helpers.adb import (connect_vdev, disconnect_vdev, free_port, listening,
+                         stop_stray_server)
 from phonetrain.cli import main
 from phonetrain.devices.adb import AdbTransport
 from phonetrain.devices.base import TransportError
 from phonetrain.devices.discovery import list_devices
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 @pytest.fixture()
@@ -34,9 +25,7 @@ def silent_port():
     """A free local port; any adb server found there afterwards is stopped."""
     port = free_port()
     yield port
-    if _listening(port):
-        subprocess.run([adbutils.adb_path(), "-P", str(port), "kill-server"],
-                       capture_output=True, timeout=30)
+    stop_stray_server(port)
 
 
 def test_a_configured_port_without_a_server_is_refused_not_started(silent_port):
@@ -49,7 +38,7 @@ def test_a_configured_port_without_a_server_is_refused_not_started(silent_port):
     assert "far-phone" in e.value.message
     assert f"phonetrain adb -P {silent_port} start-server" in e.value.hint
     assert f"ssh -N -L {silent_port}:127.0.0.1:5037" in e.value.hint
-    assert not _listening(silent_port), "a stray adb server now holds the configured port"
+    assert not listening(silent_port), "a stray adb server now holds the configured port"
 
 
 def test_devices_on_a_named_port_without_a_server_is_refused(silent_port):
@@ -58,7 +47,7 @@ def test_devices_on_a_named_port_without_a_server_is_refused(silent_port):
     res = CliRunner().invoke(main, ["devices", "--adb-port", str(silent_port)])
     assert res.exit_code != 0 and f"no adb server at 127.0.0.1:{silent_port}" in res.output
     assert "Traceback" not in res.output
-    assert not _listening(silent_port)
+    assert not listening(silent_port)
 
 
 def test_the_connect_hint_reaches_the_phones_own_server(adb_server, tmp_path, silent_port):

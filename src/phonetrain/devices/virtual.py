@@ -16,7 +16,8 @@ Commands run with ``/bin/sh -c`` in the sandbox folder ``root``; the device path
 ``/data/local/tmp`` is mapped into ``root`` (in command text and sync paths), ``/sys`` into an
 optional fake sysfs folder, and ``getprop`` answers from the props. Fault injection
 (:class:`Faults`): drop the TCP connection after N received bytes, fail pushes to matching
-paths, hang matching commands, a full storage (writes meet ENOSPC).
+paths, hang matching commands, drop the connection once a matching command runs, a full
+storage (writes meet ENOSPC).
 
 Written from AOSP's ``protocol.txt``, ``SYNC.TXT`` and ``shell_protocol.h`` (packet layouts
 and constants); the header's ``data_check`` is the byte sum those documents call a checksum.
@@ -66,6 +67,9 @@ class Faults:
     no_parent_dirs: sync SEND into a folder that does not exist fails ("couldn't create
         file: No such file or directory") instead of creating it, as on a device whose adbd
         may not create that folder.
+    drop_on: regular expression; when a shell command matching it has started, the phone
+        drops its TCP connection (a cable pulled mid-run; the command is killed as adbd
+        kills a shell whose stream is gone).
     storage_full: the phone's storage is full: every byte sync SEND writes goes to
         ``/dev/full``, so the kernel itself answers ENOSPC, and SEND replies FAIL "write
         failed: No space left on device" as adbd does.
@@ -78,6 +82,7 @@ class Faults:
     hide: str | None = None
     no_parent_dirs: bool = False
     storage_full: bool = False
+    drop_on: str | None = None
 
 
 def default_props() -> dict[str, str]:
@@ -400,6 +405,8 @@ class _ShellService:
     def run(self, stream: _Stream, device: VirtualDevice) -> None:
         proc = device.spawn(self.command or "exit 0", merge_stderr=not self.v2)
         stream.add_close_hook(lambda: _kill_group(proc))
+        if device.faults.drop_on and re.search(device.faults.drop_on, self.command):
+            stream.conn.close()  # fault injection: the cable pulled while it runs
         out: queue.Queue[tuple[int, bytes | None]] = queue.Queue()
         pipes = [(SHELL_STDOUT, proc.stdout)] + ([(SHELL_STDERR, proc.stderr)] if self.v2 else [])
         for ident, pipe in pipes:

@@ -15,8 +15,10 @@
   *unstable* when the interval stayed too wide or other processes took more than
   ``measure.max_other_cpu_share`` of the CPU). With ``measure.eval_every`` > 0, ``eval.json``:
   held-out loss and accuracy from the runner's own parameters
-  (:mod:`phonetrain.stages.evaluate`). A runner failure leaves ``failed.json``
-  (reason, stderr) and nothing that looks complete; a device lacking a library the version
+  (:mod:`phonetrain.stages.evaluate`). A runner failure or a device lost on the way (a
+  dropped connection, a stopped adb server) leaves ``failed.json`` (reason, stderr) and
+  nothing that looks complete: an earlier measurement is moved aside
+  (:mod:`phonetrain.stages.failed`); a device lacking a library the version
   needs (runner exit 8) records the run as *skipped*.
 """
 
@@ -40,7 +42,9 @@ from phonetrain.plan import Plan
 from phonetrain.results import stats
 from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
                                Runner, RunnerError)
+from phonetrain.devices.base import TransportError
 from phonetrain.stages.evaluate import evaluate_run
+from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.specs import DataSpec, MeasureSpec, PlanSpec, RunSpec, to_params
 
@@ -135,36 +139,36 @@ def train(job: Job) -> Path:
     rdir = Path(job.output.run).parent
     rdir.mkdir(parents=True, exist_ok=True)
     remove_leftovers(rdir)
-    marker = rdir / layout.FAILED
-    marker.unlink(missing_ok=True)
+    (rdir / layout.FAILED).unlink(missing_ok=True)
     manifest = read_json(job.input.manifest)
     r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s,
                           progress=job.runtime.progress)
     tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=".train-"))
     try:
-        with r.lock():
-            for rep in range(ms.repeats):
-                if ms.cooldown_s > 0:
-                    time.sleep(ms.cooldown_s)
-                conditions = _conditions_before(r.transport, ms)
-                got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
-                try:
-                    r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
-                          power_sample_ms=ms.power_sample_ms)
-                except MissingLibraryError as e:
-                    return _skip(s, tmp, rdir, e.message)
-                except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
-                    return _skip(s, tmp, rdir, e.message, status="oom")
-                except RunnerError as e:
-                    reason = f"device '{dev['name']}', run {s.run_id}: {e}"
-                    write_json(p, rdir / layout.PARAMS)  # the settings that failed
-                    write_json({"reason": reason, "log": e.stderr[-20000:]}, marker)
-                    if not r.transport.streams_stderr:
-                        sys.stderr.write(e.stderr)
-                    raise StageError(reason + _tail(e.stderr)) from None
-                if conditions is not None:
-                    write_json(conditions | {"after": r.transport.readings()},
-                               got / layout.DEVICE_READINGS)
+        try:
+            with r.lock():
+                for rep in range(ms.repeats):
+                    if ms.cooldown_s > 0:
+                        time.sleep(ms.cooldown_s)
+                    conditions = _conditions_before(r.transport, ms)
+                    got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
+                    try:
+                        r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
+                              power_sample_ms=ms.power_sample_ms)
+                    except MissingLibraryError as e:
+                        return _skip(s, tmp, rdir, e.message)
+                    except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
+                        return _skip(s, tmp, rdir, e.message, status="oom")
+                    if conditions is not None:
+                        write_json(conditions | {"after": r.transport.readings()},
+                                   got / layout.DEVICE_READINGS)
+        except (RunnerError, TransportError) as e:  # the runner failed, or the device went
+            reason = f"device '{dev['name']}', run {s.run_id}: {e}"
+            stderr = getattr(e, "stderr", "") or ""
+            record_failure(rdir, p, reason, stderr)
+            if stderr and not r.transport.streams_stderr:
+                sys.stderr.write(stderr)
+            raise StageError(reason + _tail(stderr)) from None
         plan_dir = Path(job.input.plan_dir)
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
                             ms.verify_atol)
