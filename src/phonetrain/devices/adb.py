@@ -74,6 +74,8 @@ r battery_temp_dc /sys/class/power_supply/battery/temp
 r battery_capacity_pct /sys/class/power_supply/battery/capacity
 r battery_current_ua /sys/class/power_supply/battery/current_now
 r battery_voltage_uv /sys/class/power_supply/battery/voltage_now
+r battery_status /sys/class/power_supply/battery/status
+for s in usb ac wireless dc; do r "charger_online.$s" "/sys/class/power_supply/$s/online"; done
 true
 """
 
@@ -144,9 +146,15 @@ def parse_readings(raw: dict[str, str]) -> dict[str, float]:
 
     thermal zones: millidegrees (or degrees when < 1000) -> ``temp_c.<zone>.<type>``; CPU
     kHz -> ``cpu_freq_mhz.<cpu>``; Adreno Hz -> ``gpu_freq_mhz``; ``gpu_busy_pct``; battery
-    decidegrees -> ``battery_temp_c``. Unparseable values are dropped."""
+    decidegrees -> ``battery_temp_c``; battery status text -> ``battery_discharging`` (1.0
+    for ``Discharging``, else 0.0: charging, full or not charging, all on external power);
+    a charger's ``online`` -> ``charger_online.<usb|ac|wireless|dc>``. Unparseable values are
+    dropped."""
     out: dict[str, float] = {}
     for key, text in raw.items():
+        if key == "battery_status":
+            out["battery_discharging"] = float(text.strip() == "Discharging")
+            continue
         m = re.search(r"-?\d+(\.\d+)?", text)
         if m is None:
             continue
@@ -167,7 +175,8 @@ def parse_readings(raw: dict[str, str]) -> dict[str, float]:
             out["gpu_temp_c"] = v / 1000.0 if abs(v) >= 1000 else v
         elif key == "battery_temp_dc":
             out["battery_temp_c"] = v / 10.0
-        elif key in ("battery_capacity_pct", "battery_current_ua", "battery_voltage_uv"):
+        elif key in ("battery_capacity_pct", "battery_current_ua", "battery_voltage_uv") or \
+                key.startswith("charger_online."):
             out[key] = v
     return out
 
