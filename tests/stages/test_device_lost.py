@@ -87,3 +87,19 @@ def test_a_stopped_adb_server_is_the_reason_given(tmp_path):
     row = read_run(rdir)["runs"].iloc[0]
     assert row["status"] == "failed" and at in row["status_reason"]
     assert "plan.json" not in row["status_reason"] and "no run.json" not in row["status_reason"]
+
+
+def test_a_kernel_build_behind_a_stopped_server_records_why(tmp_path):
+    """An OpenCL run's first job on the phone is its kernel build: the build's failed.json
+    (which the summary gives for the version's builds and runs) names the server."""
+    port = free_port()
+    conf, R = conf_with_phone(tmp_path, "127.0.0.1:17301", adb_port=port), tmp_path / "results"
+    try:
+        res = CliRunner().invoke(main, [*BASE, "backend=opencl", "kernel=baseline",
+                                        f"results_dir={R}", "--conf", str(conf)])
+    finally:
+        stop_stray_server(port)
+    at = f"adb server unreachable at 127.0.0.1:{port}"
+    assert res.exit_code != 0 and at in res.output
+    failed = R / "oneoff/build/vphone/kernels/baseline/failed.json"
+    assert at in json.loads(failed.read_text())["reason"]
