@@ -2,7 +2,9 @@
 
 - Server: adbutils' client; by default the adb server on 127.0.0.1:5037 (or
   ``ANDROID_ADB_SERVER_PORT``), started from adbutils' bundled ``adb`` binary when nothing
-  listens there; or the user's server at ``adb_host:adb_port`` (another host: never started).
+  listens there; or the user's server at ``adb_host:adb_port`` (a configured port, on this
+  host or another: never started, "no adb server at HOST:PORT" when nothing listens).
+  Commands in hints name the device's own server (``phonetrain adb -P PORT ...``).
 - Push: incremental by content hash. The device computes ``sha256sum`` of the files already
   under the target (toybox has it since Android 6); files whose hash matches are skipped, the
   others are sent with sync SEND and hashed again on the device to confirm they arrived whole.
