@@ -28,6 +28,48 @@ static double read_sysfs_number(const char *rel)
     return ok ? x : NAN;
 }
 
+/* The first line of a sysfs text file (e.g. battery/status) into buf; "" when unreadable. */
+static void read_sysfs_word(const char *rel, char *buf, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", cond_sysfs_root(), rel);
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (!fgets(buf, (int)n, f)) buf[0] = 0;
+    fclose(f);
+    buf[strcspn(buf, "\r\n")] = 0;
+}
+
+/* Chargers whose power_supply/<name>/online says whether external power is plugged in. */
+static const char *const CHARGERS[] = {"usb", "ac", "wireless", "dc"};
+#define N_CHARGERS (sizeof CHARGERS / sizeof CHARGERS[0])
+
+/* Is the phone on external power now (see power_sample.external)? Adds the names of the
+ * chargers online to ps->chargers; the status text goes to status. */
+static int read_external(power_sampler *ps, char *status, size_t n)
+{
+    read_sysfs_word("class/power_supply/battery/status", status, n);
+    int known = status[0] != 0, external = known && strcmp(status, "Discharging") != 0;
+    for (size_t i = 0; i < N_CHARGERS; i++) {
+        char rel[96];
+        snprintf(rel, sizeof rel, "class/power_supply/%s/online", CHARGERS[i]);
+        double online = read_sysfs_number(rel);
+        if (isnan(online)) continue;
+        known = 1;
+        if (online <= 0) continue;
+        external = 1;
+        pthread_mutex_lock(&ps->mu);
+        if (!strstr(ps->chargers, CHARGERS[i])) {
+            size_t len = strlen(ps->chargers);
+            snprintf(ps->chargers + len, sizeof ps->chargers - len, "%s%s", len ? "," : "",
+                     CHARGERS[i]);
+        }
+        pthread_mutex_unlock(&ps->mu);
+    }
+    return known ? external : -1;
+}
+
 static double read_gpu_mhz(void)
 {
     double hz = read_sysfs_number("class/kgsl/kgsl-3d0/gpuclk");          /* Adreno */
@@ -61,7 +103,13 @@ static void take(power_sampler *ps, int with_power)
     s.current_ua = with_power ? read_sysfs_number("class/power_supply/battery/current_now") : NAN;
     s.gpu_mhz = read_gpu_mhz();
     s.cpu_mhz_max = read_cpu_mhz_max();
+    char status[24];
+    s.external = with_power ? read_external(ps, status, sizeof status) : -1;
     pthread_mutex_lock(&ps->mu);
+    if (with_power) {
+        if (ps->n == 0) snprintf(ps->status_start, sizeof ps->status_start, "%s", status);
+        snprintf(ps->status_end, sizeof ps->status_end, "%s", status);
+    }
     if (ps->n == ps->cap) {
         ps->cap = ps->cap ? 2 * ps->cap : 256;
         power_sample *grown = realloc(ps->s, (size_t)ps->cap * sizeof *grown);
@@ -168,7 +216,12 @@ static double first_or_last(const power_sampler *ps, size_t off, int last)
  *   u(P) = s(P_i) / sqrt(N)   (JCGM 100:2008 "GUM", 4.2.3: Type A evaluation),
  * carried the same way: u(E_iter) = u(P) x measured_ms / n. Samples close in time are
  * correlated, so u understates the error when the power varies slowly against the period.
- * |I| because vendors differ in the sign of a discharging battery's current. */
+ * |I| because vendors differ in the sign of a discharging battery's current.
+ * The battery's current is the phone's consumption only while it discharges: on external
+ * power (a sample with status other than Discharging, or a charger online) it is the
+ * charger's input less the phone's draw, so no energy is reported then (energy_method
+ * "none", with the reason in energy_caveat); with neither readable the figure assumes the
+ * battery (energy_method "battery_current", caveat saying so). */
 void power_write_json(jwriter *w, const power_sampler *ps, double measured_ms, int n)
 {
     double e_j = 0, sum = 0, sum2 = 0, t_first = NAN, t_last = NAN, p_prev = NAN, t_prev = NAN;
@@ -186,7 +239,11 @@ void power_write_json(jwriter *w, const power_sampler *ps, double measured_ms, i
         sum2 += p * p;
         np++;
     }
-    int ok = ps->period_ms > 0 && np >= 3 && t_last > t_first && n > 0;
+    int external = -1;  /* 1 when any sample was on external power; 0 all on battery */
+    for (int i = 0; i < ps->n; i++)
+        if (ps->s[i].external > external) external = ps->s[i].external;
+    int sampled = ps->period_ms > 0 && np >= 3 && t_last > t_first && n > 0;
+    int ok = sampled && external != 1;
     double span = t_last - t_first;
     double mean_w = ok ? e_j / span : NAN;
     double mean_samples = np ? sum / np : NAN;
@@ -210,6 +267,30 @@ void power_write_json(jwriter *w, const power_sampler *ps, double measured_ms, i
     jw_key(w, "mean_power_se_w"); jw_num(w, se_w);
     jw_key(w, "energy_per_iteration_mj"); jw_num(w, mean_w * iter_s * 1e3);
     jw_key(w, "energy_uncertainty_mj"); jw_num(w, se_w * iter_s * 1e3);
+    jw_key(w, "battery_status_start"); jw_str(w, ps->status_start);
+    jw_key(w, "battery_status_end"); jw_str(w, ps->status_end);
+    jw_key(w, "chargers_online"); jw_str(w, ps->chargers);
+    jw_key(w, "external_power");
+    if (external < 0) jw_null(w); else jw_bool(w, external == 1);
+    jw_key(w, "energy_method");
+    if (ok) jw_str(w, external == 0 ? "battery_discharge" : "battery_current");
+    else if (external == 1 && np > 0) jw_str(w, "none");
+    else jw_null(w);
+    jw_key(w, "energy_caveat");
+    if (external == 1 && np > 0) {
+        char caveat[512];
+        snprintf(caveat, sizeof caveat, "on external power (battery status %s%s%s): the "
+                 "battery current is the charger's input less the phone's draw, not its "
+                 "consumption; unplug the phone (adb over Wi-Fi) to measure energy",
+                 ps->status_end[0] ? ps->status_end : "unreadable",
+                 ps->chargers[0] ? ", charger online: " : "", ps->chargers);
+        jw_str(w, caveat);
+    } else if (ok && external < 0) {
+        jw_str(w, "battery status and chargers unreadable: assumes the phone ran on its "
+                  "battery");
+    } else {
+        jw_null(w);
+    }
     jw_key(w, "gpu_mhz_start"); jw_num(w, first_or_last(ps, offsetof(power_sample, gpu_mhz), 0));
     jw_key(w, "gpu_mhz_end"); jw_num(w, first_or_last(ps, offsetof(power_sample, gpu_mhz), 1));
     jw_key(w, "cpu_mhz_max_start");

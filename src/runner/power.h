@@ -1,5 +1,6 @@
 /* Energy and clocks during the measured iterations: a sampler thread reads the battery's
- * voltage_now (uV) and current_now (uA), the GPU clock and the fastest CPU clock every
+ * voltage_now (uV), current_now (uA) and status, the chargers' online flags (usb, ac,
+ * wireless, dc), the GPU clock and the fastest CPU clock every
  * --power-sample-ms, under the sysfs root (cond_sysfs_root(): --sysfs-root, else
  * $PHONETRAIN_SYSFS_ROOT, else /sys). Formulas and the throttling rule: power_write_json. */
 #ifndef PHONETRAIN_POWER_H
@@ -16,6 +17,9 @@ typedef struct {
     double current_ua;     /* power_supply/battery/current_now (sign vendor-specific); NaN */
     double gpu_mhz;        /* kgsl gpuclk (Hz) or Mali devfreq cur_freq (Hz) -> MHz; NaN */
     double cpu_mhz_max;    /* fastest cpufreq scaling_cur_freq (kHz) -> MHz; NaN */
+    int external;          /* on external power: 1 (battery status other than Discharging,
+                            * or a charger's online = 1), 0 (Discharging, no charger online),
+                            * -1 (neither readable) */
 } power_sample;
 
 typedef struct {
@@ -28,6 +32,8 @@ typedef struct {
     power_sample *s;
     int n, cap;
     int n_power;           /* samples with the battery's voltage and current read */
+    char status_start[24], status_end[24];  /* battery status text ("" unreadable) */
+    char chargers[64];     /* names of the chargers seen online, comma-separated */
 } power_sampler;
 
 /* Takes the start sample and, when period_ms > 0 and the battery's voltage and current or a

@@ -82,3 +82,21 @@ def test_a_clock_drop_while_measuring_flags_throttling(phone):
     assert (pw["gpu_mhz_start"], pw["gpu_mhz_end"]) == (800, 500)
     assert pw["gpu_clock_drop"] == pytest.approx(0.375) and pw["throttled"] is True
     assert pw["energy_per_iteration_mj"] > 0 and pw["power_samples"] > 25
+
+
+def test_a_phone_charging_on_its_cable_measures_no_energy(phone):
+    """The adb cable charges the phone: status Charging, current into the battery, USB
+    online. The transport's readings say so, and the runner gives no energy figure but the
+    reason."""
+    t, sysfs, tmp = phone
+    put(sysfs / "class/power_supply/battery/current_now", 450_000)
+    (sysfs / "class/power_supply/battery/status").write_text("Charging\n")
+    put(sysfs / "class/power_supply/usb/online", 1)
+    got = t.readings()
+    assert got["battery_discharging"] == 0.0 and got["charger_online.usb"] == 1.0
+    doc = run_on(t, tmp / "out", "--ci-target", "0.05", "--max-iterations", "1000000",
+                 "--min-seconds", "0.3", "--max-seconds", "0.3")
+    pw = doc["power"]
+    assert pw["energy_per_iteration_mj"] is None and pw["energy_method"] == "none"
+    assert "on external power (battery status Charging, charger online: usb)" in \
+        pw["energy_caveat"]

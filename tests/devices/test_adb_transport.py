@@ -170,7 +170,8 @@ def test_failed_push_names_the_file(adb_server, tmp_path):
 
 def test_offline_and_absent_devices_fail_with_a_hint(adb_server, tmp_path):
     absent = AdbTransport("ghost", "127.0.0.1:1", adb_port=adb_server.port)
-    with pytest.raises(TransportError, match="ghost.*state absent.*adb connect"):
+    with pytest.raises(TransportError,
+                       match=f"ghost.*state absent.*adb -P {adb_server.port} connect"):
         absent.run(["true"], timeout_s=5)
     vd = connect_vdev(adb_server, tmp_path / "dev")
     t = transport(adb_server, vd)

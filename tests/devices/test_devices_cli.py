@@ -35,7 +35,8 @@ def test_devices_lists_online_and_offline_with_hints(adb_server, tmp_path):
         assert line.split()[1:] == ["device", "Pixel", "7", "GS201", "arm64-v8a", "14"]
         lines = res.output.splitlines()
         i = next(k for k, l in enumerate(lines) if l.startswith(gone.serial))
-        assert "offline" in lines[i] and "adb connect" in lines[i + 1]  # the fix to try
+        # the fix to try, on the server listed
+        assert "offline" in lines[i] and f"adb -P {adb_server.port} connect" in lines[i + 1]
     finally:
         disconnect_vdev(adb_server, online)
         adb_server.disconnect(gone.serial)

@@ -80,3 +80,22 @@ def test_a_file_in_the_way_of_a_folder_quotes_the_device(adb_server, vdev, tmp_p
     assert "cannot create the folders" in e.value.message
     assert "exists" in e.value.message.lower() or "directory" in e.value.message.lower()
     assert "cable" not in e.value.hint
+
+
+def test_a_full_phone_says_so_and_keeps_serving(adb_server, tmp_path):
+    """Storage full (every write of sync SEND meets the kernel's ENOSPC through /dev/full):
+    the phone answers FAIL with adbd's reason instead of dropping the connection, the host
+    names the cause and the fix, and the same phone still answers afterwards."""
+    vd = connect_vdev(adb_server, tmp_path / "dev", Faults(storage_full=True))
+    try:
+        t = _adb(adb_server, vd)
+        with pytest.raises(TransportError) as e:
+            t.push(_bundle(tmp_path / "b"), "plans/p1")
+        assert "device storage full" in e.value.message
+        assert "write failed: No space left on device" in e.value.message
+        assert "free space on the phone" in e.value.hint
+        assert "cable" not in e.value.hint and "dropped" not in e.value.message
+        assert not list((vd.root / "phonetrain" / "plans" / "p1").rglob("*.sync-*"))
+        assert t.shell("echo alive", timeout_s=30).stdout.strip() == "alive"
+    finally:
+        disconnect_vdev(adb_server, vd)

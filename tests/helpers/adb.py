@@ -4,6 +4,7 @@ by ``adb connect``. The ``adb_server`` and ``vdev`` fixtures (tests/conftest.py)
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -64,3 +65,20 @@ def wait_until_stopped(pid: int, timeout_s: float = 10) -> None:
     while process_alive(pid):
         assert time.monotonic() < deadline, f"process {pid} still running"
         time.sleep(0.05)
+
+
+def listening(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether anything accepts TCP connections at ``host:port``."""
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def stop_stray_server(port: int) -> None:
+    """Stop an adb server found on ``port`` (one a test's code under test should not have
+    started there), so that a failing test leaves no server behind."""
+    if listening(port):
+        subprocess.run([adbutils.adb_path(), "-P", str(port), "kill-server"],
+                       capture_output=True, timeout=30)

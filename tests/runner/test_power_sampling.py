@@ -219,3 +219,78 @@ def test_adaptive_measuring_waits_for_a_second_battery_sample(runner, tmp_path, 
                                                               (len(doc["iters"]) - 1), rel=1e-9)
     else:
         assert pw["energy_per_iteration_mj"] is None and doc["iterations"] == 3
+
+
+def plug(sysfs: Path, status: str, usb_online: int | None = None) -> None:
+    """The battery's status text and, when given, the USB charger's online flag."""
+    bat = sysfs / "class/power_supply/battery"
+    bat.mkdir(parents=True, exist_ok=True)
+    (bat / "status").write_text(f"{status}\n")
+    if usb_online is not None:
+        put(sysfs / "class/power_supply/usb/online", usb_online)
+
+
+def test_a_charging_phone_reports_no_energy_and_says_why(runner, bundle, tmp_path):
+    """On the USB cable: status Charging, current positive (into the battery), charger
+    online. The current is the charger's, so no energy figure, and the record says so."""
+    sysfs = tmp_path / "sys"
+    battery(sysfs, 500_000)
+    plug(sysfs, "Charging", usb_online=1)
+    pw = run(runner, bundle, tmp_path, sysfs)["power"]
+    assert pw["power_samples"] >= 10
+    assert pw["energy_per_iteration_mj"] is None and pw["mean_power_w"] is None
+    assert pw["external_power"] is True and pw["energy_method"] == "none"
+    assert pw["battery_status_start"] == pw["battery_status_end"] == "Charging"
+    assert pw["chargers_online"] == "usb"
+    assert "on external power (battery status Charging, charger online: usb)" in \
+        pw["energy_caveat"]
+
+
+def test_a_discharging_phone_names_its_method(runner, bundle, tmp_path):
+    sysfs = tmp_path / "sys"
+    battery(sysfs, -500_000)
+    plug(sysfs, "Discharging", usb_online=0)
+    pw = run(runner, bundle, tmp_path, sysfs)["power"]
+    assert pw["energy_per_iteration_mj"] > 0 and pw["mean_power_w"] == pytest.approx(2.0)
+    assert pw["external_power"] is False and pw["energy_method"] == "battery_discharge"
+    assert pw["energy_caveat"] is None and pw["chargers_online"] == ""
+
+
+def test_an_unreadable_status_is_an_assumption_said_aloud(runner, bundle, tmp_path):
+    battery(tmp_path / "sys", -500_000)       # voltage and current only
+    pw = run(runner, bundle, tmp_path, tmp_path / "sys")["power"]
+    assert pw["energy_per_iteration_mj"] > 0 and pw["external_power"] is None
+    assert pw["energy_method"] == "battery_current"
+    assert "assumes the phone ran on its battery" in pw["energy_caveat"]
+
+
+def test_a_charger_plugged_in_while_measuring_voids_the_energy(runner, bundle, tmp_path):
+    """The USB charger comes online after the runner's 10th read of its flag: the samples
+    after it measure the charger, so the run has no energy figure."""
+    sysfs = tmp_path / "sys"
+    battery(sysfs, -500_000)
+    plug(sysfs, "Discharging", usb_online=0)
+    with ChangeAfterOpens(sysfs / "class/power_supply/usb/online", opens=10, value=1) as usb:
+        pw = run(runner, bundle, tmp_path, sysfs)["power"]
+    assert usb.changed.is_set() and usb.opened > 12
+    assert pw["external_power"] is True and pw["energy_per_iteration_mj"] is None
+    assert pw["battery_status_start"] == "Discharging" and "usb" in pw["energy_caveat"]
+
+
+def test_the_report_says_a_charging_phone_was_not_measured(tmp_path):
+    from phonetrain.report.analysis import energy_gaps
+    from phonetrain.report.build import energy
+    from phonetrain.results import aggregate
+    d = write_run(tmp_path / "runs", device="phone", iterations=2)
+    doc = json.loads((d / "run.json").read_text())
+    caveat = ("on external power (battery status Charging, charger online: usb): the battery "
+              "current is the charger's input less the phone's draw, not its consumption")
+    doc["power"] = {"energy_per_iteration_mj": None, "power_samples": 40,
+                    "energy_method": "none", "energy_caveat": caveat, "external_power": True}
+    (d / "run.json").write_text(json.dumps(doc))
+    runs = aggregate.tables([d])["runs"]
+    row = runs.iloc[0]
+    assert row["energy_method"] == "none" and row["energy_caveat"] == caveat
+    (e,) = energy(runs)
+    assert e["note"] == f"not measured on phone ({caveat})" and not e["rows"]
+    assert list(energy_gaps(runs)["why"]) == [caveat]

@@ -140,8 +140,12 @@ def _probe(serial: str, runner: Path, adb_host: str, adb_port: int | None) -> di
               help="Fault: matching device paths look absent to sync (a missing output).")
 @click.option("--no-parent-dirs", is_flag=True,
               help="Fault: sync pushes into a folder that does not exist fail.")
+@click.option("--drop-on", default=None, metavar="REGEX",
+              help="Fault: drop the connection once a shell command matching REGEX runs.")
+@click.option("--storage-full", is_flag=True,
+              help="Fault: the phone's storage is full (sync pushes meet ENOSPC).")
 def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, crash,
-                   hide, no_parent_dirs) -> None:
+                   hide, no_parent_dirs, drop_on, storage_full) -> None:
     """Serve a virtual phone (device side of ADB) until interrupted; then run
     'phonetrain adb connect 127.0.0.1:PORT'."""
     from phonetrain.devices.virtual import Faults, VirtualDevice, load_props
@@ -151,7 +155,8 @@ def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, 
                                  param_hint="--port")
     try:
         vd = VirtualDevice(root, port, load_props(props),
-                           Faults(drop_after_bytes, fail_push, hang, crash, hide, no_parent_dirs),
+                           Faults(drop_after_bytes, fail_push, hang, crash, hide, no_parent_dirs,
+                                  storage_full, drop_on),
                            sysfs_root=sysfs)
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -173,8 +178,8 @@ def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, 
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def adb_command(args: tuple[str, ...]) -> None:
     """Run adb with ARGS: the adb binary that ships with the adbutils wheel, the one the study
-    uses (no system adb needed), on the same server ($ANDROID_ADB_SERVER_PORT or 5037).
-    E.g. `phonetrain adb devices`, `phonetrain adb connect 127.0.0.1:7100`, `phonetrain adb
+    uses (no system adb needed), on the same server ($ANDROID_ADB_SERVER_PORT or 5037; adb's
+    own -H HOST -P PORT before the command pick another, e.g. a phone's own server). E.g. `phonetrain adb devices`, `phonetrain adb connect 127.0.0.1:7100`, `phonetrain adb
     reconnect`, `phonetrain adb kill-server`."""
     import subprocess
     import sys

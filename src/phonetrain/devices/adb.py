@@ -2,7 +2,9 @@
 
 - Server: adbutils' client; by default the adb server on 127.0.0.1:5037 (or
   ``ANDROID_ADB_SERVER_PORT``), started from adbutils' bundled ``adb`` binary when nothing
-  listens there; or the user's server at ``adb_host:adb_port`` (another host: never started).
+  listens there; or the user's server at ``adb_host:adb_port`` (a configured port, on this
+  host or another: never started, "no adb server at HOST:PORT" when nothing listens).
+  Commands in hints name the device's own server (``phonetrain adb -P PORT ...``).
 - Push: incremental by content hash. The device computes ``sha256sum`` of the files already
   under the target (toybox has it since Android 6); files whose hash matches are skipped, the
   others are sent with sync SEND and hashed again on the device to confirm they arrived whole.
@@ -73,6 +75,8 @@ r battery_temp_dc /sys/class/power_supply/battery/temp
 r battery_capacity_pct /sys/class/power_supply/battery/capacity
 r battery_current_ua /sys/class/power_supply/battery/current_now
 r battery_voltage_uv /sys/class/power_supply/battery/voltage_now
+r battery_status /sys/class/power_supply/battery/status
+for s in usb ac wireless dc; do r "charger_online.$s" "/sys/class/power_supply/$s/online"; done
 true
 """
 
@@ -92,21 +96,50 @@ def _local_host(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
-def ensure_server(host: str, port: int) -> None:
-    """Start adbutils' bundled adb server on a local ``port`` when nothing listens there.
+def ensure_server(host: str, port: int, may_start: bool = False) -> None:
+    """Check that an adb server listens at ``host:port``; start adbutils' bundled server there
+    only when ``may_start`` (the default local server: no ``adb_port`` configured) and nothing
+    listens. A port a config names is never started: a stray empty server there would hide
+    the user's own server (or take the port an SSH tunnel needs).
 
-    Raises TransportError when a remote server (``host`` not local) is unreachable."""
+    Raises TransportError ("adb server unreachable at HOST:PORT: no adb server at ...") with
+    what to do when nothing listens and the server may not be started."""
     try:
         socket.create_connection((host, port), timeout=2).close()
         return
     except OSError:
         pass
-    if not _local_host(host):
-        raise TransportError(f"no adb server answers at {host}:{port}; start it on that host "
-                             f"with 'phonetrain adb -a -P {port} server nodaemon' (listening on "
-                             "all interfaces) or fix device.adb_host/adb_port")
+    at = f"{host}:{port}"
+    if not (may_start and _local_host(host)):
+        raise TransportError(f"adb server unreachable at {at}: no adb server at {at} "
+                             "(nothing listens on that port)", server_hint(host, port))
     subprocess.run([adbutils.adb_path(), "-P", str(port), "start-server"], check=False,
                    capture_output=True, timeout=30)
+
+
+def server_hint(host: str, port: int) -> str:
+    """What to do when no adb server listens at ``host:port`` (a configured server)."""
+    if not _local_host(host):
+        return (f"start it on {host} with 'phonetrain adb kill-server; phonetrain adb -a -P "
+                f"{port} server nodaemon' (listening on all interfaces), or fix "
+                "device.adb_host/adb_port")
+    return (f"start it ('phonetrain adb -P {port} start-server' for phones on this host), or "
+            f"open the SSH tunnel to the phone's host first ('ssh -N -L {port}:127.0.0.1:5037 "
+            "PHONE_HOST', README \"Driving phones on several hosts\"), or fix "
+            "device.adb_host/adb_port; phonetrain starts only the default local server")
+
+
+def adb_command(host: str, port: int, *args: str) -> str:
+    """A ``phonetrain adb`` command line that talks to the server at ``host:port`` (adb's own
+    global options ``-H``/``-P``, before the command)."""
+    server = ([] if _local_host(host) else ["-H", host]) + ["-P", str(port)]
+    return shlex.join(["phonetrain", "adb", *server, *args])
+
+
+def storage_full(reason: str) -> bool:
+    """Whether a device's error text is ENOSPC ("No space left on device", as adbd and
+    toybox spell strerror(ENOSPC))."""
+    return "no space left on device" in reason.lower()
 
 
 def parse_readings(raw: dict[str, str]) -> dict[str, float]:
@@ -114,9 +147,15 @@ def parse_readings(raw: dict[str, str]) -> dict[str, float]:
 
     thermal zones: millidegrees (or degrees when < 1000) -> ``temp_c.<zone>.<type>``; CPU
     kHz -> ``cpu_freq_mhz.<cpu>``; Adreno Hz -> ``gpu_freq_mhz``; ``gpu_busy_pct``; battery
-    decidegrees -> ``battery_temp_c``. Unparseable values are dropped."""
+    decidegrees -> ``battery_temp_c``; battery status text -> ``battery_discharging`` (1.0
+    for ``Discharging``, else 0.0: charging, full or not charging, all on external power);
+    a charger's ``online`` -> ``charger_online.<usb|ac|wireless|dc>``. Unparseable values are
+    dropped."""
     out: dict[str, float] = {}
     for key, text in raw.items():
+        if key == "battery_status":
+            out["battery_discharging"] = float(text.strip() == "Discharging")
+            continue
         m = re.search(r"-?\d+(\.\d+)?", text)
         if m is None:
             continue
@@ -137,7 +176,8 @@ def parse_readings(raw: dict[str, str]) -> dict[str, float]:
             out["gpu_temp_c"] = v / 1000.0 if abs(v) >= 1000 else v
         elif key == "battery_temp_dc":
             out["battery_temp_c"] = v / 10.0
-        elif key in ("battery_capacity_pct", "battery_current_ua", "battery_voltage_uv"):
+        elif key in ("battery_capacity_pct", "battery_current_ua", "battery_voltage_uv") or \
+                key.startswith("charger_online."):
             out[key] = v
     return out
 
@@ -163,6 +203,7 @@ class AdbTransport:
                  cooldown: Cooldown | None = None):
         self.name, self.serial, self.root = name, serial, root.rstrip("/")
         self.adb_host = adb_host or "127.0.0.1"
+        self.default_server = adb_port is None  # the one server phonetrain may start
         self.adb_port = int(adb_port or os.environ.get("ANDROID_ADB_SERVER_PORT",
                                                        DEFAULT_ADB_PORT))
         self.cooldown_policy = cooldown or Cooldown()
@@ -177,23 +218,31 @@ class AdbTransport:
 
     def _fail(self, what: str, exc: BaseException | str, hint: str = "",
               cls: type[TransportError] = TransportError) -> TransportError:
-        hint = hint or ("check the cable and 'phonetrain adb devices'; for a network device "
-                        f"run 'phonetrain adb connect {self.serial}'")
+        hint = hint or (f"check the cable and '{self.adb('devices')}'; for a network device "
+                        f"run '{self.adb('connect', self.serial)}'")
         return cls(f"{self._where()}: {what}: {exc}", hint)
+
+    def adb(self, *args: str) -> str:
+        """``phonetrain adb ARGS`` on this device's own server (see :func:`adb_command`)."""
+        return adb_command(self.adb_host, self.adb_port, *args)
 
     def device(self) -> adbutils.AdbDevice:
         """The adbutils device, after checking that it is online (state ``device``)."""
         if self._device is not None:
             return self._device
-        ensure_server(self.adb_host, self.adb_port)
+        try:
+            ensure_server(self.adb_host, self.adb_port, may_start=self.default_server)
+        except TransportError as exc:
+            raise TransportError(f"{self._where()}: {exc.message}", exc.hint) from None
         try:
             states = {info.serial: info.state for info in self._client.list()}
         except (adbutils.AdbError, OSError) as exc:
-            raise self._fail("adb server unreachable", exc) from exc
+            raise self._fail(f"adb server unreachable at {self.adb_host}:{self.adb_port}", exc,
+                             server_hint(self.adb_host, self.adb_port)) from exc
         state = states.get(self.serial)
         if state != "device":
             raise self._fail("not available", f"state {state or 'absent'}",
-                             state_hint(state, self.serial))
+                             state_hint(state, self.serial, self.adb_host, self.adb_port))
         self._device = self._client.device(self.serial)
         return self._device
 
@@ -351,10 +400,18 @@ class AdbTransport:
         parents = sorted({posixpath.dirname(f"{self.root}/{rel}") for rel in todo})
         res = self.shell(f"mkdir -p {' '.join(shlex.quote(d) for d in parents)}", timeout_s=60)
         if res.returncode != 0:
-            raise self._fail("cannot create the folders to push into",
-                             (res.stderr or res.stdout).strip() or f"exit {res.returncode}",
+            reason = (res.stderr or res.stdout).strip() or f"exit {res.returncode}"
+            if storage_full(reason):
+                raise self._fail("device storage full: cannot create the folders to push into",
+                                 reason, self._full_hint())
+            raise self._fail("cannot create the folders to push into", reason,
                              "the device refused (its reason above): check that the staging "
                              f"root {self.root} is a writable folder (no file in its place)")
+
+    def _full_hint(self) -> str:
+        return (f"free space on the phone (e.g. remove old outputs: "
+                f"'{self.adb('-s', self.serial, 'shell', 'rm', '-rf', self.root + '/out')}', "
+                "or delete files of other apps), then rerun: files already sent are skipped")
 
     def _send(self, path: Path, remote: str, mode: int) -> None:
         """One file by sync SEND (SYNC.TXT: ``SEND`` path,mode; ``DATA`` chunks of at most
@@ -369,6 +426,9 @@ class AdbTransport:
                 length = struct.unpack("<I", c.read_exact(4))[0]
                 if status == b"FAIL":
                     reason = c.read_exact(length).decode("utf-8", "replace")
+                    if storage_full(reason):
+                        raise self._fail(f"device storage full: the device refused {path} "
+                                         f"(as {remote})", reason, self._full_hint())
                     raise self._fail(f"the device refused {path} (as {remote})", reason,
                                      "see the device's reason: free space on the device, a "
                                      "read-only or missing folder, or permissions")
@@ -484,19 +544,23 @@ class AdbTransport:
         return out
 
 
-def state_hint(state: str | None, serial: str) -> str:
-    """What to try for a device in an adb state other than ``device``."""
+def state_hint(state: str | None, serial: str, host: str = "127.0.0.1",
+               port: int | None = None) -> str:
+    """What to try for a device in an adb state other than ``device``; the adb commands
+    given talk to the device's own server ``host:port`` (None: the default one)."""
+    def adb(*args: str) -> str:
+        return adb_command(host, port, *args) if port else shlex.join(["phonetrain", "adb",
+                                                                       *args])
     return {
         "unauthorized": "unlock the phone and accept the 'Allow USB debugging' prompt "
-                        "(or run 'phonetrain adb kill-server' and replug)",
-        "offline": f"replug the cable or run 'phonetrain adb reconnect'; for a network "
-                   f"device 'phonetrain adb disconnect {serial}' then 'phonetrain adb connect "
-                   f"{serial}'",
+                        f"(or run '{adb('kill-server')}' and replug)",
+        "offline": f"replug the cable or run '{adb('reconnect')}'; for a network "
+                   f"device '{adb('disconnect', serial)}' then '{adb('connect', serial)}'",
         "no permissions": "add a udev rule for the phone's USB vendor id (see 'phonetrain adb "
                           "devices' help) and replug",
-        None: f"plug the phone in and enable USB debugging, or 'phonetrain adb connect "
-              f"{serial}'; check that the serial matches 'phonetrain devices'",
-    }.get(state, "check 'phonetrain adb devices' and replug the phone")
+        None: f"plug the phone in and enable USB debugging, or '{adb('connect', serial)}'; "
+              "check that the serial matches 'phonetrain devices'",
+    }.get(state, f"check '{adb('devices')}' and replug the phone")
 
 
 def _recv_until(sock: socket.socket, n: int, deadline: float) -> bytes:

@@ -39,9 +39,11 @@ class DeviceRow:
 
 
 def list_devices(adb_host: str = "127.0.0.1", adb_port: int | None = None) -> list[DeviceRow]:
-    """Every device known to the adb server, with getprop facts for the online ones."""
+    """Every device known to the adb server, with getprop facts for the online ones. Only
+    the default local server (no ``adb_port`` given) is started when nothing listens; a
+    given port without a server raises TransportError ("no adb server at HOST:PORT")."""
     port = int(adb_port or os.environ.get("ANDROID_ADB_SERVER_PORT", 5037))
-    ensure_server(adb_host, port)
+    ensure_server(adb_host, port, may_start=adb_port is None)
     client = adbutils.AdbClient(host=adb_host, port=port)
     rows = []
     for info in client.list():
@@ -52,7 +54,7 @@ def list_devices(adb_host: str = "127.0.0.1", adb_port: int | None = None) -> li
             except TransportError as exc:
                 row.hint = str(exc)
         else:
-            row.hint = state_hint(info.state, info.serial)
+            row.hint = state_hint(info.state, info.serial, adb_host, port)
         rows.append(row)
     return rows
 

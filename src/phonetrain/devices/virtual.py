@@ -16,7 +16,8 @@ Commands run with ``/bin/sh -c`` in the sandbox folder ``root``; the device path
 ``/data/local/tmp`` is mapped into ``root`` (in command text and sync paths), ``/sys`` into an
 optional fake sysfs folder, and ``getprop`` answers from the props. Fault injection
 (:class:`Faults`): drop the TCP connection after N received bytes, fail pushes to matching
-paths, hang matching commands.
+paths, hang matching commands, drop the connection once a matching command runs, a full
+storage (writes meet ENOSPC).
 
 Written from AOSP's ``protocol.txt``, ``SYNC.TXT`` and ``shell_protocol.h`` (packet layouts
 and constants); the header's ``data_check`` is the byte sum those documents call a checksum.
@@ -66,6 +67,12 @@ class Faults:
     no_parent_dirs: sync SEND into a folder that does not exist fails ("couldn't create
         file: No such file or directory") instead of creating it, as on a device whose adbd
         may not create that folder.
+    drop_on: regular expression; when a shell command matching it has started, the phone
+        drops its TCP connection (a cable pulled mid-run; the command is killed as adbd
+        kills a shell whose stream is gone).
+    storage_full: the phone's storage is full: every byte sync SEND writes goes to
+        ``/dev/full``, so the kernel itself answers ENOSPC, and SEND replies FAIL "write
+        failed: No space left on device" as adbd does.
     """
 
     drop_after_bytes: int | None = None
@@ -74,6 +81,8 @@ class Faults:
     crash: str | None = None
     hide: str | None = None
     no_parent_dirs: bool = False
+    storage_full: bool = False
+    drop_on: str | None = None
 
 
 def default_props() -> dict[str, str]:
@@ -397,6 +406,8 @@ class _ShellService:
     def run(self, stream: _Stream, device: VirtualDevice) -> None:
         proc = device.spawn(self.command or "exit 0", merge_stderr=not self.v2)
         stream.add_close_hook(lambda: _kill_group(proc))
+        if device.faults.drop_on and re.search(device.faults.drop_on, self.command):
+            stream.conn.close()  # fault injection: the cable pulled while it runs
         out: queue.Queue[tuple[int, bytes | None]] = queue.Queue()
         pipes = [(SHELL_STDOUT, proc.stdout)] + ([(SHELL_STDERR, proc.stderr)] if self.v2 else [])
         for ident, pipe in pipes:
@@ -515,6 +526,9 @@ class _SyncService:
 
     @staticmethod
     def _send(stream: _Stream, device: VirtualDevice, spec: str) -> None:
+        """SEND as adbd answers it: a file that cannot be created or written (ENOSPC, EACCES,
+        ...) is a FAIL with adbd's wording ("couldn't create file: <strerror>", "write
+        failed: <strerror>"), after the DATA...DONE that follow have been drained."""
         path, _, mode_text = spec.rpartition(",")
         host = device.map_path(path)
         failure = None
@@ -526,11 +540,17 @@ class _SyncService:
                                             host.parent.exists()):
             why = "Not a directory" if host.parent.exists() else "No such file or directory"
             failure = f"couldn't create file: {why}"
-        tmp = None
+        fd, tmp = None, None
         if failure is None:
-            host.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=host.parent, prefix=".sync-")
-            sink = os.fdopen(fd, "wb")
+            try:
+                host.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=host.parent, prefix=".sync-")
+                if device.faults.storage_full:  # every write meets the kernel's own ENOSPC
+                    full = os.open("/dev/full", os.O_WRONLY)
+                    os.dup2(full, fd)
+                    os.close(full)
+            except OSError as exc:
+                failure = f"couldn't create file: {exc.strerror or exc}"
         while True:  # always drain DATA...DONE so the stream stays in step
             ident = stream.read_exact(4)
             value = struct.unpack("<I", stream.read_exact(4))[0]
@@ -540,16 +560,22 @@ class _SyncService:
                 failure = failure or f"unexpected {ident!r} during SEND"
                 break
             chunk = stream.read_exact(value)
-            if tmp is not None:
-                sink.write(chunk)
-        if tmp is not None:
-            sink.close()
-            if failure is None:
-                mode = stat_mod.S_IMODE(int(mode_text)) if mode_text.isdigit() else 0o644
-                os.chmod(tmp, mode or 0o644)
-                os.replace(tmp, host)
-            else:
-                os.unlink(tmp)
+            if fd is not None and failure is None:
+                try:
+                    _write_all(fd, chunk)
+                except OSError as exc:
+                    failure = f"write failed: {exc.strerror or exc}"
+        if fd is not None:
+            os.close(fd)
+            try:
+                if failure is None:
+                    mode = stat_mod.S_IMODE(int(mode_text)) if mode_text.isdigit() else 0o644
+                    os.chmod(tmp, mode or 0o644)
+                    os.replace(tmp, host)
+                else:
+                    os.unlink(tmp)
+            except OSError as exc:
+                failure = failure or f"couldn't create file: {exc.strerror or exc}"
         if failure is None:
             stream.write(b"OKAY" + bytes(4))
         else:
@@ -568,6 +594,13 @@ class _SyncService:
             _sync_fail(stream, f"{path}: {exc.strerror or exc}")
             return
         stream.write(b"DONE" + bytes(4))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte of ``data`` is written; raises the OSError of a failed write."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _sync_fail(stream: _Stream, message: str) -> None:

@@ -470,10 +470,15 @@ UNREADABLE = "no readable battery voltage and current, or measure.power_sample_m
 
 def energy_gaps(runs: pd.DataFrame) -> pd.DataFrame:
     """Takes runs.parquet; returns one row per verified run (status ``ok``) without an energy
-    figure: ``device``, ``run_id`` and ``why``: :data:`TOO_SHORT` when the runner read the
-    battery (``power_samples`` > 0) yet had too few samples for an energy figure
-    (src/runner/power.c needs 3), else :data:`UNREADABLE`."""
+    figure: ``device``, ``run_id`` and ``why``: the runner's ``energy_caveat`` when it gave
+    one (e.g. on external power: a charging phone's battery current is not its consumption),
+    :data:`TOO_SHORT` when the runner read the battery (``power_samples`` > 0) yet had too
+    few samples for an energy figure (src/runner/power.c needs 3), else :data:`UNREADABLE`."""
     g = runs[(runs["status"] == "ok") & runs["energy_per_iteration_mj"].isna()]
     short = g["power_samples"].fillna(0) > 0
+    why = np.where(short, TOO_SHORT, UNREADABLE)
+    if "energy_caveat" in g:
+        why = np.where(g["energy_caveat"].notna(), g["energy_caveat"].astype(object), why)
     return pd.DataFrame({"device": g["device"], "run_id": g["run_id"],
-                         "why": np.where(short, TOO_SHORT, UNREADABLE)}).reset_index(drop=True)
+                         "why": why}).reset_index(drop=True)
+

@@ -179,7 +179,7 @@ def energy(runs: pd.DataFrame) -> list[dict[str, Any]]:
         m = g.dropna(subset=["energy_per_iteration_mj"])
         rows = [{"run_id": r["run_id"],
                  "energy": f"{r['energy_per_iteration_mj']:.4g} +- "
-                           f"{r['energy_uncertainty_mj']:.2g}",
+                           f"{r['energy_uncertainty_mj']:.2g}" + _energy_method(r),
                  "sample_hz": _fmt(r["power_sample_hz"], ".0f"),
                  "temperature": f"{_fmt(r['temperature_c_start'], '.1f')}->"
                                 f"{_fmt(r['temperature_c_end'], '.1f')}",
@@ -187,9 +187,24 @@ def energy(runs: pd.DataFrame) -> list[dict[str, Any]]:
                  "throttled": {True: "yes", False: "no"}.get(_flag(r, "throttled"), "not known")}
                 for _, r in m.iterrows()]
         short = (g["power_samples"].fillna(0) > 0).any()
-        out.append({"device": dev, "rows": rows, "note": "" if rows else
-                    f"not measured on {dev} ({TOO_SHORT if short else UNREADABLE})"})
+        caveats = g.loc[g["energy_per_iteration_mj"].isna(), "energy_caveat"].dropna() \
+            if "energy_caveat" in g else pd.Series(dtype=object)
+        why = caveats.iloc[0] if len(caveats) else TOO_SHORT if short else UNREADABLE
+        note = f"not measured on {dev} ({why})" if not rows else \
+            f"{len(caveats)} run(s) of {dev} not measured ({caveats.iloc[0]})" if len(caveats) \
+            else ""
+        out.append({"device": dev, "rows": rows, "note": note})
     return out
+
+
+def _energy_method(r: pd.Series) -> str:
+    """`` (method: caveat)`` after an energy figure not taken from a discharging battery whose
+    status was read (``energy_method`` other than ``battery_discharge``), else ''."""
+    method = r.get("energy_method")
+    if not isinstance(method, str) or method == "battery_discharge":
+        return ""
+    caveat = r.get("energy_caveat")
+    return f" ({method}: {caveat})" if isinstance(caveat, str) else f" ({method})"
 
 
 def provenance(tables: dict[str, pd.DataFrame]) -> list[dict[str, str]]:

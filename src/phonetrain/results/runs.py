@@ -578,14 +578,20 @@ def _power(runs: list[dict]) -> dict[str, Any]:
     true when any repeat throttled, null when none could tell; null columns where the runner
     recorded no power (older runners, unreadable battery). ``power_samples``: the battery
     samples of all repeats (null where the runner recorded none); above 0 with a null energy,
-    the battery was readable but the measured iterations were too short to sample."""
+    the battery was readable but the measured iterations were too short to sample.
+    ``energy_method`` (``battery_discharge``, ``battery_current`` or ``none``: on external
+    power) and ``energy_caveat``: the repeats' distinct values, joined."""
     pw = [r.get("power") or {} for r in runs]
     n = [p["power_samples"] for p in pw if p.get("power_samples") is not None]
     e = [(p["energy_per_iteration_mj"], p.get("energy_uncertainty_mj") or 0.0) for p in pw
          if p.get("energy_per_iteration_mj") is not None]
     hz = [p["sample_hz"] for p in pw if p.get("sample_hz") is not None]
     thr = [p["throttled"] for p in pw if p.get("throttled") is not None]
+    methods = list(dict.fromkeys(p["energy_method"] for p in pw if p.get("energy_method")))
+    caveats = list(dict.fromkeys(p["energy_caveat"] for p in pw if p.get("energy_caveat")))
     return {"energy_per_iteration_mj": float(np.mean([v for v, _ in e])) if e else None,
+            "energy_method": ",".join(methods) or None,
+            "energy_caveat": "; ".join(caveats) or None,
             "energy_uncertainty_mj": (float(np.sqrt(sum(u * u for _, u in e))) / len(e)
                                       if e else None),
             "power_sample_hz": float(np.mean(hz)) if hz else None,

@@ -101,7 +101,10 @@ RUN_KEY = [
 # (mean power over the samples by the trapezoid rule x the mean measured iteration time),
 # energy_uncertainty_mj (standard error of the mean power x the same time), power_sample_hz
 # (achieved sampling rate), power_samples (battery samples over all repeats; > 0 with a null
-# energy: readable, but the measured iterations spanned too few samples); gpu_mhz_start/end; throttled (a sampled GPU or fastest-CPU clock
+# energy: readable, but the measured iterations spanned too few samples); energy_method
+# (battery_discharge: the battery discharging, status read; battery_current: status and
+# chargers unreadable, battery assumed; none: on external power, no energy) and
+# energy_caveat (why a figure is missing or what it assumes); gpu_mhz_start/end; throttled (a sampled GPU or fastest-CPU clock
 # fell more than 10% below its highest earlier sample; null where no clock is readable).
 # Over repeats: energy and rate are means, the uncertainty sqrt(sum u^2)/repeats, throttled
 # any.
@@ -133,6 +136,7 @@ RUNS = pa.schema(RUN_KEY + [
     _f("cpu_mhz_start", F), _f("cpu_mhz_end", F), _f("temperature_c_start", F),
     _f("temperature_c_end", F), _f("energy_per_iteration_mj", F),
     _f("energy_uncertainty_mj", F), _f("power_sample_hz", F), _f("power_samples", I),
+    _f("energy_method", S), _f("energy_caveat", S),
     _f("gpu_mhz_start", F),
     _f("gpu_mhz_end", F), _f("throttled", B), _f("run_dir", S),
 ] + PROVENANCE)

@@ -8,7 +8,8 @@ Stages: ``build-runner`` (params :class:`~phonetrain.stages.specs.RunnerSpec`; o
 version that does not compile fails its job with the compiler log, and leaves ``failed.json``
 beside the would-be build.json: the aggregate reads it to say why the version's builds and runs
 are missing. build.json stays missing, so the next ``snakemake all`` reruns the build (and a
-build that succeeds removes ``failed.json``).
+build that succeeds removes ``failed.json``). A device that cannot be reached (its adb server
+stopped, the connection lost) leaves ``failed.json`` with the transport's reason the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from phonetrain import layout
 from phonetrain.devices import toolchains
+from phonetrain.devices.base import TransportError
 from phonetrain.errors import StageError
 from phonetrain.io import write_json
 from phonetrain.kernels import load_version, stage_kernels
@@ -47,6 +49,20 @@ def build_runner(job: Job) -> Path:
 
 
 def build_kernels(job: Job) -> dict:
+    """:func:`compile_kernels`; a device that cannot be reached (its adb server stopped, the
+    connection lost) leaves ``failed.json`` with the transport's reason and raises
+    :class:`StageError`, so the version's runs say why they are missing."""
+    try:
+        return compile_kernels(job)
+    except TransportError as e:
+        s = job.spec(KernelSpec)
+        reason = f"device '{s.device_config['name']}': kernel version '{s.kernel}' not built: {e}"
+        write_json({"reason": reason, "log": "", STAMP: stamp(job)},
+                   Path(job.output.build).with_name(layout.FAILED))
+        raise StageError(reason) from None
+
+
+def compile_kernels(job: Job) -> dict:
     """Compile one kernel version on one device; write ``output.build`` (build.json: per
     program build time, log, binary size) and ``params.json`` beside it. A compile error
     raises :class:`StageError` with the compiler's messages located in the kernel sources

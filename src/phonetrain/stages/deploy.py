@@ -11,6 +11,8 @@ Stage ``deploy`` (params :class:`~phonetrain.stages.specs.RunSpec`):
   (what was sent).
 
 Pushes skip files already on the device unchanged (the transports compare content hashes).
+A device that cannot be reached (a lost connection, a stopped adb server, a full phone) leaves
+the run's failure record (:mod:`phonetrain.stages.failed`) with the transport's reason.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from phonetrain import layout
+from phonetrain.devices.base import TransportError
 from phonetrain.errors import StageError
 from phonetrain.io import write_json
 from phonetrain.kernels import load_version, stage_kernels, tuning
 from phonetrain.plan import Plan
 from phonetrain.runner import Runner
+from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
-from phonetrain.stages.specs import RunSpec
+from phonetrain.stages.specs import RunSpec, to_params
 
 
 def device_plan(plan_json: str | Path, kernel: str | None,
@@ -65,15 +69,20 @@ def deploy(job: Job) -> dict[str, Any]:
     r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s)
     sent: dict[str, int] = {}
     remote_plan = layout.plan_dir_rel(exp)
-    with r.lock():
-        sent["runner"] = r.push_runner(job.input.runner)
-        sent["plan"] = r.transport.push(plan_dir, remote_plan)
-        sent["plan"] += r.transport.push(Path(job.output.plan), f"{remote_plan}/{layout.PLAN}")
-        sent["data"] = r.transport.push(Path(job.input.data), s.data_dir)
-        if kernel:
-            with tempfile.TemporaryDirectory(prefix="phonetrain-kernels-") as tmp:
-                src = stage_kernels(kernel, Path(tmp))
-                sent["kernels"] = r.transport.push(src, layout.device_kernels(kernel))
+    try:
+        with r.lock():
+            sent["runner"] = r.push_runner(job.input.runner)
+            sent["plan"] = r.transport.push(plan_dir, remote_plan)
+            sent["plan"] += r.transport.push(Path(job.output.plan), f"{remote_plan}/{layout.PLAN}")
+            sent["data"] = r.transport.push(Path(job.input.data), s.data_dir)
+            if kernel:
+                with tempfile.TemporaryDirectory(prefix="phonetrain-kernels-") as tmp:
+                    src = stage_kernels(kernel, Path(tmp))
+                    sent["kernels"] = r.transport.push(src, layout.device_kernels(kernel))
+    except TransportError as e:  # the phone or its adb server is gone: the run's record
+        reason = f"device '{dev['name']}', run {exp}: {e}"
+        record_failure(Path(job.output.plan).parent, to_params(s), reason)
+        raise StageError(reason) from None
     doc = {"device": dev["name"], "run_id": exp, "files_sent": sent,
            "plan": f"{remote_plan}/{layout.PLAN}", "data": s.data_dir, "tuned_class": cls}
     write_json(doc, job.output.manifest)

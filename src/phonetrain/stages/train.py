@@ -18,8 +18,10 @@
   (the reasons of the attempts before it). Then the numpy reference verifies it step by step
   from the runner's own checkpoints (:func:`verify_run`). With ``measure.eval_every`` > 0,
   ``eval.json``: held-out loss and accuracy from the runner's own parameters
-  (:mod:`phonetrain.stages.evaluate`). A runner failure leaves ``failed.json``
-  (reason, stderr) and nothing that looks complete; a device lacking a library the version
+  (:mod:`phonetrain.stages.evaluate`). A runner failure or a device lost on the way (a
+  dropped connection, a stopped adb server) leaves ``failed.json`` (reason, stderr) and
+  nothing that looks complete: an earlier measurement is moved aside
+  (:mod:`phonetrain.stages.failed`); a device lacking a library the version
   needs (runner exit 8) records the run as *skipped*.
 """
 
@@ -43,8 +45,10 @@ from phonetrain.plan import Plan
 from phonetrain.results import stats
 from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
                                Runner, RunnerError)
+from phonetrain.devices.base import TransportError
 from phonetrain.stages import schedule
 from phonetrain.stages.evaluate import evaluate_run
+from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.specs import DataSpec, MeasureSpec, PlanSpec, RunSpec, to_params
 
@@ -167,8 +171,7 @@ def train(job: Job) -> Path:
     rdir = Path(job.output.run).parent
     rdir.mkdir(parents=True, exist_ok=True)
     remove_leftovers(rdir)
-    marker = rdir / layout.FAILED
-    marker.unlink(missing_ok=True)
+    (rdir / layout.FAILED).unlink(missing_ok=True)
     manifest = read_json(job.input.manifest)
     r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s,
                           progress=job.runtime.progress)
@@ -177,25 +180,30 @@ def train(job: Job) -> Path:
     try:
         verdict: dict[str, Any] = {}
         earlier: list[list[str]] = []   # the reasons of the attempts before the last
-        with r.lock():
-            measured_from_s = time.time()
-            for attempt in range(1, ms.max_attempts + 1):
-                for old in tmp.glob("repeat_*"):
-                    shutil.rmtree(old)
-                skipped = _measure(r, manifest, tmp, s, p, rdir)
-                if skipped is not None:
-                    return skipped
-                verdict = judge_measurement([tmp / "main"] + sorted(tmp.glob("repeat_*")), ms,
-                                            record)
-                if not verdict["unstable"] or attempt == ms.max_attempts:
-                    break
-                earlier.append(verdict["reasons"])
-                print(f"phonetrain: run {s.device}/{s.run_id} unstable (attempt {attempt} of "
-                      f"{ms.max_attempts}): {'; '.join(verdict['reasons'])}; measuring again",
-                      file=sys.stderr)
-            write_json(schedule.record(dev["transport"]) | {
-                "measured_from_s": measured_from_s, "measured_to_s": time.time()},
-                tmp / "main" / layout.SCHEDULE)
+        try:
+            with r.lock():
+                measured_from_s = time.time()
+                for attempt in range(1, ms.max_attempts + 1):
+                    for old in tmp.glob("repeat_*"):
+                        shutil.rmtree(old)
+                    skipped = _measure(r, manifest, tmp, s, p, rdir)
+                    if skipped is not None:
+                        return skipped
+                    outs = [tmp / "main"] + sorted(tmp.glob("repeat_*"))
+                    verdict = judge_measurement(outs, ms, record)
+                    if not verdict["unstable"] or attempt == ms.max_attempts:
+                        break
+                    earlier.append(verdict["reasons"])
+                    print(f"phonetrain: run {s.device}/{s.run_id} unstable (attempt {attempt} "
+                          f"of {ms.max_attempts}): {'; '.join(verdict['reasons'])}; measuring "
+                          "again", file=sys.stderr)
+                write_json(schedule.record(dev["transport"]) | {
+                    "measured_from_s": measured_from_s, "measured_to_s": time.time()},
+                    tmp / "main" / layout.SCHEDULE)
+        except TransportError as e:   # the device went away outside the runner's run
+            reason = f"device '{dev['name']}', run {s.run_id}: {e}"
+            record_failure(rdir, p, reason)
+            raise StageError(reason) from None
         verdict.update(attempts=attempt, max_attempts=ms.max_attempts, earlier_reasons=earlier)
         plan_dir = Path(job.input.plan_dir)
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
@@ -233,13 +241,13 @@ def _measure(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dict
             return _skip(s, tmp, rdir, e.message)
         except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
             return _skip(s, tmp, rdir, e.message, status="oom")
-        except RunnerError as e:
+        except (RunnerError, TransportError) as e:  # the runner failed, or the device went
             reason = f"device '{dev['name']}', run {s.run_id}: {e}"
-            write_json(p, rdir / layout.PARAMS)  # the settings that failed
-            write_json({"reason": reason, "log": e.stderr[-20000:]}, rdir / layout.FAILED)
-            if not r.transport.streams_stderr:
-                sys.stderr.write(e.stderr)
-            raise StageError(reason + _tail(e.stderr)) from None
+            stderr = getattr(e, "stderr", "") or ""
+            record_failure(rdir, p, reason, stderr)
+            if stderr and not r.transport.streams_stderr:
+                sys.stderr.write(stderr)
+            raise StageError(reason + _tail(stderr)) from None
         if conditions is not None:
             write_json(conditions | {"after": r.transport.readings()},
                        got / layout.DEVICE_READINGS)
