@@ -38,6 +38,7 @@
 #include "cl_loader.h"
 #include "clblast.h"
 #include "cpu_kernels.h"
+#include "conditions.h"
 #include "cpus.h"
 #include "json.h"
 #include "modes.h"
@@ -391,12 +392,12 @@ int mode_bench_gemm(const runner_opts *o)
     }
     if (src == SRC_CPU) {
 #ifdef _OPENMP
-        omp_set_num_threads(threads > 0 ? threads : cpus_usable());
+        omp_set_num_threads(threads > 0 ? threads : cpus_usable(cond_sysfs_root()));
         threads = omp_get_max_threads();
 #endif
         jw_key(&w, "threads"); jw_int(&w, threads);
         cpu_avail avail;
-        cpus_read(&avail);
+        cpus_read(&avail, cond_sysfs_root());
         cpus_write_json(&w, &avail);
     } else {
         env_open(&e, o);

@@ -158,7 +158,7 @@ void cond_write_json(jwriter *w, const cond_sample *a, const cond_sample *b, int
     jw_key(w, "omp_wait_policy"); jw_str(w, policy && *policy ? policy : "unset");
     jw_key(w, "omp_threads"); jw_int(w, omp_threads);
     cpu_avail c;
-    cpus_read(&c);
+    cpus_read(&c, cond_sysfs_root());
     cpus_write_json(w, &c);
     jw_obj_end(w);
 }

@@ -1,7 +1,6 @@
 /* CPUs available to this process: see cpus.h. */
 #define _GNU_SOURCE
 #include "cpus.h"
-#include "conditions.h"
 
 #include <math.h>
 #include <sched.h>
@@ -71,7 +70,7 @@ static double path_quota(const char *mount, const char *cg)
 
 /* /proc/self/cgroup (cgroups(7)): "0::/path" (v2) or "N:cpu,cpuacct:/path" (v1); the
  * hierarchies are mounted at <sysfs root>/fs/cgroup (v2) or fs/cgroup/<controllers> (v1). */
-static double cgroup_quota(void)
+static double cgroup_quota(const char *sysfs_root)
 {
     FILE *f = fopen("/proc/self/cgroup", "r");
     if (!f) return 0;
@@ -85,12 +84,12 @@ static double cgroup_quota(void)
         const char *ctl = c1 + 1, *cg = c2 + 1;
         double q = 0;
         if (!*ctl) {
-            snprintf(mount, sizeof mount, "%s/fs/cgroup", cond_sysfs_root());
+            snprintf(mount, sizeof mount, "%s/fs/cgroup", sysfs_root);
             q = path_quota(mount, strcmp(cg, "/") ? cg : "");
         } else if (strstr(ctl, "cpu") && !strstr(ctl, "cpuset")) {
             const char *names[] = {ctl, "cpu", "cpu,cpuacct"};
             for (int i = 0; i < 3 && !q; i++) {
-                snprintf(mount, sizeof mount, "%s/fs/cgroup/%s", cond_sysfs_root(), names[i]);
+                snprintf(mount, sizeof mount, "%s/fs/cgroup/%s", sysfs_root, names[i]);
                 q = path_quota(mount, strcmp(cg, "/") ? cg : "");
             }
         }
@@ -100,21 +99,21 @@ static double cgroup_quota(void)
     return best;
 }
 
-void cpus_read(cpu_avail *c)
+void cpus_read(cpu_avail *c, const char *sysfs_root)
 {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     c->online = online > 0 ? (int)online : 0;
     c->affinity = affinity_cpus();
-    c->quota_cpus = cgroup_quota();
+    c->quota_cpus = cgroup_quota(sysfs_root);
     int n = c->affinity ? c->affinity : c->online ? c->online : 1;
     if (c->quota_cpus > 0 && floor(c->quota_cpus) < n) n = (int)floor(c->quota_cpus);
     c->usable = n < 1 ? 1 : n;
 }
 
-int cpus_usable(void)
+int cpus_usable(const char *sysfs_root)
 {
     cpu_avail c;
-    cpus_read(&c);
+    cpus_read(&c, sysfs_root);
     return c.usable;
 }
 

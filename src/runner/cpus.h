@@ -14,13 +14,13 @@ typedef struct {
     int usable;          /* min(affinity or online, floor(quota_cpus)), at least 1 */
 } cpu_avail;
 
-/* Read the three limits now. The cgroup files are read under cond_sysfs_root() (/sys, or
- * the folder --sysfs-root / $PHONETRAIN_SYSFS_ROOT names), at fs/cgroup/<path> for the
+/* Read the three limits now. The cgroup files are read under sysfs_root (the caller's
+ * cond_sysfs_root(): /sys, or the folder --sysfs-root / $PHONETRAIN_SYSFS_ROOT names), at fs/cgroup/<path> for the
  * process's cgroup path in /proc/self/cgroup and every ancestor of it. */
-void cpus_read(cpu_avail *c);
+void cpus_read(cpu_avail *c, const char *sysfs_root);
 
 /* cpus_read(...).usable: the thread count of threads 0. */
-int cpus_usable(void);
+int cpus_usable(const char *sysfs_root);
 
 /* {"cpus_online", "cpus_affinity", "cpu_quota_cpus" (null: no quota), "cpus_usable"} as keys
  * of the object being written. */

@@ -420,7 +420,7 @@ int mode_run(const runner_opts *o)
     rc.clblast_lib = o->clblast_lib;
     rc.sel = o->sel;
     pt_plan *p = rc.plan;
-    rc.threads = o->threads > 0 ? o->threads : cpus_usable();
+    rc.threads = o->threads > 0 ? o->threads : cpus_usable(cond_sysfs_root());
     if (o->ci_target > 0 && o->max_iterations < p->iterations)
         fail(EXIT_BAD_INPUT, "--max-iterations %d is below the plan's %d measured iterations",
              o->max_iterations, p->iterations);
