@@ -255,7 +255,7 @@ def study_outcome(L, partial=False):
 def end_of_study():
     """On a successful workflow that executed jobs: the report's place and the run counts
     (nothing when the target did not include the summary)."""
-    if Path(L.summary("runs")).is_file():
+    if executes_jobs() and Path(L.summary("runs")).is_file():  # not after --touch
         print(study_outcome(L), file=sys.stderr)
 
 

@@ -239,16 +239,22 @@ def test_real_iterations_and_commands_follow_the_trace(real):
     for d in inputs["runs"]:
         if d.name not in OK:
             continue
-        doc = json.loads((d / "run.json").read_text())
         rid = f"host/{d.name}"  # the tables' run_id: <device>/<experiment id>
-        it = t["iterations"][t["iterations"]["run_id"] == rid].sort_values("iteration")
-        assert it["wall_ms"].tolist() == pytest.approx([i["wall_ms"] for i in doc["iters"]])
-        assert it["measured"].tolist() == [not i["warmup"] for i in doc["iters"]]
-        assert (it["busy_ms"] <= it["wall_ms"] * 1.001).all()  # commands lie inside the wall
-        trace = profiling.read_trace_csv(d / "trace.csv")
-        measured_rows = int((trace["warmup"] == 0).sum())
+        its = t["iterations"][t["iterations"]["run_id"] == rid]
+        # one runner process per repeat: repeat 0 in the run folder, repeat_<k>/ beside it
+        procs = [d] + sorted(d.glob("repeat_*"), key=lambda p: int(p.name.split("_")[1]))
+        assert sorted(its["repeat"].unique()) == list(range(len(procs)))
+        measured_rows = 0
+        for rep, pdir in enumerate(procs):
+            doc = json.loads((pdir / "run.json").read_text())
+            it = its[its["repeat"] == rep].sort_values("iteration")
+            assert it["wall_ms"].tolist() == pytest.approx([i["wall_ms"] for i in doc["iters"]])
+            assert it["measured"].tolist() == [not i["warmup"] for i in doc["iters"]]
+            assert (it["busy_ms"] <= it["wall_ms"] * 1.001).all()  # commands inside the wall
+            trace = profiling.read_trace_csv(pdir / "trace.csv")
+            measured_rows += int((trace["warmup"] == 0).sum())
         cmds = t["commands"][t["commands"]["run_id"] == rid]
-        assert int(cmds["count"].sum()) == measured_rows
+        assert int(cmds["count"].sum()) == measured_rows  # counts add up over the processes
 
 
 def test_real_bandwidth_and_builds_tables_hold_every_op_and_program(real):

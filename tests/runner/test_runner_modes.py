@@ -88,7 +88,7 @@ def test_build_runner_is_cached_by_source_hash(runner, tmp_path):
 
 
 def test_phonetrain_info_lists_pocl_as_json_and_as_text(runner, pocl, monkeypatch):
-    monkeypatch.setattr(toolchains, "host_runner", lambda cc="cc": runner)
+    monkeypatch.setattr(toolchains, "host_runner", lambda cc="cc", announce=None: runner)
     res = CliRunner().invoke(cli_main, ["info", "--json"])
     assert res.exit_code == 0, res.output
     assert any(p["name"] == "Portable Computing Language" for p in json.loads(res.output)["platforms"])
@@ -98,7 +98,7 @@ def test_phonetrain_info_lists_pocl_as_json_and_as_text(runner, pocl, monkeypatc
 
 
 def test_phonetrain_info_with_an_unloadable_cl_lib_fails(runner, tmp_path, monkeypatch):
-    monkeypatch.setattr(toolchains, "host_runner", lambda cc="cc": runner)
+    monkeypatch.setattr(toolchains, "host_runner", lambda cc="cc", announce=None: runner)
     res = CliRunner().invoke(cli_main, ["info", "--cl-lib", str(tmp_path / "nonexistent")])
     assert res.exit_code != 0 and "no such file" in res.output, res.output
     assert str(tmp_path / "nonexistent") in res.output

@@ -243,7 +243,7 @@ def _measure(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dict
             return _skip(s, tmp, rdir, e.message, status="oom")
         except (RunnerError, TransportError) as e:  # the runner failed, or the device went
             reason = f"device '{dev['name']}', run {s.run_id}: {e}"
-            stderr = getattr(e, "stderr", "") or ""
+            stderr = e.stderr if isinstance(e, RunnerError) else ""  # a transport has none
             record_failure(rdir, p, reason, stderr)
             if stderr and not r.transport.streams_stderr:
                 sys.stderr.write(stderr)
