@@ -121,6 +121,22 @@ def test_figures_name_an_opencl_cpu_device(tmp_path):
     assert labels == ["CPU backend", "OpenCL (CPU device: PoCL)"]
 
 
+def test_iteration_bars_stand_at_the_estimate_inside_its_interval(tmp_path):
+    # a low-quantile estimate's interval usually lies wholly below the median: the bar is the
+    # estimate, its whiskers the estimate's own interval (never a negative error bar)
+    runs = _runs().assign(iteration_median_ms=lambda d: d["iteration_high_ms"] * 1.5)
+    bars = []
+    orig = figures._save
+    figures._save = lambda fig, path, dpi: (bars.extend(
+        (ax.get_title(), round(p.get_width(), 6)) for ax in fig.axes for p in ax.patches),
+        orig(fig, path, dpi))[1]
+    try:
+        assert figures.iteration_time(runs, tmp_path / "it.png").stat().st_size > 0
+    finally:
+        figures._save = orig
+    assert sorted(w for _, w in bars) == sorted(runs["iteration_ms"])
+
+
 def test_short_sweep_of_small_copies_is_not_called_zero_copy():
     # 4 KiB..256 KiB: a copy's time is all call overhead here; too short a sweep to judge
     short = _bw("h2d", [8e3, 8.1e3, 8.2e3]).assign(size_bytes=[4096, 32768, 262144])

@@ -115,19 +115,28 @@ def _log_ticks(axis) -> None:
     axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
+def _estimate(r: pd.Series) -> float:
+    """A run row's iteration time in ms: its location estimate ``iteration_ms``, else (tables
+    written before the estimate existed) its median."""
+    est = r.get("iteration_ms")
+    return est if est is not None and pd.notna(est) else r["iteration_median_ms"]
+
+
 def _hbars(ax: plt.Axes, sub: pd.DataFrame, log: bool = True) -> None:
-    """Median iteration time of each run of ``sub`` as a horizontal bar with its interval
-    (:func:`~phonetrain.report.analysis.interval`) as whiskers, the median written at the
-    whisker's end inside a margin the x-axis reserves; runs without a valid speed get a
-    marked empty row."""
+    """Iteration time of each run of ``sub`` by its location estimate (``iteration_ms``, the
+    figure every comparison uses; the median for tables without one) as a horizontal bar with
+    the estimate's interval (:func:`~phonetrain.report.analysis.interval`) as whiskers,
+    the figure written at the whisker's end inside a margin the x-axis reserves; runs
+    without a valid speed get a marked empty row."""
     y = np.arange(len(sub))
     top = []
     cpu = is_cpu(sub).to_numpy()
     for yi, (_, r) in zip(y, sub.iterrows()):
-        med = r["iteration_median_ms"]
+        med = _estimate(r)
         if r["status"] in ("ok", "unstable") and pd.notna(med):
             lo, hi = interval(r)
-            lo, hi = (med, med) if np.isnan(lo) else (lo, hi)
+            # an interval of another estimate (older tables) is drawn only where it holds it
+            lo, hi = (med, med) if np.isnan(lo) else (min(lo, med), max(hi, med))
             unstable = r["status"] == "unstable"
             ax.barh(yi, med, color="#bbbbbb" if unstable else
                     (CPU_COLOR if cpu[yi] else CL_COLOR),
@@ -143,7 +152,8 @@ def _hbars(ax: plt.Axes, sub: pd.DataFrame, log: bool = True) -> None:
     ax.set_yticks(y, [run_label(r, False) for _, r in sub.iterrows()], fontsize=7)
     ax.set_ylim(len(sub) - 0.4, -0.6)
     if top:
-        lo = min(sub.loc[sub["status"].isin(["ok", "unstable"]), "iteration_median_ms"].dropna())
+        lo = min(_estimate(r) for _, r in sub[sub["status"].isin(["ok", "unstable"])].iterrows()
+                 if pd.notna(_estimate(r)))
         if log:
             ax.set_xscale("log")
             ax.set_xlim(lo / 2, max(top) * 3.5)
@@ -153,8 +163,8 @@ def _hbars(ax: plt.Axes, sub: pd.DataFrame, log: bool = True) -> None:
 
 
 def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
-    """Takes runs.parquet. Median iteration time (``iteration_median_ms``, host clock, log
-    scale) with its interval as whiskers (95% CI of the median, else IQR) per run: one row
+    """Takes runs.parquet. Iteration time by the runs' location estimate (``iteration_ms``,
+    host clock, log scale) with its interval as whiskers per run: one row
     of panels per device, one panel per model; wrong runs shown as 'verification failed',
     failed runs as 'missing', skipped runs as 'skipped (no library)', unstable runs hatched
     grey."""
@@ -176,7 +186,7 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
                         transform=ax.transAxes)
                 continue
             _hbars(ax, sub)
-            ax.set_xlabel("iteration time, ms (median, log)", fontsize=8)
+            ax.set_xlabel("iteration time, ms (location estimate, log)", fontsize=8)
             ax.tick_params(axis="x", labelsize=7)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (CPU_COLOR, CL_COLOR)]
     labels = ["CPU backend", opencl_label(runs)]
@@ -185,7 +195,7 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
         labels.append("unstable (not used in guidelines)")
     _legend_below(fig, handles, labels)
     fig.suptitle("Training iteration time per device and model (whiskers: interval of the "
-                 "median)", fontsize=10)
+                 "estimate)", fontsize=10)
     return _save(fig, path, dpi)
 
 
