@@ -60,12 +60,17 @@ def overlaps(ws: Path) -> int:
                 if b[3] != a[3] and b[1] < a[2] and a[1] < b[2]})
 
 
-def medians(ws: Path) -> dict[str, tuple[float, bool]]:
-    """run folder (device/experiment) -> (median_ms, unstable) from measurement.json."""
+def medians(ws: Path) -> dict[str, tuple[float, bool, str]]:
+    """run folder (device/experiment) -> (median_ms, unstable, why) from measurement.json;
+    why: the probe's slowdown, the estimate's interval half-width and the verdict's reason."""
     out = {}
     for m in sorted((ws / "results" / "runs").glob("*/*/measurement.json")):
         doc = json.loads(m.read_text())
-        out[f"{m.parent.parent.name}/{m.parent.name}"] = (doc["median_ms"], doc["unstable"])
+        slow = doc.get("probe_slowdown")
+        why = (f"probe {slow:.2f}x, " if slow is not None else "no probe, ") + \
+            f"+-{100 * doc['ci_rel_half_width']:.1f}%" + \
+            "".join(f"; {r.split(':')[0]}" for r in doc.get("reasons", []))
+        out[f"{m.parent.parent.name}/{m.parent.name}"] = (doc["median_ms"], doc["unstable"], why)
     return out
 
 
@@ -97,17 +102,18 @@ def main() -> None:
           f"{a.override or 'none'}; study {study_s:.0f} s; CPUs online {cpus.online}, "
           f"usable {cpus.usable}; load average now {os.getloadavg()[0]:.1f}; jobs overlapping a "
           f"measuring job: {crossed}")
-    print("| run | median_ms --cores N | median_ms alone | ratio | status |")
-    print("|---|---:|---:|---:|---|")
+    print("| run | median_ms --cores N | median_ms alone | ratio | status | why (--cores N) "
+          "| why (alone) |")
+    print("|---|---:|---:|---:|---|---|---|")
     ok_ratios = []
-    for run, (med, unstable) in together.items():
-        med_alone, unstable_alone = alone[run]
+    for run, (med, unstable, why) in together.items():
+        med_alone, unstable_alone, why_alone = alone[run]
         ratio = med / med_alone
         status = "unstable" if unstable else "ok"
         if not unstable:
             ok_ratios.append(ratio)
         print(f"| {run} | {med:.3f} | {med_alone:.3f} | {ratio:.2f} | {status}"
-              f"{' (alone: unstable)' if unstable_alone else ''} |")
+              f"{' (alone: unstable)' if unstable_alone else ''} | {why} | {why_alone} |")
     if ok_ratios:
         print(f"ok runs: {len(ok_ratios)}; ratio median {statistics.median(ok_ratios):.2f}, "
               f"max {max(ok_ratios):.2f} (target <= 1.5)")

@@ -59,9 +59,11 @@ def _flip_a_byte(f: Path) -> None:
     (lambda d: (d / "params.json").unlink(), "params.json: missing"),
     (lambda d: (d / "plan.json").write_text((d / "plan.json").read_text() + " "),
      "not the plan this run measured"),
+    (lambda d: (d / "measurement.json").write_text((d / "measurement.json").read_text()[:200]),
+     "measurement.json: cannot read JSON"),
 ], ids=["dump-bytes-changed", "trace-grown", "dump-replaced", "run-json-cut",
         "iteration-record-lost", "wall-times-changed", "run-json-hollow", "verdict-lost",
-        "settings-lost", "plan-replaced"])
+        "settings-lost", "plan-replaced", "measurement-verdict-cut"])
 def test_damage_is_named_and_never_tabulated(run_copy: Path, damage, needle):
     damage(run_copy)
     problems = folder_problems(run_copy)

@@ -288,15 +288,21 @@ def _record_problems(path: Path, run: dict[str, Any]) -> list[str]:
 
 def _companion_problems(run_dir: Path, hashes: bool = True) -> list[str]:
     """The files the train stage writes beside a measurement: ``params.json`` (the settings
-    measured), ``verify.json`` (the verdict), ``eval.json`` when the settings evaluate
-    (``measure.eval_every`` > 0) and ``plan.json`` (the plan that ran: equal to the SHA-256
-    the verdict recorded, when it recorded one)."""
+    measured), ``verify.json`` (the verdict), ``measurement.json`` (the measurement verdict;
+    a folder without one is judged on its iterations, one that cannot be read is damaged),
+    ``eval.json`` when the settings evaluate (``measure.eval_every`` > 0) and ``plan.json``
+    (the plan that ran: equal to the SHA-256 the verdict recorded, when it recorded one)."""
     out, docs = [], {}
     for name in (layout.PARAMS, layout.VERIFY):
         try:
             docs[name] = read_json(run_dir / name)
         except ResultsFileError as e:
             out.append(str(e) if (run_dir / name).exists() else f"{run_dir / name}: missing")
+    if (run_dir / layout.MEASUREMENT).exists():
+        try:
+            read_json(run_dir / layout.MEASUREMENT)
+        except ResultsFileError as e:
+            out.append(str(e))
     if _eval_expected(docs.get(layout.PARAMS, {})):   # measure.eval_every > 0: eval.json too
         try:
             if read_eval(run_dir).empty:
