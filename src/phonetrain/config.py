@@ -495,6 +495,22 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
             raise ConfigError(f"{path}: {e}") from None
     if group == "model":
         _check_model_name(path, node["name"])
+    if group == "device":
+        _check_device_numbers(path, node, overrides)
+
+
+def _check_device_numbers(path: Path, node: dict[str, Any], overrides: Sequence[str]) -> None:
+    """``adb_port`` a TCP port (1..65535, RFC 793), datasheet facts positive, when set."""
+    port = node.get("adb_port")
+    if port is not None and not 1 <= port <= 65535:
+        raise ConfigError(f"{_source(path, 'device.adb_port', overrides)}: key 'adb_port' is "
+                          f"{port}; a TCP port is 1..65535 (the adb server's, default 5037)")
+    for key in ("peak_gflops", "bandwidth_gbps"):
+        v = (node.get("facts") or {}).get(key)
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise ConfigError(f"{_source(path, f'device.facts.{key}', overrides)}: key "
+                              f"'facts.{key}' is {v}; a datasheet figure is a finite number "
+                              "> 0, or null when unknown")
 
 
 def _check_signs(path: Path, group: str, node: dict[str, Any], prefix: str,
@@ -621,6 +637,11 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
     if not str(root["results_dir"]).strip():
         raise ConfigError(f"{src('results_dir')}: key 'results_dir' is empty; name the output "
                           "folder")
+    if set("{}") & set(str(root["results_dir"])):  # Snakemake reads braces as wildcards
+        raise ConfigError(f"{src('results_dir')}: key 'results_dir' is "
+                          f"{root['results_dir']!r}; braces are not allowed in it (the "
+                          "workflow's paths would read them as wildcards): name a folder "
+                          "without '{' or '}'")
     if root["report"]["figure_format"] not in CHOICES[("report", "figure_format")]:
         raise ConfigError(f"{src('report.figure_format')}: key 'report.figure_format' must be "
                           "one of "

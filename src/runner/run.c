@@ -421,6 +421,10 @@ int mode_run(const runner_opts *o)
     rc.sel = o->sel;
     pt_plan *p = rc.plan;
     rc.threads = o->threads > 0 ? o->threads : cpus_usable(cond_sysfs_root());
+    if (p->backend == BACKEND_CPU && rc.threads > cpus_usable(cond_sysfs_root()))
+        fprintf(stderr, "runner: warning: %d threads on %d usable CPUs (oversubscribed: "
+                "threads wait for each other); --threads 0 takes the CPUs available\n",
+                rc.threads, cpus_usable(cond_sysfs_root()));
     if (o->ci_target > 0 && o->max_iterations < p->iterations)
         fail(EXIT_BAD_INPUT, "--max-iterations %d is below the plan's %d measured iterations",
              o->max_iterations, p->iterations);

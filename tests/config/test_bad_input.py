@@ -34,6 +34,7 @@ def kernels(tmp_path: Path, monkeypatch) -> Path:
     ("measure.gemm_sizes=[256,0]", ["measure.gemm_sizes", "[0]"]),
     ("report.dpi=0", ["report.dpi", ">= 1"]),
     ("results_dir=", ["results_dir", "empty"]),
+    ("results_dir='/tmp/r-{device}'", ["results_dir", "braces", "wildcards"]),
     ("model.lr=-1", ["model/lenet5.yaml", "'lr'", ">= 0"]),
     ("dataset.name=mnsit", ["dataset.name", "mnsit", "mnist"]),
 ])
@@ -259,3 +260,18 @@ def test_stale_run_is_not_reported_as_current(tmp_path: Path):
     assert params == jp[4]["run"][key] and "measured under other settings" in why
     assert "iterations" in why and sorted(rdir.iterdir()) == files  # nothing written
     assert run_finding(rdir, jp[4]["run"][key])  # (this hollow run.json is damaged, too)
+
+
+@pytest.mark.parametrize("line, needles", [
+    ("adb_port: 99999", ["device/badphone.yaml", "adb_port", "99999", "1..65535"]),
+    ("adb_port: 0", ["adb_port", "1..65535"]),
+    ("facts: {peak_gflops: -5}", ["device/badphone.yaml", "facts.peak_gflops", "> 0"]),
+    ("facts: {bandwidth_gbps: .nan}", ["facts.bandwidth_gbps", "finite"]),
+], ids=["port-too-high", "port-zero", "negative-peak", "nan-bandwidth"])
+def test_device_numbers_out_of_range_name_file_and_key(conf: Path, line, needles):
+    (conf / "device" / "badphone.yaml").write_text(
+        f"name: badphone\ntransport: adb\nserial: emulator-5554\n{line}\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[host,badphone]"], conf_dir=conf)
+    for n in needles:
+        assert n in str(e.value), str(e.value)

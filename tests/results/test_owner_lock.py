@@ -75,3 +75,12 @@ def test_note_of_a_former_owner_is_not_named(tmp_path: Path):
     assert owner.holder(L) == "a process that has not recorded itself yet"
     Path(L.owner_note()).write_text(json.dumps({**note, "pid": os.getpid()}))
     assert owner.holder(L).startswith(f"pid {os.getpid()} on host ")
+
+
+def test_a_results_dir_that_is_a_file_is_named_as_such(tmp_path: Path):
+    afile = tmp_path / "results"
+    afile.write_text("not a folder\n")
+    with pytest.raises(owner.ResultsFileError) as e:
+        owner.take(Layout(str(afile)))
+    assert "names a file, not a folder" in str(e.value) and str(afile) in str(e.value)
+    assert afile.read_text() == "not a folder\n"   # nothing written over it

@@ -121,3 +121,16 @@ def test_clblast_gemm_program_matches_numpy_with_host_timed_rows(runner, pocl, t
     gemm = tr[tr["name"].str.startswith("gemm_")]
     assert len(gemm) == 2 * sum(s.op == "kernel" and s.name.startswith("gemm_") for s in plan.steps)
     assert gemm["start_ns"].isna().all() and (gemm["host_end_ns"] > gemm["host_begin_ns"]).all()
+
+
+def test_more_threads_than_usable_cpus_is_named(runner, tmp_path, capfd):
+    # the CPU backend with 4x the usable CPUs: threads wait for each other, and the runner says
+    # so on stderr (the run itself still completes and trains)
+    from phonetrain.devices.cpus import availability
+    usable = availability().usable
+    path = stage(tmp_path / "bundle", mlp_plan("cpu", "resident", "copy"))
+    doc = rt.run_plan(runner, path, tmp_path / "bundle", tmp_path / "out", threads=4 * usable,
+                      progress=True)  # the runner's stderr reaches the terminal
+    assert doc["status"] == "ok" and doc["threads"] == 4 * usable
+    err = capfd.readouterr().err
+    assert f"runner: warning: {4 * usable} threads on {usable} usable CPUs (oversubscribed" in err

@@ -61,6 +61,9 @@ def take(L: Layout) -> FileLock:
     when another process has it, :class:`ResultsFileError` when the folder is not writable."""
     root = Path(L.root)
     lock = FileLock(L.owner_lock(), timeout=0)
+    if root.exists() and not root.is_dir():
+        raise ResultsFileError(f"{root}: results_dir names a file, not a folder",
+                               "give results_dir a folder (new or existing)")
     try:
         root.mkdir(parents=True, exist_ok=True)
         lock.acquire()
