@@ -6,7 +6,10 @@
 
 #include "json.h"
 
-#define PROBE_FMAS (1 << 20)  /* dependent multiply-adds per thread per sample */
+/* Dependent multiply-adds per thread per sample: ~10 ms at 3 GHz (4-cycle latency), longer
+ * than a scheduler time slice (CFS: 3-6 ms with two runnable tasks on a core), so a sample of
+ * a thread that shares its core spans the other task's turns rather than fitting between them. */
+#define PROBE_FMAS (1 << 23)
 #define PROBE_SAMPLES 5
 
 typedef struct {
@@ -16,7 +19,8 @@ typedef struct {
 
 /* One probe reading: `threads` OpenMP threads each run PROBE_FMAS dependent multiply-adds
  * (latency-bound: the figure follows the core's clock and its share of the core, not memory);
- * the wall time of the parallel region, median of PROBE_SAMPLES samples, in ms. */
+ * per sample the longest thread's own loop time (fork and join excluded), the median of
+ * PROBE_SAMPLES samples, in ms. */
 double probe_ms(int threads);
 
 /* {"work": "...", "threads", "samples", "before_ms", "after_ms"} */
