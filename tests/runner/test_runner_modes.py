@@ -91,7 +91,7 @@ def test_phonetrain_info_lists_pocl_as_json_and_as_text(runner, pocl, monkeypatc
     monkeypatch.setattr(toolchains, "host_runner", lambda cc="cc", announce=None: runner)
     res = CliRunner().invoke(cli_main, ["info", "--json"])
     assert res.exit_code == 0, res.output
-    assert any(p["name"] == "Portable Computing Language" for p in json.loads(res.output)["platforms"])
+    assert any(p["name"] == "Portable Computing Language" for p in json.loads(res.stdout)["platforms"])
     res = CliRunner().invoke(cli_main, ["info"])
     assert res.exit_code == 0, res.output
     assert "Portable Computing Language" in res.output and "timer" in res.output
