@@ -162,7 +162,7 @@ class MeasureConfig:
                                        # larger `iterations` unless set too: then refused)
     max_seconds: float = 1.5           # ... per process, deciding no more once measuring took this (s)
     max_other_cpu_share: float = 0.25  # a run without a calibration probe: unstable above this share
-    max_probe_slowdown: float = 1.25   # unstable when the probe is this much slower than quiet; 0 off
+    max_probe_slowdown: float = 1.5    # unstable when the probe is this much slower than quiet; 0 off
     max_attempts: int = 2              # measurements of an unstable run in one train job, then kept
     bootstrap_resamples: int = 1000    # resamples of the median's confidence interval
     power_sample_ms: int = 100         # battery power and clock sampling period (0 = off)

@@ -14,12 +14,12 @@
 
 typedef struct {
     int threads;
-    double before_ms, after_ms;   /* median of PROBE_SAMPLES samples */
+    double before_ms, after_ms;   /* fastest of PROBE_SAMPLES samples */
 } probe_rec;
 
 /* One probe reading: `threads` OpenMP threads each run PROBE_FMAS dependent multiply-adds
  * (latency-bound: the figure follows the core's clock and its share of the core, not memory);
- * per sample the longest thread's own loop time (fork and join excluded), the median of
+ * per sample the longest thread's own loop time (fork and join excluded), the fastest of
  * PROBE_SAMPLES samples, in ms. */
 double probe_ms(int threads);
 

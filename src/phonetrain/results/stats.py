@@ -138,7 +138,7 @@ def rel_half_width(median: float, low: float, high: float) -> float:
 def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci_target: float,
           max_other_cpu_share: float, resamples: int = 1000,
           process_walls_ms: Sequence[Sequence[float]] | None = None,
-          quiet_probe_ms: float | None = None, max_probe_slowdown: float = 1.25
+          quiet_probe_ms: float | None = None, max_probe_slowdown: float = 1.5
           ) -> dict[str, Any]:
     """The measurement verdict of a run's measured iteration times (all repeats pooled;
     ``process_walls_ms`` the same per runner process, when known) and the runner's
