@@ -446,10 +446,23 @@ def _compose(conf_dir: Path, overrides: list[str]) -> tuple[dict[str, Any], dict
         return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True), choices  # type: ignore
     except ConfigError:
         raise
+    except UnicodeDecodeError as e:   # a ValueError too: name the file, not the overrides
+        raise ConfigError(f"{_undecodable(conf_dir) or conf_dir}: not UTF-8 text ({e.reason} "
+                          f"at byte {e.start}); save the file as UTF-8") from e
     except (HydraException, OmegaConfBaseException, ValueError) as e:
         raise _explain(e, conf_dir, overrides) from e
     except yaml.YAMLError as e:  # the message names the file, line and column
         raise ConfigError(f"YAML syntax error: {' '.join(str(e).split())}; fix that file") from e
+
+
+def _undecodable(conf_dir: Path) -> Path | None:
+    """The first config file under ``conf_dir`` that is not UTF-8 (YAML 1.2, 5.2), or None."""
+    for f in sorted(conf_dir.rglob("*.yaml")):
+        try:
+            f.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return f
+    return None
 
 
 def _source(path: Path | str, dotted: str, overrides: Sequence[str]) -> str:
@@ -718,6 +731,10 @@ def _check_override_keys(overrides: list[str], axes_refused: bool = True) -> Non
         if axes_refused and key in AXES:
             raise ConfigError(f"override {o!r} selects one {key} but a sweep crosses a list: "
                               f"write 'sweep.{key}s=[...]' instead")
+        if o.startswith("~") and not key.startswith("hydra."):
+            # a deleted key: every key of the structured config is needed by some stage
+            raise ConfigError(f"override {o!r} deletes '{key}', which the study needs; set "
+                              f"it instead ('{key}=VALUE'), or leave it at its default")
         if key.startswith("hydra.") or "=" not in o:
             continue
         section, _, leaf = key.rpartition(".")

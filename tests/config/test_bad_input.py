@@ -275,3 +275,29 @@ def test_device_numbers_out_of_range_name_file_and_key(conf: Path, line, needles
         compose_sweep(["sweep=test", "sweep.devices=[host,badphone]"], conf_dir=conf)
     for n in needles:
         assert n in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("override", ["~measure", "~results_dir", "~measure.iterations"])
+def test_deleting_a_key_is_refused_naming_it(override):
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", override])
+    key = override.lstrip("~")
+    assert f"deletes '{key}'" in str(e.value) and f"{key}=VALUE" in str(e.value)
+
+
+def test_a_config_file_that_is_not_utf8_is_named(conf: Path):
+    f = conf / "model" / "lenet5.yaml"
+    f.write_bytes(b"# caf\xe9\n" + f.read_bytes())
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.models=[lenet5]"], conf_dir=conf)
+    assert str(f) in str(e.value) and "not UTF-8" in str(e.value), str(e.value)
+
+
+def test_a_dataset_folder_without_samples_is_one_error(tmp_path: Path):
+    from phonetrain import data as datasets
+    from phonetrain.data.idx import write_idx
+    import numpy as np
+    write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((0, 28, 28), np.uint8))
+    write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros((0,), np.uint8))
+    with pytest.raises(datasets.DatasetError, match="holds no samples"):
+        datasets.write_batches("mnist", 8, 2, tmp_path / "out", folder=tmp_path)

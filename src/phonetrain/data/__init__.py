@@ -176,6 +176,10 @@ def write_batches(dataset: str, batch_size: int, num_batches: int, root: str | P
     if batch_size < 1 or num_batches < 1:
         raise DatasetError(f"{dataset}: batch_size and num_batches must be >= 1")
     x, y = load(dataset, input_shape, classes, seed=seed, **opts)
+    if len(x) == 0:
+        raise DatasetError(f"{dataset}: the training split holds no samples "
+                           f"(folder {opts.get('folder') or 'none given'}); point "
+                           "dataset.path at the dataset's files")
     shape = tuple(x.shape[1:])
     if input_shape is not None:
         check_compatible(dataset, tuple(input_shape), classes or 1 << 30, "the model")
