@@ -232,6 +232,23 @@ def test_multiline_failure_reason_keeps_tables_intact(tmp_path):
     assert "<pre>kernel version &#39;broken&#39; failed" in out["html"].read_text()
 
 
+def test_markdown_report_passes_no_raw_html_or_extra_heading(tmp_path):
+    reason = "<script>alert(1)</script> lost"
+    dirs = [write_run(tmp_path / "raw", backend="cpu"),
+            write_run(tmp_path / "raw", backend="opencl", placement="resident",
+                      transfer="copy", kernel="baseline", failed_reason=reason)]
+    aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
+    out = report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"),
+                              title="T</title><script>x</script>\n# second")
+    md = out["md"].read_text()
+    assert md.splitlines()[0] == "# T&lt;/title&gt;&lt;script&gt;x&lt;/script&gt; # second"
+    row = next(line for line in md.splitlines()
+               if line.startswith("| host/mlp_784_256_128_16.opencl"))
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; lost" in row and "<script>" not in row
+    html = out["html"].read_text()
+    assert "<script>alert(1)" not in html and "<script>x" not in html
+
+
 def test_same_experiment_on_two_devices_is_reported_per_device(tmp_path):
     """One experiment id on two devices: two rows, labels naming the device, every figure."""
     raw = tmp_path / "raw"

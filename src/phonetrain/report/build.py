@@ -244,11 +244,18 @@ def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi
     }
 
 
+def md_line(text: Any) -> str:
+    """Text for one Markdown line (a heading): its lines joined by spaces, ``<`` and ``>``
+    written as entities so no raw HTML passes into report.md (CommonMark 0.31, 6.6)."""
+    return " ".join(_str(text).split()).replace("<", "&lt;").replace(">", "&gt;")
+
+
 def md_cell(text: Any, width: int = 160) -> str:
-    """One Markdown table cell: the first line, ``|`` escaped, cut at ``width`` characters
-    (the full text follows the table in a code block)."""
+    """One Markdown table cell: the first line, ``|`` escaped and ``<``/``>`` as entities
+    (:func:`md_line`), cut at ``width`` characters (the full text follows the table in a
+    code block)."""
     lines = _str(text).strip().splitlines() or [""]
-    first = lines[0].replace("|", "\\|")
+    first = lines[0].replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
     more = len(lines) > 1 or len(first) > width
     return (first[:width] + (" ..." if more else "")).strip()
 
@@ -378,6 +385,7 @@ def build_report(summary_dir: str | Path, outputs: Mapping[str, str | Path], *,
                              lstrip_blocks=True,
                              autoescape=jinja2.select_autoescape(("html.j2",)))
     env.filters["cell"] = md_cell
+    env.filters["line"] = md_line
     rel = lambda p: os.path.relpath(p, md_path.parent).replace(os.sep, "/")  # noqa: E731
     html_figs = [{"name": n, "title": FIGURES[n], "empty": empty_figure(p),
                   "src": "" if empty_figure(p) else _data_uri(p)} for n, p in figs.items()]
