@@ -245,17 +245,18 @@ def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi
 
 
 def md_line(text: Any) -> str:
-    """Text for one Markdown line (a heading): its lines joined by spaces, ``<`` and ``>``
-    written as entities so no raw HTML passes into report.md (CommonMark 0.31, 6.6)."""
-    return " ".join(_str(text).split()).replace("<", "&lt;").replace(">", "&gt;")
+    """Text for one Markdown line (a heading): its lines joined by spaces, ``<`` written as
+    ``&lt;`` so no raw HTML passes into report.md (an HTML tag starts with ``<``: CommonMark
+    0.31, 6.6); ``>`` stays (arrows such as ``->`` read as written)."""
+    return " ".join(_str(text).split()).replace("<", "&lt;")
 
 
 def md_cell(text: Any, width: int = 160) -> str:
-    """One Markdown table cell: the first line, ``|`` escaped and ``<``/``>`` as entities
+    """One Markdown table cell: the first line, ``|`` escaped and ``<`` as ``&lt;``
     (:func:`md_line`), cut at ``width`` characters (the full text follows the table in a
     code block)."""
     lines = _str(text).strip().splitlines() or [""]
-    first = lines[0].replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    first = lines[0].replace("|", "\\|").replace("<", "&lt;")
     more = len(lines) > 1 or len(first) > width
     return (first[:width] + (" ..." if more else "")).strip()
 
