@@ -420,11 +420,12 @@ int mode_run(const runner_opts *o)
     rc.clblast_lib = o->clblast_lib;
     rc.sel = o->sel;
     pt_plan *p = rc.plan;
-    rc.threads = o->threads > 0 ? o->threads : cpus_usable(cond_sysfs_root());
-    if (p->backend == BACKEND_CPU && rc.threads > cpus_usable(cond_sysfs_root()))
+    int usable = cpus_usable(cond_sysfs_root());
+    rc.threads = o->threads > 0 ? o->threads : usable;
+    if (p->backend == BACKEND_CPU && rc.threads > usable)
         fprintf(stderr, "runner: warning: %d threads on %d usable CPUs (oversubscribed: "
                 "threads wait for each other); --threads 0 takes the CPUs available\n",
-                rc.threads, cpus_usable(cond_sysfs_root()));
+                rc.threads, usable);
     if (o->ci_target > 0 && o->max_iterations < p->iterations)
         fail(EXIT_BAD_INPUT, "--max-iterations %d is below the plan's %d measured iterations",
              o->max_iterations, p->iterations);

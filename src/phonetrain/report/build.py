@@ -256,7 +256,7 @@ def md_cell(text: Any, width: int = 160) -> str:
     (:func:`md_line`), cut at ``width`` characters (the full text follows the table in a
     code block)."""
     lines = _str(text).strip().splitlines() or [""]
-    first = lines[0].replace("|", "\\|").replace("<", "&lt;")
+    first = md_line(lines[0]).replace("|", "\\|")
     more = len(lines) > 1 or len(first) > width
     return (first[:width] + (" ..." if more else "")).strip()
 

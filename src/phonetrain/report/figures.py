@@ -152,8 +152,8 @@ def _hbars(ax: plt.Axes, sub: pd.DataFrame, log: bool = True) -> None:
     ax.set_yticks(y, [run_label(r, False) for _, r in sub.iterrows()], fontsize=7)
     ax.set_ylim(len(sub) - 0.4, -0.6)
     if top:
-        lo = min(_estimate(r) for _, r in sub[sub["status"].isin(["ok", "unstable"])].iterrows()
-                 if pd.notna(_estimate(r)))
+        usable = sub[sub["status"].isin(["ok", "unstable"])]
+        lo = usable["iteration_ms"].fillna(usable["iteration_median_ms"]).min()
         if log:
             ax.set_xscale("log")
             ax.set_xlim(lo / 2, max(top) * 3.5)
