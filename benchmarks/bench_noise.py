@@ -16,7 +16,8 @@ overrides after ``--``), into ``<results>/<name>``:
   -cl-fast-relaxed-math); it starts from a copy of the quiet study's results, so Snakemake
   rebuilds and re-measures only that version's jobs (incremental rerun).
 
-Prints markdown: per study the wall time, the load average at its start, the runs by status;
+Prints markdown: per study the wall time, the load average at its start, the CPU time of the
+main Snakemake process (its scheduler: CPU taken from the runs it schedules), the runs by status;
 per run the status, estimate ms [interval] and attempts in each study; per study and device
 the "At a glance" verdict of each finding; and for quiet-vs-quiet, quiet-vs-hog and
 quiet-vs-planted the count of `phonetrain compare` rows per verdict (runs and GEMM shapes).
@@ -36,6 +37,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -53,20 +55,38 @@ STUDIES = ("quiet", "quiet2", "hog", "planted")
 LOOP = re.compile(r"(?P<indent>[ \t]*)for \(int k = 0; k < K; \+\+k\)\n\s*acc \+= (?P<expr>[^;]+);")
 
 
-def study(ws: Path, results: str, extra: list[str], cores: int) -> tuple[float, int, float]:
-    """One ``snakemake all`` of the study in the workflow folder ``ws`` into ``results``;
-    (seconds, exit status, load average at the start)."""
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (``/proc/<pid>/stat`` fields 14-15;
+    proc(5)); None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def study(ws: Path, results: str, extra: list[str], cores: int) -> dict:
+    """One ``snakemake all`` of the study in the workflow folder ``ws`` into ``results``:
+    ``{"wall_s", "exit", "load_start", "snakemake_cpu_s"}``, the last the CPU time of the main
+    Snakemake process itself (its scheduler; jobs run in child processes), read each second."""
     snakemake = Path(sys.executable).with_name("snakemake")
     cmd = [str(snakemake), "--cores", str(cores), "all", "--keep-going",
            "--config", f"overrides={json.dumps([f'results_dir={results}', *extra])}"]
     env = dict(os.environ, PYTHONPATH=str(ws / "src"))
     load = os.getloadavg()[0]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=ws, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       text=True)
-    if p.returncode:
-        print(p.stderr[-3000:], file=sys.stderr)
-    return time.monotonic() - t0, p.returncode, load
+    with tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, cwd=ws, env=env, stdout=subprocess.DEVNULL, stderr=err,
+                             text=True)
+        cpu = 0.0
+        while p.poll() is None:
+            cpu = _cpu_s(p.pid) or cpu
+            time.sleep(1)
+        if p.returncode:
+            err.seek(0)
+            print(err.read()[-3000:], file=sys.stderr)
+    return {"wall_s": time.monotonic() - t0, "exit": p.returncode, "load_start": load,
+            "snakemake_cpu_s": cpu}
 
 
 def hogs(seconds: float) -> list[subprocess.Popen]:
@@ -176,7 +196,8 @@ def main() -> int:
     only = [s for s in a.only.split(",") if s]
     folders = {n: root / n for n in STUDIES}
     folders["planted"] = root / "planted_ws" / "results"
-    timing = {}
+    timing_file = root / "timing.json"
+    timing = json.loads(timing_file.read_text()) if timing_file.is_file() else {}
     for name in [] if a.reuse else only:
         if name == "hog":
             procs = hogs(a.hog_s)
@@ -193,18 +214,23 @@ def main() -> int:
             timing[name] = study(ws, str(folders[name]), a.extra, a.cores)
         else:
             timing[name] = study(REPO, str(folders[name]), a.extra, a.cores)
+        timing_file.parent.mkdir(parents=True, exist_ok=True)
+        timing_file.write_text(json.dumps(timing, indent=1))
     tables = {}
     for name in only:
         summary = Path(Layout(str(folders[name])).summary_dir())
         if summary.is_dir():
             tables[name] = load_tables(str(summary))
     print(f"host: {os.cpu_count()} CPUs; load average now {os.getloadavg()[0]:.2f}")
-    print("\n| study | wall s | snakemake exit | load at start | runs by status |")
-    print("|---|---:|---:|---:|---|")
+    print("\n| study | wall s | snakemake exit | load at start | Snakemake main CPU s "
+          "| runs by status |")
+    print("|---|---:|---:|---:|---:|---|")
+    nan = float("nan")
     for name, t in tables.items():
-        secs, rc, load = timing.get(name, (float("nan"), "-", float("nan")))
+        tm = timing.get(name, {})
         st = ", ".join(f"{k} {v}" for k, v in sorted(Counter(t["runs"]["status"]).items()))
-        print(f"| {name} | {secs:.0f} | {rc} | {load:.2f} | {st} |")
+        print(f"| {name} | {tm.get('wall_s', nan):.0f} | {tm.get('exit', '-')} | "
+              f"{tm.get('load_start', nan):.2f} | {tm.get('snakemake_cpu_s', nan):.1f} | {st} |")
     run_table(tables)
     glance_table(tables)
     bad = 0

@@ -298,6 +298,7 @@ for _d in DEVICE_TRANSPORT:
     if schedule.device_resource(_d) not in workflow.global_resources:
         workflow.register_resource(schedule.device_resource(_d), 1)
 os.environ[schedule.SCHEDULE_ENV] = json.dumps({"host_shares": HOST_SHARES, "cores": _CORES})
+schedule.one_reevaluation_timer()   # Snakemake's scheduler passes stay few
 HOST_JOB = {schedule.HOST_LOAD: 1}
 
 

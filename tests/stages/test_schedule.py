@@ -4,6 +4,7 @@ a measuring job writes (phonetrain.stages.schedule)."""
 from __future__ import annotations
 
 import json
+import threading
 
 from phonetrain.stages import schedule
 from phonetrain.stages.schedule import DEVICE, HOST, MEASURE, host_share
@@ -23,3 +24,28 @@ def test_the_record_says_whether_the_job_held_the_host(monkeypatch):
     local, phone = schedule.record("local"), schedule.record("adb")
     assert local["alone_on_host"] and local["host_load"] == 3 and local["snakemake_cores"] == 3
     assert not phone["alone_on_host"] and phone["host_load"] == 0
+
+
+def test_the_scheduler_keeps_one_daemon_reevaluation_timer(monkeypatch):
+    """A hundred scheduling passes (as a study's job starts and ends make) leave one pending
+    timer, a daemon, that still releases the scheduler once; the installed Snakemake has the
+    method patched, so a version that renames it fails here."""
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    monkeypatch.setattr(JobScheduler, "_schedule_reevalutation",
+                        JobScheduler._schedule_reevalutation)   # undone after the test
+    assert schedule.one_reevaluation_timer()
+
+    class Scheduler:   # the two attributes the method uses
+        _open_jobs = threading.Semaphore(0)
+        _schedule_reevalutation = JobScheduler._schedule_reevalutation
+
+    s, before = Scheduler(), threading.active_count()
+    for _ in range(100):
+        s._schedule_reevalutation(0.2)
+    assert threading.active_count() - before == 1 and s._pending_reevaluation.daemon
+    assert s._open_jobs.acquire(timeout=5)
+    assert not s._open_jobs.acquire(timeout=0.5)   # released once, not a hundred times
+    s._pending_reevaluation.join(5)
+    s._schedule_reevalutation(0.05)                # the next pass starts a new one
+    assert s._open_jobs.acquire(timeout=5)

@@ -5,10 +5,14 @@ The location estimate every comparison uses (:data:`ESTIMATOR`) is the lower qua
 pooled. Timing noise on a shared machine only adds time, so a low quantile moves little under it
 (Chen and Revels, "Robust benchmarking in noisy environments", arXiv 1608.04295, 2016, take the
 minimum, as BenchmarkTools.jl does; a quartile keeps a bootstrap interval that is not degenerate
-with a few dozen iterations). Its interval is the 95% percentile bootstrap of that quantile,
-widened to cover every process's own estimate: one process's interval does not describe a rerun
-(pyperf samples several worker processes for that reason), so with ``measure.repeats`` > 1 the
-interval spans the variation between processes too.
+with a few dozen iterations). One process's interval does not describe a rerun (pyperf samples
+several worker processes for that reason), so the interval is the union of two 95% percentile
+bootstraps of that quantile: over the pooled iterations (the noise within processes), and over
+the processes, each resample drawing the run's processes with replacement and keeping each one's
+iterations (the first-stage resampling of hierarchical data: Davison and Hinkley, "Bootstrap
+Methods and their Application", 1997, sec. 3.8; the variation between processes). With two
+processes it spans both processes' own estimates; more processes (``measure.repeats``) narrow
+it. With one process it is :func:`quantile_ci` exactly.
 
 - :func:`quantile_ci`: a quantile of measured iteration times and its 95% percentile-bootstrap
   confidence interval, exactly as the runner computes it for its adaptive stop rule
@@ -39,8 +43,8 @@ BOOTSTRAP_SEED = 0x5EED   # src/runner/stats.h
 # The location estimate every comparison uses (runs.parquet ``iteration_ms`` with its interval
 # ``iteration_low_ms``..``iteration_high_ms``), named in ``iteration_estimator``.
 ESTIMATE_QUANTILE = 0.25  # src/runner/stats.h
-ESTIMATOR = ("p25 of the measured iterations of all processes; 95% percentile-bootstrap "
-             "interval widened to every process's own p25")
+ESTIMATOR = ("p25 of the measured iterations of all processes; 95% interval: the union of the "
+             "percentile bootstraps over the pooled iterations and over the processes")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -102,18 +106,33 @@ def median_ci(values: Sequence[float], resamples: int = 1000,
     return quantile_ci(values, 0.5, resamples, seed)
 
 
-def estimate_ci(processes: Sequence[Sequence[float]], resamples: int = 1000
-                ) -> tuple[float, float, float]:
+def estimate_ci(processes: Sequence[Sequence[float]], resamples: int = 1000,
+                seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
     """``(estimate, low, high)`` of :data:`ESTIMATOR` from each runner process's measured
-    iteration times (ms): the :data:`ESTIMATE_QUANTILE` of all of them pooled with its
-    bootstrap interval (:func:`quantile_ci`), the interval widened to cover each process's own
-    quantile. NaNs when there is no value."""
-    pooled = [v for p in processes for v in p]
-    est, lo, hi = quantile_ci(pooled, ESTIMATE_QUANTILE, resamples)
-    own = [quantile_ci(p, ESTIMATE_QUANTILE, 0)[0] for p in processes if len(p)]
-    if len(own) > 1:
-        lo, hi = min([lo] + own), max([hi] + own)
-    return est, lo, hi
+    iteration times (ms): the :data:`ESTIMATE_QUANTILE` of all of them pooled, and the union
+    of two 95% percentile-bootstrap intervals of it (the module docstring): over the pooled
+    iterations (:func:`quantile_ci`: the noise within processes) and over the processes
+    (``resamples`` draws of the processes with replacement, numpy's PCG64 seeded with
+    ``seed``: the variation between them). One process with values: exactly
+    :func:`quantile_ci`, the runner's own figure. NaNs when there is no value."""
+    procs = [np.asarray(list(p), np.float64) for p in processes]
+    procs = [p for p in procs if p.size]
+    pooled = quantile_ci(np.concatenate(procs) if procs else [], ESTIMATE_QUANTILE, resamples,
+                         seed)
+    if len(procs) < 2 or resamples < 2:
+        return pooled
+    est, lo, hi = pooled
+    sizes = np.array([p.size for p in procs])
+    padded = np.full((len(procs), sizes.max()), np.inf)   # +inf sorts after every time
+    for row, p in zip(padded, procs):
+        row[:p.size] = p
+    drawn = np.random.default_rng(seed).integers(0, len(procs), (resamples, len(procs)))
+    rows = np.sort(padded[drawn].reshape(resamples, -1), axis=1)
+    rank = ESTIMATE_QUANTILE * (sizes[drawn].sum(axis=1) - 1)   # as _percentile_sorted
+    i = np.floor(rank).astype(np.int64)
+    at, upper = np.arange(resamples), np.minimum(i + 1, rows.shape[1] - 1)
+    qs = np.sort(rows[at, i] + (rank - i) * (rows[at, upper] - rows[at, i]))
+    return est, min(lo, _percentile_sorted(qs, 0.025)), max(hi, _percentile_sorted(qs, 0.975))
 
 
 def probe_slowdown(conditions: Sequence[dict[str, Any]], quiet_ms: float | None

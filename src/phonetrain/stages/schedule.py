@@ -13,6 +13,9 @@ Snakemake as resources; README.md, "Parallel jobs and the host").
   (``Transport.lock``), kept as the guard, is not waited on.
 
 Each measuring job records its share in its run folder (:func:`record`, ``schedule.json``).
+
+:func:`one_reevaluation_timer` keeps Snakemake's own scheduler from taking CPU time away from
+the runs it schedules.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from typing import Any
 
 SCHEDULE_ENV = "PHONETRAIN_SCHEDULE"   # JSON set by the workflow: host_shares, cores
@@ -56,3 +60,38 @@ def record(transport: str) -> dict[str, Any]:
     return {"scheduler": "snakemake", "host_load": share, "host_shares": doc["host_shares"],
             "alone_on_host": share == doc["host_shares"],
             "snakemake_cores": doc.get("cores")}
+
+
+def one_reevaluation_timer() -> bool:
+    """Keep at most one pending re-evaluation timer in Snakemake's job scheduler, as a daemon
+    thread. Returns False (nothing changed) when the installed Snakemake has no
+    ``JobScheduler._schedule_reevalutation``.
+
+    Snakemake 9's scheduler starts, after each scheduling pass, a timer that runs another pass
+    once the job-rate timespan (``--max-jobs-per-timespan``, default 1 s) has passed, and that
+    pass starts the next timer; every job start or end adds one more such chain. Measured on
+    the 2-core development VM during the default study (``benchmarks/bench_noise.py``): about a
+    hundred chains by its middle, a hundred passes a second, the main Snakemake process at
+    35-50% of a core while the runner measured alone, other processes' CPU share 20-33% and a
+    calibration probe 1.4-1.9x its quiet figure; a longer timespan instead holds Snakemake's exit
+    until the last non-daemon timer fires. One pending timer still re-runs the scheduler within
+    the timespan of any pass, and a job's end wakes the scheduler by itself.
+    """
+    try:
+        from snakemake.scheduling.job_scheduler import JobScheduler
+    except ImportError:
+        return False
+    if not hasattr(JobScheduler, "_schedule_reevalutation"):
+        return False
+
+    def _schedule_reevalutation(self, delay: float) -> None:
+        pending = getattr(self, "_pending_reevaluation", None)
+        if pending is not None and pending.is_alive():
+            return
+        timer = threading.Timer(delay, self._open_jobs.release)
+        timer.daemon = True
+        self._pending_reevaluation = timer
+        timer.start()
+
+    JobScheduler._schedule_reevalutation = _schedule_reevalutation
+    return True
