@@ -18,7 +18,8 @@ overrides after ``--``), into ``<results>/<name>``:
 
 Prints markdown: per study the wall time, the load average at its start, the CPU time of the
 main Snakemake process (its scheduler: CPU taken from the runs it schedules), the runs by status;
-per run the status, estimate ms [interval] and attempts in each study; per study and device
+per study the usable runs, their intervals' widths and how far their runner processes
+differ; per run the status, estimate ms [interval] and attempts in each study; per study and device
 the "At a glance" verdict of each finding; and for quiet-vs-quiet, quiet-vs-hog and
 quiet-vs-planted the count of `phonetrain compare` rows per verdict (runs and GEMM shapes).
 Exits 1 when quiet-vs-quiet or quiet-vs-hog has a faster/slower row, or quiet-vs-planted reports
@@ -154,6 +155,29 @@ def run_table(tables: dict[str, dict]) -> None:
         print(f"| {rid} | " + " | ".join(cells) + " |")
 
 
+def spread_table(tables: dict[str, dict]) -> None:
+    """Per study: the verified runs, how many are usable (ok), how many have an estimate's
+    interval within +-5% and +-10%, and how far the runs' runner processes differ (each
+    process's own p25 of its measured iterations, ``iterations.parquet`` ``repeat``)."""
+    print("\n| study | verified runs | ok | interval <= +-5% | <= +-10% | processes' p25 "
+          "max/min: median [max] | runs whose processes differ > 10% |")
+    print("|---|---:|---:|---:|---:|---|---:|")
+    for name, t in tables.items():
+        runs = t["runs"][t["runs"]["status"].isin(["ok", "unstable"])]
+        est = runs["iteration_ms"]
+        half = ((runs["iteration_high_ms"] - est).combine(est - runs["iteration_low_ms"], max)
+                / est)
+        it = t["iterations"]
+        own = (it[it["measured"] & it["run_id"].isin(runs["run_id"])]
+               .groupby(["run_id", "repeat"])["wall_ms"].quantile(0.25))
+        ratio = own.groupby(level=0).max() / own.groupby(level=0).min()
+        n = max(len(runs), 1)
+        print(f"| {name} | {len(runs)} | {(runs['status'] == 'ok').sum()} "
+              f"({100 * (runs['status'] == 'ok').sum() / n:.0f}%) | "
+              f"{(half <= 0.05).sum()} | {(half <= 0.10).sum()} | "
+              f"{ratio.median():.2f} [{ratio.max():.2f}] | {(ratio > 1.1).sum()} |")
+
+
 def glance_table(tables: dict[str, dict]) -> None:
     got = {n: at_a_glance(t) for n, t in tables.items()}
     names = list(got)
@@ -231,6 +255,7 @@ def main() -> int:
         st = ", ".join(f"{k} {v}" for k, v in sorted(Counter(t["runs"]["status"]).items()))
         print(f"| {name} | {tm.get('wall_s', nan):.0f} | {tm.get('exit', '-')} | "
               f"{tm.get('load_start', nan):.2f} | {tm.get('snakemake_cpu_s', nan):.1f} | {st} |")
+    spread_table(tables)
     run_table(tables)
     glance_table(tables)
     bad = 0

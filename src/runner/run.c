@@ -446,6 +446,7 @@ int mode_run(const runner_opts *o)
         if (it == p->warmup) {
             m.probe.threads = rc.threads;
             m.probe.before_ms = probe_ms(rc.threads);
+            if (p->backend != BACKEND_CPU) probe_release_threads();
             cond_sample_now(&m.before);
             power_start(&m.power, o->power_sample_ms);
             measure_t0 = monotonic_ns();
