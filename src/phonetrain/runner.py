@@ -51,7 +51,8 @@ threads spin, so a quiet device's CPU backend runs as fast as it can (on a 2-cor
 PASSIVE waiting made the paper MLP's iteration 2.1x and LeNet-5's 3.3x slower:
 docs/benchmarks.md). Spinning threads that lose their core to another process stall a run
 badly; such a run is caught by its conditions (``other_cpu_share``) and recorded unstable,
-not tuned away by a slower policy."""
+not tuned away by a slower policy. An OpenCL run has no OpenMP work of its own: it ends the
+calibration probe's threads before measuring (``src/runner/probe.h``)."""
 
 
 class ExitCode(enum.IntEnum):
