@@ -276,3 +276,17 @@ def test_the_report_states_findings_that_survive_noise(tmp_path):
     assert "**agrees (measured under contention)**" in step
     assert "GPU slower (measured under contention: load 3.5, other processes 40% of CPU" in md
     assert "Not measured: no model has both" not in md
+
+
+def test_a_measured_iteration_count_is_not_a_setting(tmp_path):
+    """Adaptive measurement stops each run when its interval is narrow enough, so the same
+    run measured twice may count 4 and 9 iterations: compare judges the intervals (here one
+    run 10x faster: "faster"), never "settings differ: iterations"."""
+    raw, out = tmp_path / "raw", tmp_path / "a"
+    _aggregate(raw, out, [write_run(raw, backend="cpu", iterations=4)])
+    raw2, out2 = tmp_path / "raw2", tmp_path / "b"
+    _aggregate(raw2, out2, [write_run(raw2, backend="cpu", iterations=9, kernel_ns=10_000)])
+    a, b = report.load_tables(out / "summary"), report.load_tables(out2 / "summary")
+    assert a["runs"]["iterations"].tolist() == [4] and b["runs"]["iterations"].tolist() == [9]
+    rows = changes.compare(a, b)
+    assert [r.verdict for r in rows] == ["faster"], [r.verdict for r in rows]

@@ -127,7 +127,7 @@ def history_side(r: pd.Series) -> w.Side:
                   status=str(_value(r, "status") or "ok"),
                   reason=str(_value(r, "status_reason") or ""),
                   estimator=None if est in (None, "none") else est,
-                  settings={k: _value(r, k) for k in measurements.SETTINGS},
+                  settings={k: _value(r, k) for k in measurements.COMPARED_SETTINGS},
                   conditions=_conditions(r) if _value(r, "conditions") else "")
 
 

@@ -39,7 +39,11 @@ RUN_VALUES = ("iteration_median_ms", "iteration_p25_ms", "iteration_p75_ms",
 
 CONDITIONS = ("load_avg_1m", "other_cpu_share", "omp_wait_policy", "cpu_mhz_start",
               "cpu_mhz_end", "temperature_c_start", "temperature_c_end")
-SETTINGS = ("threads", "iterations", "repeats", "batch_size", "dataset")
+SETTINGS = ("threads", "iterations", "repeats", "batch_size", "dataset")   # recorded
+# The settings both sides of a comparison must share: not the measured iteration count
+# (``iterations``), which adaptive measurement makes an outcome (each process stops once its
+# interval is narrow enough) whose effect is in the interval.
+COMPARED_SETTINGS = ("threads", "repeats", "batch_size", "dataset")
 TUNING = ("tuned_class", "local_size", "global_size", "options")
 GEMM_INTERVAL = "median of the sweep's repeats, runner bench-gemm interval"
 
