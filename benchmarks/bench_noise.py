@@ -196,12 +196,13 @@ def glance_table(tables: dict[str, dict]) -> None:
 
 
 def compare_counts(a: dict, b: dict, version: str | None = None) -> Counter:
-    """`phonetrain compare` verdicts per kind (runs, GEMM shapes); with ``version``, the
-    rows of that kernel version counted apart (``<kind> <version>``)."""
+    """`phonetrain compare` verdicts per kind (runs, GEMM shapes), a "cannot tell" by the first
+    word of its reason ("unstable", "settings", "intervals"); with ``version``, the rows of that
+    kernel version counted apart (``<kind> <version>``)."""
     out: Counter = Counter()
     for c in compare(a, b):
         kind = c.kind if version is None or version not in c.subject else f"{c.kind} {version}"
-        out[(kind, c.verdict)] += 1
+        out[(kind, re.sub(r"^(cannot tell \(\w+)\b.*", r"\1 ...)", c.verdict))] += 1
     return out
 
 
