@@ -269,9 +269,9 @@ def main() -> int:
         for (kind, v), n in sorted(counts.items()):
             print(f"| quiet vs {b} | {kind} | {v} | {n} |")
         if version is None:
-            bad += sum(n for (_, v), n in counts.items() if v in ("faster", "slower"))
+            bad += sum(n for (_, v), n in counts.items() if v.startswith(("faster", "slower")))
         else:
-            bad += not any(v == "slower" and version in k for (k, v) in counts)
+            bad += not any(v.startswith("slower") and version in k for (k, v) in counts)
     return 1 if bad else 0
 
 

@@ -44,8 +44,9 @@ void probe_release_threads(void)
     /* Under OMP_WAIT_POLICY=ACTIVE the probe's OpenMP worker threads keep spinning after it,
      * on the cores an OpenCL driver's own threads need during the measured iterations (on a
      * 2-core host one spinning thread made the two runner processes of one OpenCL run differ
-     * by up to 1.7x). OpenMP 5.0's pause releases them (GCC >= 9 and LLVM >= 9 provide it,
-     * though GCC 12 still sets _OPENMP to 4.5's 201511); the CPU backend keeps its pool. */
+     * by up to 1.7x). OpenMP 5.0's pause releases them: GCC's libgomp ends them, LLVM's
+     * libomp (the Android NDK's) puts them to sleep (both provide it from version 9, though
+     * GCC 12 still sets _OPENMP to 4.5's 201511); the CPU backend keeps its pool. */
     omp_pause_resource_all(omp_pause_soft);
 }
 

@@ -23,8 +23,9 @@ typedef struct {
  * PROBE_SAMPLES samples, in ms. */
 double probe_ms(int threads);
 
-/* Ends the probe's OpenMP worker threads (OpenMP 5.0 omp_pause_resource_all), so that none
- * spins beside an OpenCL run's measured iterations. */
+/* Releases the probe's OpenMP worker threads (OpenMP 5.0 omp_pause_resource_all: libgomp
+ * ends them, libomp puts them to sleep), so that none spins beside an OpenCL run's measured
+ * iterations. */
 void probe_release_threads(void);
 
 /* {"work": "...", "threads", "samples", "before_ms", "after_ms"} */

@@ -49,7 +49,7 @@ def _runner_threads(ancestor: int) -> int | None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
-def test_the_probe_leaves_no_openmp_thread_beside_an_opencl_run(tmp_path: Path):
+def test_the_probe_leaves_no_openmp_thread_beside_an_opencl_run(tmp_path: Path, pocl):
     cmd = [sys.executable, "-m", "phonetrain.cli", *RUN, f"results_dir={tmp_path / 'r'}"]
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     p = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True,

@@ -28,24 +28,28 @@ def test_the_record_says_whether_the_job_held_the_host(monkeypatch):
 
 def test_the_scheduler_keeps_one_daemon_reevaluation_timer(monkeypatch):
     """A hundred scheduling passes (as a study's job starts and ends make) leave one pending
-    timer, a daemon, that still releases the scheduler once; the installed Snakemake has the
-    method patched, so a version that renames it fails here."""
+    timer, a daemon, that releases the scheduler once; a sooner request gets its own; after
+    it fires the next pass starts a new one. The installed Snakemake has the method patched,
+    so a version that renames it fails here."""
     from snakemake.scheduling.job_scheduler import JobScheduler
 
     monkeypatch.setattr(JobScheduler, "_schedule_reevalutation",
                         JobScheduler._schedule_reevalutation)   # undone after the test
     assert schedule.one_reevaluation_timer()
 
-    class Scheduler:   # the two attributes the method uses
+    class Scheduler:   # the attribute the method uses
         _open_jobs = threading.Semaphore(0)
         _schedule_reevalutation = JobScheduler._schedule_reevalutation
 
     s, before = Scheduler(), threading.active_count()
     for _ in range(100):
-        s._schedule_reevalutation(0.2)
-    assert threading.active_count() - before == 1 and s._pending_reevaluation.daemon
+        s._schedule_reevalutation(0.3)
+    timers = [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+    assert threading.active_count() - before == 1 and all(t.daemon for t in timers)
     assert s._open_jobs.acquire(timeout=5)
     assert not s._open_jobs.acquire(timeout=0.5)   # released once, not a hundred times
-    s._pending_reevaluation.join(5)
-    s._schedule_reevalutation(0.05)                # the next pass starts a new one
+    s._schedule_reevalutation(0.05)                # the woken pass asks again: a new timer
+    assert s._open_jobs.acquire(timeout=5)
+    s._schedule_reevalutation(30)                  # a distant one pending ...
+    s._schedule_reevalutation(0.05)                # ... does not swallow a sooner request
     assert s._open_jobs.acquire(timeout=5)

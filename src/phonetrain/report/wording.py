@@ -120,7 +120,7 @@ class Side:
     ``unstable``; ``wrong`` failed verification; anything else has no valid figure),
     ``reason`` (why it is not ``ok``), ``estimator`` (what ``value`` and its interval are,
     e.g. runs.parquet ``iteration_estimator``; None when not recorded), ``settings`` (name ->
-    value of the settings both sides must share, e.g. threads, warm-up, batch_size; None
+    value of the settings both sides must share, e.g. threads, batch_size; None
     values are not compared) and ``conditions`` (:func:`conditions`)."""
 
     value: float

@@ -42,8 +42,9 @@ CONDITIONS = ("load_avg_1m", "other_cpu_share", "omp_wait_policy", "cpu_mhz_star
 SETTINGS = ("threads", "iterations", "repeats", "batch_size", "dataset")   # recorded
 # The settings both sides of a comparison must share: not the measured iteration count
 # (``iterations``), which adaptive measurement makes an outcome (each process stops once its
-# interval is narrow enough) whose effect is in the interval.
-COMPARED_SETTINGS = ("threads", "repeats", "batch_size", "dataset")
+# interval is narrow enough), nor the processes per run (``repeats``, the remedy an unstable
+# verdict names): their effect is in the interval.
+COMPARED_SETTINGS = ("threads", "batch_size", "dataset")
 TUNING = ("tuned_class", "local_size", "global_size", "options")
 GEMM_INTERVAL = "median of the sweep's repeats, runner bench-gemm interval"
 

@@ -11,8 +11,8 @@ bootstraps of that quantile: over the pooled iterations (the noise within proces
 the processes, each resample drawing the run's processes with replacement and keeping each one's
 iterations (the first-stage resampling of hierarchical data: Davison and Hinkley, "Bootstrap
 Methods and their Application", 1997, sec. 3.8; the variation between processes). With two
-processes it spans both processes' own estimates; more processes (``measure.repeats``) narrow
-it. With one process it is :func:`quantile_ci` exactly.
+processes it reaches about both processes' own estimates; more processes (``measure.repeats``)
+narrow it. With one process it is :func:`quantile_ci` exactly.
 
 - :func:`quantile_ci`: a quantile of measured iteration times and its 95% percentile-bootstrap
   confidence interval, exactly as the runner computes it for its adaptive stop rule

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import threading
+import time
 from typing import Any
 
 SCHEDULE_ENV = "PHONETRAIN_SCHEDULE"   # JSON set by the workflow: host_shares, cores
@@ -74,8 +75,9 @@ def one_reevaluation_timer() -> bool:
     hundred chains by its middle, a hundred passes a second, the main Snakemake process at
     35-50% of a core while the runner measured alone, other processes' CPU share 20-33% and a
     calibration probe 1.4-1.9x its quiet figure; a longer timespan instead holds Snakemake's exit
-    until the last non-daemon timer fires. One pending timer still re-runs the scheduler within
-    the timespan of any pass, and a job's end wakes the scheduler by itself.
+    until the last non-daemon timer fires. One pending timer (a later request asks for a new
+    one only when it would fire sooner) still re-runs the scheduler within the timespan of any
+    pass, and a job's end wakes the scheduler by itself.
     """
     try:
         from snakemake.scheduling.job_scheduler import JobScheduler
@@ -85,12 +87,19 @@ def one_reevaluation_timer() -> bool:
         return False
 
     def _schedule_reevalutation(self, delay: float) -> None:
-        pending = getattr(self, "_pending_reevaluation", None)
-        if pending is not None and pending.is_alive():
+        due = time.monotonic() + delay
+        pending = vars(self).get("_pending_reevaluation")   # None before the first
+        if pending is not None and pending <= due:   # one fires in time: enough
             return
-        timer = threading.Timer(delay, self._open_jobs.release)
+
+        def fire() -> None:
+            if self._pending_reevaluation == due:
+                self._pending_reevaluation = None   # before the pass it wakes asks again
+            self._open_jobs.release()
+
+        self._pending_reevaluation = due
+        timer = threading.Timer(delay, fire)
         timer.daemon = True
-        self._pending_reevaluation = timer
         timer.start()
 
     JobScheduler._schedule_reevalutation = _schedule_reevalutation
