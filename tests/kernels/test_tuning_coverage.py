@@ -119,3 +119,28 @@ def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path):
         want = tuning.candidate_version(load_version("tiled"),
                                         tuned["classes"][r["tuned_class"]]).options
         assert r["options"] == want and r["status"] == "ok"
+
+
+def _planted_scores(gflops: list[float]):
+    """run_spec for tuning.tune: candidate i of the tuning space (in the order tune runs
+    them) gets ``gflops[i]`` on every case."""
+    calls = iter(gflops)
+
+    def run(spec):
+        g = next(calls)
+        return {"status": "ok", "cases": [{**c, "status": "ok", "gflops": g, "max_err": 0}
+                                          for c in spec["cases"]]}
+    return run
+
+
+def test_a_near_tie_goes_to_the_earlier_candidate():
+    v = load_version("tiled")
+    n = len(v.candidates)
+    shape = [GemmShape("gemm_nt", 32, 256, 784)]
+    near = [10.0] + [10.0 * (1 + tuning.TIE_MARGIN / 2)] + [1.0] * (n - 2)
+    doc = tuning.tune(v, shape, _planted_scores(near), source="gemm.cl")
+    assert doc["classes"]["gemm_nt_32x256x784"]["defines"] == doc["trials"][0]["defines"]
+    clear = [10.0] + [10.0 * (1 + 2 * tuning.TIE_MARGIN)] + [1.0] * (n - 2)
+    doc = tuning.tune(v, shape, _planted_scores(clear), source="gemm.cl")
+    assert doc["classes"]["gemm_nt_32x256x784"]["defines"] == doc["trials"][1]["defines"]
+    assert doc["trials"][0]["defines"] != doc["trials"][1]["defines"]

@@ -21,6 +21,7 @@ from phonetrain.report import changes
 from phonetrain.results import aggregate, schema, stats
 
 CL = dict(backend="opencl", placement="resident", transfer="copy", kernel="tiled")
+NOT_GAUGED = "host drift not gauged: nothing unchanged measured on both sides"
 
 
 def _aggregate(raw: Path, out: Path, dirs, gemm=(), sources=None) -> dict[str, pd.DataFrame]:
@@ -81,13 +82,14 @@ def test_a_re_measured_run_keeps_its_previous_measurement(tmp_path):
     n, rows = changes.since_last_study(t2["history"])
     assert n == 2 and [r.subject for r in rows] == [subject]
     c = rows[0]
-    assert c.verdict == "faster" and c.changed == "src/kernels/tiled/gemm.cl"
+    # the CPU run is the same measurement (no control): the interval verdict stands, said so
+    assert c.verdict == f"faster ({NOT_GAUGED})" and c.changed == "src/kernels/tiled/gemm.cl"
     assert c.before.startswith(f"{old['median_ms']:.3g} ms [")
     assert c.after.startswith(f"{new['median_ms']:.3g} ms [")
     # the report shows it
     md = report.build_report(out / "summary", report_paths(out / "report"))["md"].read_text()
     since = md.split("## Since the last study")[1].split("\n## ")[0]
-    assert "mlp_784_256_128_16 resident/copy tiled" in since and "| faster |" in since
+    assert "mlp_784_256_128_16 resident/copy tiled" in since and f"| faster ({NOT_GAUGED}) |" in since
     assert "src/kernels/tiled/gemm.cl" in since
     # a later aggregation that re-measures nothing keeps showing the last change
     t3 = _aggregate(raw, out, [cpu, cl], sources=_sources("g2"))
@@ -103,7 +105,7 @@ def test_without_file_lists_the_changed_hashes_are_named(tmp_path):
     _set_kernel_hash(cl, "k2")
     rows = changes.since_last_study(_aggregate(raw, out, [cl])["history"])[1]
     assert rows[0].changed == "kernel sources k-tiled -> k2"
-    assert rows[0].verdict in ("slower", "no difference")
+    assert rows[0].verdict.split(" (")[0] in ("slower", "no difference")
 
 
 def _regemm(path: Path, khash: str, scale: float, spread: float | None = None,
@@ -134,7 +136,7 @@ def test_gemm_shapes_without_an_interval_get_no_verdict(tmp_path):
 
 
 @pytest.mark.parametrize("scale, spread, verdict", [
-    (2.0, 0.05, "faster"),                              # intervals apart
+    (2.0, 0.05, f"faster ({NOT_GAUGED})"),              # intervals apart
     (1.05, 0.1, "cannot tell (intervals overlap)")])    # 5% apart inside +-10%
 def test_gemm_shapes_with_intervals_are_judged_by_them(tmp_path, scale, spread, verdict):
     raw, out = tmp_path / "raw", tmp_path / "out"
@@ -156,7 +158,7 @@ def test_a_changed_tuning_choice_is_named_beside_the_sources(tmp_path):
     t = _aggregate(raw, out, [], gemm=g)
     rows = changes.since_last_study(t["history"])[1]
     assert rows and all(r.changed == "tuning class medium -> small" for r in rows)
-    assert all(r.verdict == "faster" for r in rows)
+    assert all(r.verdict == f"faster ({NOT_GAUGED})" for r in rows)
     md = report.build_report(out / "summary", report_paths(out / "report"))["md"].read_text()
     since = md.split("## Since the last study")[1].split("\n## ")[0]
     assert "tuning class medium -> small" in since and "none (re-measured)" not in since
@@ -281,12 +283,15 @@ def test_the_report_states_findings_that_survive_noise(tmp_path):
 def test_a_measured_iteration_count_is_not_a_setting(tmp_path):
     """Adaptive measurement stops each run when its interval is narrow enough, so the same
     run measured twice may count 4 and 9 iterations: compare judges the intervals (here one
-    run 10x faster: "faster"), never "settings differ: iterations"."""
+    run, its kernels edited, 10x faster: "faster"), never "settings differ: iterations"."""
     raw, out = tmp_path / "raw", tmp_path / "a"
-    _aggregate(raw, out, [write_run(raw, backend="cpu", iterations=4)])
+    _aggregate(raw, out, [write_run(raw, backend="opencl", kernel="tiled", iterations=4)])
     raw2, out2 = tmp_path / "raw2", tmp_path / "b"
-    _aggregate(raw2, out2, [write_run(raw2, backend="cpu", iterations=9, kernel_ns=10_000)])
+    fast = write_run(raw2, backend="opencl", kernel="tiled", iterations=9, kernel_ns=10_000)
+    _set_kernel_hash(fast, "k-tiled-2")
+    _aggregate(raw2, out2, [fast])
     a, b = report.load_tables(out / "summary"), report.load_tables(out2 / "summary")
     assert a["runs"]["iterations"].tolist() == [4] and b["runs"]["iterations"].tolist() == [9]
     rows = changes.compare(a, b)
-    assert [r.verdict for r in rows] == ["faster"], [r.verdict for r in rows]
+    assert [r.verdict for r in rows] == [f"faster ({NOT_GAUGED})"], [r.verdict for r in rows]
+    assert rows[0].changed == "kernel sources k-tiled -> k-tiled-2"

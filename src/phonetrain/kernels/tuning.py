@@ -14,9 +14,10 @@ shapes fell into them, so adding a model changed the choice of every run.
 A build-stage job per device x version x class runs every candidate of the version's tuning
 space (:attr:`phonetrain.kernels.versions.KernelVersion.candidates`: the ``version.yaml``
 defaults, then its ``tuning.candidates``) on the class's call (:func:`class_shape`) through
-the runner's ``bench-gemm`` mode and keeps the candidate with the highest GFLOPS among those
-that passed the correctness check (a candidate that does not compile, fails to launch or
-computes a wrong result is never picked). The result is
+the runner's ``bench-gemm`` mode and keeps, among the candidates that passed the correctness
+check (a candidate that does not compile, fails to launch or computes a wrong result is never
+picked), the earliest in the space's order whose GFLOPS are within :data:`TIE_MARGIN` of the
+highest: a near tie is decided by the order, not by the host's noise. The result is
 ``results/build/<device>/kernels/<version>/tuning/<class>.json``::
 
     {"version": "regblock", "device": "host", "kernel_hash": "...",
@@ -76,6 +77,14 @@ SQUARES = "squares"
 _CLASS_RE = re.compile(r"^(gemm_(?:nn|nt|tn))_([1-9][0-9]*)x([1-9][0-9]*)x([1-9][0-9]*)$")
 CLASS_PATTERN = r"gemm_(?:nn|nt|tn)_[1-9][0-9]*x[1-9][0-9]*x[1-9][0-9]*"
 """A model class name as a regular expression (a Snakemake wildcard constraint)."""
+
+
+TIE_MARGIN = 0.05
+"""Candidates within this fraction of the best geomean GFLOPS tie, and the earliest in the
+space's order (the version's defaults first) wins. Without it the noise of one tuning job
+picked the choice: two tunings of identical sources on a 2-core VM gave top candidates 1.02
+vs 1.01 and 0.37 vs 0.37 GFLOPS for LeNet-5's tiled classes, and chose 16x16 tiles in one
+study and 128x128 in the other for its plan (a training step of 66 vs 99 ms)."""
 
 
 class TuningError(PhonetrainError):
@@ -212,15 +221,16 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
     for cls in dict.fromkeys(c for c, _ in labelled):
         idx = [i for i, (c, _) in enumerate(labelled) if c == cls]
         members = [labelled[i][1] for i in idx]
-        best, best_score = None, 0.0
+        scored = []
         for t in trials:
             cases = [t["cases"][i] for i in idx if i < len(t["cases"])]
             if t["status"] != "ok" or len(cases) != len(members) or \
                     any(c["status"] != "ok" for c in cases):
                 continue   # never pick a candidate that failed anything in this class
-            score = _geomean([c["gflops"] for c in cases])
-            if score > best_score:
-                best, best_score = t, score
+            scored.append((t, _geomean([c["gflops"] for c in cases])))
+        top = max((score for _, score in scored), default=0.0)
+        best, best_score = next(((t, score) for t, score in scored
+                                 if score > 0 and score >= top * (1 - TIE_MARGIN)), (None, 0.0))
         if best is None:
             raise TuningError(f"kernel version {version.name}: no candidate passed the "
                               f"correctness check on the {cls} shapes: "

@@ -9,9 +9,12 @@ with their intervals and conditions, the ratio after / before, the verdict of
 :func:`phonetrain.report.wording.judge` (a difference only when both sides are usable and their
 intervals separate, else ``cannot tell`` with the reason: unstable side, intervals overlap, no
 interval recorded, settings differ) and what changed: the source files, else the provenance
-hashes, and the tuning choice (a GEMM row's tuning class, local and global size, build
-options). Two sides with the same measurement or the same figures are ``identical``, never a
-change.
+hashes, the device, and the tuning choice (a GEMM row's tuning class, local and global size,
+build options; a run's build options). Two studies of one device are also judged against the
+host's drift between them (:mod:`phonetrain.report.drift`): the subjects nothing changed for
+are the controls, never called faster or slower, and a changed subject's difference stands
+only beyond their band. Two sides with the same measurement or the same figures are
+``identical``, never a change.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 import phonetrain.report.wording as w
+from phonetrain.report import drift
 from phonetrain.results import history as measurements
 
 HASHES = (("kernel_hash", "kernel sources"), ("runner_hash", "runner"),
@@ -96,11 +100,9 @@ def changed_tuning(before: pd.Series, after: pd.Series) -> str:
                      if _value(before, col) != _value(after, col))
 
 
-def changed_sources(before: pd.Series, after: pd.Series) -> str:
-    """What differs between two measurements: the source files whose content differs (from
-    their ``sources`` JSON), e.g. ``src/kernels/tiled/gemm.cl``, or where either lacks the
-    file list the provenance hashes that differ (``kernel sources 1a2b -> 3c4d``), then the
-    tuning choices (:func:`changed_tuning`); ``none (re-measured)`` when nothing differs."""
+def _causes(before: pd.Series, after: pd.Series) -> list[str]:
+    """What differs between two measurements, as :func:`changed_sources` names it; [] when
+    nothing does."""
     causes = []
     if pd.notna(before.get("sources")) and pd.notna(after.get("sources")):
         b, a = json.loads(before["sources"]), json.loads(after["sources"])
@@ -112,9 +114,26 @@ def changed_sources(before: pd.Series, after: pd.Series) -> str:
                  if before.get(col) != after.get(col) and not (pd.isna(before.get(col))
                                                                and pd.isna(after.get(col)))]
         causes += ["; ".join(diffs)] if diffs else []
+    fb, fa = _value(before, "device_fingerprint"), _value(after, "device_fingerprint")
+    causes += [f"device {fb} -> {fa}"] if fb and fa and fb != fa else []
     tuning = changed_tuning(before, after)
-    causes += [tuning] if tuning else []
-    return ", ".join(causes) if causes else "none (re-measured)"
+    return causes + ([tuning] if tuning else [])
+
+
+def changed_sources(before: pd.Series, after: pd.Series) -> str:
+    """What differs between two measurements: the source files whose content differs (from
+    their ``sources`` JSON), e.g. ``src/kernels/tiled/gemm.cl``, or where either lacks the
+    file list the provenance hashes that differ (``kernel sources 1a2b -> 3c4d``), the device
+    (its ``device_fingerprint``), then the tuning choices (:func:`changed_tuning`); ``none
+    (re-measured)`` when nothing differs."""
+    return ", ".join(_causes(before, after)) or "none (re-measured)"
+
+
+def unchanged(before: pd.Series, after: pd.Series) -> bool:
+    """True when no source file, hash, device or tuning choice differs
+    (:func:`changed_sources` names none): a control of the host's drift
+    (:mod:`phonetrain.report.drift`)."""
+    return not _causes(before, after)
 
 
 def history_side(r: pd.Series) -> w.Side:
@@ -131,20 +150,37 @@ def history_side(r: pd.Series) -> w.Side:
                   conditions=_conditions(r) if _value(r, "conditions") else "")
 
 
-def verdict(before: pd.Series, after: pd.Series) -> w.Verdict:
+Drifts = dict[tuple[str, str], drift.Drift]
+
+
+def host_drift(pairs: list[tuple[pd.Series, pd.Series]]) -> Drifts:
+    """The host's drift between two studies per (kind, device) (:func:`drift.bands`) from
+    the unchanged subjects (:func:`unchanged`) among ``pairs`` of (before, after) rows."""
+    return drift.bands(((b["kind"], a["device"]), b["kind"], history_side(b), history_side(a))
+                       for b, a in pairs if unchanged(b, a) and not identical(b, a))
+
+
+def verdict(before: pd.Series, after: pd.Series, drifts: Drifts | None = None) -> w.Verdict:
     """The :class:`~phonetrain.report.wording.Verdict` from ``before`` to ``after`` (history
-    rows): their kernel or iteration times by :func:`phonetrain.report.wording.judge`."""
-    return w.judge(history_side(before), history_side(after))
+    rows): their kernel or iteration times by :func:`phonetrain.report.wording.judge`, and,
+    with ``drifts`` (two studies of one device, :func:`host_drift`), within the host's drift
+    by :func:`phonetrain.report.drift.judge`."""
+    if drifts is None:
+        return w.judge(history_side(before), history_side(after))
+    return drift.judge(history_side(before), history_side(after),
+                       unchanged=unchanged(before, after),
+                       drift=drifts.get((before["kind"], after["device"])))
 
 
-def change_row(before: pd.Series, after: pd.Series, label: str | None = None) -> Change:
-    """A :class:`Change` from two history-shaped rows."""
+def change_row(before: pd.Series, after: pd.Series, label: str | None = None,
+               drifts: Drifts | None = None) -> Change:
+    """A :class:`Change` from two history-shaped rows, judged by :func:`verdict`."""
     q = (after["median_ms"] / before["median_ms"]
          if pd.notna(before["median_ms"]) and before["median_ms"] > 0 else float("nan"))
     same = identical(before, after)
     return Change(after["kind"], after["subject"], label or after["label"], _side(before),
                   _side(after), w.times(q),
-                  "identical (same measurement)" if same else str(verdict(before, after)),
+                  "identical (same measurement)" if same else str(verdict(before, after, drifts)),
                   "" if same else changed_sources(before, after),
                   f"{_conditions(before)} -> {_conditions(after)}", same)
 
@@ -161,8 +197,10 @@ def since_last_study(history: pd.DataFrame) -> tuple[int | None, list[Change]]:
         before = history[history["superseded_in"] == n]
         before = before.assign(_order=(before["kind"] != "run")).sort_values(
             ["_order", "subject"])
-        rows = [change_row(b, _row(latest, b["subject"])) for _, b in before.iterrows()
-                if b["subject"] in latest.index]
+        pairs = [(b, _row(latest, b["subject"])) for _, b in before.iterrows()
+                 if b["subject"] in latest.index]
+        drifts = host_drift(pairs)
+        rows = [change_row(b, a, drifts=drifts) for b, a in pairs]
         rows = [r for r in rows if not r.identical]
         if rows:
             return n, rows
@@ -210,13 +248,12 @@ def compare(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> list[Chan
                     key=lambda s: (ia.loc[s, "kind"] != "run", s))
     if not common:
         raise ValueError("the two folders have no run or GEMM shape in common")
-    out = []
-    for s in common:
-        ra, rb = _row(ia, s), _row(ib, s)
-        label = rb["label"] if key == "subject" else \
-            f"{rb['label']} ({ra['device']} -> {rb['device']})"
-        out.append(change_row(ra, rb, label))
-    return out
+    pairs = [(_row(ia, s), _row(ib, s)) for s in common]
+    if key == "match":   # two devices: the device is the cause, no host drift to gauge
+        return [change_row(ra, rb, f"{rb['label']} ({ra['device']} -> {rb['device']})")
+                for ra, rb in pairs]
+    drifts = host_drift(pairs)
+    return [change_row(ra, rb, drifts=drifts) for ra, rb in pairs]
 
 
 def text_table(changes: list[Change], a: str = "before", b: str = "after") -> str:

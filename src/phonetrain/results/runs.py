@@ -572,9 +572,21 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
                                  for r in runs), default=0) or None,
            "device_buffer_bytes": _first(runs[0], "device_bytes_allocated",
                                          "device_buffer_bytes"),
-           **_power(runs),
+           **_power(runs), "options": plan_options(run_dir / layout.PLAN),
            "run_dir": str(run_dir), **_device_facts(runs[0]), **provenance.columns(params, runs[0])}
     return row
+
+
+def plan_options(plan: Path) -> str | None:
+    """The build options of a plan's OpenCL programs (the tuning choice a run ran with), the
+    distinct sets in program order joined by `` | ``; None without programs or when the plan
+    is not there (a failed run's folder)."""
+    try:
+        programs = json.loads(plan.read_text()).get("programs") or []
+    except (OSError, ValueError):
+        return None
+    sets = list(dict.fromkeys(str(p.get("options") or "") for p in programs))
+    return " | ".join(sets) if sets and sets != [""] else None
 
 
 def _power(runs: list[dict]) -> dict[str, Any]:

@@ -107,7 +107,8 @@ RUN_KEY = [
 # energy_caveat (why a figure is missing or what it assumes); gpu_mhz_start/end; throttled (a sampled GPU or fastest-CPU clock
 # fell more than 10% below its highest earlier sample; null where no clock is readable).
 # Over repeats: energy and rate are means, the uncertainty sqrt(sum u^2)/repeats, throttled
-# any.
+# any. options: the build options of the plan's OpenCL programs (its tuning choice; distinct
+# sets joined by " | "; null for the CPU backend).
 RUNS = pa.schema(RUN_KEY + [
     _f("dataset", S), _f("batch_size", I), _f("warmup", I), _f("iterations", I),
     _f("repeats", I), _f("attempts", I), _f("threads", I),
@@ -138,7 +139,7 @@ RUNS = pa.schema(RUN_KEY + [
     _f("energy_uncertainty_mj", F), _f("power_sample_hz", F), _f("power_samples", I),
     _f("energy_method", S), _f("energy_caveat", S),
     _f("gpu_mhz_start", F),
-    _f("gpu_mhz_end", F), _f("throttled", B), _f("run_dir", S),
+    _f("gpu_mhz_end", F), _f("throttled", B), _f("options", S), _f("run_dir", S),
 ] + PROVENANCE)
 
 # iterations: heldout_loss/heldout_accuracy at the evaluation iterations of repeat 0 (eval.json),
