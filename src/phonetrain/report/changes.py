@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 import phonetrain.report.wording as w
-from phonetrain.report import drift
+import phonetrain.report.drift as drift
 from phonetrain.results import history as measurements
 
 HASHES = (("kernel_hash", "kernel sources"), ("runner_hash", "runner"),
