@@ -33,6 +33,14 @@ def private_lock_dir(tmp_path_factory):
         os.environ["PHONETRAIN_LOCK_DIR"] = old
 
 
+@pytest.fixture(autouse=True)
+def private_probe_dir(tmp_path_factory, monkeypatch):
+    """Each test its own machine probe record (phonetrain.stages.quiet): a probe reading
+    taken while one test ran never becomes the quiet figure another test's run is judged
+    against, and the user's own record is never touched."""
+    monkeypatch.setenv("PHONETRAIN_PROBE_DIR", str(tmp_path_factory.mktemp("probe")))
+
+
 @pytest.fixture(scope="session")
 def runner(tmp_path_factory) -> Path:
     """The runner binary, compiled once per session from src/runner with the default flags

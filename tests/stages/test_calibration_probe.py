@@ -1,11 +1,14 @@
 """The calibration probe against the device's quiet figure: a first run records the figure; a
 run whose probe is slower than the figure on record (planted: a record far faster than this
 host can be) is unstable for that reason, measured again up to measure.max_attempts, and the
-record keeps the fastest figure. Real runner, one-off `phonetrain run`."""
+record keeps the fastest figure. The machine's own record (outside any results folder) holds
+the figure for a study that starts in a fresh folder on a busy host. Real runner, one-off
+`phonetrain run`."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -31,6 +34,14 @@ def test_a_first_run_records_the_quiet_figure(tmp_path: Path):
     record = json.loads((tmp_path / "results/probe/host.json").read_text())
     assert record["quiet_ms"]["1"] == m["quiet_probe_ms"] > 0
     assert m["probe_slowdown"] >= 1 and m["attempts"] == 1
+    assert _machine_record()["quiet_ms"]["1"] == m["quiet_probe_ms"]
+
+
+def _machine_record() -> dict:
+    """The one machine record in this test's $PHONETRAIN_PROBE_DIR (conftest's)."""
+    records = list(Path(os.environ["PHONETRAIN_PROBE_DIR"]).glob("*.json"))
+    assert len(records) == 1, records
+    return json.loads(records[0].read_text())
 
 
 def test_a_probe_slower_than_the_quiet_figure_is_unstable_and_kept(tmp_path: Path):
@@ -43,3 +54,19 @@ def test_a_probe_slower_than_the_quiet_figure_is_unstable_and_kept(tmp_path: Pat
     assert "phonetrain refresh --unstable" in m["reasons"][0]
     assert m["quiet_probe_ms"] == 1e-6 and m["probe_slowdown"] > 1e3
     assert json.loads((R / "probe/host.json").read_text())["quiet_ms"]["1"] == 1e-6
+    # a figure planted in one results folder never reaches the machine's record
+    assert _machine_record()["quiet_ms"]["1"] > 1e-6
+
+
+def test_a_fresh_results_folder_on_a_busy_machine_uses_the_machine_figure(tmp_path: Path):
+    """A first study in a new folder: the machine's record (planted far faster than this host
+    can be) already says how fast the probe runs quiet, so the run is unstable for it."""
+    _run(tmp_path / "first", "measure.max_probe_slowdown=0")
+    machine = next(Path(os.environ["PHONETRAIN_PROBE_DIR"]).glob("*.json"))
+    machine.write_text(json.dumps({"quiet_ms": {"1": 1e-6}}))
+    m = _run(tmp_path / "fresh")
+    assert m["unstable"] and "slower than its quiet figure" in m["reasons"][0]
+    assert m["quiet_probe_ms"] == 1e-6
+    assert json.loads(machine.read_text())["quiet_ms"]["1"] == 1e-6
+    # the fresh folder's own record holds only what was measured there
+    assert json.loads((tmp_path / "fresh/probe/host.json").read_text())["quiet_ms"]["1"] > 1e-6

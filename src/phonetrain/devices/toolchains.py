@@ -179,13 +179,19 @@ def which_cc(cc: str = "cc") -> str | None:
     return shutil.which(cc)
 
 
+def cache_dir() -> Path:
+    """phonetrain's per-user cache folder: ``$PHONETRAIN_CACHE``, else
+    ``$XDG_CACHE_HOME/phonetrain``, else ``~/.cache/phonetrain`` (not created here)."""
+    return Path(os.environ.get("PHONETRAIN_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phonetrain")
+
+
 def host_runner(cc: str = "cc", announce: Callable[[str], None] | None = None) -> Path:
     """The runner built for this host in the user cache (``$PHONETRAIN_CACHE`` or
     ``$XDG_CACHE_HOME/phonetrain``, default ``~/.cache/phonetrain``), for commands run outside
     the workflow (``phonetrain info``). Raises :class:`ToolchainError` naming that folder
     when it cannot be created or written."""
-    base = Path(os.environ.get("PHONETRAIN_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phonetrain")
+    base = cache_dir()
     try:
         (base / "runner").mkdir(parents=True, exist_ok=True)
         writable = os.access(base / "runner", os.W_OK | os.X_OK)

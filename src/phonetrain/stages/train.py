@@ -12,7 +12,8 @@
   adaptively until its estimate's interval is within ``measure.ci_target``, between a
   calibration probe before and after), and the measurement is judged
   (:func:`phonetrain.results.stats.judge`, against the device's quiet probe figure kept in
-  ``probe/<device>.json`` of the results folder, :func:`quiet_probe`). An unstable attempt is
+  ``probe/<device>.json`` of the results folder and, for a local device, in this machine's
+  record outside it: :mod:`phonetrain.stages.quiet`). An unstable attempt is
   measured again, at most ``measure.max_attempts`` attempts in all; the last is kept, unstable
   or not, in ``measurement.json`` with ``attempts``, ``max_attempts`` and ``earlier_reasons``
   (the reasons of the attempts before it). Then the numpy reference verifies it step by step
@@ -50,6 +51,7 @@ from phonetrain.stages import schedule
 from phonetrain.stages.evaluate import evaluate_run
 from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
+from phonetrain.stages.quiet import machine_record, quiet_probe
 from phonetrain.stages.specs import DataSpec, MeasureSpec, PlanSpec, RunSpec, to_params
 
 
@@ -122,11 +124,12 @@ def adaptive(ms: MeasureSpec) -> Adaptive | None:
 
 
 def judge_measurement(run_dirs: list[Path], ms: MeasureSpec,
-                      probe_record: Path | None = None) -> dict[str, Any]:
+                      probe_records: list[Path] = ()) -> dict[str, Any]:
     """The measurement verdict (:func:`phonetrain.results.stats.judge`) over the runner
     outputs of every repeat: their measured iterations (pooled, and per process), their
     conditions with the calibration probe (``run.json``'s ``probe``), against the device's
-    quiet probe figure kept in ``probe_record`` (:func:`quiet_probe`; None: no figure)."""
+    quiet probe figure kept in ``probe_records``
+    (:func:`phonetrain.stages.quiet.quiet_probe`; none: no figure)."""
     procs, conds, probes = [], [], []
     for d in run_dirs:
         run = read_json(d / layout.RUN)
@@ -135,31 +138,11 @@ def judge_measurement(run_dirs: list[Path], ms: MeasureSpec,
         probes.append(probe)
         conds.append((run.get("conditions") or {})
                      | {f"probe_{k}": probe.get(k) for k in ("before_ms", "after_ms")})
-    quiet = quiet_probe(probe_record, probes) if probe_record is not None else None
+    quiet = quiet_probe(list(probe_records), probes) if probe_records else None
     return stats.judge([w for p in procs for w in p], conds, ci_target=ms.ci_target,
                        max_other_cpu_share=ms.max_other_cpu_share,
                        resamples=ms.bootstrap_resamples, process_walls_ms=procs,
                        quiet_probe_ms=quiet, max_probe_slowdown=ms.max_probe_slowdown)
-
-
-def quiet_probe(record: Path, probes: list[dict[str, Any]]) -> float | None:
-    """The device's quiet calibration-probe figure (ms) for the thread count of ``probes``
-    (``run.json``'s ``probe`` objects of one run): the fastest reading on record in
-    ``record`` (JSON ``{"quiet_ms": {"<threads>": ms}}``) or among ``probes``, whichever is
-    faster; the record is updated (atomic write; the caller holds the device's lock). None
-    when the probes hold no reading."""
-    got = [p.get(k) for p in probes for k in ("before_ms", "after_ms")]
-    got = [g for g in got if isinstance(g, (int, float)) and g > 0]
-    if not got:
-        return None
-    key = str(probes[0].get("threads"))
-    doc = read_json(record) if record.exists() else {}
-    kept = (doc.get("quiet_ms") or {}).get(key)
-    quiet = min(got + ([kept] if isinstance(kept, (int, float)) and kept > 0 else []))
-    if quiet != kept:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        write_json(doc | {"quiet_ms": (doc.get("quiet_ms") or {}) | {key: quiet}}, record)
-    return quiet
 
 
 def train(job: Job) -> Path:
@@ -175,7 +158,9 @@ def train(job: Job) -> Path:
     manifest = read_json(job.input.manifest)
     r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s,
                           progress=job.runtime.progress)
-    record = Path(Layout(str(rdir.parents[2])).probe(s.device))   # results/runs/<dev>/<exp>
+    records = [Path(Layout(str(rdir.parents[2])).probe(s.device))]   # results/runs/<dev>/<exp>
+    if dev["transport"] == "local":
+        records.append(machine_record(r.transport.facts()))
     tmp = make_temp_dir(rdir, ".train-")
     try:
         verdict: dict[str, Any] = {}
@@ -190,7 +175,7 @@ def train(job: Job) -> Path:
                     if skipped is not None:
                         return skipped
                     outs = [tmp / "main"] + sorted(tmp.glob("repeat_*"))
-                    verdict = judge_measurement(outs, ms, record)
+                    verdict = judge_measurement(outs, ms, records)
                     if not verdict["unstable"] or attempt == ms.max_attempts:
                         break
                     earlier.append(verdict["reasons"])
