@@ -95,7 +95,8 @@ static int k_conv_bn_fwd(const kctx *k)
     CHECK(kneed_numel(k, 16, (int64_t)g.B * g.C * g.H * g.W, "B*C*H*W"));
     CHECK(kneed_numel(k, 17, (int64_t)g.OC * (g.C / g.G) * g.KH * g.KW, "OC*(C/groups)*KH*KW"));
     for (int i = 18; i <= 19; ++i) CHECK(kneed_numel(k, i, g.OC, "OC"));
-    for (int i = 20; i <= 22; ++i) CHECK(kneed_numel(k, i, ny, "B*OC*OH*OW"));
+    /* R (20) is read only when res */
+    for (int i = res ? 20 : 21; i <= 22; ++i) CHECK(kneed_numel(k, i, ny, "B*OC*OH*OW"));
     for (int i = 23; i <= 26; ++i) CHECK(kneed_numel(k, i, g.OC, "OC"));
     const float *X = PF(16), *Wt = PF(17), *gamma = PF(18), *beta = PF(19), *R = PF(20);
     float *Z = PF(21), *Y = PF(22), *mean = PF(23), *invstd = PF(24), *rmean = PF(25);
@@ -190,7 +191,8 @@ static int k_gconv_bwd_data(const kctx *k)
     const int64_t nx = (int64_t)g.B * g.C * g.H * g.W;
     CHECK(kneed_numel(k, 14, (int64_t)g.B * g.OC * g.OH * g.OW, "B*OC*OH*OW"));
     CHECK(kneed_numel(k, 15, (int64_t)g.OC * (g.C / g.G) * g.KH * g.KW, "OC*(C/groups)*KH*KW"));
-    for (int i = 16; i <= 18; ++i) CHECK(kneed_numel(k, i, nx, "B*C*H*W"));
+    for (int i = 16; i <= 18; ++i)   /* R (17) is read only when res */
+        if (i != 17 || res) CHECK(kneed_numel(k, i, nx, "B*C*H*W"));
     const float *dY = PF(14), *Wt = PF(15), *X = PF(16), *R = PF(17);
     float *dX = PF(18);
     const int cg = g.C / g.G, og = g.OC / g.G;
