@@ -255,9 +255,10 @@ def _fused_bn_flops(name: str, d: dict[str, object]) -> int:
 
 
 # Reductions over B x spatial values that the OpenCL kernels run as one work-group per output
-# (src/kernels/baseline/mobile.cl, fused/fused.cl: strided partial sums, then a tree in local
-# memory, wg_sum of src/kernels/common.cl): their ABI global size is outputs x REDUCE_LOCAL in dimension 0, their local size
-# REDUCE_LOCAL there (1 in a second dimension).
+# (src/kernels/baseline/mobile.cl, fused/fused.cl, fused/fused_bn.cl: strided partial sums,
+# then a tree in local memory, wg_sum of src/kernels/common.cl): their ABI global size is
+# outputs x REDUCE_LOCAL in dimension 0, their local size REDUCE_LOCAL there (1 in a second
+# dimension).
 # 64: a power of two that every OpenCL GPU's work-group limit admits (Adreno and Mali allow
 # 256 or more) and that fills a subgroup (32 on NVIDIA, 64 on Adreno/AMD).
 REDUCE_LOCAL = 64
