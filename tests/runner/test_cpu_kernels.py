@@ -120,6 +120,17 @@ ERRORS = [
      "softmax_xent_bwd: argument 5 (labels) holds label 3 at row 1"),
     ("linear_sgd", [4, 4, 4, 0.1, 0.9, 0.0, F32, F32, F32, F32[:15], F32, F32],
      "linear_sgd: argument 9 (V) has 15 elements but O*I = 16 are needed"),
+    # fused batch-norm kernels (cpu_fused_bn.c)
+    ("gconv_sgd", [1, 4, 3, 3, 6, 1, 1, 1, 0, 3, 3, 4, 0.1, 0.9, 0.0, F32, F32, F32, F32],
+     "gconv_sgd: argument 11 (groups) is 4; it must divide C = 4 and OC = 6"),
+    ("gconv_bwd_data", [1, 2, 3, 3, 2, 3, 3, 1, 1, 3, 3, 2, 3, 0, F32, F32, F32, F32, F32],
+     "gconv_bwd_data: argument 12 (act) is 3; it must be 0 (none), 1 (ReLU) or 2 (ReLU6)"),
+    ("conv_bn_fwd", [1, 1, 4, 4, 2, 1, 1, 1, 0, 4, 4, 1, 2, 1, 1e-5, 0.1, F32, F32, F32, F32,
+                     F32[:31], F32, F32, F32, F32, F32, F32],
+     "conv_bn_fwd: argument 20 (R) has 31 elements but B*OC*OH*OW = 32 are needed"),
+    ("bn_bwd_sgd", [2, 2, 4, 0, 0.1, 0.9, 0.0, F32, F32, F32, F32, F32, F32, F32, F32, F32,
+                    F32[:15]],
+     "bn_bwd_sgd: argument 16 (dX) has 15 elements but B*C*HW = 16 are needed"),
 ]
 
 
@@ -134,6 +145,7 @@ def test_unknown_kernel_name_is_refused_and_not_known(cpu_lib):
     assert call(cpu_lib, "gemm_xx", [])[0] == -2
     assert cpu_lib.cpu_kernel_known(b"col2im") == 1
     assert cpu_lib.cpu_kernel_known(b"conv_sgd") == 1   # a fused kernel (cpu_fused.c)
+    assert cpu_lib.cpu_kernel_known(b"gconv_sgd") == 1  # a fused batch-norm kernel (cpu_fused_bn.c)
     assert cpu_lib.cpu_kernel_known(b"gemm_xx") == 0
 
 
