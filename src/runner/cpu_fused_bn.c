@@ -77,7 +77,8 @@ static float gconv_at(const gconv *g, const float *X, const float *Wt, int64_t b
             if (ih < 0 || ih >= g->H) continue;
             for (int kw = 0; kw < g->KW; ++kw) {
                 const int iw = ow * g->s - g->pad + kw;
-                if (iw >= 0 && iw < g->W) acc += w[(ci * g->KH + kh) * g->KW + kw] * x[ih * g->W + iw];
+                if (iw >= 0 && iw < g->W)
+                    acc += w[(ci * g->KH + kh) * g->KW + kw] * x[ih * g->W + iw];
             }
         }
     }

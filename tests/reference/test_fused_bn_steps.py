@@ -1,20 +1,23 @@
 """Per-step verification of short fused runs of MobileNetV2 (kernel version ``fused``, the
 batch-norm kernels of fused_bn.cl) through the real runner, on PoCL and on the CPU backend:
 every checked step is within its bound; a planted fault in a fused batch-norm kernel fails
-its steps."""
+its steps; the check's split of a fused ReLU6 computes the kernel's step."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from phonetrain import reference
 from phonetrain import runner as runner_api
-from phonetrain.kernels import KERNELS_ROOT
+from phonetrain.kernels import KERNELS_ROOT, bind_args
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan
+from phonetrain.reference.fused_bn import split_bn_activation
+from phonetrain.reference.interpreter import Interpreter
 
 
 def _spec(**kw) -> LowerSpec:
@@ -60,3 +63,33 @@ def test_a_planted_fault_in_a_fused_batchnorm_kernel_fails_its_steps(runner, poc
     src.write_text(src.read_text().replace(old, "    BN_SGD_STEP(beta, Vb, c, 2.0f * sb);"))
     doc = _run(runner, pocl, tmp_path / "run", _spec(), kernels_root=root)
     assert not doc["ok"] and doc["failed_iterations"] == [0, 1], doc["worst"]
+
+
+def test_the_split_of_a_fused_relu6_computes_the_same_step(tmp_path):
+    """The per-step check splits conv_bn_fwd with act = 2 into the normalization (act = 0)
+    and relu6_fwd in place, to follow the runner's near-tie decisions: the two steps give the
+    kernel's outputs, and a residual unit (res = 1) is not split."""
+    plan = Plan.load(write_bundle(_spec(backend="cpu", placement=None, transfer=None,
+                                        dataset="synthetic", batch_size=2), tmp_path, seed=0))
+    it = Interpreter(plan, tmp_path, np.float64)
+    split_seen = res_seen = 0
+    for step in plan.steps:
+        split = split_bn_activation(step)
+        if step.op == "kernel" and step.name == "conv_bn_fwd":
+            d = bind_args(step.name, step.args)
+            assert (split is None) == (d["act"] == 0 or d["res"] == 1)
+            res_seen += d["res"]
+        if split is not None:
+            saved = [v.copy() for v in it.dev]
+            it.run_step(step, 0)
+            want = [v.copy() for v in it.dev]
+            for v, old in zip(it.dev, saved):
+                v[...] = old
+            for s in split:
+                it.run_step(s, 0)
+            for k, v in enumerate(want):
+                np.testing.assert_array_equal(it.dev[k], v, err_msg=plan.tensor(k).name)
+            split_seen += 1
+            continue
+        it.run_step(step, 0)
+    assert (split_seen, res_seen) == (8, 2)

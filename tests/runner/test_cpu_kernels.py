@@ -25,7 +25,8 @@ class RtArg(ctypes.Structure):
 
 
 def build_lib(out_dir: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """cpu_kernels.c (with the fused and mobile kernels of cpu_fused.c, cpu_mobile.c, cpu_fused_bn.c) built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
+    """cpu_kernels.c (with the fused and mobile kernels of cpu_fused.c, cpu_mobile.c,
+    cpu_fused_bn.c) built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
     so = out_dir / "libcpu_kernels.so"
     subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
                     "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"), str(RUNNER_SRC / "cpu_fused.c"),
