@@ -1,7 +1,8 @@
 """The fused lowering of batch-norm models (phonetrain.lowering.fused_bn): MobileNetV2 in 48
 launches per step instead of 171, weights updated after their input gradient, the same
-training as the layer-by-layer plan in the float64 reference (every placement), and one
-LowerError naming a layer it cannot fuse."""
+training as the layer-by-layer plan in the float64 reference (every placement; MobileNetV2 and
+small models with ReLU units, a strided depthwise unit and a Linear layer after Flatten), and
+one LowerError naming a layer it cannot fuse."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from phonetrain import reference
 from phonetrain.lowering import LowerSpec, lower, write_bundle
 from phonetrain.lowering.spec import LowerError
-from phonetrain.models import (BatchNorm2d, Conv2d, GlobalAvgPool2d, Linear, MaxPool2d, Model,
-                               ReLU6, Residual)
+from phonetrain.models import MODELS as ZOO
+from phonetrain.models import (BatchNorm2d, Conv2d, DepthwiseConv2d, Flatten, GlobalAvgPool2d,
+                               Linear, MaxPool2d, Model, ReLU, ReLU6, Residual)
 from phonetrain.plan import Plan
 
 MODELS = ["mobilenetv2_small", "mobilenetv2_small_32x32x3"]
@@ -56,18 +58,38 @@ def test_fused_bn_plan_updates_parameters_after_their_last_read():
     assert not any(t.name.endswith(("weight.grad", "bias.grad")) for t in plan.tensors)
 
 
-def test_fused_mobilenetv2_trains_like_the_baseline_float64(tmp_path):
+def _relu_models() -> list[Model]:
+    """Units with ReLU, a depthwise convolution at stride 2, a residual block of three units,
+    and a Linear layer reading a ReLU output through Flatten (its mask in the loss kernel)."""
+    c = lambda n, i, o, k=1, s=1, p=0: Conv2d(n, i, o, k, s, p, bias=False)  # noqa: E731
+    body = (c("e", 4, 8), BatchNorm2d("e_bn", 8), ReLU6("e_a"), DepthwiseConv2d("d", 8),
+            BatchNorm2d("d_bn", 8), ReLU("d_a"), c("p", 8, 4), BatchNorm2d("p_bn", 4))
+    gap = Model("bn_relu_gap", (2, 7, 7), 3, (
+        c("c1", 2, 4, 3, 1, 1), BatchNorm2d("bn1", 4), ReLU("a1"), Residual("blk", body),
+        DepthwiseConv2d("dw", 4, stride=2), BatchNorm2d("dw_bn", 4), ReLU6("dw_a"),
+        GlobalAvgPool2d("gap"), Linear("fc", 4, 3)))
+    flat = Model("bn_relu_flat", (1, 5, 5), 3, (
+        c("c1", 1, 2, 3, 2, 1), BatchNorm2d("bn1", 2), ReLU("a1"), Flatten("flat"),
+        Linear("fc", 18, 3)))
+    return [gap, flat]
+
+
+@pytest.mark.parametrize("model", [None, *_relu_models()],
+                         ids=["mobilenetv2_small", "bn_relu_gap", "bn_relu_flat"])
+def test_fused_bn_plan_trains_like_the_baseline_float64(tmp_path, monkeypatch, model):
     """Two SGD steps with momentum and weight decay in the float64 reference: the fused plan
     (every placement) gives the baseline plan's losses, parameters, momenta and running
     statistics."""
-    base = LowerSpec(model="mobilenetv2_small", batch_size=4, num_batches=2, warmup=0,
-                     iterations=2, momentum=0.9, weight_decay=5e-4, lr=0.05,
-                     dataset="synthetic", dumps="all")
-    want = reference.run_plan(write_bundle(base, tmp_path / "base", seed=0), tmp_path / "base",
-                              dtype=np.float64)
+    if model is not None:
+        monkeypatch.setitem(ZOO, model.name, model)   # the bundle looks models up by name
+    base = LowerSpec(model=model.name if model else "mobilenetv2_small", batch_size=4,
+                     num_batches=2, warmup=0, iterations=2, momentum=0.9, weight_decay=5e-4,
+                     lr=0.05, dataset="synthetic", dumps="all")
+    want = reference.run_plan(write_bundle(base, tmp_path / "base", seed=0),
+                              tmp_path / "base", dtype=np.float64)
     kept = [k for k in want.dumps if k.endswith((".weight", ".bias", ".momentum",
                                                  ".running_mean", ".running_var"))]
-    assert len(kept) > 60
+    assert len(kept) >= 12   # every parameter, its momentum and the running statistics
     for backend, placement, transfer in PLACEMENTS:
         spec = replace(base, kernel="fused", backend=backend, placement=placement,
                        transfer=transfer)
