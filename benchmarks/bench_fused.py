@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Kernel launches per training iteration and what they cost: the ``baseline`` and ``fused``
-kernel versions (src/kernels/fused/README.md) on the MLP 784-256-128-16 and LeNet-5, through
-the real runner on one OpenCL device (PoCL by default). Prints a markdown table per
-placement: launches per iteration, the median iteration time with p10-p90 (host clock), the
-median idle time between consecutive kernels (device events) and the iteration gap per
-launch (host clock; ``phonetrain.results.profiling.launch_stats``), plus the load average.
+kernel versions (src/kernels/fused/README.md) on the MLP 784-256-128-16, LeNet-5 and
+MobileNetV2 (``--models`` picks), through the real runner on one OpenCL device (PoCL by
+default). Prints a markdown table per placement: launches per iteration, the median
+iteration time with p10-p90 (host clock), the median idle time between consecutive kernels
+(device events) and the iteration gap per launch (host clock;
+``phonetrain.results.profiling.launch_stats``), plus the load average.
 
     python benchmarks/bench_fused.py                       # PoCL, resident placement
     python benchmarks/bench_fused.py --platform NVIDIA --placements resident staged
     python benchmarks/bench_fused.py --runner path/to/runner --iterations 100
+    python benchmarks/bench_fused.py --models mobilenetv2_small
 
 On a GPU host (e.g. an NVIDIA H200) give ``--platform NVIDIA``; nothing else changes.
 """
@@ -32,7 +34,7 @@ from phonetrain.lowering import LowerSpec, write_bundle  # noqa: E402
 from phonetrain.results import profiling  # noqa: E402
 from phonetrain.results.runs import run_iterations  # noqa: E402
 
-MODELS = ["mlp_784_256_128_16", "lenet5"]
+MODELS = ["mlp_784_256_128_16", "lenet5", "mobilenetv2_small"]
 VERSIONS = ["baseline", "fused"]
 
 
@@ -42,7 +44,7 @@ def measure(runner: Path, selector, work: Path, model: str, version: str, placem
     spec = LowerSpec(model=model, batch_size=batch, backend="opencl", placement=placement,
                      transfer="copy", kernel=version, num_batches=4, warmup=warmup,
                      iterations=iterations,
-                     dataset="digits" if model == "lenet5" else "synthetic")
+                     dataset="synthetic" if model.startswith("mlp") else "digits")
     root = work / f"{model}-{version}-{placement}"
     plan = write_bundle(spec, root, seed=0)
     run = runner_api.run_plan(runner, plan, root, root / "out", device_selector=selector)
@@ -64,6 +66,7 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="OpenCL device substring")
     ap.add_argument("--placements", nargs="+", default=["resident"],
                     choices=["resident", "staged"])
+    ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=30)
@@ -75,7 +78,7 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         rows = [measure(runner, selector, work, m, v, p, args.batch, args.warmup,
                         args.iterations)
-                for p in args.placements for m in MODELS for v in VERSIONS]
+                for p in args.placements for m in args.models for v in VERSIONS]
         load_after = os.getloadavg()[0]
     print(f"platform {args.platform!r}, batch {args.batch}, load average (1 min) "
           f"{load_before:.2f} before, {load_after:.2f} after, {os.cpu_count()} CPUs\n")

@@ -43,6 +43,8 @@ extern const kernel_spec CPU_FUSED_KERNELS[];
 extern const int CPU_FUSED_NKERNELS;
 extern const kernel_spec CPU_MOBILE_KERNELS[];
 extern const int CPU_MOBILE_NKERNELS;
+extern const kernel_spec CPU_FUSED_BN_KERNELS[];   /* cpu_fused_bn.c */
+extern const int CPU_FUSED_BN_NKERNELS;
 
 #define CHECK(x)                  \
     do {                          \

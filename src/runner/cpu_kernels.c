@@ -964,6 +964,8 @@ static const kernel_spec *find_kernel(const char *name)
         if (strcmp(CPU_FUSED_KERNELS[i].name, name) == 0) return &CPU_FUSED_KERNELS[i];
     for (int i = 0; i < CPU_MOBILE_NKERNELS; ++i)
         if (strcmp(CPU_MOBILE_KERNELS[i].name, name) == 0) return &CPU_MOBILE_KERNELS[i];
+    for (int i = 0; i < CPU_FUSED_BN_NKERNELS; ++i)
+        if (strcmp(CPU_FUSED_BN_KERNELS[i].name, name) == 0) return &CPU_FUSED_BN_KERNELS[i];
     return NULL;
 }
 

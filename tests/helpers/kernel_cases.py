@@ -650,9 +650,14 @@ def fused_cases(rng: np.random.Generator) -> list[Case]:
     return out
 
 
+# The fused batch-norm kernels: their own module (imported last, it uses this one's helpers).
+from .kernel_cases_bn import ORACLE_BN, fused_bn_cases  # noqa: E402
+
+ORACLE.update(ORACLE_BN)
+
 GROUPS = {"gemm": gemm_cases, "elementwise": elementwise_cases, "conv": conv_cases,
           "pool": pool_cases, "loss": loss_cases, "mobile": mobile_cases,
-          "fused": fused_cases}
+          "fused": fused_cases, "fused_bn": fused_bn_cases}
 
 
 def group_cases(group: str, seed: int = 0) -> list[Case]:

@@ -14,6 +14,7 @@ from phonetrain import reference
 from phonetrain.kernels import KernelVersionError, load_version
 from phonetrain.lowering import LowerSpec, lower, write_bundle
 from phonetrain.lowering.spec import LowerError
+from phonetrain.models import Conv2d, Flatten, Linear, Model, ReLU
 from phonetrain.plan import Plan
 
 MODELS = ["mlp_784_256_128_16", "lenet5"]
@@ -83,8 +84,12 @@ def test_lowering_key_is_validated(tmp_path):
 
 
 def test_fused_lowering_refuses_layers_it_cannot_fuse():
-    """MobileNetV2's bias-free stem convolution (and its batch norms) have no fused kernels:
-    one LowerError naming the layer, not a crash inside the lowering."""
-    with pytest.raises(LowerError, match="layer stem: a Conv2d without bias"):
-        lower(LowerSpec(model="mobilenetv2_small", batch_size=4, kernel="fused",
-                        backend="opencl", placement="resident", transfer="copy"))
+    """A bias-free convolution without a batch norm after it has no fused kernel (conv_fwd and
+    conv_sgd carry a bias; the batch-norm kernels need the batch norm): one LowerError naming
+    the layer, not a crash inside the lowering."""
+    model = Model("conv_nobias", (1, 6, 6), 3, (
+        Conv2d("c1", 1, 2, 3, 1, 1, bias=False), ReLU("r1"), Flatten("flat"),
+        Linear("fc", 72, 3)))
+    with pytest.raises(LowerError, match="layer c1: a Conv2d without bias"):
+        lower(LowerSpec(model="conv_nobias", batch_size=4, kernel="fused", backend="opencl",
+                        placement="resident", transfer="copy"), model=model)

@@ -25,11 +25,13 @@ class RtArg(ctypes.Structure):
 
 
 def build_lib(out_dir: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """cpu_kernels.c (with the fused and mobile kernels of cpu_fused.c, cpu_mobile.c) built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
+    """cpu_kernels.c (with the fused and mobile kernels of cpu_fused.c, cpu_mobile.c,
+    cpu_fused_bn.c) built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
     so = out_dir / "libcpu_kernels.so"
     subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
                     "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"), str(RUNNER_SRC / "cpu_fused.c"),
-                    str(RUNNER_SRC / "cpu_mobile.c"), "-o", str(so), "-lm"],
+                    str(RUNNER_SRC / "cpu_mobile.c"), str(RUNNER_SRC / "cpu_fused_bn.c"), "-o",
+                    str(so), "-lm"],
                    check=True)
     lib = ctypes.CDLL(str(so))
     lib.cpu_kernel_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(RtArg), ctypes.c_int,
@@ -119,6 +121,17 @@ ERRORS = [
      "softmax_xent_bwd: argument 5 (labels) holds label 3 at row 1"),
     ("linear_sgd", [4, 4, 4, 0.1, 0.9, 0.0, F32, F32, F32, F32[:15], F32, F32],
      "linear_sgd: argument 9 (V) has 15 elements but O*I = 16 are needed"),
+    # fused batch-norm kernels (cpu_fused_bn.c)
+    ("gconv_sgd", [1, 4, 3, 3, 6, 1, 1, 1, 0, 3, 3, 4, 0.1, 0.9, 0.0, F32, F32, F32, F32],
+     "gconv_sgd: argument 11 (groups) is 4; it must divide C = 4 and OC = 6"),
+    ("gconv_bwd_data", [1, 2, 3, 3, 2, 3, 3, 1, 1, 3, 3, 2, 3, 0, F32, F32, F32, F32, F32],
+     "gconv_bwd_data: argument 12 (act) is 3; it must be 0 (none), 1 (ReLU) or 2 (ReLU6)"),
+    ("conv_bn_fwd", [1, 1, 4, 4, 2, 1, 1, 1, 0, 4, 4, 1, 2, 1, 1e-5, 0.1, F32, F32, F32, F32,
+                     F32[:31], F32, F32, F32, F32, F32, F32],
+     "conv_bn_fwd: argument 20 (R) has 31 elements but B*OC*OH*OW = 32 are needed"),
+    ("bn_bwd_sgd", [2, 2, 4, 0, 0.1, 0.9, 0.0, F32, F32, F32, F32, F32, F32, F32, F32, F32,
+                    F32[:15]],
+     "bn_bwd_sgd: argument 16 (dX) has 15 elements but B*C*HW = 16 are needed"),
 ]
 
 
@@ -133,6 +146,7 @@ def test_unknown_kernel_name_is_refused_and_not_known(cpu_lib):
     assert call(cpu_lib, "gemm_xx", [])[0] == -2
     assert cpu_lib.cpu_kernel_known(b"col2im") == 1
     assert cpu_lib.cpu_kernel_known(b"conv_sgd") == 1   # a fused kernel (cpu_fused.c)
+    assert cpu_lib.cpu_kernel_known(b"gconv_sgd") == 1  # a fused batch-norm kernel (cpu_fused_bn.c)
     assert cpu_lib.cpu_kernel_known(b"gemm_xx") == 0
 
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+# The leading size arguments of the grouped convolutions (fused batch-norm kernels).
+_GCONV = ("i:B", "i:C", "i:H", "i:W", "i:OC", "i:KH", "i:KW", "i:stride", "i:pad", "i:OH",
+          "i:OW", "i:groups")
+
 # Argument names in ABI order. Prefix i: int, f: float, r: buffer read, w: buffer written,
 # rw: buffer read and written. The C of gemm_* is "w" when beta == 0 (see buffer_access).
 KERNEL_ARGS: dict[str, tuple[str, ...]] = {
@@ -73,10 +77,22 @@ KERNEL_ARGS: dict[str, tuple[str, ...]] = {
     "conv_sgd": ("i:B", "i:C", "i:H", "i:W", "i:OC", "i:KH", "i:KW", "i:stride", "i:pad",
                  "i:OH", "i:OW", "f:lr", "f:momentum", "f:weight_decay", "r:X", "r:dY",
                  "rw:weight", "rw:V", "rw:bias", "rw:Vb"),
+    # Fused batch-norm kernels (README "Fused batch-norm kernels"): bias-free grouped
+    # convolutions with batch normalization, the MobileNetV2 unit.
+    "conv_bn_fwd": _GCONV + ("i:act", "i:res", "f:eps", "f:momentum", "r:X", "r:weight",
+                             "r:gamma", "r:beta", "r:R", "w:Z", "w:Y", "w:mean", "w:invstd",
+                             "rw:running_mean", "rw:running_var"),
+    "bn_bwd_sgd": ("i:B", "i:C", "i:HW", "i:act", "f:lr", "f:momentum", "f:weight_decay",
+                   "r:X", "r:Y", "r:dY", "r:mean", "r:invstd", "rw:gamma", "rw:beta", "rw:Vg",
+                   "rw:Vb", "w:dX"),
+    "gconv_bwd_data": _GCONV + ("i:act", "i:res", "r:dY", "r:weight", "r:X", "r:R", "w:dX"),
+    "gconv_sgd": _GCONV + ("f:lr", "f:momentum", "f:weight_decay", "r:X", "r:dY", "rw:weight",
+                           "rw:V"),
 }
 
 FUSED_KERNELS = ("linear_fwd", "conv_fwd", "linear_bwd_data", "conv_bwd_data",
                  "maxpool_bwd_relu", "softmax_xent_bwd", "linear_sgd", "conv_sgd")
+FUSED_BN_KERNELS = ("conv_bn_fwd", "bn_bwd_sgd", "gconv_bwd_data", "gconv_sgd")
 
 GEMM_KERNELS = ("gemm_nn", "gemm_nt", "gemm_tn")
 
@@ -162,6 +178,8 @@ def kernel_flops(name: str, d: dict[str, object]) -> int:
         return (4 if float(d["momentum"]) != 0 else 2) * g("n")
     if name in FUSED_KERNELS:
         return _fused_flops(name, d)
+    if name in FUSED_BN_KERNELS:
+        return _fused_bn_flops(name, d)
     return _mobile_flops(name, g)
 
 
@@ -215,15 +233,37 @@ def _fused_flops(name: str, d: dict[str, object]) -> int:
     return 0
 
 
+def _fused_bn_flops(name: str, d: dict[str, object]) -> int:
+    """FLOPs of the fused batch-norm kernels: what the kernels they replace count. A grouped
+    convolution's MACs are ``B*OC*OH*OW*(C/groups)*KH*KW`` (2 FLOPs each, in the forward, the
+    input gradient and the weight gradient alike); batch norm 3 + 4 per element forward, 5 + 7
+    backward; one per element for an activation, its mask and the residual add; the SGD step
+    ``4*n`` with momentum, else ``2*n``."""
+    g = lambda k: int(d[k])  # noqa: E731
+    sgd = 4 if name in ("bn_bwd_sgd", "gconv_sgd") and float(d["momentum"]) != 0 else 2
+    if name == "bn_bwd_sgd":
+        n = g("B") * g("C") * g("HW")
+        return 12 * n + (g("act") != 0) * n + sgd * 2 * g("C")
+    macs = g("B") * g("OC") * g("OH") * g("OW") * (g("C") // g("groups")) * g("KH") * g("KW")
+    outs = g("B") * g("OC") * g("OH") * g("OW")
+    if name == "conv_bn_fwd":
+        return 2 * macs + 7 * outs + ((g("act") != 0) + g("res")) * outs
+    if name == "gconv_bwd_data":
+        ins = g("B") * g("C") * g("H") * g("W")
+        return 2 * macs + ((g("act") != 0) + g("res")) * ins
+    return 2 * macs + sgd * g("OC") * (g("C") // g("groups")) * g("KH") * g("KW")
+
+
 # Reductions over B x spatial values that the OpenCL kernels run as one work-group per output
-# (src/kernels/baseline/mobile.cl, fused/fused.cl: strided partial sums, then a tree in local
-# memory, wg_sum of src/kernels/common.cl): their ABI global size is outputs x REDUCE_LOCAL in dimension 0, their local size
-# REDUCE_LOCAL there (1 in a second dimension).
+# (src/kernels/baseline/mobile.cl, fused/fused.cl, fused/fused_bn.cl: strided partial sums,
+# then a tree in local memory, wg_sum of src/kernels/common.cl): their ABI global size is
+# outputs x REDUCE_LOCAL in dimension 0, their local size REDUCE_LOCAL there (1 in a second
+# dimension).
 # 64: a power of two that every OpenCL GPU's work-group limit admits (Adreno and Mali allow
 # 256 or more) and that fills a subgroup (32 on NVIDIA, 64 on Adreno/AMD).
 REDUCE_LOCAL = 64
 REDUCTION_KERNELS = frozenset({"batchnorm_stats", "batchnorm_bwd_reduce", "dwconv3x3_bwd_weight",
-                               "conv_sgd"})
+                               "conv_sgd", "conv_bn_fwd", "bn_bwd_sgd", "gconv_sgd"})
 
 
 def baseline_global(name: str, d: dict[str, object]) -> list[int]:
@@ -262,6 +302,10 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "softmax_xent_bwd": lambda: [1],
         "linear_sgd": lambda: [g("I") + 1, g("O")],
         "conv_sgd": lambda: [(g("C") * g("KH") * g("KW") + 1) * REDUCE_LOCAL, g("OC")],
+        "conv_bn_fwd": lambda: [g("OC") * REDUCE_LOCAL],
+        "bn_bwd_sgd": lambda: [g("C") * REDUCE_LOCAL],
+        "gconv_bwd_data": lambda: [g("H") * g("W"), g("B") * g("C")],
+        "gconv_sgd": lambda: [g("C") // g("groups") * g("KH") * g("KW") * REDUCE_LOCAL, g("OC")],
     }
     return table[name]()
 

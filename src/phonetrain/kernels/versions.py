@@ -68,7 +68,9 @@ GEMM_LIBRARIES: dict[str, str] = {
 LOWERINGS: dict[str, str] = {
     "per_layer": "one kernel sequence per layer: GEMM, bias, ReLU, swap01, im2col, sgd_update ...",
     "fused_step": "the fused kernels: bias, ReLU, layout changes, the loss mean and the SGD update "
-             "folded into the GEMM-like kernels (src/kernels/README.md, Fused kernels)",
+             "folded into the GEMM-like kernels (src/kernels/README.md, Fused kernels); batch "
+             "norm, ReLU6 and residual adds into the convolution units of batch-norm models "
+             "(Fused batch-norm kernels)",
 }
 DEFAULT_LOWERING = "per_layer"
 

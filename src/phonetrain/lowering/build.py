@@ -10,7 +10,8 @@ im2col + gemm_nn + swap01 + bias_add, or conv2d_fwd + bias_add where the device'
 chose the direct convolution; backward mirrors it; the mobile operators: its section
 "Mobile CNN operators"). A kernel version whose
 ``version.yaml`` sets ``lowering: fused_step`` gets the fused sequence of
-:mod:`phonetrain.lowering.fused` instead.
+:mod:`phonetrain.lowering.fused` instead (:mod:`phonetrain.lowering.fused_bn` for a model
+with batch normalization).
 
 Mobile layers: batch norm's running statistics ``<layer>.running_mean``/``.running_var`` are
 ``state`` tensors (read from bundle files like parameters, updated by ``batchnorm_stats``,
@@ -38,6 +39,7 @@ from ..layout import plan_dir_rel
 from ..plan import Batch, Plan, Program, Step, Tensor
 from .pipeline import schedule
 from .fused import lower_fused
+from .fused_bn import lower_fused_bn, uses_batchnorm
 from .spec import LowerError, LowerSpec
 
 
@@ -338,7 +340,8 @@ def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) ->
     labels = b.tensor("labels", [batch], "label", dtype="i32")
     if b.version.lowering == "fused_step":   # version.yaml's lowering key, never the version name
         _declare_params(b, model, plan_dir, grads=False)
-        return x, labels, lower_fused(b, model, spec, x, labels)
+        fused = lower_fused_bn if uses_batchnorm(model) else lower_fused
+        return x, labels, fused(b, model, spec, x, labels)
     _declare_params(b, model, plan_dir)
     acts = [x]
     for layer in model.layers:

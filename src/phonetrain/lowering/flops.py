@@ -25,9 +25,11 @@ def flops_per_step(model: Model, batch_size: int, momentum: float = 0.0) -> dict
     return out
 
 
-def launches_per_step(model: Model, batch_size: int) -> int:
+def launches_per_step(model: Model, batch_size: int, kernel: str = "baseline") -> int:
     """Kernel launches of one training step (forward, loss, backward, update), as the
-    lowering emits them; the same on every placement (transfers are not launches)."""
+    lowering emits them for kernel version ``kernel``; the same on every placement
+    (transfers are not launches). Raises :class:`~phonetrain.lowering.spec.LowerError` where
+    that version's lowering has no sequence for the model."""
     plan = lower(LowerSpec(model=model.name, batch_size=batch_size, backend="cpu",
-                           dumps="none"), model=model)
+                           kernel=kernel, dumps="none"), model=model)
     return sum(1 for s in plan.steps if s.op == "kernel")

@@ -7,10 +7,26 @@ import math
 import click
 
 from ..data import DATASETS
+from ..kernels import KERNELS_ROOT, load_version
 from ..models import MODELS, Residual, walk
 from .flops import flops_per_step, launches_per_step
+from .spec import LowerError
 
 BATCH = 32
+
+
+def _fused_version() -> str:
+    """The first kernel version (by name) whose ``version.yaml`` sets ``lowering:
+    fused_step``."""
+    return next(p.name for p in sorted(KERNELS_ROOT.iterdir())
+                if (p / "version.yaml").is_file() and load_version(p.name).lowering == "fused_step")
+
+
+def _fused_launches(model, batch_size: int) -> str:
+    try:
+        return str(launches_per_step(model, batch_size, _fused_version()))
+    except LowerError:
+        return "-"
 
 
 def markdown(batch_size: int = BATCH) -> str:
@@ -24,11 +40,13 @@ def markdown(batch_size: int = BATCH) -> str:
         "(2 x MACs for GEMM; `forward` includes the softmax cross-entropy loss; the first",
         "parameterized layer computes no input gradient; `update` is plain SGD, `2*n`, and",
         "`4*n` with momentum). Per-kernel rules: `phonetrain.kernels.kernel_flops`.",
-        "Launches: kernel launches per step (every placement; transfers are not launches).",
+        "Launches: kernel launches per step (every placement; transfers are not launches)",
+        "of the layer-by-layer lowering and of the `fused_step` lowering",
+        f"(kernel version `{_fused_version()}`; - where it has no sequence for the model).",
         "",
         "| model | input | classes | parameters | forward MFLOP | backward MFLOP | "
-        "update MFLOP | total MFLOP | launches |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "update MFLOP | total MFLOP | launches | fused launches |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for m in MODELS.values():
         f = flops_per_step(m, batch_size)
@@ -37,7 +55,7 @@ def markdown(batch_size: int = BATCH) -> str:
         lines.append(f"| `{m.name}` | {shape} | {m.classes} | {m.param_count():,} | "
                      f"{f['forward'] / 1e6:.3f} | {f['backward'] / 1e6:.3f} | "
                      f"{f['update'] / 1e6:.3f} | {total / 1e6:.3f} | "
-                     f"{launches_per_step(m, batch_size)} |")
+                     f"{launches_per_step(m, batch_size)} | {_fused_launches(m, batch_size)} |")
     lines += ["", "## Initialization", "",
               "Seeded, written to `plans/<plan_id>/tensors/*.f32` so the runner and the numpy "
               "reference start from identical bytes (`phonetrain.lowering.init_params`): "

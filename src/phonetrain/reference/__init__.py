@@ -5,6 +5,7 @@ runner's own state (:mod:`.steps`, the verdict) and over the whole trajectory (:
 a reported figure), and held-out loss and accuracy from given parameters (:mod:`.heldout`)."""
 
 from . import fused  # noqa: F401  (registers the fused kernels in KERNELS)
+from . import fused_bn  # noqa: F401  (registers the fused batch-norm kernels in KERNELS)
 from .heldout import HeldoutResult, evaluate
 from .interpreter import Interpreter, ReferenceResult, run_plan
 from .kernels import KERNELS, run_kernel

@@ -29,14 +29,14 @@ backend and an NVIDIA H200 over every checked step of the study: docs/benchmarks
 results agree exactly. A planted fault of 1e-4 relative in one GEMM exceeds it (tests).
 
 Near-ties: a ReLU (``relu_fwd``, or the ReLU of a fused ``linear_fwd``/``conv_fwd``, checked
-on its pre-activation) whose input is within the rounding of zero (a ReLU6's: of 0 or 6), or a
-max-pool window whose
-largest values are within rounding of each other, may decide differently in two correct
-implementations; the difference is then a whole gradient contribution, not a rounding error.
-Where the float64 input is that close to the decision (within ``KAPPA`` times the input's own
-float32 rounding) the check follows the runner's decision (its ReLU output, its argmax, if
-that argmax is one of the near-maximal elements of its window) and counts it
-(``decisions_followed``); everywhere else the reference decides.
+on its pre-activation; likewise the ReLU6 of a fused ``conv_bn_fwd``) whose input is within
+the rounding of zero (a ReLU6's: of 0 or 6), or a max-pool window whose largest values are
+within rounding of each other, may decide differently in two correct implementations; the
+difference is then a whole gradient contribution, not a rounding error. Where the float64
+input is that close to the decision (within ``KAPPA`` times the input's own float32 rounding)
+the check follows the runner's decision (its ReLU output, its argmax, if that argmax is one of
+the near-maximal elements of its window) and counts it (``decisions_followed``); everywhere
+else the reference decides.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ import numpy as np
 from phonetrain.plan import Plan, PlanError
 
 from .fused import split_activation
+from .fused_bn import split_bn_activation
 from .interpreter import Interpreter
 
 KAPPA = 16.0
@@ -216,7 +217,8 @@ def check_step(plan: Plan, root, iteration: int, before: Mapping[str, np.ndarray
             a64.set_tensor(tid, before[name])
     followed = 0
     for step in plan.steps:
-        split = split_activation(step)   # a fused GEMM + ReLU: its ReLU is a decision too
+        # a fused GEMM or batch norm + activation: the activation is a decision too
+        split = split_activation(step) or split_bn_activation(step)
         if split is not None:
             a32.run_step(split[0], iteration)
             a64.run_step(split[0], iteration)

@@ -1,0 +1,281 @@
+/* CPU backend of the fused batch-norm kernels (src/kernels/README.md, "Fused batch-norm
+ * kernels"): bias-free grouped convolutions with batch normalization, the same semantics as
+ * src/kernels/fused/fused_bn.cl. One output element (or one channel, for the batch-norm
+ * reductions, or one weight) per loop iteration; every sum is a gather in a fixed order, the
+ * per-channel sums blocked as cpu_mobile.c's (each image's values, then the batch's partial
+ * sums): deterministic at any thread count. Argument checks report the first bad argument
+ * as cpu_kernels.c does. */
+#include "cpu_kernel_ctx.h"
+
+#include <math.h>
+#include <stdint.h>
+
+/* B C H W OC KH KW stride pad OH OW groups at arguments 0..11 (all >= 1 but pad >= 0, the
+ * output size following the convolution rule, groups dividing C and OC); then `nflags`
+ * activation/residual codes at 12.. (act in 0..2 at 12, res in 0..1 at 13). */
+static int gconv_dims(const kctx *k, int nflags)
+{
+    for (int i = 0; i < 12; ++i) CHECK(kneed_min(k, i, i == 8 ? 0 : 1));
+    const int oh = (I(2) + 2 * I(8) - I(5)) / I(7) + 1, ow = (I(3) + 2 * I(8) - I(6)) / I(7) + 1;
+    if (I(2) + 2 * I(8) < I(5) || I(9) != oh)
+        return kfail(k, 9, "is %d; (H + 2*pad - KH)/stride + 1 = %d", I(9), oh);
+    if (I(3) + 2 * I(8) < I(6) || I(10) != ow)
+        return kfail(k, 10, "is %d; (W + 2*pad - KW)/stride + 1 = %d", I(10), ow);
+    if (I(1) % I(11) || I(4) % I(11))
+        return kfail(k, 11, "is %d; it must divide C = %d and OC = %d", I(11), I(1), I(4));
+    if (nflags > 0 && (I(12) < 0 || I(12) > 2))
+        return kfail(k, 12, "is %d; it must be 0 (none), 1 (ReLU) or 2 (ReLU6)", I(12));
+    if (nflags > 1 && I(13) != 0 && I(13) != 1)
+        return kfail(k, 13, "is %d; it must be 0 or 1", I(13));
+    return 0;
+}
+
+static float act_of(float v, int act)
+{
+    if (act == 1) return v > 0.0f ? v : 0.0f;
+    if (act == 2) return fminf(fmaxf(v, 0.0f), 6.0f);
+    return v;
+}
+
+static int act_passes(float y, int act)
+{
+    if (act == 1) return y > 0.0f;
+    if (act == 2) return y > 0.0f && y < 6.0f;
+    return 1;
+}
+
+/* g = grad + wd * P; V = m * V + g; P -= lr * V (sgd_update's rule). */
+static void sgd_step(float *P, float *V, int64_t i, float grad, float lr, float m, float wd)
+{
+    const float g = grad + wd * P[i];
+    const float v = m * V[i] + g;
+    V[i] = v;
+    P[i] -= lr * v;
+}
+
+typedef struct {
+    int B, C, H, W, OC, KH, KW, s, pad, OH, OW, G;
+} gconv;
+
+static gconv gconv_of(const kctx *k)
+{
+    const gconv g = {I(0), I(1), I(2), I(3), I(4), I(5), I(6), I(7), I(8), I(9), I(10), I(11)};
+    return g;
+}
+
+/* Z[b,oc,oh,ow]: taps in (ci, kh, kw) order, 0 outside the image. */
+static float gconv_at(const gconv *g, const float *X, const float *Wt, int64_t b, int oc,
+                      int oh, int ow)
+{
+    const int cg = g->C / g->G, grp = oc / (g->OC / g->G);
+    const float *w = Wt + (int64_t)oc * cg * g->KH * g->KW;
+    float acc = 0.0f;
+    for (int ci = 0; ci < cg; ++ci) {
+        const float *x = X + (b * g->C + grp * cg + ci) * g->H * g->W;
+        for (int kh = 0; kh < g->KH; ++kh) {
+            const int ih = oh * g->s - g->pad + kh;
+            if (ih < 0 || ih >= g->H) continue;
+            for (int kw = 0; kw < g->KW; ++kw) {
+                const int iw = ow * g->s - g->pad + kw;
+                if (iw >= 0 && iw < g->W)
+                    acc += w[(ci * g->KH + kh) * g->KW + kw] * x[ih * g->W + iw];
+            }
+        }
+    }
+    return acc;
+}
+
+static int k_conv_bn_fwd(const kctx *k)
+{
+    CHECK(gconv_dims(k, 2));
+    if (!(F(14) > 0.0f)) return kfail(k, 14, "is %g; eps must be > 0", (double)F(14));
+    const gconv g = gconv_of(k);
+    const int act = I(12), res = I(13), P = g.OH * g.OW;
+    const float eps = F(14), m = F(15);
+    const int64_t ny = (int64_t)g.B * g.OC * P;
+    CHECK(kneed_numel(k, 16, (int64_t)g.B * g.C * g.H * g.W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 17, (int64_t)g.OC * (g.C / g.G) * g.KH * g.KW, "OC*(C/groups)*KH*KW"));
+    for (int i = 18; i <= 19; ++i) CHECK(kneed_numel(k, i, g.OC, "OC"));
+    /* R (20) is read only when res */
+    for (int i = res ? 20 : 21; i <= 22; ++i) CHECK(kneed_numel(k, i, ny, "B*OC*OH*OW"));
+    for (int i = 23; i <= 26; ++i) CHECK(kneed_numel(k, i, g.OC, "OC"));
+    const float *X = PF(16), *Wt = PF(17), *gamma = PF(18), *beta = PF(19), *R = PF(20);
+    float *Z = PF(21), *Y = PF(22), *mean = PF(23), *invstd = PF(24), *rmean = PF(25);
+    float *rvar = PF(26);
+    const float cnt = (float)((int64_t)g.B * P);
+#pragma omp parallel for if (ny * (g.C / g.G) * g.KH * g.KW > PAR_MIN) schedule(static)
+    for (int oc = 0; oc < g.OC; ++oc) {
+        float sum = 0.0f, shift = 0.0f;
+        for (int64_t b = 0; b < g.B; ++b) {   /* the convolution, and the shifted sum */
+            float *z = Z + (b * g.OC + oc) * P;
+            float part = 0.0f;
+            for (int p = 0; p < P; ++p) {
+                z[p] = gconv_at(&g, X, Wt, b, oc, p / g.OW, p % g.OW);
+                if (b == 0 && p == 0) shift = z[0];
+                part += z[p] - shift;
+            }
+            sum += part;
+        }
+        const float mu = shift + sum / cnt;
+        float sq = 0.0f;
+        for (int64_t b = 0; b < g.B; ++b) {
+            const float *z = Z + (b * g.OC + oc) * P;
+            float part = 0.0f;
+            for (int p = 0; p < P; ++p) part += (z[p] - mu) * (z[p] - mu);
+            sq += part;
+        }
+        const float var = sq / cnt, is = 1.0f / sqrtf(var + eps);
+        for (int64_t b = 0; b < g.B; ++b) {
+            const int64_t at = (b * g.OC + oc) * P;
+            for (int p = 0; p < P; ++p) {
+                const float y = act_of(((Z[at + p] - mu) * is) * gamma[oc] + beta[oc], act);
+                Y[at + p] = res ? y + R[at + p] : y;
+            }
+        }
+        const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
+        mean[oc] = mu;
+        invstd[oc] = is;
+        rmean[oc] = (1.0f - m) * rmean[oc] + m * mu;
+        rvar[oc] = (1.0f - m) * rvar[oc] + m * unbiased;
+    }
+    return 0;
+}
+
+static int k_bn_bwd_sgd(const kctx *k)
+{
+    for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
+    if (I(3) < 0 || I(3) > 2)
+        return kfail(k, 3, "is %d; it must be 0 (none), 1 (ReLU) or 2 (ReLU6)", I(3));
+    const int B = I(0), C = I(1), HW = I(2), act = I(3);
+    const float lr = F(4), m = F(5), wd = F(6);
+    const int64_t n = (int64_t)B * C * HW;
+    for (int i = 7; i <= 9; ++i) CHECK(kneed_numel(k, i, n, "B*C*HW"));
+    for (int i = 10; i <= 15; ++i) CHECK(kneed_numel(k, i, C, "C"));
+    CHECK(kneed_numel(k, 16, n, "B*C*HW"));
+    const float *X = PF(7), *Y = PF(8), *dY = PF(9), *mean = PF(10), *invstd = PF(11);
+    float *gamma = PF(12), *beta = PF(13), *Vg = PF(14), *Vb = PF(15), *dX = PF(16);
+    const float cnt = (float)((int64_t)B * HW);
+#pragma omp parallel for if (n > PAR_MIN) schedule(static)
+    for (int c = 0; c < C; ++c) {
+        const float mu = mean[c], is = invstd[c];
+        float sg = 0.0f, sb = 0.0f;
+        for (int64_t b = 0; b < B; ++b) {   /* blocked: each image's sums, then the batch's */
+            const int64_t at = (b * C + c) * HW;
+            float pg = 0.0f, pb = 0.0f;
+            for (int j = 0; j < HW; ++j) {
+                const float d = act_passes(Y[at + j], act) ? dY[at + j] : 0.0f;
+                pb += d;
+                pg += d * ((X[at + j] - mu) * is);
+            }
+            sg += pg;
+            sb += pb;
+        }
+        const float scale = gamma[c] * is / cnt;
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t at = (b * C + c) * HW;
+            for (int j = 0; j < HW; ++j) {
+                const float d = act_passes(Y[at + j], act) ? dY[at + j] : 0.0f;
+                dX[at + j] = scale * ((cnt * d - sb) - ((X[at + j] - mu) * is) * sg);
+            }
+        }
+        sgd_step(gamma, Vg, c, sg, lr, m, wd);
+        sgd_step(beta, Vb, c, sb, lr, m, wd);
+    }
+    return 0;
+}
+
+static int k_gconv_bwd_data(const kctx *k)
+{
+    CHECK(gconv_dims(k, 2));
+    const gconv g = gconv_of(k);
+    const int act = I(12), res = I(13);
+    const int64_t nx = (int64_t)g.B * g.C * g.H * g.W;
+    CHECK(kneed_numel(k, 14, (int64_t)g.B * g.OC * g.OH * g.OW, "B*OC*OH*OW"));
+    CHECK(kneed_numel(k, 15, (int64_t)g.OC * (g.C / g.G) * g.KH * g.KW, "OC*(C/groups)*KH*KW"));
+    for (int i = 16; i <= 18; ++i)   /* R (17) is read only when res */
+        if (i != 17 || res) CHECK(kneed_numel(k, i, nx, "B*C*H*W"));
+    const float *dY = PF(14), *Wt = PF(15), *X = PF(16), *R = PF(17);
+    float *dX = PF(18);
+    const int cg = g.C / g.G, og = g.OC / g.G;
+#pragma omp parallel for if (nx * og * g.KH * g.KW > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < nx; ++e) {
+        if (!act_passes(X[e], act)) {
+            dX[e] = 0.0f;
+            continue;
+        }
+        const int w = (int)(e % g.W), h = (int)(e / g.W % g.H);
+        const int c = (int)(e / ((int64_t)g.W * g.H) % g.C);
+        const int64_t b = e / ((int64_t)g.W * g.H * g.C);
+        const int grp = c / cg, ci = c % cg;
+        float acc = 0.0f;
+        for (int j = 0; j < og; ++j) {
+            const int oc = grp * og + j;
+            for (int kh = 0; kh < g.KH; ++kh) {
+                const int th = h + g.pad - kh;
+                if (th < 0 || th % g.s || th / g.s >= g.OH) continue;
+                for (int kw = 0; kw < g.KW; ++kw) {
+                    const int tw = w + g.pad - kw;
+                    if (tw < 0 || tw % g.s || tw / g.s >= g.OW) continue;
+                    acc += Wt[(((int64_t)oc * cg + ci) * g.KH + kh) * g.KW + kw] *
+                           dY[((b * g.OC + oc) * g.OH + th / g.s) * g.OW + tw / g.s];
+                }
+            }
+        }
+        dX[e] = res ? acc + R[e] : acc;
+    }
+    return 0;
+}
+
+static int k_gconv_sgd(const kctx *k)
+{
+    CHECK(gconv_dims(k, 0));
+    const gconv g = gconv_of(k);
+    const float lr = F(12), m = F(13), wd = F(14);
+    const int cg = g.C / g.G;
+    const int64_t ckk = (int64_t)cg * g.KH * g.KW, nw = g.OC * ckk;
+    CHECK(kneed_numel(k, 15, (int64_t)g.B * g.C * g.H * g.W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 16, (int64_t)g.B * g.OC * g.OH * g.OW, "B*OC*OH*OW"));
+    for (int i = 17; i <= 18; ++i) CHECK(kneed_numel(k, i, nw, "OC*(C/groups)*KH*KW"));
+    const float *X = PF(15), *dY = PF(16);
+    float *Wt = PF(17), *V = PF(18);
+#pragma omp parallel for if (nw * g.B * g.OH * g.OW > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < nw; ++e) {
+        const int oc = (int)(e / ckk), kk = (int)(e % ckk);
+        const int kw = kk % g.KW, kh = kk / g.KW % g.KH;
+        const int c = oc / (g.OC / g.G) * cg + kk / (g.KW * g.KH);
+        float acc = 0.0f;
+        for (int64_t b = 0; b < g.B; ++b) {
+            const float *dy = dY + (b * g.OC + oc) * g.OH * g.OW;
+            const float *x = X + (b * g.C + c) * g.H * g.W;
+            float part = 0.0f;   /* blocked: each image's sum, then the batch's */
+            for (int oh = 0; oh < g.OH; ++oh) {
+                const int ih = oh * g.s - g.pad + kh;
+                if (ih < 0 || ih >= g.H) continue;
+                for (int ow = 0; ow < g.OW; ++ow) {
+                    const int iw = ow * g.s - g.pad + kw;
+                    if (iw >= 0 && iw < g.W) part += dy[oh * g.OW + ow] * x[ih * g.W + iw];
+                }
+            }
+            acc += part;
+        }
+        sgd_step(Wt, V, e, acc, lr, m, wd);
+    }
+    return 0;
+}
+
+#define GCONV_NAMES "B C H W OC KH KW stride pad OH OW groups "
+
+const kernel_spec CPU_FUSED_BN_KERNELS[] = {
+    {"conv_bn_fwd", "iiiiiiiiiiiiiiffttttttttttt",
+     GCONV_NAMES "act res eps momentum X weight gamma beta R Z Y mean invstd running_mean "
+     "running_var", k_conv_bn_fwd},
+    {"bn_bwd_sgd", "iiiiffftttttttttt",
+     "B C HW act lr momentum weight_decay X Y dY mean invstd gamma beta Vg Vb dX",
+     k_bn_bwd_sgd},
+    {"gconv_bwd_data", "iiiiiiiiiiiiiittttt", GCONV_NAMES "act res dY weight X R dX",
+     k_gconv_bwd_data},
+    {"gconv_sgd", "iiiiiiiiiiiiffftttt",
+     GCONV_NAMES "lr momentum weight_decay X dY weight V", k_gconv_sgd},
+};
+const int CPU_FUSED_BN_NKERNELS =
+    (int)(sizeof CPU_FUSED_BN_KERNELS / sizeof CPU_FUSED_BN_KERNELS[0]);
