@@ -11,10 +11,18 @@
 #include <math.h>
 #include <stdint.h>
 
-/* adam_step(step): step[0] += 1 (the step count t, a float tensor of >= 1 element). */
+/* The step count argument idx: a float tensor of at least one element. */
+static int need_step(const kctx *k, int idx)
+{
+    if (k->a[idx].numel < 1)
+        return kfail(k, idx, "has %ld elements; the step count needs 1", k->a[idx].numel);
+    return 0;
+}
+
+/* adam_step(step): step[0] += 1 (the step count t). */
 static int k_adam_step(const kctx *k)
 {
-    CHECK(kneed_numel(k, 0, 1, "1"));
+    CHECK(need_step(k, 0));
     PF(0)[0] += 1.0f;
     return 0;
 }
@@ -33,7 +41,7 @@ static int adam_check(const kctx *k)
     for (int i = 2; i <= 3; ++i)
         if (!(F(i) >= 0.0f && F(i) < 1.0f))
             return kfail(k, i, "is %g; a moment decay rate is in [0, 1)", (double)F(i));
-    CHECK(kneed_numel(k, 7, 1, "1"));
+    CHECK(need_step(k, 7));
     if (!(PF(7)[0] >= 1.0f))
         return kfail(k, 7, "holds step count %g; adam_step must run before adam_update (>= 1)",
                      (double)PF(7)[0]);
