@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""PyTorch cross-check: the lowered plans train exactly like torch.nn + torch.optim.SGD.
+"""PyTorch cross-check: the lowered plans train exactly like torch.nn + torch.optim.
 
 For each model of ``phonetrain.models.MODELS`` this lowers a cpu-backend bundle, builds the
 same network in PyTorch from the plan's initial parameter files (Linear ``W[out, in]``,
 Conv2d ``W[OC, C, KH, KW]``, depthwise ``W[C, 1, 3, 3]`` as ``groups=C``, batch norm's
 weight/bias and running statistics, activations NCHW: the layouts of
 ``src/kernels/README.md``),
-feeds the bundle's batch files, and trains ``--iterations`` SGD steps with the plan's
-lr/momentum/weight_decay. It compares per-iteration losses, final parameters and batch norm
+feeds the bundle's batch files, and trains ``--iterations`` steps of ``--optimizer`` (``sgd``:
+``torch.optim.SGD`` with the plan's lr/momentum/weight_decay; ``adam``/``adamw``:
+``torch.optim.Adam``/``AdamW`` with lr, ``--betas``, ``--eps``, weight_decay). It compares per-iteration losses, final parameters and batch norm
 running statistics with
 ``phonetrain.reference.run_plan`` and, when ``cc`` is installed, the runner's cpu backend.
 Differences are ``phonetrain.reference.tensor_error`` (``|a - b| / max(1, |b|)``).
@@ -22,6 +23,8 @@ and exits 0::
     pip install torch            # CPU build is enough
     python benchmarks/torch_crosscheck.py
     python benchmarks/torch_crosscheck.py --models lenet5 --no-runner
+    python benchmarks/torch_crosscheck.py --optimizer adamw --lr 1e-3 --momentum 0 \
+        --weight-decay 0.01
 """
 
 from __future__ import annotations
@@ -112,18 +115,31 @@ def torch_network(model: Model, plan: Plan, root: Path):
     return nn.Sequential(OrderedDict(mods)), named
 
 
+def torch_optimizer(params, optimizer: str, lr: float, momentum: float, weight_decay: float,
+                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+    """``torch.optim.SGD`` (lr, momentum, weight_decay) for ``sgd``, ``torch.optim.Adam`` or
+    ``torch.optim.AdamW`` (lr, betas, eps, weight_decay) for ``adam``/``adamw``."""
+    import torch
+
+    if optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[optimizer]
+    return cls(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+
+
 def torch_train(model: Model, plan: Plan, root: Path, lr: float, momentum: float,
-                weight_decay: float, n_iter: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Train ``n_iter`` float32 SGD steps on the plan's batches (cycled as the runner does);
-    return (losses before each update, final params and batch norm running statistics by plan
-    tensor name, flat)."""
+                weight_decay: float, n_iter: int, optimizer: str = "sgd",
+                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+                ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Train ``n_iter`` float32 steps of ``optimizer`` (:func:`torch_optimizer`) on the plan's
+    batches (cycled as the runner does); return (losses before each update, final params and
+    batch norm running statistics by plan tensor name, flat)."""
     import torch
 
     net, named = torch_network(model, plan, root)
     dtype = torch.get_default_dtype()
     net = net.to(dtype)
-    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum,
-                          weight_decay=weight_decay)
+    opt = torch_optimizer(net.parameters(), optimizer, lr, momentum, weight_decay, betas, eps)
     data = {}
     for b in plan.batches:
         t = plan.tensor(b.tensor)
@@ -156,12 +172,14 @@ def check_model(name: str, root: Path, a, runner: Path | None) -> dict:
 
     spec = LowerSpec(model=name, batch_size=a.batch, backend="cpu", warmup=0,
                      iterations=a.iterations, num_batches=a.iterations, lr=a.lr,
-                     momentum=a.momentum, weight_decay=a.weight_decay, dumps="all")
+                     momentum=a.momentum, weight_decay=a.weight_decay, dumps="all",
+                     optimizer=a.optimizer, betas=tuple(a.betas), eps=a.eps)
     plan_path = write_bundle(spec, root)
     plan = Plan.load(plan_path)
     ref = reference.run_plan(plan, root, dtype=np.float64 if a.float64 else np.float32)
     losses, params = torch_train(get_model(name), plan, root, a.lr, a.momentum,
-                                 a.weight_decay, a.iterations)
+                                 a.weight_decay, a.iterations, a.optimizer, tuple(a.betas),
+                                 a.eps)
     # the dumps hold every tensor; compare parameters and running statistics
     ref.dumps = {k: v for k, v in ref.dumps.items() if k in params}
     row = {"model": name}
@@ -188,6 +206,10 @@ def main() -> int:
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=1e-4)
+    ap.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="sgd",
+                    help="adam/adamw take --betas and --eps and need --momentum 0")
+    ap.add_argument("--betas", type=float, nargs=2, default=(0.9, 0.999))
+    ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--tolerance", type=float, default=TOLERANCE)
     ap.add_argument("--no-runner", action="store_true", help="skip the runner's cpu backend")
     ap.add_argument("--float64", action="store_true",
@@ -209,8 +231,11 @@ def main() -> int:
         if not a.no_runner and toolchains.which_cc():
             runner = toolchains.build_runner(Path(tmp) / "build")
         rows = [check_model(m, Path(tmp) / "bundle", a, runner) for m in a.models]
-    print(f"torch {torch.__version__}; {'float64' if a.float64 else 'float32'}; batch {a.batch}, {a.iterations} SGD iterations, "
-          f"lr {a.lr}, momentum {a.momentum}, weight_decay {a.weight_decay}; "
+    opt = (f"momentum {a.momentum}" if a.optimizer == "sgd"
+           else f"betas {tuple(a.betas)}, eps {a.eps:g}")
+    print(f"torch {torch.__version__}; {'float64' if a.float64 else 'float32'}; batch {a.batch}, "
+          f"{a.iterations} {a.optimizer} iterations, lr {a.lr}, {opt}, "
+          f"weight_decay {a.weight_decay}; "
           f"diffs are |a-b|/max(1,|b|), tolerance {a.tolerance:g}\n")
     print("| model | max loss diff torch vs reference | max param diff torch vs reference "
           "| max diff torch vs runner (cpu) | status |")

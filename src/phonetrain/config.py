@@ -61,9 +61,13 @@ class ModelConfig:
     name: str = MISSING                # = the file name; a key of phonetrain.models.MODELS
     dataset: Optional[str] = None      # None: the sweep's dataset.name
     batch_size: int = 32
-    lr: float = 0.05                   # SGD step size, >= 0
-    momentum: float = 0.0              # SGD momentum, in [0, 1)
-    weight_decay: float = 0.0          # L2 factor, in [0, 1)
+    lr: float = 0.05                   # step size, >= 0
+    momentum: float = 0.0              # SGD momentum, in [0, 1); 0 for adam/adamw
+    weight_decay: float = 0.0          # L2 factor (adamw: decoupled decay), in [0, 1)
+    optimizer: str = "sgd"             # sgd | adam | adamw (PyTorch's update rules)
+    # adam/adamw only (an sgd experiment's config leaves them out: ADAM_KEYS)
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # moment decay rates
+    eps: float = 1e-8                  # added to the second moment's root, > 0
 
 
 @dataclass
@@ -207,7 +211,11 @@ CHOICES = {
     ("device", "toolchain"): ("host", "android", "linux-aarch64"),
     ("backend", "kind"): ("cpu", "opencl"),
     ("report", "figure_format"): ("png", "svg"),
+    ("model", "optimizer"): ("sgd", "adam", "adamw"),
 }
+# Model keys only Adam and AdamW read: an SGD experiment's config (and so its config hash,
+# plan and run) leaves them out, as it did before the keys existed.
+ADAM_KEYS = ("optimizer", "betas", "eps")
 MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "iterations"): 1,
            ("measure", "repeats"): 1, ("measure", "threads"): 0, ("dataset", "num_batches"): 1,
            ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1,
@@ -216,7 +224,7 @@ MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "it
            ("measure", "eval_every"): 0, ("measure", "max_attempts"): 1}
 # Floats that must be > 0 (a limit or calibration target of 0 makes every job fail or spin)
 # or >= 0 (a negative tolerance fails every verification; a negative wait is meaningless).
-POSITIVE = {("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
+POSITIVE = {("model", "eps"), ("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
             ("measure", "gemm_max_launch_s"), ("measure", "tune_min_time_ms"),
             ("measure", "tune_max_launch_s")}
 # Optimizer factors that must stay below 1: momentum >= 1 makes SGD's velocity grow without
@@ -508,8 +516,53 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
             raise ConfigError(f"{path}: {e}") from None
     if group == "model":
         _check_model_name(path, node["name"])
+        _check_optimizer(path, node, overrides)
     if group == "device":
         _check_device_numbers(path, node, overrides)
+
+
+def _check_optimizer(path: Path, node: dict[str, Any], overrides: Sequence[str]) -> None:
+    """``betas``: two decay rates in [0, 1) (PyTorch's Adam checks the same); ``momentum``
+    0 unless ``optimizer`` is sgd (Adam's first-moment decay is ``betas[0]``)."""
+    src = lambda key: _source(path, f"model.{key}", overrides)  # noqa: E731
+    if node["optimizer"] == "sgd":
+        return
+    betas = list(node["betas"])
+    if len(betas) != 2 or not all(math.isfinite(b) and 0 <= b < 1 for b in betas):
+        raise ConfigError(f"{src('betas')}: key 'betas' is {betas}; {node['optimizer']} takes "
+                          "two decay rates in [0, 1), e.g. [0.9, 0.999] (PyTorch's default)")
+    if node["momentum"] != 0:
+        raise ConfigError(f"{src('momentum')}: key 'momentum' is {node['momentum']} with "
+                          f"optimizer {node['optimizer']!r}, which has no momentum (its "
+                          "first-moment decay is betas[0]); set momentum to 0.0")
+
+
+def _check_optimizer_kernels(conf_dir: Path, exps: list[Experiment],
+                             overrides: Sequence[str]) -> None:
+    """An adam/adamw model crossed with a kernel version whose ``lowering`` is
+    ``fused_step`` (its gradient kernels update with SGD) is refused before any job, naming
+    the key and the versions that take the optimizer."""
+    for e in exps:
+        opt = e.config["model"].get("optimizer", "sgd")
+        if opt == "sgd" or not e.is_opencl or \
+                load_version(e.kernel, KERNELS_ROOT).lowering != "fused_step":
+            continue
+        takes = sorted(d.name for d in KERNELS_ROOT.iterdir() if d.is_dir() and
+                       load_version(d.name, KERNELS_ROOT).lowering != "fused_step")
+        where = _source(_group_file(conf_dir, "model", e.model), "model.optimizer", overrides)
+        raise ConfigError(f"{where}: key 'optimizer' is {opt!r}, but kernel version "
+                          f"{e.kernel!r} lowers the step with fused SGD kernels (lowering: "
+                          f"fused_step) and takes optimizer 'sgd' only; the versions that "
+                          f"take {opt!r}: {takes}. Drop {e.kernel!r} from sweep.kernels (or "
+                          "restrict it with sweep.backend_kernels) or use optimizer sgd")
+
+
+def experiment_model(mcfg: dict[str, Any]) -> dict[str, Any]:
+    """The model section an experiment's config holds: ``mcfg`` without :data:`ADAM_KEYS`
+    when its optimizer is sgd (the config hash of an SGD run stays what it was)."""
+    if mcfg.get("optimizer", "sgd") != "sgd":
+        return mcfg
+    return {k: v for k, v in mcfg.items() if k not in ADAM_KEYS}
 
 
 def _check_device_numbers(path: Path, node: dict[str, Any], overrides: Sequence[str]) -> None:
@@ -787,7 +840,9 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
     _check_dataset_source(conf_dir, root, [m.get("dataset") or root["dataset"]["name"]
                                            for m in members["model"].values()], overrides)
     _check_batches_fit(conf_dir, root, members["model"], overrides)
-    return Sweep(root=root, members=members, experiments=_cross(root, members))
+    exps = _cross(root, members)
+    _check_optimizer_kernels(conf_dir, exps, overrides)
+    return Sweep(root=root, members=members, experiments=exps)
 
 
 def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple[Sweep, Experiment]:
@@ -809,6 +864,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     _check_batches_fit(conf_dir, root, members["model"], overrides)
     root["sweep"] = {"name": "single", **{a + "s": list(members[a]) for a in AXES}}
     exps = _cross(root, members)
+    _check_optimizer_kernels(conf_dir, exps, overrides)
     return Sweep(root=root, members=members, experiments=exps), exps[0]
 
 
@@ -817,7 +873,8 @@ def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) 
     only = root["sweep"].get("backend_kernels") or {}
     batches = list(root.get("sweep", {}).get("batches") or []) or [None]
     for (m, model_cfg), batch in ((mm, bb) for mm in members["model"].items() for bb in batches):
-        mcfg = model_cfg if batch is None else {**model_cfg, "batch_size": int(batch)}
+        mcfg = experiment_model(model_cfg if batch is None
+                                else {**model_cfg, "batch_size": int(batch)})
         for d, dcfg in members["device"].items():
             for b, bcfg in members["backend"].items():
                 kernels = members["kernel"] if bcfg["kind"] == "opencl" else {NO_KERNEL: None}

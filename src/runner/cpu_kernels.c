@@ -6,6 +6,7 @@
  * problems run on one thread: a parallel region costs microseconds. */
 #include "cpu_kernels.h"
 #include "cpu_kernel_ctx.h"
+#include "cpu_adam.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -955,7 +956,9 @@ static const kernel_spec KERNELS[] = {
     {"copy", "itt", "n X Y", k_copy},
 };
 
-/* The kernel's entry: the table above, then the fused kernels of cpu_fused.c. */
+/* The kernel's entry: the table above, then the fused kernels of cpu_fused.c, the mobile
+ * operators of cpu_mobile.c, the fused batch-norm kernels of cpu_fused_bn.c and the optimizer
+ * kernels of cpu_adam.c. */
 static const kernel_spec *find_kernel(const char *name)
 {
     for (size_t i = 0; i < sizeof KERNELS / sizeof KERNELS[0]; ++i)
@@ -966,6 +969,8 @@ static const kernel_spec *find_kernel(const char *name)
         if (strcmp(CPU_MOBILE_KERNELS[i].name, name) == 0) return &CPU_MOBILE_KERNELS[i];
     for (int i = 0; i < CPU_FUSED_BN_NKERNELS; ++i)
         if (strcmp(CPU_FUSED_BN_KERNELS[i].name, name) == 0) return &CPU_FUSED_BN_KERNELS[i];
+    for (int i = 0; i < CPU_ADAM_NKERNELS; ++i)
+        if (strcmp(CPU_ADAM_KERNELS[i].name, name) == 0) return &CPU_ADAM_KERNELS[i];
     return NULL;
 }
 

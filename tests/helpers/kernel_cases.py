@@ -660,6 +660,13 @@ GROUPS = {"gemm": gemm_cases, "elementwise": elementwise_cases, "conv": conv_cas
           "fused": fused_cases, "fused_bn": fused_bn_cases}
 
 
+# The optimizer kernels' cases and oracle live in their own module and join here.
+from helpers.optim_cases import OPTIM_ORACLE, optim_cases  # noqa: E402
+
+ORACLE.update(OPTIM_ORACLE)
+GROUPS["optimizer"] = optim_cases
+
+
 def group_cases(group: str, seed: int = 0) -> list[Case]:
     """The cases of one group on data from ``seed`` (deterministic)."""
     return GROUPS[group](np.random.default_rng(seed))

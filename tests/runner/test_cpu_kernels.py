@@ -25,13 +25,14 @@ class RtArg(ctypes.Structure):
 
 
 def build_lib(out_dir: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """cpu_kernels.c (with the fused and mobile kernels of cpu_fused.c, cpu_mobile.c,
-    cpu_fused_bn.c) built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
+    """cpu_kernels.c (with the fused, mobile, fused batch-norm and optimizer kernels of
+    cpu_fused.c, cpu_mobile.c, cpu_fused_bn.c, cpu_adam.c) built as a shared library with the
+    runner's flags (runner.BASE_FLAGS)."""
     so = out_dir / "libcpu_kernels.so"
     subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
                     "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"), str(RUNNER_SRC / "cpu_fused.c"),
-                    str(RUNNER_SRC / "cpu_mobile.c"), str(RUNNER_SRC / "cpu_fused_bn.c"), "-o",
-                    str(so), "-lm"],
+                    str(RUNNER_SRC / "cpu_mobile.c"), str(RUNNER_SRC / "cpu_fused_bn.c"),
+                    str(RUNNER_SRC / "cpu_adam.c"), "-o", str(so), "-lm"],
                    check=True)
     lib = ctypes.CDLL(str(so))
     lib.cpu_kernel_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(RtArg), ctypes.c_int,
@@ -132,6 +133,14 @@ ERRORS = [
     ("bn_bwd_sgd", [2, 2, 4, 0, 0.1, 0.9, 0.0, F32, F32, F32, F32, F32, F32, F32, F32, F32,
                     F32[:15]],
      "bn_bwd_sgd: argument 16 (dX) has 15 elements but B*C*HW = 16 are needed"),
+    ("adam_update", [4, 1e-3, 0.9, 0.999, 1e-8, 0.0, 1, np.zeros(1, np.float32), F32, F32, F32,
+                     F32], "adam_update: argument 7 (step) holds step count 0; adam_step must "
+                           "run before adam_update"),
+    ("adam_update", [4, 1e-3, 0.9, 1.0, 1e-8, 0.0, 1, np.ones(1, np.float32), F32, F32, F32,
+                     F32], "adam_update: argument 3 (beta2) is 1; a moment decay rate is in"),
+    ("adam_update", [65, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0, np.ones(1, np.float32), F32, F32, F32,
+                     F32], "adam_update: argument 8 (W) has 64 elements but n = 65"),
+    ("adam_step", [F32[:0]], "adam_step: argument 0 (step) has 0 elements; the step count needs 1"),
 ]
 
 

@@ -67,13 +67,13 @@ class RtArg(ctypes.Structure):
 @pytest.fixture(scope="module")
 def mobile_lib(tmp_path_factory):
     """The CPU backend's kernel table (cpu_kernels.c, which also searches cpu_fused.c's,
-    cpu_mobile.c's and cpu_fused_bn.c's tables) as a shared library."""
+    cpu_mobile.c's, cpu_fused_bn.c's and cpu_adam.c's tables) as a shared library."""
     so = tmp_path_factory.mktemp("cpu_mobile") / "libcpu_kernels.so"
     src = REPO / "src" / "runner"
     subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
                     "-Werror", str(src / "cpu_kernels.c"), str(src / "cpu_fused.c"),
-                    str(src / "cpu_mobile.c"), str(src / "cpu_fused_bn.c"), "-o", str(so),
-                    "-lm"], check=True)
+                    str(src / "cpu_mobile.c"), str(src / "cpu_fused_bn.c"),
+                    str(src / "cpu_adam.c"), "-o", str(so), "-lm"], check=True)
     lib = ctypes.CDLL(str(so))
     lib.cpu_kernel_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(RtArg), ctypes.c_int,
                                    ctypes.c_char_p, ctypes.c_int]

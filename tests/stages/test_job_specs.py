@@ -116,13 +116,15 @@ def test_spec_values_are_the_configs(default_study):
 
 def test_lower_spec_defaults_are_the_configs():
     """LowerSpec's defaults (used outside the workflow) are the structured config's."""
-    cfg = {**{f.name: f.default for f in dataclasses.fields(ModelConfig)},
+    cfg = {**{f.name: f.default if f.default_factory is dataclasses.MISSING
+              else tuple(f.default_factory()) for f in dataclasses.fields(ModelConfig)},
            **{f.name: f.default for f in dataclasses.fields(MeasureConfig)
               if f.default is not dataclasses.MISSING},
            "num_batches": DatasetConfig.num_batches}
     shared = [f for f in dataclasses.fields(LowerSpec) if f.name in cfg and f.name != "name"
               and f.default is not dataclasses.MISSING and f.name != "dataset"]
-    assert {f.name for f in shared} >= {"warmup", "iterations", "seed", "batch_size", "lr"}
+    assert {f.name for f in shared} >= {"warmup", "iterations", "seed", "batch_size", "lr",
+                                        "optimizer", "betas", "eps"}
     for f in shared:
         assert f.default == cfg[f.name], f.name
 

@@ -40,6 +40,11 @@ KERNEL_ARGS: dict[str, tuple[str, ...]] = {
     "sgd_update": ("i:n", "f:lr", "f:momentum", "f:weight_decay", "rw:W", "r:dW", "rw:V"),
     "fill": ("i:n", "f:value", "w:X"),
     "copy": ("i:n", "r:X", "w:Y"),
+    # Adam and AdamW (README section "Optimizers"): the step count is a one-element tensor
+    # that adam_step increments on the device; adam_update reads it for the bias correction.
+    "adam_step": ("rw:step",),
+    "adam_update": ("i:n", "f:lr", "f:beta1", "f:beta2", "f:eps", "f:weight_decay",
+                    "i:decoupled", "r:step", "rw:W", "r:dW", "rw:M", "rw:V"),
     # Mobile CNN operators (README section "Mobile CNN operators").
     "dwconv3x3_fwd": ("i:B", "i:C", "i:H", "i:W", "i:stride", "i:pad", "i:OH", "i:OW",
                       "r:X", "r:Wt", "w:Y"),
@@ -154,7 +159,8 @@ def kernel_flops(name: str, d: dict[str, object]) -> int:
     ``relu_bwd``, one per summed input for ``bias_grad``, ``mean`` and ``col2im`` (its
     ``C*KH*KW*B*OH*OW`` column entries), ``K*K`` comparisons per ``maxpool_fwd`` output, one add
     per ``maxpool_bwd`` input gradient, ``5*B*C`` for ``softmax_xent``, ``sgd_update``
-    ``4*n`` with momentum else ``2*n``. Pure data movement (``im2col``, ``swap01``, ``copy``,
+    ``4*n`` with momentum else ``2*n``, ``adam_update`` ``12*n`` with weight decay else
+    ``10*n``, ``adam_step`` 1. Pure data movement (``im2col``, ``swap01``, ``copy``,
     ``fill``) is 0.
     """
     g = lambda k: int(d[k])  # noqa: E731
@@ -176,11 +182,23 @@ def kernel_flops(name: str, d: dict[str, object]) -> int:
         return 5 * g("B") * g("C")
     if name == "sgd_update":
         return (4 if float(d["momentum"]) != 0 else 2) * g("n")
+    if name in ("adam_step", "adam_update"):
+        return _adam_flops(name, d)
     if name in FUSED_KERNELS:
         return _fused_flops(name, d)
     if name in FUSED_BN_KERNELS:
         return _fused_bn_flops(name, d)
     return _mobile_flops(name, g)
+
+
+def _adam_flops(name: str, d: dict[str, object]) -> int:
+    """``adam_step`` 1 (the increment); ``adam_update`` ``12*n`` with weight decay (its
+    multiply-add 2; the two moments' 3 + 4; the update's square root, division, add of
+    ``eps``, multiply and subtract 5; the step-size scalars are not counted), else
+    ``10*n``."""
+    if name == "adam_step":
+        return 1
+    return (12 if float(d["weight_decay"]) != 0 else 10) * int(d["n"])  # type: ignore[arg-type]
 
 
 # FLOPs per element of the mobile operators (README "Mobile CNN operators"): batchnorm_stats
@@ -283,6 +301,7 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "maxpool_bwd": lambda: [g("B") * g("C") * g("H") * g("W")],
         "softmax_xent": lambda: [g("B")], "mean": lambda: [1],
         "sgd_update": lambda: [g("n")], "fill": lambda: [g("n")], "copy": lambda: [g("n")],
+        "adam_step": lambda: [1], "adam_update": lambda: [g("n")],
         # mobile operators: one work-item per output element; the long reductions one
         # work-group of REDUCE_LOCAL per output (REDUCTION_KERNELS)
         "dwconv3x3_fwd": lambda: [g("B") * g("C") * g("OH") * g("OW")],

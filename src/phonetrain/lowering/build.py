@@ -1,7 +1,8 @@
 """Lowering of one training step: layers -> kernel steps -> placement-specific plan.
 
 Tensor names: ``input``, ``labels``; ``<layer>.weight``/``.bias`` (params), each with
-``.grad`` and ``.momentum``; ``<layer>.out`` (activations) and ``<tensor>.grad`` for the
+``.grad`` and its optimizer state (``.momentum`` for SGD, ``.exp_avg``/``.exp_avg_sq`` and
+one ``optimizer.step`` for Adam/AdamW: :mod:`.optim`); ``<layer>.out`` (activations) and ``<tensor>.grad`` for the
 gradient of any activation; conv scratch ``<layer>.col``, ``<layer>.out_cnhw`` (+ ``.grad``),
 pool scratch ``<layer>.argmax`` (int); ``loss.rows`` and ``loss``. Every step is tagged with
 its layer (``input``/``loss`` for batch and loss traffic) and phase. Each layer type's kernel
@@ -40,6 +41,7 @@ from ..plan import Batch, Plan, Program, Step, Tensor
 from .pipeline import schedule
 from .fused import lower_fused
 from .fused_bn import lower_fused_bn, uses_batchnorm
+from .optim import declare_state, lower_update, refuse_fused
 from .spec import LowerError, LowerSpec
 
 
@@ -53,7 +55,7 @@ class _Builder:
         self.steps: list[Step] = []
         self.params: dict[str, list[int]] = {}   # layer -> [weight, bias] ids
         self.grads: dict[str, list[int]] = {}    # layer -> [dweight, dbias] ids
-        self.states: list[tuple[int, int, int]] = []  # (param, grad, momentum) ids
+        self.states: list[tuple[int, ...]] = []  # (param, grad, *optimizer state) ids
         self.momenta: dict[str, list[int]] = {}  # layer -> [weight, bias] momentum ids
         self.saved: dict[str, int] = {}          # forward tensors backward needs (col, argmax)
         self.bn_state: dict[str, list[int]] = {}  # batch norm layer -> [running mean, var]
@@ -307,10 +309,12 @@ def _has_params(b: _Builder, layer) -> bool:
     return layer.name in b.params
 
 
-def _declare_params(b: _Builder, model: Model, plan_dir: str, grads: bool = True) -> None:
+def _declare_params(b: _Builder, model: Model, plan_dir: str, spec: LowerSpec,
+                    grads: bool = True) -> None:
     """Parameters (bundle files), their gradients (unless ``grads`` is False: the fused
-    lowering updates the weights in the gradient kernel) and SGD momentum buffers, per layer
-    (the layers inside residual blocks included); batch norm's running statistics as state."""
+    lowering updates the weights in the gradient kernel) and the optimizer's state (SGD
+    momentum buffers, or Adam's moments: :mod:`.optim`), per layer (the layers inside
+    residual blocks included); batch norm's running statistics as state."""
     for layer, xs in walk(model.layers, tuple(model.input_shape)):
         for sname, shape in getattr(layer, "state_shapes", dict)().items():
             b.bn_state.setdefault(layer.name, []).append(b.tensor(
@@ -325,12 +329,8 @@ def _declare_params(b: _Builder, model: Model, plan_dir: str, grads: bool = True
         if grads:
             b.grads[layer.name] = [b.tensor(f"{b.tensors[i].name}.grad", b.tensors[i].shape,
                                             "grad") for i in ids]
-        b.momenta[layer.name] = []
-        for k, w in enumerate(ids):
-            v = b.tensor(f"{b.tensors[w].name}.momentum", b.tensors[w].shape, "state")
-            b.momenta[layer.name].append(v)
-            if grads:
-                b.states.append((w, b.grads[layer.name][k], v))
+        b.momenta[layer.name] = declare_state(b, spec, ids,
+                                              b.grads[layer.name] if grads else None)
 
 
 def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) -> tuple:
@@ -339,10 +339,11 @@ def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) ->
     x = b.tensor("input", [batch, *model.input_shape], "input")
     labels = b.tensor("labels", [batch], "label", dtype="i32")
     if b.version.lowering == "fused_step":   # version.yaml's lowering key, never the version name
-        _declare_params(b, model, plan_dir, grads=False)
+        refuse_fused(spec, b.version.name)
+        _declare_params(b, model, plan_dir, spec, grads=False)
         fused = lower_fused_bn if uses_batchnorm(model) else lower_fused
         return x, labels, fused(b, model, spec, x, labels)
-    _declare_params(b, model, plan_dir)
+    _declare_params(b, model, plan_dir, spec)
     acts = [x]
     for layer in model.layers:
         acts.append(_lower_forward(b, layer, acts[-1], batch))
@@ -358,9 +359,7 @@ def _compute_steps(b: _Builder, model: Model, spec: LowerSpec, plan_dir: str) ->
     dy = dlogits
     for i in range(len(model.layers) - 1, first - 1, -1):
         dy = _lower_backward(b, model.layers[i], acts[i], acts[i + 1], dy, i > first, batch)
-    for w, g, v in b.states:
-        b.kernel("sgd_update", [b.tensors[w].numel, spec.lr, spec.momentum, spec.weight_decay,
-                                w, g, v], b.tensors[w].name.rsplit(".", 1)[0], "update")
+    lower_update(b, spec)
     return x, labels, loss
 
 
@@ -451,7 +450,7 @@ def checkpoint_tensors(tensors: list[Tensor]) -> list[int]:
 
 def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERNELS_ROOT,
           conv_lowering: dict[str, str] | None = None) -> Plan:
-    """Lower one SGD training step of ``spec.model`` into a :class:`~phonetrain.plan.Plan`.
+    """Lower one training step (SGD, Adam or AdamW: ``spec.optimizer``) of ``spec.model`` into a :class:`~phonetrain.plan.Plan`.
 
     Placements: ``cpu`` -- loads then the kernels, no transfers, every tensor home on the
     host. ``resident`` -- loads, the batch (input, labels) up, the kernels, the loss down;

@@ -43,6 +43,10 @@ def markdown(batch_size: int = BATCH) -> str:
         "Launches: kernel launches per step (every placement; transfers are not launches)",
         "of the layer-by-layer lowering and of the `fused_step` lowering",
         f"(kernel version `{_fused_version()}`; - where it has no sequence for the model).",
+        "With `model.optimizer: adam` or `adamw` the update phase has one launch more",
+        "(`adam_step`, which increments the step count on the device, then one `adam_update`",
+        "per parameter tensor in place of `sgd_update`) and counts `12*n` FLOPs (`10*n`",
+        "without weight decay).",
         "",
         "| model | input | classes | parameters | forward MFLOP | backward MFLOP | "
         "update MFLOP | total MFLOP | launches | fused launches |",
@@ -62,7 +66,8 @@ def markdown(batch_size: int = BATCH) -> str:
               "Linear and Conv2d weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) "
               "(PyTorch's default), fan_in = in_features or C*KH*KW (9 for a depthwise 3x3); "
               "batch norm weight 1 and bias 0, running mean 0 and variance 1 (state, not "
-              "parameters); momentum buffers zero.",
+              "parameters); momentum buffers zero, and so are Adam's moment estimates "
+              "(`exp_avg`, `exp_avg_sq`) and its step count (`optimizer.step`).",
               "", "## Datasets", "", "| dataset | input | classes |", "|---|---|---|"]
     for d in DATASETS.values():
         shape = "x".join(map(str, d.input_shape)) if d.input_shape else "the model's"

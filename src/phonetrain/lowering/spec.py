@@ -10,6 +10,9 @@ from phonetrain.errors import PhonetrainError
 from phonetrain.plan import DEFAULT_ITERATIONS, DEFAULT_WARMUP
 
 PLACEMENTS = ("resident", "staged", "pipelined")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+# Fields that only an Adam-family optimizer reads: an SGD spec leaves them out of its plan id.
+ADAM_FIELDS = ("optimizer", "betas", "eps")
 TRANSFERS = ("copy", "map")
 DUMPS = ("params", "grads", "all", "none")
 
@@ -27,7 +30,9 @@ class LowerSpec:
     ``pipelined``: staged, with the transfers on a second queue overlapping the kernels) and
     ``transfer`` (``copy``: read/write buffer; ``map``: map/unmap of host-allocated buffers).
     ``kernel`` names a folder under ``src/kernels``. ``num_batches`` consecutive batches of
-    ``dataset`` are cycled through. ``lr``/``momentum``/``weight_decay`` are PyTorch SGD's.
+    ``dataset`` are cycled through. ``optimizer``: ``sgd`` (PyTorch's SGD: ``lr``,
+    ``momentum``, ``weight_decay``), ``adam`` or ``adamw`` (PyTorch's Adam/AdamW: ``lr``,
+    ``betas``, ``eps``, ``weight_decay``; ``momentum`` must be 0; :mod:`.optim`).
     ``seed`` seeds the parameter init (and names nothing else). ``dumps`` selects the tensors
     written at the end: ``params`` (final weights and biases), ``grads`` (last gradients),
     ``all`` (params, grads, momentum buffers, activations) or ``none``. ``checkpoints``:
@@ -50,6 +55,9 @@ class LowerSpec:
     lr: float = 0.05
     momentum: float = 0.0
     weight_decay: float = 0.0
+    optimizer: str = "sgd"
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
     plan_id: str | None = None
     dumps: str = "params"
     checkpoints: tuple[int, ...] = (0, 1, -2, -1)
@@ -81,10 +89,28 @@ class LowerSpec:
                              "negative counts from the end)")
         if self.dumps not in DUMPS:
             raise LowerError(f"dumps={self.dumps!r}: use one of {DUMPS}")
+        self._check_optimizer()
+
+    def _check_optimizer(self) -> None:
+        """The optimizer's settings, as PyTorch's constructors check them (betas in [0, 1));
+        ``eps`` > 0 (at 0 a parameter whose gradients are all 0 gets 0/0)."""
+        if self.optimizer not in OPTIMIZERS:
+            raise LowerError(f"optimizer={self.optimizer!r}: use one of {OPTIMIZERS}")
+        if self.optimizer == "sgd":
+            return
+        if self.momentum != 0:
+            raise LowerError(f"momentum={self.momentum}: {self.optimizer} has no momentum "
+                             "(betas[0] is its first-moment decay); set it to 0")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise LowerError(f"betas={self.betas!r}: two decay rates in [0, 1), e.g. "
+                             "(0.9, 0.999)")
+        if not self.eps > 0:
+            raise LowerError(f"eps={self.eps}: must be > 0, e.g. 1e-8")
 
     def resolved_plan_id(self) -> str:
         """``plan_id``, else ``<model>-b<batch>-<backend>[-<placement>-<transfer>-<kernel>]``
-        plus ``-<first 8 hex of sha256 over every other field>``."""
+        plus ``-<first 8 hex of sha256 over every other field>`` (:data:`ADAM_FIELDS` only
+        when ``optimizer`` is not ``sgd``)."""
         if self.plan_id:
             return self.plan_id
         parts = [self.model, f"b{self.batch_size}", self.backend]
@@ -92,5 +118,8 @@ class LowerSpec:
             parts += [str(self.placement), str(self.transfer), self.kernel]
         d = asdict(self)
         d.pop("plan_id")
+        if self.optimizer == "sgd":   # plan ids of SGD specs stay what they were before Adam
+            for k in ADAM_FIELDS:
+                d.pop(k)
         digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
         return "-".join(parts + [digest])

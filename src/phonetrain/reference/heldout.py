@@ -12,9 +12,14 @@ are the ``logits`` argument of the plan's loss kernel (``softmax_xent`` or the f
     correct_i = argmax(z_i) == y_i             (the first maximum on a tie, numpy's argmax)
 
 and the result is their means over the ``n`` held-out samples. The last, partial batch is
-filled up with samples from the start of the split, whose rows are not counted. The forward is
-the training forward: a batch norm normalizes with the held-out batch's statistics, as the
-plan's kernels do (no separate inference mode).
+filled up with samples from the start of the split, whose rows are not counted.
+
+Batch normalization runs in inference mode, as PyTorch's ``nn.BatchNorm2d`` after
+``model.eval()``: each ``batchnorm_stats`` step of the plan is replaced by
+:func:`batchnorm_inference`, which sets the step's ``mean``/``invstd`` from the layer's running
+statistics (``mean = running_mean``, ``invstd = 1 / sqrt(running_var + eps)``) and leaves the
+running statistics unchanged; the following ``batchnorm_apply`` then normalizes with them. A
+held-out sample's logits thus depend on that sample alone, not on the batch it is evaluated in.
 """
 
 from __future__ import annotations
@@ -62,6 +67,19 @@ def logits_tensor(plan: Plan) -> int:
                     "logits to evaluate")
 
 
+def batchnorm_inference(args: list[dict], arrays) -> None:
+    """Inference-mode statistics for one plan-style ``batchnorm_stats`` launch (ABI order
+    ``B, C, HW, eps, momentum, X, mean, invstd, running_mean, running_var``): writes
+    ``mean[c] = running_mean[c]`` and ``invstd[c] = 1 / sqrt(running_var[c] + eps)``
+    (``[C]``, the arrays' dtype) in place; ``X`` and the running statistics are only read."""
+    d = bind_args("batchnorm_stats", args)
+    C = int(d["C"])
+    rm, rv = arrays[d["running_mean"]][:C], arrays[d["running_var"]][:C]
+    t = rv.dtype.type
+    arrays[d["mean"]][:C] = rm
+    arrays[d["invstd"]][:C] = t(1) / np.sqrt(rv + t(d["eps"]))
+
+
 def evaluate(plan: Plan, root: str | Path, params: Mapping[str, np.ndarray],
              images: np.ndarray, labels: np.ndarray) -> HeldoutResult:
     """Held-out loss and accuracy (module docstring) of ``plan``'s model with ``params``.
@@ -100,7 +118,10 @@ def evaluate(plan: Plan, root: str | Path, params: Mapping[str, np.ndarray],
         interp.set_tensor(x_id, x[rows])
         interp.set_tensor(y_id, y[rows])
         for s in forward:
-            run_kernel(s.name, s.args, interp.dev)
+            if s.name == "batchnorm_stats":
+                batchnorm_inference(s.args, interp.dev)
+            else:
+                run_kernel(s.name, s.args, interp.dev)
         z = interp.dev[z_id].reshape(batch, classes).astype(np.float64)
         k = min(batch, n - start)
         z, lab = z[:k], y[start:start + k]

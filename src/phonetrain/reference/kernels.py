@@ -213,3 +213,8 @@ def run_kernel(name: str, args: list[dict], arrays, *, sequential_gemm: bool = F
 from .mobile import MOBILE_KERNELS  # noqa: E402
 
 KERNELS.update(MOBILE_KERNELS)
+
+# Adam and AdamW (the optimizer kernels) likewise.
+from .optim import OPTIM_KERNELS  # noqa: E402
+
+KERNELS.update(OPTIM_KERNELS)

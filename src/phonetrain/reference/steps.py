@@ -37,6 +37,15 @@ input is that close to the decision (within ``KAPPA`` times the input's own floa
 the check follows the runner's decision (its ReLU output, its argmax, if that argmax is one of
 the near-maximal elements of its window) and counts it (``decisions_followed``); everywhere
 else the reference decides.
+
+Adam's update (``adam_update``) divides by the root of the second moment, so a gradient
+element near 0 passes an absolute rounding error ``e`` of its gradient on to the weight
+multiplied by up to ``lr * eps / (|g| + eps)**2`` (``lr / eps`` at ``g = 0``): a correct
+runner's rounding in one tiny gradient element moves that weight by more than the rounding of
+the reference's own step anywhere in the tensor. The gradient is checked as a tensor of its
+own; the update then starts from the runner's gradient (both references take it), as the
+step as a whole starts from the runner's state, and the weights and moments after it are
+compared with the update of that gradient (:func:`_follow_gradient`).
 """
 
 from __future__ import annotations
@@ -179,6 +188,20 @@ def _follow_maxpool(s, a32: Interpreter, a64: Interpreter, x32, x64, run_am) -> 
     return int(adopt.sum())
 
 
+def _follow_gradient(s, a32: Interpreter, a64: Interpreter, after: Mapping[str, np.ndarray],
+                     own: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Before an ``adam_update`` step: keep the references' own gradient in ``own`` (tensor
+    id -> float32 and float64 copies, what the gradient's check compares) and give both
+    references the runner's gradient (module docstring), when the runner kept it."""
+    tid = int(s.args[9]["t"])
+    name = a64.plan.tensor(tid).name
+    if name not in after or tid in own:
+        return
+    own[tid] = (a32.home(tid).copy(), np.asarray(a64.home(tid), np.float64).copy())
+    a32.set_tensor(tid, after[name])
+    a64.set_tensor(tid, after[name])
+
+
 def _compare(run: np.ndarray, r32: np.ndarray, r64: np.ndarray) -> TensorCheck:
     run = np.asarray(run, np.float64).ravel()
     r32 = np.asarray(r32, np.float64).ravel()
@@ -216,7 +239,10 @@ def check_step(plan: Plan, root, iteration: int, before: Mapping[str, np.ndarray
             a32.set_tensor(tid, before[name])
             a64.set_tensor(tid, before[name])
     followed = 0
+    own: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # gradients the update took over
     for step in plan.steps:
+        if step.op == "kernel" and step.name == "adam_update":
+            _follow_gradient(step, a32, a64, after, own)
         # a fused GEMM or batch norm + activation: the activation is a decision too
         split = split_activation(step) or split_bn_activation(step)
         if split is not None:
@@ -247,6 +273,6 @@ def check_step(plan: Plan, root, iteration: int, before: Mapping[str, np.ndarray
         if t.name not in after:
             missing.append(t.name)
             continue
-        checks[t.name] = _compare(after[t.name], a32.home(tid),
-                                  np.asarray(a64.home(tid), np.float64).ravel())
+        r32, r64 = own.get(tid, (a32.home(tid), a64.home(tid)))
+        checks[t.name] = _compare(after[t.name], r32, np.asarray(r64, np.float64).ravel())
     return StepCheck(iteration, checks, followed, missing)

@@ -119,7 +119,18 @@ def plan_spec(exp: Experiment, data_dir: str) -> PlanSpec:
                     kernel=pc["kernel"]["name"] if opencl else "baseline",
                     num_batches=pc["dataset"]["num_batches"], warmup=ms["warmup"],
                     iterations=ms["iterations"], seed=ms["seed"],
-                    checkpoints=list(ms["checkpoints"]), data_dir=data_dir)
+                    checkpoints=list(ms["checkpoints"]), data_dir=data_dir,
+                    optimizer=optimizer_of(m))
+
+
+def optimizer_of(model: dict[str, Any]) -> dict[str, Any] | None:
+    """A plan's Adam settings from a model config, ``{"name", "betas", "eps"}``; None for
+    sgd (whose config holds none of :data:`phonetrain.config.ADAM_KEYS`)."""
+    name = model.get("optimizer", "sgd")
+    if name == "sgd":
+        return None
+    return {"name": name, "betas": [float(b) for b in model["betas"]],
+            "eps": float(model["eps"])}
 
 
 @functools.lru_cache(maxsize=None)

@@ -3,7 +3,10 @@
 :mod:`phonetrain.stages.params` derives the specs from the composed sweep; the rules pass
 each spec as the job's ``params`` (canonical JSON, :func:`as_json`) and the stage parses it
 back with :func:`parse`, which requires every field and refuses unknown ones. Defaults live
-in the structured config (:mod:`phonetrain.config`) only: no spec field has one.
+in the structured config (:mod:`phonetrain.config`) only: no spec field has one, except a
+field marked :data:`OMIT_NONE`, which is left out of the params while it is None (so the
+params, and the stamp of every job made before the field existed, stay as they were) and
+parses back as None when absent.
 
 Paths in specs are relative to the results folder (``stage/<device>``,
 ``build/.runner-cache``): the same study spelled relatively or absolutely, or moved, has the
@@ -23,6 +26,7 @@ from typing import Any, Mapping, Optional, TypeVar, get_type_hints
 from phonetrain.errors import StageError
 
 S = TypeVar("S")
+OMIT_NONE = {"omit_none": True}   # field metadata: left out of the params while None
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,8 @@ class PlanSpec:
     seed: int
     checkpoints: list
     data_dir: str                  # relative to a staging root
+    # adam/adamw: {"name", "betas", "eps"} (phonetrain.config.ADAM_KEYS); None for sgd
+    optimizer: Optional[dict] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)
@@ -223,8 +229,13 @@ class PerfettoSpec:
 
 
 def to_params(spec: Any) -> dict[str, Any]:
-    """A spec as its params dict (field name -> value)."""
-    return dataclasses.asdict(spec)
+    """A spec as its params dict (field name -> value; an :data:`OMIT_NONE` field only
+    when it is not None)."""
+    d = dataclasses.asdict(spec)
+    for f in dataclasses.fields(spec):
+        if f.metadata.get("omit_none") and d[f.name] is None:
+            del d[f.name]
+    return d
 
 
 def as_json(spec_or_dict: Any) -> str:
@@ -238,6 +249,8 @@ def parse(cls: type[S], params: Mapping[str, Any], job: str) -> S:
     """The ``cls`` spec of a job's params dict. Raises :class:`StageError` naming ``job`` and
     every missing or unknown key."""
     names = {f.name for f in dataclasses.fields(cls)}
+    optional = {f.name for f in dataclasses.fields(cls) if f.metadata.get("omit_none")}
+    params = {**{k: None for k in optional}, **params}
     missing, unknown = sorted(names - set(params)), sorted(set(params) - names)
     if missing or unknown:
         what = "; ".join(x for x in (missing and f"missing key(s) {missing}",

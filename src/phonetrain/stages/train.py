@@ -81,12 +81,15 @@ def write_data(job: Job) -> Path:
 
 def lower_spec(s: PlanSpec) -> LowerSpec:
     """The :class:`~phonetrain.lowering.LowerSpec` of a plan spec."""
+    opt = {} if s.optimizer is None else {"optimizer": s.optimizer["name"],
+                                          "betas": tuple(s.optimizer["betas"]),
+                                          "eps": s.optimizer["eps"]}
     return LowerSpec(model=s.model, batch_size=s.batch_size, backend=s.backend,
                      placement=s.placement, transfer=s.transfer, kernel=s.kernel,
                      dataset=s.dataset, num_batches=s.num_batches, warmup=s.warmup,
                      iterations=s.iterations, seed=s.seed, lr=s.lr, momentum=s.momentum,
                      weight_decay=s.weight_decay, plan_id=s.id,
-                     checkpoints=tuple(s.checkpoints))
+                     checkpoints=tuple(s.checkpoints), **opt)
 
 
 def lower(job: Job) -> Path:
