@@ -968,17 +968,18 @@ def _memory_sentence(dev: str, model: str, g: pd.DataFrame) -> str:
 
 def _fit_sentence(m: pd.DataFrame, dev: str, model: str) -> str | None:
     """Where ``model`` ran at two or more batch sizes on ``dev``: the largest batch that fit
-    (ran to the end: ``ran`` of :func:`memory_frame`) with its plan bytes, and the smallest
+    (ran to the end in every configuration that shares its plan: ``ran`` and not ``oom`` of
+    :func:`memory_frame`) with its plan bytes, and the smallest
     that ran out of device memory (``oom``) with its bytes; None without a sweep."""
     g = m[(m["device"] == dev) & (m["model"] == model)]
     if g["batch_size"].nunique() < 2:
         return None
-    fit, oom = g[g["ran"]], g[g["oom"]]
+    fit, oom = g[g["ran"] & ~g["oom"]], g[g["oom"]]
     head = (f"{dev}, {model}: the largest batch that fit is {int(fit['batch_size'].max())} "
             f"({w.size(fit.loc[fit['batch_size'].idxmax(), 'plan_tensor_bytes'])} of tensors)"
             if len(fit) else f"{dev}, {model}: no batch fit")
     if not len(oom):
-        return head + f", every one of {g['batch_size'].nunique()} batch sizes fit"
+        return head + f", all {g['batch_size'].nunique()} batch sizes fit"
     o = oom.loc[oom["batch_size"].idxmin()]
     return head + (f"; batch {int(o['batch_size'])} ran out of device memory "
                    f"({w.size(o['plan_tensor_bytes'])})")
