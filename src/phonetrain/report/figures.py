@@ -628,7 +628,8 @@ def _memory_panel(ax: plt.Axes, sub: pd.DataFrame, several: bool) -> None:
     """One model's stacked bars of bytes by role (MiB, or KiB when the largest is under one
     MiB), one bar per batch size (and lowering, when ``several``), total and largest role
     written at the bar's end."""
-    scale, unit = (2 ** 20, "MiB") if sub["plan_tensor_bytes"].max() >= 2 ** 20 else (2 ** 10, "KiB")
+    big = sub["plan_tensor_bytes"].max() >= 2 ** 20
+    scale, unit = (2 ** 20, "MiB") if big else (2 ** 10, "KiB")
     y = np.arange(len(sub))
     left = np.zeros(len(sub))
     for col, label in MEMORY_ROLES:
@@ -644,8 +645,8 @@ def _memory_panel(ax: plt.Axes, sub: pd.DataFrame, several: bool) -> None:
                       for _, r in sub.iterrows()], fontsize=7)
     ax.set_ylim(len(sub) - 0.4, -0.6)
     ax.set_xlim(0, left.max() * 1.9)
-    ax.set_xlabel(f"{unit} allocated by the plan's tensors (2^{20 if unit == 'MiB' else 10} "
-                  "bytes)", fontsize=8)
+    ax.set_xlabel(f"{unit} allocated by the plan's tensors (2^{20 if big else 10} bytes)",
+                  fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
 
 
