@@ -25,6 +25,7 @@ rule report:
         accuracy=figure("accuracy"),
         batch_sweep=figure("batch_sweep"),
         energy=figure("energy"),
+        memory_roles=figure("memory_roles"),
         iteration_time_alt=figure_alt("iteration_time"),
         breakdown_alt=figure_alt("breakdown"),
         gemm_gflops_alt=figure_alt("gemm_gflops"),
@@ -34,6 +35,7 @@ rule report:
         accuracy_alt=figure_alt("accuracy"),
         batch_sweep_alt=figure_alt("batch_sweep"),
         energy_alt=figure_alt("energy"),
+        memory_roles_alt=figure_alt("memory_roles"),
         complete=L.report_complete(),
     resources:
         **HOST_JOB,

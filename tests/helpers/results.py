@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from phonetrain.lowering import LowerSpec, lower
 from phonetrain.report.build import FIGURES
 from phonetrain.results.schema import TABLES
 
@@ -106,6 +107,21 @@ def add_power(run_dir: Path, power_w: float, throttled: bool = False) -> Path:
                     "sample_hz": 100.0, "gpu_mhz_start": 800.0,
                     "gpu_mhz_end": 500.0 if throttled else 800.0, "throttled": throttled}
     (run_dir / "run.json").write_text(json.dumps(doc))
+    return run_dir
+
+
+_PLANS: dict[tuple[str, str, int], str] = {}
+
+
+def add_plan(run_dir: Path, model: str, kernel: str = "baseline", batch_size: int = 32) -> Path:
+    """Give a :func:`write_run` folder the ``plan.json`` deploy leaves there: the real
+    lowering of ``model`` at ``batch_size`` (CPU backend; the fused lowering for kernel
+    ``fused``, else the per-layer one), so the aggregate reads its memory by role."""
+    key = (model, "fused" if kernel == "fused" else "baseline", batch_size)
+    if key not in _PLANS:
+        plan = lower(LowerSpec(model=model, batch_size=batch_size, kernel=key[1]))
+        _PLANS[key] = json.dumps(plan.to_json())
+    (run_dir / "plan.json").write_text(_PLANS[key])
     return run_dir
 
 
@@ -234,7 +250,8 @@ def multi_device_study(root: Path, devices, kernels=("baseline", "tiled"),
     (plus the CPU backend) and peaks; one run of the first device failed verification and
     the last device's lenet5 CPU run is missing. ``measured_all``: every run also evaluated
     held-out accuracy and measured energy (:func:`add_eval`, :func:`add_power`; the CPU at
-    2 W, OpenCL at 3 W, the first staged/map run throttled)."""
+    2 W, OpenCL at 3 W, the first staged/map run throttled) and holds its plan
+    (:func:`add_plan`)."""
     out: dict[str, list[Path]] = {"runs": [], "bandwidth": [], "gemm": [], "peaks": [],
                                   "builds": []}
     for di, dev in enumerate(devices):
@@ -256,6 +273,7 @@ def multi_device_study(root: Path, devices, kernels=("baseline", "tiled"),
             if measured_all:
                 for d in out["runs"][-1 - 3 * len(kernels):]:
                     if (d / "run.json").exists():
+                        add_plan(d, model)
                         add_power(add_eval(d, acc0=0.3 + 0.01 * di), 2.0 if d.name.endswith(
                             ".cpu.none") else 3.0, throttled=d.name.endswith(
                             f"staged_map.{kernels[0]}"))

@@ -4,7 +4,7 @@ the device is a recorded outcome: the real runner on PoCL limited to 1 GiB
 (``POCL_MEMORY_LIMIT=1``: 256 MiB largest allocation) fails to allocate LeNet-5's 321 MB
 ``conv1.col`` at batch 4096 (exit 9); ``phonetrain run`` succeeds with a run folder whose
 run.json says ``oom``, the runs table has an ``oom`` row with its batch size, and the report
-names the largest batch that fits."""
+names the largest batch that fits, with the bytes of the plan that did not."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import STEADY
-from helpers.results import summary_paths, write_run
+import phonetrain.report.wording as w
+from helpers.results import add_plan, summary_paths, write_run
 from phonetrain.cli import main
 from phonetrain.config import compose_sweep
 from phonetrain.report.analysis import largest_batch
 from phonetrain.report import figures
-from phonetrain.report.findings import batch_size
-from phonetrain.results import aggregate, schema
+from phonetrain.plan import Plan
+from phonetrain.report.findings import batch_size, memory as memory_finding
+from phonetrain.results import aggregate, memory, schema
 
 OOM_BATCH = 4096
 RUN = "lenet5.opencl.baseline"
@@ -97,3 +99,18 @@ def test_summary_names_the_largest_batch_that_fits(oom_run, tmp_path):
     fig = figures.batch_sweep(runs, tmp_path / "batch_sweep.png")
     empty = figures.batch_sweep(runs[runs["status"] == "oom"], tmp_path / "none.png")  # no series
     assert fig.stat().st_size > 2 * empty.stat().st_size      # drawn, not a no-data note
+
+
+def test_memory_names_the_bytes_of_the_plan_that_did_not_fit(oom_run, tmp_path):
+    rdir, _ = oom_run
+    fits = [add_plan(_fitting_run(tmp_path / f"b{b}", b, ms, b * 100_000), "lenet5",
+                     batch_size=b) for b, ms in ((8, 2.0), (16, 3.0))]
+    runs = aggregate.tables([*fits, rdir])["runs"]
+    oom = runs[runs["status"] == "oom"].iloc[0]
+    plan = Plan.load(rdir / "plan.json")
+    assert oom["plan_tensor_bytes"] == memory.role_bytes(plan)["plan_tensor_bytes"]
+    assert oom["scratch_bytes"] > plan.by_name("conv1.col").size_bytes   # the 321 MB columns
+    f = memory_finding(runs)
+    assert "host, lenet5: the largest batch that fit is 16" in f.statement
+    assert (f"batch {OOM_BATCH} ran out of device memory "
+            f"({w.size(oom['plan_tensor_bytes'])})") in f.statement

@@ -16,7 +16,7 @@ import pytest
 
 from helpers.workflow import TINY, clone_workspace, env, make_workspace, snakemake
 from phonetrain.report import build
-from phonetrain.results import schema
+from phonetrain.results import memory, schema
 
 IDS = ["mlp_784_256_128_16.cpu.none", "mlp_784_256_128_16.opencl.baseline",
        "mlp_16_16.cpu.none", "mlp_16_16.opencl.baseline"]
@@ -42,6 +42,12 @@ def test_tables_have_the_schema_and_every_run_is_verified(completed_workspace: P
     bw = pd.read_parquet(R / "summary" / "bandwidth.parquet")
     assert bw["host_gbps_low"].notna().all() and bw["host_gbps_high"].notna().all()
     assert (runs["loss_last"] < runs["loss_first"]).any()  # training, not a constant
+    # memory by role partitions each plan; a resident run's OpenCL buffers are its tensors
+    roles = runs[[f"{r}_bytes" for r in memory.ROLES]].sum(axis=1)
+    assert (roles == runs["plan_tensor_bytes"]).all() and (roles > 0).all()
+    resident = runs[runs["placement"] == "resident"]
+    assert len(resident) and (resident["device_buffer_bytes"] ==
+                              resident["plan_tensor_bytes"]).all()
     for rid in IDS:
         rdir = R / "runs" / "host" / rid
         params = json.loads((rdir / "params.json").read_text())

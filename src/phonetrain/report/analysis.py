@@ -482,3 +482,48 @@ def energy_gaps(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"device": g["device"], "run_id": g["run_id"],
                          "why": why}).reset_index(drop=True)
 
+
+
+MEMORY_ROLES = [  # (runs.parquet column, label): memory by role, phonetrain.results.memory
+    ("param_bytes", "parameters"), ("grad_bytes", "gradients"),
+    ("optimizer_state_bytes", "optimizer state"), ("activation_bytes", "activations"),
+    ("scratch_bytes", "scratch"), ("staging_bytes", "staging")]
+MEMORY_KEY = ["device", "model", "batch_size"]
+
+
+def _variant(g: pd.DataFrame) -> str:
+    """The configurations of runs that share one plan memory: ``cpu`` and the OpenCL runs'
+    kernel versions, e.g. ``cpu, baseline, tiled``."""
+    cl = sorted(set(g.loc[~is_cpu(g), "kernel"].dropna()))
+    return ", ".join((["cpu"] if is_cpu(g).any() else []) + cl)
+
+
+def memory_frame(runs: pd.DataFrame) -> pd.DataFrame:
+    """Takes runs.parquet; returns one row per device x model x batch size x distinct memory
+    by role (runs whose plans allocate the same tensors -- the CPU backend and every
+    placement of one lowering -- share a row), any status: a plan's bytes are known before
+    it runs, an ``oom`` run's are what did not fit. Columns: :data:`MEMORY_KEY`, the columns
+    of :data:`MEMORY_ROLES` and ``plan_tensor_bytes`` (bytes), ``variant``
+    (:func:`_variant`), ``oom`` (one of its runs ran out of device memory), ``ran`` (one of
+    its runs ran to the end: status ``ok``, ``unstable`` or ``wrong``), ``dominant`` (the
+    label of the largest role), ``dominant_share`` (its share of ``plan_tensor_bytes``) and
+    ``run_ids`` (sorted). Rows without memory columns (no plan.json) are left out; sorted by
+    device, model, batch and total bytes (largest first)."""
+    cols = [c for c, _ in MEMORY_ROLES] + ["plan_tensor_bytes"]
+    r = runs.dropna(subset=["plan_tensor_bytes", "batch_size"])
+    out = []
+    for key, g in r.groupby(MEMORY_KEY + cols, sort=False):
+        shares = {lab: g.iloc[0][c] / key[-1] for c, lab in MEMORY_ROLES} if key[-1] else {}
+        top = max(shares, key=shares.get) if shares else None
+        out.append({**dict(zip(MEMORY_KEY + cols, key)), "variant": _variant(g),
+                    "oom": bool((g["status"] == "oom").any()),
+                    "ran": bool(g["status"].isin(["ok", "unstable", "wrong"]).any()),
+                    "dominant": top,
+                    "dominant_share": shares.get(top, np.nan),
+                    "run_ids": sorted(g["run_id"])})
+    if not out:
+        return pd.DataFrame(columns=MEMORY_KEY + cols + ["variant", "oom", "ran", "dominant",
+                                                         "dominant_share", "run_ids"])
+    return pd.DataFrame(out).sort_values(MEMORY_KEY + ["plan_tensor_bytes"],
+                                         ascending=[True, True, True, False]).reset_index(
+        drop=True)

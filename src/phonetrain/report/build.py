@@ -54,6 +54,7 @@ FIGURES = {  # name -> title; file figures/<name>.<fmt>; rules/captions/<name>.r
     "accuracy": "Held-out accuracy and training loss against wall time",
     "batch_sweep": "Time per sample and memory against batch size",
     "energy": "Energy per training iteration, per device",
+    "memory_roles": "Memory of a training step by role, per model and batch",
 }
 SECTIONS = ("at-a-glance", "summary", "since-last-study", "guidelines", "figures", "runs",
             "unstable", "not-valid", "missing", "builds", "bandwidth", "provenance", "method")
@@ -241,6 +242,7 @@ def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi
         "accuracy": figures.accuracy_vs_time(runs, it, p["accuracy"], dpi),
         "batch_sweep": figures.batch_sweep(runs, p["batch_sweep"], dpi),
         "energy": figures.energy(runs, p["energy"], dpi),
+        "memory_roles": figures.memory_roles(runs, p["memory_roles"], dpi),
     }
 
 

@@ -31,8 +31,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+import phonetrain.report.wording as w  # noqa: E402
+
 from phonetrain.report.analysis import (  # noqa: E402
-    BATCH_KEY, CPU_KERNEL, SEGMENTS, bandwidth_peak, batch_scaling, breakdown_frame,
+    BATCH_KEY, CPU_KERNEL, MEMORY_ROLES, SEGMENTS, bandwidth_peak, batch_scaling,
+    breakdown_frame, memory_frame,
     compute_peak, energy_frame, gemm_sweep, roof_labels, roofline_notes,
     gemm_table, intensity, interval, is_cpu, opencl_label, roofline, run_label,
     training_timeline, transfer_time_classes)
@@ -42,6 +45,10 @@ SEGMENT_COLORS = {  # breakdown figure: reds for data movement, blue kernels, gr
     "h2d_ms": "#d62728", "d2h_ms": "#ff7f0e", "mapunmap_ms": "#e377c2", "d2d_ms": "#8c564b",
     "host_copy_ms": "#bcbd22", "transfer_overhead_ms": "#f7b6d2", "kernel_ms": "#1f77b4",
     "host_other_ms": "#7f7f7f", "other_gap_ms": "#c7c7c7",
+}
+ROLE_COLORS = {  # memory_roles figure: the model's state blue/purple, the step's own warm
+    "param_bytes": "#1f77b4", "grad_bytes": "#9467bd", "optimizer_state_bytes": "#17becf",
+    "activation_bytes": "#ff7f0e", "scratch_bytes": "#d62728", "staging_bytes": "#7f7f7f",
 }
 CPU_COLOR, CL_COLOR = "#2ca02c", "#1f77b4"
 MARKERS = "osD^v<>PX*"   # with the ten tab10 colours: ten kernel versions stay distinct
@@ -610,4 +617,67 @@ def energy(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
         ax.tick_params(labelsize=7)
     fig.suptitle("Energy per training iteration (bar colour: CPU green, OpenCL blue)",
                  fontsize=10)
+    return _save(fig, path, dpi)
+
+
+NO_MEMORY = ("no run has memory by role: the aggregate reads it from each run folder's\n"
+             "plan.json (re-aggregate with this phonetrain: phonetrain aggregate)")
+
+
+def _memory_panel(ax: plt.Axes, sub: pd.DataFrame, several: bool) -> None:
+    """One model's stacked bars of bytes by role (MiB, or KiB when the largest is under one
+    MiB), one bar per batch size (and lowering, when ``several``), total and largest role
+    written at the bar's end."""
+    big = sub["plan_tensor_bytes"].max() >= 2 ** 20
+    scale, unit = (2 ** 20, "MiB") if big else (2 ** 10, "KiB")
+    y = np.arange(len(sub))
+    left = np.zeros(len(sub))
+    for col, label in MEMORY_ROLES:
+        v = sub[col].astype(float).to_numpy() / scale
+        ax.barh(y, v, left=left, color=ROLE_COLORS[col], label=label, height=0.7)
+        left += v
+    for yi, (_, r) in zip(y, sub.iterrows()):
+        ax.text(left[yi] * 1.02, yi, f"{w.size(r['plan_tensor_bytes'])}; {r['dominant']} "
+                f"{w.pct(r['dominant_share'])}" + (" (out of memory)" if r["oom"] else ""),
+                va="center", ha="left", fontsize=7, color="#d62728" if r["oom"] else "k")
+    ax.set_yticks(y, [f"batch {int(r['batch_size'])}" + (f" ({r['variant']})" if several
+                                                           else "")
+                      for _, r in sub.iterrows()], fontsize=7)
+    ax.set_ylim(len(sub) - 0.4, -0.6)
+    ax.set_xlim(0, left.max() * 1.9)
+    ax.set_xlabel(f"{unit} allocated by the plan's tensors (2^{20 if big else 10} bytes)",
+                  fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+
+
+def memory_roles(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
+    """Takes runs.parquet. The bytes a training step's plan allocates, stacked by role
+    (:func:`~phonetrain.report.analysis.memory_frame`: parameters and model buffers,
+    gradients, optimizer state, activations kept for backward, scratch, staging): one row of
+    panels per device, one panel per model (its own scale), one bar per batch size and, where
+    lowerings of one model and batch differ (e.g. a fused kernel version without gradient
+    buffers), per lowering; the total and the largest role's share at the bar's end, a batch
+    that ran out of device memory marked. Runs of every status are drawn: the bytes are the
+    plan's, known before it runs."""
+    m = memory_frame(runs)
+    if m.empty:
+        return _no_data(path, dpi, "no runs" if runs.empty else NO_MEMORY)
+    devices, models = sorted(m["device"].unique()), sorted(m["model"].unique())
+    n = m.groupby("device")["model"].value_counts().groupby("device").max()
+    fig, axes = _panels([max(0.9, BAR_IN * n[d]) for d in devices], len(models),
+                        width=max(7.0, 5.2 * len(models)))
+    for row, dev in zip(axes, devices):
+        for ax, model in zip(row, models):
+            sub = m[(m["device"] == dev) & (m["model"] == model)]
+            ax.set_title(f"{dev}: {model}", fontsize=9)
+            if sub.empty:
+                ax.axis("off")
+                ax.text(0.5, 0.5, "no runs", ha="center", va="center", fontsize=8,
+                        transform=ax.transAxes)
+                continue
+            _memory_panel(ax, sub, sub["batch_size"].duplicated(keep=False).any())
+    handles = [plt.Rectangle((0, 0), 1, 1, color=ROLE_COLORS[c]) for c, _ in MEMORY_ROLES]
+    _legend_below(fig, handles, [lab for _, lab in MEMORY_ROLES], ncol=6)
+    fig.suptitle("Memory of a training step by role: bytes of the plan's tensors per model "
+                 "and batch", fontsize=10)
     return _save(fig, path, dpi)

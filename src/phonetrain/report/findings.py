@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 import phonetrain.report.wording as w
-from phonetrain.report.analysis import (BATCH_KEY, CPU_KERNEL, OWN_KERNELS, batch_scaling,
+from phonetrain.report.analysis import (BATCH_KEY, CPU_KERNEL, MEMORY_ROLES, OWN_KERNELS,
+                                        batch_scaling, memory_frame,
                                         compute_peak, energy_differs, energy_frame,
                                         energy_gaps, gemm_sweep, largest_batch,
                                         estimate, gemm_table, interval, interval_name,
@@ -853,7 +854,7 @@ def all_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
             placement(runs), pipelining(runs), transfer_method(runs),
             gemm_throughput(runs, commands),
             kernel_optimization(tables["gemm"], tables["peaks"]),
-            bandwidth(tables["bandwidth"], tables["peaks"]), batch_size(runs),
+            bandwidth(tables["bandwidth"], tables["peaks"]), batch_size(runs), memory(runs),
             accuracy_first(runs, tables["iterations"]), energy(runs)]
 
 
@@ -949,6 +950,69 @@ def batch_size(runs: pd.DataFrame) -> Finding:
                                 "largest that fits", "smallest out of memory",
                                 "ms per sample, smallest -> largest batch that ran",
                                 "OpenCL buffers MiB at the largest"], rows))
+
+
+def _memory_sentence(dev: str, model: str, g: pd.DataFrame) -> str:
+    """One clause on one device and model from its :func:`memory_frame` rows: the role that
+    takes the most bytes at the largest batch (the largest lowering there), with its bytes,
+    the total and its share; "it dominates" above
+    :data:`~phonetrain.report.wording.DOMINANT_SHARE`, else "under half"."""
+    r = g[g["batch_size"] == g["batch_size"].max()].iloc[0]
+    verdict = ("it dominates" if w.dominates(r["dominant_share"]) == "dominates" else
+               "under half")
+    top = next(c for c, lab in MEMORY_ROLES if lab == r["dominant"])
+    return (f"{dev}, {model} (batch {int(r['batch_size'])}, {r['variant']}): largest role "
+            f"{r['dominant']}, {w.size(r[top])} of {w.size(r['plan_tensor_bytes'])} "
+            f"({w.pct(r['dominant_share'])}: {verdict})")
+
+
+def _fit_sentence(m: pd.DataFrame, dev: str, model: str) -> str | None:
+    """Where ``model`` ran at two or more batch sizes on ``dev``: the largest batch that fit
+    (ran to the end in every configuration that shares its plan: ``ran`` and not ``oom`` of
+    :func:`memory_frame`) with its plan bytes, and the smallest
+    that ran out of device memory (``oom``) with its bytes; None without a sweep."""
+    g = m[(m["device"] == dev) & (m["model"] == model)]
+    if g["batch_size"].nunique() < 2:
+        return None
+    fit, oom = g[g["ran"] & ~g["oom"]], g[g["oom"]]
+    head = (f"{dev}, {model}: the largest batch that fit is {int(fit['batch_size'].max())} "
+            f"({w.size(fit.loc[fit['batch_size'].idxmax(), 'plan_tensor_bytes'])} of tensors)"
+            if len(fit) else f"{dev}, {model}: no batch fit")
+    if not len(oom):
+        return head + f", all {g['batch_size'].nunique()} batch sizes fit"
+    o = oom.loc[oom["batch_size"].idxmin()]
+    return head + (f"; batch {int(o['batch_size'])} ran out of device memory "
+                   f"({w.size(o['plan_tensor_bytes'])})")
+
+
+def memory(runs: pd.DataFrame) -> Finding:
+    """Which memory role takes the most of a training step's tensors, per device and model
+    (:func:`~phonetrain.report.analysis.memory_frame`: bytes of the plan's tensors by role,
+    phonetrain.results.memory), and, where a model ran at two or more batch sizes
+    (``sweep.batches``; runs with status ``oom`` did not fit), the largest batch that fit per
+    device with its bytes. Like every guideline it is built from verified runs (``ok``) and
+    the batches that did not fit (``oom``) only."""
+    title = "Memory: which role dominates a training step's tensors"
+    m = memory_frame(runs[runs["status"].isin(["ok", "oom"])])
+    if m.empty:
+        return _missing("memory", title, "no verified run has memory by role (the aggregate "
+                        "reads it from each run folder's plan.json; re-aggregate)", [])
+    pairs = list(m.groupby(["device", "model"], sort=True))
+    lead = "; ".join(_memory_sentence(dev, model, g) for (dev, model), g in pairs) + "."
+    fits = [s for s in (_fit_sentence(m, dev, model) for (dev, model), _ in pairs) if s]
+    tail = (" Batch sweep: " + "; ".join(fits) + "." if fits else " No batch sweep: set "
+            "sweep.batches (e.g. [16, 32, 64]) to find the largest batch that fits.")
+    rows = [[r["device"], r["model"], str(int(r["batch_size"])), r["variant"],
+             w.size(r["plan_tensor_bytes"]), *[w.size(r[c]) for c, _ in MEMORY_ROLES],
+             f"{r['dominant']} {w.pct(r['dominant_share'])}",
+             "yes" if r["oom"] else "no"] for _, r in m.iterrows()]
+    note = (" Bytes are the plan's tensors (numel x 4); the runner allocates each once on the "
+            "host and, on OpenCL, once as a device buffer.")
+    return Finding("memory", title, lead + tail + note,
+                   rows=_ref(sorted({i for ids in m["run_ids"] for i in ids})),
+                   table=Table(["device", "model", "batch", "configurations", "total",
+                                *[lab for _, lab in MEMORY_ROLES], "largest role",
+                                "out of memory"], rows))
 
 
 def _energy_sentence(dev: str, model: str, g: pd.DataFrame) -> str:

@@ -68,6 +68,19 @@ def ms(x: Any, below: Any = None) -> str:
     return f"{float(x):.3g} ms"
 
 
+def size(nbytes: Any) -> str:
+    """Bytes in binary units: ``512 B``, ``12.3 KiB``, ``4.56 MiB``, ``1.2 GiB`` (2^10 steps);
+    ``n/a`` for null."""
+    if _nan(nbytes):
+        return "n/a"
+    v, unit = float(nbytes), "B"
+    for u in ("KiB", "MiB", "GiB"):
+        if v < 1024:
+            break
+        v, unit = v / 1024, u
+    return f"{v:.0f} {unit}" if unit == "B" or v >= 1000 else f"{v:.3g} {unit}"
+
+
 def pct(x: Any, below: Any = None) -> str:
     """A share as a percentage: ``12.3%``; with ``below`` True an upper bound,
     ``<= 12.3% (< resolution)``, or ``< resolution`` when it is 0."""

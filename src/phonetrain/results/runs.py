@@ -40,7 +40,7 @@ import pandas as pd
 from phonetrain import layout
 from phonetrain.errors import ResultsFileError
 from phonetrain.io import read_json, sha256_file, short_hash
-from phonetrain.results import profiling, provenance, schema, stats
+from phonetrain.results import memory, profiling, provenance, schema, stats
 
 KEY_COLUMNS = ("run_id", "model", "device", "backend", "placement", "transfer", "kernel")
 
@@ -206,8 +206,11 @@ def _measurement(run_dir: Path, walls: pd.Series, runs: list[dict]) -> dict[str,
 
 
 def _failed_row(params: dict[str, Any], reason: str, run_dir: Path) -> dict[str, Any]:
+    """A row without a measurement; its memory columns come from the folder's ``plan.json``
+    where deploy left one (an oom run's plan is the one that did not fit)."""
     return {**_key(params), "status": "failed", "status_reason": reason,
-            "run_dir": str(run_dir), **_settings(params), **provenance.columns(params, {})}
+            "run_dir": str(run_dir), **_settings(params), **provenance.columns(params, {}),
+            **memory.plan_memory(run_dir / layout.PLAN)}
 
 
 def _key(params: dict[str, Any]) -> dict[str, Any]:
@@ -573,6 +576,7 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
            "device_buffer_bytes": _first(runs[0], "device_bytes_allocated",
                                          "device_buffer_bytes"),
            **_power(runs), "options": plan_options(run_dir / layout.PLAN),
+           **memory.plan_memory(run_dir / layout.PLAN),
            "run_dir": str(run_dir), **_device_facts(runs[0]), **provenance.columns(params, runs[0])}
     return row
 

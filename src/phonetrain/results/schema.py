@@ -108,7 +108,14 @@ RUN_KEY = [
 # fell more than 10% below its highest earlier sample; null where no clock is readable).
 # Over repeats: energy and rate are means, the uncertainty sqrt(sum u^2)/repeats, throttled
 # any. options: the build options of the plan's OpenCL programs (its tuning choice; distinct
-# sets joined by " | "; null for the CPU backend).
+# sets joined by " | "; null for the CPU backend). Memory by role, from the run folder's
+# plan.json (phonetrain.results.memory; every run whose plan was deployed, oom runs included):
+# param_bytes (weights, biases and the model's buffers such as batch norm's running
+# statistics), grad_bytes (parameter gradients), optimizer_state_bytes (momentum buffers; Adam's
+# exp_avg, exp_avg_sq and step count), activation_bytes (what the forward keeps for the
+# backward), scratch_bytes (im2col columns, per-row losses, activation gradients and other
+# temporaries of one step), staging_bytes (input batch, labels, loss read back) and
+# plan_tensor_bytes, their sum: every tensor the plan allocates (numel x 4 bytes).
 RUNS = pa.schema(RUN_KEY + [
     _f("dataset", S), _f("batch_size", I), _f("warmup", I), _f("iterations", I),
     _f("repeats", I), _f("attempts", I), _f("threads", I),
@@ -131,6 +138,9 @@ RUNS = pa.schema(RUN_KEY + [
     _f("device_name", S), _f("device_type", S), _f("platform_name", S),
     _f("timer_resolution_ns", F), _f("clock_offset_uncertainty_ns", F), _f("max_rss_bytes", I),
     _f("device_buffer_bytes", I),
+    _f("param_bytes", I), _f("grad_bytes", I), _f("optimizer_state_bytes", I),
+    _f("activation_bytes", I), _f("scratch_bytes", I), _f("staging_bytes", I),
+    _f("plan_tensor_bytes", I),
     _f("below_resolution_commands", I), _f("kernel_below_resolution", B),
     _f("transfer_below_resolution", B),
     _f("load_avg_1m", F), _f("other_cpu_share", F), _f("omp_wait_policy", S),
