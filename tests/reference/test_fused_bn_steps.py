@@ -66,7 +66,7 @@ def test_a_planted_fault_in_a_fused_batchnorm_kernel_fails_its_steps(runner, poc
 
 
 def test_the_split_of_a_fused_relu6_computes_the_same_step(tmp_path):
-    """The per-step check splits conv_bn_fwd with act = 2 into the normalization (act = 0)
+    """The per-step check splits bn_act_fwd with act = 2 into the normalization (act = 0)
     and relu6_fwd in place, to follow the runner's near-tie decisions: the two steps give the
     kernel's outputs, and a residual unit (res = 1) is not split."""
     plan = Plan.load(write_bundle(_spec(backend="cpu", placement=None, transfer=None,
@@ -75,7 +75,7 @@ def test_the_split_of_a_fused_relu6_computes_the_same_step(tmp_path):
     split_seen = res_seen = 0
     for step in plan.steps:
         split = split_bn_activation(step)
-        if step.op == "kernel" and step.name == "conv_bn_fwd":
+        if step.op == "kernel" and step.name == "bn_act_fwd":
             d = bind_args(step.name, step.args)
             assert (split is None) == (d["act"] == 0 or d["res"] == 1)
             res_seen += d["res"]
