@@ -29,7 +29,7 @@ def _kernels(plan: Plan) -> list:
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_fused_mobilenetv2_launches_at_least_3x_fewer_kernels(model):
+def test_fused_mobilenetv2_launches_59_kernels_instead_of_171(model):
     base = LowerSpec(model=model, batch_size=32, backend="opencl", placement="resident",
                      transfer="copy")
     n_base = len(_kernels(lower(base)))
