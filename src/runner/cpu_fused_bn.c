@@ -2,10 +2,10 @@
  * kernels"): bias-free grouped convolutions with batch normalization, the same semantics as
  * src/kernels/fused/fused_bn.cl. One output element (or one channel, for the batch-norm
  * reductions, one tile of a channel for the forward's tile statistics, or one weight) per
- * loop iteration; every sum is a gather in a fixed order, the
- * per-channel sums blocked as cpu_mobile.c's (each image's values, then the batch's partial
- * sums): deterministic at any thread count. Argument checks report the first bad argument
- * as cpu_kernels.c does. */
+ * loop iteration; every sum is a gather in a fixed order, the per-channel sums blocked as
+ * cpu_mobile.c's (each image's values, then the batch's partial sums), the tiles' statistics
+ * merged in tile order: deterministic at any thread count. Argument checks report the first
+ * bad argument as cpu_kernels.c does. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>

@@ -36,7 +36,8 @@ def test_fused_mobilenetv2_launches_59_kernels_instead_of_171(model):
     fused = _kernels(lower(replace(base, kernel="fused")))
     assert (n_base, len(fused)) == (171, 59)
     assert Counter(s.name for s in fused) == {
-        "gconv_stats_fwd": 11, "bn_act_fwd": 11, "bn_bwd_sgd": 11, "gconv_sgd": 11, "gconv_bwd_data": 10,
+        "gconv_stats_fwd": 11, "bn_act_fwd": 11, "bn_bwd_sgd": 11, "gconv_sgd": 11,
+        "gconv_bwd_data": 10,
         "gap_fwd": 1, "linear_fwd": 1, "softmax_xent_bwd": 1, "linear_sgd": 1, "gap_bwd": 1}
     # both residual adds are fused: into the forward of the blocks' last units, and into the
     # input gradient of the blocks' first units

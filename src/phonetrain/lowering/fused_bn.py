@@ -21,9 +21,9 @@ gradient added: ``res = 1``), then ``gconv_sgd`` (the weight gradient and its SG
 first unit computes no input gradient.
 
 Tensors: ``<conv>.out`` the convolution's output (batch norm's input), ``<bn>.part`` (the
-tiles' statistics), ``<bn>.mean`` / ``.invstd`` scratch, the unit's output named after its last layer (``<relu6>.out``,
-``<bn>.out``, or ``<block>.out``), gradients ``<tensor>.grad``. Any other layer raises
-:class:`~phonetrain.lowering.spec.LowerError` naming it.
+tiles' statistics), ``<bn>.mean`` / ``.invstd`` scratch, the unit's output named after its
+last layer (``<relu6>.out``, ``<bn>.out``, or ``<block>.out``), gradients ``<tensor>.grad``.
+Any other layer raises :class:`~phonetrain.lowering.spec.LowerError` naming it.
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ def stats_tile(n: int) -> int:
 
 @dataclass
 class _Unit:
-    """One unit's forward (``gconv_stats_fwd`` + ``bn_act_fwd``): convolution ``conv`` + ``bn`` with activation code ``act``
-    (0 none, 1 ReLU, 2 ReLU6); tensors ``x`` (input), ``z`` (convolution output), ``y``
-    (output), ``mean``/``invstd``; ``dims`` the 12 grouped-convolution sizes; ``skip``: the
-    index of its block's last unit when this unit is a residual body's first (its input
-    gradient adds that unit's output gradient)."""
+    """One unit's forward (``gconv_stats_fwd`` + ``bn_act_fwd``): convolution ``conv`` +
+    ``bn`` with activation code ``act`` (0 none, 1 ReLU, 2 ReLU6); tensors ``x`` (input),
+    ``z`` (convolution output), ``y`` (output), ``mean``/``invstd``; ``dims`` the 12
+    grouped-convolution sizes; ``skip``: the index of its block's last unit when this unit is
+    a residual body's first (its input gradient adds that unit's output gradient)."""
 
     conv: object
     bn: BatchNorm2d

@@ -4,9 +4,11 @@ kernels") in numpy: bias-free grouped convolutions with batch normalization.
 As :mod:`.fused`, each kernel is the sequence of unfused ABI kernels it replaces, on
 temporary arrays of the caller's dtype: a grouped convolution is the ``im2col`` + GEMM path
 of ``Conv2d`` per group (the ``dwconv3x3_*`` kernels for a depthwise 3x3), batch
-normalization ``batchnorm_stats`` + ``batchnorm_apply`` and ``batchnorm_bwd_reduce`` +
+normalization ``batchnorm_apply`` and ``batchnorm_bwd_reduce`` +
 ``batchnorm_bwd_data``, activations ``relu_*``/``relu6_*``, the residual ``add``, the update
-``sgd_update``. Importing this module registers the kernels in
+``sgd_update``; the forward's tile statistics (``gconv_stats_fwd``) and their merge
+(``bn_act_fwd``, Chan, Golub & LeVeque 1979) have no unfused kernel and are written here in
+numpy. Importing this module registers the kernels in
 :data:`phonetrain.reference.kernels.KERNELS`.
 """
 
