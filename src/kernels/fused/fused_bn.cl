@@ -182,15 +182,14 @@ __kernel void bn_act_fwd(const int B, const int C, const int HW, const int tile,
     if (t >= T) return;   /* a whole work-group: no barrier is skipped by part of one */
     const float4 st = bn_channel_stats(part + (size_t)min(c, C - 1) * T * 2, T, n, tile, c < C,
                                        sv + r);
-    if (c < C)   /* no return after the barriers: the rows past OC just skip the tail */
+    const float cnt = (float)n, var = st.z / cnt, is = 1.0f / sqrt(var + eps);
+    if (c < C)   /* no return after the barriers: the rows past C just skip the tail */
         bn_act_tile(Z + (size_t)c * HW, Y + (size_t)c * HW, R + (size_t)c * HW, C * HW, HW,
-                    t * tile, min(tile, n - t * tile), st.y,
-                    1.0f / sqrt(st.z / (float)n + eps), gamma[c], beta[c], act, res);
+                    t * tile, min(tile, n - t * tile), st.y, is, gamma[c], beta[c], act, res);
     if (c < C && t == 0 && get_local_id(0) == 0) {
-        const float cnt = (float)n, var = st.z / cnt;
         const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
         mean[c] = st.y;
-        invstd[c] = 1.0f / sqrt(var + eps);
+        invstd[c] = is;
         running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * st.y;
         running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
     }
