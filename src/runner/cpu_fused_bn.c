@@ -1,10 +1,11 @@
 /* CPU backend of the fused batch-norm kernels (src/kernels/README.md, "Fused batch-norm
  * kernels"): bias-free grouped convolutions with batch normalization, the same semantics as
  * src/kernels/fused/fused_bn.cl. One output element (or one channel, for the batch-norm
- * reductions, or one weight) per loop iteration; every sum is a gather in a fixed order, the
- * per-channel sums blocked as cpu_mobile.c's (each image's values, then the batch's partial
- * sums): deterministic at any thread count. Argument checks report the first bad argument
- * as cpu_kernels.c does. */
+ * reductions, one tile of a channel for the forward's tile statistics, or one weight) per
+ * loop iteration; every sum is a gather in a fixed order, the per-channel sums blocked as
+ * cpu_mobile.c's (each image's values, then the batch's partial sums), the tiles' statistics
+ * merged in tile order: deterministic at any thread count. Argument checks report the first
+ * bad argument as cpu_kernels.c does. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>
@@ -85,58 +86,97 @@ static float gconv_at(const gconv *g, const float *X, const float *Wt, int64_t b
     return acc;
 }
 
-static int k_conv_bn_fwd(const kctx *k)
+/* Z = the grouped convolution; part[(oc*T + t)*2 + {0, 1}] = tile t's mean and sum of
+ * squared deviations from it (T = ceil(n/tile) tiles of channel oc's n = B*OH*OW outputs in
+ * (b, oh, ow) order, the last one shorter); one (oc, t) per loop iteration. */
+static int k_gconv_stats_fwd(const kctx *k)
 {
-    CHECK(gconv_dims(k, 2));
-    if (!(F(14) > 0.0f)) return kfail(k, 14, "is %g; eps must be > 0", (double)F(14));
+    CHECK(gconv_dims(k, 0));
+    CHECK(kneed_min(k, 12, 1));
     const gconv g = gconv_of(k);
-    const int act = I(12), res = I(13), P = g.OH * g.OW;
-    const float eps = F(14), m = F(15);
+    const int P = g.OH * g.OW, n = g.B * P, tile = I(12), T = (n - 1) / tile + 1;
     const int64_t ny = (int64_t)g.B * g.OC * P;
-    CHECK(kneed_numel(k, 16, (int64_t)g.B * g.C * g.H * g.W, "B*C*H*W"));
-    CHECK(kneed_numel(k, 17, (int64_t)g.OC * (g.C / g.G) * g.KH * g.KW, "OC*(C/groups)*KH*KW"));
-    for (int i = 18; i <= 19; ++i) CHECK(kneed_numel(k, i, g.OC, "OC"));
-    /* R (20) is read only when res */
-    for (int i = res ? 20 : 21; i <= 22; ++i) CHECK(kneed_numel(k, i, ny, "B*OC*OH*OW"));
-    for (int i = 23; i <= 26; ++i) CHECK(kneed_numel(k, i, g.OC, "OC"));
-    const float *X = PF(16), *Wt = PF(17), *gamma = PF(18), *beta = PF(19), *R = PF(20);
-    float *Z = PF(21), *Y = PF(22), *mean = PF(23), *invstd = PF(24), *rmean = PF(25);
-    float *rvar = PF(26);
-    const float cnt = (float)((int64_t)g.B * P);
+    CHECK(kneed_numel(k, 13, (int64_t)g.B * g.C * g.H * g.W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 14, (int64_t)g.OC * (g.C / g.G) * g.KH * g.KW, "OC*(C/groups)*KH*KW"));
+    CHECK(kneed_numel(k, 15, ny, "B*OC*OH*OW"));
+    CHECK(kneed_numel(k, 16, (int64_t)g.OC * T * 2, "OC*ceil(B*OH*OW/tile)*2"));
+    const float *X = PF(13), *Wt = PF(14);
+    float *Z = PF(15), *part = PF(16);
 #pragma omp parallel for if (ny * (g.C / g.G) * g.KH * g.KW > PAR_MIN) schedule(static)
-    for (int oc = 0; oc < g.OC; ++oc) {
-        float sum = 0.0f, shift = 0.0f;
-        for (int64_t b = 0; b < g.B; ++b) {   /* the convolution, and the shifted sum */
-            float *z = Z + (b * g.OC + oc) * P;
-            float part = 0.0f;
-            for (int p = 0; p < P; ++p) {
-                z[p] = gconv_at(&g, X, Wt, b, oc, p / g.OW, p % g.OW);
-                if (b == 0 && p == 0) shift = z[0];
-                part += z[p] - shift;
-            }
-            sum += part;
+    for (int64_t e = 0; e < (int64_t)g.OC * T; ++e) {
+        const int oc = (int)(e / T), t = (int)(e % T), i0 = t * tile;
+        const int cnt = tile < n - i0 ? tile : n - i0;
+        float s = 0.0f;
+        for (int i = i0; i < i0 + cnt; ++i) {
+            const float z = gconv_at(&g, X, Wt, i / P, oc, i % P / g.OW, i % P % g.OW);
+            Z[((int64_t)(i / P) * g.OC + oc) * P + i % P] = z;
+            s += z;
         }
-        const float mu = shift + sum / cnt;
-        float sq = 0.0f;
-        for (int64_t b = 0; b < g.B; ++b) {
-            const float *z = Z + (b * g.OC + oc) * P;
-            float part = 0.0f;
-            for (int p = 0; p < P; ++p) part += (z[p] - mu) * (z[p] - mu);
-            sq += part;
+        const float m = s / (float)cnt;
+        float q = 0.0f;
+        for (int i = i0; i < i0 + cnt; ++i) {
+            const float dv = Z[((int64_t)(i / P) * g.OC + oc) * P + i % P] - m;
+            q += dv * dv;
         }
-        const float var = sq / cnt, is = 1.0f / sqrtf(var + eps);
-        for (int64_t b = 0; b < g.B; ++b) {
-            const int64_t at = (b * g.OC + oc) * P;
-            for (int p = 0; p < P; ++p) {
-                const float y = act_of(((Z[at + p] - mu) * is) * gamma[oc] + beta[oc], act);
+        part[e * 2] = m;
+        part[e * 2 + 1] = q;
+    }
+    return 0;
+}
+
+/* Channel c's mean and M2 from its T tile statistics, merged in order by the pairwise update
+ * of Chan, Golub & LeVeque (1979). */
+static void merged_stats(const float *part, int T, int n, int tile, float *mean, float *m2)
+{
+    float na = 0.0f, ma = 0.0f, qa = 0.0f;
+    for (int t = 0; t < T; ++t) {
+        const float nb = (float)(tile < n - t * tile ? tile : n - t * tile);
+        const float nab = na + nb, d = part[2 * t] - ma, f = nb / nab;
+        ma += d * f;
+        qa += part[2 * t + 1] + d * d * na * f;
+        na = nab;
+    }
+    *mean = ma;
+    *m2 = qa;
+}
+
+static int k_bn_act_fwd(const kctx *k)
+{
+    for (int i = 0; i < 4; ++i) CHECK(kneed_min(k, i, 1));
+    if (I(4) < 0 || I(4) > 2)
+        return kfail(k, 4, "is %d; it must be 0 (none), 1 (ReLU) or 2 (ReLU6)", I(4));
+    if (I(5) != 0 && I(5) != 1) return kfail(k, 5, "is %d; it must be 0 or 1", I(5));
+    if (!(F(6) > 0.0f)) return kfail(k, 6, "is %g; eps must be > 0", (double)F(6));
+    const int B = I(0), C = I(1), HW = I(2), tile = I(3), act = I(4), res = I(5);
+    const int n = B * HW, T = (n - 1) / tile + 1;
+    const float eps = F(6), m = F(7);
+    const int64_t ny = (int64_t)n * C;
+    CHECK(kneed_numel(k, 8, ny, "B*C*HW"));
+    CHECK(kneed_numel(k, 9, (int64_t)C * T * 2, "C*ceil(B*HW/tile)*2"));
+    for (int i = 10; i <= 11; ++i) CHECK(kneed_numel(k, i, C, "C"));
+    /* R (12) is read only when res */
+    for (int i = res ? 12 : 13; i <= 13; ++i) CHECK(kneed_numel(k, i, ny, "B*C*HW"));
+    for (int i = 14; i <= 17; ++i) CHECK(kneed_numel(k, i, C, "C"));
+    const float *Z = PF(8), *part = PF(9), *gamma = PF(10), *beta = PF(11), *R = PF(12);
+    float *Y = PF(13), *mean = PF(14), *invstd = PF(15), *rmean = PF(16), *rvar = PF(17);
+    const float cnt = (float)n;
+#pragma omp parallel for if (ny > PAR_MIN) schedule(static)
+    for (int c = 0; c < C; ++c) {
+        float mu, m2;
+        merged_stats(part + (int64_t)c * T * 2, T, n, tile, &mu, &m2);
+        const float var = m2 / cnt, is = 1.0f / sqrtf(var + eps);
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t at = (b * C + c) * HW;
+            for (int p = 0; p < HW; ++p) {
+                const float y = act_of(((Z[at + p] - mu) * is) * gamma[c] + beta[c], act);
                 Y[at + p] = res ? y + R[at + p] : y;
             }
         }
         const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
-        mean[oc] = mu;
-        invstd[oc] = is;
-        rmean[oc] = (1.0f - m) * rmean[oc] + m * mu;
-        rvar[oc] = (1.0f - m) * rvar[oc] + m * unbiased;
+        mean[c] = mu;
+        invstd[c] = is;
+        rmean[c] = (1.0f - m) * rmean[c] + m * mu;
+        rvar[c] = (1.0f - m) * rvar[c] + m * unbiased;
     }
     return 0;
 }
@@ -266,9 +306,11 @@ static int k_gconv_sgd(const kctx *k)
 #define GCONV_NAMES "B C H W OC KH KW stride pad OH OW groups "
 
 const kernel_spec CPU_FUSED_BN_KERNELS[] = {
-    {"conv_bn_fwd", "iiiiiiiiiiiiiiffttttttttttt",
-     GCONV_NAMES "act res eps momentum X weight gamma beta R Z Y mean invstd running_mean "
-     "running_var", k_conv_bn_fwd},
+    {"gconv_stats_fwd", "iiiiiiiiiiiiitttt", GCONV_NAMES "tile X weight Z part",
+     k_gconv_stats_fwd},
+    {"bn_act_fwd", "iiiiiifftttttttttt",
+     "B C HW tile act res eps momentum Z part gamma beta R Y mean invstd running_mean "
+     "running_var", k_bn_act_fwd},
     {"bn_bwd_sgd", "iiiiffftttttttttt",
      "B C HW act lr momentum weight_decay X Y dY mean invstd gamma beta Vg Vb dX",
      k_bn_bwd_sgd},

@@ -30,19 +30,46 @@ def _gconv(X, weight, B, C, H, W, OC, KH, KW, stride, pad, OH, OW, groups):
                                      w[g * og:(g + 1) * og]) for g in range(groups)], axis=1)
 
 
-def _conv_bn_fwd(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, groups, act, res, eps, momentum,
-                 X, weight, gamma, beta, R, Z, Y, mean, invstd, running_mean, running_var):
+def _tile_stats(z: np.ndarray, tile: int) -> np.ndarray:
+    """``[OC, T, 2]`` float64: each tile's mean and sum of squared deviations, ``z`` of shape
+    ``[B, OC, P]``, tiles of ``tile`` consecutive ``(b, p)`` positions of a channel."""
+    OC = z.shape[1]
+    zc = z.transpose(1, 0, 2).reshape(OC, -1)
+    out = []
+    for i0 in range(0, zc.shape[1], tile):
+        t = zc[:, i0:i0 + tile]
+        m = t.mean(axis=1)
+        out.append(np.stack([m, ((t - m[:, None]) ** 2).sum(axis=1)], axis=1))
+    return np.stack(out, axis=1)
+
+
+def _gconv_stats_fwd(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, groups, tile, X, weight, Z,
+                     part):
     z = _gconv(X, weight, B, C, H, W, OC, KH, KW, stride, pad, OH, OW, groups)
-    mu, var = z.mean(axis=(0, 2, 3)), z.var(axis=(0, 2, 3))
-    n = B * OH * OW
-    c = lambda a: a[None, :, None, None]  # noqa: E731
-    y = _act((z - c(mu)) / np.sqrt(c(var) + eps) * c(gamma[:OC]) + c(beta[:OC]), act)
+    Z[:z.size] = z.ravel()
+    p = _tile_stats(z.reshape(B, OC, -1), tile).ravel()
+    part[:p.size] = p
+
+
+def _bn_act_fwd(B, C, HW, tile, act, res, eps, momentum, Z, part, gamma, beta, R, Y, mean,
+                invstd, running_mean, running_var):
+    """The channel statistics from the tiles' (``n_t`` outputs each): mean = sum n_t m_t / n,
+    M2 = sum M2_t + sum n_t (m_t - mean)^2 (the exact combination, in any order)."""
+    n = B * HW
+    T = -(-n // tile)
+    pm = part[:C * T * 2].reshape(C, T, 2).astype(_F64)
+    cnt = np.array([min(tile, n - t * tile) for t in range(T)], _F64)
+    mu = (pm[:, :, 0] * cnt).sum(axis=1) / n
+    var = (pm[:, :, 1].sum(axis=1) + ((pm[:, :, 0] - mu[:, None]) ** 2 * cnt).sum(axis=1)) / n
+    z = Z[:B * C * HW].reshape(B, C, HW).astype(_F64)
+    c = lambda a: a[None, :, None]  # noqa: E731
+    y = _act((z - c(mu)) / np.sqrt(c(var) + eps) * c(gamma[:C]) + c(beta[:C]), act)
     if res:
         y = y + R[:z.size].reshape(z.shape)
-    Z[:z.size], Y[:z.size] = z.ravel(), y.ravel()
-    mean[:OC], invstd[:OC] = mu, 1.0 / np.sqrt(var + eps)
-    running_mean[:OC] = (1 - momentum) * running_mean[:OC] + momentum * mu
-    running_var[:OC] = (1 - momentum) * running_var[:OC] + momentum * (
+    Y[:z.size] = y.ravel()
+    mean[:C], invstd[:C] = mu, 1.0 / np.sqrt(var + eps)
+    running_mean[:C] = (1 - momentum) * running_mean[:C] + momentum * mu
+    running_var[:C] = (1 - momentum) * running_var[:C] + momentum * (
         var * n / (n - 1) if n > 1 else var)
 
 
@@ -99,7 +126,8 @@ def _gconv_sgd(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, groups, lr, momentum
     _sgd64(weight, V, dw.ravel(), lr, momentum, weight_decay)
 
 
-ORACLE_BN = {"conv_bn_fwd": _conv_bn_fwd, "bn_bwd_sgd": _bn_bwd_sgd,
+ORACLE_BN = {"gconv_stats_fwd": _gconv_stats_fwd, "bn_act_fwd": _bn_act_fwd,
+             "bn_bwd_sgd": _bn_bwd_sgd,
              "gconv_bwd_data": _gconv_bwd_data, "gconv_sgd": _gconv_sgd}
 
 # (B, C, H, W, OC, K, stride, pad, groups): MobileNetV2's stem (3x3/2), a 1x1 expand, a
@@ -107,6 +135,12 @@ ORACLE_BN = {"conv_bn_fwd": _conv_bn_fwd, "bn_bwd_sgd": _bn_bwd_sgd,
 SHAPES = [(1, 1, 1, 1, 1, 1, 1, 0, 1), (3, 1, 9, 7, 8, 3, 2, 1, 1), (2, 8, 5, 6, 32, 1, 1, 0, 1),
           (2, 6, 7, 7, 6, 3, 1, 1, 6), (3, 5, 8, 9, 5, 3, 2, 1, 5), (2, 4, 6, 5, 6, 3, 1, 1, 2),
           (2, 3, 1, 1, 3, 3, 1, 1, 3)]
+
+
+# Tiles of the forward statistics per shape (cycled): one output, fewer than the local size
+# of 64, several tiles with a short last one, one tile longer than a channel, several outputs
+# per work-item.
+TILES = [(1, 64), (3, 64), (7, 200), (64, 4096), (5, 128)]
 
 
 def _act_input(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -127,16 +161,26 @@ def fused_bn_cases(rng: np.random.Generator) -> list[Case]:
         tag = f"{B}x{C}x{H}x{W} oc{OC} k{K} s{s} p{p} g{G}"
         act, res = k % 3, k % 2
         nan = lambda n: np.full(n, np.nan, np.float32)  # noqa: E731
-        out.append(Case("conv_bn_fwd", dims + [act, res, 1e-5, 0.1, "X", "weight", "gamma",
-                                               "beta", "R", "Z", "Y", "mean", "invstd", "rm",
-                                               "rv"],
-                        {"X": _rand(rng, nx), "weight": _rand(rng, nw),
-                         "gamma": _rand(rng, OC, low=0.5, high=1.5), "beta": _rand(rng, OC),
-                         "R": _rand(rng, ny), "Z": nan(ny), "Y": nan(ny), "mean": nan(OC),
-                         "invstd": nan(OC), "rm": _rand(rng, OC),
-                         "rv": _rand(rng, OC, low=0.5, high=1.5)},
-                        ("Z", "Y", "mean", "invstd", "rm", "rv"),
-                        label=f"conv_bn_fwd {tag} act={act} res={res}", atol=1e-4, rtol=1e-3))
+        n = B * OH * OW
+        for tile in TILES[k % len(TILES)]:
+            nt = OC * -(-n // tile) * 2
+            out.append(Case("gconv_stats_fwd", dims + [tile, "X", "weight", "Z", "part"],
+                            {"X": _rand(rng, nx), "weight": _rand(rng, nw), "Z": nan(ny),
+                             "part": nan(nt)}, ("Z", "part"),
+                            label=f"gconv_stats_fwd {tag} tile={tile}", atol=1e-4, rtol=1e-3))
+            zs = (_rand(rng, ny) * 3 + 2).astype(np.float32)   # off-centre: the merge's deltas
+            part = _tile_stats(zs.reshape(B, OC, -1).astype(_F64), tile).astype(np.float32)
+            out.append(Case("bn_act_fwd", [B, OC, OH * OW, tile, act, res, 1e-5, 0.1, "Z",
+                                           "part", "gamma", "beta", "R", "Y", "mean", "invstd",
+                                           "rm", "rv"],
+                            {"Z": zs, "part": part.ravel(),
+                             "gamma": _rand(rng, OC, low=0.5, high=1.5), "beta": _rand(rng, OC),
+                             "R": _rand(rng, ny), "Y": nan(ny), "mean": nan(OC),
+                             "invstd": nan(OC), "rm": _rand(rng, OC),
+                             "rv": _rand(rng, OC, low=0.5, high=1.5)},
+                            ("Y", "mean", "invstd", "rm", "rv"),
+                            label=f"bn_act_fwd {B}x{OC}x{OH * OW} tile={tile} act={act} "
+                                  f"res={res}", atol=1e-4, rtol=1e-3))
         z = _rand(rng, ny)
         zm = z[:B * OC * OH * OW].reshape(B, OC, -1).astype(_F64)
         mu, var = zm.mean(axis=(0, 2)), zm.var(axis=(0, 2))

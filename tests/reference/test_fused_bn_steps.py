@@ -53,20 +53,28 @@ def test_fused_mobilenetv2_passes_every_checked_step_on_cpu_backend(runner, tmp_
     assert doc["ok"], doc["worst"]
 
 
-def test_a_planted_fault_in_a_fused_batchnorm_kernel_fails_its_steps(runner, pocl, tmp_path):
-    """bn_bwd_sgd steps beta with twice its gradient."""
+# (kernel, line of fused_bn.cl, its faulty replacement)
+FAULTS = [("bn_bwd_sgd", "    BN_SGD_STEP(beta, Vb, c, sb);",
+           "    BN_SGD_STEP(beta, Vb, c, 2.0f * sb);"),
+          ("bn_act_fwd", "a.z + (b.z + d * d * a.x * f)", "a.z + b.z")]
+
+
+@pytest.mark.parametrize("kernel,old,new", FAULTS, ids=[f[0] for f in FAULTS])
+def test_a_planted_fault_in_a_fused_batchnorm_kernel_fails_its_steps(runner, pocl, tmp_path,
+                                                                      kernel, old, new):
+    """bn_bwd_sgd steps beta with twice its gradient; bn_act_fwd's merge of the tiles'
+    statistics drops the term of the tiles' mean differences (Chan et al.'s d^2 n_a n_b / n)."""
     root = tmp_path / "kernels"
     shutil.copytree(KERNELS_ROOT, root)
     src = root / "fused" / "fused_bn.cl"
-    old = "    BN_SGD_STEP(beta, Vb, c, sb);"
     assert old in src.read_text()
-    src.write_text(src.read_text().replace(old, "    BN_SGD_STEP(beta, Vb, c, 2.0f * sb);"))
+    src.write_text(src.read_text().replace(old, new))
     doc = _run(runner, pocl, tmp_path / "run", _spec(), kernels_root=root)
     assert not doc["ok"] and doc["failed_iterations"] == [0, 1], doc["worst"]
 
 
 def test_the_split_of_a_fused_relu6_computes_the_same_step(tmp_path):
-    """The per-step check splits conv_bn_fwd with act = 2 into the normalization (act = 0)
+    """The per-step check splits bn_act_fwd with act = 2 into the normalization (act = 0)
     and relu6_fwd in place, to follow the runner's near-tie decisions: the two steps give the
     kernel's outputs, and a residual unit (res = 1) is not split."""
     plan = Plan.load(write_bundle(_spec(backend="cpu", placement=None, transfer=None,
@@ -75,7 +83,7 @@ def test_the_split_of_a_fused_relu6_computes_the_same_step(tmp_path):
     split_seen = res_seen = 0
     for step in plan.steps:
         split = split_bn_activation(step)
-        if step.op == "kernel" and step.name == "conv_bn_fwd":
+        if step.op == "kernel" and step.name == "bn_act_fwd":
             d = bind_args(step.name, step.args)
             assert (split is None) == (d["act"] == 0 or d["res"] == 1)
             res_seen += d["res"]

@@ -84,9 +84,10 @@ KERNEL_ARGS: dict[str, tuple[str, ...]] = {
                  "rw:weight", "rw:V", "rw:bias", "rw:Vb"),
     # Fused batch-norm kernels (README "Fused batch-norm kernels"): bias-free grouped
     # convolutions with batch normalization, the MobileNetV2 unit.
-    "conv_bn_fwd": _GCONV + ("i:act", "i:res", "f:eps", "f:momentum", "r:X", "r:weight",
-                             "r:gamma", "r:beta", "r:R", "w:Z", "w:Y", "w:mean", "w:invstd",
-                             "rw:running_mean", "rw:running_var"),
+    "gconv_stats_fwd": _GCONV + ("i:tile", "r:X", "r:weight", "w:Z", "w:part"),
+    "bn_act_fwd": ("i:B", "i:C", "i:HW", "i:tile", "i:act", "i:res", "f:eps", "f:momentum",
+                   "r:Z", "r:part", "r:gamma", "r:beta", "r:R", "w:Y", "w:mean", "w:invstd",
+                   "rw:running_mean", "rw:running_var"),
     "bn_bwd_sgd": ("i:B", "i:C", "i:HW", "i:act", "f:lr", "f:momentum", "f:weight_decay",
                    "r:X", "r:Y", "r:dY", "r:mean", "r:invstd", "rw:gamma", "rw:beta", "rw:Vg",
                    "rw:Vb", "w:dX"),
@@ -97,7 +98,8 @@ KERNEL_ARGS: dict[str, tuple[str, ...]] = {
 
 FUSED_KERNELS = ("linear_fwd", "conv_fwd", "linear_bwd_data", "conv_bwd_data",
                  "maxpool_bwd_relu", "softmax_xent_bwd", "linear_sgd", "conv_sgd")
-FUSED_BN_KERNELS = ("conv_bn_fwd", "bn_bwd_sgd", "gconv_bwd_data", "gconv_sgd")
+FUSED_BN_KERNELS = ("gconv_stats_fwd", "bn_act_fwd", "bn_bwd_sgd", "gconv_bwd_data",
+                    "gconv_sgd")
 
 GEMM_KERNELS = ("gemm_nn", "gemm_nt", "gemm_tn")
 
@@ -254,7 +256,8 @@ def _fused_flops(name: str, d: dict[str, object]) -> int:
 def _fused_bn_flops(name: str, d: dict[str, object]) -> int:
     """FLOPs of the fused batch-norm kernels: what the kernels they replace count. A grouped
     convolution's MACs are ``B*OC*OH*OW*(C/groups)*KH*KW`` (2 FLOPs each, in the forward, the
-    input gradient and the weight gradient alike); batch norm 3 + 4 per element forward, 5 + 7
+    input gradient and the weight gradient alike); batch norm 3 + 4 per element forward
+    (``gconv_stats_fwd`` the statistics' 3, ``bn_act_fwd`` the normalization's 4), 5 + 7
     backward; one per element for an activation, its mask and the residual add; the SGD step
     ``4*n`` with momentum, else ``2*n``."""
     g = lambda k: int(d[k])  # noqa: E731
@@ -262,10 +265,13 @@ def _fused_bn_flops(name: str, d: dict[str, object]) -> int:
     if name == "bn_bwd_sgd":
         n = g("B") * g("C") * g("HW")
         return 12 * n + (g("act") != 0) * n + sgd * 2 * g("C")
+    if name == "bn_act_fwd":
+        n = g("B") * g("C") * g("HW")
+        return 4 * n + ((g("act") != 0) + g("res")) * n
     macs = g("B") * g("OC") * g("OH") * g("OW") * (g("C") // g("groups")) * g("KH") * g("KW")
     outs = g("B") * g("OC") * g("OH") * g("OW")
-    if name == "conv_bn_fwd":
-        return 2 * macs + 7 * outs + ((g("act") != 0) + g("res")) * outs
+    if name == "gconv_stats_fwd":
+        return 2 * macs + 3 * outs
     if name == "gconv_bwd_data":
         ins = g("B") * g("C") * g("H") * g("W")
         return 2 * macs + ((g("act") != 0) + g("res")) * ins
@@ -273,6 +279,7 @@ def _fused_bn_flops(name: str, d: dict[str, object]) -> int:
 
 
 # Reductions over B x spatial values that the OpenCL kernels run as one work-group per output
+# (the forward batch-norm kernels gconv_stats_fwd / bn_act_fwd: per tile of a channel's outputs)
 # (src/kernels/baseline/mobile.cl, fused/fused.cl, fused/fused_bn.cl: strided partial sums,
 # then a tree in local memory, wg_sum of src/kernels/common.cl): their ABI global size is
 # outputs x REDUCE_LOCAL in dimension 0, their local size REDUCE_LOCAL there (1 in a second
@@ -281,7 +288,8 @@ def _fused_bn_flops(name: str, d: dict[str, object]) -> int:
 # 256 or more) and that fills a subgroup (32 on NVIDIA, 64 on Adreno/AMD).
 REDUCE_LOCAL = 64
 REDUCTION_KERNELS = frozenset({"batchnorm_stats", "batchnorm_bwd_reduce", "dwconv3x3_bwd_weight",
-                               "conv_sgd", "conv_bn_fwd", "bn_bwd_sgd", "gconv_sgd"})
+                               "conv_sgd", "gconv_stats_fwd", "bn_act_fwd", "bn_bwd_sgd",
+                               "gconv_sgd"})
 
 
 def baseline_global(name: str, d: dict[str, object]) -> list[int]:
@@ -321,12 +329,20 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "softmax_xent_bwd": lambda: [1],
         "linear_sgd": lambda: [g("I") + 1, g("O")],
         "conv_sgd": lambda: [(g("C") * g("KH") * g("KW") + 1) * REDUCE_LOCAL, g("OC")],
-        "conv_bn_fwd": lambda: [g("OC") * REDUCE_LOCAL],
+        "gconv_stats_fwd": lambda: [_tiles(d, g("B") * g("OH") * g("OW")) * REDUCE_LOCAL,
+                                    g("OC")],
+        "bn_act_fwd": lambda: [_tiles(d, g("B") * g("HW")) * REDUCE_LOCAL, g("C")],
         "bn_bwd_sgd": lambda: [g("C") * REDUCE_LOCAL],
         "gconv_bwd_data": lambda: [g("H") * g("W"), g("B") * g("C")],
         "gconv_sgd": lambda: [g("C") // g("groups") * g("KH") * g("KW") * REDUCE_LOCAL, g("OC")],
     }
     return table[name]()
+
+
+def _tiles(d: dict[str, object], n: int) -> int:
+    """``ceil(n / tile)``: the tiles of a channel's ``n`` outputs in the forward batch-norm
+    kernels (one work-group each)."""
+    return -(-n // int(d["tile"]))  # type: ignore[call-overload]
 
 
 def kernels_mentioned(path: Path, names=None) -> set[str]:

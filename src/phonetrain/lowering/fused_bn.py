@@ -3,10 +3,12 @@ kernel versions whose ``version.yaml`` sets ``lowering: fused_step``: the fused 
 kernels of ``src/kernels/README.md`` ("Fused batch-norm kernels").
 
 A *unit* is a bias-free ``Conv2d`` or a ``DepthwiseConv2d`` (a grouped convolution with
-``groups = C``), the ``BatchNorm2d`` after it and an optional ``ReLU6``/``ReLU``. Forward: one
-``conv_bn_fwd`` per unit (convolution, batch statistics, normalization, activation); a
-``Residual`` whose body is units ending in one without activation adds its input in that
-last unit's launch (``res = 1``, output ``<block>.out``). ``GlobalAvgPool2d`` is
+``groups = C``), the ``BatchNorm2d`` after it and an optional ``ReLU6``/``ReLU``. Forward: two
+launches per unit, ``gconv_stats_fwd`` (the convolution and the statistics of each tile of
+:func:`stats_tile` outputs of a channel) and ``bn_act_fwd`` (the channel statistics merged
+from the tiles', normalization, activation); a ``Residual`` whose body is units ending in one
+without activation adds its input in that last unit's ``bn_act_fwd`` (``res = 1``, output
+``<block>.out``). ``GlobalAvgPool2d`` is
 ``gap_fwd``, the last layer a ``Linear`` (``linear_fwd``). Loss: ``softmax_xent_bwd`` (the
 Linear layer's input gradient too), then ``linear_sgd``.
 
@@ -18,10 +20,10 @@ activation mask of the unit's input and, for the first unit of a residual body, 
 gradient added: ``res = 1``), then ``gconv_sgd`` (the weight gradient and its SGD step). The
 first unit computes no input gradient.
 
-Tensors: ``<conv>.out`` the convolution's output (batch norm's input), ``<bn>.mean`` /
-``.invstd`` scratch, the unit's output named after its last layer (``<relu6>.out``,
-``<bn>.out``, or ``<block>.out``), gradients ``<tensor>.grad``. Any other layer raises
-:class:`~phonetrain.lowering.spec.LowerError` naming it.
+Tensors: ``<conv>.out`` the convolution's output (batch norm's input), ``<bn>.part`` (the
+tiles' statistics), ``<bn>.mean`` / ``.invstd`` scratch, the unit's output named after its
+last layer (``<relu6>.out``, ``<bn>.out``, or ``<block>.out``), gradients ``<tensor>.grad``.
+Any other layer raises :class:`~phonetrain.lowering.spec.LowerError` naming it.
 """
 
 from __future__ import annotations
@@ -30,18 +32,32 @@ from dataclasses import dataclass
 
 from ..models import (BatchNorm2d, Conv2d, DepthwiseConv2d, Flatten, GlobalAvgPool2d, Linear,
                       Model, ReLU, ReLU6, Residual, walk)
+from ..kernels.abi import REDUCE_LOCAL
 from .spec import LowerError
 
 _ACT = {ReLU: 1, ReLU6: 2}
 
+# The most tiles per channel of the forward statistics: bn_act_fwd's work-groups each merge
+# all of their channel's tiles, so the tile grows with the channel's size beyond
+# STATS_TILES_MAX * REDUCE_LOCAL outputs.
+STATS_TILES_MAX = 128
+
+
+def stats_tile(n: int) -> int:
+    """Outputs per tile of a channel of ``n`` outputs (``B*OH*OW``): a multiple of the
+    reductions' local size ``REDUCE_LOCAL`` (one output per work-item while ``n`` is at most
+    ``STATS_TILES_MAX * REDUCE_LOCAL``), so that a channel has at most ``STATS_TILES_MAX``
+    tiles."""
+    return REDUCE_LOCAL * max(1, -(-n // (REDUCE_LOCAL * STATS_TILES_MAX)))
+
 
 @dataclass
 class _Unit:
-    """One ``conv_bn_fwd`` launch: convolution ``conv`` + ``bn`` with activation code ``act``
-    (0 none, 1 ReLU, 2 ReLU6); tensors ``x`` (input), ``z`` (convolution output), ``y``
-    (output), ``mean``/``invstd``; ``dims`` the 12 grouped-convolution sizes; ``skip``: the
-    index of its block's last unit when this unit is a residual body's first (its input
-    gradient adds that unit's output gradient)."""
+    """One unit's forward (``gconv_stats_fwd`` + ``bn_act_fwd``): convolution ``conv`` +
+    ``bn`` with activation code ``act`` (0 none, 1 ReLU, 2 ReLU6); tensors ``x`` (input),
+    ``z`` (convolution output), ``y`` (output), ``mean``/``invstd``; ``dims`` the 12
+    grouped-convolution sizes; ``skip``: the index of its block's last unit when this unit is
+    a residual body's first (its input gradient adds that unit's output gradient)."""
 
     conv: object
     bn: BatchNorm2d
@@ -95,22 +111,24 @@ def _units_of(layers, where: str) -> list[tuple]:
 
 
 def _emit_unit(b, u: _Unit, out_name: str, batch: int, residual: int | None = None) -> None:
-    """Declare the unit's tensors and emit its ``conv_bn_fwd`` (``residual``: the skip
-    connection's tensor, added in the launch)."""
+    """Declare the unit's tensors and emit its ``gconv_stats_fwd`` and ``bn_act_fwd``
+    (``residual``: the skip connection's tensor, added in the second launch)."""
     u.dims = _gconv_dims(b, u.conv, u.x, batch)
     B, _, _, _, OC, *_, OH, OW, _ = u.dims
-    shape = [B, OC, OH, OW]
+    shape, tile = [B, OC, OH, OW], stats_tile(B * OH * OW)
     u.z = b.tensor(f"{u.conv.name}.out", shape, "activation")
     u.y = b.tensor(f"{out_name}.out", shape, "activation")
+    part = b.tensor(f"{u.bn.name}.part", [OC, -(-B * OH * OW // tile), 2], "scratch")
     u.mean = b.tensor(f"{u.bn.name}.mean", [OC], "scratch")
     u.invstd = b.tensor(f"{u.bn.name}.invstd", [OC], "scratch")
     u.res = int(residual is not None)
     gamma, beta = b.params[u.bn.name]
     rmean, rvar = b.bn_state[u.bn.name]
-    b.kernel("conv_bn_fwd", [*u.dims, u.act, u.res, u.bn.eps, u.bn.momentum, u.x,
-                             b.params[u.conv.name][0], gamma, beta,
-                             u.x if residual is None else residual, u.z, u.y, u.mean,
-                             u.invstd, rmean, rvar], u.conv.name, "forward")
+    b.kernel("gconv_stats_fwd", [*u.dims, tile, u.x, b.params[u.conv.name][0], u.z, part],
+             u.conv.name, "forward")
+    b.kernel("bn_act_fwd", [B, OC, OH * OW, tile, u.act, u.res, u.bn.eps, u.bn.momentum, u.z,
+                            part, gamma, beta, u.x if residual is None else residual, u.y,
+                            u.mean, u.invstd, rmean, rvar], u.bn.name, "forward")
 
 
 def _forward(b, layers, x: int, batch: int, units: list, entries: list, where: str) -> int:

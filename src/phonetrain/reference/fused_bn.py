@@ -4,9 +4,11 @@ kernels") in numpy: bias-free grouped convolutions with batch normalization.
 As :mod:`.fused`, each kernel is the sequence of unfused ABI kernels it replaces, on
 temporary arrays of the caller's dtype: a grouped convolution is the ``im2col`` + GEMM path
 of ``Conv2d`` per group (the ``dwconv3x3_*`` kernels for a depthwise 3x3), batch
-normalization ``batchnorm_stats`` + ``batchnorm_apply`` and ``batchnorm_bwd_reduce`` +
+normalization ``batchnorm_apply`` and ``batchnorm_bwd_reduce`` +
 ``batchnorm_bwd_data``, activations ``relu_*``/``relu6_*``, the residual ``add``, the update
-``sgd_update``. Importing this module registers the kernels in
+``sgd_update``; the forward's tile statistics (``gconv_stats_fwd``) and their merge
+(``bn_act_fwd``, Chan, Golub & LeVeque 1979) have no unfused kernel and are written here in
+numpy. Importing this module registers the kernels in
 :data:`phonetrain.reference.kernels.KERNELS`.
 """
 
@@ -85,20 +87,58 @@ def _gconv(d, X, weight, Y) -> None:
     _join(parts, Y, B, OC, OH * OW)
 
 
-def _conv_bn_fwd(d) -> None:
+def _gconv_stats_fwd(d) -> None:
+    """``Z`` = the grouped convolution; ``part[OC, T, 2]`` = each tile's mean and sum of
+    squared deviations from it (``T = ceil(n/tile)`` tiles of a channel's ``n = B*OH*OW``
+    outputs in ``(b, oh, ow)`` order, the last one shorter), two passes over the tile."""
     B, C, H, W, OC, KH, KW, s, p, OH, OW, G = _dims(d)
-    n = B * OC * OH * OW
+    tile, n = int(d["tile"]), B * OH * OW
     _gconv(d, d["X"], d["weight"], d["Z"])
-    bn = dict(B=B, C=OC, HW=OH * OW)
-    _run("batchnorm_stats", d, **bn, eps=d["eps"], momentum=d["momentum"], X=d["Z"],
-         mean=d["mean"], invstd=d["invstd"], running_mean=d["running_mean"],
-         running_var=d["running_var"])
-    _run("batchnorm_apply", d, **bn, X=d["Z"], mean=d["mean"], invstd=d["invstd"],
+    z = d["Z"][: B * OC * OH * OW].reshape(B, OC, OH * OW).transpose(1, 0, 2).reshape(OC, n)
+    starts = np.arange(0, n, tile)
+    cnt = np.diff(np.append(starts, n))
+    m = np.add.reduceat(z, starts, axis=1) / cnt.astype(z.dtype)
+    dev = z - np.repeat(m, cnt, axis=1)
+    m2 = np.add.reduceat(dev * dev, starts, axis=1)
+    d["part"][: OC * starts.size * 2] = np.stack([m, m2], axis=2).ravel()
+
+
+def _merged_stats(part: np.ndarray, C: int, n: int, tile: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel ``(mean, M2)`` of ``part[C, T, 2]``: the tiles merged in order by the
+    pairwise update of Chan, Golub & LeVeque (1979), in ``part``'s dtype."""
+    T = -(-n // tile)
+    pm = part[: C * T * 2].reshape(C, T, 2)
+    na, ma, qa = float(min(tile, n)), pm[:, 0, 0].copy(), pm[:, 0, 1].copy()
+    for t in range(1, T):
+        nb = float(min(tile, n - t * tile))
+        nab = na + nb
+        delta, f = pm[:, t, 0] - ma, nb / nab
+        ma = ma + delta * f
+        qa = qa + pm[:, t, 1] + delta * delta * na * f
+        na = nab
+    return ma, qa
+
+
+def _bn_act_fwd(d) -> None:
+    """Batch norm of ``Z[B, C, HW]`` from its tile statistics: mean, var = M2/n
+    (:func:`_merged_stats`), ``invstd``, the running statistics (``batchnorm_stats``' rule),
+    then ``batchnorm_apply``, the activation and the residual ``add``."""
+    B, C, HW = int(d["B"]), int(d["C"]), int(d["HW"])
+    n, N = B * HW, B * C * HW
+    mu, m2 = _merged_stats(d["part"], C, n, int(d["tile"]))
+    var = m2 / n
+    eps, mom = d["eps"], d["momentum"]
+    d["mean"][:C] = mu
+    d["invstd"][:C] = 1.0 / np.sqrt(var + d["invstd"].dtype.type(eps))
+    unbiased = var * n / (n - 1) if n > 1 else var
+    for run, v in (("running_mean", mu), ("running_var", unbiased)):
+        d[run][:C] = (1 - mom) * d[run][:C] + mom * v
+    _run("batchnorm_apply", d, B=B, C=C, HW=HW, X=d["Z"], mean=d["mean"], invstd=d["invstd"],
          gamma=d["gamma"], beta=d["beta"], Y=d["Y"])
     if int(d["act"]):
-        _run(_ACT_FWD[int(d["act"])], d, n=n, X=d["Y"], Y=d["Y"])
+        _run(_ACT_FWD[int(d["act"])], d, n=N, X=d["Y"], Y=d["Y"])
     if int(d["res"]):
-        _run("add", d, n=n, A=d["Y"], B=d["R"], Y=d["Y"])
+        _run("add", d, n=N, A=d["Y"], B=d["R"], Y=d["Y"])
 
 
 def _sgd(d, P: str, V: str, grad: np.ndarray) -> None:
@@ -179,19 +219,20 @@ def _gconv_sgd(d) -> None:
     _sgd(d, "weight", "V", dw)
 
 
-FUSED_BN_KERNELS = {"conv_bn_fwd": _conv_bn_fwd, "bn_bwd_sgd": _bn_bwd_sgd,
+FUSED_BN_KERNELS = {"gconv_stats_fwd": _gconv_stats_fwd, "bn_act_fwd": _bn_act_fwd,
+                    "bn_bwd_sgd": _bn_bwd_sgd,
                     "gconv_bwd_data": _gconv_bwd_data, "gconv_sgd": _gconv_sgd}
 
 KERNELS.update(FUSED_BN_KERNELS)
 
 
 def split_bn_activation(step) -> tuple[object, object] | None:
-    """For a ``conv_bn_fwd`` step with ``act != 0`` and ``res = 0``: ``(pre, act)``, the same
+    """For a ``bn_act_fwd`` step with ``act != 0`` and ``res = 0``: ``(pre, act)``, the same
     step with ``act = 0`` (writes the normalized values to ``Y``) and the ``relu_fwd`` /
     ``relu6_fwd`` step applying the activation in place on ``Y``; together they compute the
     step, and the per-step check follows the runner's near-tie decisions at the activation.
     ``None`` for any other step (with ``res = 1`` the reference decides alone)."""
-    if step.op != "kernel" or step.name != "conv_bn_fwd":
+    if step.op != "kernel" or step.name != "bn_act_fwd":
         return None
     d = bind_args(step.name, step.args)
     act = int(d["act"])
@@ -200,6 +241,6 @@ def split_bn_activation(step) -> tuple[object, object] | None:
     names = [a.split(":")[1] for a in KERNEL_ARGS[step.name]]
     args = [dict(a) for a in step.args]
     args[names.index("act")] = {"i": 0}
-    y, n = int(d["Y"]), int(d["B"]) * int(d["OC"]) * int(d["OH"]) * int(d["OW"])
+    y, n = int(d["Y"]), int(d["B"]) * int(d["C"]) * int(d["HW"])
     fwd = replace(step, name=_ACT_FWD[act], args=[{"i": n}, {"t": y}, {"t": y}])
     return replace(step, args=args), fwd

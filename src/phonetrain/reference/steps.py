@@ -29,7 +29,7 @@ backend and an NVIDIA H200 over every checked step of the study: docs/benchmarks
 results agree exactly. A planted fault of 1e-4 relative in one GEMM exceeds it (tests).
 
 Near-ties: a ReLU (``relu_fwd``, or the ReLU of a fused ``linear_fwd``/``conv_fwd``, checked
-on its pre-activation; likewise the ReLU6 of a fused ``conv_bn_fwd``) whose input is within
+on its pre-activation; likewise the ReLU6 of a fused ``bn_act_fwd``) whose input is within
 the rounding of zero (a ReLU6's: of 0 or 6), or a max-pool window whose largest values are
 within rounding of each other, may decide differently in two correct implementations; the
 difference is then a whole gradient contribution, not a rounding error. Where the float64
