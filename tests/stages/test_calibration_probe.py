@@ -70,3 +70,28 @@ def test_a_fresh_results_folder_on_a_busy_machine_uses_the_machine_figure(tmp_pa
     assert json.loads(machine.read_text())["quiet_ms"]["1"] == 1e-6
     # the fresh folder's own record holds only what was measured there
     assert json.loads((tmp_path / "fresh/probe/host.json").read_text())["quiet_ms"]["1"] > 1e-6
+
+
+def test_a_bad_probe_record_is_refused_before_measuring(tmp_path: Path, monkeypatch):
+    """A machine record that is not JSON, holds no numbers or cannot be written (the probe
+    folder a file): one message naming it and what to do, before the runner starts, so the
+    run measured before is kept as it was."""
+    R = tmp_path / "results"
+    _run(R, "measure.max_probe_slowdown=0")
+    kept = (R / "runs/host" / f"{MODEL}.cpu.none" / layout.MEASUREMENT).read_bytes()
+    machine = next(Path(os.environ["PHONETRAIN_PROBE_DIR"]).glob("*.json"))
+    for text, named in (('{"quiet_ms": {', "cannot read JSON"),
+                        ('{"quiet_ms": [25.0]}', "[25.0]"),
+                        ('{"quiet_ms": {"1": true}}', "true")):
+        machine.write_text(text)
+        res = CliRunner().invoke(main, RUN + [f"results_dir={R}"])
+        assert res.exit_code == 1 and "Traceback" not in res.output, (res.output, res.exception)
+        assert f"{machine}: not a calibration-probe record" in res.output and named in res.output
+        assert "delete the file" in res.output and "iteration" not in res.output
+    a_file = tmp_path / "probe-file"
+    a_file.write_text("")
+    monkeypatch.setenv("PHONETRAIN_PROBE_DIR", str(a_file))
+    res = CliRunner().invoke(main, RUN + [f"results_dir={R}"])
+    assert res.exit_code == 1 and "Traceback" not in res.output, (res.output, res.exception)
+    assert f"PHONETRAIN_PROBE_DIR={a_file}: cannot hold" in res.output
+    assert (R / "runs/host" / f"{MODEL}.cpu.none" / layout.MEASUREMENT).read_bytes() == kept

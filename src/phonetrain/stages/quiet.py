@@ -20,21 +20,65 @@ never reaches the machine's.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from phonetrain.devices.toolchains import cache_dir
+from phonetrain.errors import PhonetrainError, StageError
 from phonetrain.io import read_json, short_hash, write_json
 
 
 def machine_record(facts: dict[str, str]) -> Path:
     """This machine's probe record for a local device whose transport reports ``facts``
     (:meth:`phonetrain.devices.local.LocalTransport.facts`: OS, ABI, CPU model)."""
-    base = Path(os.environ.get("PHONETRAIN_PROBE_DIR") or cache_dir() / "probe")
     ident = {**facts, "node": platform.node(), "logical_cores": os.cpu_count()}
-    return base / f"{short_hash(ident)}.json"
+    return probe_dir() / f"{short_hash(ident)}.json"
+
+
+def probe_dir() -> Path:
+    """The folder of this machine's probe records: ``$PHONETRAIN_PROBE_DIR``, else
+    ``<cache>/probe``."""
+    return Path(os.environ.get("PHONETRAIN_PROBE_DIR") or cache_dir() / "probe")
+
+
+def _figure(v: Any) -> float | None:
+    """A record's figure when it is one (a positive finite number, not a JSON boolean)."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    return v if ok else None
+
+
+def check_records(records: list[Path]) -> None:
+    """Refuse, before anything is measured, a probe record that the run could not read or
+    update afterwards: its folder not one this process can write, or the file not
+    ``{"quiet_ms": {"<threads>": ms}}`` with positive numbers. Raises :class:`StageError`
+    naming the file (and ``$PHONETRAIN_PROBE_DIR`` for the machine record)."""
+    for r in records:
+        mine = r.parent == probe_dir()   # this machine's record, not a results folder's
+        move = " (or set PHONETRAIN_PROBE_DIR to another folder)" if mine else ""
+        try:
+            r.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=r.parent):
+                pass
+        except OSError as e:
+            what = "PHONETRAIN_PROBE_DIR=" if mine and os.environ.get("PHONETRAIN_PROBE_DIR") else ""
+            raise StageError(f"{what}{r.parent}: cannot hold the calibration-probe record "
+                             f"{r.name} ({e.strerror or e})",
+                             ("set PHONETRAIN_PROBE_DIR to a folder you can write" if mine
+                              else "make it a folder you can write")) from None
+        if not r.exists():
+            continue
+        try:
+            quiet, got = read_json(r).get("quiet_ms", {}), repr(r.read_text()[:80])
+        except PhonetrainError as e:   # not JSON, or not an object
+            quiet, got = None, e.message.removeprefix(f"{r}: ")
+        if not isinstance(quiet, dict) or any(_figure(v) is None for v in quiet.values()):
+            raise StageError(f"{r}: not a calibration-probe record (want "
+                             f'{{"quiet_ms": {{"<threads>": <ms > 0>}}}}, got {got})',
+                             "delete the file: the next run records the figure again" + move)
 
 
 def readings(probes: list[dict[str, Any]]) -> list[float]:
@@ -45,8 +89,7 @@ def readings(probes: list[dict[str, Any]]) -> list[float]:
 
 def _kept(record: Path, key: str) -> float | None:
     doc = read_json(record) if record.exists() else {}
-    kept = (doc.get("quiet_ms") or {}).get(key)
-    return kept if isinstance(kept, (int, float)) and kept > 0 else None
+    return _figure((doc.get("quiet_ms") or {}).get(key))
 
 
 def _update(record: Path, key: str, got: list[float]) -> None:

@@ -51,7 +51,7 @@ from phonetrain.stages import schedule
 from phonetrain.stages.evaluate import evaluate_run
 from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
-from phonetrain.stages.quiet import machine_record, quiet_probe
+from phonetrain.stages.quiet import check_records, machine_record, quiet_probe
 from phonetrain.stages.specs import DataSpec, MeasureSpec, PlanSpec, RunSpec, to_params
 
 
@@ -164,6 +164,7 @@ def train(job: Job) -> Path:
     records = [Path(Layout(str(rdir.parents[2])).probe(s.device))]   # results/runs/<dev>/<exp>
     if dev["transport"] == "local":
         records.append(machine_record(r.transport.facts()))
+    check_records(records)   # before measuring: a bad record would lose the measurement
     tmp = make_temp_dir(rdir, ".train-")
     try:
         verdict: dict[str, Any] = {}
