@@ -257,6 +257,8 @@ class Plan:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Plan:
+        if not isinstance(d, dict):
+            raise PlanError(f"expected a JSON object, got {type(d).__name__}")
         version = d.get("plan_version")
         if version not in PLAN_VERSIONS or isinstance(version, bool):
             raise PlanError(f"plan_version {version!r} is not supported "
@@ -287,6 +289,10 @@ class Plan:
         for i, t in enumerate(self.tensors):
             if t.id != i:
                 raise PlanError(f"tensors[{i}].id is {t.id}; ids must equal their index")
+            if not isinstance(t.shape, list) or not all(
+                    isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in t.shape):
+                raise PlanError(f"tensor {t.name!r}: shape {t.shape!r} is not a list of "
+                                "sizes (integers >= 0)")
             if t.role not in ROLES or t.dtype not in DTYPES or t.home not in ("host", "device"):
                 raise PlanError(f"tensor {t.name!r}: bad role/dtype/home "
                                 f"({t.role}, {t.dtype}, {t.home})")
@@ -352,7 +358,7 @@ class Plan:
         """Read and validate a plan; :class:`PlanError` names the file on any defect."""
         try:
             return cls.from_json(json.loads(Path(path).read_text()))
-        except (KeyError, TypeError, json.JSONDecodeError, PlanError) as e:
+        except (KeyError, TypeError, ValueError) as e:   # ValueError: not JSON, not UTF-8
             raise PlanError(f"{path}: {e}") from e
 
 

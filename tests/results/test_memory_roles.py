@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from helpers.results import write_run
 from phonetrain import runner as runner_api
+from phonetrain.cli import main
 from phonetrain.lowering import LowerSpec, lower, write_bundle
 from phonetrain.models import get_model
 from phonetrain.plan import Plan, Tensor
@@ -125,3 +128,21 @@ def test_runner_allocates_the_plans_bytes_as_opencl_buffers(runner, pocl, tmp_pa
                               device_selector=pocl)
     got = memory.role_bytes(Plan.load(plan_path))
     assert doc["device_bytes_allocated"] == got["plan_tensor_bytes"]
+
+
+@pytest.mark.parametrize("text", [
+    b"[1, 2]", b"null", b"\xff\xfe not UTF-8",
+    b'{"plan_version": 1, "programs": {"a": 1}, "tensors": [{"id": 0, "name": "x", '
+    b'"shape": ["32"], "role": "input"}], "name": "p", "backend": "cpu", "steps": [], '
+    b'"iterations": 1}'])
+def test_a_damaged_plan_leaves_options_and_memory_empty_and_keeps_the_run(tmp_path, text):
+    """`phonetrain aggregate` over a run whose plan.json is damaged (not an object, not
+    UTF-8, sizes that are not numbers): the run keeps its measurement, ``options`` and the
+    ``*_bytes`` columns are empty, and the summary is written."""
+    R = tmp_path / "results"
+    (write_run(R / "runs", model="mlp_16_16") / "plan.json").write_bytes(text)
+    res = CliRunner().invoke(main, ["aggregate", "--results", str(R), "--found"])
+    assert res.exit_code == 0 and "Traceback" not in res.output, (res.output, res.exception)
+    row = pd.read_parquet(R / "summary/runs.parquet").iloc[0]
+    assert row["status"] == "ok" and row["iteration_ms"] > 0
+    assert all(pd.isna(row[c]) for c in ("options", *memory.COLUMNS))

@@ -586,10 +586,14 @@ def plan_options(plan: Path) -> str | None:
     distinct sets in program order joined by `` | ``; None without programs or when the plan
     is not there (a failed run's folder)."""
     try:
-        programs = json.loads(plan.read_text()).get("programs") or []
+        doc = json.loads(plan.read_text())
     except (OSError, ValueError):
         return None
-    sets = list(dict.fromkeys(str(p.get("options") or "") for p in programs))
+    programs = doc.get("programs") if isinstance(doc, dict) else None
+    if not isinstance(programs, list):   # a damaged plan: no options to tell
+        return None
+    sets = list(dict.fromkeys(str(p.get("options") or "") for p in programs
+                              if isinstance(p, dict)))
     return " | ".join(sets) if sets and sets != [""] else None
 
 
