@@ -240,6 +240,30 @@ def test_compare_two_results_folders(tmp_path):
     assert res.exit_code != 0 and "runs.parquet" in res.output
 
 
+def test_compare_names_the_folder_or_devices_it_cannot_match(tmp_path):
+    """`phonetrain compare` with a folder that does not exist, one that measured nothing, or
+    two folders with no device in common where one holds several: one message naming the
+    folders (and their devices) and what to give instead."""
+    folders = {}
+    for name, devices in (("two", ["phoneA", "phoneB"]), ("other", ["phoneC"]),
+                          ("none", [])):
+        raw, out = tmp_path / name / "raw", tmp_path / name / "results"
+        _aggregate(raw, out, [write_run(raw, device=d, backend="cpu") for d in devices])
+        folders[name] = str(out)
+
+    def refused(a: str, b: str) -> str:
+        res = CliRunner().invoke(main, ["compare", a, b])
+        assert res.exit_code == 1 and "Traceback" not in res.output, (res.output, res.exception)
+        return res.output
+
+    out = refused(folders["two"], folders["other"])
+    assert f"{folders['two']} holds ['phoneA', 'phoneB']" in out
+    assert f"{folders['other']} holds ['phoneC']" in out and "share a device" in out
+    out = refused(folders["none"], folders["other"])
+    assert f"{folders['none']}: no measured run or GEMM shape" in out and "aggregate" in out
+    nowhere = str(tmp_path / "nowhere")
+    assert f"{nowhere}: no such folder" in refused(folders["other"], nowhere)
+
 def test_compare_of_the_same_measurements_lists_no_change(tmp_path):
     """Two folders holding the same measurements (a copy): nothing faster or slower, nothing
     "re-measured"; a run measured with other threads cannot be told apart."""

@@ -190,9 +190,13 @@ def compare_command(results_a: str, results_b: str) -> None:
     from phonetrain.layout import Layout
     from phonetrain.report import load_tables
     from phonetrain.report.changes import compare, text_table
+    for r in (results_a, results_b):
+        if not Path(r).is_dir():
+            raise click.ClickException(f"{r}: no such folder, so no {r}/summary/runs.parquet; "
+                                       "give a results folder (a study's results_dir)")
     try:
         a, b = (load_tables(Layout(r).summary_dir()) for r in (results_a, results_b))
-        changes = compare(a, b)
+        changes = compare(a, b, (results_a, results_b))
     except (PhonetrainError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"A = {results_a}, B = {results_b}; estimates in ms [interval] (runs: "

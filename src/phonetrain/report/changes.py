@@ -214,14 +214,17 @@ def _row(indexed: pd.DataFrame, key: str) -> pd.Series:
     return r
 
 
-def _subjects(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def _subjects(tables: dict[str, pd.DataFrame], name: str = "a results folder") -> pd.DataFrame:
     """The current measurement of every run and GEMM shape of a results folder's tables
     (:func:`phonetrain.results.history.measurements`), taken from its history where recorded
     there (which names the source files), with a ``match`` key that ignores the device
-    (``<experiment id>`` or ``<kernel>/<shape>``)."""
+    (``<experiment id>`` or ``<kernel>/<shape>``); ``name`` names the folder in the error
+    raised when it measured nothing."""
     now = measurements.measurements(tables)
     if now.empty:
-        raise ValueError("no measured run or GEMM shape")
+        raise ValueError(f"{name}: no measured run or GEMM shape in its summary tables; "
+                         "measure there first (the workflow, or `phonetrain run` then "
+                         "`phonetrain aggregate --found`)")
     h = tables["history"].drop_duplicates("measurement_id").set_index("measurement_id")
     rows = [h.loc[m].to_dict() | {"measurement_id": m} if m in h.index else r.to_dict()
             for m, (_, r) in zip(now["measurement_id"], now.iterrows())]
@@ -230,24 +233,29 @@ def _subjects(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return out
 
 
-def compare(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> list[Change]:
+def compare(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame],
+            names: tuple[str, str] = ("A", "B")) -> list[Change]:
     """Two results folders' tables (each from :func:`phonetrain.report.build.load_tables`)
     side by side: every run and GEMM shape measured in both, A as "before" and B as
     "after". Subjects are matched by their full id (same device), else, where each folder
-    holds one device, by their id without the device (two phones). Raises ValueError when
-    no subject matches."""
-    sa, sb = _subjects(a), _subjects(b)
+    holds one device, by their id without the device (two phones). Raises ValueError naming
+    the folders (``names``) and their devices when no subject matches."""
+    sa, sb = _subjects(a, names[0]), _subjects(b, names[1])
+    held = "; ".join(f"{n} holds {sorted(s['device'].unique())}" for n, s in zip(names, (sa, sb)))
     key = "subject"
     if not set(sa["subject"]) & set(sb["subject"]):
         if sa["device"].nunique() > 1 or sb["device"].nunique() > 1:
-            raise ValueError("no run or GEMM shape of the same device in both folders, and a "
-                             "folder holds several devices: nothing to match")
+            raise ValueError(f"no run or GEMM shape of the same device in both folders ({held}),"
+                             " and a folder of several devices cannot be matched to another "
+                             "device; compare folders that share a device, or two folders of "
+                             "one device each")
         key = "match"
     ia, ib = sa.set_index(key), sb.set_index(key)
     common = sorted(set(ia.index) & set(ib.index),
                     key=lambda s: (ia.loc[s, "kind"] != "run", s))
     if not common:
-        raise ValueError("the two folders have no run or GEMM shape in common")
+        raise ValueError(f"the two folders have no run or GEMM shape in common ({held}); "
+                         "compare folders that measured the same experiments")
     pairs = [(_row(ia, s), _row(ib, s)) for s in common]
     if key == "match":   # two devices: the device is the cause, no host drift to gauge
         return [change_row(ra, rb, f"{rb['label']} ({ra['device']} -> {rb['device']})")
