@@ -349,6 +349,17 @@ def write_table(df: pd.DataFrame, table: str, path: str | Path) -> Path:
     return path
 
 
+def schema_difference(got: pa.Schema, want: pa.Schema) -> str:
+    """What a file's schema ``got`` lacks, adds or types otherwise than ``want``, in words."""
+    have, need = dict(zip(got.names, got.types)), dict(zip(want.names, want.types))
+    parts = [f"missing columns {[n for n in need if n not in have]}",
+             f"extra columns {[n for n in have if n not in need]}",
+             "other types: " + ", ".join(f"{n} {have[n]} (want {t})" for n, t in need.items()
+                                          if n in have and have[n] != t)]
+    parts = [p for p in parts if not p.endswith(("[]", ": "))]
+    return "; ".join(parts) or "the columns are in another order"
+
+
 def read_table(path: str | Path, table: str) -> pd.DataFrame:
     """Read a Parquet file and check it against ``table``'s schema.
 
@@ -361,7 +372,7 @@ def read_table(path: str | Path, table: str) -> pd.DataFrame:
         want = schema(table)
         if not got.equals(want, check_metadata=False):
             raise SchemaError(f"{path}: schema differs from table {table!r} "
-                              f"(got {got.names})", "rerun the aggregate stage")
+                              f"({schema_difference(got, want)})", "rerun the aggregate stage")
         return pq.read_table(path).to_pandas()
     except (OSError, pa.ArrowException) as e:  # truncated or not Parquet at all
         raise SchemaError(f"{path}: not a readable Parquet file ({e})",
