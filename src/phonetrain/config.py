@@ -340,7 +340,9 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     m = re.search(r"In '([^']+)': (.*)", msg, re.S)
     if m:
         where, why = m.groups()
-        return ConfigError(f"{conf_dir / (where + '.yaml')}: {_tidy(why)}")
+        hint = ("; write a YAML list, e.g. [a, b]" if "is not a ListConfig" in why
+                else _null_hint(why))
+        return ConfigError(f"{conf_dir / (where + '.yaml')}: {_tidy(why)}{hint}")
     m = re.search(r"full_key: (\w+)\.(\w+)", msg)
     if "Missing mandatory value" in msg and m and m.group(1) in AXES + ("sweep",):
         group, key = m.groups()
@@ -353,9 +355,19 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     m = re.search(r"Error merging override (\S+)", msg)
     named = [o for o in overrides if m and o == m.group(1).rstrip(":")]
     which = f"override {named[-1]!r}" if named else f"override {overrides}"
-    hint = ("; write a list, e.g. 'sweep.models=[lenet5]'" if "is not a ListConfig" in msg
-            else "")
+    key, _, value = named[-1].partition("=") if named else ("sweep.models", "", "lenet5")
+    hint = (f"; write a list, e.g. '{key}=[{value.strip(chr(39) + chr(34))}]'"
+            if "is not a ListConfig" in msg
+            else _null_hint(msg))
     return ConfigError(f"{which} on {conf_dir}: {_tidy(msg)}{hint}")
+
+
+def _null_hint(msg: str) -> str:
+    """What to do about a null given to a key whose schema type takes none."""
+    if any(n in msg for n in ("is not Optional", "Incompatible value 'None'",
+                              "NoneType is not a subclass")):
+        return "; this key takes no null: give it a value, or leave it out for its default"
+    return ""
 
 
 # Resolvers whose value is a function of the config alone (OmegaConf's own); ``oc.env`` and

@@ -69,3 +69,29 @@ def test_adamw_reaches_the_plan_and_changes_the_hash():
     assert (low.optimizer, low.betas, low.eps, low.lr, low.weight_decay) == \
         ("adamw", (0.9, 0.999), 1e-8, 0.001, 0.01)
     assert lower_spec(plan_spec(sgd, "data")).optimizer == "sgd"
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("model.optimizer=null", "takes no null"),
+    ("model.eps=null", "takes no null"),
+    ("model.betas=[0.9,null]", "takes no null"),
+    ("model.betas=0.9", "write a list, e.g. 'model.betas=[0.9]'"),
+    ("model.betas='0.9,0.999'", "write a list, e.g. 'model.betas=[0.9,0.999]'"),
+])
+def test_a_null_or_a_bare_value_says_what_to_write_for_its_own_key(override, needle):
+    with pytest.raises(ConfigError) as e:
+        compose_one(CPU + ["model.optimizer=adam", override])
+    assert f"override {override!r}" in str(e.value) and needle in str(e.value)
+    assert "sweep.models" not in str(e.value)
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("optimizer: null", "takes no null"), ("eps: ~", "takes no null"),
+    ("betas: 0.9", "write a YAML list")])
+def test_a_null_or_a_bare_value_in_the_model_file_says_what_to_write(conf, line, needle):
+    f = conf / "model" / "mlp_16_16.yaml"
+    f.write_text(f.read_text() + ("" if line.startswith("optimizer") else "optimizer: adam\n")
+                 + line + "\n")
+    with pytest.raises(ConfigError) as e:
+        compose_one(CPU, conf_dir=conf)
+    assert str(f) in str(e.value) and needle in str(e.value)
