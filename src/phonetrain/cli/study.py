@@ -192,8 +192,8 @@ def compare_command(results_a: str, results_b: str) -> None:
     from phonetrain.report.changes import compare, text_table
     for r in (results_a, results_b):
         if not Path(r).is_dir():
-            raise click.ClickException(f"{r}: no such folder, so no {r}/summary/runs.parquet; "
-                                       "give a results folder (a study's results_dir)")
+            raise click.ClickException(f"{r}: no such folder, so no {Layout(r).summary('runs')};"
+                                       " give a results folder (a study's results_dir)")
     try:
         a, b = (load_tables(Layout(r).summary_dir()) for r in (results_a, results_b))
         changes = compare(a, b, (results_a, results_b))

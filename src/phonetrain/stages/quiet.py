@@ -64,7 +64,8 @@ def check_records(records: list[Path]) -> None:
             with tempfile.TemporaryFile(dir=r.parent):
                 pass
         except OSError as e:
-            what = "PHONETRAIN_PROBE_DIR=" if mine and os.environ.get("PHONETRAIN_PROBE_DIR") else ""
+            env = mine and os.environ.get("PHONETRAIN_PROBE_DIR")
+            what = "PHONETRAIN_PROBE_DIR=" if env else ""
             raise StageError(f"{what}{r.parent}: cannot hold the calibration-probe record "
                              f"{r.name} ({e.strerror or e})",
                              ("set PHONETRAIN_PROBE_DIR to a folder you can write" if mine
