@@ -490,6 +490,8 @@ def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERN
     name = f"{model.name}/b{spec.batch_size}/{spec.backend}"
     if spec.backend == "opencl":
         name += f"-{spec.placement}-{spec.transfer}/{spec.kernel}"
+    if spec.reuse_buffers:
+        name += "/reuse"
     plan = Plan(name=name, backend=spec.backend, tensors=b.tensors, steps=steps,
                 programs=_programs(steps, version, kernels_root) if spec.backend == "opencl"
                 else [],
