@@ -42,7 +42,7 @@ from .pipeline import add_waits, schedule
 from .fused import lower_fused
 from .fused_bn import lower_fused_bn, uses_batchnorm
 from .optim import declare_state, lower_update, refuse_fused
-from . import reuse
+from .reuse import SHARABLE_ROLES, apply as apply_buffers, assign as assign_buffers
 from .spec import LowerError, LowerSpec
 
 
@@ -504,12 +504,12 @@ def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERN
                              "tensors": checkpoint_tensors(b.tensors)}
                 if spec.checkpoints else None)
     if spec.reuse_buffers:
-        _reuse(plan, spec, b)
+        _reuse(plan, spec)
     plan.validate()
     return plan
 
 
-def _reuse(plan: Plan, spec: LowerSpec, b: _Builder) -> None:
+def _reuse(plan: Plan, spec: LowerSpec) -> None:
     """Share buffers between tensors with disjoint lifetimes (:mod:`.reuse`). What is read
     after the step -- dumps, and the checkpoints' state (every checkpoint tensor of role
     param/state/loss, parameter gradients, integer scratch) -- is never shared; shared tensors
@@ -518,10 +518,10 @@ def _reuse(plan: Plan, spec: LowerSpec, b: _Builder) -> None:
     keep = set(plan.dumps)
     ckpt = set((plan.checkpoints or {}).get("tensors", []))
     pgrads = {f"{t.name}.grad" for t in plan.tensors if t.role == "param"}
-    keep |= {t for t in ckpt if plan.tensors[t].role not in reuse.SHARABLE_ROLES
+    keep |= {t for t in ckpt if plan.tensors[t].role not in SHARABLE_ROLES
              or plan.tensors[t].name in pgrads or plan.tensors[t].dtype == "i32"}
-    a = reuse.assign(plan.tensors, plan.steps, keep)
-    plan.buffers = reuse.apply(plan.tensors, a)
+    a = assign_buffers(plan.tensors, plan.steps, keep)
+    plan.buffers = apply_buffers(plan.tensors, a)
     if plan.checkpoints:
         plan.checkpoints["tensors"] = [t for t in plan.checkpoints["tensors"]
                                        if t not in a.buffer_of]
