@@ -126,7 +126,8 @@ def plan_spec(exp: Experiment, data_dir: str) -> PlanSpec:
 def reuse_of(exp: Experiment) -> bool | None:
     """``lower.reuse_buffers`` of an experiment: True when on, None when off (the params of
     a plan or run without it keep their bytes)."""
-    return True if exp.config.get("lower", {}).get("reuse_buffers") else None
+    on = "lower" in exp.config and exp.config["lower"]["reuse_buffers"]   # absent: off
+    return True if on else None
 
 
 def optimizer_of(model: dict[str, Any]) -> dict[str, Any] | None:
