@@ -1,7 +1,8 @@
 """Plans that reuse memory (LowerSpec.reuse_buffers) through the real runner: short runs of
 vgg_small and mobilenetv2_small pass the per-step verification on the CPU backend and on
 PoCL (resident, staged and pipelined placements) with fewer device bytes allocated; two
-tensors with overlapping lifetimes forced into one buffer fail it."""
+tensors with overlapping lifetimes forced into one buffer fail it; the runner refuses a
+shared buffer a tensor does not fit, an unknown one, and a batch tensor in one."""
 
 from __future__ import annotations
 
@@ -67,3 +68,19 @@ def test_overlapping_tensors_in_one_buffer_fail_the_per_step_check(runner, tmp_p
     plan_path.write_text(json.dumps(doc))
     _, verdict = _run(runner, None, tmp_path, plan_path)
     assert not verdict["ok"] and verdict["failed_iterations"] == [0, 1], verdict["worst"]
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda d: d["buffers"][0].update(size_bytes=4), "does not fit buffer"),
+    (lambda d: d["tensors"][-1].update(buffer="nowhere"), "is not in buffers"),
+    (lambda d: (d["buffers"][0].update(size_bytes=1 << 24),
+                d["tensors"][0].update(buffer=d["buffers"][0]["name"])),
+     "a batch needs its own")], ids=["too-small", "unknown", "batch"])
+def test_the_runner_refuses_a_bad_shared_buffer(runner, tmp_path, edit, message):
+    plan_path = write_bundle(_spec("lenet5", "cpu"), tmp_path, seed=0)
+    doc = json.loads(plan_path.read_text())
+    edit(doc)
+    plan_path.write_text(json.dumps(doc))
+    with pytest.raises(runner_api.RunnerError) as ei:
+        runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out", threads=1)
+    assert ei.value.exit_code == runner_api.ExitCode.BAD_INPUT and message in ei.value.message
