@@ -256,6 +256,14 @@ class Plan:
         raise KeyError(name)
 
     @property
+    def allocated_bytes(self) -> int:
+        """Bytes of tensor storage the runner allocates for this plan: each tensor without a
+        ``buffer`` at its own size, plus each shared buffer's ``size_bytes`` once (host
+        arrays; on the OpenCL backend the device buffers too, image padding aside)."""
+        own = sum(t.size_bytes for t in self.tensors if t.buffer is None)
+        return own + sum(int(b["size_bytes"]) for b in self.buffers)
+
+    @property
     def needed_version(self) -> int:
         """The lowest plan version that expresses this plan: 2 when a step uses queues."""
         return 2 if any(s.uses_queues for s in self.steps) else 1

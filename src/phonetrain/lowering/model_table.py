@@ -9,7 +9,6 @@ import click
 from ..data import DATASETS
 from ..kernels import KERNELS_ROOT, load_version
 from ..models import MODELS, Residual, walk
-from .reuse import plan_bytes
 from .build import lower
 from .flops import flops_per_step, launches_per_step
 from .spec import LowerError, LowerSpec
@@ -112,8 +111,7 @@ def _reuse_table(batch_size: int) -> list[str]:
     for m in MODELS.values():
         plans = [lower(LowerSpec(model=m.name, batch_size=batch_size, reuse_buffers=r), model=m)
                  for r in (False, True)]
-        before = plan_bytes(plans[0].tensors)
-        after = plan_bytes(plans[1].tensors, plans[1].buffers)
+        before, after = plans[0].allocated_bytes, plans[1].allocated_bytes
         shared = sum(t.buffer is not None for t in plans[1].tensors)
         lines.append(f"| `{m.name}` | {before:,} | {after:,} | "
                      f"{1 - after / before:.0%} | {len(plans[1].buffers)} | {shared} |")

@@ -181,9 +181,3 @@ def apply(plan_tensors: list[Tensor], a: Assignment) -> list[dict]:
         plan_tensors[tid].buffer = f"buf{b}"
     return [{"name": f"buf{i}", "size_bytes": n} for i, n in enumerate(a.sizes_bytes)]
 
-
-def plan_bytes(tensors: list[Tensor], buffers: list[dict] | None = None) -> int:
-    """Bytes of tensor storage a plan allocates: each unshared tensor's size plus each
-    shared buffer's size (one allocation per buffer)."""
-    own = sum(t.size_bytes for t in tensors if getattr(t, "buffer", None) is None)
-    return own + sum(int(b["size_bytes"]) for b in buffers or [])

@@ -84,16 +84,8 @@ def role_bytes(plan: Plan) -> dict[str, int]:
     for _, role, nbytes in tensor_roles(plan):
         out[f"{role}_bytes"] += nbytes
         out["plan_tensor_bytes"] += nbytes
-    out["plan_buffer_bytes"] = allocated_bytes(plan)
+    out["plan_buffer_bytes"] = plan.allocated_bytes
     return out
-
-
-def allocated_bytes(plan: Plan) -> int:
-    """Bytes of tensor storage ``plan`` allocates: each tensor without a ``buffer`` at its
-    own size, plus each shared buffer's ``size_bytes`` once (the runner's host arrays; on
-    the OpenCL backend its device buffers, image padding aside)."""
-    own = sum(t.size_bytes for t in plan.tensors if t.buffer is None)
-    return own + sum(int(b["size_bytes"]) for b in plan.buffers)
 
 
 def plan_memory(plan_json: str | Path) -> dict[str, Any]:
