@@ -92,6 +92,14 @@ def test_a_step_reading_one_tensor_and_writing_another_never_puts_them_in_one_bu
     assert a.sizes_bytes == [256, 256] and a.excluded[0] == "role input"
 
 
+def test_a_first_use_in_place_counts_as_a_read():
+    ts, steps = _chain()
+    steps.insert(0, Step(op="kernel", name="add", args=[{"i": 64}, {"t": 0}, {"t": 3},
+                                                         {"t": 3}]))   # C += x before any write
+    assert reuse.lifetimes(steps)[3].first_reads
+    assert 3 not in reuse.assign(ts, steps).buffer_of
+
+
 def test_kept_and_read_first_tensors_are_never_shared():
     ts, steps = _chain()
     steps.append(Step(op="kernel", name="add", args=[{"i": 64}, {"t": 1}, {"t": 5},

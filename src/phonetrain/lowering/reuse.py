@@ -82,8 +82,10 @@ def lifetimes(steps: list[Step]) -> dict[int, Lifetime]:
     """The lifetime of every tensor the steps touch (module doc), keyed by tensor id."""
     out: dict[int, Lifetime] = {}
     for k, s in enumerate(steps):
-        uses = _step_uses(s)
-        for tid, reads in uses:
+        reads_of: dict[int, bool] = {}   # one step may pass a tensor twice (in place)
+        for tid, reads in _step_uses(s):
+            reads_of[tid] = reads_of.get(tid, False) or reads
+        for tid, reads in reads_of.items():
             if tid not in out:
                 out[tid] = Lifetime(tid, k, k, reads)
             else:
