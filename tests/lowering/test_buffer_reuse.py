@@ -8,9 +8,11 @@ import json
 
 import pytest
 
+from phonetrain.kernels import bind_args, buffer_access
 from phonetrain.lowering import LowerSpec
 from phonetrain.lowering import reuse
 from phonetrain.lowering.build import lower
+from phonetrain.lowering.pipeline import _effects
 from phonetrain.plan import Plan, PlanError, Step, Tensor
 
 PLACEMENTS = [dict(backend="cpu"),
@@ -118,3 +120,43 @@ def test_a_tensor_that_does_not_fit_its_buffer_is_refused():
     if big.size_bytes > small["size_bytes"]:
         with pytest.raises(PlanError, match="does not fit"):
             plan.validate()
+
+
+def _unordered(plan: Plan) -> tuple[int, list[tuple[int, int]]]:
+    """(conflicting pairs, the pairs not ordered): two steps touching one buffer or host copy
+    (a tensor's own, or a shared buffer), one of them writing, where the later does not run
+    after the earlier -- by its queue's order or through waits."""
+    storage = {t.id: t.buffer or t.id for t in plan.tensors}
+
+    def access_of(s):
+        bound = bind_args(s.name, s.args)
+        return bound, buffer_access(s.name, bound)
+
+    before: list[set[int]] = []
+    last_on: dict[int, int] = {}
+    for k, s in enumerate(plan.steps):
+        deps = set(s.wait) | ({last_on[s.queue]} if s.queue in last_on else set())
+        before.append(set().union(*(before[j] | {j} for j in deps)) if deps else set())
+        if s.op != "load":
+            last_on[s.queue] = k
+    effects = [_effects(s, access_of, storage.__getitem__) for s in plan.steps]
+    pairs, bad = 0, []
+    for k in range(len(plan.steps)):
+        rk, wk = effects[k]
+        for i in range(k):
+            ri, wi = effects[i]
+            if (wi & (rk | wk)) or (ri & wk):
+                pairs += 1
+                if i not in before[k]:
+                    bad.append((i, k))
+    return pairs, bad
+
+
+@pytest.mark.parametrize("model", ["vgg_small", "mobilenetv2_small"])
+def test_pipelined_waits_order_every_conflict_on_shared_storage(model):
+    plan = _plan(model, True, backend="opencl", placement="pipelined", transfer="copy")
+    pairs, bad = _unordered(plan)
+    assert pairs > 100 and not bad, bad[:5]
+    for s in plan.steps:   # the check itself: without waits the queues race
+        s.wait = []
+    assert _unordered(plan)[1]
