@@ -1,6 +1,7 @@
 """Buffer reuse in the lowering (phonetrain.lowering.reuse): no two tensors whose lifetimes
 overlap share a buffer, what the step's state and the checks read is never shared, the plan
-bytes drop, and plans lowered without the option keep their JSON."""
+bytes drop (memory.py's plan_buffer_bytes), pipelined wait lists order every use of shared
+storage, and plans lowered without the option keep their JSON."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from phonetrain.lowering import reuse
 from phonetrain.lowering.build import lower
 from phonetrain.lowering.pipeline import _effects
 from phonetrain.plan import Plan, PlanError, Step, Tensor
+from phonetrain.results import memory
 
 PLACEMENTS = [dict(backend="cpu"),
               dict(backend="opencl", placement="resident", transfer="copy"),
@@ -59,6 +61,9 @@ def test_shared_tensors_never_overlap_and_bytes_drop(model, kw):
         assert t.role in ("activation", "scratch", "grad") and t.name not in pgrads, t.name
         assert t.id not in keep and t.id not in images and t.init == {"kind": "zeros"}, t.name
     assert Plan.from_json(json.loads(json.dumps(shared.to_json()))).buffers == shared.buffers
+    mem, plain_mem = memory.role_bytes(shared), memory.role_bytes(plain)
+    assert mem["plan_buffer_bytes"] == after and plain_mem["plan_buffer_bytes"] == before
+    assert mem["plan_tensor_bytes"] == plain_mem["plan_tensor_bytes"] == before
 
 
 def test_dumped_tensors_are_never_shared():
