@@ -28,6 +28,10 @@ grows); else a new buffer. A buffer's size is its largest tensor's, in bytes. Bu
 end up with one tensor are dropped (that tensor keeps its own allocation), so a plan lists
 only real sharing: ``Tensor.buffer`` names the buffer, ``Plan.buffers`` gives
 ``{"name", "size_bytes"}`` (:mod:`phonetrain.plan`).
+
+The lowering (``lower`` with ``LowerSpec.reuse_buffers``) drops shared tensors from the
+checkpoint list and recomputes the pipelined placement's wait lists over shared storage,
+so its two queues keep the list order on every buffer and host copy.
 """
 
 from __future__ import annotations
