@@ -190,6 +190,15 @@ class ReportConfig:
 
 
 @dataclass
+class LowerConfig:
+    """Options of the lowering that change the plan but not what it computes."""
+
+    # tensors whose lifetimes in the step do not overlap share one buffer
+    # (phonetrain.lowering.reuse); an experiment's config holds this section only when true
+    reuse_buffers: bool = False
+
+
+@dataclass
 class Config:
     """The root schema (``base_config``)."""
 
@@ -201,6 +210,7 @@ class Config:
     sweep: SweepConfig = MISSING
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    lower: LowerConfig = field(default_factory=LowerConfig)
     results_dir: str = "results"       # output folder, relative to the working directory
 
 
@@ -569,6 +579,13 @@ def _check_optimizer_kernels(conf_dir: Path, exps: list[Experiment],
                           "restrict it with sweep.backend_kernels) or use optimizer sgd")
 
 
+def experiment_lower(root: dict[str, Any]) -> dict[str, Any]:
+    """``{"lower": {...}}`` when a lowering option is on, else ``{}`` (the config hash, plan
+    and run of an experiment without one stay what they were before the section existed)."""
+    lower = root.get("lower") or {}
+    return {"lower": dict(lower)} if lower.get("reuse_buffers") else {}
+
+
 def experiment_model(mcfg: dict[str, Any]) -> dict[str, Any]:
     """The model section an experiment's config holds: ``mcfg`` without :data:`ADAM_KEYS`
     when its optimizer is sgd (the config hash of an SGD run stays what it was)."""
@@ -897,7 +914,7 @@ def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) 
                         "model": mcfg, "backend": bcfg, "kernel": kcfg,
                         "device": {x: v for x, v in dcfg.items() if x != "facts"},
                         "dataset": root["dataset"], "measure": root["measure"],
-                    }
+                    } | experiment_lower(root)
                     exps.append(Experiment(m, d, b, k, cfg, batch))
     return exps
 
@@ -928,4 +945,5 @@ def plan_config(exp: Experiment) -> dict[str, Any]:
     extra = [i for i in eval_iterations(c["measure"]) if i not in ms["checkpoints"]]
     ms["checkpoints"] = list(ms["checkpoints"]) + extra
     return {"id": exp.id, "model": c["model"], "backend": c["backend"], "kernel": c["kernel"],
-            "dataset": c["dataset"], "measure": ms}
+            "dataset": c["dataset"], "measure": ms} | ({"lower": c["lower"]} if "lower" in c
+                                                       else {})

@@ -19,7 +19,8 @@ version 1, so plans lowered before version 2 keep their bytes and their SHA-256)
       "warmup": 2, "iterations": 10,     # warm-up (discarded) and measured iterations
       "loss_tensor": 17,                 # read from its host copy after every iteration
       "dumps": [3, 4],                   # tensors written to dumps/<name>.f32 at the end
-      "checkpoints": {"iterations": [0, 1, -2, -1], "tensors": [3, 4, 9]}   # optional
+      "checkpoints": {"iterations": [0, 1, -2, -1], "tensors": [3, 4, 9]},  # optional
+      "buffers": [{"name": "buf0", "size_bytes": 4096}]                      # optional
     }
 
 Tensor: ``{"id", "name", "shape", "dtype": "f32"|"i32", "role", "home": "host"|"device",
@@ -28,6 +29,14 @@ at the end of an iteration (dumps read it). Init is ``{"kind": "zeros"}``,
 ``{"kind": "file", "path": "tensors/fc1.weight.f32"}`` (raw little-endian, exactly
 ``numel * 4`` bytes) or ``{"kind": "uniform", "seed": 7, "low": -0.1, "high": 0.1}`` (the
 splitmix64 fill of :func:`uniform_fill`, reproduced by the runner).
+
+Shared buffers (optional; plans without them are unchanged): a tensor may carry
+``"buffer": "buf3"``, naming an entry of the top-level ``"buffers": [{"name": "buf3",
+"size_bytes": 802816}, ...]``. Every tensor naming one buffer is stored at offset 0 of that
+one allocation (host copy and device buffer alike), so the lowering gives one buffer only to
+tensors whose lifetimes within an iteration do not overlap
+(:mod:`phonetrain.lowering.reuse`); ``size_bytes`` is at least each such tensor's size.
+A runner that ignores the field allocates per tensor and computes the same.
 
 Program: ``{"name": "gemm", "source": "kernels/baseline/gemm.cl", "options": "-DTS=16"}``;
 each source is one self-contained OpenCL C 1.2 program (see ``src/kernels/README.md``).
@@ -127,6 +136,13 @@ class Tensor:
     dtype: str = "f32"
     home: str = "host"
     init: dict[str, Any] = field(default_factory=lambda: {"kind": "zeros"})
+    buffer: str | None = None   # a shared buffer's name (Plan.buffers); None: its own
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["buffer"] is None:   # plans without reuse keep their bytes
+            del d["buffer"]
+        return d
 
     @property
     def numel(self) -> int:
@@ -222,6 +238,7 @@ class Plan:
     loss_tensor: int = -1
     dumps: list[int] = field(default_factory=list)
     checkpoints: dict[str, list[int]] | None = None
+    buffers: list[dict[str, Any]] = field(default_factory=list)   # [{"name", "size_bytes"}]
 
     def tensor(self, tid: int) -> Tensor:
         return self.tensors[tid]
@@ -239,6 +256,14 @@ class Plan:
         raise KeyError(name)
 
     @property
+    def allocated_bytes(self) -> int:
+        """Bytes of tensor storage the runner allocates for this plan: each tensor without a
+        ``buffer`` at its own size, plus each shared buffer's ``size_bytes`` once (host
+        arrays; on the OpenCL backend the device buffers too, image padding aside)."""
+        own = sum(t.size_bytes for t in self.tensors if t.buffer is None)
+        return own + sum(int(b["size_bytes"]) for b in self.buffers)
+
+    @property
     def needed_version(self) -> int:
         """The lowest plan version that expresses this plan: 2 when a step uses queues."""
         return 2 if any(s.uses_queues for s in self.steps) else 1
@@ -246,14 +271,14 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "plan_version": self.needed_version, "name": self.name, "backend": self.backend,
-            "tensors": [asdict(t) for t in self.tensors],
+            "tensors": [t.to_json() for t in self.tensors],
             "programs": [asdict(p) for p in self.programs],
             "batches": [asdict(b) for b in self.batches],
             "steps": [s.to_json() for s in self.steps],
             "warmup": self.warmup, "iterations": self.iterations,
             "loss_tensor": self.loss_tensor, "dumps": self.dumps,
             "checkpoints": self.checkpoints,
-        }
+        } | ({"buffers": self.buffers} if self.buffers else {})
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Plan:
@@ -277,7 +302,7 @@ class Plan:
             steps=[Step.from_json(s) for s in d["steps"]],
             warmup=int(d.get("warmup", 0)), iterations=int(d["iterations"]),
             loss_tensor=int(d.get("loss_tensor", -1)), dumps=list(d.get("dumps", [])),
-            checkpoints=d.get("checkpoints"),
+            checkpoints=d.get("checkpoints"), buffers=list(d.get("buffers") or []),
         )
         plan.validate()
         return plan
@@ -332,6 +357,32 @@ class Plan:
                 check_tid(tid, "checkpoints.tensors")
         if self.loss_tensor != -1:
             check_tid(self.loss_tensor, "loss_tensor")
+        self._check_buffers()
+
+    def _check_buffers(self) -> None:
+        """Shared buffers: unique names, each at least as large as every tensor naming it,
+        each named by some tensor; a tensor's ``buffer`` names a listed buffer."""
+        sizes: dict[str, int] = {}
+        for i, b in enumerate(self.buffers):
+            n = b.get("size_bytes") if isinstance(b, dict) else None
+            if not isinstance(b, dict) or set(b) != {"name", "size_bytes"} or \
+                    not isinstance(b["name"], str) or not isinstance(n, int) or n < 1:
+                raise PlanError(f"buffers[{i}] must be {{\"name\": str, \"size_bytes\": int > 0}}")
+            if b["name"] in sizes:
+                raise PlanError(f"buffers[{i}]: name {b['name']!r} is listed twice")
+            sizes[b["name"]] = n
+        used = set()
+        for t in self.tensors:
+            if t.buffer is None:
+                continue
+            if t.buffer not in sizes:
+                raise PlanError(f"tensor {t.name!r}: buffer {t.buffer!r} is not in buffers")
+            if t.size_bytes > sizes[t.buffer]:
+                raise PlanError(f"tensor {t.name!r} ({t.size_bytes} bytes) does not fit buffer "
+                                f"{t.buffer!r} ({sizes[t.buffer]} bytes)")
+            used.add(t.buffer)
+        if set(sizes) - used:
+            raise PlanError(f"buffers {sorted(set(sizes) - used)} are named by no tensor")
 
     def _check_queue(self, k: int, s: Step) -> None:
         """Version-2 fields of step ``k``: queue index and wait references (module doc)."""

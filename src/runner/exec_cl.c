@@ -99,12 +99,48 @@ static void make_image(run_ctx *rc, pt_tensor *t)
     t->image = v;
 }
 
+/* One device buffer per shared buffer (plan "buffers") that some tensor of it needs,
+ * host-allocated where any of them is mapped; initialized from its (zero) host allocation.
+ * Its tensors point at it (offset 0). */
+static void make_shared_buffers(run_ctx *rc)
+{
+    pt_plan *p = rc->plan;
+    for (int b = 0; b < p->nbuffers; b++) {
+        pt_buffer *sb = &p->buffers[b];
+        int need = 0, map = 0;
+        for (int i = 0; i < p->ntensors; i++)
+            if (p->tensors[i].buffer == b) {
+                need |= p->tensors[i].needs_buffer;
+                map |= p->tensors[i].needs_map;
+            }
+        if (!need) continue;
+        cl_int e;
+        cl_mem_flags flags = CL_MEM_READ_WRITE | (map ? CL_MEM_ALLOC_HOST_PTR : 0);
+        cl_mem m = CL.clCreateBuffer(rc->context, flags, sb->size_bytes, NULL, &e);
+        char ctx[256];
+        snprintf(ctx, sizeof ctx, "allocating %zu bytes for shared buffer \"%s\"", sb->size_bytes,
+                 sb->name);
+        if (e == CL_INVALID_BUFFER_SIZE || e == CL_OUT_OF_RESOURCES ||
+            e == CL_OUT_OF_HOST_MEMORY || e == CL_MEM_OBJECT_ALLOCATION_FAILURE)
+            fail(EXIT_OUT_OF_MEMORY, "out of device memory: clCreateBuffer returned %s (%d) %s "
+                 "after %lld bytes of buffers", cl_error_name(e), (int)e, ctx, rc->device_bytes);
+        if (e != CL_SUCCESS) cl_fail("clCreateBuffer", e, ctx);
+        CL_CHECK(CL.clEnqueueWriteBuffer(rc->queue, m, CL_TRUE, 0, sb->size_bytes, sb->host, 0,
+                                         NULL, NULL), ctx);
+        sb->mem = m;
+        rc->device_bytes += (long long)sb->size_bytes;
+        for (int i = 0; i < p->ntensors; i++)
+            if (p->tensors[i].buffer == b) p->tensors[i].mem = m;
+    }
+}
+
 static void make_buffers(run_ctx *rc)
 {
     pt_plan *p = rc->plan;
+    make_shared_buffers(rc);
     for (int i = 0; i < p->ntensors; i++) {
         pt_tensor *t = &p->tensors[i];
-        if (!t->needs_buffer) continue;
+        if (!t->needs_buffer || t->buffer >= 0) continue;
         cl_int e;
         cl_mem_flags flags = CL_MEM_READ_WRITE | (t->needs_map ? CL_MEM_ALLOC_HOST_PTR : 0);
         /* an image view covers whole rows: pad the buffer to them (zeros, never written) */
@@ -232,6 +268,13 @@ static cl_uint wait_list(run_ctx *rc, const pt_step *s, cl_event *out)
     return n;
 }
 
+/* Where a non-blocking read into t's host copy is recorded: per shared buffer (another
+ * tensor's read may be filling the same host memory), else per tensor. */
+static void **pending_slot(pt_plan *p, pt_tensor *t)
+{
+    return t->buffer >= 0 ? &p->buffers[t->buffer].pending_d2h : &t->pending_d2h;
+}
+
 /* Enqueues step k; returns its event (NULL for host-only steps). A step on queue 1 is
  * non-blocking: the host copy it reads or writes is touched again only by later commands
  * of the same in-order queue, by a load (after that queue is drained) or after the
@@ -272,10 +315,10 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
         /* NVIDIA's driver may take a non-blocking write's host data when the write is enqueued
          * (a staging copy of pageable memory), not when it runs: a read still filling that host
          * copy must be complete first, whatever the queue order says. */
-        if (t->pending_d2h) {
-            cl_event rd = (cl_event)t->pending_d2h;
+        if (*pending_slot(p, t)) {
+            cl_event rd = (cl_event)*pending_slot(p, t);
             CL_CHECK(CL.clWaitForEvents(1, &rd), ctx);
-            t->pending_d2h = NULL;
+            *pending_slot(p, t) = NULL;
         }
         CL_CHECK(CL.clEnqueueWriteBuffer(q, t->mem, blocking, 0, t->size_bytes, t->host, nw,
                                          nw ? wl : NULL, &ev), ctx);
@@ -283,7 +326,7 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
     case OP_D2H:
         CL_CHECK(CL.clEnqueueReadBuffer(q, t->mem, blocking, 0, t->size_bytes, t->host, nw,
                                         nw ? wl : NULL, &ev), ctx);
-        if (!blocking) t->pending_d2h = ev;   /* valid until read_profile releases it */
+        if (!blocking) *pending_slot(p, t) = ev;   /* valid until read_profile releases it */
         break;
     case OP_MAP:
         t->mapped = CL.clEnqueueMapBuffer(q, t->mem, CL_TRUE,
@@ -384,6 +427,7 @@ uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
     int first = rc->tr.n, seq = 0;
     memset(rc->step_events, 0, (size_t)p->nsteps * sizeof *rc->step_events);
     for (int i = 0; i < p->ntensors; i++) p->tensors[i].pending_d2h = NULL;
+    for (int b = 0; b < p->nbuffers; b++) p->buffers[b].pending_d2h = NULL;
     for (int k = 0; k < p->nsteps; k++) {
         pt_step *s = &p->steps[k];
         if (s->has_image) seq = refresh_images(rc, s, iteration, warmup, seq, k);

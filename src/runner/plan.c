@@ -73,7 +73,48 @@ static int tensor_id(const pt_plan *p, const jval *v, const char *where)
     return (int)v->inum;
 }
 
-static void read_tensor(pt_tensor *t, const jval *j, int index)
+/* "buffers": [{"name": str, "size_bytes": int > 0}] (optional): read before the tensors. */
+static void read_buffers(pt_plan *p, const jval *bufs)
+{
+    if (!bufs || bufs->type == J_NULL) return;
+    if (bufs->type != J_ARR) BAD("plan.buffers must be a list of {\"name\", \"size_bytes\"}");
+    p->nbuffers = bufs->len;
+    p->buffers = xcalloc((size_t)bufs->len + 1, sizeof *p->buffers);
+    for (int i = 0; i < bufs->len; i++) {
+        char where[48];
+        snprintf(where, sizeof where, "buffers[%d]", i);
+        const jval *j = &bufs->items[i];
+        if (j->type != J_OBJ) BAD("%s must be an object", where);
+        p->buffers[i].name = get_str(j, "name", where, NULL);
+        long long n = get_int(j, "size_bytes", where, 1, 0);
+        if (n < 1 || n > (1LL << 40)) BAD("%s.size_bytes must be a positive integer", where);
+        p->buffers[i].size_bytes = (size_t)n;
+        for (int k = 0; k < i; k++)
+            if (!strcmp(p->buffers[k].name, p->buffers[i].name))
+                BAD("%s.name \"%s\" is listed twice", where, p->buffers[i].name);
+    }
+}
+
+/* A tensor's optional "buffer": the name of a shared buffer it fits in. Only a tensor that
+ * starts each iteration by being written may share: zeros init, no batches (checked later). */
+static void read_tensor_buffer(const pt_plan *p, pt_tensor *t, const jval *j, const char *where)
+{
+    t->buffer = -1;
+    const jval *v = json_get(j, "buffer");
+    if (!v || v->type == J_NULL) return;
+    if (v->type != J_STR) BAD("%s.buffer must be the name of an entry of buffers", where);
+    for (int b = 0; b < p->nbuffers; b++)
+        if (!strcmp(p->buffers[b].name, v->str)) t->buffer = b;
+    if (t->buffer < 0) BAD("%s.buffer \"%s\" is not in buffers", where, v->str);
+    if (t->size_bytes > p->buffers[t->buffer].size_bytes)
+        BAD("%s (%zu bytes) does not fit buffer \"%s\" (%zu bytes)", where, t->size_bytes,
+            v->str, p->buffers[t->buffer].size_bytes);
+    if (t->init_kind != INIT_ZEROS)
+        BAD("%s: a tensor in a shared buffer must have init zeros (its contents are not kept)",
+            where);
+}
+
+static void read_tensor(pt_plan *p, pt_tensor *t, const jval *j, int index)
 {
     char where[64];
     snprintf(where, sizeof where, "tensors[%d]", index);
@@ -135,6 +176,7 @@ static void read_tensor(pt_tensor *t, const jval *j, int index)
         } else BAD("%s.kind \"%s\" must be zeros, file or uniform", iw, kind);
         free(kind);
     }
+    read_tensor_buffer(p, t, j, where);
 }
 
 static void read_args(pt_plan *p, pt_step *s, const jval *args, const char *where)
@@ -163,6 +205,9 @@ static void read_args(pt_plan *p, pt_step *s, const jval *args, const char *wher
             if (tt->image_width4 && tt->image_width4 != (int)img->inum)
                 BAD("%s: tensor \"%s\" is already read as an image %d pixels wide; use one "
                     "image_width4 per tensor", aw, tt->name, tt->image_width4);
+            if (tt->buffer >= 0)
+                BAD("%s: tensor \"%s\" is in a shared buffer; an image view needs a buffer "
+                    "padded for it alone", aw, tt->name);
             tt->image_width4 = (int)img->inum;
             r->kind = 't';
             s->arg_tensor[a] = t;
@@ -384,7 +429,8 @@ pt_plan *plan_load(const char *path)
     const jval *tensors = req(root, "tensors", J_ARR, "plan");
     p->ntensors = tensors->len;
     p->tensors = xcalloc((size_t)p->ntensors, sizeof *p->tensors);
-    for (int i = 0; i < p->ntensors; i++) read_tensor(&p->tensors[i], &tensors->items[i], i);
+    read_buffers(p, json_get(root, "buffers"));
+    for (int i = 0; i < p->ntensors; i++) read_tensor(p, &p->tensors[i], &tensors->items[i], i);
 
     const jval *progs = json_get(root, "programs");
     if (progs && progs->type != J_ARR) BAD("plan.programs must be a list");
@@ -416,6 +462,8 @@ pt_plan *plan_load(const char *path)
         if (j->type != J_OBJ) BAD("%s must be an object", where);
         pt_tensor *t = &p->tensors[tensor_id(p, json_get(j, "tensor"), where)];
         if (t->batch_count) BAD("%s: tensor \"%s\" has two batch sources", where, t->name);
+        if (t->buffer >= 0) BAD("%s: tensor \"%s\" is in a shared buffer; a batch needs its own",
+                                where, t->name);
         t->batch_count = get_int(j, "count", where, 1, 0);
         if (t->batch_count < 1) BAD("%s.count must be >= 1", where);
         t->batch_path = get_str(j, "path", where, NULL);
@@ -461,6 +509,14 @@ void plan_load_data(pt_plan *p, const char *root)
 {
     for (int i = 0; i < p->ntensors; i++) {
         pt_tensor *t = &p->tensors[i];
+        if (t->buffer >= 0) {   /* shared: zeros init, no batches (plan_load checked) */
+            pt_buffer *b = &p->buffers[t->buffer];
+            if (!b->host && !(b->host = calloc(1, b->size_bytes)))
+                fail(EXIT_OUT_OF_MEMORY, "out of host memory: %zu bytes for shared buffer \"%s\"",
+                     b->size_bytes, b->name);
+            t->host = b->host;
+            continue;
+        }
         t->host = calloc(1, t->size_bytes ? t->size_bytes : 1);
         if (!t->host)
             fail(EXIT_OUT_OF_MEMORY, "out of host memory: %zu bytes for tensor \"%s\"",

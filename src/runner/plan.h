@@ -42,7 +42,19 @@ typedef struct {
     char *batch_path;        /* batches[].path when this tensor is a per-iteration input */
     char *batch_data;        /* its batch_count consecutive batches, read at setup */
     long batch_count;
+    int buffer;              /* index into plan buffers ("buffer": name), -1: its own storage */
 } pt_tensor;
+
+/* A shared buffer ("buffers": [{"name", "size_bytes"}]): every tensor naming it is stored at
+ * offset 0 of one host allocation and one device buffer (the lowering gives one buffer only
+ * to tensors whose lifetimes within an iteration do not overlap). */
+typedef struct {
+    char *name;
+    size_t size_bytes;
+    void *host;              /* the host allocation its tensors' host copies point into */
+    void *mem;               /* cl_mem on the opencl backend, made once */
+    void *pending_d2h;       /* cl_event of a non-blocking read into host, not yet waited for */
+} pt_buffer;
 
 typedef struct { char *name, *source, *options; } pt_program;
 
@@ -83,6 +95,7 @@ typedef struct {
      * -2 = the one before) the runner keeps the contents of ckpt_tensors */
     int *ckpt_iters; int nckpt_iters;
     int *ckpt_tensors; int nckpt_tensors;
+    pt_buffer *buffers; int nbuffers;   /* optional shared buffers; 0 = none */
 } pt_plan;
 
 /* Reads and validates a plan; any defect fails with EXIT_BAD_INPUT naming the file and key. */

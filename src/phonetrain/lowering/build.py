@@ -38,10 +38,11 @@ from ..models import (BatchNorm2d, Conv2d, DepthwiseConv2d, Flatten, GlobalAvgPo
                       MaxPool2d, Model, ReLU, ReLU6, Residual, get_model, walk)
 from ..layout import plan_dir_rel
 from ..plan import Batch, Plan, Program, Step, Tensor
-from .pipeline import schedule
+from .pipeline import add_waits, schedule
 from .fused import lower_fused
 from .fused_bn import lower_fused_bn, uses_batchnorm
 from .optim import declare_state, lower_update, refuse_fused
+from .reuse import SHARABLE_ROLES, apply as apply_buffers, assign as assign_buffers
 from .spec import LowerError, LowerSpec
 
 
@@ -489,6 +490,8 @@ def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERN
     name = f"{model.name}/b{spec.batch_size}/{spec.backend}"
     if spec.backend == "opencl":
         name += f"-{spec.placement}-{spec.transfer}/{spec.kernel}"
+    if spec.reuse_buffers:
+        name += "/reuse"
     plan = Plan(name=name, backend=spec.backend, tensors=b.tensors, steps=steps,
                 programs=_programs(steps, version, kernels_root) if spec.backend == "opencl"
                 else [],
@@ -500,5 +503,33 @@ def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERN
                 checkpoints={"iterations": list(spec.checkpoints),
                              "tensors": checkpoint_tensors(b.tensors)}
                 if spec.checkpoints else None)
+    if spec.reuse_buffers:
+        _reuse(plan, spec)
     plan.validate()
     return plan
+
+
+def _reuse(plan: Plan, spec: LowerSpec) -> None:
+    """Share buffers between tensors with disjoint lifetimes (:mod:`.reuse`). What is read
+    after the step -- dumps, and the checkpoints' state (every checkpoint tensor of role
+    param/state/loss, parameter gradients, integer scratch) -- is never shared; shared tensors
+    leave the checkpoint list. The pipelined placement's wait lists are recomputed over the
+    buffers, so a command on one queue waits for the other queue's use of the same buffer."""
+    keep = set(plan.dumps)
+    ckpt = set((plan.checkpoints or {}).get("tensors", []))
+    pgrads = {f"{t.name}.grad" for t in plan.tensors if t.role == "param"}
+    keep |= {t for t in ckpt if plan.tensors[t].role not in SHARABLE_ROLES
+             or plan.tensors[t].name in pgrads or plan.tensors[t].dtype == "i32"}
+    a = assign_buffers(plan.tensors, plan.steps, keep)
+    plan.buffers = apply_buffers(plan.tensors, a)
+    if plan.checkpoints:
+        plan.checkpoints["tensors"] = [t for t in plan.checkpoints["tensors"]
+                                       if t not in a.buffer_of]
+    if spec.backend == "opencl" and spec.placement == "pipelined":
+        key = {tid: f"buf{i}" for tid, i in a.buffer_of.items()}
+
+        def access_of(s: Step) -> tuple[dict, dict]:
+            bound = bind_args(s.name, s.args)
+            return bound, buffer_access(s.name, bound)
+
+        add_waits(plan.steps, access_of, lambda t: key.get(t, t))

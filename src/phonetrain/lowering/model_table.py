@@ -9,8 +9,9 @@ import click
 from ..data import DATASETS
 from ..kernels import KERNELS_ROOT, load_version
 from ..models import MODELS, Residual, walk
+from .build import lower
 from .flops import flops_per_step, launches_per_step
-from .spec import LowerError
+from .spec import LowerError, LowerSpec
 
 BATCH = 32
 
@@ -60,6 +61,7 @@ def markdown(batch_size: int = BATCH) -> str:
                      f"{f['forward'] / 1e6:.3f} | {f['backward'] / 1e6:.3f} | "
                      f"{f['update'] / 1e6:.3f} | {total / 1e6:.3f} | "
                      f"{launches_per_step(m, batch_size)} | {_fused_launches(m, batch_size)} |")
+    lines += _reuse_table(batch_size)
     lines += ["", "## Initialization", "",
               "Seeded, written to `plans/<plan_id>/tensors/*.f32` so the runner and the numpy "
               "reference start from identical bytes (`phonetrain.lowering.init_params`): "
@@ -90,6 +92,30 @@ def markdown(batch_size: int = BATCH) -> str:
             lines.append(f"| {name} | {_describe(layer)} | {'x'.join(map(str, y))} | {n:,} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _reuse_table(batch_size: int) -> list[str]:
+    """Plan bytes per model without and with ``lowering.reuse_buffers`` (CPU-backend plan;
+    the resident, staged and pipelined placements share the same tensors)."""
+    lines = ["", "## Memory with buffer reuse", "",
+             f"Bytes of tensor storage of one training step's plan at batch {batch_size} "
+             "(SGD, default dumps and checkpoints), every tensor in its own buffer and with",
+             "`lowering.reuse_buffers: true` (`phonetrain.lowering.reuse`: activations, "
+             "scratch and activation gradients whose lifetimes within the step do not overlap "
+             "share one buffer; parameters, their gradients, optimizer state, the batch, the "
+             "loss, dumped tensors and the outputs the per-step check reads never share). "
+             "The `image` kernel version's padded GEMM operands stay unshared, so its plans "
+             "save less.", "",
+             "| model | plan bytes | with reuse bytes | saved | shared buffers | tensors sharing |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for m in MODELS.values():
+        plans = [lower(LowerSpec(model=m.name, batch_size=batch_size, reuse_buffers=r), model=m)
+                 for r in (False, True)]
+        before, after = plans[0].allocated_bytes, plans[1].allocated_bytes
+        shared = sum(t.buffer is not None for t in plans[1].tensors)
+        lines.append(f"| `{m.name}` | {before:,} | {after:,} | "
+                     f"{1 - after / before:.0%} | {len(plans[1].buffers)} | {shared} |")
+    return lines
 
 
 def _describe(layer) -> str:

@@ -29,26 +29,29 @@ COMPUTE_QUEUE = 0
 TRANSFER_QUEUE = 1
 
 
-def _effects(step: Step, access_of) -> tuple[set, set]:
-    """(resources read, resources written) of one step; a resource is ``("dev"|"host", id)``."""
+def _effects(step: Step, access_of, storage=lambda t: t) -> tuple[set, set]:
+    """(resources read, resources written) of one step; a resource is ``("dev"|"host",
+    storage(id))`` (``storage``: tensor id -> what holds it, the tensor itself or a shared
+    buffer's name)."""
     if step.op == "kernel":
         bound, access = access_of(step)
-        reads = {("dev", bound[a]) for a, acc in access.items() if "r" in acc}
-        writes = {("dev", bound[a]) for a, acc in access.items() if "w" in acc}
+        reads = {("dev", storage(bound[a])) for a, acc in access.items() if "r" in acc}
+        writes = {("dev", storage(bound[a])) for a, acc in access.items() if "w" in acc}
         return reads, writes
     if step.op == "h2d":
-        return {("host", step.tensor)}, {("dev", step.tensor)}
+        return {("host", storage(step.tensor))}, {("dev", storage(step.tensor))}
     if step.op == "d2h":
-        return {("dev", step.tensor)}, {("host", step.tensor)}
+        return {("dev", storage(step.tensor))}, {("host", storage(step.tensor))}
     return set(), set()
 
 
-def add_waits(steps: list[Step], access_of) -> list[Step]:
+def add_waits(steps: list[Step], access_of, storage=lambda t: t) -> list[Step]:
     """Set ``queue`` (kernels 0, transfers 1) and ``wait`` of every step in place (module
     doc) and return ``steps``. ``access_of(step)`` returns ``(bound, access)`` of a kernel
     step (:func:`phonetrain.kernels.bind_args`, :func:`phonetrain.kernels.buffer_access`).
     Raises ``ValueError`` for an op other than kernel, h2d, d2h and load (map transfers have
-    no pipelined form)."""
+    no pipelined form). ``storage`` maps a tensor id to what holds it (a shared buffer's name
+    where tensors share one: :mod:`phonetrain.lowering.reuse`); hazards are on storage."""
     last_write: dict[tuple, int] = {}
     readers: dict[tuple, list[int]] = {}
     for k, s in enumerate(steps):
@@ -58,7 +61,7 @@ def add_waits(steps: list[Step], access_of) -> list[Step]:
             raise ValueError(f"steps[{k}]: op {s.op!r} has no pipelined form (use transfer "
                              "copy)")
         s.queue = COMPUTE_QUEUE if s.op == "kernel" else TRANSFER_QUEUE
-        reads, writes = _effects(s, access_of)
+        reads, writes = _effects(s, access_of, storage)
         deps: set[int] = set()
         for r in reads:
             if r in last_write:

@@ -38,7 +38,8 @@ class LowerSpec:
     ``all`` (params, grads, momentum buffers, activations) or ``none``. ``checkpoints``:
     iterations (0-based, warm-up included; negative from the end) after which the runner
     keeps the step's state for the per-step verification (:mod:`phonetrain.plan`); empty:
-    none. ``plan_id`` defaults to a readable name plus a hash of every field.
+    none. ``reuse_buffers``: tensors whose lifetimes do not overlap share one buffer
+(:mod:`.reuse`); the checkpoints then keep only what is never shared. ``plan_id`` defaults to a readable name plus a hash of every field.
     """
 
     model: str
@@ -61,6 +62,7 @@ class LowerSpec:
     plan_id: str | None = None
     dumps: str = "params"
     checkpoints: tuple[int, ...] = (0, 1, -2, -1)
+    reuse_buffers: bool = False
 
     def check(self) -> None:
         """Raise :class:`LowerError` naming the first bad field."""
@@ -118,6 +120,8 @@ class LowerSpec:
             parts += [str(self.placement), str(self.transfer), self.kernel]
         d = asdict(self)
         d.pop("plan_id")
+        if not self.reuse_buffers:   # plan ids of specs without reuse stay what they were
+            d.pop("reuse_buffers")
         if self.optimizer == "sgd":   # plan ids of SGD specs stay what they were before Adam
             for k in ADAM_FIELDS:
                 d.pop(k)

@@ -30,7 +30,11 @@ where that role is too coarse, from the lowering's names (:mod:`phonetrain.lower
   ``loss``.
 
 The columns (:data:`COLUMNS`, bytes) are ``<role>_bytes`` for each role and
-``plan_tensor_bytes``, their sum. The OpenCL buffers of the ``image`` kernel version are
+``plan_tensor_bytes``, their sum, plus ``plan_buffer_bytes``: the bytes of tensor storage the
+plan really allocates when tensors share buffers (``lowering.reuse_buffers``,
+:mod:`phonetrain.lowering.reuse`): each unshared tensor's size plus each shared buffer's
+``size_bytes`` (equal to ``plan_tensor_bytes`` for a plan without shared buffers). The role
+columns count every tensor at its own size, shared or not. The OpenCL buffers of the ``image`` kernel version are
 padded to whole image rows, so its ``device_buffer_bytes`` can exceed ``plan_tensor_bytes``.
 """
 
@@ -42,7 +46,7 @@ from typing import Any
 from phonetrain.plan import Plan, PlanError, Tensor
 
 ROLES = ("param", "grad", "optimizer_state", "activation", "scratch", "staging")
-COLUMNS = tuple(f"{r}_bytes" for r in ROLES) + ("plan_tensor_bytes",)
+COLUMNS = tuple(f"{r}_bytes" for r in ROLES) + ("plan_tensor_bytes", "plan_buffer_bytes")
 STEP_TENSOR = "optimizer.step"            # Adam's step count (phonetrain.lowering.optim)
 SAVED_SCRATCH = ("argmax", "mean", "invstd")  # scratch suffixes the backward reads
 STAGING = {"input": "staging", "label": "staging", "loss": "staging"}
@@ -74,11 +78,13 @@ def tensor_roles(plan: Plan) -> list[tuple[str, str, int]]:
 
 def role_bytes(plan: Plan) -> dict[str, int]:
     """Bytes per memory role of ``plan`` as the columns :data:`COLUMNS`:
-    ``<role>_bytes`` and their sum ``plan_tensor_bytes`` (every tensor's ``numel * 4``)."""
+    ``<role>_bytes`` and their sum ``plan_tensor_bytes`` (every tensor's ``numel * 4``), and
+    ``plan_buffer_bytes`` (what is allocated with shared buffers: module docstring)."""
     out = dict.fromkeys(COLUMNS, 0)
     for _, role, nbytes in tensor_roles(plan):
         out[f"{role}_bytes"] += nbytes
         out["plan_tensor_bytes"] += nbytes
+    out["plan_buffer_bytes"] = plan.allocated_bytes
     return out
 
 

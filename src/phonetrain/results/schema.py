@@ -115,7 +115,9 @@ RUN_KEY = [
 # exp_avg, exp_avg_sq and step count), activation_bytes (what the forward keeps for the
 # backward), scratch_bytes (im2col columns, per-row losses, activation gradients and other
 # temporaries of one step), staging_bytes (input batch, labels, loss read back) and
-# plan_tensor_bytes, their sum: every tensor the plan allocates (numel x 4 bytes).
+# plan_tensor_bytes, their sum: every tensor at its own size (numel x 4 bytes);
+# plan_buffer_bytes: the bytes allocated where tensors share buffers (lowering.reuse_buffers:
+# each unshared tensor plus each shared buffer once; = plan_tensor_bytes without reuse).
 RUNS = pa.schema(RUN_KEY + [
     _f("dataset", S), _f("batch_size", I), _f("warmup", I), _f("iterations", I),
     _f("repeats", I), _f("attempts", I), _f("threads", I),
@@ -140,7 +142,7 @@ RUNS = pa.schema(RUN_KEY + [
     _f("device_buffer_bytes", I),
     _f("param_bytes", I), _f("grad_bytes", I), _f("optimizer_state_bytes", I),
     _f("activation_bytes", I), _f("scratch_bytes", I), _f("staging_bytes", I),
-    _f("plan_tensor_bytes", I),
+    _f("plan_tensor_bytes", I), _f("plan_buffer_bytes", I),
     _f("below_resolution_commands", I), _f("kernel_below_resolution", B),
     _f("transfer_below_resolution", B),
     _f("load_avg_1m", F), _f("other_cpu_share", F), _f("omp_wait_policy", S),

@@ -96,7 +96,7 @@ def run_spec(exp: Experiment, data_dir: str) -> RunSpec:
         kernel_hash=kernel_hash(exp.kernel) if exp.is_opencl else None,
         stage_root=stage_root_rel(exp.device), data_dir=data_dir,
         device_config=c["device"], dataset_path=c["dataset"]["path"],
-        measure=run_measure(exp))
+        measure=run_measure(exp), reuse_buffers=reuse_of(exp))
 
 
 def run_params(exp: Experiment) -> dict[str, Any]:
@@ -120,7 +120,14 @@ def plan_spec(exp: Experiment, data_dir: str) -> PlanSpec:
                     num_batches=pc["dataset"]["num_batches"], warmup=ms["warmup"],
                     iterations=ms["iterations"], seed=ms["seed"],
                     checkpoints=list(ms["checkpoints"]), data_dir=data_dir,
-                    optimizer=optimizer_of(m))
+                    optimizer=optimizer_of(m), reuse_buffers=reuse_of(exp))
+
+
+def reuse_of(exp: Experiment) -> bool | None:
+    """``lower.reuse_buffers`` of an experiment: True when on, None when off (the params of
+    a plan or run without it keep their bytes)."""
+    on = "lower" in exp.config and exp.config["lower"]["reuse_buffers"]   # absent: off
+    return True if on else None
 
 
 def optimizer_of(model: dict[str, Any]) -> dict[str, Any] | None:

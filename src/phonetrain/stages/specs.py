@@ -169,6 +169,8 @@ class PlanSpec:
     data_dir: str                  # relative to a staging root
     # adam/adamw: {"name", "betas", "eps"} (phonetrain.config.ADAM_KEYS); None for sgd
     optimizer: Optional[dict] = dataclasses.field(default=None, metadata=OMIT_NONE)
+    # lower.reuse_buffers: True when on; None (left out of the params) when off
+    reuse_buffers: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,8 @@ class RunSpec:
     device_config: dict
     dataset_path: Optional[str]    # the dataset's folder (``dataset.path``; None: default)
     measure: MeasureSpec
+    # lower.reuse_buffers: True when on; None (left out of the params) when off
+    reuse_buffers: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)

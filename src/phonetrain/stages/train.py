@@ -89,7 +89,8 @@ def lower_spec(s: PlanSpec) -> LowerSpec:
                      dataset=s.dataset, num_batches=s.num_batches, warmup=s.warmup,
                      iterations=s.iterations, seed=s.seed, lr=s.lr, momentum=s.momentum,
                      weight_decay=s.weight_decay, plan_id=s.id,
-                     checkpoints=tuple(s.checkpoints), **opt)
+                     checkpoints=tuple(s.checkpoints), reuse_buffers=bool(s.reuse_buffers),
+                     **opt)
 
 
 def lower(job: Job) -> Path:
