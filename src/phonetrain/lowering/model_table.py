@@ -95,12 +95,12 @@ def markdown(batch_size: int = BATCH) -> str:
 
 
 def _reuse_table(batch_size: int) -> list[str]:
-    """Plan bytes per model without and with ``lowering.reuse_buffers`` (CPU-backend plan;
+    """Plan bytes per model without and with ``lower.reuse_buffers`` (CPU-backend plan;
     the resident, staged and pipelined placements share the same tensors)."""
     lines = ["", "## Memory with buffer reuse", "",
              f"Bytes of tensor storage of one training step's plan at batch {batch_size} "
              "(SGD, default dumps and checkpoints), every tensor in its own buffer and with",
-             "`lowering.reuse_buffers: true` (`phonetrain.lowering.reuse`: activations, "
+             "`lower.reuse_buffers: true` (`phonetrain.lowering.reuse`: activations, "
              "scratch and activation gradients whose lifetimes within the step do not overlap "
              "share one buffer; parameters, their gradients, optimizer state, the batch, the "
              "loss, dumped tensors and the outputs the per-step check reads never share). "
