@@ -44,6 +44,30 @@ static inline int conv_tap_output(const int x, const int pad, const int k, const
     return o < n ? o : -1;
 }
 
+/* One work-item's share of a convolution's weight gradient dW[oc, (ci, kh, kw)]: the sum,
+ * over the outputs i = l, l+L, ... < B*OH*OW (i = (b*OH + oh)*OW + ow), of dY[b,oc,oh,ow] *
+ * X[b, c, oh*stride-pad+kh, ow*stride-pad+kw] (0 outside the image). `c` is the input
+ * channel the weight reads (the group's channel for a grouped convolution). The caller sums
+ * the shares of its work-group (wg_sum). */
+static inline float conv_wgrad_share(const __global float *dY, const __global float *X,
+                                     const int B, const int C, const int H, const int W,
+                                     const int OC, const int OH, const int OW,
+                                     const int stride, const int pad, const int oc,
+                                     const int c, const int kh, const int kw, const int l,
+                                     const int L)
+{
+    const int P = OH * OW, n = B * P;
+    float part = 0.0f;
+    for (int i = l; i < n; i += L) {
+        const int b = i / P, ow = i % OW, oh = (i / OW) % OH;
+        const int ih = oh * stride - pad + kh, iw = ow * stride - pad + kw;
+        if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+            part += dY[((size_t)b * OC + oc) * P + oh * OW + ow] *
+                    X[(((size_t)b * C + c) * H + ih) * W + iw];
+    }
+    return part;
+}
+
 /* Max-pooling gradient of one input element (h, w) of a plane: the sum, over the windows
  * containing it (oh*stride <= h < oh*stride + K, likewise w) in row-major window order, of
  * dy[oh*OW+ow] where argmax[oh*OW+ow] == h*W+w. `dy`, `argmax`: the plane's OH x OW

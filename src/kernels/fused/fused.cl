@@ -9,7 +9,7 @@
  * results are deterministic run to run. Any size >= 1; work-items past a rounded-up global
  * size return early.
  *
- * Shared helpers from common.cl (staged in front of this file): wg_sum and RL_MAX (conv_sgd),
+ * Shared helpers from common.cl (staged in front of this file): wg_sum, RL_MAX and conv_wgrad_share (conv_sgd),
  * conv_tap_output (conv_bwd_data), maxpool_grad_at (maxpool_bwd_relu), softmax_xent_row
  * (softmax_xent_bwd).
  *
@@ -243,14 +243,8 @@ __kernel void conv_sgd(const int B, const int C, const int H, const int W, const
         for (int i = l; i < n; i += L)
             part += dY[((size_t)(i / P) * OC + oc) * P + i % P];
     } else if (oc < OC) {
-        const int kw = k % KW, kh = (k / KW) % KH, c = k / (KW * KH);
-        for (int i = l; i < n; i += L) {
-            const int b = i / P, ow = i % OW, oh = (i / OW) % OH;
-            const int ih = oh * stride - pad + kh, iw = ow * stride - pad + kw;
-            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                part += dY[((size_t)b * OC + oc) * P + oh * OW + ow] *
-                        X[(((size_t)b * C + c) * H + ih) * W + iw];
-        }
+        part = conv_wgrad_share(dY, X, B, C, H, W, OC, OH, OW, stride, pad, oc, k / (KW * KH),
+                                (k / KW) % KH, k % KW, l, L);
     }
     /* one call site for the whole work-group: its barriers are never inside a branch */
     const float total = wg_sum(part, row);

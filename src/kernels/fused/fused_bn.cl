@@ -20,8 +20,8 @@
  * Every sum is a gather in a fixed order (no atomics): deterministic run to run. The
  * work-group reductions (gconv_stats_fwd, bn_act_fwd, bn_bwd_sgd, gconv_sgd) take strided
  * partial sums, then a tree in local memory (wg_sum and RL_MAX from common.cl;
- * conv_tap_output for gconv_bwd_data); any power-of-two local size up to RL_MAX, work-groups
- * past the edge return as a whole.
+ * conv_tap_output for gconv_bwd_data, conv_wgrad_share for gconv_sgd); any power-of-two
+ * local size up to RL_MAX, work-groups past the edge return as a whole.
  *
  * Parameters: none. The tile of the forward's statistics is the `tile` argument of
  * gconv_stats_fwd and bn_act_fwd, not a define: it fixes the layout of the partial-statistics
@@ -296,20 +296,14 @@ __kernel void gconv_sgd(const int B, const int C, const int H, const int W, cons
     __local float scratch[RL_MAX];
     const int k = get_group_id(0), oc = get_global_id(1);
     const int l = get_local_id(0), L = get_local_size(0);
-    const int cg = C / groups, ckk = cg * KH * KW, P = OH * OW, n = B * P;
+    const int cg = C / groups, ckk = cg * KH * KW;
     if (k >= ckk) return;   /* a whole work-group: no barrier is skipped by part of one */
     __local float *row = scratch + get_local_id(1) * L;
     float part = 0.0f;
-    if (oc < OC) {
-        const int kw = k % KW, kh = (k / KW) % KH, c = (oc / (OC / groups)) * cg + k / (KW * KH);
-        for (int i = l; i < n; i += L) {
-            const int b = i / P, ow = i % OW, oh = (i / OW) % OH;
-            const int ih = oh * stride - pad + kh, iw = ow * stride - pad + kw;
-            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                part += dY[((size_t)b * OC + oc) * P + oh * OW + ow] *
-                        X[(((size_t)b * C + c) * H + ih) * W + iw];
-        }
-    }
+    if (oc < OC)
+        part = conv_wgrad_share(dY, X, B, C, H, W, OC, OH, OW, stride, pad, oc,
+                                (oc / (OC / groups)) * cg + k / (KW * KH), (k / KW) % KH,
+                                k % KW, l, L);
     const float total = wg_sum(part, row);
     if (l != 0 || oc >= OC) return;
     BN_SGD_STEP(weight, V, (size_t)oc * ckk + k, total);
