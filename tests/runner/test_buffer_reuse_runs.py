@@ -1,6 +1,6 @@
 """Plans that reuse memory (LowerSpec.reuse_buffers) through the real runner: short runs of
 vgg_small and mobilenetv2_small pass the per-step verification on the CPU backend and on
-PoCL (resident, staged and pipelined placements) with fewer device bytes allocated; two
+PoCL in every placement (resident, staged, pipelined) with fewer device bytes allocated; two
 tensors with overlapping lifetimes forced into one buffer fail it; the runner refuses a
 shared buffer a tensor does not fit, an unknown one, and a batch tensor in one."""
 
@@ -31,9 +31,10 @@ def _run(runner, selector, tmp, plan_path) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("model,backend,placement,transfer", [
     ("vgg_small", "cpu", None, None), ("vgg_small", "opencl", "resident", "copy"),
-    ("vgg_small", "opencl", "pipelined", "copy"),
+    ("vgg_small", "opencl", "staged", "map"), ("vgg_small", "opencl", "pipelined", "copy"),
     ("mobilenetv2_small", "cpu", None, None), ("mobilenetv2_small", "opencl", "staged", "map"),
-    ("mobilenetv2_small", "opencl", "resident", "copy")])
+    ("mobilenetv2_small", "opencl", "resident", "copy"),
+    ("mobilenetv2_small", "opencl", "pipelined", "copy")])
 def test_reuse_run_verifies_per_step(runner, request, tmp_path, model, backend, placement,
                                      transfer):
     plan_path = write_bundle(_spec(model, backend, placement, transfer), tmp_path, seed=0)
