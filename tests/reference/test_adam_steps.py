@@ -41,7 +41,9 @@ def _run(runner, pocl, tmp: Path, spec: LowerSpec, kernels_root: Path = KERNELS_
 
 
 CASES = [("mlp_784_256_128_16", "adamw", "cpu", None),
+         ("mlp_784_256_128_16", "adamw", "opencl", "resident"),
          ("mlp_784_256_128_16", "adam", "opencl", "resident"),
+         ("lenet5", "adamw", "cpu", None),
          ("lenet5", "adam", "cpu", None),
          ("lenet5", "adamw", "opencl", "staged")]
 
