@@ -161,14 +161,14 @@ class MeasureConfig:
     verify_atol: float = 1e-3          # whole-trajectory tolerance, for runs without checkpoints
     checkpoints: list[int] = field(default_factory=lambda: [0, 1, -2, -1])  # per-step checks
     eval_every: int = 0                # held-out loss/accuracy every this many measured its; 0 off
-    ci_target: float = 0.05            # measure until the median's 95% CI is within +-this
+    ci_target: float = 0.05            # measure until the estimate's 95% CI is within +-this
     max_iterations: int = 60           # ... at most this many measured iterations (follows a
                                        # larger `iterations` unless set too: then refused)
     max_seconds: float = 1.5           # ... per process, deciding no more once measuring took this (s)
     max_other_cpu_share: float = 0.25  # a run without a calibration probe: unstable above this share
     max_probe_slowdown: float = 1.5    # unstable when the probe is this much slower than quiet; 0 off
     max_attempts: int = 2              # measurements of an unstable run in one train job, then kept
-    bootstrap_resamples: int = 1000    # resamples of the median's confidence interval
+    bootstrap_resamples: int = 1000    # resamples of the estimate's confidence interval
     power_sample_ms: int = 100         # battery power and clock sampling period (0 = off)
     bandwidth_max_bytes: int = 1024 * 1024 * 1024  # cap of the bandwidth sweep (to the knee)
     gemm_sizes: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])

@@ -144,13 +144,15 @@ def test_a_runs_build_options_are_recorded_and_a_changed_choice_named(tmp_path):
 
 
 def test_the_drift_band_comes_from_usable_controls_only():
-    """An unstable or interval-less control says nothing about the host."""
+    """An unstable, interval-less or noisy (wide-interval) control says nothing about the
+    host."""
     ok = w.Side(1.0, 0.98, 1.02)
     fast = w.Side(0.5, 0.49, 0.51)
     bad = w.Side(3.0, 2.0, 4.0, status="unstable", reason="other processes used 40%")
     bare = w.Side(3.0, float("nan"), float("nan"))
+    wide = w.Side(0.9, 0.47, 3.65)     # ok, but its interval spans 7.8x: its own noise
     bands = drift.bands([("g", "run", ok, fast), ("g", "run", ok, bad), ("g", "run", ok, bare),
-                         ("h", "run", ok, bad)])
+                         ("g", "run", ok, wide), ("h", "run", ok, bad)])
     assert bands == {"g": drift.Drift(0.5, 0.5, 1, "run")}
     assert bands["g"].text() == "unchanged runs moved 0.5x-0.5x (1 run)"
     # the host ran 2x faster: a changed subject at 0.6x moved less than the host did

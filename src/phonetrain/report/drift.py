@@ -7,7 +7,7 @@ source file, hash, tuning choice, setting or device -- the *controls* -- as the 
 what the host alone did, as a difference-in-differences design does with its control group
 (Angrist and Pischke, "Mostly Harmless Econometrics", 2009, ch. 5): per kind (run, GEMM
 shape) and device, the band from the smallest to the largest after / before ratio of the
-usable controls. A subject that changed is called faster or slower only when its ratio lies
+usable controls whose intervals are narrow (:data:`MAX_CONTROL_SPREAD`). A subject that changed is called faster or slower only when its ratio lies
 beyond that band at the far ends of both intervals; a control is never called faster or
 slower (nothing but the host changed for it).
 """
@@ -38,12 +38,21 @@ class Drift:
                 f"({self.controls} {plural})")
 
 
+MAX_CONTROL_SPREAD = 1.5
+"""A control whose interval's high end is more than this many times its low end (on either
+side) is left out of the band: its own noise, not the host's drift, would set the band's
+ends (a GEMM shape measured 0.47-3.65 ms once widened a band to 0.097x-42.5x)."""
+
+
 def control_ratio(before: w.Side, after: w.Side) -> float | None:
-    """``after.value / before.value`` when both sides are usable (``ok``) with an interval
-    and the same settings (:func:`phonetrain.report.wording.judge` would compare them),
-    else None: an unstable or unmeasured control says nothing about the host's drift."""
+    """``after.value / before.value`` when both sides are usable (``ok``) with an interval no
+    wider than :data:`MAX_CONTROL_SPREAD` and the same settings
+    (:func:`phonetrain.report.wording.judge` would compare them), else None: an unstable,
+    unmeasured or noisy control says nothing about the host's drift."""
     if not (before.status == after.status == w.USABLE and before.has_interval
             and after.has_interval and before.value > 0):
+        return None
+    if any(not s.low > 0 or s.high / s.low > MAX_CONTROL_SPREAD for s in (before, after)):
         return None
     if w.judge(before, after).reason.startswith("settings differ"):
         return None

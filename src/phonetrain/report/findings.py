@@ -990,10 +990,11 @@ def memory(runs: pd.DataFrame) -> Finding:
     (:func:`~phonetrain.report.analysis.memory_frame`: bytes of the plan's tensors by role,
     phonetrain.results.memory), and, where a model ran at two or more batch sizes
     (``sweep.batches``; runs with status ``oom`` did not fit), the largest batch that fit per
-    device with its bytes. Like every guideline it is built from verified runs (``ok``) and
-    the batches that did not fit (``oom``) only."""
+    device with its bytes. It is built from verified runs -- ``ok`` and also ``unstable``:
+    the bytes are the plan's and do not depend on the timing -- and the batches that did not
+    fit (``oom``) only; a run that failed verification never counts."""
     title = "Memory: which role dominates a training step's tensors"
-    m = memory_frame(runs[runs["status"].isin(["ok", "oom"])])
+    m = memory_frame(runs[runs["status"].isin(["ok", "unstable", "oom"])])
     if m.empty:
         return _missing("memory", title, "no verified run has memory by role (the aggregate "
                         "reads it from each run folder's plan.json; re-aggregate)", [])
