@@ -44,6 +44,16 @@ static inline int conv_tap_output(const int x, const int pad, const int k, const
     return o < n ? o : -1;
 }
 
+/* g = grad + weight_decay * P; V = momentum * V + g; P -= lr * V (sgd_update's rule), in a
+ * kernel whose arguments name lr, momentum and weight_decay. */
+#define SGD_STEP(P, V, idx, grad)                                   \
+    do {                                                            \
+        const float g_ = (grad) + weight_decay * (P)[idx];          \
+        const float v_ = momentum * (V)[idx] + g_;                  \
+        (V)[idx] = v_;                                              \
+        (P)[idx] -= lr * v_;                                        \
+    } while (0)
+
 /* One work-item's share of a convolution's weight gradient dW[oc, (ci, kh, kw)]: the sum,
  * over the outputs i = l, l+L, ... < B*OH*OW (i = (b*OH + oh)*OW + ow), of dY[b,oc,oh,ow] *
  * X[b, c, oh*stride-pad+kh, ow*stride-pad+kw] (0 outside the image). `c` is the input

@@ -54,8 +54,8 @@ def test_fused_mobilenetv2_passes_every_checked_step_on_cpu_backend(runner, tmp_
 
 
 # (kernel, line of fused_bn.cl, its faulty replacement)
-FAULTS = [("bn_bwd_sgd", "    BN_SGD_STEP(beta, Vb, c, sb);",
-           "    BN_SGD_STEP(beta, Vb, c, 2.0f * sb);"),
+FAULTS = [("bn_bwd_sgd", "    SGD_STEP(beta, Vb, c, sb);",
+           "    SGD_STEP(beta, Vb, c, 2.0f * sb);"),
           ("bn_act_fwd", "a.z + (b.z + d * d * a.x * f)", "a.z + b.z")]
 
 

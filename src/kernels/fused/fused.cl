@@ -9,8 +9,8 @@
  * results are deterministic run to run. Any size >= 1; work-items past a rounded-up global
  * size return early.
  *
- * Shared helpers from common.cl (staged in front of this file): wg_sum, RL_MAX and conv_wgrad_share (conv_sgd),
- * conv_tap_output (conv_bwd_data), maxpool_grad_at (maxpool_bwd_relu), softmax_xent_row
+ * Shared helpers from common.cl (staged in front of this file): wg_sum, RL_MAX,
+ * conv_wgrad_share and SGD_STEP (conv_sgd, the *_sgd kernels), conv_tap_output (conv_bwd_data), maxpool_grad_at (maxpool_bwd_relu), softmax_xent_row
  * (softmax_xent_bwd).
  *
  * Parameters: LOSS_WG, the largest work-group softmax_xent_bwd uses for its rows (the local
@@ -186,15 +186,6 @@ __kernel void softmax_xent_bwd(const int B, const int C, const int I, const int 
         dX[e] = acc;
     }
 }
-
-/* g = grad + weight_decay * P; V = momentum * V + g; P -= lr * V (sgd_update's rule). */
-#define SGD_STEP(P, V, idx, grad)                                   \
-    do {                                                            \
-        const float g_ = (grad) + weight_decay * (P)[idx];          \
-        const float v_ = momentum * (V)[idx] + g_;                  \
-        (V)[idx] = v_;                                              \
-        (P)[idx] -= lr * v_;                                        \
-    } while (0)
 
 /* Weight gradient + SGD update of a Linear layer, no gradient buffer: for i < I,
  * dW[o,i] = sum_b dY[b,o] * X[b,i] and W[o,i], V[o,i] take the SGD step; column i == I is

@@ -195,15 +195,6 @@ __kernel void bn_act_fwd(const int B, const int C, const int HW, const int tile,
     }
 }
 
-/* g = grad + weight_decay * P; V = momentum * V + g; P -= lr * V (sgd_update's rule). */
-#define BN_SGD_STEP(P, V, idx, grad)                                \
-    do {                                                            \
-        const float g_ = (grad) + weight_decay * (P)[idx];          \
-        const float v_ = momentum * (V)[idx] + g_;                  \
-        (V)[idx] = v_;                                              \
-        (P)[idx] -= lr * v_;                                        \
-    } while (0)
-
 /* One channel c per work-group: d = dY, times the activation mask of Y when act != 0
  * (relu_bwd / relu6_bwd of the layer's output); xhat = (X - mean[c]) * invstd[c];
  * dbeta = sum d, dgamma = sum d * xhat; dX = gamma[c] * invstd[c] / n * ((n * d - dbeta) -
@@ -238,8 +229,8 @@ __kernel void bn_bwd_sgd(const int B, const int C, const int HW, const int act, 
         dX[at] = scale * ((cnt * d - sb) - ((X[at] - mu) * is) * sg);
     }
     if (l != 0) return;
-    BN_SGD_STEP(gamma, Vg, c, sg);
-    BN_SGD_STEP(beta, Vb, c, sb);
+    SGD_STEP(gamma, Vg, c, sg);
+    SGD_STEP(beta, Vb, c, sb);
 }
 
 /* Input gradient of a grouped convolution, reading dY in NCHW: dX[b,c,h,w] = sum over the
@@ -306,5 +297,5 @@ __kernel void gconv_sgd(const int B, const int C, const int H, const int W, cons
                                 k % KW, l, L);
     const float total = wg_sum(part, row);
     if (l != 0 || oc >= OC) return;
-    BN_SGD_STEP(weight, V, (size_t)oc * ckk + k, total);
+    SGD_STEP(weight, V, (size_t)oc * ckk + k, total);
 }
