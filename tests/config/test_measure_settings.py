@@ -13,7 +13,7 @@ def test_defaults():
     m = MeasureConfig()
     assert (m.ci_target, m.max_iterations, m.max_seconds, m.max_other_cpu_share) == \
         (0.05, 60, 1.5, 0.25)
-    assert (m.repeats, m.max_attempts, m.max_probe_slowdown) == (2, 2, 1.5)
+    assert (m.repeats, m.max_attempts, m.max_probe_slowdown) == (2, 3, 1.5)
     assert m.checkpoints == [0, 1, -2, -1] and m.bootstrap_resamples == 1000
     assert m.bandwidth_max_bytes == 1 << 30 and m.tune_max_launch_s == 0.1
 

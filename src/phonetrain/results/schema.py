@@ -76,7 +76,8 @@ RUN_KEY = [
 ]
 
 # runs: attempts is how many times the train job measured the run (each attempt ``repeats``
-# runner processes; more than 1 only after an unstable attempt, at most measure.max_attempts;
+# more runner processes, pooled with those of earlier uncontended attempts; more than 1 only
+# after an unstable attempt, at most measure.max_attempts;
 # null for a folder whose measurement.json records none); iteration_* are over measured
 # iterations of all repeats (iteration_ci_*: the 95%
 # bootstrap confidence interval of the median); iteration_ms with iteration_low_ms..

@@ -165,7 +165,9 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     ``probe_before_ms``/``probe_after_ms``), against the device's quiet probe figure
     ``quiet_probe_ms`` (ms; None: unknown).
 
-    Returns ``{"unstable": bool, "reasons": [...] (each naming its remedy), "median_ms",
+    Returns ``{"unstable": bool, "contended": bool (unstable because the host was busier than
+    quiet: a slow probe, or other processes' share without a probe), "reasons": [...] (each
+    naming its remedy), "median_ms",
     "ci_low_ms", "ci_high_ms" (the median and its bootstrap interval), "estimate_ms", "low_ms",
     "high_ms" (the location estimate by :data:`ESTIMATOR` and its interval: what comparisons
     use), "estimator", "processes", "ci_rel_half_width" (of the estimate's interval),
@@ -188,13 +190,15 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     loads = [c.get("load_avg_1m_end") for c in conditions if c.get("load_avg_1m_end") is not None]
     busy = (f"other processes used {100 * share:.0f}% of the CPU" if share is not None
             else "other processes' CPU share unreadable")
-    reasons = []
+    reasons, contended = [], False
     if slow is not None and max_probe_slowdown > 0 and slow > max_probe_slowdown:
+        contended = True
         reasons.append(f"the host ran {slow:.2f}x slower than its quiet figure (calibration probe "
                        f"{slow * quiet_probe_ms:.3g} ms against {quiet_probe_ms:.3g} ms, over "
                        f"measure.max_probe_slowdown {max_probe_slowdown:g}; {busy}): measure it "
                        "again when the host is quieter (phonetrain refresh --unstable)")
     elif slow is None and share is not None and share > max_other_cpu_share:
+        contended = True
         reasons.append(f"other processes used {100 * share:.0f}% of the CPU during the "
                        f"measurement (over measure.max_other_cpu_share "
                        f"{100 * max_other_cpu_share:g}%; no calibration probe to tell whether "
@@ -205,7 +209,8 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
                        f"+-{100 * ci_target:g}% (measure.ci_target): raise measure.repeats or "
                        "measure.max_seconds, or loosen measure.ci_target")
     first, last = (conditions[0], conditions[-1]) if conditions else ({}, {})
-    return {"unstable": bool(reasons), "reasons": reasons, "median_ms": med, "ci_low_ms": clo,
+    return {"unstable": bool(reasons), "contended": contended, "reasons": reasons,
+            "median_ms": med, "ci_low_ms": clo,
             "ci_high_ms": chi, "estimate_ms": est, "low_ms": lo, "high_ms": hi,
             "estimator": ESTIMATOR, "processes": len(procs), "ci_rel_half_width": half,
             "ci_target": ci_target, "probe_slowdown": slow, "quiet_probe_ms": quiet_probe_ms,

@@ -14,9 +14,12 @@
   (:func:`phonetrain.results.stats.judge`, against the device's quiet probe figure kept in
   ``probe/<device>.json`` of the results folder and, for a local device, in this machine's
   record outside it: :mod:`phonetrain.stages.quiet`). An unstable attempt is
-  measured again, at most ``measure.max_attempts`` attempts in all; the last is kept, unstable
-  or not, in ``measurement.json`` with ``attempts``, ``max_attempts`` and ``earlier_reasons``
-  (the reasons of the attempts before it). Then the numpy reference verifies it step by step
+  followed by another of ``repeats`` more processes, at most ``measure.max_attempts`` attempts
+  in all; the processes of every attempt whose host was not contended are pooled and judged
+  together (an attempt on a contended host is set aside), and the result is kept, unstable or
+  not, in ``measurement.json`` with ``attempts``, ``max_attempts``, ``earlier_reasons`` (the
+  reasons of the attempts before the last) and ``process_attempts`` (the attempt of each
+  process kept: ``main`` first, then ``repeat_<k>``). Then the numpy reference verifies it step by step
   from the runner's own checkpoints (:func:`verify_run`). With ``measure.eval_every`` > 0,
   ``eval.json``: held-out loss and accuracy from the runner's own parameters
   (:mod:`phonetrain.stages.evaluate`). A runner failure or a device lost on the way (a
@@ -168,25 +171,14 @@ def train(job: Job) -> Path:
     check_records(records)   # before measuring: a bad record would lose the measurement
     tmp = make_temp_dir(rdir, ".train-")
     try:
-        verdict: dict[str, Any] = {}
-        earlier: list[list[str]] = []   # the reasons of the attempts before the last
         try:
             with r.lock():
                 measured_from_s = time.time()
-                for attempt in range(1, ms.max_attempts + 1):
-                    for old in tmp.glob("repeat_*"):
-                        shutil.rmtree(old)
-                    skipped = _measure(r, manifest, tmp, s, p, rdir)
-                    if skipped is not None:
-                        return skipped
-                    outs = [tmp / "main"] + sorted(tmp.glob("repeat_*"))
-                    verdict = judge_measurement(outs, ms, records)
-                    if not verdict["unstable"] or attempt == ms.max_attempts:
-                        break
-                    earlier.append(verdict["reasons"])
-                    print(f"phonetrain: run {s.device}/{s.run_id} unstable (attempt {attempt} "
-                          f"of {ms.max_attempts}): {'; '.join(verdict['reasons'])}; measuring "
-                          "again", file=sys.stderr)
+                got = _attempts(r, manifest, tmp, s, p, rdir, records)
+                if isinstance(got, Path):
+                    return got   # recorded skipped or oom
+                verdict, kept, attempt, earlier = got
+                _number_processes(kept, tmp)
                 write_json(schedule.record(dev["transport"]) | {
                     "measured_from_s": measured_from_s, "measured_to_s": time.time()},
                     tmp / "main" / layout.SCHEDULE)
@@ -194,7 +186,8 @@ def train(job: Job) -> Path:
             reason = f"device '{dev['name']}', run {s.run_id}: {e}"
             record_failure(rdir, p, reason)
             raise StageError(reason) from None
-        verdict.update(attempts=attempt, max_attempts=ms.max_attempts, earlier_reasons=earlier)
+        verdict.update(attempts=attempt, max_attempts=ms.max_attempts, earlier_reasons=earlier,
+                       process_attempts=[a for a, _ in kept])
         plan_dir = Path(job.input.plan_dir)
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
                             ms.verify_atol)
@@ -211,19 +204,62 @@ def train(job: Job) -> Path:
     return rdir
 
 
-def _measure(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dict[str, Any],
-             rdir: Path) -> Path | None:
+def _attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dict[str, Any],
+              rdir: Path, records: list[Path]
+              ) -> Path | tuple[dict[str, Any], list[tuple[int, Path]], int, list[list[str]]]:
+    """Measure until the verdict is usable or ``measure.max_attempts`` attempts ran, each
+    attempt ``measure.repeats`` more runner processes. The processes of every attempt whose
+    host was not contended (its probe at the quiet figure) are pooled, so an interval too wide
+    for a few processes narrows with more of them (pyperf samples many worker processes for
+    the variation between them); an attempt on a contended host is set aside, unless nothing
+    else was measured. Returns the run folder when the device cannot do the run (skipped or
+    oom), else ``(verdict, [(attempt, process folder), ...] kept, attempts, earlier
+    reasons)``."""
+    ms = s.measure
+    pool: list[tuple[int, Path]] = []   # the processes of uncontended attempts
+    earlier: list[list[str]] = []       # the reasons of the attempts before the last
+    for attempt in range(1, ms.max_attempts + 1):
+        fresh = _measure(r, manifest, tmp / f"attempt_{attempt}", s, p, rdir, tmp)
+        if isinstance(fresh, Path):
+            return fresh
+        alone = judge_measurement(fresh, ms, records)
+        if not alone["contended"]:
+            pool += [(attempt, f) for f in fresh]
+        kept = pool or [(attempt, f) for f in fresh]
+        verdict = alone if kept == [(attempt, f) for f in fresh] else \
+            judge_measurement([f for _, f in kept], ms, records)
+        if not verdict["unstable"] or attempt == ms.max_attempts:
+            return verdict, kept, attempt, earlier
+        earlier.append(verdict["reasons"])
+        print(f"phonetrain: run {s.device}/{s.run_id} unstable (attempt {attempt} of "
+              f"{ms.max_attempts}, {len(kept)} processes kept): "
+              f"{'; '.join(verdict['reasons'])}; measuring {ms.repeats} more", file=sys.stderr)
+    raise AssertionError("unreachable: the last attempt returns")
+
+
+def _number_processes(kept: list[tuple[int, Path]], tmp: Path) -> None:
+    """Move the kept process folders to ``tmp/main`` (the first: the process verified) and
+    ``tmp/repeat_<k>``; the attempts' folders, with any set-aside process, are removed."""
+    for k, (_, f) in enumerate(kept):
+        os.replace(f, tmp / ("main" if k == 0 else f"repeat_{k}"))
+    for d in tmp.glob("attempt_*"):
+        shutil.rmtree(d)
+
+
+def _measure(r: Runner, manifest: dict[str, Any], into: Path, s: RunSpec, p: dict[str, Any],
+             rdir: Path, tmp: Path) -> list[Path] | Path:
     """One attempt: the runner measures the plan ``measure.repeats`` times (each after the
-    cool-down) into ``tmp/main`` and ``tmp/repeat_<k>``, under the device's lock held by the
-    caller. Returns the run folder when the device cannot do the run (recorded skipped or
-    oom), else None; raises :class:`StageError` (``failed.json`` written) when the runner
-    fails."""
+    cool-down) into ``into/process_<k>``, under the device's lock held by the caller. Returns
+    those folders, or the run folder when the device cannot do the run (recorded skipped or
+    oom, through ``tmp``); raises :class:`StageError` (``failed.json`` written) when the
+    runner fails."""
     dev, ms = s.device_config, s.measure
+    outs = []
     for rep in range(ms.repeats):
         if ms.cooldown_s > 0:
             time.sleep(ms.cooldown_s)
         conditions = _conditions_before(r.transport, ms)
-        got = tmp / ("main" if rep == 0 else f"repeat_{rep}")
+        got = into / f"process_{rep}"
         try:
             r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
                   power_sample_ms=ms.power_sample_ms)
@@ -241,7 +277,8 @@ def _measure(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dict
         if conditions is not None:
             write_json(conditions | {"after": r.transport.readings()},
                        got / layout.DEVICE_READINGS)
-    return None
+        outs.append(got)
+    return outs
 
 
 def remove_leftovers(rdir: Path) -> list[Path]:
