@@ -181,3 +181,15 @@ def test_fault_crash_segfaults_and_hide_hides_matching_files(adb_server, tmp_pat
         assert sync.stat("/data/local/tmp/out/r1/trace.csv").mode == 0
     finally:
         disconnect_vdev(adb_server, vd)
+
+
+def test_an_unplugged_device_leaves_no_getprop_folder(tmp_path, monkeypatch):
+    """The folder holding the device's getprop goes with stop(): a test suite of hundreds of
+    phones leaves nothing in the temporary folder."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    vd = VirtualDevice(tmp_path / "root", port=0).start()
+    made = list((tmp_path / "tmp").glob("phonetrain-vdev-*"))
+    assert len(made) == 1 and (made[0] / "getprop").is_file()
+    vd.stop()
+    assert not made[0].exists()

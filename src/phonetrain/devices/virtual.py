@@ -32,6 +32,7 @@ import platform
 import posixpath
 import queue
 import re
+import shutil
 import signal
 import socket
 import stat as stat_mod
@@ -39,6 +40,7 @@ import struct
 import subprocess
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,6 +158,8 @@ class VirtualDevice:
         self.host, self.port = self._listener.getsockname()[:2]
         self.props = {"ro.serialno": f"VIRT{self.port}", **self.props}  # one per phone
         self._bin = Path(tempfile.mkdtemp(prefix="phonetrain-vdev-"))
+        # removed by stop(), or when the device is collected or the interpreter exits
+        self._remove_bin = weakref.finalize(self, shutil.rmtree, self._bin, True)
         (self._bin / "props.txt").write_text(
             "".join(f"{k}={v}\n" for k, v in self.props.items()))
         getprop = self._bin / "getprop"
@@ -199,6 +203,7 @@ class VirtualDevice:
         self._listener.close()
         for conn in list(self._conns):
             conn.close()
+        self._remove_bin()
 
     # -- mapping device paths and commands into the sandbox --------------------------------
     def map_path(self, device_path: str) -> Path | None:
