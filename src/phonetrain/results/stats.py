@@ -206,8 +206,9 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
                        "(phonetrain refresh --unstable)")
     elif ci_target > 0 and not half <= ci_target:
         reasons.append(f"the estimate's 95% interval is +-{100 * half:.1f}%, wider than "
-                       f"+-{100 * ci_target:g}% (measure.ci_target): raise measure.repeats or "
-                       "measure.max_seconds, or loosen measure.ci_target")
+                       f"+-{100 * ci_target:g}% (measure.ci_target): raise measure.repeats, "
+                       "measure.max_attempts or measure.max_seconds, or loosen "
+                       "measure.ci_target")
     first, last = (conditions[0], conditions[-1]) if conditions else ({}, {})
     return {"unstable": bool(reasons), "contended": contended, "reasons": reasons,
             "median_ms": med, "ci_low_ms": clo,
