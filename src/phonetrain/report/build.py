@@ -13,7 +13,7 @@ and the tables behind them.
 
 Rules the report keeps: only ``ok`` runs show speeds in guidelines; ``wrong`` runs (verification
 failed) are listed with their error, never with a speed; ``unstable`` runs (measured under
-contention or with too wide an interval) are listed with their reason and conditions and kept
+contention) are listed with their reason and conditions and kept
 out of guidelines; ``failed`` runs are listed as missing with their reason; ``skipped`` runs
 (the device lacks a library the kernel version needs: CLBlast, image support) are listed beside
 them with their reason, never with a speed; runs measured under different settings (warm-up,

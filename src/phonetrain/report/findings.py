@@ -834,7 +834,7 @@ def bandwidth(bw: pd.DataFrame, peaks: pd.DataFrame | None = None) -> Finding:
 
 def unstable_runs(runs: pd.DataFrame) -> list[dict[str, str]]:
     """Takes runs.parquet; returns the ``unstable`` runs (ran and verified, but measured under
-    contention or with too wide a confidence interval), one dict each: ``run_id``, ``reason``
+    contention: the host ran slower than its quiet figure), one dict each: ``run_id``, ``reason``
     (``status_reason``), ``iteration`` (median with its interval, for the record only) and
     ``conditions`` (:func:`~phonetrain.report.wording.conditions`). They give no figure of
     their own to a guideline and enter its comparisons only as

@@ -23,9 +23,10 @@ A run folder holds what the workflow wrote (:mod:`phonetrain.layout` names the f
 Status: ``failed`` (no usable runner output), ``skipped`` (the device lacks a library the
 kernel version needs, e.g. CLBlast or image support: nothing ran; the reason in
 ``status_reason``), ``wrong`` (ran, but verification failed or is missing: its speed is not
-valid), ``unstable`` (verified, but measured under contention or with too wide an interval:
-the reasons in ``status_reason``; moved aside and re-measured by the next workflow run:
-:mod:`phonetrain.results.check`), ``ok``.
+valid), ``unstable`` (verified, but measured on a contended host: the reasons in
+``status_reason``; kept, and measured again on request, ``phonetrain refresh --unstable``),
+``ok`` (its ``status_reason`` notes an interval wider than ``measure.ci_target``: usable,
+compared with its interval).
 """
 
 from __future__ import annotations
@@ -535,7 +536,7 @@ def _status(problem: str | None, meas: dict[str, Any]) -> tuple[str, str | None]
         return "wrong", problem
     if meas.get("unstable"):
         return "unstable", "; ".join(meas.get("reasons") or ["unstable measurement"])
-    return "ok", None
+    return "ok", "; ".join(meas.get("notes") or []) or None
 
 
 def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.DataFrame) -> dict:

@@ -42,9 +42,9 @@ STATUSES = ("ok", "wrong", "failed", "skipped", "unstable", "oom")
 ``failed``: the job failed or produced no output; ``skipped``: not run because the device lacks
 a library its kernel version needs (runner exit 8: CLBlast absent, no image support), the
 reason in ``status_reason``; it has no speed and no iterations/commands rows; ``unstable``: ran
-and verified, but measured under contention or with a confidence interval that stayed too
-wide (the reason in ``status_reason``): listed, kept out of guidelines, re-measured by the next
-workflow run; ``oom``: not run to the end because the plan's tensors do not fit on the device
+and verified, but measured under contention (the reason in ``status_reason``): listed, kept
+out of guidelines, measured again on request (``phonetrain refresh --unstable``); an ``ok`` run
+whose interval stayed wider than ``measure.ci_target`` says so in ``status_reason``; ``oom``: not run to the end because the plan's tensors do not fit on the device
 at its ``batch_size`` (runner exit 9: a buffer allocation failed), the reason in
 ``status_reason``; an outcome of the batch size, with no speed and no iterations/commands rows."""
 

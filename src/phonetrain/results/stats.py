@@ -22,14 +22,17 @@ narrow it. With one process it is :func:`quantile_ci` exactly.
   percentiles of the sorted resample quantiles at rank ``p * (resamples - 1)`` (Efron and
   Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 13). :func:`median_ci` is q = 0.5.
 - :func:`judge`: a run is *unstable* (measured, verified, but not a number to build a guideline
-  on) only for a reason whose remedy the verdict names: the host ran slower than its own quiet
-  figure (the runner's calibration probe before or after the measured iterations against the
-  fastest probe on record for the device; remedy: measure again when it is quieter,
-  ``phonetrain refresh --unstable``), or the estimate's interval stayed wider than
-  ``measure.ci_target`` (remedy: more processes or seconds, or a looser target). Other
-  processes' CPU share (``other_cpu_share``, recorded by the runner from ``/proc/stat``) and
-  the load are recorded and named with a slow probe; alone they judge only a run measured
-  without a probe (``measure.max_other_cpu_share``).
+  on) only when the host was contended, a reason whose remedy the verdict names: the host ran
+  slower than its own quiet figure (the runner's calibration probe before or after the
+  measured iterations against the fastest probe on record for the device; remedy: measure
+  again when it is quieter, ``phonetrain refresh --unstable``). Other processes' CPU share
+  (``other_cpu_share``, recorded by the runner from ``/proc/stat``) and the load are recorded
+  and named with a slow probe; alone they judge only a run measured without a probe
+  (``measure.max_other_cpu_share``). Contention biases a number (noise only adds time); a wide
+  interval does not: an interval wider than ``measure.ci_target`` makes the train job measure
+  more processes, and is then kept as it is (``wide_interval``, with a note), usable, since
+  every comparison carries the interval and states a difference only when intervals separate
+  (a precise enough number is the comparison's question, not the run's).
 """
 
 from __future__ import annotations
@@ -165,9 +168,10 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     ``probe_before_ms``/``probe_after_ms``), against the device's quiet probe figure
     ``quiet_probe_ms`` (ms; None: unknown).
 
-    Returns ``{"unstable": bool, "contended": bool (unstable because the host was busier than
-    quiet: a slow probe, or other processes' share without a probe), "reasons": [...] (each
-    naming its remedy), "median_ms",
+    Returns ``{"unstable": bool (the host was busier than quiet: a slow probe, or other
+    processes' share without a probe), "reasons": [...] (each naming its remedy),
+    "wide_interval": bool (the estimate's interval wider than ``ci_target``), "notes": [...]
+    (saying so, and what narrows it), "median_ms",
     "ci_low_ms", "ci_high_ms" (the median and its bootstrap interval), "estimate_ms", "low_ms",
     "high_ms" (the location estimate by :data:`ESTIMATOR` and its interval: what comparisons
     use), "estimator", "processes", "ci_rel_half_width" (of the estimate's interval),
@@ -175,9 +179,9 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     (the largest over repeats; None when unreadable), "max_other_cpu_share", "load_avg_1m",
     "omp_wait_policy", "cpu_mhz_start", "cpu_mhz_end", "temperature_c_start",
     "temperature_c_end"}``. At most one reason, the first that holds: a slow probe, (without
-    a probe reading) other processes over ``max_other_cpu_share``, an interval wider than
-    ``ci_target``. ``ci_target`` 0 judges no interval width; ``max_other_cpu_share`` 1 and
-    ``max_probe_slowdown`` 0 judge no contention.
+    a probe reading) other processes over ``max_other_cpu_share``. ``ci_target`` 0 judges no
+    interval width; ``max_other_cpu_share`` 1 and ``max_probe_slowdown`` 0 judge no
+    contention.
     """
     walls = list(walls_ms)
     procs = [list(p) for p in process_walls_ms] if process_walls_ms is not None else [walls]
@@ -190,28 +194,26 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     loads = [c.get("load_avg_1m_end") for c in conditions if c.get("load_avg_1m_end") is not None]
     busy = (f"other processes used {100 * share:.0f}% of the CPU" if share is not None
             else "other processes' CPU share unreadable")
-    reasons, contended = [], False
+    reasons = []
     if slow is not None and max_probe_slowdown > 0 and slow > max_probe_slowdown:
-        contended = True
         reasons.append(f"the host ran {slow:.2f}x slower than its quiet figure (calibration probe "
                        f"{slow * quiet_probe_ms:.3g} ms against {quiet_probe_ms:.3g} ms, over "
                        f"measure.max_probe_slowdown {max_probe_slowdown:g}; {busy}): measure it "
                        "again when the host is quieter (phonetrain refresh --unstable)")
     elif slow is None and share is not None and share > max_other_cpu_share:
-        contended = True
         reasons.append(f"other processes used {100 * share:.0f}% of the CPU during the "
                        f"measurement (over measure.max_other_cpu_share "
                        f"{100 * max_other_cpu_share:g}%; no calibration probe to tell whether "
                        "that slowed it): measure it again when the host is quieter "
                        "(phonetrain refresh --unstable)")
-    elif ci_target > 0 and not half <= ci_target:
-        reasons.append(f"the estimate's 95% interval is +-{100 * half:.1f}%, wider than "
-                       f"+-{100 * ci_target:g}% (measure.ci_target): raise measure.repeats, "
-                       "measure.max_attempts or measure.max_seconds, or loosen "
-                       "measure.ci_target")
+    wide = ci_target > 0 and not half <= ci_target
+    notes = [f"the estimate's 95% interval is +-{100 * half:.1f}% over {len(procs)} processes, "
+             f"wider than +-{100 * ci_target:g}% (measure.ci_target): usable, compared with "
+             "its interval; raise measure.repeats, measure.max_attempts or measure.max_seconds "
+             "for a narrower one"] if wide else []
     first, last = (conditions[0], conditions[-1]) if conditions else ({}, {})
-    return {"unstable": bool(reasons), "contended": contended, "reasons": reasons,
-            "median_ms": med, "ci_low_ms": clo,
+    return {"unstable": bool(reasons), "reasons": reasons, "wide_interval": wide,
+            "notes": notes, "median_ms": med, "ci_low_ms": clo,
             "ci_high_ms": chi, "estimate_ms": est, "low_ms": lo, "high_ms": hi,
             "estimator": ESTIMATOR, "processes": len(procs), "ci_rel_half_width": half,
             "ci_target": ci_target, "probe_slowdown": slow, "quiet_probe_ms": quiet_probe_ms,

@@ -13,12 +13,13 @@
   calibration probe before and after), and the measurement is judged
   (:func:`phonetrain.results.stats.judge`, against the device's quiet probe figure kept in
   ``probe/<device>.json`` of the results folder and, for a local device, in this machine's
-  record outside it: :mod:`phonetrain.stages.quiet`). An unstable attempt is
-  followed by another of ``repeats`` more processes, at most ``measure.max_attempts`` attempts
-  in all; the processes of every attempt whose host was not contended are pooled and judged
-  together (an attempt on a contended host is set aside), and the result is kept, unstable or
-  not, in ``measurement.json`` with ``attempts``, ``max_attempts``, ``earlier_reasons`` (the
-  reasons of the attempts before the last) and ``process_attempts`` (the attempt of each
+  record outside it: :mod:`phonetrain.stages.quiet`). An attempt that is unstable (a
+  contended host) or whose interval is wider than ``measure.ci_target`` is followed by
+  another of ``repeats`` more processes, at most ``measure.max_attempts`` attempts in all;
+  the processes of every attempt whose host was not contended are pooled and judged together
+  (an attempt on a contended host is set aside), and the result is kept, unstable or not, in
+  ``measurement.json`` with ``attempts``, ``max_attempts``, ``earlier_reasons`` (the reasons
+  and notes of the attempts before the last) and ``process_attempts`` (the attempt of each
   process kept: ``main`` first, then ``repeat_<k>``). Then the numpy reference verifies it step by step
   from the runner's own checkpoints (:func:`verify_run`). With ``measure.eval_every`` > 0,
   ``eval.json``: held-out loss and accuracy from the runner's own parameters
@@ -207,12 +208,12 @@ def train(job: Job) -> Path:
 def _attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dict[str, Any],
               rdir: Path, records: list[Path]
               ) -> Path | tuple[dict[str, Any], list[tuple[int, Path]], int, list[list[str]]]:
-    """Measure until the verdict is usable or ``measure.max_attempts`` attempts ran, each
-    attempt ``measure.repeats`` more runner processes. The processes of every attempt whose
-    host was not contended (its probe at the quiet figure) are pooled, so an interval too wide
-    for a few processes narrows with more of them (pyperf samples many worker processes for
-    the variation between them); an attempt on a contended host is set aside, unless nothing
-    else was measured. Returns the run folder when the device cannot do the run (skipped or
+    """Measure until the verdict is usable with an interval within ``measure.ci_target``, or
+    ``measure.max_attempts`` attempts ran, each attempt ``measure.repeats`` more runner
+    processes. The processes of every attempt whose host was not contended (its probe at the
+    quiet figure) are pooled, so an interval too wide for a few processes narrows with more of
+    them (pyperf samples many worker processes for the variation between them); an attempt on
+    a contended host is set aside, unless nothing else was measured. Returns the run folder when the device cannot do the run (skipped or
     oom), else ``(verdict, [(attempt, process folder), ...] kept, attempts, earlier
     reasons)``."""
     ms = s.measure
@@ -223,17 +224,18 @@ def _attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dic
         if isinstance(fresh, Path):
             return fresh
         alone = judge_measurement(fresh, ms, records)
-        if not alone["contended"]:
+        if not alone["unstable"]:
             pool += [(attempt, f) for f in fresh]
         kept = pool or [(attempt, f) for f in fresh]
         verdict = alone if kept == [(attempt, f) for f in fresh] else \
             judge_measurement([f for _, f in kept], ms, records)
-        if not verdict["unstable"] or attempt == ms.max_attempts:
+        why = verdict["reasons"] + verdict["notes"]
+        if not why or attempt == ms.max_attempts:
             return verdict, kept, attempt, earlier
-        earlier.append(verdict["reasons"])
-        print(f"phonetrain: run {s.device}/{s.run_id} unstable (attempt {attempt} of "
-              f"{ms.max_attempts}, {len(kept)} processes kept): "
-              f"{'; '.join(verdict['reasons'])}; measuring {ms.repeats} more", file=sys.stderr)
+        earlier.append(why)
+        print(f"phonetrain: run {s.device}/{s.run_id}, attempt {attempt} of {ms.max_attempts} "
+              f"({len(kept)} processes kept): {'; '.join(why)}; measuring {ms.repeats} more",
+              file=sys.stderr)
     raise AssertionError("unreachable: the last attempt returns")
 
 
