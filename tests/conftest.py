@@ -41,6 +41,13 @@ def private_probe_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("PHONETRAIN_PROBE_DIR", str(tmp_path_factory.mktemp("probe")))
 
 
+@pytest.fixture(autouse=True)
+def private_tuning_dir(tmp_path_factory, monkeypatch):
+    """Each test its own machine tuning records (phonetrain.stages.tuning_records): a test
+    that tunes measures, and never reuses what another test tuned or touches the user's."""
+    monkeypatch.setenv("PHONETRAIN_TUNING_DIR", str(tmp_path_factory.mktemp("tuning")))
+
+
 @pytest.fixture(scope="session")
 def runner(tmp_path_factory) -> Path:
     """The runner binary, compiled once per session from src/runner with the default flags

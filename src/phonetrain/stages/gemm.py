@@ -11,7 +11,9 @@ Stages, with params :class:`~phonetrain.stages.specs.GemmSpec` (``gemm``),
   :func:`phonetrain.stages.params.models_gemm_shapes`; read by gemm through
   :func:`read_shapes`, which checks them against the spec's ``shapes_hash``);
 - ``tune``: inputs ``runner``, ``sources``; output ``tuning`` (``tuning/<class>.json``,
-  :mod:`phonetrain.kernels.tuning`: one class, the GEMM call its name gives);
+  :mod:`phonetrain.kernels.tuning`: one class, the GEMM call its name gives); on a local
+  device a tuning this machine measured before for the same spec is reused
+  (:mod:`phonetrain.stages.tuning_records`);
 - ``tune_squares``: the same inputs; output ``tuning`` (``tuning/squares.json``: the sweep's
   square sizes up to ``tune_max_launch_s`` per launch, each its own class);
 - ``gemm``: inputs ``runner``, ``shapes``, ``sources`` (none for ``cpu``), ``tuning`` (the
@@ -42,7 +44,9 @@ from phonetrain.runner import DeviceSelector, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.params import models_gemm_shapes, shapes_hash
-from phonetrain.stages.specs import DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec, TuneSpec
+from phonetrain.stages import tuning_records
+from phonetrain.stages.specs import (DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec, TuneSpec,
+                                     to_params)
 
 CPU_VERSION = "cpu"
 
@@ -138,6 +142,12 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
     and write ``output.tuning``; nothing to tune gives a document without classes."""
     version = load_version(p.kernel)
     bench = _Bench(job, p, version.name)
+    record = (tuning_records.record_path(bench.r.transport.facts(), to_params(p))
+              if p.device_config["transport"] == "local" else None)
+    kept = tuning_records.recall(record) if record is not None else None
+    if kept is not None:   # this machine tuned these sources before: the same choice
+        tuning.write_tuning(kept, job.output.tuning)
+        return kept
     source = f"{layout.device_kernels(version.name)}/gemm.cl"
     doc = {"version": version.name, "classes": {}, "default": None, "trials": []}
     with bench.r.lock():
@@ -153,6 +163,8 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
             raise StageError(str(e)) from None
     doc.update(device=p.device, kernel_hash=p.kernel_hash)
     tuning.write_tuning(doc, job.output.tuning)
+    if record is not None:
+        tuning_records.keep(record, doc)
     return doc
 
 

@@ -1,0 +1,63 @@
+"""This machine's tuning records: a study in a fresh results folder on the same machine reuses
+the tuning a first study measured for the same sources (the tuner's pick is a measurement, so
+two tunings of identical sources could otherwise run different programs); an edited source
+tunes again; a damaged record is named and tuned again. Real Snakemake on the tiny study with
+the tunable ``regblock`` version."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import helpers.workflow as W
+
+OVERRIDES = W.TINY + ["sweep.kernels=[regblock]", "sweep.backends=[opencl]",
+                      "measure.gemm_sizes=[32]", "sweep.models=[mlp_16_16]"]
+CLASS = "gemm_nt_32x16x16"
+
+
+def _tune(ws: Path, results: str) -> dict:
+    target = f"{results}/build/host/kernels/regblock/tuning/{CLASS}.json"
+    p = W.snakemake(ws, target, overrides=OVERRIDES + [f"results_dir={results}"])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return json.loads((ws / target).read_text())
+
+
+def _records() -> list[Path]:
+    return sorted(Path(os.environ["PHONETRAIN_TUNING_DIR"]).glob("*.json"))
+
+
+def test_a_fresh_study_reuses_the_machine_tuning_and_an_edit_tunes_again(tmp_path):
+    ws = W.make_workspace(tmp_path / "ws")
+    first = _tune(ws, "results_a")
+    assert "reused_from" not in first and first["trials"]
+    [record] = _records()
+    # planted: a choice no tuning of this host would make; a reuse carries it
+    kept = json.loads(record.read_text())
+    kept["classes"][CLASS]["gflops_geomean"] = 12345.0
+    record.write_text(json.dumps(kept))
+    second = _tune(ws, "results_b")
+    assert second["reused_from"] == str(record)
+    assert second["classes"][CLASS]["gflops_geomean"] == 12345.0
+    assert second["classes"][CLASS]["defines"] == first["classes"][CLASS]["defines"]
+    # an edited source is another kernel hash: measured, and kept beside the first record
+    gemm = ws / "src/kernels/regblock/gemm.cl"
+    gemm.write_text(gemm.read_text() + "\n// edited\n")
+    third = _tune(ws, "results_c")
+    assert "reused_from" not in third and third["kernel_hash"] != first["kernel_hash"]
+    assert len(_records()) == 2
+
+
+def test_a_damaged_record_is_named_and_tuned_again(tmp_path):
+    ws = W.make_workspace(tmp_path / "ws")
+    _tune(ws, "results_a")
+    [record] = _records()
+    record.write_text("{not json")
+    target = f"results_b/build/host/kernels/regblock/tuning/{CLASS}.json"
+    p = W.snakemake(ws, target, overrides=OVERRIDES + ["results_dir=results_b"])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "tuning again" in p.stderr and str(record) in p.stderr, p.stderr[-3000:]
+    again = json.loads((ws / target).read_text())
+    assert "reused_from" not in again and again["trials"]
+    assert json.loads(record.read_text())["classes"]   # replaced by the new tuning
