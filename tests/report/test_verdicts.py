@@ -328,6 +328,25 @@ def test_a_finding_that_survives_noise_is_stated_from_unstable_runs():
     assert rows[0].verdict == "cannot tell (unstable: other processes used 60% of the CPU)"
 
 
+def test_launch_gaps_from_unstable_runs_only_are_shown_marked():
+    """With every OpenCL run unstable the launch-gap row shows their figure, marked measured
+    under contention (no paper figure to contradict), not "unstable"; the data-movement
+    share rows, set against the paper's figure, stay "unstable"."""
+    stg = dict(placement="staged", transfer="copy", kernel="k", data_movement_share=0.3,
+               data_movement_call_share=0.4, gap_ms=2.0, transfer_overhead_ms=0.5)
+    runs = table(_contended("s", 10.0, **stg))
+    rows = {r.finding: r for r in glance.at_a_glance({"runs": runs,
+                                                       "gemm": schema.empty("gemm")})["d"]}
+    gaps = rows["Launch overhead (gaps outside transfer calls)"]
+    assert gaps.verdict == "no paper figure"
+    assert "measured under contention" in gaps.study and "over 1 OpenCL run" in gaps.study
+    assert rows["Share of data movement (device events)"].verdict == "unstable"
+    ok = table(run("s", 10.0, **stg))
+    gaps = next(r for r in glance.at_a_glance({"runs": ok, "gemm": schema.empty("gemm")})["d"]
+                if r.link == "finding-launch_overhead")
+    assert "measured under contention" not in gaps.study
+
+
 def test_pairs_from_unstable_runs_need_the_noise_factor_too():
     runs = table(_contended("res", 1.0, placement="resident", transfer="copy", kernel="k"),
                  _contended("stg", 10.0, placement="staged", transfer="copy", kernel="k"))
