@@ -61,3 +61,18 @@ def test_a_damaged_record_is_named_and_tuned_again(tmp_path):
     again = json.loads((ws / target).read_text())
     assert "reused_from" not in again and again["trials"]
     assert json.loads(record.read_text())["classes"]   # replaced by the new tuning
+
+
+def test_an_unwritable_record_folder_is_named_and_the_tuning_kept(tmp_path, monkeypatch):
+    """PHONETRAIN_TUNING_DIR names a file, not a folder: the tune job still writes the study's
+    tuning (nothing measured is lost) and names the folder and what to do."""
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("")
+    monkeypatch.setenv("PHONETRAIN_TUNING_DIR", str(blocker / "tuning"))
+    ws = W.make_workspace(tmp_path / "ws")
+    target = f"results_a/build/host/kernels/regblock/tuning/{CLASS}.json"
+    p = W.snakemake(ws, target, overrides=OVERRIDES + ["results_dir=results_a"])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "cannot keep this machine's tuning record" in p.stderr
+    assert "PHONETRAIN_TUNING_DIR" in p.stderr
+    assert json.loads((ws / target).read_text())["trials"]

@@ -63,7 +63,13 @@ def recall(record: Path) -> dict[str, Any] | None:
 
 def keep(record: Path, doc: dict[str, Any]) -> None:
     """Keep a measured tuning document in ``record`` (atomic write), with the UTC time it was
-    tuned."""
-    record.parent.mkdir(parents=True, exist_ok=True)
-    write_json(doc | {"tuned_at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
-               record)
+    tuned. A folder that cannot hold it is named on stderr and the job goes on: the study's
+    own tuning file is already written, so nothing measured is lost."""
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        write_json(doc | {"tuned_at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+                   record)
+    except OSError as e:
+        print(f"phonetrain: {record.parent}: cannot keep this machine's tuning record "
+              f"{record.name} ({e.strerror or e}); the next study tunes again: set "
+              "PHONETRAIN_TUNING_DIR to a folder you can write", file=sys.stderr)
