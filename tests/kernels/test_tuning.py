@@ -22,6 +22,7 @@ from phonetrain.stages.deploy import device_plan
 from phonetrain.kernels import KERNELS_ROOT, load_version
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan
+from phonetrain.errors import ResultsFileError
 
 VERIFY_ATOL = MeasureConfig.verify_atol  # the study's tolerance
 
@@ -141,3 +142,20 @@ def test_training_plan_on_each_version_matches_reference(runner, pocl, tmp_path,
     assert doc["status"] == "ok"
     v = reference.verify_run_dir(plan, tmp_path, out)
     assert v["max_abs_err"] <= VERIFY_ATOL, (v["worst"], v["max_abs_err"])
+
+
+def test_a_file_that_is_not_a_tuning_is_named_with_what_is_wrong(tmp_path):
+    good = {"classes": {"c": {"defines": {"TSM": 16}}}, "default": "c"}
+    cases = {"[]": "a JSON list, not an object",
+             json.dumps({"classes": {}}): "no key 'default'",
+             json.dumps({"classes": 5, "default": None}): "'classes' is not an object",
+             json.dumps({"classes": {"c": 5}, "default": "c"}): "class 'c' has no 'defines'",
+             json.dumps(good | {"default": "d"}): "default 'd' is not one of its classes"}
+    for text, problem in cases.items():
+        f = tmp_path / "t.json"
+        f.write_text(text)
+        with pytest.raises(ResultsFileError) as e:
+            tuning.load_tuning(f)
+        assert str(f) in e.value.message and problem in e.value.message
+    f.write_text(json.dumps(good))
+    assert tuning.load_tuning(f) == good

@@ -50,14 +50,18 @@ def test_a_fresh_study_reuses_the_machine_tuning_and_an_edit_tunes_again(tmp_pat
 
 
 def test_a_damaged_record_is_named_and_tuned_again(tmp_path):
+    """A record whose class is not a tuning (its keys right, its inside not) is never reused:
+    named, tuned again, replaced."""
     ws = W.make_workspace(tmp_path / "ws")
     _tune(ws, "results_a")
     [record] = _records()
-    record.write_text("{not json")
+    doc = json.loads(record.read_text())
+    record.write_text(json.dumps(doc | {"classes": {CLASS: 5}}))
     target = f"results_b/build/host/kernels/regblock/tuning/{CLASS}.json"
     p = W.snakemake(ws, target, overrides=OVERRIDES + ["results_dir=results_b"])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "tuning again" in p.stderr and str(record) in p.stderr, p.stderr[-3000:]
+    assert f"class '{CLASS}' has no 'defines' object" in p.stderr
     again = json.loads((ws / target).read_text())
     assert "reused_from" not in again and again["trials"]
     assert json.loads(record.read_text())["classes"]   # replaced by the new tuning

@@ -277,15 +277,37 @@ def write_tuning(doc: dict[str, Any], path: str | Path) -> None:
 
 
 def load_tuning(path: str | Path) -> dict[str, Any]:
-    """Read one tuning file; :class:`~phonetrain.errors.ResultsFileError` naming the file when it
-    is not one."""
+    """Read one tuning file; :class:`~phonetrain.errors.ResultsFileError` naming the file and
+    what is wrong when it is not one (:func:`tuning_problem`)."""
     try:
         doc = json.loads(Path(path).read_text())
-        doc["classes"], doc["default"]  # noqa: B018 (presence check)
-        return doc
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError) as e:
         raise ResultsFileError(f"{path}: not a tuning document ({e})",
                                "rerun the tune job") from e
+    problem = tuning_problem(doc)
+    if problem:
+        raise ResultsFileError(f"{path}: not a tuning document ({problem})",
+                               "rerun the tune job")
+    return doc
+
+
+def tuning_problem(doc: Any) -> str | None:
+    """What keeps ``doc`` from being a tuning document, or None: an object with ``classes``
+    (class name -> an object whose ``defines`` is an object) and ``default`` (null, or one of
+    the classes)."""
+    if not isinstance(doc, dict):
+        return f"a JSON {type(doc).__name__}, not an object"
+    missing = [k for k in ("classes", "default") if k not in doc]
+    if missing:
+        return f"no key '{missing[0]}'"
+    if not isinstance(doc["classes"], dict):
+        return "'classes' is not an object"
+    for name, c in doc["classes"].items():
+        if not isinstance(c, dict) or not isinstance(c.get("defines"), dict):
+            return f"class '{name}' has no 'defines' object"
+    if doc["default"] is not None and doc["default"] not in doc["classes"]:
+        return f"default '{doc['default']}' is not one of its classes"
+    return None
 
 
 def merge_tunings(docs: list[dict[str, Any]]) -> dict[str, Any]:

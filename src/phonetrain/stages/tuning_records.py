@@ -70,6 +70,8 @@ def keep(record: Path, doc: dict[str, Any]) -> None:
         write_json(doc | {"tuned_at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
                    record)
     except OSError as e:
+        why = "not a folder" if record.parent.exists() and not record.parent.is_dir() \
+            else (e.strerror or str(e))
         print(f"phonetrain: {record.parent}: cannot keep this machine's tuning record "
-              f"{record.name} ({e.strerror or e}); the next study tunes again: set "
+              f"{record.name} ({why}); the next study tunes again: set "
               "PHONETRAIN_TUNING_DIR to a folder you can write", file=sys.stderr)
