@@ -357,6 +357,10 @@ def test_pairs_from_unstable_runs_need_the_noise_factor_too():
                  run("stg", 1.5, placement="staged", transfer="copy", kernel="k", iqr=0.01))
     assert cell(fd.placement(runs), "verdict") == \
         "cannot tell (unstable: other processes used 60% of the CPU)"
+    # the glance row then has no verdict of its own either, not "no paper figure"
+    row = next(r for r in glance.at_a_glance({"runs": runs, "gemm": schema.empty("gemm")})["d"]
+               if r.link == "finding-placement")
+    assert row.verdict == "cannot tell" and row.study.startswith("cannot tell (unstable")
 
 
 def test_data_movement_is_set_beside_the_paper_on_placements_that_move_data_only():

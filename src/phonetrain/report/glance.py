@@ -143,7 +143,8 @@ def _pairs(runs: pd.DataFrame, dev: str, a, b, what: str) -> tuple[str, str] | N
         text += f", {w.UNDER_CONTENTION}"
     if len(clear) and len(clear) < len(p):
         text += f"; cannot tell for {len(p) - len(clear)} of {len(p)} pair(s)"
-    return text, "no paper figure"
+    # a row whose every pair is undecided has no figure of the study's own either
+    return text, "no paper figure" if len(clear) else w.CANNOT_TELL
 
 
 ROWS: list[tuple[str, str, Anchor | None, Callable]] = [

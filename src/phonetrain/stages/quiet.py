@@ -32,11 +32,16 @@ from phonetrain.errors import PhonetrainError, StageError
 from phonetrain.io import read_json, short_hash, write_json
 
 
+def machine_ident(facts: dict[str, str]) -> dict[str, Any]:
+    """This machine's identity for a local device whose transport reports ``facts``
+    (:meth:`phonetrain.devices.local.LocalTransport.facts`: OS, ABI, CPU model), with its host
+    name and logical CPU count: what keys the machine's own records."""
+    return {**facts, "node": platform.node(), "logical_cores": os.cpu_count()}
+
+
 def machine_record(facts: dict[str, str]) -> Path:
-    """This machine's probe record for a local device whose transport reports ``facts``
-    (:meth:`phonetrain.devices.local.LocalTransport.facts`: OS, ABI, CPU model)."""
-    ident = {**facts, "node": platform.node(), "logical_cores": os.cpu_count()}
-    return probe_dir() / f"{short_hash(ident)}.json"
+    """This machine's probe record for a local device whose transport reports ``facts``."""
+    return probe_dir() / f"{short_hash(machine_ident(facts))}.json"
 
 
 def probe_dir() -> Path:

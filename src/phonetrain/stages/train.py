@@ -213,9 +213,9 @@ def _attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dic
     processes. The processes of every attempt whose host was not contended (its probe at the
     quiet figure) are pooled, so an interval too wide for a few processes narrows with more of
     them (pyperf samples many worker processes for the variation between them); an attempt on
-    a contended host is set aside, unless nothing else was measured. Returns the run folder when the device cannot do the run (skipped or
-    oom), else ``(verdict, [(attempt, process folder), ...] kept, attempts, earlier
-    reasons)``."""
+    a contended host is set aside, unless nothing else was measured. Returns the run folder
+    when the device cannot do the run (skipped or oom), else ``(verdict, [(attempt, process
+    folder), ...] kept, attempts, earlier reasons)``."""
     ms = s.measure
     pool: list[tuple[int, Path]] = []   # the processes of uncontended attempts
     earlier: list[list[str]] = []       # the reasons of the attempts before the last
@@ -223,11 +223,12 @@ def _attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dic
         fresh = _measure(r, manifest, tmp / f"attempt_{attempt}", s, p, rdir, tmp)
         if isinstance(fresh, Path):
             return fresh
+        tagged = [(attempt, f) for f in fresh]
         alone = judge_measurement(fresh, ms, records)
         if not alone["unstable"]:
-            pool += [(attempt, f) for f in fresh]
-        kept = pool or [(attempt, f) for f in fresh]
-        verdict = alone if kept == [(attempt, f) for f in fresh] else \
+            pool += tagged
+        kept = pool or tagged
+        verdict = alone if kept == tagged else \
             judge_measurement([f for _, f in kept], ms, records)
         why = verdict["reasons"] + verdict["notes"]
         if not why or attempt == ms.max_attempts:

@@ -8,8 +8,8 @@ another choice), so two studies of the same sources would measure different prog
 CLBlast keeps its tuned parameters per device in a database, the tune stage keeps each
 tuning of a ``local`` device in ``$PHONETRAIN_TUNING_DIR/<key>.json`` (default
 ``<cache>/tuning``, the cache of :func:`phonetrain.devices.toolchains.cache_dir`), ``<key>`` a
-hash of the machine (host name, CPU model, OS, logical CPU count, as the calibration probe's
-record, :mod:`phonetrain.stages.quiet`) and of the tune job's whole spec (device config,
+hash of the machine (:func:`phonetrain.stages.quiet.machine_ident`, as the calibration
+probe's record) and of the tune job's whole spec (device config,
 version, ``kernel_hash`` of its sources, class or square sizes, tuning settings). A later tune
 job with the same key copies the record, with ``reused_from`` naming it, instead of measuring;
 an edited kernel source, another class or other settings make another key. Delete the folder
@@ -19,7 +19,6 @@ to tune again (e.g. after a driver update). Phones (adb) are tuned per study, as
 from __future__ import annotations
 
 import os
-import platform
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,6 +28,7 @@ from phonetrain.devices.toolchains import cache_dir
 from phonetrain.errors import ResultsFileError
 from phonetrain.io import short_hash, write_json
 from phonetrain.kernels import tuning
+from phonetrain.stages.quiet import machine_ident
 
 
 def tuning_dir() -> Path:
@@ -41,8 +41,8 @@ def record_path(facts: dict[str, str], spec: dict[str, Any]) -> Path:
     """The record of the tune job ``spec`` (its params, ``stage_root`` left out: where the
     workflow stages files is not the tuning) on a local device whose transport reports
     ``facts`` (:meth:`phonetrain.devices.local.LocalTransport.facts`)."""
-    ident = {**facts, "node": platform.node(), "logical_cores": os.cpu_count(),
-             "spec": {k: v for k, v in spec.items() if k != "stage_root"}}
+    ident = machine_ident(facts) | {
+        "spec": {k: v for k, v in spec.items() if k != "stage_root"}}
     return tuning_dir() / f"{short_hash(ident)}.json"
 
 
