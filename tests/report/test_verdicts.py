@@ -5,7 +5,10 @@ their noise could spoil, sub-resolution sums never printed as a bare 0."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
+
 import pytest
 
 from phonetrain.report import findings as fd
@@ -330,8 +333,7 @@ def test_a_finding_that_survives_noise_is_stated_from_unstable_runs():
 
 def test_launch_gaps_from_unstable_runs_only_are_shown_marked():
     """With every OpenCL run unstable the launch-gap row shows their figure, marked measured
-    under contention (no paper figure to contradict), not "unstable"; the data-movement
-    share rows, set against the paper's figure, stay "unstable"."""
+    under contention (no paper figure to contradict), not "unstable"."""
     stg = dict(placement="staged", transfer="copy", kernel="k", data_movement_share=0.3,
                data_movement_call_share=0.4, gap_ms=2.0, transfer_overhead_ms=0.5)
     runs = table(_contended("s", 10.0, **stg))
@@ -340,11 +342,45 @@ def test_launch_gaps_from_unstable_runs_only_are_shown_marked():
     gaps = rows["Launch overhead (gaps outside transfer calls)"]
     assert gaps.verdict == "no paper figure"
     assert "measured under contention" in gaps.study and "over 1 OpenCL run" in gaps.study
-    assert rows["Share of data movement (device events)"].verdict == "unstable"
     ok = table(run("s", 10.0, **stg))
     gaps = next(r for r in glance.at_a_glance({"runs": ok, "gemm": schema.empty("gemm")})["d"]
                 if r.link == "finding-launch_overhead")
     assert "measured under contention" not in gaps.study
+
+
+@pytest.mark.parametrize("share, verdict", [
+    # odds 0.1 widened 3x: 3.2% to 23.1%, below 50% at either end
+    (0.0909, "differs (measured under contention)"),
+    # odds 9 widened 3x: 75% to 96.4%, above 50% at either end
+    (0.9, "agrees (measured under contention)"),
+    # odds 0.667 widened 3x: 18.2% to 66.7%, on both sides of 50%
+    (0.4, "cannot tell (widened 3x for the noise, 18.2% to 66.7% lies on both sides of 50.0%)")])
+def test_a_data_movement_share_from_unstable_runs_is_decided_beyond_the_noise(share, verdict):
+    """Only unstable staged runs: the share is decided against the paper's "dominant" when its
+    odds (movement time / the rest), divided and multiplied by the noise factor, stay on one
+    side of 50%; a run with a usable share decides by its share alone."""
+    stg = dict(placement="staged", transfer="copy", kernel="k", data_movement_share=share,
+               data_movement_call_share=share)
+    rows = {r.finding: r for r in glance.at_a_glance(
+        {"runs": table(_contended("s", 10.0, **stg)), "gemm": schema.empty("gemm")})["d"]}
+    row = rows["Share of data movement (device events)"]
+    assert row.verdict == verdict
+    assert "measured under contention: each share's odds widened 3x" in row.study
+    lo, hi = wording.widened_share(share)
+    assert lo < share < hi and math.isclose(lo / (1 - lo) * 9, hi / (1 - hi))
+    # two runs on opposite sides: one decided, one not, counted as such
+    runs = table(_contended("a", 10.0, **stg),
+                 _contended("b", 10.0, **{**stg, "data_movement_share": 0.0909}))
+    rows = {r.finding: r for r in glance.at_a_glance({"runs": runs,
+                                                      "gemm": schema.empty("gemm")})["d"]}
+    if share == 0.4:
+        assert rows["Share of data movement (device events)"].verdict == \
+            "differs (measured under contention); cannot tell for 1 of 2 runs"
+    usable = {r.finding: r for r in glance.at_a_glance(
+        {"runs": table(run("s", 10.0, **stg)), "gemm": schema.empty("gemm")})["d"]}
+    assert "contention" not in usable["Share of data movement (device events)"].verdict
+    with pytest.raises(ValueError, match="must lie in"):
+        wording.widened_share(1.2)
 
 
 def test_pairs_from_unstable_runs_need_the_noise_factor_too():

@@ -10,8 +10,9 @@ or run where a row has several, ``differs (k of n agree)`` when only some do), `
 with the reason (no interval recorded, an unstable run whose figure does not survive its
 noise), ``... (measured under contention)`` (decided from unstable runs: their interval
 widened by :data:`~phonetrain.report.wording.SURVIVES_NOISE_FACTOR` on both ends still
-decides), ``not measured``, ``unstable`` (only unstable runs measured a figure that has no
-interval to decide from), ``no paper figure`` (the study's own finding).
+decides; a data-movement share by its odds widened so, :func:`_contended_share`),
+``not measured``, ``unstable`` (only unstable runs measured a figure that has no interval to
+decide from), ``no paper figure`` (the study's own finding).
 The figures are computed by the same functions as the findings (:mod:`.findings`).
 """
 
@@ -104,14 +105,39 @@ def _gain(gemm: pd.DataFrame, dev: str) -> tuple[str, str] | None:
     return study, _combine(verdicts, "shapes")
 
 
-def _share(runs: pd.DataFrame, dev: str, col: str, measure: str) -> tuple[str, str] | None:
+def _moving_shares(runs: pd.DataFrame, dev: str, col: str) -> pd.Series:
     g = fd.moving(fd.movement_frame(runs))
-    g = g[(g["device"] == dev) & (g["below"] != True)][col].dropna()  # noqa: E712
+    return g[(g["device"] == dev) & (g["below"] != True)][col].dropna()  # noqa: E712
+
+
+def _contended_share(share: float) -> str:
+    """One unstable run's share against the paper's "dominant": decided only when the share
+    widened for the noise (:func:`w.widened_share`) stays on one side of
+    :data:`~phonetrain.report.wording.DOMINANT_SHARE`."""
+    lo, hi = w.widened_share(share)
+    if lo > w.DOMINANT_SHARE:
+        return f"agrees ({w.UNDER_CONTENTION})"
+    if hi <= w.DOMINANT_SHARE:
+        return f"differs ({w.UNDER_CONTENTION})"
+    return (f"{w.CANNOT_TELL} (widened {w.SURVIVES_NOISE_FACTOR:g}x for the noise, "
+            f"{w.pct(lo)} to {w.pct(hi)} lies on both sides of {w.pct(w.DOMINANT_SHARE)})")
+
+
+def _share(runs: pd.DataFrame, dev: str, col: str, measure: str) -> tuple[str, str] | None:
+    """The data-movement share of the device's usable staged and pipelined runs against the
+    paper's "dominant"; with none usable, of its unstable ones, each decided only where its
+    share widened for the noise stays on one side of the threshold (:func:`_contended_share`)."""
+    g = _moving_shares(runs, dev, col)
+    if len(g):
+        study = f"{w.span(g)} over {len(g)} staged or pipelined OpenCL run(s) ({measure})"
+        lo, hi = DOMINANT_RANGE
+        return study, w.count_verdict([lo < x <= hi for x in g], "runs")
+    g = _moving_shares(runs.assign(status=runs["status"].replace("unstable", "ok")), dev, col)
     if g.empty:
         return None
-    study = f"{w.span(g)} over {len(g)} staged or pipelined OpenCL run(s) ({measure})"
-    lo, hi = DOMINANT_RANGE
-    return study, w.count_verdict([lo < x <= hi for x in g], "runs")
+    study = (f"{w.span(g)} over {len(g)} staged or pipelined OpenCL run(s) ({measure}, "
+             f"{w.UNDER_CONTENTION}: each share's odds widened {w.SURVIVES_NOISE_FACTOR:g}x)")
+    return study, _combine([_contended_share(x) for x in g], "runs")
 
 
 def _gaps(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:

@@ -281,6 +281,23 @@ def overlap_verdict(lo: float, hi: float, paper_lo: float | None,
     return "agrees" if lo <= phi and plo <= hi else "differs"
 
 
+def widened_share(share: float, factor: float = SURVIVES_NOISE_FACTOR) -> tuple[float, float]:
+    """The range of shares (fractions in [0, 1]) that a ``share`` measured under contention
+    may stand for. A share is ``cost / (cost + rest)``; its odds ``cost / rest`` are a ratio of
+    two times measured in the same contended iterations, each of which the host may have
+    slowed by up to ``factor`` (:data:`SURVIVES_NOISE_FACTOR`, the factor a ratio of two
+    unstable times is widened by before a difference is stated). So the odds are divided and
+    multiplied by ``factor`` and turned back into shares. Raises ValueError for a share
+    outside [0, 1] or a factor below 1."""
+    if not 0.0 <= share <= 1.0 or factor < 1.0:
+        raise ValueError(f"widened_share: share {share} must lie in [0, 1] and factor "
+                         f"{factor} be >= 1")
+    if share in (0.0, 1.0):
+        return share, share
+    odds = share / (1.0 - share)
+    return (odds / factor) / (1.0 + odds / factor), (odds * factor) / (1.0 + odds * factor)
+
+
 def conditions(r: pd.Series | dict) -> str:
     """The measurement conditions a run row records, as one phrase: load average, the share
     of CPU capacity other processes used, the OpenMP wait policy, CPU clock and temperature
