@@ -26,8 +26,7 @@ from phonetrain.results.check import findings, quarantine
 from phonetrain.results.schema import fingerprint as schema_fingerprint
 from phonetrain.layout import Layout
 from phonetrain.stages.job import RUNTIME_ENV, Runtime
-from phonetrain.stages.params import (CPU_VERSION, control_subjects, expected_files, facts,
-                                      gemm_job,
+from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
                                       gemm_versions, job_params, squares_job, summary_outputs,
                                       sweep_tuning_classes, tune_job, tuning_classes)
 from phonetrain.stages.specs import as_json
@@ -124,7 +123,6 @@ os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"],
                                   SWEEP.results_dir).to_env()
 PY = shlex.quote(sys.executable)
 EXPECTED = expected_files(SWEEP)
-CONTROLS = control_subjects(SWEEP)
 SUMMARY = summary_outputs(SWEEP)
 SCHEMA_FINGERPRINT = schema_fingerprint()
 FIG_EXT = SWEEP.root["report"]["figure_format"]
@@ -205,30 +203,10 @@ def deploy_inputs(wc):
 
 def gemm_inputs(wc):
     d = {"runner": L.runner(wc.device), "shapes": L.gemm_shapes(), "sources": [],
-         "tuning": tuning_files(wc.device, wc.version, GEMM_CLASSES + [tuning.SQUARES]),
-         "controls": control_record(wc.device, version=wc.version)}
+         "tuning": tuning_files(wc.device, wc.version, GEMM_CLASSES + [tuning.SQUARES])}
     if wc.version != CPU_VERSION:
         d["sources"] = version_sources(wc.version)
     return d
-
-
-def control_record(device, exp=None, version=None):
-    """[the device's controls record] for a control subject (the run `exp` or the GEMM sweep
-    of `version`, CONTROLS), else []: a control measures again after its record is rewritten."""
-    c = CONTROLS.get(device)
-    return [L.controls(device)] if c and (exp in c.runs or version in c.gemm) else []
-
-
-def control_inputs(wc):
-    """What the device's other measuring jobs are made from: the kernel sources and plans of
-    its runs that are not controls, and the sources of its other GEMM sweeps. Not their
-    outputs: a failed OpenCL job must not keep the CPU controls from measuring."""
-    c = CONTROLS[wc.device]
-    runs = [e for e in EXPERIMENTS if e.device == wc.device and e.id not in c.runs]
-    versions = {exp_kernel(e.id) for e in runs} | set(gemm_versions(SWEEP))
-    return {"plans": sorted({L.plan_dir(e.id) for e in runs}),
-            "sources": sorted({f for v in versions - {None, CPU_VERSION, *c.gemm}
-                               for f in version_sources(v)})}
 
 
 def gemm_job_params(wc):

@@ -44,7 +44,6 @@ rule train:
         plan=L.run_file("{device}", "{exp}", layout.PLAN),
         plan_dir=L.plan_dir("{exp}"),
         data=lambda wc: L.data_dir(JP["plan"][wc.exp]["data_dir"]),
-        controls=lambda wc: control_record(wc.device, exp=wc.exp),
     output:
         run=L.run_file("{device}", "{exp}", layout.RUN),
         trace=L.run_file("{device}", "{exp}", layout.TRACE),

@@ -187,11 +187,6 @@ class Layout:
     def peaks(self, device: str) -> str:
         return self._p("peaks", f"{device}.json")
 
-    def controls(self, device: str) -> str:
-        """The device's controls record (phonetrain.stages.controls): rewritten whenever one
-        of its other measuring jobs' inputs changed, so its controls are measured again."""
-        return self._p("controls", f"{device}.json")
-
     # aggregate and report
     def summary_dir(self) -> str:
         return self._p("summary")

@@ -198,17 +198,3 @@ def test_the_gemm_shapes_job_writes_the_shapes_its_hash_names(tmp_path):
     assert read_shapes(out, jp["gemm"]["shapes_hash"])
     with pytest.raises(StageError, match="gemm_shapes"):
         read_shapes(out, "0" * 16)
-
-
-def test_controls_are_the_devices_cpu_runs_and_cpu_gemm_sweep():
-    """The default study's host has two CPU runs among its OpenCL runs: they and its CPU GEMM
-    sweep are its controls; ``measure.controls=false`` leaves none, as does a sweep without a
-    CPU run."""
-    from phonetrain.stages.params import control_subjects
-    got = control_subjects(compose_sweep([], conf_dir=CONF))
-    assert set(got) == {"host"}
-    assert set(got["host"].runs) == {"mlp_784_256_128_16.cpu.none", "lenet5.cpu.none"}
-    assert got["host"].gemm == ["cpu"]
-    assert control_subjects(compose_sweep(["measure.controls=false"], conf_dir=CONF)) == {}
-    gpu_only = compose_sweep(["sweep.backends=[opencl]"], conf_dir=CONF)
-    assert control_subjects(gpu_only) == {}

@@ -36,9 +36,9 @@ from phonetrain.layout import RUNNER_CACHE_REL, Layout, stage_root_rel
 from phonetrain.lowering import LowerSpec, lower
 from phonetrain.models import get_model
 from phonetrain.results.schema import TABLES
-from phonetrain.stages.specs import (BandwidthSpec, ControlsSpec, DataSpec, DeviceSpec,
-                                     GemmSpec, KernelSpec, MeasureSpec, PlanSpec, RunnerSpec,
-                                     RunSpec, ShapesSpec, SquaresSpec, TuneSpec, to_params)
+from phonetrain.stages.specs import (BandwidthSpec, DataSpec, DeviceSpec, GemmSpec, KernelSpec,
+                                     MeasureSpec, PlanSpec, RunnerSpec, RunSpec, ShapesSpec,
+                                     SquaresSpec, TuneSpec, to_params)
 
 RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
                     "cooldown_threshold_c", "cooldown_limit_s", "verify_atol", "checkpoints",
@@ -299,24 +299,6 @@ def squares_job(jp: dict[str, Any], device: str, kernel: str) -> dict[str, Any]:
 def gemm_versions(sweep: Sweep) -> list[str]:
     """The GEMM study's versions: the sweep's kernel versions and the runner's CPU backend."""
     return list(sweep.kernels) + [CPU_VERSION]
-
-
-def control_subjects(sweep: Sweep) -> dict[str, ControlsSpec]:
-    """Device -> its controls (:class:`ControlsSpec`): the device's CPU-backend runs and its
-    CPU GEMM sweep, measured again whenever another measuring job of the device is, so that
-    two measurements of the subjects nothing changed for gauge the host's drift between them
-    (:mod:`phonetrain.report.drift`). The CPU backend is the control because the usual edit is
-    an OpenCL kernel, whose sources it does not share (and every device also sweeps the
-    OpenCL versions' GEMMs, so there is always something to control for). Empty when
-    ``measure.controls`` is false; a device with no CPU run has none."""
-    if not sweep.root["measure"]["controls"]:
-        return {}
-    out = {}
-    for d in sweep.devices:
-        runs = [e.id for e in sweep.experiments if e.device == d and not e.is_opencl]
-        if runs:
-            out[d] = ControlsSpec(d, runs, [CPU_VERSION])
-    return out
 
 
 def summary_outputs(sweep: Sweep) -> dict[str, str]:

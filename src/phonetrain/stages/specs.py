@@ -130,16 +130,6 @@ class ShapesSpec:
 
 
 @dataclass(frozen=True)
-class ControlsSpec:
-    """``controls``: the device's control subjects, measured again beside any re-measured
-    job of the device: ``runs`` (experiment ids) and ``gemm`` (GEMM sweep versions)."""
-
-    device: str
-    runs: list
-    gemm: list
-
-
-@dataclass(frozen=True)
 class DataSpec:
     """``data``: one dataset split into batch files. ``input_shape``/``classes`` only for
     synthetic data (else None); ``heldout`` the held-out share cut from training
