@@ -129,3 +129,25 @@ def test_trace_command_refuses_a_damaged_folder(run_copy: Path):
     res = CliRunner().invoke(main, ["trace", str(run_copy)])
     assert res.exit_code == 1 and "damaged" in res.output, res.output
     assert not (run_copy / "trace.perfetto.json").exists()  # no trace drawn from a cut file
+
+
+def test_refresh_unstable_names_a_run_whose_verdict_cannot_be_read(run_copy: Path,
+                                                                   tmp_path: Path):
+    """A damaged measurement.json leaves no verdict to keep the run by: `refresh --unstable`
+    moves it aside with the file named, beside the unstable ones; a readable verdict of a
+    stable run stays."""
+    from click.testing import CliRunner
+
+    from phonetrain.cli import main
+    from phonetrain.results.check import unstable_runs
+    R = tmp_path / "results"
+    for name in ("a", "b"):
+        shutil.copytree(run_copy, R / "runs" / "host" / name)
+    (R / "runs" / "host" / "b" / "measurement.json").write_text('{"unstable": fal')
+    found = unstable_runs(Layout(str(R)))
+    assert [Path(f.path).name for f in found] == ["b"]
+    assert "measurement.json: cannot read JSON" in found[0].why and "again" in found[0].why
+    res = CliRunner().invoke(main, ["refresh", "--unstable", "--results", str(R)])
+    assert res.exit_code == 0, res.output
+    assert "host/b: moved aside" in res.output and "host/a" not in res.output
+    assert (R / "runs" / "host" / "a").is_dir() and not (R / "runs" / "host" / "b").exists()

@@ -21,7 +21,11 @@ def _tune(ws: Path, results: str) -> dict:
     target = f"{results}/build/host/kernels/regblock/tuning/{CLASS}.json"
     p = W.snakemake(ws, target, overrides=OVERRIDES + [f"results_dir={results}"])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return json.loads((ws / target).read_text())
+    doc = json.loads((ws / target).read_text())
+    # a reuse is said where the job runs, naming the record
+    said = "tune regblock on host: reused this machine's tuning" in p.stderr
+    assert said == ("reused_from" in doc) and (not said or doc["reused_from"] in p.stderr)
+    return doc
 
 
 def _records() -> list[Path]:

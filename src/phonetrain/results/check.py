@@ -34,7 +34,7 @@ from typing import Any, Iterator, Mapping, NamedTuple
 
 from phonetrain import layout
 from phonetrain.errors import ResultsFileError
-from phonetrain.io import write_json
+from phonetrain.io import read_json, write_json
 from phonetrain.layout import Layout
 from phonetrain.results.runs import changed_params, folder_problems, unstable_reason
 
@@ -81,14 +81,31 @@ def findings(run_params: Mapping[tuple[str, str], Mapping[str, Any]], L: Layout,
 
 def unstable_runs(L: Layout) -> list[Finding]:
     """Every measured run folder under the results folder ``L`` (``runs/<device>/<experiment>``)
-    whose measurement verdict calls it unstable, sorted by path, with the verdict's reasons:
-    what ``phonetrain refresh --unstable`` moves aside."""
+    whose measurement verdict calls it unstable, or whose verdict file cannot be read (no
+    verdict to keep it by), sorted by path, with the reasons: what ``phonetrain refresh
+    --unstable`` moves aside."""
     out = []
     for rdir in sorted(Path(L.root, "runs").glob("*/*")):
-        why = unstable_reason(rdir) if (rdir / layout.RUN).exists() else None
+        if not (rdir / layout.RUN).exists():
+            continue
+        why = unstable_reason(rdir)
         if why:
             out.append(Finding(str(rdir), f"unstable: {why}"))
+        elif (bad := unreadable_verdict(rdir)):
+            out.append(Finding(str(rdir), bad))
     return out
+
+
+def unreadable_verdict(run_dir: str | Path) -> str | None:
+    """Why the run's ``measurement.json`` cannot be read (named, with the remedy), or None when
+    it reads or is absent."""
+    p = Path(run_dir) / layout.MEASUREMENT
+    try:
+        if p.exists():
+            read_json(p)
+    except ResultsFileError as e:
+        return f"{e.message}: no measurement verdict; measure the run again"
+    return None
 
 
 def utc_stamp() -> str:

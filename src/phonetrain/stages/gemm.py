@@ -147,6 +147,9 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
     kept = tuning_records.recall(record) if record is not None else None
     if kept is not None:   # this machine tuned these sources before: the same choice
         tuning.write_tuning(kept, job.output.tuning)
+        print(f"phonetrain: tune {version.name} on {p.device}: reused this machine's tuning "
+              f"of the same sources and settings ({record}; tuned {kept.get('tuned_at', '?')})",
+              file=sys.stderr)
         return kept
     source = f"{layout.device_kernels(version.name)}/gemm.cl"
     doc = {"version": version.name, "classes": {}, "default": None, "trials": []}
