@@ -536,6 +536,22 @@ static int k_bias_add(const kctx *k)
     return 0;
 }
 
+/* Sum of x[0..n) in ROW_SUM_LANES interleaved partial sums (x[j] into lane j % lanes), added
+ * in lane order, then the tail: a fixed order the compiler vectorizes, where one running sum
+ * would wait on the add's latency at every element. */
+#define ROW_SUM_LANES 16
+static float row_sum(const float *restrict x, int64_t n)
+{
+    float lane[ROW_SUM_LANES] = {0.0f};
+    int64_t j = 0;
+    for (; j + ROW_SUM_LANES <= n; j += ROW_SUM_LANES)
+        for (int l = 0; l < ROW_SUM_LANES; ++l) lane[l] += x[j + l];
+    float s = 0.0f;
+    for (int l = 0; l < ROW_SUM_LANES; ++l) s += lane[l];
+    for (; j < n; ++j) s += x[j];
+    return s;
+}
+
 static int k_bias_grad(const kctx *k)
 {
     for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
@@ -547,10 +563,7 @@ static int k_bias_grad(const kctx *k)
 #pragma omp parallel for if (B * C * HW > PAR_MIN) schedule(static)
     for (int64_t c = 0; c < C; ++c) {
         float acc = 0.0f;
-        for (int64_t b = 0; b < B; ++b) {
-            const float *row = dY + (b * C + c) * HW;
-            for (int64_t j = 0; j < HW; ++j) acc += row[j];
-        }
+        for (int64_t b = 0; b < B; ++b) acc += row_sum(dY + (b * C + c) * HW, HW);
         db[c] = acc;
     }
     return 0;
@@ -577,7 +590,11 @@ static int k_relu_bwd(const kctx *k)
     const float *Y = PF(1), *dY = PF(2);
     float *dX = PF(3);  /* may alias dY */
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; ++i) dX[i] = Y[i] > 0.0f ? dY[i] : 0.0f;
+    /* dY is read whatever the mask, so the select needs no branch and vectorizes. */
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = dY[i];
+        dX[i] = Y[i] > 0.0f ? g : 0.0f;
+    }
     return 0;
 }
 

@@ -10,6 +10,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- depthwise 3x3 convolution -------------------------------------------------------- */
@@ -32,90 +34,232 @@ static int dw_dims(const kctx *k, int x_arg, int y_arg, int w_arg)
     return 0;
 }
 
+/* The geometry of one depthwise plane in a zero-padded buffer: the image at row `pad`, column
+ * `pad` of an Hp x Wp grid (Hp = H + 2*pad, Wp = W + 2*pad), followed by one spare zero row so
+ * that the flattened stride-1 loops below may read up to 2 elements past the grid.
+ * Padding the plane once removes every bounds test from the tap loops: a tap on the padding
+ * reads 0, and adding w * 0 to a sum that starts at +0 leaves it bitwise unchanged, so the
+ * results equal those of a loop that skips the padding taps. */
+typedef struct {
+    int H, W, s, pad, OH, OW, Hp, Wp;
+} dw_plane;
+
+static dw_plane dw_plane_of(const kctx *k)
+{
+    const int H = I(2), W = I(3), pad = I(5);
+    return (dw_plane){H, W, I(4), pad, I(6), I(7), H + 2 * pad, W + 2 * pad};
+}
+
+static int64_t dw_padded_len(const dw_plane *g) { return (int64_t)(g->Hp + 1) * g->Wp; }
+
+/* Scratch of n floats for the calling thread, freed by the caller; aborts when memory runs
+ * out (a kernel has no error path for it). */
+static float *dw_scratch(int64_t n)
+{
+    float *p = malloc((size_t)n * sizeof(float));
+    if (!p) {
+        fprintf(stderr, "depthwise conv: out of memory for %lld floats of scratch\n",
+                (long long)n);
+        abort();
+    }
+    return p;
+}
+
+/* Copies one H x W image into the padded grid xp (whose border is already 0). */
+static void dw_pad_in(const dw_plane *g, const float *restrict x, float *restrict xp)
+{
+    for (int h = 0; h < g->H; ++h)
+        memcpy(xp + (int64_t)(h + g->pad) * g->Wp + g->pad, x + (int64_t)h * g->W,
+               (size_t)g->W * sizeof(float));
+}
+
+/* y[oh, ow] = sum over taps (kh, kw) in order of w[kh*3+kw] * xp[oh*s+kh, ow*s+kw]. At stride
+ * 1 each output row is computed over the padded width Wp (the last Wp - OW columns are junk,
+ * never copied out), so the loop over q is one contiguous run the compiler vectorizes. */
+static void dw_fwd_plane(const dw_plane *g, const float *restrict xp, const float *w,
+                         float *restrict yrow, float *restrict y)
+{
+    const int Wp = g->Wp;
+    if (g->s == 1) {
+        const int64_t n = (int64_t)g->OH * Wp;
+        const float *x0 = xp, *x1 = xp + Wp, *x2 = xp + 2 * Wp;
+        for (int64_t q = 0; q < n; ++q) {
+            float acc = 0.0f;
+            acc += w[0] * x0[q];
+            acc += w[1] * x0[q + 1];
+            acc += w[2] * x0[q + 2];
+            acc += w[3] * x1[q];
+            acc += w[4] * x1[q + 1];
+            acc += w[5] * x1[q + 2];
+            acc += w[6] * x2[q];
+            acc += w[7] * x2[q + 1];
+            acc += w[8] * x2[q + 2];
+            yrow[q] = acc;
+        }
+        for (int oh = 0; oh < g->OH; ++oh)
+            memcpy(y + (int64_t)oh * g->OW, yrow + (int64_t)oh * Wp,
+                   (size_t)g->OW * sizeof(float));
+        return;
+    }
+    for (int oh = 0; oh < g->OH; ++oh) {
+        const float *x0 = xp + (int64_t)oh * g->s * Wp, *x1 = x0 + Wp, *x2 = x1 + Wp;
+        float *restrict yo = y + (int64_t)oh * g->OW;
+        for (int ow = 0; ow < g->OW; ++ow) {
+            const int c = ow * g->s;
+            float acc = 0.0f;
+            acc += w[0] * x0[c];
+            acc += w[1] * x0[c + 1];
+            acc += w[2] * x0[c + 2];
+            acc += w[3] * x1[c];
+            acc += w[4] * x1[c + 1];
+            acc += w[5] * x1[c + 2];
+            acc += w[6] * x2[c];
+            acc += w[7] * x2[c + 1];
+            acc += w[8] * x2[c + 2];
+            yo[ow] = acc;
+        }
+    }
+}
+
 static int k_dwconv3x3_fwd(const kctx *k)
 {
     CHECK(dw_dims(k, 8, 10, 9));
-    const int C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
-    const int64_t n = (int64_t)I(0) * C * OH * OW;
+    const dw_plane g = dw_plane_of(k);
+    const int C = I(1);
+    const int64_t BC = (int64_t)I(0) * C;
     const float *X = PF(8), *Wt = PF(9);
     float *Y = PF(10);
-#pragma omp parallel for if (n * 9 > PAR_MIN) schedule(static)
-    for (int64_t o = 0; o < n; ++o) {
-        const int ow = (int)(o % OW), oh = (int)(o / OW % OH);
-        const int64_t bc = o / ((int64_t)OH * OW);
-        const float *x = X + bc * H * W, *w = Wt + (bc % C) * 9;
-        float acc = 0.0f;
-        for (int kh = 0; kh < 3; ++kh) {
-            const int h = oh * s - pad + kh;
-            for (int kw = 0; kw < 3; ++kw) {
-                const int wi = ow * s - pad + kw;
-                const float v = (h >= 0 && h < H && wi >= 0 && wi < W) ? x[h * W + wi] : 0.0f;
-                acc += w[kh * 3 + kw] * v;
-            }
+    const int64_t plen = dw_padded_len(&g), rlen = (int64_t)g.OH * g.Wp + 2;
+#pragma omp parallel if (BC * g.OH * g.OW * 9 > PAR_MIN)
+    {
+        float *xp = dw_scratch(plen + rlen), *yrow = xp + plen;
+        memset(xp, 0, (size_t)plen * sizeof(float));
+#pragma omp for schedule(static)
+        for (int64_t bc = 0; bc < BC; ++bc) {
+            dw_pad_in(&g, X + bc * g.H * g.W, xp);
+            dw_fwd_plane(&g, xp, Wt + (bc % C) * 9, yrow, Y + bc * g.OH * g.OW);
         }
-        Y[o] = acc;
+        free(xp);
     }
     return 0;
+}
+
+/* dxp[oh*s+kh, ow*s+kw] += w[kh*3+kw] * dy[oh, ow], taps in (kh, kw) order, over a zeroed
+ * padded grid; the image part is then copied out. Every input pixel thus sums its terms in
+ * the order of the OpenCL kernel's gather (which loops over the same taps). At stride 1 dy is
+ * first spread over the padded width (zeros in the Wp - OW spare columns, whose w * 0 terms
+ * change no sum), so each tap is one contiguous multiply-add the compiler vectorizes. */
+static void dw_bwd_data_plane(const dw_plane *g, const float *restrict dy, const float *w,
+                              float *restrict dyp, float *restrict dxp, float *restrict dx)
+{
+    const int Wp = g->Wp;
+    memset(dxp, 0, (size_t)dw_padded_len(g) * sizeof(float));
+    if (g->s == 1) {
+        const int64_t n = (int64_t)g->OH * Wp;
+        for (int oh = 0; oh < g->OH; ++oh) {
+            memcpy(dyp + (int64_t)oh * Wp, dy + (int64_t)oh * g->OW, (size_t)g->OW * sizeof(float));
+            for (int j = g->OW; j < Wp; ++j) dyp[(int64_t)oh * Wp + j] = 0.0f;
+        }
+        for (int kh = 0; kh < 3; ++kh)
+            for (int kw = 0; kw < 3; ++kw) {
+                const float wv = w[kh * 3 + kw];
+                float *restrict d = dxp + (int64_t)kh * Wp + kw;
+                for (int64_t q = 0; q < n; ++q) d[q] += wv * dyp[q];
+            }
+    } else {
+        for (int kh = 0; kh < 3; ++kh)
+            for (int kw = 0; kw < 3; ++kw) {
+                const float wv = w[kh * 3 + kw];
+                for (int oh = 0; oh < g->OH; ++oh) {
+                    float *restrict d = dxp + (int64_t)(oh * g->s + kh) * Wp + kw;
+                    const float *restrict s = dy + (int64_t)oh * g->OW;
+                    for (int ow = 0; ow < g->OW; ++ow) d[ow * g->s] += wv * s[ow];
+                }
+            }
+    }
+    for (int h = 0; h < g->H; ++h)
+        memcpy(dx + (int64_t)h * g->W, dxp + (int64_t)(h + g->pad) * Wp + g->pad,
+               (size_t)g->W * sizeof(float));
 }
 
 static int k_dwconv3x3_bwd_data(const kctx *k)
 {
     CHECK(dw_dims(k, 10, 8, 9));
-    const int C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
+    const dw_plane g = dw_plane_of(k);
+    const int C = I(1);
     const int64_t BC = (int64_t)I(0) * C;
     const float *dY = PF(8), *Wt = PF(9);
     float *dX = PF(10);
-    /* Per (b, c) image: zero it, then add each tap's contributions, taps in (kh, kw) order.
-     * Every input pixel thus sums its terms in the order of the OpenCL kernel's gather (which
-     * loops over the same taps), without the gather's divisions by the stride. Threads own
-     * whole images: no races, a fixed order. */
-#pragma omp parallel for if (BC * OH * OW * 9 > PAR_MIN) schedule(static)
-    for (int64_t bc = 0; bc < BC; ++bc) {
-        float *dx = dX + bc * H * W;
-        const float *dy = dY + bc * OH * OW, *wt = Wt + (bc % C) * 9;
-        memset(dx, 0, (size_t)H * W * sizeof(float));
-        for (int kh = 0; kh < 3; ++kh)
-            for (int kw = 0; kw < 3; ++kw) {
-                const float wv = wt[kh * 3 + kw];
-                for (int oh = 0; oh < OH; ++oh) {
-                    const int h = oh * s - pad + kh;
-                    if (h < 0 || h >= H) continue;
-                    for (int ow = 0; ow < OW; ++ow) {
-                        const int w = ow * s - pad + kw;
-                        if (w >= 0 && w < W) dx[h * W + w] += wv * dy[oh * OW + ow];
-                    }
-                }
-            }
+    const int64_t plen = dw_padded_len(&g);
+    /* Threads own whole images: no races, a fixed order. */
+#pragma omp parallel if (BC * g.OH * g.OW * 9 > PAR_MIN)
+    {
+        float *dxp = dw_scratch(2 * plen), *dyp = dxp + plen;
+#pragma omp for schedule(static)
+        for (int64_t bc = 0; bc < BC; ++bc)
+            dw_bwd_data_plane(&g, dY + bc * g.OH * g.OW, Wt + (bc % C) * 9, dyp, dxp,
+                              dX + bc * g.H * g.W);
+        free(dxp);
     }
     return 0;
+}
+
+/* part[t] += sum over (oh, ow) in row-major order of xp[oh*s+kh, ow*s+kw] * dy[oh, ow] for
+ * the 9 taps t = kh*3 + kw: nine independent running sums in one pass over the plane, each
+ * in the order a per-tap loop would use. */
+static void dw_bwd_weight_plane(const dw_plane *g, const float *restrict xp,
+                                const float *restrict dy, float part[9])
+{
+    float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f, p4 = 0.0f, p5 = 0.0f, p6 = 0.0f,
+          p7 = 0.0f, p8 = 0.0f;
+    for (int oh = 0; oh < g->OH; ++oh) {
+        const float *x0 = xp + (int64_t)oh * g->s * g->Wp, *x1 = x0 + g->Wp, *x2 = x1 + g->Wp;
+        const float *d = dy + (int64_t)oh * g->OW;
+        for (int ow = 0; ow < g->OW; ++ow) {
+            const int c = ow * g->s;
+            const float v = d[ow];
+            p0 += x0[c] * v;
+            p1 += x0[c + 1] * v;
+            p2 += x0[c + 2] * v;
+            p3 += x1[c] * v;
+            p4 += x1[c + 1] * v;
+            p5 += x1[c + 2] * v;
+            p6 += x2[c] * v;
+            p7 += x2[c + 1] * v;
+            p8 += x2[c + 2] * v;
+        }
+    }
+    part[0] = p0, part[1] = p1, part[2] = p2, part[3] = p3, part[4] = p4;
+    part[5] = p5, part[6] = p6, part[7] = p7, part[8] = p8;
 }
 
 static int k_dwconv3x3_bwd_weight(const kctx *k)
 {
     CHECK(dw_dims(k, 8, 9, 10));
-    const int B = I(0), C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
+    const dw_plane g = dw_plane_of(k);
+    const int B = I(0), C = I(1);
     const float *X = PF(8), *dY = PF(9);
     float *dW = PF(10);
-    /* One sum per (c, kh, kw): each image's sum over oh, ow, then the B partial sums. */
-#pragma omp parallel for if ((int64_t)B * C * OH * OW * 9 > PAR_MIN) schedule(static)
-    for (int64_t t = 0; t < (int64_t)C * 9; ++t) {
-        const int c = (int)(t / 9), kh = (int)(t % 9) / 3, kw = (int)(t % 3);
-        float acc = 0.0f;
-        for (int b = 0; b < B; ++b) {
-            const float *x = X + ((int64_t)b * C + c) * H * W;
-            const float *dy = dY + ((int64_t)b * C + c) * OH * OW;
-            float part = 0.0f;   /* blocked: one image's sum, then the batch's */
-            for (int oh = 0; oh < OH; ++oh) {
-                const int h = oh * s - pad + kh;
-                for (int ow = 0; ow < OW; ++ow) {
-                    const int w = ow * s - pad + kw;
-                    const float v = (h >= 0 && h < H && w >= 0 && w < W) ? x[h * W + w] : 0.0f;
-                    part += v * dy[oh * OW + ow];
-                }
+    const int64_t plen = dw_padded_len(&g);
+    /* One sum per (c, kh, kw): each image's sum over oh, ow, then the B partial sums in image
+     * order. A thread owns whole channels, so the order does not depend on the thread
+     * count. */
+#pragma omp parallel if ((int64_t)B * C * g.OH * g.OW * 9 > PAR_MIN)
+    {
+        float *xp = dw_scratch(plen);
+        memset(xp, 0, (size_t)plen * sizeof(float));
+#pragma omp for schedule(static)
+        for (int c = 0; c < C; ++c) {
+            float acc[9] = {0.0f}, part[9];
+            for (int b = 0; b < B; ++b) {
+                const int64_t bc = (int64_t)b * C + c;
+                dw_pad_in(&g, X + bc * g.H * g.W, xp);
+                dw_bwd_weight_plane(&g, xp, dY + bc * g.OH * g.OW, part);
+                for (int t = 0; t < 9; ++t) acc[t] += part[t];
             }
-            acc += part;
+            for (int t = 0; t < 9; ++t) dW[(int64_t)c * 9 + t] = acc[t];
         }
-        dW[t] = acc;
+        free(xp);
     }
     return 0;
 }
@@ -130,6 +274,48 @@ static int bn_dims(const kctx *k, const int *big, int nbig, const int *small, in
     for (int i = 0; i < nbig; ++i) CHECK(kneed_numel(k, big[i], n, "B*C*HW"));
     for (int i = 0; i < nsmall; ++i) CHECK(kneed_numel(k, small[i], I(1), "C"));
     return 0;
+}
+
+/* Per-channel sums run in BN_LANES interleaved partial sums (element j of a plane goes to lane
+ * j % BN_LANES), added in lane order at the end of each plane: a fixed order the compiler can
+ * vectorize, where one running sum would serialize on the add's latency. */
+#define BN_LANES 16
+
+static float lanes_total(const float *lane)
+{
+    float s = 0.0f;
+    for (int l = 0; l < BN_LANES; ++l) s += lane[l];
+    return s;
+}
+
+/* Sum over j of x[j] - shift. */
+static float plane_sum_shifted(const float *restrict x, int n, float shift)
+{
+    float lane[BN_LANES] = {0.0f};
+    int j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; ++l) lane[l] += x[j + l] - shift;
+    float s = lanes_total(lane);
+    for (; j < n; ++j) s += x[j] - shift;
+    return s;
+}
+
+/* Sum over j of (x[j] - mu)^2. */
+static float plane_sum_sq_dev(const float *restrict x, int n, float mu)
+{
+    float lane[BN_LANES] = {0.0f};
+    int j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; ++l) {
+            const float dv = x[j + l] - mu;
+            lane[l] += dv * dv;
+        }
+    float s = lanes_total(lane);
+    for (; j < n; ++j) {
+        const float dv = x[j] - mu;
+        s += dv * dv;
+    }
+    return s;
 }
 
 static int k_batchnorm_stats(const kctx *k)
@@ -150,23 +336,12 @@ static int k_batchnorm_stats(const kctx *k)
          * which 1/sqrt(var + eps) would otherwise amplify the rounding of. */
         const float shift = X[(int64_t)c * HW];
         float sum = 0.0f;
-        for (int b = 0; b < B; ++b) {   /* blocked: each image's sum, then the batch's */
-            const float *x = X + ((int64_t)b * C + c) * HW;
-            float part = 0.0f;
-            for (int j = 0; j < HW; ++j) part += x[j] - shift;
-            sum += part;
-        }
+        for (int b = 0; b < B; ++b)   /* blocked: each image's sum, then the batch's */
+            sum += plane_sum_shifted(X + ((int64_t)b * C + c) * HW, HW, shift);
         const float mu = shift + sum / cnt;
         float sq = 0.0f;  /* second pass: sum of squared deviations (no cancellation) */
-        for (int b = 0; b < B; ++b) {
-            const float *x = X + ((int64_t)b * C + c) * HW;
-            float part = 0.0f;
-            for (int j = 0; j < HW; ++j) {
-                const float dv = x[j] - mu;
-                part += dv * dv;
-            }
-            sq += part;
-        }
+        for (int b = 0; b < B; ++b)
+            sq += plane_sum_sq_dev(X + ((int64_t)b * C + c) * HW, HW, mu);
         const float var = sq / cnt;
         const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
         mean[c] = mu;
@@ -177,20 +352,47 @@ static int k_batchnorm_stats(const kctx *k)
     return 0;
 }
 
+/* Per (b, c) plane, so the channel's constants are loaded once and the element loop is a
+ * plain vectorizable run (no division per element to find the channel). */
 static int k_batchnorm_apply(const kctx *k)
 {
     static const int big[] = {3, 8}, small[] = {4, 5, 6, 7};
     CHECK(bn_dims(k, big, 2, small, 4));
     const int C = I(1), HW = I(2);
-    const int64_t n = (int64_t)I(0) * C * HW;
+    const int64_t n = (int64_t)I(0) * C * HW, BC = (int64_t)I(0) * C;
     const float *X = PF(3), *mean = PF(4), *invstd = PF(5), *gamma = PF(6), *beta = PF(7);
     float *Y = PF(8);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-        const int c = (int)(i / HW % C);
-        Y[i] = ((X[i] - mean[c]) * invstd[c]) * gamma[c] + beta[c];
+    for (int64_t bc = 0; bc < BC; ++bc) {
+        const int c = (int)(bc % C);
+        const float mu = mean[c], is = invstd[c], ga = gamma[c], be = beta[c];
+        const float *x = X + bc * HW;
+        float *y = Y + bc * HW;   /* may alias x: no restrict, the compiler checks */
+        for (int j = 0; j < HW; ++j) y[j] = ((x[j] - mu) * is) * ga + be;
     }
     return 0;
+}
+
+/* Sums over j of dy[j] (*pb) and dy[j] * (x[j] - mu) * is (*pg). */
+static void plane_bn_grads(const float *restrict x, const float *restrict dy, int n, float mu,
+                           float is, float *pg, float *pb)
+{
+    float lg[BN_LANES] = {0.0f}, lb[BN_LANES] = {0.0f};
+    int j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; ++l) {
+            const float xhat = (x[j + l] - mu) * is;
+            lb[l] += dy[j + l];
+            lg[l] += dy[j + l] * xhat;
+        }
+    float g = lanes_total(lg), b = lanes_total(lb);
+    for (; j < n; ++j) {
+        const float xhat = (x[j] - mu) * is;
+        b += dy[j];
+        g += dy[j] * xhat;
+    }
+    *pg = g;
+    *pb = b;
 }
 
 static int k_batchnorm_bwd_reduce(const kctx *k)
@@ -205,12 +407,8 @@ static int k_batchnorm_bwd_reduce(const kctx *k)
         float sg = 0.0f, sb = 0.0f;
         for (int b = 0; b < B; ++b) {   /* blocked: each image's sums, then the batch's */
             const int64_t off = ((int64_t)b * C + c) * HW;
-            float pg = 0.0f, pb = 0.0f;
-            for (int j = 0; j < HW; ++j) {
-                const float xhat = (X[off + j] - mean[c]) * invstd[c];
-                pb += dY[off + j];
-                pg += dY[off + j] * xhat;
-            }
+            float pg, pb;
+            plane_bn_grads(X + off, dY + off, HW, mean[c], invstd[c], &pg, &pb);
             sg += pg;
             sb += pb;
         }
@@ -225,17 +423,22 @@ static int k_batchnorm_bwd_data(const kctx *k)
     static const int big[] = {3, 4, 10}, small[] = {5, 6, 7, 8, 9};
     CHECK(bn_dims(k, big, 3, small, 5));
     const int C = I(1), HW = I(2);
-    const int64_t n = (int64_t)I(0) * C * HW;
+    const int64_t n = (int64_t)I(0) * C * HW, BC = (int64_t)I(0) * C;
     const float *X = PF(3), *dY = PF(4), *mean = PF(5), *invstd = PF(6), *gamma = PF(7),
                 *dgamma = PF(8), *dbeta = PF(9);
     float *dX = PF(10);
     const float cnt = (float)((int64_t)I(0) * HW);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-        const int c = (int)(i / HW % C);
-        const float xhat = (X[i] - mean[c]) * invstd[c];
-        const float scale = gamma[c] * invstd[c] / cnt;
-        dX[i] = scale * ((cnt * dY[i] - dbeta[c]) - xhat * dgamma[c]);
+    for (int64_t bc = 0; bc < BC; ++bc) {   /* per plane, as batchnorm_apply */
+        const int c = (int)(bc % C);
+        const float mu = mean[c], is = invstd[c], dg = dgamma[c], db = dbeta[c];
+        const float scale = gamma[c] * is / cnt;
+        const float *x = X + bc * HW, *dy = dY + bc * HW;
+        float *dx = dX + bc * HW;   /* may alias dy: no restrict, the compiler checks */
+        for (int j = 0; j < HW; ++j) {
+            const float xhat = (x[j] - mu) * is;
+            dx[j] = scale * ((cnt * dy[j] - db) - xhat * dg);
+        }
     }
     return 0;
 }
@@ -266,7 +469,11 @@ static int k_relu6_bwd(const kctx *k)
     const float *Y = PF(1), *dY = PF(2);
     float *dX = PF(3);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; ++i) dX[i] = (Y[i] > 0.0f && Y[i] < 6.0f) ? dY[i] : 0.0f;
+    /* dY is read whatever the mask, so the select needs no branch and vectorizes. */
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = dY[i], y = Y[i];
+        dX[i] = (y > 0.0f) & (y < 6.0f) ? g : 0.0f;
+    }
     return 0;
 }
 
