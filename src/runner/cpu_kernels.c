@@ -94,24 +94,32 @@ int kneed_numel(const kctx *k, int idx, int64_t need, const char *expr)
 #endif
 
 typedef void (*gemm_micro_fn)(int kc, const float *restrict Ap, const float *restrict Bp,
-                              float *restrict C, int64_t ldc, int mr, int nr, float alpha,
-                              float beta);
+                              int64_t ldb, float *restrict C, int64_t ldc, int mr, int nr,
+                              float alpha, float beta);
 
 typedef struct {
     int mr, nr;          /* register tile: the micro-kernel computes mr x nr of C */
     gemm_micro_fn micro;
 } gemm_kernel;
 
-/* Body of a micro-kernel: acc[MR][NR] = sum over p of Ap[p][0:MR] (outer) Bp[p][0:NR], then
- * C[0:mr, 0:nr] = alpha * acc + beta * C (C not read when beta == 0). MADD(a, b, c) is
- * a*b + c. */
+/* Body of a micro-kernel: acc[MR][NR] = sum over p of Ap[p][0:MR] (outer) Bp[p*ldb][0:NR],
+ * then C[0:mr, 0:nr] = alpha * acc + beta * C (C not read when beta == 0). MADD(a, b, c) is
+ * a*b + c. Bp is a packed sliver (ldb = NR) or, for a small M, NR columns of op(B) read in
+ * place (ldb = its row stride; see gemm_block). */
 #define GEMM_MICRO_BODY(MR, NR, MADD)                                                    \
     float acc[MR][NR] = {{0.0f}};                                                        \
     for (int p = 0; p < kc; ++p) {                                                       \
         const float *restrict a = Ap + (int64_t)p * (MR);                                \
-        const float *restrict b = Bp + (int64_t)p * (NR);                                \
+        const float *restrict b = Bp + (int64_t)p * ldb;                                 \
         for (int i = 0; i < (MR); ++i)                                                   \
             for (int j = 0; j < (NR); ++j) acc[i][j] = MADD(a[i], b[j], acc[i][j]);      \
+    }                                                                                    \
+    if (mr == (MR) && nr == (NR) && beta == 0.0f) {                                      \
+        /* a whole tile: constant trip counts, plain vector stores (small K: the stores  \
+         * are most of the work) */                                                      \
+        for (int i = 0; i < (MR); ++i)                                                   \
+            for (int j = 0; j < (NR); ++j) C[i * ldc + j] = alpha * acc[i][j];           \
+        return;                                                                          \
     }                                                                                    \
     for (int i = 0; i < mr; ++i) {                                                       \
         float *restrict c = C + i * ldc;                                                 \
@@ -130,8 +138,8 @@ typedef struct {
 #endif
 
 static void gemm_micro_generic(int kc, const float *restrict Ap, const float *restrict Bp,
-                               float *restrict C, int64_t ldc, int mr, int nr, float alpha,
-                               float beta)
+                               int64_t ldb, float *restrict C, int64_t ldc, int mr, int nr,
+                               float alpha, float beta)
 {
     GEMM_MICRO_BODY(4, 8, MADD_NATIVE)
 }
@@ -146,16 +154,16 @@ static void gemm_micro_generic(int kc, const float *restrict Ap, const float *re
 #endif
 __attribute__((target(GEMM_AVX512_TARGET)))
 static void gemm_micro_avx512(int kc, const float *restrict Ap, const float *restrict Bp,
-                              float *restrict C, int64_t ldc, int mr, int nr, float alpha,
-                              float beta)
+                              int64_t ldb, float *restrict C, int64_t ldc, int mr, int nr,
+                              float alpha, float beta)
 {
     GEMM_MICRO_BODY(8, 32, MADD_FMA)
 }
 
 __attribute__((target("avx2,fma")))
 static void gemm_micro_avx2(int kc, const float *restrict Ap, const float *restrict Bp,
-                            float *restrict C, int64_t ldc, int mr, int nr, float alpha,
-                            float beta)
+                            int64_t ldb, float *restrict C, int64_t ldc, int mr, int nr,
+                            float alpha, float beta)
 {
     GEMM_MICRO_BODY(4, 24, MADD_FMA)
 }
@@ -263,10 +271,20 @@ static float *thread_scratch(int which, size_t n)
 #define GEMM_KSPLIT_MAX_MN 65536
 #endif
 
+/* At most this many rows of C, B is not packed when its rows are contiguous (NN): each of
+ * its elements is then used by only a few MR-row slivers of A, so a packed copy would cost a
+ * full extra pass over B (the im2col matrix of a narrow convolution is megabytes) for little
+ * reuse. The micro-kernel reads NR columns of B in place, row after row; the sliver stays in
+ * L1 while the few slivers of A pass over it. */
+#ifndef GEMM_B_DIRECT_MAX_M
+#define GEMM_B_DIRECT_MAX_M 32
+#endif
+
 /* One task: C[i0:i0+m, j0:j0+n] = alpha * op(A)[i0.., k0:k0+kl] @ op(B)[k0:k0+kl, j0..]
  * + beta * C, on the calling thread, as the Goto loop nest: GEMM_NC column panels, KC-long
  * K blocks (later blocks accumulate), the B panel packed once per block and reused by every
- * GEMM_MC row block of A. */
+ * GEMM_MC row block of A (or read in place, GEMM_B_DIRECT_MAX_M). The summation order of a
+ * C element does not depend on packing: the same products in the same p order. */
 static void gemm_block(const gemm_kernel *gk, const float *A, int64_t ars, int64_t acs,
                        const float *B, int64_t brs, int64_t bcs, int i0, int m, int j0, int n,
                        int k0, int kl, float alpha, float beta, float *C, int64_t ldc)
@@ -276,25 +294,35 @@ static void gemm_block(const gemm_kernel *gk, const float *A, int64_t ars, int64
     const int mc_max = m < GEMM_MC ? m : GEMM_MC, nc_max = n < GEMM_NC ? n : GEMM_NC;
     float *Ap = thread_scratch(0, (size_t)((mc_max + MR - 1) / MR) * MR * kc_max);
     float *Bp = thread_scratch(1, (size_t)((nc_max + NR - 1) / NR) * NR * kc_max);
+    const int b_direct = bcs == 1 && m <= GEMM_B_DIRECT_MAX_M;
     for (int jc = j0; jc < j0 + n; jc += GEMM_NC) {
         const int nc = j0 + n - jc < GEMM_NC ? j0 + n - jc : GEMM_NC;
         const int nj = (nc + NR - 1) / NR;
         for (int pc = 0; pc < kl; pc += GEMM_KC) {
             const int kc = kl - pc < GEMM_KC ? kl - pc : GEMM_KC;
             const float beta_k = pc == 0 ? beta : 1.0f;
-            pack_b(B, brs, bcs, k0 + pc, kc, jc, nc, NR, Bp);
+            if (!b_direct)
+                pack_b(B, brs, bcs, k0 + pc, kc, jc, nc, NR, Bp);
+            else if (nc % NR)   /* the ragged last sliver still needs its zero padding */
+                pack_b(B, brs, bcs, k0 + pc, kc, jc + (nj - 1) * NR, nc % NR, NR,
+                       Bp + (int64_t)(nj - 1) * NR * kc);
             for (int ic = i0; ic < i0 + m; ic += GEMM_MC) {
                 const int mc = i0 + m - ic < GEMM_MC ? i0 + m - ic : GEMM_MC;
                 const int ni = (mc + MR - 1) / MR;
                 pack_a(A, ars, acs, ic, mc, k0 + pc, kc, MR, Ap);
-                for (int jr = 0; jr < nj; ++jr)
+                for (int jr = 0; jr < nj; ++jr) {
+                    const int nr = nc - jr * NR < NR ? nc - jr * NR : NR;
+                    const int in_place = b_direct && nr == NR;
+                    const float *bs = in_place ? B + (int64_t)(k0 + pc) * brs + jc + jr * NR
+                                               : Bp + (int64_t)jr * NR * kc;
+                    const int64_t ldb = in_place ? brs : NR;
                     for (int ir = 0; ir < ni; ++ir) {
                         const int mr = mc - ir * MR < MR ? mc - ir * MR : MR;
-                        const int nr = nc - jr * NR < NR ? nc - jr * NR : NR;
-                        gk->micro(kc, Ap + (int64_t)ir * MR * kc, Bp + (int64_t)jr * NR * kc,
+                        gk->micro(kc, Ap + (int64_t)ir * MR * kc, bs, ldb,
                                   C + (int64_t)(ic + ir * MR) * ldc + jc + jr * NR, ldc, mr, nr,
                                   alpha, beta_k);
                     }
+                }
             }
         }
     }
@@ -536,20 +564,17 @@ static int k_bias_add(const kctx *k)
     return 0;
 }
 
-/* Sum of x[0..n) in ROW_SUM_LANES interleaved partial sums (x[j] into lane j % lanes), added
- * in lane order, then the tail: a fixed order the compiler vectorizes, where one running sum
- * would wait on the add's latency at every element. */
+/* lane[j % ROW_SUM_LANES] += x[j] for j < n. bias_grad sums each channel in these interleaved
+ * partial sums (images in order) and adds the lanes in lane order at the end: a fixed order
+ * the compiler vectorizes, where one running sum would wait on the add's latency at every
+ * element. */
 #define ROW_SUM_LANES 16
-static float row_sum(const float *restrict x, int64_t n)
+static void lanes_add_row(float *restrict lane, const float *restrict x, int64_t n)
 {
-    float lane[ROW_SUM_LANES] = {0.0f};
     int64_t j = 0;
     for (; j + ROW_SUM_LANES <= n; j += ROW_SUM_LANES)
         for (int l = 0; l < ROW_SUM_LANES; ++l) lane[l] += x[j + l];
-    float s = 0.0f;
-    for (int l = 0; l < ROW_SUM_LANES; ++l) s += lane[l];
-    for (; j < n; ++j) s += x[j];
-    return s;
+    for (int l = 0; l < n - j; ++l) lane[l] += x[j + l];
 }
 
 static int k_bias_grad(const kctx *k)
@@ -562,8 +587,10 @@ static int k_bias_grad(const kctx *k)
     float *db = PF(4);
 #pragma omp parallel for if (B * C * HW > PAR_MIN) schedule(static)
     for (int64_t c = 0; c < C; ++c) {
+        float lane[ROW_SUM_LANES] = {0.0f};
+        for (int64_t b = 0; b < B; ++b) lanes_add_row(lane, dY + (b * C + c) * HW, HW);
         float acc = 0.0f;
-        for (int64_t b = 0; b < B; ++b) acc += row_sum(dY + (b * C + c) * HW, HW);
+        for (int l = 0; l < ROW_SUM_LANES; ++l) acc += lane[l];
         db[c] = acc;
     }
     return 0;

@@ -50,7 +50,22 @@ static dw_plane dw_plane_of(const kctx *k)
     return (dw_plane){H, W, I(4), pad, I(6), I(7), H + 2 * pad, W + 2 * pad};
 }
 
-static int64_t dw_padded_len(const dw_plane *g) { return (int64_t)(g->Hp + 1) * g->Wp; }
+/* Lanes of the dot products of dwconv3x3_bwd_weight (dw_dot). */
+#define DW_LANES 16
+
+/* Floats of a padded grid: Hp + 1 rows and DW_LANES spare zeros, so a stride-1 dot product
+ * rounded up to whole lanes stays inside (see dw_bwd_weight_plane). */
+static int64_t dw_padded_len(const dw_plane *g)
+{
+    return (int64_t)(g->Hp + 1) * g->Wp + DW_LANES;
+}
+
+/* Row copies of a few dozen floats: a plain loop the compiler inlines, where a memcpy call
+ * per row would cost as much as the row's arithmetic. */
+static inline CPU_ISA_BODY void dw_copy_row(float *restrict dst, const float *restrict src, int n)
+{
+    for (int i = 0; i < n; ++i) dst[i] = src[i];
+}
 
 /* Scratch of n floats for the calling thread, freed by the caller; aborts when memory runs
  * out (a kernel has no error path for it). */
@@ -66,20 +81,22 @@ static float *dw_scratch(int64_t n)
 }
 
 /* Copies one H x W image into the padded grid xp (whose border is already 0). */
-static void dw_pad_in(const dw_plane *g, const float *restrict x, float *restrict xp)
+static inline CPU_ISA_BODY void dw_pad_in(const dw_plane *g, const float *restrict x,
+                                          float *restrict xp)
 {
     for (int h = 0; h < g->H; ++h)
-        memcpy(xp + (int64_t)(h + g->pad) * g->Wp + g->pad, x + (int64_t)h * g->W,
-               (size_t)g->W * sizeof(float));
+        dw_copy_row(xp + (int64_t)(h + g->pad) * g->Wp + g->pad, x + (int64_t)h * g->W, g->W);
 }
 
 /* y[oh, ow] = sum over taps (kh, kw) in order of w[kh*3+kw] * xp[oh*s+kh, ow*s+kw]. At stride
  * 1 each output row is computed over the padded width Wp (the last Wp - OW columns are junk,
  * never copied out), so the loop over q is one contiguous run the compiler vectorizes. */
-static void dw_fwd_plane(const dw_plane *g, const float *restrict xp, const float *w,
-                         float *restrict yrow, float *restrict y)
+static inline CPU_ISA_BODY void dw_fwd_plane_body(const dw_plane *g, const float *restrict x,
+                                                   float *restrict xp, const float *w,
+                                                   float *restrict yrow, float *restrict y)
 {
     const int Wp = g->Wp;
+    dw_pad_in(g, x, xp);
     if (g->s == 1) {
         const int64_t n = (int64_t)g->OH * Wp;
         const float *x0 = xp, *x1 = xp + Wp, *x2 = xp + 2 * Wp;
@@ -97,8 +114,7 @@ static void dw_fwd_plane(const dw_plane *g, const float *restrict xp, const floa
             yrow[q] = acc;
         }
         for (int oh = 0; oh < g->OH; ++oh)
-            memcpy(y + (int64_t)oh * g->OW, yrow + (int64_t)oh * Wp,
-                   (size_t)g->OW * sizeof(float));
+            dw_copy_row(y + (int64_t)oh * g->OW, yrow + (int64_t)oh * Wp, g->OW);
         return;
     }
     for (int oh = 0; oh < g->OH; ++oh) {
@@ -121,6 +137,11 @@ static void dw_fwd_plane(const dw_plane *g, const float *restrict xp, const floa
     }
 }
 
+CPU_ISA_CLONES(dw_fwd_plane,
+               (const dw_plane *g, const float *restrict x, float *restrict xp, const float *w,
+                float *restrict yrow, float *restrict y),
+               (g, x, xp, w, yrow, y))
+
 static int k_dwconv3x3_fwd(const kctx *k)
 {
     CHECK(dw_dims(k, 8, 10, 9));
@@ -130,57 +151,101 @@ static int k_dwconv3x3_fwd(const kctx *k)
     const float *X = PF(8), *Wt = PF(9);
     float *Y = PF(10);
     const int64_t plen = dw_padded_len(&g), rlen = (int64_t)g.OH * g.Wp + 2;
+    void (*const fwd)(const dw_plane *, const float *restrict, float *restrict, const float *,
+                      float *restrict, float *restrict) = CPU_ISA_PICK(dw_fwd_plane);
 #pragma omp parallel if (BC * g.OH * g.OW * 9 > PAR_MIN)
     {
         float *xp = dw_scratch(plen + rlen), *yrow = xp + plen;
         memset(xp, 0, (size_t)plen * sizeof(float));
 #pragma omp for schedule(static)
         for (int64_t bc = 0; bc < BC; ++bc) {
-            dw_pad_in(&g, X + bc * g.H * g.W, xp);
-            dw_fwd_plane(&g, xp, Wt + (bc % C) * 9, yrow, Y + bc * g.OH * g.OW);
+            fwd(&g, X + bc * g.H * g.W, xp, Wt + (bc % C) * 9, yrow, Y + bc * g.OH * g.OW);
         }
         free(xp);
     }
     return 0;
 }
 
-/* dxp[oh*s+kh, ow*s+kw] += w[kh*3+kw] * dy[oh, ow], taps in (kh, kw) order, over a zeroed
- * padded grid; the image part is then copied out. Every input pixel thus sums its terms in
- * the order of the OpenCL kernel's gather (which loops over the same taps). At stride 1 dy is
- * first spread over the padded width (zeros in the Wp - OW spare columns, whose w * 0 terms
- * change no sum), so each tap is one contiguous multiply-add the compiler vectorizes. */
-static void dw_bwd_data_plane(const dw_plane *g, const float *restrict dy, const float *w,
-                              float *restrict dyp, float *restrict dxp, float *restrict dx)
+/* Stride 1 as a gather: dx[h, w] = sum over taps (kh, kw) in order of
+ * w[kh*3+kw] * dy[h+pad-kh, w+pad-kw] (0 outside dy). dy sits in a grid `dp` of Wq = OW + 4
+ * columns with a border of 2 zeros (written once per thread), so every tap of every pixel
+ * reads inside it, and each image row is computed over the grid's width as one contiguous
+ * vectorized run (the spare columns are never copied out). Every pixel sums its terms in tap
+ * order from +0, as the scatter form below does; the gather accumulates in registers, where
+ * the scatter's taps, one element apart, would reload vectors just stored at an offset (a
+ * store-forwarding stall per vector). */
+static inline CPU_ISA_BODY void dw_bwd_data_s1(const dw_plane *g, const float *restrict dy,
+                                               const float *w, float *restrict dp,
+                                               float *restrict out, float *restrict dx)
+{
+    const int Wq = g->OW + 4;
+    for (int oh = 0; oh < g->OH; ++oh)
+        dw_copy_row(dp + (int64_t)(oh + 2) * Wq + 2, dy + (int64_t)oh * g->OW, g->OW);
+    const float *r0 = dp + (int64_t)(g->pad + 2) * Wq + g->pad + 2;   /* tap (0, 0) */
+    const float *r1 = r0 - Wq, *r2 = r1 - Wq;
+    const int64_t n = (int64_t)g->H * Wq;
+    for (int64_t q = 0; q < n; ++q) {
+        float acc = 0.0f;
+        acc += w[0] * r0[q];
+        acc += w[1] * r0[q - 1];
+        acc += w[2] * r0[q - 2];
+        acc += w[3] * r1[q];
+        acc += w[4] * r1[q - 1];
+        acc += w[5] * r1[q - 2];
+        acc += w[6] * r2[q];
+        acc += w[7] * r2[q - 1];
+        acc += w[8] * r2[q - 2];
+        out[q] = acc;
+    }
+    for (int h = 0; h < g->H; ++h)
+        dw_copy_row(dx + (int64_t)h * g->W, out + (int64_t)h * Wq, g->W);
+}
+
+/* Floats of dp (with its spare row) and of out in dw_bwd_data_s1. */
+static int64_t dw_s1_dp_len(const dw_plane *g) { return (int64_t)(g->OH + 5) * (g->OW + 4); }
+static int64_t dw_s1_out_len(const dw_plane *g) { return (int64_t)g->H * (g->OW + 4); }
+
+/* Other strides as a scatter: dxp[oh*s+kh, ow*s+kw] += w[kh*3+kw] * dy[oh, ow], taps in
+ * (kh, kw) order, over a zeroed padded grid whose image part is then copied out. Every input
+ * pixel thus sums its terms in the order of the OpenCL kernel's gather (which loops over the
+ * same taps); consecutive stores of one tap are s elements apart, so no vector is reloaded
+ * at an offset. */
+static inline CPU_ISA_BODY void dw_bwd_data_strided(const dw_plane *g, const float *restrict dy,
+                                                    const float *w, float *restrict dxp,
+                                                    float *restrict dx)
 {
     const int Wp = g->Wp;
     memset(dxp, 0, (size_t)dw_padded_len(g) * sizeof(float));
-    if (g->s == 1) {
-        const int64_t n = (int64_t)g->OH * Wp;
-        for (int oh = 0; oh < g->OH; ++oh) {
-            memcpy(dyp + (int64_t)oh * Wp, dy + (int64_t)oh * g->OW, (size_t)g->OW * sizeof(float));
-            for (int j = g->OW; j < Wp; ++j) dyp[(int64_t)oh * Wp + j] = 0.0f;
+    for (int kh = 0; kh < 3; ++kh)
+        for (int kw = 0; kw < 3; ++kw) {
+            const float wv = w[kh * 3 + kw];
+            for (int oh = 0; oh < g->OH; ++oh) {
+                float *restrict d = dxp + (int64_t)(oh * g->s + kh) * Wp + kw;
+                const float *restrict s = dy + (int64_t)oh * g->OW;
+                for (int ow = 0; ow < g->OW; ++ow) d[ow * g->s] += wv * s[ow];
+            }
         }
-        for (int kh = 0; kh < 3; ++kh)
-            for (int kw = 0; kw < 3; ++kw) {
-                const float wv = w[kh * 3 + kw];
-                float *restrict d = dxp + (int64_t)kh * Wp + kw;
-                for (int64_t q = 0; q < n; ++q) d[q] += wv * dyp[q];
-            }
-    } else {
-        for (int kh = 0; kh < 3; ++kh)
-            for (int kw = 0; kw < 3; ++kw) {
-                const float wv = w[kh * 3 + kw];
-                for (int oh = 0; oh < g->OH; ++oh) {
-                    float *restrict d = dxp + (int64_t)(oh * g->s + kh) * Wp + kw;
-                    const float *restrict s = dy + (int64_t)oh * g->OW;
-                    for (int ow = 0; ow < g->OW; ++ow) d[ow * g->s] += wv * s[ow];
-                }
-            }
-    }
     for (int h = 0; h < g->H; ++h)
-        memcpy(dx + (int64_t)h * g->W, dxp + (int64_t)(h + g->pad) * Wp + g->pad,
-               (size_t)g->W * sizeof(float));
+        dw_copy_row(dx + (int64_t)h * g->W, dxp + (int64_t)(h + g->pad) * Wp + g->pad, g->W);
 }
+
+/* One (b, c) plane of dwconv3x3_bwd_data; `a` and `b` are the calling thread's scratch (see
+ * k_dwconv3x3_bwd_data). */
+static inline CPU_ISA_BODY void dw_bwd_data_plane_body(const dw_plane *g,
+                                                        const float *restrict dy,
+                                                        const float *w, float *restrict a,
+                                                        float *restrict b, float *restrict dx)
+{
+    if (g->s == 1)
+        dw_bwd_data_s1(g, dy, w, a, b, dx);
+    else
+        dw_bwd_data_strided(g, dy, w, a, dx);
+}
+
+CPU_ISA_CLONES(dw_bwd_data_plane,
+               (const dw_plane *g, const float *restrict dy, const float *w,
+                float *restrict a, float *restrict b, float *restrict dx),
+               (g, dy, w, a, b, dx))
 
 static int k_dwconv3x3_bwd_data(const kctx *k)
 {
@@ -190,30 +255,89 @@ static int k_dwconv3x3_bwd_data(const kctx *k)
     const int64_t BC = (int64_t)I(0) * C;
     const float *dY = PF(8), *Wt = PF(9);
     float *dX = PF(10);
-    const int64_t plen = dw_padded_len(&g);
+    /* scratch a: dp (stride 1, its zero border kept between planes) or dxp; b: out */
+    const int64_t alen = g.s == 1 ? dw_s1_dp_len(&g) : dw_padded_len(&g);
+    const int64_t blen = g.s == 1 ? dw_s1_out_len(&g) : 0;
+    void (*const bwd)(const dw_plane *, const float *restrict, const float *, float *restrict,
+                      float *restrict, float *restrict) = CPU_ISA_PICK(dw_bwd_data_plane);
     /* Threads own whole images: no races, a fixed order. */
 #pragma omp parallel if (BC * g.OH * g.OW * 9 > PAR_MIN)
     {
-        float *dxp = dw_scratch(2 * plen), *dyp = dxp + plen;
+        float *a = dw_scratch(alen + blen), *b = a + alen;
+        memset(a, 0, (size_t)alen * sizeof(float));
 #pragma omp for schedule(static)
         for (int64_t bc = 0; bc < BC; ++bc)
-            dw_bwd_data_plane(&g, dY + bc * g.OH * g.OW, Wt + (bc % C) * 9, dyp, dxp,
-                              dX + bc * g.H * g.W);
-        free(dxp);
+            bwd(&g, dY + bc * g.OH * g.OW, Wt + (bc % C) * 9, a, b, dX + bc * g.H * g.W);
+        free(a);
     }
     return 0;
 }
 
-/* part[t] += sum over (oh, ow) in row-major order of xp[oh*s+kh, ow*s+kw] * dy[oh, ow] for
- * the 9 taps t = kh*3 + kw: nine independent running sums in one pass over the plane, each
- * in the order a per-tap loop would use. */
-static void dw_bwd_weight_plane(const dw_plane *g, const float *restrict xp,
-                                const float *restrict dy, float part[9])
+/* acc[t][q % DW_LANES] += dy[q] * xp[off(t) + q] for q < n (n a multiple of DW_LANES),
+ * off(t) = (t / 3) * Wp + t % 3: the 9 tap dot products of a stride-1 plane in one pass, so
+ * each load of dy feeds 9 multiply-adds and 9 independent sums hide the add's latency. */
+static inline CPU_ISA_BODY void dw_dot9_lanes(float (*restrict acc)[DW_LANES],
+                                              const float *restrict dy,
+                                              const float *restrict xp, int Wp, int64_t n)
 {
+    float a0[DW_LANES], a1[DW_LANES], a2[DW_LANES], a3[DW_LANES], a4[DW_LANES],
+        a5[DW_LANES], a6[DW_LANES], a7[DW_LANES], a8[DW_LANES];
+    for (int l = 0; l < DW_LANES; ++l) {
+        a0[l] = acc[0][l], a1[l] = acc[1][l], a2[l] = acc[2][l], a3[l] = acc[3][l];
+        a4[l] = acc[4][l], a5[l] = acc[5][l], a6[l] = acc[6][l], a7[l] = acc[7][l];
+        a8[l] = acc[8][l];
+    }
+    const float *x0 = xp, *x1 = xp + Wp, *x2 = xp + 2 * Wp;
+    for (int64_t q = 0; q < n; q += DW_LANES)
+        for (int l = 0; l < DW_LANES; ++l) {
+            const float d = dy[q + l];
+            a0[l] += d * x0[q + l];
+            a1[l] += d * x0[q + l + 1];
+            a2[l] += d * x0[q + l + 2];
+            a3[l] += d * x1[q + l];
+            a4[l] += d * x1[q + l + 1];
+            a5[l] += d * x1[q + l + 2];
+            a6[l] += d * x2[q + l];
+            a7[l] += d * x2[q + l + 1];
+            a8[l] += d * x2[q + l + 2];
+        }
+    for (int l = 0; l < DW_LANES; ++l) {
+        acc[0][l] = a0[l], acc[1][l] = a1[l], acc[2][l] = a2[l], acc[3][l] = a3[l];
+        acc[4][l] = a4[l], acc[5][l] = a5[l], acc[6][l] = a6[l], acc[7][l] = a7[l];
+        acc[8][l] = a8[l];
+    }
+}
+
+/* Adds one image's terms of the 9 tap sums: sum over (oh, ow) of
+ * xp[oh*s+kh, ow*s+kw] * dy[oh, ow] for t = kh*3 + kw, into acc[t][0..DW_LANES). At stride 1
+ * dy is spread over the padded width (zeros in the spare columns and up to whole DW_LANES,
+ * whose terms add nothing) so each tap is one contiguous dot product over the plane, kept in
+ * DW_LANES partial sums across the images (element q of the spread plane in lane
+ * q % DW_LANES); at stride 2 one pass keeps nine running sums in row-major order and adds
+ * each to lane 0. The caller adds the lanes in order once per channel. */
+static inline CPU_ISA_BODY void dw_bwd_weight_plane_body(const dw_plane *g,
+                                                         const float *restrict x,
+                                                         float *restrict xp,
+                                                         const float *restrict dy,
+                                                         float *restrict dyp,
+                                                         float (*restrict acc)[DW_LANES])
+{
+    const int Wp = g->Wp;
+    dw_pad_in(g, x, xp);
+    if (g->s == 1) {
+        for (int oh = 0; oh < g->OH; ++oh) {
+            dw_copy_row(dyp + (int64_t)oh * Wp, dy + (int64_t)oh * g->OW, g->OW);
+            for (int j = g->OW; j < Wp; ++j) dyp[(int64_t)oh * Wp + j] = 0.0f;
+        }
+        const int64_t n = ((int64_t)g->OH * Wp + DW_LANES - 1) / DW_LANES * DW_LANES;
+        for (int64_t q = (int64_t)g->OH * Wp; q < n; ++q) dyp[q] = 0.0f;
+        dw_dot9_lanes(acc, dyp, xp, Wp, n);
+        return;
+    }
     float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f, p4 = 0.0f, p5 = 0.0f, p6 = 0.0f,
           p7 = 0.0f, p8 = 0.0f;
     for (int oh = 0; oh < g->OH; ++oh) {
-        const float *x0 = xp + (int64_t)oh * g->s * g->Wp, *x1 = x0 + g->Wp, *x2 = x1 + g->Wp;
+        const float *x0 = xp + (int64_t)oh * g->s * Wp, *x1 = x0 + Wp, *x2 = x1 + Wp;
         const float *d = dy + (int64_t)oh * g->OW;
         for (int ow = 0; ow < g->OW; ++ow) {
             const int c = ow * g->s;
@@ -229,9 +353,14 @@ static void dw_bwd_weight_plane(const dw_plane *g, const float *restrict xp,
             p8 += x2[c + 2] * v;
         }
     }
-    part[0] = p0, part[1] = p1, part[2] = p2, part[3] = p3, part[4] = p4;
-    part[5] = p5, part[6] = p6, part[7] = p7, part[8] = p8;
+    acc[0][0] += p0, acc[1][0] += p1, acc[2][0] += p2, acc[3][0] += p3, acc[4][0] += p4;
+    acc[5][0] += p5, acc[6][0] += p6, acc[7][0] += p7, acc[8][0] += p8;
 }
+
+CPU_ISA_CLONES(dw_bwd_weight_plane,
+               (const dw_plane *g, const float *restrict x, float *restrict xp,
+                const float *restrict dy, float *restrict dyp, float (*restrict acc)[DW_LANES]),
+               (g, x, xp, dy, dyp, acc))
 
 static int k_dwconv3x3_bwd_weight(const kctx *k)
 {
@@ -241,23 +370,27 @@ static int k_dwconv3x3_bwd_weight(const kctx *k)
     const float *X = PF(8), *dY = PF(9);
     float *dW = PF(10);
     const int64_t plen = dw_padded_len(&g);
-    /* One sum per (c, kh, kw): each image's sum over oh, ow, then the B partial sums in image
-     * order. A thread owns whole channels, so the order does not depend on the thread
-     * count. */
+    void (*const plane)(const dw_plane *, const float *restrict, float *restrict,
+                        const float *restrict, float *restrict, float (*restrict)[DW_LANES]) =
+        CPU_ISA_PICK(dw_bwd_weight_plane);
+    /* One sum per (c, kh, kw) over images and positions (lanes, see dw_bwd_weight_plane). A
+     * thread owns whole channels, so the order does not depend on the thread count. */
 #pragma omp parallel if ((int64_t)B * C * g.OH * g.OW * 9 > PAR_MIN)
     {
-        float *xp = dw_scratch(plen);
+        float *xp = dw_scratch(2 * plen), *dyp = xp + plen;
         memset(xp, 0, (size_t)plen * sizeof(float));
 #pragma omp for schedule(static)
         for (int c = 0; c < C; ++c) {
-            float acc[9] = {0.0f}, part[9];
+            float acc[9][DW_LANES] = {{0.0f}};
             for (int b = 0; b < B; ++b) {
                 const int64_t bc = (int64_t)b * C + c;
-                dw_pad_in(&g, X + bc * g.H * g.W, xp);
-                dw_bwd_weight_plane(&g, xp, dY + bc * g.OH * g.OW, part);
-                for (int t = 0; t < 9; ++t) acc[t] += part[t];
+                plane(&g, X + bc * g.H * g.W, xp, dY + bc * g.OH * g.OW, dyp, acc);
             }
-            for (int t = 0; t < 9; ++t) dW[(int64_t)c * 9 + t] = acc[t];
+            for (int t = 0; t < 9; ++t) {
+                float s = 0.0f;
+                for (int l = 0; l < DW_LANES; ++l) s += acc[t][l];
+                dW[(int64_t)c * 9 + t] = s;
+            }
         }
         free(xp);
     }
@@ -276,9 +409,12 @@ static int bn_dims(const kctx *k, const int *big, int nbig, const int *small, in
     return 0;
 }
 
-/* Per-channel sums run in BN_LANES interleaved partial sums (element j of a plane goes to lane
- * j % BN_LANES), added in lane order at the end of each plane: a fixed order the compiler can
- * vectorize, where one running sum would serialize on the add's latency. */
+/* Per-channel sums run in BN_LANES interleaved partial sums: element j of every image's plane
+ * goes to lane j % BN_LANES, images in order, and the lanes are added in lane order once per
+ * channel. A fixed order (a thread owns whole channels: it does not depend on the thread
+ * count) that the compiler vectorizes, where one running sum would wait on the add's latency
+ * at every element, and a lane total per image would add a serial chain of BN_LANES adds per
+ * plane of a few hundred elements. */
 #define BN_LANES 16
 
 static float lanes_total(const float *lane)
@@ -288,34 +424,28 @@ static float lanes_total(const float *lane)
     return s;
 }
 
-/* Sum over j of x[j] - shift. */
-static float plane_sum_shifted(const float *restrict x, int n, float shift)
+/* lane[j % BN_LANES] += x[j] - shift. */
+static void lanes_add_shifted(float *restrict lane, const float *restrict x, int n, float shift)
 {
-    float lane[BN_LANES] = {0.0f};
     int j = 0;
     for (; j + BN_LANES <= n; j += BN_LANES)
         for (int l = 0; l < BN_LANES; ++l) lane[l] += x[j + l] - shift;
-    float s = lanes_total(lane);
-    for (; j < n; ++j) s += x[j] - shift;
-    return s;
+    for (int l = 0; l < n - j; ++l) lane[l] += x[j + l] - shift;
 }
 
-/* Sum over j of (x[j] - mu)^2. */
-static float plane_sum_sq_dev(const float *restrict x, int n, float mu)
+/* lane[j % BN_LANES] += (x[j] - mu)^2. */
+static void lanes_add_sq_dev(float *restrict lane, const float *restrict x, int n, float mu)
 {
-    float lane[BN_LANES] = {0.0f};
     int j = 0;
     for (; j + BN_LANES <= n; j += BN_LANES)
         for (int l = 0; l < BN_LANES; ++l) {
             const float dv = x[j + l] - mu;
             lane[l] += dv * dv;
         }
-    float s = lanes_total(lane);
-    for (; j < n; ++j) {
-        const float dv = x[j] - mu;
-        s += dv * dv;
+    for (int l = 0; l < n - j; ++l) {
+        const float dv = x[j + l] - mu;
+        lane[l] += dv * dv;
     }
-    return s;
 }
 
 static int k_batchnorm_stats(const kctx *k)
@@ -335,14 +465,14 @@ static int k_batchnorm_stats(const kctx *k)
          * exactly 0, so a near-constant channel (an image background) gets an accurate mean,
          * which 1/sqrt(var + eps) would otherwise amplify the rounding of. */
         const float shift = X[(int64_t)c * HW];
-        float sum = 0.0f;
-        for (int b = 0; b < B; ++b)   /* blocked: each image's sum, then the batch's */
-            sum += plane_sum_shifted(X + ((int64_t)b * C + c) * HW, HW, shift);
-        const float mu = shift + sum / cnt;
-        float sq = 0.0f;  /* second pass: sum of squared deviations (no cancellation) */
+        float lane[BN_LANES] = {0.0f};
         for (int b = 0; b < B; ++b)
-            sq += plane_sum_sq_dev(X + ((int64_t)b * C + c) * HW, HW, mu);
-        const float var = sq / cnt;
+            lanes_add_shifted(lane, X + ((int64_t)b * C + c) * HW, HW, shift);
+        const float mu = shift + lanes_total(lane) / cnt;
+        float lsq[BN_LANES] = {0.0f};   /* second pass: squared deviations (no cancellation) */
+        for (int b = 0; b < B; ++b)
+            lanes_add_sq_dev(lsq, X + ((int64_t)b * C + c) * HW, HW, mu);
+        const float var = lanes_total(lsq) / cnt;
         const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
         mean[c] = mu;
         invstd[c] = 1.0f / sqrtf(var + eps);
@@ -373,26 +503,25 @@ static int k_batchnorm_apply(const kctx *k)
     return 0;
 }
 
-/* Sums over j of dy[j] (*pb) and dy[j] * (x[j] - mu) * is (*pg). */
-static void plane_bn_grads(const float *restrict x, const float *restrict dy, int n, float mu,
-                           float is, float *pg, float *pb)
+/* lane[j % BN_LANES] += dy[j]. */
+static void lanes_add(float *restrict lane, const float *restrict dy, int n)
 {
-    float lg[BN_LANES] = {0.0f}, lb[BN_LANES] = {0.0f};
     int j = 0;
     for (; j + BN_LANES <= n; j += BN_LANES)
-        for (int l = 0; l < BN_LANES; ++l) {
-            const float xhat = (x[j + l] - mu) * is;
-            lb[l] += dy[j + l];
-            lg[l] += dy[j + l] * xhat;
-        }
-    float g = lanes_total(lg), b = lanes_total(lb);
-    for (; j < n; ++j) {
-        const float xhat = (x[j] - mu) * is;
-        b += dy[j];
-        g += dy[j] * xhat;
-    }
-    *pg = g;
-    *pb = b;
+        for (int l = 0; l < BN_LANES; ++l) lane[l] += dy[j + l];
+    for (int l = 0; l < n - j; ++l) lane[l] += dy[j + l];
+}
+
+/* lane[j % BN_LANES] += dy[j] * xhat[j], xhat = (x[j] - mu) * is. A pass of its own, not
+ * fused with lanes_add: two lane arrays in one loop exhaust the 16 SSE registers of a
+ * baseline x86-64 build and the compiler spills; the plane is in L1 for the second pass. */
+static void lanes_add_dy_xhat(float *restrict lane, const float *restrict x,
+                              const float *restrict dy, int n, float mu, float is)
+{
+    int j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; ++l) lane[l] += dy[j + l] * ((x[j + l] - mu) * is);
+    for (int l = 0; l < n - j; ++l) lane[l] += dy[j + l] * ((x[j + l] - mu) * is);
 }
 
 static int k_batchnorm_bwd_reduce(const kctx *k)
@@ -404,16 +533,14 @@ static int k_batchnorm_bwd_reduce(const kctx *k)
     float *dgamma = PF(7), *dbeta = PF(8);
 #pragma omp parallel for if ((int64_t)B * C * HW > PAR_MIN) schedule(static)
     for (int c = 0; c < C; ++c) {
-        float sg = 0.0f, sb = 0.0f;
-        for (int b = 0; b < B; ++b) {   /* blocked: each image's sums, then the batch's */
+        float lg[BN_LANES] = {0.0f}, lb[BN_LANES] = {0.0f};
+        for (int b = 0; b < B; ++b) {
             const int64_t off = ((int64_t)b * C + c) * HW;
-            float pg, pb;
-            plane_bn_grads(X + off, dY + off, HW, mean[c], invstd[c], &pg, &pb);
-            sg += pg;
-            sb += pb;
+            lanes_add_dy_xhat(lg, X + off, dY + off, HW, mean[c], invstd[c]);
+            lanes_add(lb, dY + off, HW);
         }
-        dgamma[c] = sg;
-        dbeta[c] = sb;
+        dgamma[c] = lanes_total(lg);
+        dbeta[c] = lanes_total(lb);
     }
     return 0;
 }
