@@ -46,6 +46,53 @@ extern const int CPU_MOBILE_NKERNELS;
 extern const kernel_spec CPU_FUSED_BN_KERNELS[];   /* cpu_fused_bn.c */
 extern const int CPU_FUSED_BN_NKERNELS;
 
+/* Vector width for loop-heavy helpers. The runner is built without -march, so plain code gets
+ * the baseline ISA (SSE2 on x86-64); like the GEMM micro-kernels (cpu_kernels.c), a helper is
+ * written once as `static inline CPU_ISA_BODY void name_body(...)` and CPU_ISA_CLONES
+ * instantiates it per x86 target (the compiler inlines the body into each, vectorizing it for
+ * that target); CPU_ISA_PICK(name) is the widest clone this CPU runs. The clones compute the
+ * same operations in the same order (-std=c11 keeps a*b + c unfused), so results do not
+ * depend on the clone. CPU_X86_MAX caps the level (2 AVX-512, 1 AVX2, 0 baseline) for tests. */
+#define CPU_ISA_BODY __attribute__((always_inline))
+/* Keeps gcc from turning a copy or zeroing loop into a memcpy/memset call: for rows of a few
+ * dozen floats the call costs more than the copy (im2col and the depthwise kernels copy
+ * millions of such rows per step). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define CPU_NO_LIBCALL_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define CPU_NO_LIBCALL_LOOPS
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#ifndef CPU_X86_MAX
+#define CPU_X86_MAX 2
+#endif
+#if defined(__clang__)
+#define CPU_ISA_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+#else
+#define CPU_ISA_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma,prefer-vector-width=512")))
+#endif
+#define CPU_ISA_AVX2 __attribute__((target("avx2,fma")))
+static inline int cpu_isa_level(void)
+{
+    if (CPU_X86_MAX >= 2 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512vl"))
+        return 2;
+    if (CPU_X86_MAX >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return 1;
+    return 0;
+}
+#define CPU_ISA_CLONES(name, params, args)                                                  \
+    CPU_NO_LIBCALL_LOOPS static void name##_generic params { name##_body args; }            \
+    CPU_NO_LIBCALL_LOOPS CPU_ISA_AVX2 static void name##_avx2 params { name##_body args; }  \
+    CPU_NO_LIBCALL_LOOPS CPU_ISA_AVX512 static void name##_avx512 params { name##_body args; }
+#define CPU_ISA_PICK(name)                                                 \
+    (cpu_isa_level() >= 2 ? name##_avx512 : cpu_isa_level() >= 1 ? name##_avx2 : name##_generic)
+#else
+#define CPU_ISA_CLONES(name, params, args) \
+    CPU_NO_LIBCALL_LOOPS static void name##_generic params { name##_body args; }
+#define CPU_ISA_PICK(name) name##_generic
+#endif
+
 #define CHECK(x)                  \
     do {                          \
         if ((x) != 0) return -1;  \

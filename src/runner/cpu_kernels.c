@@ -94,24 +94,32 @@ int kneed_numel(const kctx *k, int idx, int64_t need, const char *expr)
 #endif
 
 typedef void (*gemm_micro_fn)(int kc, const float *restrict Ap, const float *restrict Bp,
-                              float *restrict C, int64_t ldc, int mr, int nr, float alpha,
-                              float beta);
+                              int64_t ldb, float *restrict C, int64_t ldc, int mr, int nr,
+                              float alpha, float beta);
 
 typedef struct {
     int mr, nr;          /* register tile: the micro-kernel computes mr x nr of C */
     gemm_micro_fn micro;
 } gemm_kernel;
 
-/* Body of a micro-kernel: acc[MR][NR] = sum over p of Ap[p][0:MR] (outer) Bp[p][0:NR], then
- * C[0:mr, 0:nr] = alpha * acc + beta * C (C not read when beta == 0). MADD(a, b, c) is
- * a*b + c. */
+/* Body of a micro-kernel: acc[MR][NR] = sum over p of Ap[p][0:MR] (outer) Bp[p*ldb][0:NR],
+ * then C[0:mr, 0:nr] = alpha * acc + beta * C (C not read when beta == 0). MADD(a, b, c) is
+ * a*b + c. Bp is a packed sliver (ldb = NR) or, for a small M, NR columns of op(B) read in
+ * place (ldb = its row stride; see gemm_block). */
 #define GEMM_MICRO_BODY(MR, NR, MADD)                                                    \
     float acc[MR][NR] = {{0.0f}};                                                        \
     for (int p = 0; p < kc; ++p) {                                                       \
         const float *restrict a = Ap + (int64_t)p * (MR);                                \
-        const float *restrict b = Bp + (int64_t)p * (NR);                                \
+        const float *restrict b = Bp + (int64_t)p * ldb;                                 \
         for (int i = 0; i < (MR); ++i)                                                   \
             for (int j = 0; j < (NR); ++j) acc[i][j] = MADD(a[i], b[j], acc[i][j]);      \
+    }                                                                                    \
+    if (mr == (MR) && nr == (NR) && beta == 0.0f) {                                      \
+        /* a whole tile: constant trip counts, plain vector stores (small K: the stores  \
+         * are most of the work) */                                                      \
+        for (int i = 0; i < (MR); ++i)                                                   \
+            for (int j = 0; j < (NR); ++j) C[i * ldc + j] = alpha * acc[i][j];           \
+        return;                                                                          \
     }                                                                                    \
     for (int i = 0; i < mr; ++i) {                                                       \
         float *restrict c = C + i * ldc;                                                 \
@@ -130,8 +138,8 @@ typedef struct {
 #endif
 
 static void gemm_micro_generic(int kc, const float *restrict Ap, const float *restrict Bp,
-                               float *restrict C, int64_t ldc, int mr, int nr, float alpha,
-                               float beta)
+                               int64_t ldb, float *restrict C, int64_t ldc, int mr, int nr,
+                               float alpha, float beta)
 {
     GEMM_MICRO_BODY(4, 8, MADD_NATIVE)
 }
@@ -146,16 +154,16 @@ static void gemm_micro_generic(int kc, const float *restrict Ap, const float *re
 #endif
 __attribute__((target(GEMM_AVX512_TARGET)))
 static void gemm_micro_avx512(int kc, const float *restrict Ap, const float *restrict Bp,
-                              float *restrict C, int64_t ldc, int mr, int nr, float alpha,
-                              float beta)
+                              int64_t ldb, float *restrict C, int64_t ldc, int mr, int nr,
+                              float alpha, float beta)
 {
     GEMM_MICRO_BODY(8, 32, MADD_FMA)
 }
 
 __attribute__((target("avx2,fma")))
 static void gemm_micro_avx2(int kc, const float *restrict Ap, const float *restrict Bp,
-                            float *restrict C, int64_t ldc, int mr, int nr, float alpha,
-                            float beta)
+                            int64_t ldb, float *restrict C, int64_t ldc, int mr, int nr,
+                            float alpha, float beta)
 {
     GEMM_MICRO_BODY(4, 24, MADD_FMA)
 }
@@ -213,23 +221,30 @@ static void pack_b(const float *B, int64_t rs, int64_t cs, int p0, int kc, int j
                    int NR, float *restrict Bp)
 {
     const int ns = (nc + NR - 1) / NR;
+    if (cs == 1) {
+        /* Row by row: each row of the panel is read as one run (nc floats), which the
+         * hardware prefetcher follows from DRAM; sliver by sliver would read NR floats from
+         * each of kc rows in turn, kc streams it does not follow. */
+        for (int p = 0; p < kc; ++p) {
+            const float *src = B + (int64_t)(p0 + p) * rs + j0;
+            for (int s = 0; s < ns; ++s) {
+                const int cols = nc - s * NR < NR ? nc - s * NR : NR;
+                float *restrict d = Bp + ((int64_t)s * kc + p) * NR;
+                memcpy(d, src + (int64_t)s * NR, (size_t)cols * sizeof(float));
+                for (int j = cols; j < NR; ++j) d[j] = 0.0f;
+            }
+        }
+        return;
+    }
     for (int s = 0; s < ns; ++s) {
         float *restrict dst = Bp + (int64_t)s * kc * NR;
         const int cols = nc - s * NR < NR ? nc - s * NR : NR;
-        if (cs == 1) {
-            for (int p = 0; p < kc; ++p) {
-                const float *src = B + (int64_t)(p0 + p) * rs + (int64_t)(j0 + s * NR);
-                float *restrict d = dst + (int64_t)p * NR;
-                memcpy(d, src, (size_t)cols * sizeof(float));
-                for (int j = cols; j < NR; ++j) d[j] = 0.0f;
-            }
-        } else {            /* op(B) = B^T: gather; contiguous writes beat contiguous reads */
-            for (int p = 0; p < kc; ++p) {
-                const float *src = B + (int64_t)(p0 + p) * rs + (int64_t)(j0 + s * NR) * cs;
-                float *restrict d = dst + (int64_t)p * NR;
-                for (int j = 0; j < cols; ++j) d[j] = src[j * cs];
-                for (int j = cols; j < NR; ++j) d[j] = 0.0f;
-            }
+        /* op(B) = B^T: gather; contiguous writes beat contiguous reads */
+        for (int p = 0; p < kc; ++p) {
+            const float *src = B + (int64_t)(p0 + p) * rs + (int64_t)(j0 + s * NR) * cs;
+            float *restrict d = dst + (int64_t)p * NR;
+            for (int j = 0; j < cols; ++j) d[j] = src[j * cs];
+            for (int j = cols; j < NR; ++j) d[j] = 0.0f;
         }
     }
 }
@@ -263,10 +278,48 @@ static float *thread_scratch(int which, size_t n)
 #define GEMM_KSPLIT_MAX_MN 65536
 #endif
 
+/* At most this many rows of C, B is not packed when its rows are contiguous (NN, TN): each
+ * of its elements is then used by only a few MR-row slivers of A, so a packed copy would cost
+ * a full extra pass over B (the im2col matrix of a narrow convolution) for little reuse. The
+ * micro-kernel reads NR columns of B in place, row after row; the sliver stays in L1 while
+ * the few slivers of A pass over it. Only for a B of at most GEMM_B_DIRECT_MAX_BYTES, likely
+ * still in cache: from DRAM, reading NR floats of each of kc rows per call (kc streams) was
+ * slower than packing (8 x 25088 x 72 with the caches flushed: 1.4 ms in place, 1.0 packed;
+ * in cache 0.34 in place, 0.49 packed). */
+#ifndef GEMM_B_DIRECT_MAX_M
+#define GEMM_B_DIRECT_MAX_M 32
+#endif
+#ifndef GEMM_B_DIRECT_MAX_BYTES
+#define GEMM_B_DIRECT_MAX_BYTES (4 << 20)
+#endif
+
+/* The B panels up to this many floats (256 KiB, in L2) are swept by rows of C (see
+ * gemm_block). */
+#ifndef GEMM_ROWS_OUTER_MAX_FLOATS
+#define GEMM_ROWS_OUTER_MAX_FLOATS 65536
+#endif
+
+/* The micro-kernel call for register tile (ir, jr) of the current block: B read in place
+ * for a whole sliver when b_direct, else from the packed panel Bp. */
+static inline void gemm_tile(const gemm_kernel *gk, int kc, const float *Ap, const float *B,
+                             int64_t brs, const float *Bp, int b_direct, int ic, int mc,
+                             int jc, int nc, int pk, int ir, int jr, float alpha, float beta,
+                             float *C, int64_t ldc)
+{
+    const int MR = gk->mr, NR = gk->nr;
+    const int mr = mc - ir * MR < MR ? mc - ir * MR : MR;
+    const int nr = nc - jr * NR < NR ? nc - jr * NR : NR;
+    const int in_place = b_direct && nr == NR;
+    const float *bs = in_place ? B + (int64_t)pk * brs + jc + jr * NR : Bp + (int64_t)jr * NR * kc;
+    gk->micro(kc, Ap + (int64_t)ir * MR * kc, bs, in_place ? brs : NR,
+              C + (int64_t)(ic + ir * MR) * ldc + jc + jr * NR, ldc, mr, nr, alpha, beta);
+}
+
 /* One task: C[i0:i0+m, j0:j0+n] = alpha * op(A)[i0.., k0:k0+kl] @ op(B)[k0:k0+kl, j0..]
  * + beta * C, on the calling thread, as the Goto loop nest: GEMM_NC column panels, KC-long
  * K blocks (later blocks accumulate), the B panel packed once per block and reused by every
- * GEMM_MC row block of A. */
+ * GEMM_MC row block of A (or read in place, GEMM_B_DIRECT_MAX_M). The summation order of a
+ * C element does not depend on packing: the same products in the same p order. */
 static void gemm_block(const gemm_kernel *gk, const float *A, int64_t ars, int64_t acs,
                        const float *B, int64_t brs, int64_t bcs, int i0, int m, int j0, int n,
                        int k0, int kl, float alpha, float beta, float *C, int64_t ldc)
@@ -276,25 +329,39 @@ static void gemm_block(const gemm_kernel *gk, const float *A, int64_t ars, int64
     const int mc_max = m < GEMM_MC ? m : GEMM_MC, nc_max = n < GEMM_NC ? n : GEMM_NC;
     float *Ap = thread_scratch(0, (size_t)((mc_max + MR - 1) / MR) * MR * kc_max);
     float *Bp = thread_scratch(1, (size_t)((nc_max + NR - 1) / NR) * NR * kc_max);
+    const int b_direct = bcs == 1 && m <= GEMM_B_DIRECT_MAX_M &&
+                         kl * brs * (int64_t)sizeof(float) <= GEMM_B_DIRECT_MAX_BYTES;
+    /* A short K (a few channels) leaves the B panel small enough for L2: then sweep each
+     * MR-row sliver of C across the panel, so C is written as MR sequential row streams (not
+     * MR * (rows of the block) interleaved ones), which the store path and the prefetcher
+     * follow when C is not in cache. */
+    const int rows_outer = kc_max * (int64_t)nc_max <= GEMM_ROWS_OUTER_MAX_FLOATS;
     for (int jc = j0; jc < j0 + n; jc += GEMM_NC) {
         const int nc = j0 + n - jc < GEMM_NC ? j0 + n - jc : GEMM_NC;
         const int nj = (nc + NR - 1) / NR;
         for (int pc = 0; pc < kl; pc += GEMM_KC) {
             const int kc = kl - pc < GEMM_KC ? kl - pc : GEMM_KC;
             const float beta_k = pc == 0 ? beta : 1.0f;
-            pack_b(B, brs, bcs, k0 + pc, kc, jc, nc, NR, Bp);
+            if (!b_direct)
+                pack_b(B, brs, bcs, k0 + pc, kc, jc, nc, NR, Bp);
+            else if (nc % NR)   /* the ragged last sliver still needs its zero padding */
+                pack_b(B, brs, bcs, k0 + pc, kc, jc + (nj - 1) * NR, nc % NR, NR,
+                       Bp + (int64_t)(nj - 1) * NR * kc);
             for (int ic = i0; ic < i0 + m; ic += GEMM_MC) {
                 const int mc = i0 + m - ic < GEMM_MC ? i0 + m - ic : GEMM_MC;
                 const int ni = (mc + MR - 1) / MR;
                 pack_a(A, ars, acs, ic, mc, k0 + pc, kc, MR, Ap);
-                for (int jr = 0; jr < nj; ++jr)
-                    for (int ir = 0; ir < ni; ++ir) {
-                        const int mr = mc - ir * MR < MR ? mc - ir * MR : MR;
-                        const int nr = nc - jr * NR < NR ? nc - jr * NR : NR;
-                        gk->micro(kc, Ap + (int64_t)ir * MR * kc, Bp + (int64_t)jr * NR * kc,
-                                  C + (int64_t)(ic + ir * MR) * ldc + jc + jr * NR, ldc, mr, nr,
-                                  alpha, beta_k);
-                    }
+                if (rows_outer) {
+                    for (int ir = 0; ir < ni; ++ir)
+                        for (int jr = 0; jr < nj; ++jr)
+                            gemm_tile(gk, kc, Ap, B, brs, Bp, b_direct, ic, mc, jc, nc, k0 + pc,
+                                      ir, jr, alpha, beta_k, C, ldc);
+                } else {
+                    for (int jr = 0; jr < nj; ++jr)
+                        for (int ir = 0; ir < ni; ++ir)
+                            gemm_tile(gk, kc, Ap, B, brs, Bp, b_direct, ic, mc, jc, nc, k0 + pc,
+                                      ir, jr, alpha, beta_k, C, ldc);
+                }
             }
         }
     }
@@ -536,6 +603,19 @@ static int k_bias_add(const kctx *k)
     return 0;
 }
 
+/* lane[j % ROW_SUM_LANES] += x[j] for j < n. bias_grad sums each channel in these interleaved
+ * partial sums (images in order) and adds the lanes in lane order at the end: a fixed order
+ * the compiler vectorizes, where one running sum would wait on the add's latency at every
+ * element. */
+#define ROW_SUM_LANES 16
+static void lanes_add_row(float *restrict lane, const float *restrict x, int64_t n)
+{
+    int64_t j = 0;
+    for (; j + ROW_SUM_LANES <= n; j += ROW_SUM_LANES)
+        for (int l = 0; l < ROW_SUM_LANES; ++l) lane[l] += x[j + l];
+    for (int l = 0; l < n - j; ++l) lane[l] += x[j + l];
+}
+
 static int k_bias_grad(const kctx *k)
 {
     for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
@@ -547,9 +627,13 @@ static int k_bias_grad(const kctx *k)
 #pragma omp parallel for if (B * C * HW > PAR_MIN) schedule(static)
     for (int64_t c = 0; c < C; ++c) {
         float acc = 0.0f;
-        for (int64_t b = 0; b < B; ++b) {
-            const float *row = dY + (b * C + c) * HW;
-            for (int64_t j = 0; j < HW; ++j) acc += row[j];
+        if (HW < ROW_SUM_LANES) {   /* a linear layer's bias (HW = 1): no lanes to fill */
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t j = 0; j < HW; ++j) acc += dY[(b * C + c) * HW + j];
+        } else {
+            float lane[ROW_SUM_LANES] = {0.0f};
+            for (int64_t b = 0; b < B; ++b) lanes_add_row(lane, dY + (b * C + c) * HW, HW);
+            for (int l = 0; l < ROW_SUM_LANES; ++l) acc += lane[l];
         }
         db[c] = acc;
     }
@@ -577,7 +661,11 @@ static int k_relu_bwd(const kctx *k)
     const float *Y = PF(1), *dY = PF(2);
     float *dX = PF(3);  /* may alias dY */
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; ++i) dX[i] = Y[i] > 0.0f ? dY[i] : 0.0f;
+    /* dY is read whatever the mask, so the select needs no branch and vectorizes. */
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = dY[i];
+        dX[i] = Y[i] > 0.0f ? g : 0.0f;
+    }
     return 0;
 }
 

@@ -10,6 +10,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- depthwise 3x3 convolution -------------------------------------------------------- */
@@ -32,90 +34,365 @@ static int dw_dims(const kctx *k, int x_arg, int y_arg, int w_arg)
     return 0;
 }
 
+/* The geometry of one depthwise plane in a zero-padded buffer: the image at row `pad`, column
+ * `pad` of an Hp x Wp grid (Hp = H + 2*pad, Wp = W + 2*pad), followed by one spare zero row so
+ * that the flattened stride-1 loops below may read up to 2 elements past the grid.
+ * Padding the plane once removes every bounds test from the tap loops: a tap on the padding
+ * reads 0, and adding w * 0 to a sum that starts at +0 leaves it bitwise unchanged, so the
+ * results equal those of a loop that skips the padding taps. */
+typedef struct {
+    int H, W, s, pad, OH, OW, Hp, Wp;
+} dw_plane;
+
+static dw_plane dw_plane_of(const kctx *k)
+{
+    const int H = I(2), W = I(3), pad = I(5);
+    return (dw_plane){H, W, I(4), pad, I(6), I(7), H + 2 * pad, W + 2 * pad};
+}
+
+/* Lanes of the dot products of dwconv3x3_bwd_weight (dw_dot). */
+#define DW_LANES 16
+
+/* Floats of a padded grid: Hp + 1 rows and DW_LANES spare zeros, so a stride-1 dot product
+ * rounded up to whole lanes stays inside (see dw_bwd_weight_plane). */
+static int64_t dw_padded_len(const dw_plane *g)
+{
+    return (int64_t)(g->Hp + 1) * g->Wp + DW_LANES;
+}
+
+/* Row copies of a few dozen floats: a plain loop the compiler inlines, where a memcpy call
+ * per row would cost as much as the row's arithmetic. */
+static inline CPU_ISA_BODY void dw_copy_row(float *restrict dst, const float *restrict src, int n)
+{
+    for (int i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+/* Scratch of n floats for the calling thread, freed by the caller; aborts when memory runs
+ * out (a kernel has no error path for it). */
+static float *dw_scratch(int64_t n)
+{
+    float *p = malloc((size_t)n * sizeof(float));
+    if (!p) {
+        fprintf(stderr, "depthwise conv: out of memory for %lld floats of scratch\n",
+                (long long)n);
+        abort();
+    }
+    return p;
+}
+
+/* Copies one H x W image into the padded grid xp (whose border is already 0). */
+static inline CPU_ISA_BODY void dw_pad_in(const dw_plane *g, const float *restrict x,
+                                          float *restrict xp)
+{
+    for (int h = 0; h < g->H; ++h)
+        dw_copy_row(xp + (int64_t)(h + g->pad) * g->Wp + g->pad, x + (int64_t)h * g->W, g->W);
+}
+
+/* y[oh, ow] = sum over taps (kh, kw) in order of w[kh*3+kw] * xp[oh*s+kh, ow*s+kw]. At stride
+ * 1 each output row is computed over the padded width Wp (the last Wp - OW columns are junk,
+ * never copied out), so the loop over q is one contiguous run the compiler vectorizes. */
+static inline CPU_ISA_BODY void dw_fwd_plane_body(const dw_plane *g, const float *restrict x,
+                                                   float *restrict xp, const float *w,
+                                                   float *restrict yrow, float *restrict y)
+{
+    const int Wp = g->Wp;
+    dw_pad_in(g, x, xp);
+    if (g->s == 1) {
+        const int64_t n = (int64_t)g->OH * Wp;
+        const float *x0 = xp, *x1 = xp + Wp, *x2 = xp + 2 * Wp;
+        for (int64_t q = 0; q < n; ++q) {
+            float acc = 0.0f;
+            acc += w[0] * x0[q];
+            acc += w[1] * x0[q + 1];
+            acc += w[2] * x0[q + 2];
+            acc += w[3] * x1[q];
+            acc += w[4] * x1[q + 1];
+            acc += w[5] * x1[q + 2];
+            acc += w[6] * x2[q];
+            acc += w[7] * x2[q + 1];
+            acc += w[8] * x2[q + 2];
+            yrow[q] = acc;
+        }
+        for (int oh = 0; oh < g->OH; ++oh)
+            dw_copy_row(y + (int64_t)oh * g->OW, yrow + (int64_t)oh * Wp, g->OW);
+        return;
+    }
+    for (int oh = 0; oh < g->OH; ++oh) {
+        const float *x0 = xp + (int64_t)oh * g->s * Wp, *x1 = x0 + Wp, *x2 = x1 + Wp;
+        float *restrict yo = y + (int64_t)oh * g->OW;
+        for (int ow = 0; ow < g->OW; ++ow) {
+            const int c = ow * g->s;
+            float acc = 0.0f;
+            acc += w[0] * x0[c];
+            acc += w[1] * x0[c + 1];
+            acc += w[2] * x0[c + 2];
+            acc += w[3] * x1[c];
+            acc += w[4] * x1[c + 1];
+            acc += w[5] * x1[c + 2];
+            acc += w[6] * x2[c];
+            acc += w[7] * x2[c + 1];
+            acc += w[8] * x2[c + 2];
+            yo[ow] = acc;
+        }
+    }
+}
+
+CPU_ISA_CLONES(dw_fwd_plane,
+               (const dw_plane *g, const float *restrict x, float *restrict xp, const float *w,
+                float *restrict yrow, float *restrict y),
+               (g, x, xp, w, yrow, y))
+
 static int k_dwconv3x3_fwd(const kctx *k)
 {
     CHECK(dw_dims(k, 8, 10, 9));
-    const int C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
-    const int64_t n = (int64_t)I(0) * C * OH * OW;
+    const dw_plane g = dw_plane_of(k);
+    const int C = I(1);
+    const int64_t BC = (int64_t)I(0) * C;
     const float *X = PF(8), *Wt = PF(9);
     float *Y = PF(10);
-#pragma omp parallel for if (n * 9 > PAR_MIN) schedule(static)
-    for (int64_t o = 0; o < n; ++o) {
-        const int ow = (int)(o % OW), oh = (int)(o / OW % OH);
-        const int64_t bc = o / ((int64_t)OH * OW);
-        const float *x = X + bc * H * W, *w = Wt + (bc % C) * 9;
-        float acc = 0.0f;
-        for (int kh = 0; kh < 3; ++kh) {
-            const int h = oh * s - pad + kh;
-            for (int kw = 0; kw < 3; ++kw) {
-                const int wi = ow * s - pad + kw;
-                const float v = (h >= 0 && h < H && wi >= 0 && wi < W) ? x[h * W + wi] : 0.0f;
-                acc += w[kh * 3 + kw] * v;
-            }
+    const int64_t plen = dw_padded_len(&g), rlen = (int64_t)g.OH * g.Wp + 2;
+    void (*const fwd)(const dw_plane *, const float *restrict, float *restrict, const float *,
+                      float *restrict, float *restrict) = CPU_ISA_PICK(dw_fwd_plane);
+#pragma omp parallel if (BC * g.OH * g.OW * 9 > PAR_MIN)
+    {
+        float *xp = dw_scratch(plen + rlen), *yrow = xp + plen;
+        memset(xp, 0, (size_t)plen * sizeof(float));
+#pragma omp for schedule(static)
+        for (int64_t bc = 0; bc < BC; ++bc) {
+            fwd(&g, X + bc * g.H * g.W, xp, Wt + (bc % C) * 9, yrow, Y + bc * g.OH * g.OW);
         }
-        Y[o] = acc;
+        free(xp);
     }
     return 0;
 }
+
+/* Stride 1 as a gather: dx[h, w] = sum over taps (kh, kw) in order of
+ * w[kh*3+kw] * dy[h+pad-kh, w+pad-kw] (0 outside dy). dy sits in a grid `dp` of Wq = OW + 4
+ * columns with a border of 2 zeros (written once per thread), so every tap of every pixel
+ * reads inside it, and each image row is computed over the grid's width as one contiguous
+ * vectorized run (the spare columns are never copied out). Every pixel sums its terms in tap
+ * order from +0, as the scatter form below does; the gather accumulates in registers, where
+ * the scatter's taps, one element apart, would reload vectors just stored at an offset (a
+ * store-forwarding stall per vector). */
+static inline CPU_ISA_BODY void dw_bwd_data_s1(const dw_plane *g, const float *restrict dy,
+                                               const float *w, float *restrict dp,
+                                               float *restrict out, float *restrict dx)
+{
+    const int Wq = g->OW + 4;
+    for (int oh = 0; oh < g->OH; ++oh)
+        dw_copy_row(dp + (int64_t)(oh + 2) * Wq + 2, dy + (int64_t)oh * g->OW, g->OW);
+    const float *r0 = dp + (int64_t)(g->pad + 2) * Wq + g->pad + 2;   /* tap (0, 0) */
+    const float *r1 = r0 - Wq, *r2 = r1 - Wq;
+    const int64_t n = (int64_t)g->H * Wq;
+    for (int64_t q = 0; q < n; ++q) {
+        float acc = 0.0f;
+        acc += w[0] * r0[q];
+        acc += w[1] * r0[q - 1];
+        acc += w[2] * r0[q - 2];
+        acc += w[3] * r1[q];
+        acc += w[4] * r1[q - 1];
+        acc += w[5] * r1[q - 2];
+        acc += w[6] * r2[q];
+        acc += w[7] * r2[q - 1];
+        acc += w[8] * r2[q - 2];
+        out[q] = acc;
+    }
+    for (int h = 0; h < g->H; ++h)
+        dw_copy_row(dx + (int64_t)h * g->W, out + (int64_t)h * Wq, g->W);
+}
+
+/* Floats of dp (with its spare row) and of out in dw_bwd_data_s1. */
+static int64_t dw_s1_dp_len(const dw_plane *g) { return (int64_t)(g->OH + 5) * (g->OW + 4); }
+static int64_t dw_s1_out_len(const dw_plane *g) { return (int64_t)g->H * (g->OW + 4); }
+
+/* Other strides as a scatter: dxp[oh*s+kh, ow*s+kw] += w[kh*3+kw] * dy[oh, ow], taps in
+ * (kh, kw) order, over a zeroed padded grid whose image part is then copied out. Every input
+ * pixel thus sums its terms in the order of the OpenCL kernel's gather (which loops over the
+ * same taps); consecutive stores of one tap are s elements apart, so no vector is reloaded
+ * at an offset. */
+static inline CPU_ISA_BODY void dw_bwd_data_strided(const dw_plane *g, const float *restrict dy,
+                                                    const float *w, float *restrict dxp,
+                                                    float *restrict dx)
+{
+    const int Wp = g->Wp;
+    memset(dxp, 0, (size_t)dw_padded_len(g) * sizeof(float));
+    for (int kh = 0; kh < 3; ++kh)
+        for (int kw = 0; kw < 3; ++kw) {
+            const float wv = w[kh * 3 + kw];
+            for (int oh = 0; oh < g->OH; ++oh) {
+                float *restrict d = dxp + (int64_t)(oh * g->s + kh) * Wp + kw;
+                const float *restrict s = dy + (int64_t)oh * g->OW;
+                for (int ow = 0; ow < g->OW; ++ow) d[ow * g->s] += wv * s[ow];
+            }
+        }
+    for (int h = 0; h < g->H; ++h)
+        dw_copy_row(dx + (int64_t)h * g->W, dxp + (int64_t)(h + g->pad) * Wp + g->pad, g->W);
+}
+
+/* One (b, c) plane of dwconv3x3_bwd_data; `a` and `b` are the calling thread's scratch (see
+ * k_dwconv3x3_bwd_data). */
+static inline CPU_ISA_BODY void dw_bwd_data_plane_body(const dw_plane *g,
+                                                        const float *restrict dy,
+                                                        const float *w, float *restrict a,
+                                                        float *restrict b, float *restrict dx)
+{
+    if (g->s == 1)
+        dw_bwd_data_s1(g, dy, w, a, b, dx);
+    else
+        dw_bwd_data_strided(g, dy, w, a, dx);
+}
+
+CPU_ISA_CLONES(dw_bwd_data_plane,
+               (const dw_plane *g, const float *restrict dy, const float *w,
+                float *restrict a, float *restrict b, float *restrict dx),
+               (g, dy, w, a, b, dx))
 
 static int k_dwconv3x3_bwd_data(const kctx *k)
 {
     CHECK(dw_dims(k, 10, 8, 9));
-    const int C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
+    const dw_plane g = dw_plane_of(k);
+    const int C = I(1);
     const int64_t BC = (int64_t)I(0) * C;
     const float *dY = PF(8), *Wt = PF(9);
     float *dX = PF(10);
-    /* Per (b, c) image: zero it, then add each tap's contributions, taps in (kh, kw) order.
-     * Every input pixel thus sums its terms in the order of the OpenCL kernel's gather (which
-     * loops over the same taps), without the gather's divisions by the stride. Threads own
-     * whole images: no races, a fixed order. */
-#pragma omp parallel for if (BC * OH * OW * 9 > PAR_MIN) schedule(static)
-    for (int64_t bc = 0; bc < BC; ++bc) {
-        float *dx = dX + bc * H * W;
-        const float *dy = dY + bc * OH * OW, *wt = Wt + (bc % C) * 9;
-        memset(dx, 0, (size_t)H * W * sizeof(float));
-        for (int kh = 0; kh < 3; ++kh)
-            for (int kw = 0; kw < 3; ++kw) {
-                const float wv = wt[kh * 3 + kw];
-                for (int oh = 0; oh < OH; ++oh) {
-                    const int h = oh * s - pad + kh;
-                    if (h < 0 || h >= H) continue;
-                    for (int ow = 0; ow < OW; ++ow) {
-                        const int w = ow * s - pad + kw;
-                        if (w >= 0 && w < W) dx[h * W + w] += wv * dy[oh * OW + ow];
-                    }
-                }
-            }
+    /* scratch a: dp (stride 1, its zero border kept between planes) or dxp; b: out */
+    const int64_t alen = g.s == 1 ? dw_s1_dp_len(&g) : dw_padded_len(&g);
+    const int64_t blen = g.s == 1 ? dw_s1_out_len(&g) : 0;
+    void (*const bwd)(const dw_plane *, const float *restrict, const float *, float *restrict,
+                      float *restrict, float *restrict) = CPU_ISA_PICK(dw_bwd_data_plane);
+    /* Threads own whole images: no races, a fixed order. */
+#pragma omp parallel if (BC * g.OH * g.OW * 9 > PAR_MIN)
+    {
+        float *a = dw_scratch(alen + blen), *b = a + alen;
+        memset(a, 0, (size_t)alen * sizeof(float));
+#pragma omp for schedule(static)
+        for (int64_t bc = 0; bc < BC; ++bc)
+            bwd(&g, dY + bc * g.OH * g.OW, Wt + (bc % C) * 9, a, b, dX + bc * g.H * g.W);
+        free(a);
     }
     return 0;
 }
 
+/* acc[t][q % DW_LANES] += dy[q] * xp[off(t) + q] for q < n (n a multiple of DW_LANES),
+ * off(t) = (t / 3) * Wp + t % 3: the 9 tap dot products of a stride-1 plane in one pass, so
+ * each load of dy feeds 9 multiply-adds and 9 independent sums hide the add's latency. */
+static inline CPU_ISA_BODY void dw_dot9_lanes(float (*restrict acc)[DW_LANES],
+                                              const float *restrict dy,
+                                              const float *restrict xp, int Wp, int64_t n)
+{
+    float a0[DW_LANES], a1[DW_LANES], a2[DW_LANES], a3[DW_LANES], a4[DW_LANES],
+        a5[DW_LANES], a6[DW_LANES], a7[DW_LANES], a8[DW_LANES];
+    for (int l = 0; l < DW_LANES; ++l) {
+        a0[l] = acc[0][l], a1[l] = acc[1][l], a2[l] = acc[2][l], a3[l] = acc[3][l];
+        a4[l] = acc[4][l], a5[l] = acc[5][l], a6[l] = acc[6][l], a7[l] = acc[7][l];
+        a8[l] = acc[8][l];
+    }
+    const float *x0 = xp, *x1 = xp + Wp, *x2 = xp + 2 * Wp;
+    for (int64_t q = 0; q < n; q += DW_LANES)
+        for (int l = 0; l < DW_LANES; ++l) {
+            const float d = dy[q + l];
+            a0[l] += d * x0[q + l];
+            a1[l] += d * x0[q + l + 1];
+            a2[l] += d * x0[q + l + 2];
+            a3[l] += d * x1[q + l];
+            a4[l] += d * x1[q + l + 1];
+            a5[l] += d * x1[q + l + 2];
+            a6[l] += d * x2[q + l];
+            a7[l] += d * x2[q + l + 1];
+            a8[l] += d * x2[q + l + 2];
+        }
+    for (int l = 0; l < DW_LANES; ++l) {
+        acc[0][l] = a0[l], acc[1][l] = a1[l], acc[2][l] = a2[l], acc[3][l] = a3[l];
+        acc[4][l] = a4[l], acc[5][l] = a5[l], acc[6][l] = a6[l], acc[7][l] = a7[l];
+        acc[8][l] = a8[l];
+    }
+}
+
+/* Adds one image's terms of the 9 tap sums: sum over (oh, ow) of
+ * xp[oh*s+kh, ow*s+kw] * dy[oh, ow] for t = kh*3 + kw, into acc[t][0..DW_LANES). At stride 1
+ * dy is spread over the padded width (zeros in the spare columns and up to whole DW_LANES,
+ * whose terms add nothing) so each tap is one contiguous dot product over the plane, kept in
+ * DW_LANES partial sums across the images (element q of the spread plane in lane
+ * q % DW_LANES); at stride 2 one pass keeps nine running sums in row-major order and adds
+ * each to lane 0. The caller adds the lanes in order once per channel. */
+static inline CPU_ISA_BODY void dw_bwd_weight_plane_body(const dw_plane *g,
+                                                         const float *restrict x,
+                                                         float *restrict xp,
+                                                         const float *restrict dy,
+                                                         float *restrict dyp,
+                                                         float (*restrict acc)[DW_LANES])
+{
+    const int Wp = g->Wp;
+    dw_pad_in(g, x, xp);
+    if (g->s == 1) {
+        for (int oh = 0; oh < g->OH; ++oh) {
+            dw_copy_row(dyp + (int64_t)oh * Wp, dy + (int64_t)oh * g->OW, g->OW);
+            for (int j = g->OW; j < Wp; ++j) dyp[(int64_t)oh * Wp + j] = 0.0f;
+        }
+        const int64_t n = ((int64_t)g->OH * Wp + DW_LANES - 1) / DW_LANES * DW_LANES;
+        for (int64_t q = (int64_t)g->OH * Wp; q < n; ++q) dyp[q] = 0.0f;
+        dw_dot9_lanes(acc, dyp, xp, Wp, n);
+        return;
+    }
+    float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f, p4 = 0.0f, p5 = 0.0f, p6 = 0.0f,
+          p7 = 0.0f, p8 = 0.0f;
+    for (int oh = 0; oh < g->OH; ++oh) {
+        const float *x0 = xp + (int64_t)oh * g->s * Wp, *x1 = x0 + Wp, *x2 = x1 + Wp;
+        const float *d = dy + (int64_t)oh * g->OW;
+        for (int ow = 0; ow < g->OW; ++ow) {
+            const int c = ow * g->s;
+            const float v = d[ow];
+            p0 += x0[c] * v;
+            p1 += x0[c + 1] * v;
+            p2 += x0[c + 2] * v;
+            p3 += x1[c] * v;
+            p4 += x1[c + 1] * v;
+            p5 += x1[c + 2] * v;
+            p6 += x2[c] * v;
+            p7 += x2[c + 1] * v;
+            p8 += x2[c + 2] * v;
+        }
+    }
+    acc[0][0] += p0, acc[1][0] += p1, acc[2][0] += p2, acc[3][0] += p3, acc[4][0] += p4;
+    acc[5][0] += p5, acc[6][0] += p6, acc[7][0] += p7, acc[8][0] += p8;
+}
+
+CPU_ISA_CLONES(dw_bwd_weight_plane,
+               (const dw_plane *g, const float *restrict x, float *restrict xp,
+                const float *restrict dy, float *restrict dyp, float (*restrict acc)[DW_LANES]),
+               (g, x, xp, dy, dyp, acc))
+
 static int k_dwconv3x3_bwd_weight(const kctx *k)
 {
     CHECK(dw_dims(k, 8, 9, 10));
-    const int B = I(0), C = I(1), H = I(2), W = I(3), s = I(4), pad = I(5), OH = I(6), OW = I(7);
+    const dw_plane g = dw_plane_of(k);
+    const int B = I(0), C = I(1);
     const float *X = PF(8), *dY = PF(9);
     float *dW = PF(10);
-    /* One sum per (c, kh, kw): each image's sum over oh, ow, then the B partial sums. */
-#pragma omp parallel for if ((int64_t)B * C * OH * OW * 9 > PAR_MIN) schedule(static)
-    for (int64_t t = 0; t < (int64_t)C * 9; ++t) {
-        const int c = (int)(t / 9), kh = (int)(t % 9) / 3, kw = (int)(t % 3);
-        float acc = 0.0f;
-        for (int b = 0; b < B; ++b) {
-            const float *x = X + ((int64_t)b * C + c) * H * W;
-            const float *dy = dY + ((int64_t)b * C + c) * OH * OW;
-            float part = 0.0f;   /* blocked: one image's sum, then the batch's */
-            for (int oh = 0; oh < OH; ++oh) {
-                const int h = oh * s - pad + kh;
-                for (int ow = 0; ow < OW; ++ow) {
-                    const int w = ow * s - pad + kw;
-                    const float v = (h >= 0 && h < H && w >= 0 && w < W) ? x[h * W + w] : 0.0f;
-                    part += v * dy[oh * OW + ow];
-                }
+    const int64_t plen = dw_padded_len(&g);
+    void (*const plane)(const dw_plane *, const float *restrict, float *restrict,
+                        const float *restrict, float *restrict, float (*restrict)[DW_LANES]) =
+        CPU_ISA_PICK(dw_bwd_weight_plane);
+    /* One sum per (c, kh, kw) over images and positions (lanes, see dw_bwd_weight_plane). A
+     * thread owns whole channels, so the order does not depend on the thread count. */
+#pragma omp parallel if ((int64_t)B * C * g.OH * g.OW * 9 > PAR_MIN)
+    {
+        float *xp = dw_scratch(2 * plen), *dyp = xp + plen;
+        memset(xp, 0, (size_t)plen * sizeof(float));
+#pragma omp for schedule(static)
+        for (int c = 0; c < C; ++c) {
+            float acc[9][DW_LANES] = {{0.0f}};
+            for (int b = 0; b < B; ++b) {
+                const int64_t bc = (int64_t)b * C + c;
+                plane(&g, X + bc * g.H * g.W, xp, dY + bc * g.OH * g.OW, dyp, acc);
             }
-            acc += part;
+            for (int t = 0; t < 9; ++t) {
+                float s = 0.0f;
+                for (int l = 0; l < DW_LANES; ++l) s += acc[t][l];
+                dW[(int64_t)c * 9 + t] = s;
+            }
         }
-        dW[t] = acc;
+        free(xp);
     }
     return 0;
 }
@@ -130,6 +407,45 @@ static int bn_dims(const kctx *k, const int *big, int nbig, const int *small, in
     for (int i = 0; i < nbig; ++i) CHECK(kneed_numel(k, big[i], n, "B*C*HW"));
     for (int i = 0; i < nsmall; ++i) CHECK(kneed_numel(k, small[i], I(1), "C"));
     return 0;
+}
+
+/* Per-channel sums run in BN_LANES interleaved partial sums: element j of every image's plane
+ * goes to lane j % BN_LANES, images in order, and the lanes are added in lane order once per
+ * channel. A fixed order (a thread owns whole channels: it does not depend on the thread
+ * count) that the compiler vectorizes, where one running sum would wait on the add's latency
+ * at every element, and a lane total per image would add a serial chain of BN_LANES adds per
+ * plane of a few hundred elements. */
+#define BN_LANES 16
+
+static float lanes_total(const float *lane)
+{
+    float s = 0.0f;
+    for (int l = 0; l < BN_LANES; ++l) s += lane[l];
+    return s;
+}
+
+/* lane[j % BN_LANES] += x[j] - shift. */
+static void lanes_add_shifted(float *restrict lane, const float *restrict x, int n, float shift)
+{
+    int j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; ++l) lane[l] += x[j + l] - shift;
+    for (int l = 0; l < n - j; ++l) lane[l] += x[j + l] - shift;
+}
+
+/* lane[j % BN_LANES] += (x[j] - mu)^2. */
+static void lanes_add_sq_dev(float *restrict lane, const float *restrict x, int n, float mu)
+{
+    int j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; ++l) {
+            const float dv = x[j + l] - mu;
+            lane[l] += dv * dv;
+        }
+    for (int l = 0; l < n - j; ++l) {
+        const float dv = x[j + l] - mu;
+        lane[l] += dv * dv;
+    }
 }
 
 static int k_batchnorm_stats(const kctx *k)
@@ -149,25 +465,14 @@ static int k_batchnorm_stats(const kctx *k)
          * exactly 0, so a near-constant channel (an image background) gets an accurate mean,
          * which 1/sqrt(var + eps) would otherwise amplify the rounding of. */
         const float shift = X[(int64_t)c * HW];
-        float sum = 0.0f;
-        for (int b = 0; b < B; ++b) {   /* blocked: each image's sum, then the batch's */
-            const float *x = X + ((int64_t)b * C + c) * HW;
-            float part = 0.0f;
-            for (int j = 0; j < HW; ++j) part += x[j] - shift;
-            sum += part;
-        }
-        const float mu = shift + sum / cnt;
-        float sq = 0.0f;  /* second pass: sum of squared deviations (no cancellation) */
-        for (int b = 0; b < B; ++b) {
-            const float *x = X + ((int64_t)b * C + c) * HW;
-            float part = 0.0f;
-            for (int j = 0; j < HW; ++j) {
-                const float dv = x[j] - mu;
-                part += dv * dv;
-            }
-            sq += part;
-        }
-        const float var = sq / cnt;
+        float lane[BN_LANES] = {0.0f};
+        for (int b = 0; b < B; ++b)
+            lanes_add_shifted(lane, X + ((int64_t)b * C + c) * HW, HW, shift);
+        const float mu = shift + lanes_total(lane) / cnt;
+        float lsq[BN_LANES] = {0.0f};   /* second pass: squared deviations (no cancellation) */
+        for (int b = 0; b < B; ++b)
+            lanes_add_sq_dev(lsq, X + ((int64_t)b * C + c) * HW, HW, mu);
+        const float var = lanes_total(lsq) / cnt;
         const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
         mean[c] = mu;
         invstd[c] = 1.0f / sqrtf(var + eps);
@@ -177,20 +482,46 @@ static int k_batchnorm_stats(const kctx *k)
     return 0;
 }
 
+/* Per (b, c) plane, so the channel's constants are loaded once and the element loop is a
+ * plain vectorizable run (no division per element to find the channel). */
 static int k_batchnorm_apply(const kctx *k)
 {
     static const int big[] = {3, 8}, small[] = {4, 5, 6, 7};
     CHECK(bn_dims(k, big, 2, small, 4));
     const int C = I(1), HW = I(2);
-    const int64_t n = (int64_t)I(0) * C * HW;
+    const int64_t n = (int64_t)I(0) * C * HW, BC = (int64_t)I(0) * C;
     const float *X = PF(3), *mean = PF(4), *invstd = PF(5), *gamma = PF(6), *beta = PF(7);
     float *Y = PF(8);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-        const int c = (int)(i / HW % C);
-        Y[i] = ((X[i] - mean[c]) * invstd[c]) * gamma[c] + beta[c];
+    for (int64_t bc = 0; bc < BC; ++bc) {
+        const int c = (int)(bc % C);
+        const float mu = mean[c], is = invstd[c], ga = gamma[c], be = beta[c];
+        const float *x = X + bc * HW;
+        float *y = Y + bc * HW;   /* may alias x: no restrict, the compiler checks */
+        for (int j = 0; j < HW; ++j) y[j] = ((x[j] - mu) * is) * ga + be;
     }
     return 0;
+}
+
+/* lane[j % BN_LANES] += dy[j]. */
+static void lanes_add(float *restrict lane, const float *restrict dy, int n)
+{
+    int j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; ++l) lane[l] += dy[j + l];
+    for (int l = 0; l < n - j; ++l) lane[l] += dy[j + l];
+}
+
+/* lane[j % BN_LANES] += dy[j] * xhat[j], xhat = (x[j] - mu) * is. A pass of its own, not
+ * fused with lanes_add: two lane arrays in one loop exhaust the 16 SSE registers of a
+ * baseline x86-64 build and the compiler spills; the plane is in L1 for the second pass. */
+static void lanes_add_dy_xhat(float *restrict lane, const float *restrict x,
+                              const float *restrict dy, int n, float mu, float is)
+{
+    int j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; ++l) lane[l] += dy[j + l] * ((x[j + l] - mu) * is);
+    for (int l = 0; l < n - j; ++l) lane[l] += dy[j + l] * ((x[j + l] - mu) * is);
 }
 
 static int k_batchnorm_bwd_reduce(const kctx *k)
@@ -202,20 +533,14 @@ static int k_batchnorm_bwd_reduce(const kctx *k)
     float *dgamma = PF(7), *dbeta = PF(8);
 #pragma omp parallel for if ((int64_t)B * C * HW > PAR_MIN) schedule(static)
     for (int c = 0; c < C; ++c) {
-        float sg = 0.0f, sb = 0.0f;
-        for (int b = 0; b < B; ++b) {   /* blocked: each image's sums, then the batch's */
+        float lg[BN_LANES] = {0.0f}, lb[BN_LANES] = {0.0f};
+        for (int b = 0; b < B; ++b) {
             const int64_t off = ((int64_t)b * C + c) * HW;
-            float pg = 0.0f, pb = 0.0f;
-            for (int j = 0; j < HW; ++j) {
-                const float xhat = (X[off + j] - mean[c]) * invstd[c];
-                pb += dY[off + j];
-                pg += dY[off + j] * xhat;
-            }
-            sg += pg;
-            sb += pb;
+            lanes_add_dy_xhat(lg, X + off, dY + off, HW, mean[c], invstd[c]);
+            lanes_add(lb, dY + off, HW);
         }
-        dgamma[c] = sg;
-        dbeta[c] = sb;
+        dgamma[c] = lanes_total(lg);
+        dbeta[c] = lanes_total(lb);
     }
     return 0;
 }
@@ -225,17 +550,22 @@ static int k_batchnorm_bwd_data(const kctx *k)
     static const int big[] = {3, 4, 10}, small[] = {5, 6, 7, 8, 9};
     CHECK(bn_dims(k, big, 3, small, 5));
     const int C = I(1), HW = I(2);
-    const int64_t n = (int64_t)I(0) * C * HW;
+    const int64_t n = (int64_t)I(0) * C * HW, BC = (int64_t)I(0) * C;
     const float *X = PF(3), *dY = PF(4), *mean = PF(5), *invstd = PF(6), *gamma = PF(7),
                 *dgamma = PF(8), *dbeta = PF(9);
     float *dX = PF(10);
     const float cnt = (float)((int64_t)I(0) * HW);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-        const int c = (int)(i / HW % C);
-        const float xhat = (X[i] - mean[c]) * invstd[c];
-        const float scale = gamma[c] * invstd[c] / cnt;
-        dX[i] = scale * ((cnt * dY[i] - dbeta[c]) - xhat * dgamma[c]);
+    for (int64_t bc = 0; bc < BC; ++bc) {   /* per plane, as batchnorm_apply */
+        const int c = (int)(bc % C);
+        const float mu = mean[c], is = invstd[c], dg = dgamma[c], db = dbeta[c];
+        const float scale = gamma[c] * is / cnt;
+        const float *x = X + bc * HW, *dy = dY + bc * HW;
+        float *dx = dX + bc * HW;   /* may alias dy: no restrict, the compiler checks */
+        for (int j = 0; j < HW; ++j) {
+            const float xhat = (x[j] - mu) * is;
+            dx[j] = scale * ((cnt * dy[j] - db) - xhat * dg);
+        }
     }
     return 0;
 }
@@ -266,7 +596,11 @@ static int k_relu6_bwd(const kctx *k)
     const float *Y = PF(1), *dY = PF(2);
     float *dX = PF(3);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; ++i) dX[i] = (Y[i] > 0.0f && Y[i] < 6.0f) ? dY[i] : 0.0f;
+    /* dY is read whatever the mask, so the select needs no branch and vectorizes. */
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = dY[i], y = Y[i];
+        dX[i] = (y > 0.0f) & (y < 6.0f) ? g : 0.0f;
+    }
     return 0;
 }
 
