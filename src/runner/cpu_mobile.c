@@ -88,6 +88,24 @@ static inline CPU_ISA_BODY void dw_pad_in(const dw_plane *g, const float *restri
         dw_copy_row(xp + (int64_t)(h + g->pad) * g->Wp + g->pad, x + (int64_t)h * g->W, g->W);
 }
 
+/* The 3x3 taps at column c of the padded rows x0, x1, x2, summed from 0 in tap order (the
+ * order every clone and stride share, so results do not depend on either). */
+static inline CPU_ISA_BODY float dw_taps(const float *w, const float *x0, const float *x1,
+                                         const float *x2, int64_t c)
+{
+    float acc = 0.0f;
+    acc += w[0] * x0[c];
+    acc += w[1] * x0[c + 1];
+    acc += w[2] * x0[c + 2];
+    acc += w[3] * x1[c];
+    acc += w[4] * x1[c + 1];
+    acc += w[5] * x1[c + 2];
+    acc += w[6] * x2[c];
+    acc += w[7] * x2[c + 1];
+    acc += w[8] * x2[c + 2];
+    return acc;
+}
+
 /* y[oh, ow] = sum over taps (kh, kw) in order of w[kh*3+kw] * xp[oh*s+kh, ow*s+kw]. At stride
  * 1 each output row is computed over the padded width Wp (the last Wp - OW columns are junk,
  * never copied out), so the loop over q is one contiguous run the compiler vectorizes. */
@@ -101,17 +119,7 @@ static inline CPU_ISA_BODY void dw_fwd_plane_body(const dw_plane *g, const float
         const int64_t n = (int64_t)g->OH * Wp;
         const float *x0 = xp, *x1 = xp + Wp, *x2 = xp + 2 * Wp;
         for (int64_t q = 0; q < n; ++q) {
-            float acc = 0.0f;
-            acc += w[0] * x0[q];
-            acc += w[1] * x0[q + 1];
-            acc += w[2] * x0[q + 2];
-            acc += w[3] * x1[q];
-            acc += w[4] * x1[q + 1];
-            acc += w[5] * x1[q + 2];
-            acc += w[6] * x2[q];
-            acc += w[7] * x2[q + 1];
-            acc += w[8] * x2[q + 2];
-            yrow[q] = acc;
+            yrow[q] = dw_taps(w, x0, x1, x2, q);
         }
         for (int oh = 0; oh < g->OH; ++oh)
             dw_copy_row(y + (int64_t)oh * g->OW, yrow + (int64_t)oh * Wp, g->OW);
@@ -121,18 +129,7 @@ static inline CPU_ISA_BODY void dw_fwd_plane_body(const dw_plane *g, const float
         const float *x0 = xp + (int64_t)oh * g->s * Wp, *x1 = x0 + Wp, *x2 = x1 + Wp;
         float *restrict yo = y + (int64_t)oh * g->OW;
         for (int ow = 0; ow < g->OW; ++ow) {
-            const int c = ow * g->s;
-            float acc = 0.0f;
-            acc += w[0] * x0[c];
-            acc += w[1] * x0[c + 1];
-            acc += w[2] * x0[c + 2];
-            acc += w[3] * x1[c];
-            acc += w[4] * x1[c + 1];
-            acc += w[5] * x1[c + 2];
-            acc += w[6] * x2[c];
-            acc += w[7] * x2[c + 1];
-            acc += w[8] * x2[c + 2];
-            yo[ow] = acc;
+            yo[ow] = dw_taps(w, x0, x1, x2, (int64_t)ow * g->s);
         }
     }
 }
