@@ -106,8 +106,10 @@ def _gain(gemm: pd.DataFrame, dev: str) -> tuple[str, str] | None:
 
 
 def _moving_shares(runs: pd.DataFrame, dev: str, col: str) -> pd.Series:
+    """The device's staged and pipelined shares, clipped to [0, 1]: a transfer call's time,
+    taken on another clock than the iteration's, can read a hair over the whole iteration."""
     g = fd.moving(fd.movement_frame(runs))
-    return g[(g["device"] == dev) & (g["below"] != True)][col].dropna()  # noqa: E712
+    return g[(g["device"] == dev) & (g["below"] != True)][col].dropna().clip(0.0, 1.0)  # noqa: E712
 
 
 def _contended_share(share: float) -> str:
