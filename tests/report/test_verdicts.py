@@ -346,6 +346,15 @@ def test_launch_gaps_from_unstable_runs_only_are_shown_marked():
     gaps = next(r for r in glance.at_a_glance({"runs": ok, "gemm": schema.empty("gemm")})["d"]
                 if r.link == "finding-launch_overhead")
     assert "measured under contention" not in gaps.study
+    # the sections the rows link to show the same figures, opened by the contention warning
+    # instead of "Not measured"; with usable runs, no warning
+    for finding in (fd.launch_overhead, fd.data_movement):
+        f = finding(runs)
+        assert f.measured and f.statement.startswith(fd.CONTENDED_ONLY), f.statement
+        assert fd.CONTENDED_ONLY not in finding(ok).statement
+    assert "by device events 30.0%: it does not dominate" in fd.data_movement(runs).statement
+    assert fd.data_movement(table(run("cpu", 10.0))).statement == \
+        "Not measured: no verified OpenCL run."
 
 
 @pytest.mark.parametrize("share, verdict", [
@@ -371,19 +380,24 @@ def test_a_data_movement_share_from_unstable_runs_is_decided_beyond_the_noise(sh
     lo, hi = wording.widened_share(min(share, 1.0))
     assert lo <= min(share, 1.0) <= hi
     assert share >= 1 or math.isclose(lo / (1 - lo) * 9, hi / (1 - hi))
-    # two runs on opposite sides: one decided, one not, counted as such
-    runs = table(_contended("a", 10.0, **stg),
-                 _contended("b", 10.0, **{**stg, "data_movement_share": 0.0909}))
-    rows = {r.finding: r for r in glance.at_a_glance({"runs": runs,
-                                                      "gemm": schema.empty("gemm")})["d"]}
-    if share == 0.4:
-        assert rows["Share of data movement (device events)"].verdict == \
-            "differs (measured under contention); cannot tell for 1 of 2 runs"
     usable = {r.finding: r for r in glance.at_a_glance(
         {"runs": table(run("s", 10.0, **stg)), "gemm": schema.empty("gemm")})["d"]}
     assert "contention" not in usable["Share of data movement (device events)"].verdict
     with pytest.raises(ValueError, match="must lie in"):
         wording.widened_share(1.2)
+
+
+@pytest.mark.parametrize("shares, verdict", [
+    ((0.4, 0.0909), "differs (measured under contention); cannot tell for 1 of 2 runs"),
+    ((0.9, 0.0909), "differs (1 of 2 runs agree) (measured under contention)")])
+def test_unstable_runs_shares_are_counted_run_by_run(shares, verdict):
+    """Several unstable runs: each decided or not on its own, the row counting both."""
+    runs = table(*[_contended(f"r{i}", 10.0, placement="staged", transfer="copy", kernel="k",
+                              data_movement_share=s, data_movement_call_share=s)
+                   for i, s in enumerate(shares)])
+    rows = {r.finding: r for r in glance.at_a_glance({"runs": runs,
+                                                      "gemm": schema.empty("gemm")})["d"]}
+    assert rows["Share of data movement (device events)"].verdict == verdict
 
 
 def test_pairs_from_unstable_runs_need_the_noise_factor_too():

@@ -20,7 +20,7 @@ device: figures of different devices are never set against each other. Row refer
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -113,6 +113,26 @@ def run_verdict(a: pd.Series | dict, b: pd.Series | dict,
 def _missing(key: str, title: str, why: str, paper: list[Anchor]) -> Finding:
     """The finding ``Not measured: <why>.`` (``measured`` False)."""
     return Finding(key, title, f"Not measured: {why}.", paper=paper, measured=False)
+
+
+def unstable_as_ok(runs: pd.DataFrame) -> pd.DataFrame:
+    """runs.parquet with every ``unstable`` run counted as usable: what a figure is computed
+    from, marked measured under contention, when no usable run measured it."""
+    return runs.assign(status=runs["status"].replace("unstable", "ok"))
+
+
+CONTENDED_ONLY = ("Measured under contention only: every OpenCL run behind it is unstable "
+                  "(see Unstable runs), so its times may be inflated; At a glance states "
+                  "only what survives that noise.")
+
+
+def _from_unstable(fn, runs: pd.DataFrame, missing: Finding) -> Finding:
+    """``fn``'s finding computed from the unstable runs, its statement opened by
+    :data:`CONTENDED_ONLY`, when no usable run measured it; ``missing`` when none did."""
+    if not (runs["status"] == "unstable").any():
+        return missing
+    f = fn(unstable_as_ok(runs))
+    return replace(f, statement=f"{CONTENDED_ONLY} {f.statement}") if f.measured else missing
 
 
 def _flag(r: pd.Series | dict, col: str) -> bool | None:
@@ -325,7 +345,8 @@ def data_movement(runs: pd.DataFrame) -> Finding:
     paper = [ANCHORS["movement_share"], ANCHORS["copy_vs_compute"]]
     gpu = movement_frame(runs)
     if gpu.empty:
-        return _missing("data_movement", title, "no verified OpenCL run", paper)
+        return _from_unstable(data_movement, runs,
+                              _missing("data_movement", title, "no verified OpenCL run", paper))
     move = moving(gpu)
     parts = [f"{dev}: {_share_clause(g, 'data_movement_share', w.EVENTS)}; "
              f"{_share_clause(g, 'data_movement_call_share', w.CALLS)}"
@@ -377,7 +398,8 @@ def launch_overhead(runs: pd.DataFrame) -> Finding:
     title = "Launch overhead: gaps between commands"
     gpu = movement_frame(runs).dropna(subset=["gap_share"])
     if gpu.empty:
-        return _missing("launch_overhead", title, "no verified OpenCL run", [])
+        return _from_unstable(launch_overhead, runs,
+                              _missing("launch_overhead", title, "no verified OpenCL run", []))
     parts = []
     for dev, g in gpu.groupby("device"):
         med = g["gap_share"].median()

@@ -134,7 +134,7 @@ def _share(runs: pd.DataFrame, dev: str, col: str, measure: str) -> tuple[str, s
         study = f"{w.span(g)} over {len(g)} staged or pipelined OpenCL run(s) ({measure})"
         lo, hi = DOMINANT_RANGE
         return study, w.count_verdict([lo < x <= hi for x in g], "runs")
-    g = _moving_shares(runs.assign(status=runs["status"].replace("unstable", "ok")), dev, col)
+    g = _moving_shares(fd.unstable_as_ok(runs), dev, col)
     if g.empty:
         return None
     study = (f"{w.span(g)} over {len(g)} staged or pipelined OpenCL run(s) ({measure}, "
@@ -150,7 +150,7 @@ def _gaps(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
     g = fd.movement_frame(runs)
     g = g[g["device"] == dev]["gap_share"].dropna()
     if g.empty:
-        g = fd.movement_frame(runs.assign(status=runs["status"].replace("unstable", "ok")))
+        g = fd.movement_frame(fd.unstable_as_ok(runs))
         g, marked = g[g["device"] == dev]["gap_share"].dropna(), f", {w.UNDER_CONTENTION}"
     if g.empty:
         return None
@@ -214,7 +214,7 @@ def at_a_glance(tables: dict[str, pd.DataFrame]) -> dict[str, list[GlanceRow]]:
     its rows (:class:`GlanceRow`), devices sorted, for every device with runs or a GEMM
     sweep. A row measured only by unstable runs says so (verdict ``unstable``)."""
     runs = tables["runs"]
-    as_ok = {**tables, "runs": runs.assign(status=runs["status"].replace("unstable", "ok"))}
+    as_ok = {**tables, "runs": fd.unstable_as_ok(runs)}
     devices = sorted(set(runs["device"]) | set(tables["gemm"]["device"]))
     out = {}
     for dev in devices:
