@@ -2,7 +2,8 @@
 """Host<->device bandwidth (h2d, d2h, map, unmap, d2d) and kernel launch latency of one OpenCL
 device, measured by ``runner bench-bandwidth`` (clpeak method: warm-up, calibrated iteration
 count, median of repeats). Prints markdown tables: GB/s (1e9 B/s, device-event time; d2d
-counts the size once) per op and size, and the launch latency.
+counts the size once) per op and size, the launch latency, and the host time per iteration of
+a step's launches enqueued one by one and replayed from a ``cl_khr_command_buffer``.
 
 Needs numpy + pandas and ``cc``; builds the runner unless --runner is given::
 
@@ -51,6 +52,20 @@ def main() -> None:
     print(f"\nempty-kernel launch latency (median of {lat['launches']}): queued->start "
           f"{lat['queued_to_start_us']:.1f} us, submit->start {lat['submit_to_start_us']:.1f} us, "
           f"host round trip {lat['host_round_trip_us']:.1f} us")
+    print(_replay_table(bench["replay"]))
+
+
+def _replay_table(rep: dict) -> str:
+    """The record-and-replay figures of ``bench.json`` (host us per iteration of
+    ``launches_per_iteration`` launches and a clFinish, median) as a markdown table."""
+    def us(key):
+        return "-" if rep[key] is None else f"{rep[key]:.1f}"
+    ext = rep["command_buffer"] or "not listed by the device"
+    return (f"\nhost us per iteration of {rep['launches_per_iteration']} launches + clFinish "
+            f"(median of {rep['iterations']}; command buffer: {ext})\n\n"
+            "| queue | enqueued one by one | replayed from a command buffer |\n|---|---|---|\n"
+            f"| profiling, an event per launch | {us('enqueue_profiled_us')} | {us('replay_profiled_us')} |\n"
+            f"| plain, no events | {us('enqueue_plain_us')} | {us('replay_plain_us')} |")
 
 
 def _has_tabulate() -> bool:

@@ -18,8 +18,8 @@
  * path uses (exec_cl.c); the companion call is untimed.
  * Writes DIR/bandwidth.csv (one row per op and size: medians of the repeats, and
  * host_gbps_low..host_gbps_high, the GB/s of the 95% percentile-bootstrap interval of the
- * median host time, stats.h) and DIR/bench.json (device, latency, and per op why its sweep
- * stopped). */
+ * median host time, stats.h) and DIR/bench.json (device, latency, record-and-replay host
+ * times (bench_replay.c), and per op why its sweep stopped). */
 #define _POSIX_C_SOURCE 200809L
 #include "exec.h"
 #include "modes.h"
@@ -293,6 +293,7 @@ int mode_bench_bandwidth(const runner_opts *o)
     jw_obj_end(&w);
     prepare(&b, B_D2D, (size_t)o->min_bytes);
     jw_key(&w, "latency"); bench_latency(&b, dev, o, &w);
+    jw_key(&w, "replay"); bench_replay(b.ctx, plat, dev, o, &w);
     release(&b);
     jw_obj_end(&w);
     jw_raw(&w, "\n", 1);

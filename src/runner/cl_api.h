@@ -189,7 +189,29 @@ typedef void (*cl_build_notify_fn)(cl_program, void *);
     X(cl_int, clFlush, (cl_command_queue)) \
     X(cl_int, clWaitForEvents, (cl_uint, const cl_event *)) \
     X(cl_int, clGetEventProfilingInfo, (cl_event, cl_profiling_info, size_t, void *, size_t *)) \
-    X(cl_int, clReleaseEvent, (cl_event))
+    X(cl_int, clReleaseEvent, (cl_event)) \
+    X(void *, clGetExtensionFunctionAddressForPlatform, (cl_platform_id, const char *))
+
+/* cl_khr_command_buffer (Khronos OpenCL Extension Specification, provisional 0.9.x): a
+ * sequence of commands recorded once and enqueued as one. Its entry points are looked up with
+ * clGetExtensionFunctionAddressForPlatform; the parameter lists are those of revisions 0.9.0
+ * to 0.9.5 (0.9.5 renames the properties type, same layout). */
+typedef struct _cl_command_buffer_khr *cl_command_buffer_khr;
+typedef cl_uint cl_sync_point_khr;
+typedef cl_bitfield cl_command_buffer_properties_khr;
+typedef cl_bitfield cl_ndrange_kernel_command_properties_khr;
+typedef struct _cl_mutable_command_khr *cl_mutable_command_khr;
+typedef cl_command_buffer_khr (*cl_create_command_buffer_khr_fn)(
+    cl_uint, const cl_command_queue *, const cl_command_buffer_properties_khr *, cl_int *);
+typedef cl_int (*cl_command_ndrange_kernel_khr_fn)(
+    cl_command_buffer_khr, cl_command_queue, const cl_ndrange_kernel_command_properties_khr *,
+    cl_kernel, cl_uint, const size_t *, const size_t *, const size_t *, cl_uint,
+    const cl_sync_point_khr *, cl_sync_point_khr *, cl_mutable_command_khr *);
+typedef cl_int (*cl_finalize_command_buffer_khr_fn)(cl_command_buffer_khr);
+typedef cl_int (*cl_enqueue_command_buffer_khr_fn)(cl_uint, cl_command_queue *,
+                                                   cl_command_buffer_khr, cl_uint,
+                                                   const cl_event *, cl_event *);
+typedef cl_int (*cl_release_command_buffer_khr_fn)(cl_command_buffer_khr);
 
 #define CL_DECLARE_PTR(ret, name, params) ret (*name) params;
 typedef struct { CL_FUNCTIONS(CL_DECLARE_PTR) } cl_api;

@@ -36,6 +36,11 @@ int mode_info(const runner_opts *o);
 int mode_build(const runner_opts *o);
 int mode_run(const runner_opts *o);
 int mode_bench_bandwidth(const runner_opts *o);
+/* bench-bandwidth's "replay" object: host us per iteration of a step's launches enqueued one
+ * by one and replayed from a cl_khr_command_buffer (null where the device lacks it); fails
+ * the run when a mode's kernel did not run once per launch. Layout: bench_replay.c. */
+void bench_replay(cl_context ctx, cl_platform_id plat, cl_device_id dev, const runner_opts *o,
+                  jwriter *w);
 /* bench-gemm --spec SPEC.json --out DIR [selectors] [--clblast-lib PATH] [--min-time-ms T]:
  * GEMM GFLOPS per kernel version (an OpenCL source, CLBlast or the CPU backend); writes
  * DIR/gemm.json. Returns EXIT_OK also when CLBlast or image support is absent: the output then

@@ -77,6 +77,11 @@ def test_bench_bandwidth_measures_every_op_at_every_size(runner, pocl, tmp_path)
     lat = df.attrs["bench"]["latency"]
     assert lat["launches"] > 0 and 0 < lat["host_round_trip_us"] < 1e6
     assert df.attrs["bench"]["device"]["platform"] == "Portable Computing Language"
+    # PoCL lists cl_khr_command_buffer: every mode ran and counted its 32 launches per iteration
+    rep = df.attrs["bench"]["replay"]
+    assert rep["command_buffer"] == "cl_khr_command_buffer" and rep["launches_per_iteration"] == 32
+    for key in ("enqueue_profiled_us", "enqueue_plain_us", "replay_profiled_us", "replay_plain_us"):
+        assert 0 < rep[key] < 1e6, key
 
 
 def test_build_runner_is_cached_by_source_hash(runner, tmp_path):
