@@ -972,11 +972,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # this checkout's phonetrain, in the peer processes too (their --python may not have it)
+    sys.path.insert(0, str(REPO / "src"))
     a = parse_args(sys.argv[1:] if argv is None else argv)
     if a._child:
         peer_child(json.loads(a._child), a._result)
         return 0
-    sys.path.insert(0, str(REPO / "src"))
     started = datetime.datetime.now(datetime.timezone.utc)
     load_start = list(os.getloadavg())
     for module, pip_name in (("numpy", "numpy"), ("yaml", "pyyaml")):
