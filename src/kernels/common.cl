@@ -67,13 +67,22 @@ static inline float conv_wgrad_share(const __global float *dY, const __global fl
                                      const int L)
 {
     const int P = OH * OW, n = B * P;
+    /* (b, oh, ow) of element i, stepped by L as a mixed-radix addition (digits of L: lb,
+     * loh, low) instead of three integer divisions per element: the same elements in the
+     * same order, so the same sum. */
+    const int lb = L / P, loh = (L % P) / OW, low = L % OW;
+    int b = l / P, oh = (l / OW) % OH, ow = l % OW;
     float part = 0.0f;
     for (int i = l; i < n; i += L) {
-        const int b = i / P, ow = i % OW, oh = (i / OW) % OH;
         const int ih = oh * stride - pad + kh, iw = ow * stride - pad + kw;
         if (ih >= 0 && ih < H && iw >= 0 && iw < W)
             part += dY[((size_t)b * OC + oc) * P + oh * OW + ow] *
                     X[(((size_t)b * C + c) * H + ih) * W + iw];
+        ow += low;
+        oh += loh;
+        b += lb;
+        if (ow >= OW) { ow -= OW; ++oh; }
+        if (oh >= OH) { oh -= OH; ++b; }
     }
     return part;
 }

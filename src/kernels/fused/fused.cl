@@ -5,7 +5,8 @@
  * gradient with the SGD update in one kernel. One work-item per output element, global memory
  * only (the baseline's technique; the lever here is the number of launches), but conv_sgd's
  * long sums over batch x output pixels take one work-group per weight (strided partial sums,
- * then a tree in local memory: wg_sum). Every sum is a gather in a fixed order (no atomics):
+ * then a tree in local memory: wg_sum), and linear_fwd stages its rows of X and W in local
+ * memory. Every sum is a gather in a fixed order (no atomics):
  * results are deterministic run to run. Any size >= 1; work-items past a rounded-up global
  * size return early.
  *
@@ -15,24 +16,52 @@
  *
  * Parameters: LOSS_WG, the largest work-group softmax_xent_bwd uses for its rows (the local
  * array of per-work-item loss partials; extra work-items still share the input-gradient
- * product). */
+ * product); LIN_T, the largest work-group side of linear_fwd (the rows of its local tiles)
+ * and LIN_TK, the depth of the slices of X and W it stages in local memory. */
 
 #ifndef LOSS_WG
 #define LOSS_WG 64
 #endif
+#ifndef LIN_T
+#define LIN_T 16
+#endif
+#ifndef LIN_TK
+#define LIN_TK 64
+#endif
 
 /* Y[b,o] = act(sum_i X[b,i] * W[o,i] + bias[o]), act = ReLU when act != 0.
- * NDRange [O, B]. */
+ * NDRange [O, B] rounded up to whole work-groups of at most [LIN_T, LIN_T] (version.yaml sets
+ * [LIN_T, LIN_T]). A work-group stages LIN_TK-deep slices of its rows of X and of W in local
+ * memory, loaded along i (coalesced: rows are contiguous, while one work-item per output
+ * reading its own rows would stride by I), and each work-item still sums its i in order: the
+ * same sum as one work-item looping over i. */
 __kernel void linear_fwd(const int B, const int O, const int I, const int act,
                          __global const float *X, __global const float *W,
                          __global const float *bias, __global float *Y)
 {
-    const int o = get_global_id(0), b = get_global_id(1);
-    if (o >= O || b >= B) return;
-    const __global float *x = X + (size_t)b * I, *w = W + (size_t)o * I;
+    __local float xs[LIN_T][LIN_TK + 1], ws[LIN_T][LIN_TK + 1];   /* +1: rows in other banks */
+    const int lx = get_local_size(0), ly = get_local_size(1), nl = lx * ly;
+    const int lo = get_local_id(0), lb = get_local_id(1), lid = lb * lx + lo;
+    const int o0 = get_group_id(0) * lx, b0 = get_group_id(1) * ly;
     float acc = 0.0f;
-    for (int i = 0; i < I; ++i)
-        acc += x[i] * w[i];
+    for (int i0 = 0; i0 < I; i0 += LIN_TK) {
+        /* every work-item meets the barriers: rows and columns past the edge load zeros */
+        for (int e = lid; e < ly * LIN_TK; e += nl) {
+            const int r = e / LIN_TK, k = e % LIN_TK;
+            xs[r][k] = (b0 + r < B && i0 + k < I) ? X[(size_t)(b0 + r) * I + i0 + k] : 0.0f;
+        }
+        for (int e = lid; e < lx * LIN_TK; e += nl) {
+            const int r = e / LIN_TK, k = e % LIN_TK;
+            ws[r][k] = (o0 + r < O && i0 + k < I) ? W[(size_t)(o0 + r) * I + i0 + k] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int kn = min(LIN_TK, I - i0);
+        for (int k = 0; k < kn; ++k)
+            acc += xs[lb][k] * ws[lo][k];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const int o = o0 + lo, b = b0 + lb;
+    if (o >= O || b >= B) return;
     acc += bias[o];
     Y[(size_t)b * O + o] = (act && !(acc > 0.0f)) ? 0.0f : acc;
 }
@@ -231,8 +260,15 @@ __kernel void conv_sgd(const int B, const int C, const int H, const int W, const
     __local float *row = scratch + get_local_id(1) * L;
     float part = 0.0f;
     if (oc < OC && k == ckk) {
-        for (int i = l; i < n; i += L)
-            part += dY[((size_t)(i / P) * OC + oc) * P + i % P];
+        /* (b, p) of element i stepped by L without divisions, as in conv_wgrad_share */
+        const int lb = L / P, lp = L % P;
+        int b = l / P, p = l % P;
+        for (int i = l; i < n; i += L) {
+            part += dY[((size_t)b * OC + oc) * P + p];
+            p += lp;
+            b += lb;
+            if (p >= P) { p -= P; ++b; }
+        }
     } else if (oc < OC) {
         part = conv_wgrad_share(dY, X, B, C, H, W, OC, OH, OW, stride, pad, oc, k / (KW * KH),
                                 (k / KW) % KH, k % KW, l, L);
