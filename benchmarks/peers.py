@@ -17,7 +17,10 @@ memory and the loss is read back to the host. Rows:
   timed run is verified per step against the numpy reference
   (``phonetrain.reference.verify_run_dir``).
   Time: the runner's own per-iteration ``wall_ms`` (an OpenCL iteration ends with
-  ``clFinish``; it includes the batch upload and the loss read-back).
+  ``clFinish``; it includes the batch upload and the loss read-back). ``--profiling both``
+  (the default) times each OpenCL row twice: with the runner's profiling event per command
+  (the study's way) and without (``runner run --no-profiling``, a training loop that does not
+  profile; not for the pipelined placement, whose wait lists need the events).
 * PyTorch CPU eager (``--threads``), CUDA eager, CUDA graphs (one captured step replayed);
   tinygrad with TinyJit on each of ``--tinygrad-devices``; MNN's Python training API on its
   CPU backend (``--threads``). PyTorch builds every layer of the zoo (batch norm in training
@@ -73,6 +76,10 @@ PEERS = ("phonetrain", "torch", "tinygrad", "mnn", "ort", "executorch")
 PLACEMENTS = {"resident-copy": ("resident", "copy"), "staged-copy": ("staged", "copy"),
               "staged-map": ("staged", "map"), "pipelined-copy": ("pipelined", "copy")}
 VERSIONS = ("baseline", "tiled", "regblock", "image", "clblast", "fused")
+PROFILING = {"on": (True,), "off": (False,), "both": (True, False)}
+"""``--profiling``: phonetrain's OpenCL rows with the runner's profiling event per command
+(its trace's device times; the study runs that way), without (``runner run --no-profiling``:
+the host cost of a training loop that does not profile), or one row each."""
 BATCH = 32
 NUM_BATCHES = 8
 LOSS_WINDOW = 10
@@ -748,8 +755,10 @@ class Phonetrain:
             return {"status": "error", "note": f"{type(e).__name__}: {e}"[:300]}
 
     def _run(self, model: str, backend: str, platform: str | None, placement: str | None,
-             version: str, iterations: int, warmup: int, tag: str) -> dict:
-        """Lower, stage, run and verify one plan; returns the row's fields."""
+             version: str, iterations: int, warmup: int, tag: str,
+             profiling: bool = True) -> dict:
+        """Lower, stage, run and verify one plan (OpenCL without profiling events when
+        ``profiling`` is false); returns the row's fields."""
         from phonetrain import reference
         from phonetrain.kernels import load_version, stage_kernels, tuning
         from phonetrain.layout import plan_dir_rel
@@ -758,7 +767,8 @@ class Phonetrain:
         from phonetrain.runner import DeviceSelector, MissingLibraryError, Runner, RunnerError
 
         pl, tr = PLACEMENTS[placement] if placement else (None, None)
-        pid = f"peers.{tag}.{model}.{backend}.{version}.{placement or 'host'}"
+        pid = f"peers.{tag}.{model}.{backend}.{version}.{placement or 'host'}" + \
+            ("" if profiling else ".unprofiled")
         spec = LowerSpec(model=model, batch_size=BATCH, backend=backend, placement=pl,
                          transfer=tr, kernel=version, dataset=self.a.dataset,
                          num_batches=NUM_BATCHES, warmup=warmup, iterations=iterations,
@@ -778,7 +788,7 @@ class Phonetrain:
         out = self.root / "out" / pid
         try:
             run = r.run(f"{plan_dir_rel(pid)}/plan.json", out,
-                        threads=self.a.threads if backend == "cpu" else 0)
+                        threads=self.a.threads if backend == "cpu" else 0, profiling=profiling)
         except MissingLibraryError as e:
             return {"status": "skipped", "note": e.message[:200]}
         except RunnerError as e:
@@ -834,18 +844,28 @@ class Phonetrain:
         for p in plats:
             version, why = self.best_version(model, p)
             for pl in a.placements:
-                row = {"framework": "phonetrain", "backend": f"OpenCL {p}, {pl}",
-                       "model": model}
-                if version is None:
-                    out.append({**row, "status": "error", "note": why})
-                    continue
-                r = self.run(model, "opencl", p, pl, version, a.iterations, a.warmup, "t")
-                if r.get("kernel"):
-                    r["note"] = f"kernel {version}" + (f" tuned ({r['tuned_class']})"
-                                                      if r.get("tuned_class") else "") + \
-                        f", {why}"
-                out.append({**row, **r})
+                for prof in PROFILING[a.profiling]:
+                    out.append(self.opencl_row(model, p, pl, version, why, prof))
         return out
+
+    def opencl_row(self, model: str, platform: str, placement: str, version: str | None,
+                   why: str, profiling: bool) -> dict:
+        """One OpenCL row: the chosen version on ``platform`` x ``placement``, with or
+        without the runner's profiling events (the pipelined placement needs them)."""
+        a = self.a
+        row = {"framework": "phonetrain", "model": model, "backend": f"OpenCL {platform}, "
+               f"{placement}" + ("" if profiling else ", no profiling")}
+        if version is None:
+            return {**row, "status": "error", "note": why}
+        if not profiling and placement.startswith("pipelined"):
+            return {**row, "status": "skipped",
+                    "note": "the pipelined placement's wait lists need profiling events"}
+        r = self.run(model, "opencl", platform, placement, version, a.iterations, a.warmup,
+                     "t", profiling)
+        if r.get("kernel"):
+            r["note"] = f"kernel {version}" + (f" tuned ({r['tuned_class']})"
+                                              if r.get("tuned_class") else "") + f", {why}"
+        return {**row, **r}
 
 
 # ---------------------------------------------------------------- facts, table, main
@@ -933,6 +953,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="phonetrain OpenCL platforms (name substrings, comma-separated), "
                          "'all' or 'none'")
     ap.add_argument("--placements", default=",".join(PLACEMENTS))
+    ap.add_argument("--profiling", choices=sorted(PROFILING), default="both",
+                    help="phonetrain's OpenCL rows with the runner's profiling events (on, the "
+                    "study's way), without them (off: runner --no-profiling) or both")
     ap.add_argument("--kernel", default="best",
                     help="phonetrain kernel version, or 'best': the fastest verified of "
                          "--versions per model and platform")

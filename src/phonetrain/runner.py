@@ -437,14 +437,16 @@ class Runner:
     def run(self, plan: str | Path, out: str | Path, *, root: str | Path = ".",
             threads: int = 0, clblast_lib: str | None = None,
             adaptive: Adaptive | None = None, power_sample_ms: int = 0,
-            sysfs_root: str | None = None) -> dict:
+            sysfs_root: str | None = None, profiling: bool = True) -> dict:
         """Execute a plan (``plan`` and ``root``, the folder its relative paths resolve under,
         as the runner sees them); outputs land in ``out``. ``adaptive``: measure until the
         estimate's interval is narrow enough (:class:`Adaptive`); None: exactly the plan's
         iterations. ``power_sample_ms`` > 0 samples battery power and clocks during the
         measured iterations (run.json ``power``; docs/device-sensors.md); ``sysfs_root``: the
         folder the runner reads as ``/sys`` (None: ``$PHONETRAIN_SYSFS_ROOT`` on the device,
-        else ``/sys``). Returns the parsed ``run.json``. Raises a :class:`RunnerError` subclass
+        else ``/sys``). ``profiling=False`` (OpenCL plans on one queue) runs ``--no-profiling``:
+        no profiling event per command, so ``trace.csv`` has host times only and an
+        iteration's ``wall_ms`` lacks the events' host cost. Returns the parsed ``run.json``. Raises a :class:`RunnerError` subclass
         on failure (the runner's own ``run.json`` then says "failed" where the output folder
         is on this host)."""
         args = ["--plan", str(plan), "--root", str(root)]
@@ -458,6 +460,8 @@ class Runner:
             args += adaptive.to_args()
         if self.progress:
             args.append("--progress")
+        if not profiling:
+            args.append("--no-profiling")
         if clblast_lib:
             args += ["--clblast-lib", str(clblast_lib)]
         self.invoke("run", args, out=out, expect=[layout.RUN, layout.TRACE])
@@ -533,17 +537,19 @@ def run_plan(runner: Path, plan_path: Path, root: Path, out_dir: Path, threads: 
              device_selector: DeviceSelector | Mapping[str, Any] | None = None,
              timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = False,
              clblast_lib: str | None = None, launcher: Sequence[str] = (),
-             power_sample_ms: int = 0, sysfs_root: str | Path | None = None) -> dict:
+             power_sample_ms: int = 0, sysfs_root: str | Path | None = None,
+             profiling: bool = True) -> dict:
     """Execute a plan on this host: ``plan_path`` and ``root`` (the bundle folder its relative
     paths resolve under) may be relative to the current folder; outputs go to ``out_dir``;
-    ``launcher`` runs a cross-built runner (e.g. under qemu); ``power_sample_ms`` and
-    ``sysfs_root`` as :meth:`Runner.run`. Returns the parsed ``run.json``; raises a
+    ``launcher`` runs a cross-built runner (e.g. under qemu); ``power_sample_ms``,
+    ``sysfs_root`` and ``profiling`` as :meth:`Runner.run`. Returns the parsed ``run.json``; raises a
     :class:`RunnerError` subclass on failure."""
     r = Runner.local_binary(runner, root, device_selector, launcher=launcher,
                             timeout_s=timeout_s, progress=progress)
     return r.run(Path(plan_path).resolve(), out_dir, threads=threads or 0,
                  clblast_lib=clblast_lib, power_sample_ms=power_sample_ms,
-                 sysfs_root=str(Path(sysfs_root).resolve()) if sysfs_root else None)
+                 sysfs_root=str(Path(sysfs_root).resolve()) if sysfs_root else None,
+                 profiling=profiling)
 
 
 def build_kernels(runner: Path, sources: Sequence[Path], out_dir: Path, options: str = "",

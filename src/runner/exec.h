@@ -23,6 +23,8 @@ typedef struct {
     cl_command_queue queue;    /* queue 0: kernels and every v1 command */
     cl_command_queue queue1;   /* queue 1 (plan v2): non-blocking transfers; NULL if unused */
     cl_event *step_events;     /* this iteration's event per step (wait lists name them) */
+    int profiling;             /* queue 0 profiles and every command returns an event (the
+                                  trace's device times); 0: --no-profiling, host times only */
     cl_program *programs;
     long long device_bytes;    /* sum of device buffer sizes allocated */
     jwriter build_json;        /* array of per-program build records, for run.json */
@@ -35,7 +37,8 @@ uint64_t cpu_iteration(run_ctx *rc, int iteration, int warmup);   /* returns the
 /* OpenCL backend: device, programs, kernels (arguments set once), buffers initialized from
  * the host copies (untimed). Each iteration enqueues every step with a profiling event on
  * its queue (0, or 1 for a v2 plan's transfer queue: non-blocking, with the step's wait
- * list), waits for every queue, then reads the events into the trace. */
+ * list), waits for every queue, then reads the events into the trace. With rc->profiling 0
+ * (one-queue plans only) no command returns an event and the trace keeps host times. */
 void cl_setup(run_ctx *rc);
 uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup);    /* after clFinish; rows get device times */
 /* Copies the authoritative ("home") contents of tensor t into dst (size_bytes). */

@@ -246,7 +246,8 @@ void cl_setup(run_ctx *rc)
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM_PROP, (cl_context_properties)rc->platform, 0};
     rc->context = CL.clCreateContext(props, 1, &rc->device, NULL, NULL, &e);
     if (e != CL_SUCCESS) cl_fail("clCreateContext", e, "setup");
-    rc->queue = CL.clCreateCommandQueue(rc->context, rc->device, CL_QUEUE_PROFILING_ENABLE, &e);
+    rc->queue = CL.clCreateCommandQueue(rc->context, rc->device,
+                                        rc->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
     if (e != CL_SUCCESS) cl_fail("clCreateCommandQueue", e, "setup");
     if (rc->plan->nqueues > 1) {
         rc->queue1 = CL.clCreateCommandQueue(rc->context, rc->device, CL_QUEUE_PROFILING_ENABLE, &e);
@@ -294,6 +295,9 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
     cl_event *wl = s->nwait ? (s->nwait <= (int)(sizeof waits / sizeof *waits) ? waits
                                 : xcalloc((size_t)s->nwait, sizeof *wl)) : NULL;
     cl_uint nw = s->nwait ? wait_list(rc, s, wl) : 0;
+    /* an event per command costs host time (NVIDIA: ~8 us per launch, bench-bandwidth's
+     * replay figures); without profiling no command returns one */
+    cl_event *evp = rc->profiling ? &ev : NULL;
     switch (s->op) {
     case OP_KERNEL:
         if (s->external) {   /* CLBlast may enqueue several kernels: time the whole call */
@@ -308,7 +312,7 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
         }
         CL_CHECK(CL.clEnqueueNDRangeKernel(q, s->kernel, (cl_uint)s->work_dim, NULL,
                                            s->global, s->has_local ? s->local : NULL, nw,
-                                           nw ? wl : NULL, &ev),
+                                           nw ? wl : NULL, evp),
                  ctx);
         break;
     case OP_H2D:
@@ -321,21 +325,21 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
             *pending_slot(p, t) = NULL;
         }
         CL_CHECK(CL.clEnqueueWriteBuffer(q, t->mem, blocking, 0, t->size_bytes, t->host, nw,
-                                         nw ? wl : NULL, &ev), ctx);
+                                         nw ? wl : NULL, evp), ctx);
         break;
     case OP_D2H:
         CL_CHECK(CL.clEnqueueReadBuffer(q, t->mem, blocking, 0, t->size_bytes, t->host, nw,
-                                        nw ? wl : NULL, &ev), ctx);
+                                        nw ? wl : NULL, evp), ctx);
         if (!blocking) *pending_slot(p, t) = ev;   /* valid until read_profile releases it */
         break;
     case OP_MAP:
         t->mapped = CL.clEnqueueMapBuffer(q, t->mem, CL_TRUE,
                                           s->map_write ? CL_MAP_WRITE_INVALIDATE_REGION : CL_MAP_READ,
-                                          0, t->size_bytes, 0, NULL, &ev, &e);
+                                          0, t->size_bytes, 0, NULL, evp, &e);
         if (e != CL_SUCCESS) cl_fail("clEnqueueMapBuffer", e, ctx);
         break;
     case OP_UNMAP:
-        CL_CHECK(CL.clEnqueueUnmapMemObject(q, t->mem, t->mapped, 0, NULL, &ev), ctx);
+        CL_CHECK(CL.clEnqueueUnmapMemObject(q, t->mem, t->mapped, 0, NULL, evp), ctx);
         t->mapped = NULL;
         break;
     case OP_LOAD:
@@ -448,8 +452,12 @@ uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
     CL_CHECK(CL.clFinish(rc->queue), "the end of an iteration");
     if (rc->queue1) CL_CHECK(CL.clFinish(rc->queue1), "the end of an iteration (transfer queue 1)");
     uint64_t end = monotonic_ns();
-    for (int i = first; i < rc->tr.n; i++)
-        if (rc->tr.rows[i].event) read_profile(&rc->tr.rows[i]);
+    for (int i = first; i < rc->tr.n; i++) {
+        trace_row *r = &rc->tr.rows[i];
+        if (!r->event) continue;
+        if (rc->profiling) read_profile(r);
+        else { CL.clReleaseEvent(r->event); r->event = NULL; }   /* an image copy's */
+    }
     return end;
 }
 

@@ -2,7 +2,7 @@
  *
  *   runner info [--cl-lib PATH]
  *   runner build --source A.cl [--source B.cl ...] [--options "..."] --out DIR [selectors]
- *   runner run --plan PLAN.json --root DIR --out DIR [--threads N] [--progress]
+ *   runner run --plan PLAN.json --root DIR --out DIR [--threads N] [--progress] [--no-profiling]
  *              [--ci-target F --max-iterations N --min-seconds S --max-seconds S]
  *              [--resamples B]
  *              [--power-sample-ms MS] [--sysfs-root DIR] [selectors]
@@ -28,7 +28,7 @@
 
 static const char usage[] =
     "usage: runner info|build|run|bench-bandwidth|bench-gemm|bench-peak [options]\n"
-    "  run --plan FILE --root DIR --out DIR [--threads N] [--progress] [--clblast-lib PATH]\n"
+    "  run --plan FILE --root DIR --out DIR [--threads N] [--progress] [--no-profiling] [--clblast-lib PATH]\n"
     "      [--ci-target F] [--max-iterations N] [--min-seconds S] [--max-seconds S]\n"
     "      [--resamples B] [--power-sample-ms MS] [--sysfs-root DIR]\n"
     "  build --source FILE.cl [--source ...] [--options STR] --out DIR\n"
@@ -86,6 +86,7 @@ static void parse(int argc, char **argv, const runner_mode *m, runner_opts *o)
     for (int i = 2; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "--progress")) { o->progress = 1; continue; }
+        if (!strcmp(k, "--no-profiling")) { o->no_profiling = 1; continue; }
         if (i + 1 >= argc) fail(EXIT_BAD_INPUT, "%s %s needs a value\n%s", argv[1], k, usage);
         const char *v = argv[++i];
         if (!strcmp(k, "--plan")) o->plan = v;

@@ -12,6 +12,8 @@ typedef struct {
     cl_selector sel;
     int threads;             /* 0 = all cores */
     int progress;            /* one stderr line per iteration */
+    int no_profiling;        /* run, OpenCL: a queue without profiling and no event per
+                                command (trace rows keep host times only) */
     double ci_target;        /* run: > 0 measures adaptively until the 95% interval of the
                                 location estimate (stats.h ESTIMATE_QUANTILE) is within
                                 +-ci_target (relative); 0 = exactly the plan's count */

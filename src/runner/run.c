@@ -259,6 +259,7 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     jw_key(&w, "plan_version"); jw_int(&w, p->version);
     jw_key(&w, "backend"); jw_str(&w, p->backend == BACKEND_CPU ? "cpu" : "opencl");
     jw_key(&w, "threads"); jw_int(&w, rc->threads);
+    jw_key(&w, "profiling"); jw_bool(&w, p->backend != BACKEND_CPU && rc->profiling);
     jw_key(&w, "host"); write_host_json(&w);
     jw_key(&w, "device");
     if (p->backend == BACKEND_OPENCL) cl_write_device_json(&w, rc->platform, rc->device); else jw_null(&w);
@@ -419,7 +420,12 @@ int mode_run(const runner_opts *o)
     rc.cl_lib = o->cl_lib;
     rc.clblast_lib = o->clblast_lib;
     rc.sel = o->sel;
+    rc.profiling = !o->no_profiling;
     pt_plan *p = rc.plan;
+    /* a transfer queue's commands wait for events of queue 0: they cannot go without them */
+    if (o->no_profiling && p->nqueues > 1)
+        fail(EXIT_BAD_INPUT, "--no-profiling: plan %s uses a transfer queue (pipelined placement), "
+             "whose wait lists need every command's event; run it with profiling", o->plan);
     int usable = cpus_usable(cond_sysfs_root());
     rc.threads = o->threads > 0 ? o->threads : usable;
     if (p->backend == BACKEND_CPU && rc.threads > usable)

@@ -63,17 +63,20 @@ def test_quick_core_install(runner, pocl, tmp_path):
     table = [ln for ln in p.stdout.splitlines() if ln.startswith("|")]
     assert table[0].startswith("| framework | backend | model | median ms")
     body = "\n".join(table)
-    assert body.count("| phonetrain ") == 2, body
+    # the CPU row, and the OpenCL row with and without the runner's profiling events
+    assert body.count("| phonetrain ") == 3, body
     assert "verified per step" in body and "loss falls" in body and "same start" in body
     doc = json.loads(out_json.read_text())
-    rows = {(r["framework"], r["backend"].split(",")[0]): r for r in doc["rows"]}
-    cpu = rows[("phonetrain", "CPU backend (OpenMP)")]
-    cl = rows[("phonetrain", "OpenCL Portable Computing Language")]
-    for r in (cpu, cl):
+    rows = {(r["framework"], r["backend"]): r for r in doc["rows"]}
+    cpu = rows[("phonetrain", "CPU backend (OpenMP), 2 threads")]
+    cl = rows[("phonetrain", "OpenCL Portable Computing Language, resident-copy")]
+    cl_unprofiled = rows[("phonetrain", "OpenCL Portable Computing Language, resident-copy, "
+                          "no profiling")]
+    for r in (cpu, cl, cl_unprofiled):
         assert r["status"] == "ok" and r["verified"] and r["loss_falls"], r
         assert r["iterations"] == 20 and r["p10_ms"] <= r["median_ms"] <= r["p90_ms"]
         assert r["start_rel_err"] <= 1e-3
-    assert cl["kernel"] == "regblock"
+    assert cl["kernel"] == cl_unprofiled["kernel"] == "regblock"
     for module, fw in (("torch", "PyTorch"), ("tinygrad", "tinygrad"), ("MNN", "MNN"),
                        ("onnxruntime", "ONNX Runtime"), ("executorch", "ExecuTorch")):
         mine = [r for r in doc["rows"] if r["framework"] == fw]

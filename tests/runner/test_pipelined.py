@@ -1,5 +1,6 @@
 """The pipelined placement through the real runner on PoCL: it trains like staged, its
-transfers run on queue 1 ordered by their events, and a bad wait list is refused."""
+transfers run on queue 1 ordered by their events, and a bad wait list is refused; without
+profiling events a one-queue plan trains the same, and a pipelined one is refused."""
 
 import json
 
@@ -157,3 +158,33 @@ def test_pipelined_with_clblast_gemms_verifies(runner, pocl, tmp_path):
     assert doc["status"] == "ok"
     v = reference.verify_run_dir(plan, tmp_path, out)
     assert v["ok"], (v["worst"], v["max_abs_err"])
+
+
+def test_unprofiled_run_trains_like_the_profiled_one(runner, pocl, tmp_path):
+    """--no-profiling: the same kernels in the same order, so the same tensors bit for bit and
+    per-step verification passes; the trace keeps host times but no device times; run.json
+    says so. A pipelined plan, whose wait lists need events, is refused naming the reason."""
+    spec = _spec("lenet5", "resident")
+    plan_path = write_bundle(spec, tmp_path)
+    plan = Plan.load(plan_path)
+    outs = {}
+    for prof in (True, False):
+        out = tmp_path / ("profiled" if prof else "unprofiled")
+        doc = runner_api.run_plan(runner, plan_path, tmp_path, out, threads=1,
+                                  device_selector=pocl, profiling=prof)
+        assert doc["status"] == "ok" and doc["profiling"] is prof
+        outs[prof] = out, doc
+    v = reference.verify_run_dir(plan, tmp_path, outs[False][0])
+    assert v["method"] == "per-step" and v["ok"], (v["worst"], v["max_abs_err"])
+    got, want = _dumps(plan, outs[False][0]), _dumps(plan, outs[True][0])
+    for name in want:
+        assert np.array_equal(got[name], want[name]), name
+    for prof, (out, _) in outs.items():
+        kernels = pd.read_csv(out / "trace.csv").query("kind == 'kernel'")
+        assert len(kernels) > 0 and (kernels["host_end_ns"] >= kernels["host_begin_ns"]).all()
+        assert kernels["start_ns"].notna().all() if prof else kernels["start_ns"].isna().all()
+    with pytest.raises(runner_api.BadInputError, match=r"--no-profiling: .*transfer queue"):
+        pspec = _spec("mlp_16_16", "pipelined")
+        runner_api.run_plan(runner, write_bundle(pspec, tmp_path / "p"), tmp_path / "p",
+                            tmp_path / "p" / "out", threads=1, device_selector=pocl,
+                            profiling=False)
