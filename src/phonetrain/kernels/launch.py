@@ -14,7 +14,9 @@ Rules (the formulas of each kernel's banner comment and README):
 - ``baseline``: the ABI's one work-item per output (:func:`phonetrain.kernels.abi.baseline_global`);
   local = ``local_sizes[kernel]`` when set (global rounded up to a multiple of it), else
   ``None`` (the driver's choice), but ``[REDUCE_LOCAL]`` for the reductions that take one
-  work-group per output (:data:`phonetrain.kernels.abi.REDUCTION_KERNELS`).
+  work-group per output (:data:`phonetrain.kernels.abi.REDUCTION_KERNELS`); a reduction's
+  ``local_sizes`` entry sets its work-group size, the global size keeping one work-group per
+  output.
 - ``tiled``: local = ``[TSN/WPTN, TSM/WPTM]``;
   global = ``[ceil(N/TSN)*TSN/WPTN, ceil(M/TSM)*TSM/WPTM]``.
 - ``regblock``: local = ``local_sizes[gemm_*]`` (default ``[8, 8]``);
@@ -120,6 +122,8 @@ def baseline_geometry(name: str, dims: dict, version: VersionView) -> Launch:
     if len(local) != len(glob):
         raise ValueError(f"kernel version {version.name}: local_sizes.{name} has "
                          f"{len(local)} dims, the kernel's NDRange has {len(glob)}")
+    if name in REDUCTION_KERNELS:   # one work-group per output, whatever its size
+        glob = [glob[0] // REDUCE_LOCAL * local[0], *glob[1:]]
     return [math.ceil(gs / ls) * ls for gs, ls in zip(glob, local)], local
 
 
