@@ -229,3 +229,16 @@ def test_geometry_follows_baseline_local_sizes_and_registered_rules():
     assert geometry("relu_fwd", {"n": 10}, child) == ([10], None)
     assert geometry("gemm_nn", {"M": 5, "N": 6, "K": 1}, load_version("baseline")) == (
         [6, 5], None)
+
+
+def test_a_reduction_local_size_keeps_one_work_group_per_output():
+    """conv_sgd takes one work-group per weight (and per bias): 2*3*3 + 1 = 19 outputs along
+    dimension 0, at the default REDUCE_LOCAL of 64 and at a local size given by the version."""
+    dims = dict(B=2, C=2, H=5, W=5, OC=3, KH=3, KW=3, stride=1, pad=1, OH=5, OW=5, lr=0.1,
+                momentum=0.0, weight_decay=0.0)
+    v = KernelVersion(name="v", chain=["v"])
+    assert geometry("conv_sgd", dims, v) == ([19 * 64, 3], [64, 1])
+    v.local_sizes["conv_sgd"] = [256, 1]
+    assert geometry("conv_sgd", dims, v) == ([19 * 256, 3], [256, 1])
+    v.local_sizes["conv_sgd"] = [16, 2]   # several output channels per work-group
+    assert geometry("conv_sgd", dims, v) == ([19 * 16, 4], [16, 2])
