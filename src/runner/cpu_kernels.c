@@ -4,6 +4,7 @@
  * numel) and reports the first bad one as "kernel: argument i (name) ..."; then it runs,
  * parallelized with OpenMP over the caller's thread count (omp_set_num_threads). Small
  * problems run on one thread: a parallel region costs microseconds. */
+#define _GNU_SOURCE   /* sysconf(_SC_LEVEL3_CACHE_SIZE) */
 #include "cpu_kernels.h"
 #include "cpu_kernel_ctx.h"
 #include "cpu_adam.h"
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <omp.h>
 
@@ -282,16 +284,32 @@ static float *thread_scratch(int which, size_t n)
  * of its elements is then used by only a few MR-row slivers of A, so a packed copy would cost
  * a full extra pass over B (the im2col matrix of a narrow convolution) for little reuse. The
  * micro-kernel reads NR columns of B in place, row after row; the sliver stays in L1 while
- * the few slivers of A pass over it. Only for a B of at most GEMM_B_DIRECT_MAX_BYTES, likely
- * still in cache: from DRAM, reading NR floats of each of kc rows per call (kc streams) was
- * slower than packing (8 x 25088 x 72 with the caches flushed: 1.4 ms in place, 1.0 packed;
- * in cache 0.34 in place, 0.49 packed). */
+ * the few slivers of A pass over it. Only for a B likely still in cache (the kernel before
+ * wrote it): at most GEMM_B_DIRECT_MAX_BYTES or an eighth of the last-level cache, whichever
+ * is larger. From DRAM, reading NR floats of each of kc rows per call (kc streams) was slower
+ * than packing (8 x 25088 x 72 with the caches flushed: 1.4 ms in place, 1.0 packed; in cache
+ * 0.34 in place, 0.49 packed); from the 300 MiB L3 of the H200 host's Xeon, 0.76 ms in place,
+ * 1.10 packed. */
 #ifndef GEMM_B_DIRECT_MAX_M
 #define GEMM_B_DIRECT_MAX_M 32
 #endif
 #ifndef GEMM_B_DIRECT_MAX_BYTES
 #define GEMM_B_DIRECT_MAX_BYTES (4 << 20)
 #endif
+
+/* The largest B read in place (see GEMM_B_DIRECT_MAX_M), from the L3 size the C library
+ * reports (sysconf; 0 where unknown). Set by cpu_gemm before its parallel region. */
+static int64_t gemm_b_direct_max_bytes = -1;
+
+static void gemm_b_direct_init(void)
+{
+    if (gemm_b_direct_max_bytes >= 0) return;
+    long l3 = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    gemm_b_direct_max_bytes = l3 / 8 > GEMM_B_DIRECT_MAX_BYTES ? l3 / 8 : GEMM_B_DIRECT_MAX_BYTES;
+}
 
 /* The B panels up to this many floats (256 KiB, in L2) are swept by rows of C (see
  * gemm_block). */
@@ -330,7 +348,7 @@ static void gemm_block(const gemm_kernel *gk, const float *A, int64_t ars, int64
     float *Ap = thread_scratch(0, (size_t)((mc_max + MR - 1) / MR) * MR * kc_max);
     float *Bp = thread_scratch(1, (size_t)((nc_max + NR - 1) / NR) * NR * kc_max);
     const int b_direct = bcs == 1 && m <= GEMM_B_DIRECT_MAX_M &&
-                         kl * brs * (int64_t)sizeof(float) <= GEMM_B_DIRECT_MAX_BYTES;
+                         kl * brs * (int64_t)sizeof(float) <= gemm_b_direct_max_bytes;
     /* A short K (a few channels) leaves the B panel small enough for L2: then sweep each
      * MR-row sliver of C across the panel, so C is written as MR sequential row streams (not
      * MR * (rows of the block) interleaved ones), which the store path and the prefetcher
@@ -368,50 +386,111 @@ static void gemm_block(const gemm_kernel *gk, const float *A, int64_t ars, int64
 }
 
 /* C[i0:i1, j0:j1] (leading dimension ldc) = sum over k in [k0, k0+kl) of A[i,k] * B[j,k]
- * (A [M,K] and B [N,K] row-major, both rows contiguous in k): dot products, up to four rows
- * of A per pass so each load of B feeds four multiply-adds. Each dot product keeps 16 lane
- * sums (a constant-trip inner loop gcc vectorizes, as in GEMM_MICRO_BODY), then adds the
- * tail and the lanes in index order: a fixed order. Compiled per x86 target like the
- * micro-kernels (the runner is built without -march). */
+ * (A [M,K] and B [N,K] row-major, both rows contiguous in k): dot products of a register block
+ * of 4 rows of A by RJ rows of B per pass, so each load of B feeds four multiply-adds and each
+ * load of A RJ. Each dot product keeps 16 lane sums (a constant-trip inner loop gcc
+ * vectorizes, as in GEMM_MICRO_BODY), then adds the lanes in index order and the tail: a
+ * fixed order that does not depend on RJ or on the block an element falls in, so every clone
+ * sums alike. (A software prefetch of the next block's rows of B was slower on both hosts
+ * measured, in cache and from DRAM.) Compiled per x86 target like the micro-kernels (the
+ * runner is built without -march). */
 #define GEMM_DOT_LANES 16
-#define GEMM_DOT_BODY(MADD)                                                                  \
+
+/* The RJ = 1 and RJ = 4 bodies share their setup and their lane and tail sums; only the
+ * multiply-add loop differs (named accumulators, so gcc keeps them in registers). */
+#define GEMM_DOT_ROWS_SETUP                                                                  \
+    const int nr = i1 - i < 4 ? i1 - i : 4;   /* rows past nr repeat row i, unused */        \
+    const float *restrict a0 = A + (int64_t)i * K + k0;                                      \
+    const float *restrict a1 = nr > 1 ? a0 + K : a0;                                         \
+    const float *restrict a2 = nr > 2 ? a0 + 2 * K : a0;                                     \
+    const float *restrict a3 = nr > 3 ? a0 + 3 * K : a0;                                     \
+    const float *restrict ar[4] = {a0, a1, a2, a3};
+
+#define GEMM_DOT_COLS_SETUP(RJ)                                                              \
+    const int nc = j1 - j < (RJ) ? j1 - j : (RJ);   /* likewise for rows of B */             \
+    const float *restrict b0 = B + (int64_t)j * K + k0;                                      \
+    const float *restrict b1 = nc > 1 ? b0 + K : b0;                                         \
+    const float *restrict b2 = nc > 2 ? b0 + 2 * K : b0;                                     \
+    const float *restrict b3 = nc > 3 ? b0 + 3 * K : b0;                                     \
+    const float *restrict br[4] = {b0, b1, b2, b3};                                          \
+    (void)b1; (void)b2; (void)b3;
+
+#define GEMM_DOT_STORE(MADD, RJ, cacc)                                                       \
+    for (int r = 0; r < nr; ++r)                                                             \
+        for (int q = 0; q < nc; ++q) {                                                       \
+            float s = 0.0f;                                                                  \
+            for (int l = 0; l < GEMM_DOT_LANES; ++l) s += cacc[r * (RJ) + q][l];             \
+            for (int t = p; t < kl; ++t) s = MADD(ar[r][t], br[q][t], s);                    \
+            C[(int64_t)(i + r) * ldc + j + q] = s;                                           \
+        }
+
+#define GEMM_DOT_BODY_4X1(MADD)                                                              \
     for (int i = i0; i < i1; i += 4) {                                                       \
-        const int nr = i1 - i < 4 ? i1 - i : 4;   /* rows past nr repeat row i, unused */    \
-        const float *restrict a0 = A + (int64_t)i * K + k0;                                  \
-        const float *restrict a1 = nr > 1 ? a0 + K : a0;                                     \
-        const float *restrict a2 = nr > 2 ? a0 + 2 * K : a0;                                 \
-        const float *restrict a3 = nr > 3 ? a0 + 3 * K : a0;                                 \
+        GEMM_DOT_ROWS_SETUP                                                                  \
         for (int j = j0; j < j1; ++j) {                                                      \
-            const float *restrict b = B + (int64_t)j * K + k0;                               \
+            GEMM_DOT_COLS_SETUP(1)                                                           \
             float c0[GEMM_DOT_LANES] = {0.0f}, c1[GEMM_DOT_LANES] = {0.0f};                  \
             float c2[GEMM_DOT_LANES] = {0.0f}, c3[GEMM_DOT_LANES] = {0.0f};                  \
             int p = 0;                                                                       \
             for (; p + GEMM_DOT_LANES <= kl; p += GEMM_DOT_LANES)                            \
                 for (int l = 0; l < GEMM_DOT_LANES; ++l) {                                   \
-                    const float bv = b[p + l];                                               \
+                    const float bv = b0[p + l];                                              \
                     c0[l] = MADD(a0[p + l], bv, c0[l]);                                      \
                     c1[l] = MADD(a1[p + l], bv, c1[l]);                                      \
                     c2[l] = MADD(a2[p + l], bv, c2[l]);                                      \
                     c3[l] = MADD(a3[p + l], bv, c3[l]);                                      \
                 }                                                                            \
-            const float *restrict ar[4] = {a0, a1, a2, a3};                                  \
-            float *cr[4] = {c0, c1, c2, c3};                                                 \
-            for (int r = 0; r < nr; ++r) {                                                   \
-                float s = 0.0f;                                                              \
-                for (int l = 0; l < GEMM_DOT_LANES; ++l) s += cr[r][l];                      \
-                for (int q = p; q < kl; ++q) s = MADD(ar[r][q], b[q], s);                    \
-                C[(int64_t)(i + r) * ldc + j] = s;                                           \
-            }                                                                                \
+            float *cacc[4] = {c0, c1, c2, c3};                                               \
+            GEMM_DOT_STORE(MADD, 1, cacc)                                                    \
+        }                                                                                    \
+    }
+
+/* One row of B against the four rows of A: the accumulators c0q..c3q of column q. */
+#define GEMM_DOT_MADD_COL(MADD, q)                                                           \
+    {                                                                                        \
+        const float bv = b##q[p + l];                                                        \
+        c0##q[l] = MADD(a0[p + l], bv, c0##q[l]);                                            \
+        c1##q[l] = MADD(a1[p + l], bv, c1##q[l]);                                            \
+        c2##q[l] = MADD(a2[p + l], bv, c2##q[l]);                                            \
+        c3##q[l] = MADD(a3[p + l], bv, c3##q[l]);                                            \
+    }
+
+#define GEMM_DOT_BODY_4X4(MADD)                                                              \
+    for (int i = i0; i < i1; i += 4) {                                                       \
+        GEMM_DOT_ROWS_SETUP                                                                  \
+        for (int j = j0; j < j1; j += 4) {                                                   \
+            GEMM_DOT_COLS_SETUP(4)                                                           \
+            float c00[GEMM_DOT_LANES] = {0.0f}, c10[GEMM_DOT_LANES] = {0.0f};                \
+            float c20[GEMM_DOT_LANES] = {0.0f}, c30[GEMM_DOT_LANES] = {0.0f};                \
+            float c01[GEMM_DOT_LANES] = {0.0f}, c11[GEMM_DOT_LANES] = {0.0f};                \
+            float c21[GEMM_DOT_LANES] = {0.0f}, c31[GEMM_DOT_LANES] = {0.0f};                \
+            float c02[GEMM_DOT_LANES] = {0.0f}, c12[GEMM_DOT_LANES] = {0.0f};                \
+            float c22[GEMM_DOT_LANES] = {0.0f}, c32[GEMM_DOT_LANES] = {0.0f};                \
+            float c03[GEMM_DOT_LANES] = {0.0f}, c13[GEMM_DOT_LANES] = {0.0f};                \
+            float c23[GEMM_DOT_LANES] = {0.0f}, c33[GEMM_DOT_LANES] = {0.0f};                \
+            int p = 0;                                                                       \
+            for (; p + GEMM_DOT_LANES <= kl; p += GEMM_DOT_LANES)                            \
+                for (int l = 0; l < GEMM_DOT_LANES; ++l) {                                   \
+                    GEMM_DOT_MADD_COL(MADD, 0)                                               \
+                    GEMM_DOT_MADD_COL(MADD, 1)                                               \
+                    GEMM_DOT_MADD_COL(MADD, 2)                                               \
+                    GEMM_DOT_MADD_COL(MADD, 3)                                               \
+                }                                                                            \
+            float *cacc[16] = {c00, c01, c02, c03, c10, c11, c12, c13,                       \
+                               c20, c21, c22, c23, c30, c31, c32, c33};                      \
+            GEMM_DOT_STORE(MADD, 4, cacc)                                                    \
         }                                                                                    \
     }
 
 typedef void (*gemm_dot_fn)(const float *A, const float *B, int64_t K, int i0, int i1, int j0,
                             int j1, int64_t k0, int kl, float *C, int64_t ldc);
 
+/* Register blocks: 4 x 1 on the baseline's 16 xmm registers (the 4 accumulators fill them)
+ * and with AVX2 (8 of 16 ymm; 4 x 2 would need all 16), 4 x 4 with AVX-512 (16 of 32 zmm). */
 static void gemm_dot_generic(const float *A, const float *B, int64_t K, int i0, int i1, int j0,
                              int j1, int64_t k0, int kl, float *C, int64_t ldc)
 {
-    GEMM_DOT_BODY(MADD_NATIVE)
+    GEMM_DOT_BODY_4X1(MADD_NATIVE)
 }
 
 #ifdef GEMM_X86_DISPATCH
@@ -419,14 +498,14 @@ __attribute__((target(GEMM_AVX512_TARGET)))
 static void gemm_dot_avx512(const float *A, const float *B, int64_t K, int i0, int i1, int j0,
                             int j1, int64_t k0, int kl, float *C, int64_t ldc)
 {
-    GEMM_DOT_BODY(MADD_FMA)
+    GEMM_DOT_BODY_4X4(MADD_FMA)
 }
 
 __attribute__((target("avx2,fma")))
 static void gemm_dot_avx2(const float *A, const float *B, int64_t K, int i0, int i1, int j0,
                           int j1, int64_t k0, int kl, float *C, int64_t ldc)
 {
-    GEMM_DOT_BODY(MADD_FMA)
+    GEMM_DOT_BODY_4X1(MADD_FMA)
 }
 #endif
 
@@ -502,6 +581,7 @@ static void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
         return;
     }
     const gemm_kernel gk = gemm_pick();   /* a few loads of cpu feature bits */
+    gemm_b_direct_init();
     const int MR = gk.mr, NR = gk.nr;
     const int64_t ars = trans_a ? 1 : K, acs = trans_a ? M : 1;
     const int64_t brs = trans_b ? 1 : N, bcs = trans_b ? K : 1;
@@ -743,6 +823,86 @@ static void valid_range(int OW, int W, int stride, int pad, int kw, int *lo, int
     *hi = h;
 }
 
+/* The geometry of one (kh, kw) tap of a convolution over one image plane: the output rows
+ * [oh0, oh1) whose input row lies in the image, the output columns [lo, hi) whose input column
+ * does, and the shift of a "same" convolution at stride 1 (OW == W, OH == H): there output
+ * (oh, ow) reads input (oh + kh - pad, ow + kw - pad), flat index oh*W + ow + shift. */
+typedef struct {
+    int H, W, stride, pad, OH, OW, kh, kw;
+    int oh0, oh1, lo, hi;
+    int same;          /* stride 1, OW == W and OH == H */
+    int64_t shift;     /* (kh - pad) * W + (kw - pad), for same */
+} conv_tap;
+
+static conv_tap conv_tap_of(int H, int W, int stride, int pad, int OH, int OW, int kh, int kw)
+{
+    conv_tap t = {H, W, stride, pad, OH, OW, kh, kw, 0, 0, 0, 0, 0, 0};
+    valid_range(OH, H, stride, pad, kh, &t.oh0, &t.oh1);
+    valid_range(OW, W, stride, pad, kw, &t.lo, &t.hi);
+    t.same = stride == 1 && OW == W && OH == H;
+    t.shift = (int64_t)(kh - pad) * W + (kw - pad);
+    return t;
+}
+
+/* The flat range [*i0, *i1) of a same tap's output indices i = oh*OW + ow over its valid rows
+ * whose shifted input index i + shift lies in the plane; the indices left out are edge
+ * columns (input column outside the image). */
+static void conv_tap_flat_range(const conv_tap *t, int64_t *i0, int64_t *i1)
+{
+    const int64_t n = (int64_t)t->H * t->W;
+    *i0 = (int64_t)t->oh0 * t->OW;
+    *i1 = (int64_t)t->oh1 * t->OW;
+    if (*i0 < -t->shift) *i0 = -t->shift;
+    if (*i1 > n - t->shift) *i1 = n - t->shift;
+    if (*i1 < *i0) *i1 = *i0;
+}
+
+/* d[oh*OW + ow] = x[oh + kh - pad, ow + kw - pad] of one image plane x for a same tap, 0 where
+ * that lies outside the image (one row of im2col's column matrix, one image): the valid rows
+ * are one contiguous run of the shifted plane, copied at once; then the few edge columns,
+ * which picked up a neighbouring row's value, and the rows outside the image are zeroed. Plain
+ * loops, no memcpy/memset calls (the row-by-row copy of OW floats cost a call each). */
+static inline CPU_ISA_BODY void im2col_same_body(const conv_tap *t, const float *restrict x,
+                                                 float *restrict d)
+{
+    const int OW = t->OW, lo = t->lo, hi = t->hi;
+    int64_t i0, i1;
+    conv_tap_flat_range(t, &i0, &i1);
+    for (int64_t i = 0; i < (int64_t)t->oh0 * OW; ++i) d[i] = 0.0f;
+    for (int64_t i = (int64_t)t->oh1 * OW; i < (int64_t)t->OH * OW; ++i) d[i] = 0.0f;
+    const float *restrict src = x + t->shift;
+    for (int64_t i = i0; i < i1; ++i) d[i] = src[i];
+    for (int oh = t->oh0; oh < t->oh1; ++oh) {
+        float *restrict row = d + (int64_t)oh * OW;
+        for (int ow = 0; ow < lo; ++ow) row[ow] = 0.0f;
+        for (int ow = hi; ow < OW; ++ow) row[ow] = 0.0f;
+    }
+}
+
+CPU_ISA_CLONES(im2col_same, (const conv_tap *t, const float *restrict x, float *restrict d),
+               (t, x, d))
+
+/* The same row of col for any other tap, row by row (memcpy of the interior at stride 1). */
+static void im2col_rows(const conv_tap *t, const float *restrict x, float *restrict d)
+{
+    const int OW = t->OW, lo = t->lo, hi = t->hi;
+    for (int oh = 0; oh < t->OH; ++oh) {
+        float *restrict row = d + (int64_t)oh * OW;
+        if (oh < t->oh0 || oh >= t->oh1) {
+            memset(row, 0, (size_t)OW * sizeof(float));
+            continue;
+        }
+        const int h = oh * t->stride - t->pad + t->kh;
+        const float *restrict src = x + (int64_t)h * t->W - t->pad + t->kw;
+        for (int ow = 0; ow < lo; ++ow) row[ow] = 0.0f;
+        if (t->stride == 1)
+            memcpy(row + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
+        else
+            for (int ow = lo; ow < hi; ++ow) row[ow] = src[ow * t->stride];
+        for (int ow = hi; ow < OW; ++ow) row[ow] = 0.0f;
+    }
+}
+
 static int k_im2col(const kctx *k)
 {
     CHECK(conv_dims(k));
@@ -751,32 +911,101 @@ static int k_im2col(const kctx *k)
     const float *X = PF(10);
     float *col = PF(11);
     const int64_t ncols = (int64_t)B * OH * OW, rows = (int64_t)C * KH * KW;
-    /* One task per (row of col, image): the padding edges are found once per row, the
-     * interior is a copy (memcpy at stride 1). */
+    void (*const same_copy)(const conv_tap *, const float *restrict, float *restrict) =
+        CPU_ISA_PICK(im2col_same);
+    /* One task per (row of col, image), images inner: each row of col is written as one
+     * sequential run. */
 #pragma omp parallel for if (rows * ncols > PAR_MIN) schedule(static)
     for (int64_t rb = 0; rb < rows * B; ++rb) {
         const int64_t r = rb / B;
         const int b = (int)(rb % B);
         const int kw = (int)(r % KW), kh = (int)(r / KW % KH), c = (int)(r / KW / KH);
-        int lo, hi;
-        valid_range(OW, W, stride, pad, kw, &lo, &hi);
-        for (int oh = 0; oh < OH; ++oh) {
-            const int h = oh * stride - pad + kh;
-            float *restrict d = col + r * ncols + ((int64_t)b * OH + oh) * OW;
-            if (h < 0 || h >= H) {
-                memset(d, 0, (size_t)OW * sizeof(float));
-                continue;
-            }
-            const float *restrict src = X + (((int64_t)b * C + c) * H + h) * W - pad + kw;
-            for (int ow = 0; ow < lo; ++ow) d[ow] = 0.0f;
-            if (stride == 1)
-                memcpy(d + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
-            else
-                for (int ow = lo; ow < hi; ++ow) d[ow] = src[ow * stride];
-            for (int ow = hi; ow < OW; ++ow) d[ow] = 0.0f;
-        }
+        const conv_tap t = conv_tap_of(H, W, stride, pad, OH, OW, kh, kw);
+        const float *x = X + ((int64_t)b * C + c) * H * W;
+        float *d = col + r * ncols + (int64_t)b * OH * OW;
+        if (t.same)
+            same_copy(&t, x, d);
+        else
+            im2col_rows(&t, x, d);
     }
     return 0;
+}
+
+/* Most edge elements a same tap's flat col2im pass saves and restores (else row by row). */
+#define COL2IM_SAVED_MAX 1024
+
+/* Saves (restore = 0) or restores (restore = 1) the elements dst[i] of a same tap's flat run
+ * [i0, i1) at its edge columns (ow < lo or ow >= hi), in row order. */
+static inline void col2im_edges(const conv_tap *t, int64_t i0, int64_t i1, float *dst,
+                                float *saved, int restore)
+{
+    int n = 0;
+    for (int oh = t->oh0; oh < t->oh1; ++oh)
+        for (int ow = 0; ow < t->OW; ++ow) {
+            if (ow == t->lo && t->hi > ow) ow = t->hi;   /* skip the interior */
+            if (ow >= t->OW) break;
+            const int64_t i = (int64_t)oh * t->OW + ow;
+            if (i < i0 || i >= i1) continue;
+            if (restore)
+                dst[i] = saved[n++];
+            else
+                saved[n++] = dst[i];
+        }
+}
+
+/* img[oh*stride - pad + kh, ow*stride - pad + kw] += s[oh*OW + ow] over the taps inside the
+ * image (one row of the column matrix's gradient, one image), row by row. Not an ISA clone:
+ * for the short rows of the other shapes (10 floats, or a stride of 2), the AVX-512 clone's
+ * loop set-up and strided stores cost more than they saved. */
+static void col2im_rows(const conv_tap *t, const float *restrict s, float *restrict img)
+{
+    const int lo = t->lo, hi = t->hi;
+    for (int oh = t->oh0; oh < t->oh1; ++oh) {
+        const int h = oh * t->stride - t->pad + t->kh;
+        float *restrict dst = img + (int64_t)h * t->W - t->pad + t->kw;
+        const float *restrict row = s + (int64_t)oh * t->OW;
+        if (t->stride == 1) {
+#pragma omp simd
+            for (int ow = lo; ow < hi; ++ow) dst[ow] += row[ow];
+        } else {
+            for (int ow = lo; ow < hi; ++ow) dst[(int64_t)ow * t->stride] += row[ow];
+        }
+    }
+}
+
+/* The same for a same tap: its valid rows are added as one flat run, img[i + shift] += s[i];
+ * the run also adds the edge columns' values into the neighbouring row's elements, so those
+ * elements (at most pad per row) are saved before and restored after: each element still
+ * receives exactly the taps inside the image, in the caller's (kh, kw) order, so the sums
+ * are bitwise those of col2im_rows. More than COL2IM_SAVED_MAX edge elements: row by row. */
+static inline CPU_ISA_BODY void col2im_same_body(const conv_tap *t, const float *restrict s,
+                                                 float *restrict img)
+{
+    if ((int64_t)(t->oh1 - t->oh0) * (t->OW - (t->hi - t->lo)) > COL2IM_SAVED_MAX) {
+        col2im_rows(t, s, img);
+        return;
+    }
+    float saved[COL2IM_SAVED_MAX];
+    int64_t i0, i1;
+    conv_tap_flat_range(t, &i0, &i1);
+    float *restrict dst = img + t->shift;
+    col2im_edges(t, i0, i1, dst, saved, 0);
+    for (int64_t i = i0; i < i1; ++i) dst[i] += s[i];
+    col2im_edges(t, i0, i1, dst, saved, 1);
+}
+
+CPU_ISA_CLONES(col2im_same, (const conv_tap *t, const float *restrict s, float *restrict img),
+               (t, s, img))
+
+/* Images per col2im task for a same convolution: enough tasks for about 4 per thread, else
+ * all B images of a channel in one task (each row of the column gradient is then read as one
+ * sequential run). */
+static int col2im_images_per_task(int B, int C)
+{
+    const int want = 4 * omp_get_max_threads();
+    if (C >= want) return B;
+    const int blocks = (want + C - 1) / C;
+    return blocks >= B ? 1 : (B + blocks - 1) / blocks;
 }
 
 static int k_col2im(const kctx *k)
@@ -787,32 +1016,32 @@ static int k_col2im(const kctx *k)
     const float *col = PF(10);
     float *dX = PF(11);
     const int64_t ncols = (int64_t)B * OH * OW;
-    /* Per (b, c) image: zero it, then add every col entry of that channel in (kh, kw, oh, ow)
-     * order. Threads own whole images, so there are no races and the summation order is
-     * fixed. */
-#pragma omp parallel for if ((int64_t)B * C * H * W * KH * KW > PAR_MIN) schedule(static)
-    for (int64_t bc = 0; bc < (int64_t)B * C; ++bc) {
-        const int b = (int)(bc / C), c = (int)(bc % C);
-        float *restrict img = dX + bc * H * W;
-        memset(img, 0, (size_t)H * W * sizeof(float));
+    const int64_t work = (int64_t)B * C * H * W * KH * KW;
+    /* A task owns channel c of images [b0, b0 + nb): it zeroes them, then adds the column
+     * gradient's rows (c, kh, kw) in (kh, kw) order, each over the task's images in turn.
+     * Every dX element is summed in (kh, kw) order from zero, whatever the blocking or the
+     * thread count, and threads own whole images (no races). A same convolution's flat adds
+     * run over blocks of images, channel by channel (long sequential reads of col); other
+     * shapes add row by row into one image at a time (tasks image by image, channels inner),
+     * which keeps the image in L1 across its taps. */
+    const int same = stride == 1 && OW == W && OH == H;
+    const int nb = !same ? 1 : work > PAR_MIN ? col2im_images_per_task(B, C) : B;
+    const int nblocks = (B + nb - 1) / nb;
+    void (*const tap_add)(const conv_tap *, const float *restrict, float *restrict) =
+        same ? CPU_ISA_PICK(col2im_same) : col2im_rows;
+#pragma omp parallel for if (work > PAR_MIN) schedule(static)
+    for (int64_t task = 0; task < (int64_t)C * nblocks; ++task) {
+        const int c = (int)(same ? task / nblocks : task % C);
+        const int b0 = (int)(same ? task % nblocks : task / C) * nb;
+        const int b1 = b0 + nb < B ? b0 + nb : B;
+        for (int b = b0; b < b1; ++b)
+            memset(dX + ((int64_t)b * C + c) * H * W, 0, (size_t)H * W * sizeof(float));
         for (int kh = 0; kh < KH; ++kh)
             for (int kw = 0; kw < KW; ++kw) {
-                const float *restrict src = col + (((int64_t)c * KH + kh) * KW + kw) * ncols +
-                                            (int64_t)b * OH * OW;
-                int lo, hi;
-                valid_range(OW, W, stride, pad, kw, &lo, &hi);
-                for (int oh = 0; oh < OH; ++oh) {
-                    const int h = oh * stride - pad + kh;
-                    if (h < 0 || h >= H) continue;
-                    float *restrict dst = img + (int64_t)h * W - pad + kw;
-                    const float *restrict s = src + (int64_t)oh * OW;
-                    if (stride == 1) {
-#pragma omp simd
-                        for (int ow = lo; ow < hi; ++ow) dst[ow] += s[ow];
-                    } else {
-                        for (int ow = lo; ow < hi; ++ow) dst[ow * stride] += s[ow];
-                    }
-                }
+                const conv_tap t = conv_tap_of(H, W, stride, pad, OH, OW, kh, kw);
+                const float *src = col + (((int64_t)c * KH + kh) * KW + kw) * ncols;
+                for (int b = b0; b < b1; ++b)
+                    tap_add(&t, src + (int64_t)b * OH * OW, dX + ((int64_t)b * C + c) * H * W);
             }
     }
     return 0;

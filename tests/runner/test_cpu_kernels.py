@@ -179,3 +179,95 @@ def test_gemm_is_bitwise_the_same_at_1_2_and_3_threads(cpu_lib, kernel, M, N, K)
         outs.append(C)
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_array_equal(outs[0], outs[2])
+
+
+# ---- convolution helpers and the long-K gemm_nt per ISA clone and thread count -------------
+
+# (B, C, H, W, KH, KW, stride, pad): "same" taps at stride 1 (3x3 pad 1, 5x5 pad 2, 1x1; a flat
+# copy / add over the shifted plane with the edge columns fixed up), widths that are not a
+# multiple of a vector (13, 17, 28 floats), stride 2, no padding, a non-square kernel, and a
+# tall plane whose 5x5 taps have more edge elements than col2im saves at once (600 rows x 2
+# columns > COL2IM_SAVED_MAX = 1024: the row-by-row path).
+CONV_GEOMETRIES = [(2, 3, 13, 13, 3, 3, 1, 1), (3, 2, 28, 28, 3, 3, 1, 1),
+                   (2, 2, 17, 17, 5, 5, 1, 2), (2, 5, 7, 7, 1, 1, 1, 0),
+                   (2, 3, 13, 17, 3, 3, 2, 1), (2, 2, 14, 14, 5, 5, 1, 0),
+                   (1, 2, 9, 11, 3, 2, 1, 1), (1, 1, 600, 8, 5, 5, 1, 2)]
+
+
+def conv_geometry_id(g) -> str:
+    B, C, H, W, KH, KW, stride, pad = g
+    return f"{B}x{C}x{H}x{W}_k{KH}x{KW}_s{stride}_p{pad}"
+
+
+def col2im_float32(B, C, H, W, KH, KW, stride, pad, OH, OW, col) -> np.ndarray:
+    """col2im in float32 with every element summed from 0 in (kh, kw) order, the kernel's
+    order (src/kernels/README.md): the CPU backend must match it bit for bit."""
+    c6 = col.reshape(C, KH, KW, B, OH, OW)
+    dxp = np.zeros((B, C, H + 2 * pad, W + 2 * pad), np.float32)
+    for kh in range(KH):
+        for kw in range(KW):
+            dxp[:, :, kh:kh + stride * (OH - 1) + 1:stride,
+                kw:kw + stride * (OW - 1) + 1:stride] += c6[:, kh, kw].transpose(1, 0, 2, 3)
+    return dxp[:, :, pad:pad + H, pad:pad + W].ravel()
+
+
+@pytest.fixture(scope="module")
+def isa_libs(tmp_path_factory) -> dict:
+    """The library with the x86 clones capped at generic (0), AVX2 (1) and AVX-512 (2), for
+    the element-wise helpers (CPU_X86_MAX) and the GEMM kernels (GEMM_X86_MAX) alike; on a
+    CPU without a level, its build runs the next narrower clone."""
+    return {level: build_lib(tmp_path_factory.mktemp(f"isa{level}"),
+                             (f"-DCPU_X86_MAX={level}", f"-DGEMM_X86_MAX={level}"))
+            for level in (0, 1, 2)}
+
+
+@pytest.mark.parametrize("geometry", CONV_GEOMETRIES, ids=conv_geometry_id)
+def test_im2col_col2im_exact_at_every_clone_and_thread_count(isa_libs, geometry):
+    from helpers.kernel_cases import numpy_kernel
+    B, C, H, W, KH, KW, stride, pad = geometry
+    OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
+    dims = [B, C, H, W, KH, KW, stride, pad, OH, OW]
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-1, 1, B * C * H * W).astype(np.float32)
+    ncol = C * KH * KW * B * OH * OW
+    dcol = rng.uniform(-1, 1, ncol).astype(np.float32)
+    want_col = np.full(ncol, np.nan, np.float32)
+    numpy_kernel("im2col", dims + [X, want_col])
+    want_dx = col2im_float32(*dims, dcol)
+    for level, lib in isa_libs.items():
+        for threads in (1, 2, 3):
+            ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+            col = np.full(ncol, np.nan, np.float32)
+            rc, err = call(lib, "im2col", dims + [X, col])
+            assert rc == 0, err
+            np.testing.assert_array_equal(col, want_col, err_msg=f"im2col clone {level}, "
+                                                                  f"{threads} threads")
+            dx = np.full(B * C * H * W, np.nan, np.float32)
+            rc, err = call(lib, "col2im", dims + [dcol, dx])
+            assert rc == 0, err
+            np.testing.assert_array_equal(dx, want_dx, err_msg=f"col2im clone {level}, "
+                                                               f"{threads} threads")
+
+
+@pytest.mark.parametrize("M,N,K", [(8, 72, 25088), (7, 23, 2100), (16, 150, 3217),
+                                   (3, 5, 2049)])
+def test_long_k_gemm_nt_same_bits_at_avx2_avx512_and_1_to_3_threads(isa_libs, M, N, K):
+    """gemm_nt's dot products for small C and long K (a conv's weight gradient) are register
+    blocked 4 x 1 (AVX2) and 4 x 4 (AVX-512) with 16 lane sums each: the blocking must not
+    change any element's order, so the two FMA clones agree bit for bit; row and column counts
+    past a multiple of 4 and a K tail past a multiple of 16 included."""
+    rng = np.random.default_rng(3)
+    A = rng.uniform(-1, 1, M * K).astype(np.float32)
+    B = rng.uniform(-1, 1, N * K).astype(np.float32)
+    want = A.reshape(M, K).astype(np.float64) @ B.reshape(N, K).astype(np.float64).T
+    got = {}
+    for level in (1, 2):
+        for threads in (1, 2, 3):
+            ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+            C = np.full(M * N, np.nan, np.float32)
+            rc, err = call(isa_libs[level], "gemm_nt", [M, N, K, 1.0, A, B, 0.0, C])
+            assert rc == 0, err
+            np.testing.assert_allclose(C.reshape(M, N), want, rtol=1e-4, atol=1e-6 * K)
+            got[level, threads] = C
+    for key, C in got.items():
+        np.testing.assert_array_equal(C, got[1, 1], err_msg=f"clone, threads = {key}")
