@@ -115,7 +115,7 @@ void bench_replay(cl_context ctx, cl_platform_id plat, cl_device_id dev, const r
         if (e != CL_SUCCESS) cl_fail("clCreateCommandQueue", e, "bench-bandwidth replay");
     }
     int iterations = o->min_time_ms < 5 ? 10 : 50;
-    command_buffer_api api;
+    command_buffer_api api = {0};
     int has_cb = command_buffer_lookup(plat, dev, &api);
     jw_obj_begin(w);
     jw_key(w, "launches_per_iteration"); jw_int(w, REPLAY_LAUNCHES);

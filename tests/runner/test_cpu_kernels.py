@@ -163,6 +163,7 @@ def test_unknown_kernel_name_is_refused_and_not_known(cpu_lib):
 
 
 @pytest.mark.parametrize("kernel,M,N,K", [("gemm_nt", 6, 25, 3001), ("gemm_nt", 16, 150, 3200),
+                                          ("gemm_nt", 7, 50, 333), ("gemm_nt", 32, 256, 784),
                                           ("gemm_nn", 200, 70, 300), ("gemm_tn", 150, 513, 16)])
 def test_gemm_is_bitwise_the_same_at_1_2_and_3_threads(cpu_lib, kernel, M, N, K):
     """The summation order of every C element depends on the shape only (K chunks are fixed
@@ -271,3 +272,53 @@ def test_long_k_gemm_nt_same_bits_at_avx2_avx512_and_1_to_3_threads(isa_libs, M,
             got[level, threads] = C
     for key, C in got.items():
         np.testing.assert_array_equal(C, got[1, 1], err_msg=f"clone, threads = {key}")
+
+
+# gemm_nt shapes of the register-tiled dot-product path (cpu_kernels.c, gemm_ntd: K in
+# [128, 2048), M*K <= 65536; taken where the CPU has AVX-512, else the blocked engine runs
+# them): the MLP's fc1 forward, rows of A and of B past a multiple of the 4 x 6 tile, K past a
+# multiple of the 16 lanes (the zero-padded tail step), a single row and column, the largest A.
+NTD_SHAPES = [(32, 256, 784), (7, 13, 200), (5, 6, 128), (1, 1, 130), (33, 25, 1000),
+              (4, 7, 2047), (256, 5, 256)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (0.5, -1.5)])
+@pytest.mark.parametrize("M,N,K", NTD_SHAPES)
+def test_gemm_nt_dot_tiles_match_numpy(cpu_lib, M, N, K, alpha, beta, threads):
+    """C = alpha * A @ B^T + beta * C against float64; beta == 0 must not read C (NaN)."""
+    ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+    rng = np.random.default_rng(M * 10007 + N * 101 + K)
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    B = rng.uniform(-1, 1, (N, K)).astype(np.float32)
+    C0 = (rng.uniform(-1, 1, (M, N)) if beta else np.full((M, N), np.nan)).astype(np.float32)
+    C = C0.copy()
+    rc, err = call(cpu_lib, "gemm_nt", [M, N, K, alpha, A.ravel(), B.ravel(), beta, C.ravel()])
+    assert rc == 0, err
+    want = alpha * (A.astype(np.float64) @ B.astype(np.float64).T)
+    if beta:
+        want += beta * C0.astype(np.float64)
+    np.testing.assert_allclose(C, want, rtol=0, atol=2e-6 * K)
+
+
+@pytest.mark.parametrize("B,C", [(32, 256), (64, 300), (3, 17)])
+def test_linear_bias_kernels_are_exact_at_1_2_and_3_threads(cpu_lib, B, C):
+    """HW = 1 (a linear layer): bias_add adds the bias row to every row; bias_grad sums each
+    channel image by image from 0 (the float32 order the row-at-a-time loop keeps), the same
+    bits at every thread count (64 x 300 is above PAR_MIN, so it runs on threads)."""
+    rng = np.random.default_rng(B + C)
+    dY = rng.uniform(-1, 1, (B, C)).astype(np.float32)
+    bias = rng.uniform(-1, 1, C).astype(np.float32)
+    want_db = np.zeros(C, np.float32)
+    for b in range(B):
+        want_db = want_db + dY[b]
+    for threads in (1, 2, 3):
+        ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+        db = np.full(C, np.nan, np.float32)
+        rc, err = call(cpu_lib, "bias_grad", [B, C, 1, dY.ravel(), db])
+        assert rc == 0, err
+        np.testing.assert_array_equal(db, want_db)
+        Y = dY.copy()
+        rc, err = call(cpu_lib, "bias_add", [B, C, 1, Y.ravel(), bias])
+        assert rc == 0, err
+        np.testing.assert_array_equal(Y, dY + bias[None, :])
