@@ -164,7 +164,8 @@ def test_unknown_kernel_name_is_refused_and_not_known(cpu_lib):
 
 @pytest.mark.parametrize("kernel,M,N,K", [("gemm_nt", 6, 25, 3001), ("gemm_nt", 16, 150, 3200),
                                           ("gemm_nt", 7, 50, 333), ("gemm_nt", 32, 256, 784),
-                                          ("gemm_nn", 200, 70, 300), ("gemm_tn", 150, 513, 16)])
+                                          ("gemm_nn", 200, 70, 300), ("gemm_tn", 150, 513, 16),
+                                          ("gemm_tn", 256, 784, 32), ("gemm_tn", 7, 3200, 5)])
 def test_gemm_is_bitwise_the_same_at_1_2_and_3_threads(cpu_lib, kernel, M, N, K):
     """The summation order of every C element depends on the shape only (K chunks are fixed
     by GEMM_KSPLIT, never by the thread count)."""
@@ -299,6 +300,84 @@ def test_gemm_nt_dot_tiles_match_numpy(cpu_lib, M, N, K, alpha, beta, threads):
     if beta:
         want += beta * C0.astype(np.float64)
     np.testing.assert_allclose(C, want, rtol=0, atol=2e-6 * K)
+
+
+# gemm_tn shapes of the short-K path (cpu_kernels.c, gemm_tns: K <= 64, A and B read in place;
+# taken where the CPU has AVX-512, else the blocked engine runs them): the MLP's fc1 and fc2
+# weight gradients (256 x 784 = 4 rows x 10 blocks of 5 vectors, the last of 4; 128 x 256 = 4
+# blocks of 4 vectors), rows past a multiple of 4, columns past a multiple of 16 (the padded
+# edge tile), a single row and column, K = 1 and K = 64, a B wider than one L2 panel.
+TNS_SHAPES = [(256, 784, 32), (128, 256, 32), (7, 13, 3), (1, 1, 1), (5, 100, 64),
+              (150, 3200, 16), (72, 2500, 8), (33, 17, 32)]
+
+
+def gemm_tn_case(M, N, K, beta):
+    rng = np.random.default_rng(M * 10007 + N * 101 + K)
+    A = rng.uniform(-1, 1, (K, M)).astype(np.float32)
+    B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    C0 = (rng.uniform(-1, 1, (M, N)) if beta else np.full((M, N), np.nan)).astype(np.float32)
+    return A, B, C0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (0.5, -1.5), (-2.0, 0.0)])
+@pytest.mark.parametrize("M,N,K", TNS_SHAPES)
+def test_gemm_tn_short_k_tiles_match_numpy(cpu_lib, M, N, K, alpha, beta, threads):
+    """C = alpha * A^T @ B + beta * C against float64; beta == 0 must not read C (NaN)."""
+    ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+    A, B, C0 = gemm_tn_case(M, N, K, beta)
+    C = C0.copy()
+    rc, err = call(cpu_lib, "gemm_tn", [M, N, K, alpha, A.ravel(), B.ravel(), beta, C.ravel()])
+    assert rc == 0, err
+    want = alpha * (A.astype(np.float64).T @ B.astype(np.float64))
+    if beta:
+        want += beta * C0.astype(np.float64)
+    np.testing.assert_allclose(C, want, rtol=0, atol=4e-7 * K * abs(alpha) + 1e-6)
+
+
+def test_gemm_tn_short_k_path_is_bitwise_the_blocked_engine(cpu_lib, tmp_path):
+    """The short-K path sums each element in the engine's order (a zero sum, then one
+    multiply-add per k in k order, then alpha * sum + beta * C): a build without the path
+    (GEMM_TNS_MAX_K=0) gives the same bits, at 1 and 3 threads."""
+    engine = build_lib(tmp_path, ("-DGEMM_TNS_MAX_K=0",))
+    for M, N, K in TNS_SHAPES:
+        for alpha, beta in [(1.0, 0.0), (0.5, -1.5)]:
+            A, B, C0 = gemm_tn_case(M, N, K, beta)
+            outs = []
+            for lib, threads in [(cpu_lib, 1), (cpu_lib, 3), (engine, 1)]:
+                ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+                C = C0.copy()
+                rc, err = call(lib, "gemm_tn", [M, N, K, alpha, A.ravel(), B.ravel(), beta,
+                                                C.ravel()])
+                assert rc == 0, err
+                outs.append(C)
+            np.testing.assert_array_equal(outs[0], outs[1], err_msg=f"{M}x{N}x{K}")
+            np.testing.assert_array_equal(outs[0], outs[2], err_msg=f"{M}x{N}x{K}")
+
+
+@pytest.mark.parametrize("x86_max", [None, 0, 1], ids=["widest", "generic", "avx2"])
+def test_sgd_update_is_numpys_float32_step_at_every_clone_and_thread_count(tmp_path, x86_max):
+    """sgd_update's x86 clones (AVX-512, AVX2, SSE2; GEMM_X86_MAX caps the pick) all compute
+    g = dW + wd*W, V = momentum*V + g, W -= lr*V with separate float32 multiplies and adds:
+    numpy's float32 result bit for bit, at 1, 2 and 3 threads (n above PAR_MIN, and a tail
+    past a multiple of 16)."""
+    lib = build_lib(tmp_path, () if x86_max is None else (f"-DGEMM_X86_MAX={x86_max}",))
+    rng = np.random.default_rng(7)
+    n = 40_003
+    W0 = rng.uniform(-1, 1, n).astype(np.float32)
+    dW = rng.uniform(-1, 1, n).astype(np.float32)
+    V0 = rng.uniform(-1, 1, n).astype(np.float32)
+    for lr, momentum, wd in [(0.05, 0.0, 0.0), (0.1, 0.9, 5e-4)]:
+        lr32, m32, wd32 = np.float32(lr), np.float32(momentum), np.float32(wd)
+        v = m32 * V0 + (dW + wd32 * W0)
+        want_W, want_V = W0 - lr32 * v, v
+        for threads in (1, 2, 3):
+            ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+            W, V = W0.copy(), V0.copy()
+            rc, err = call(lib, "sgd_update", [n, lr, momentum, wd, W, dW, V])
+            assert rc == 0, err
+            np.testing.assert_array_equal(V, want_V)
+            np.testing.assert_array_equal(W, want_W)
 
 
 @pytest.mark.parametrize("B,C", [(32, 256), (64, 300), (3, 17)])
