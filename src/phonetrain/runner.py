@@ -444,11 +444,12 @@ class Runner:
         iterations. ``power_sample_ms`` > 0 samples battery power and clocks during the
         measured iterations (run.json ``power``; docs/device-sensors.md); ``sysfs_root``: the
         folder the runner reads as ``/sys`` (None: ``$PHONETRAIN_SYSFS_ROOT`` on the device,
-        else ``/sys``). ``profiling=False`` (OpenCL plans on one queue) runs ``--no-profiling``:
-        no profiling event per command, so ``trace.csv`` has host times only and an
-        iteration's ``wall_ms`` lacks the events' host cost. Returns the parsed ``run.json``. Raises a :class:`RunnerError` subclass
-        on failure (the runner's own ``run.json`` then says "failed" where the output folder
-        is on this host)."""
+        else ``/sys``). ``profiling=False`` (OpenCL plans on one queue) runs
+        ``--no-profiling``: no profiling event per command, so ``trace.csv`` has host times
+        only and an iteration's ``wall_ms`` lacks the events' host cost. Returns the parsed
+        ``run.json``. Raises a :class:`RunnerError` subclass on failure (the runner's own
+        ``run.json`` then says "failed" where the output folder is on this host); a
+        :class:`BadInputError` for ``profiling=False`` with a pipelined plan."""
         args = ["--plan", str(plan), "--root", str(root)]
         if power_sample_ms:
             args += ["--power-sample-ms", str(int(power_sample_ms))]
@@ -542,8 +543,8 @@ def run_plan(runner: Path, plan_path: Path, root: Path, out_dir: Path, threads: 
     """Execute a plan on this host: ``plan_path`` and ``root`` (the bundle folder its relative
     paths resolve under) may be relative to the current folder; outputs go to ``out_dir``;
     ``launcher`` runs a cross-built runner (e.g. under qemu); ``power_sample_ms``,
-    ``sysfs_root`` and ``profiling`` as :meth:`Runner.run`. Returns the parsed ``run.json``; raises a
-    :class:`RunnerError` subclass on failure."""
+    ``sysfs_root`` and ``profiling`` as :meth:`Runner.run`. Returns the parsed ``run.json``;
+    raises a :class:`RunnerError` subclass on failure."""
     r = Runner.local_binary(runner, root, device_selector, launcher=launcher,
                             timeout_s=timeout_s, progress=progress)
     return r.run(Path(plan_path).resolve(), out_dir, threads=threads or 0,

@@ -1119,47 +1119,22 @@ static int k_relu_bwd(const kctx *k)
 
 /* sgd_update's step on elements [i0, i1): g = dW + wd * W, V = momentum * V + g,
  * W -= lr * V, separate multiplies and adds (-std=c11: no contraction into FMAs), so every
- * x86 clone below gives the same bits; they differ only in vector width (the runner is built
+ * x86 clone gives the same bits; they differ only in vector width (the runner is built
  * without -march, so the plain one is 4 lanes of SSE2). */
-#define SGD_STEP_BODY                                                                        \
-    for (int64_t i = i0; i < i1; ++i) {                                                      \
-        const float g = dW[i] + wd * W[i];                                                   \
-        const float v = momentum * V[i] + g;                                                 \
-        V[i] = v;                                                                            \
-        W[i] -= lr * v;                                                                      \
+static inline CPU_ISA_BODY void sgd_step_body(int64_t i0, int64_t i1, float lr, float momentum,
+                                              float wd, float *restrict W,
+                                              const float *restrict dW, float *restrict V)
+{
+    for (int64_t i = i0; i < i1; ++i) {
+        const float g = dW[i] + wd * W[i];
+        const float v = momentum * V[i] + g;
+        V[i] = v;
+        W[i] -= lr * v;
     }
-typedef void (*sgd_step_fn)(int64_t i0, int64_t i1, float lr, float momentum, float wd,
-                            float *restrict W, const float *restrict dW, float *restrict V);
-static void sgd_step_generic(int64_t i0, int64_t i1, float lr, float momentum, float wd,
-                             float *restrict W, const float *restrict dW, float *restrict V)
-{
-    SGD_STEP_BODY
 }
-#ifdef GEMM_X86_DISPATCH
-__attribute__((target(GEMM_AVX512_TARGET)))
-static void sgd_step_avx512(int64_t i0, int64_t i1, float lr, float momentum, float wd,
-                            float *restrict W, const float *restrict dW, float *restrict V)
-{
-    SGD_STEP_BODY
-}
-__attribute__((target("avx2")))
-static void sgd_step_avx2(int64_t i0, int64_t i1, float lr, float momentum, float wd,
-                          float *restrict W, const float *restrict dW, float *restrict V)
-{
-    SGD_STEP_BODY
-}
-#endif
-
-static sgd_step_fn sgd_step_pick(void)
-{
-#ifdef GEMM_X86_DISPATCH
-    if (GEMM_X86_MAX >= 2 && __builtin_cpu_supports("avx512f"))
-        return sgd_step_avx512;
-    if (GEMM_X86_MAX >= 1 && __builtin_cpu_supports("avx2"))
-        return sgd_step_avx2;
-#endif
-    return sgd_step_generic;
-}
+CPU_ISA_CLONES(sgd_step, (int64_t i0, int64_t i1, float lr, float momentum, float wd,
+                          float *restrict W, const float *restrict dW, float *restrict V),
+               (i0, i1, lr, momentum, wd, W, dW, V))
 
 static int k_sgd_update(const kctx *k)
 {
@@ -1169,7 +1144,8 @@ static int k_sgd_update(const kctx *k)
     const float lr = F(1), momentum = F(2), wd = F(3);
     float *W = PF(4), *V = PF(6);
     const float *dW = PF(5);
-    const sgd_step_fn step = sgd_step_pick();
+    void (*step)(int64_t, int64_t, float, float, float, float *restrict, const float *restrict,
+                 float *restrict) = CPU_ISA_PICK(sgd_step);
 #pragma omp parallel if (n > PAR_MIN)
     {   /* element ranges, one per thread (each element's step is independent) */
         const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();

@@ -423,7 +423,7 @@ int mode_run(const runner_opts *o)
     rc.profiling = !o->no_profiling;
     pt_plan *p = rc.plan;
     /* a transfer queue's commands wait for events of queue 0: they cannot go without them */
-    if (o->no_profiling && p->nqueues > 1)
+    if (o->no_profiling && p->backend == BACKEND_OPENCL && p->nqueues > 1)
         fail(EXIT_BAD_INPUT, "--no-profiling: plan %s uses a transfer queue (pipelined placement), "
              "whose wait lists need every command's event; run it with profiling", o->plan);
     int usable = cpus_usable(cond_sysfs_root());

@@ -357,11 +357,11 @@ def test_gemm_tn_short_k_path_is_bitwise_the_blocked_engine(cpu_lib, tmp_path):
 
 @pytest.mark.parametrize("x86_max", [None, 0, 1], ids=["widest", "generic", "avx2"])
 def test_sgd_update_is_numpys_float32_step_at_every_clone_and_thread_count(tmp_path, x86_max):
-    """sgd_update's x86 clones (AVX-512, AVX2, SSE2; GEMM_X86_MAX caps the pick) all compute
+    """sgd_update's x86 clones (AVX-512, AVX2, SSE2; CPU_X86_MAX caps the pick) all compute
     g = dW + wd*W, V = momentum*V + g, W -= lr*V with separate float32 multiplies and adds:
     numpy's float32 result bit for bit, at 1, 2 and 3 threads (n above PAR_MIN, and a tail
     past a multiple of 16)."""
-    lib = build_lib(tmp_path, () if x86_max is None else (f"-DGEMM_X86_MAX={x86_max}",))
+    lib = build_lib(tmp_path, () if x86_max is None else (f"-DCPU_X86_MAX={x86_max}",))
     rng = np.random.default_rng(7)
     n = 40_003
     W0 = rng.uniform(-1, 1, n).astype(np.float32)

@@ -23,7 +23,7 @@ def _spec(model, placement, backend="opencl", **kw):
                      dataset="synthetic" if model == "mlp_16_16" else None, **kw)
 
 
-def _run(runner, pocl, spec, root, plan_edit=None):
+def _run(runner, pocl, spec, root, plan_edit=None, **run_kw):
     plan_path = write_bundle(spec, root)
     if plan_edit:
         doc = json.loads(plan_path.read_text())
@@ -31,7 +31,8 @@ def _run(runner, pocl, spec, root, plan_edit=None):
         plan_path.write_text(json.dumps(doc))
     out = root / "out" / spec.resolved_plan_id()
     doc = runner_api.run_plan(runner, plan_path, root, out, threads=1,
-                              device_selector=pocl if spec.backend == "opencl" else None)
+                              device_selector=pocl if spec.backend == "opencl" else None,
+                              **run_kw)
     return Plan.load(plan_path), out, doc
 
 
@@ -131,7 +132,8 @@ def test_bad_wait_reference_is_refused_naming_the_step(runner, pocl, tmp_path):
 
 
 def test_cpu_backend_ignores_queues(runner, pocl, tmp_path):
-    """A CPU plan whose kernels carry queue 1 and wait lists runs like the plain plan."""
+    """A CPU plan whose kernels carry queue 1 and wait lists runs like the plain plan, also
+    with --no-profiling (the refusal of a transfer queue is the OpenCL backend's)."""
     spec = _spec("mlp_16_16", None, backend="cpu")
 
     def annotate(doc):
@@ -140,8 +142,9 @@ def test_cpu_backend_ignores_queues(runner, pocl, tmp_path):
         for a, b in zip(kernels, kernels[1:]):
             doc["steps"][b].update(queue=b % 2, wait=[a])
 
-    plan, out, doc = _run(runner, pocl, spec, tmp_path / "q", annotate)
+    plan, out, doc = _run(runner, pocl, spec, tmp_path / "q", annotate, profiling=False)
     assert doc["plan_version"] == 2 and any(s.wait for s in plan.steps)
+    assert doc["profiling"] is False
     assert reference.verify_run_dir(plan, tmp_path / "q", out)["ok"]
     plain, pout, _ = _run(runner, pocl, spec, tmp_path / "p")
     got, want = _dumps(plan, out), _dumps(plain, pout)
