@@ -67,12 +67,22 @@ def measure(args, runner: Path, name: str, shape: gemm.GemmShape) -> tuple[float
         if df.attrs.get("skipped"):
             return math.nan, "skipped: " + df.attrs["skipped"]
         g, _ = _pick(df, "")
+        if args.per_candidate:
+            _print_candidate(name, shape, cand, df.iloc[0])
         if not (g <= best):   # also replaces NaN
             best = g
             cfg = " ".join(f"{k}={v}" for k, v in cand["defines"].items())
             if cand.get("local"):
                 cfg += f" local={cand['local'][0]}x{cand['local'][1]}"
     return best, cfg
+
+
+def _print_candidate(name: str, shape: gemm.GemmShape, cand: dict, row) -> None:
+    """One markdown row per tried configuration on stderr: GFLOPS and the median's interval."""
+    cfg = " ".join(f"{k}={v}" for k, v in cand["defines"].items())
+    print(f"| {shape.kernel} {shape.M}x{shape.N}x{shape.K} | {name} | {cfg} | {row.status} | "
+          f"{row.gflops:.1f} | {row.median_ms:.3f} | {row.low_ms:.3f}-{row.high_ms:.3f} |",
+          file=sys.stderr, flush=True)
 
 
 def _pick(df, cfg: str) -> tuple[float, str]:
@@ -98,6 +108,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="CPU backend threads (0 = all)")
     ap.add_argument("--max-launch-s", type=float, default=10)
     ap.add_argument("--no-peaks", action="store_true")
+    ap.add_argument("--per-candidate", action="store_true",
+                    help="also print every tried configuration's GFLOPS (stderr, markdown rows)")
     args = ap.parse_args()
     args.selector = DeviceSelector(args.platform, args.device, args.device_type)
     runner = Path(args.runner) if args.runner else build_runner(

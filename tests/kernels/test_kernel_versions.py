@@ -26,6 +26,15 @@ PARAMS = [
     ("tiled", {}, {}),
     ("tiled", {"TSM": 16, "TSN": 16, "TSK": 8, "WPTM": 1, "WPTN": 1}, {}),
     ("tiled", {"TSM": 32, "TSN": 64, "TSK": 16, "WPTM": 4, "WPTN": 8}, {}),
+    # register prefetch of the next K slice, double-buffered local tiles, both: K is rarely a
+    # multiple of TSK in SHAPES (last slice partial), and TSK 5 / TSK 3 make the slices not
+    # divide among the work-items (LPTA, LPTB rounded up, the tail guarded)
+    ("tiled", {"PREFETCH": 1}, {}),
+    ("tiled", {"DBUF": 1}, {}),
+    ("tiled", {"PREFETCH": 1, "DBUF": 1}, {}),
+    ("tiled", {"TSM": 32, "TSN": 16, "TSK": 5, "WPTM": 4, "WPTN": 2, "PREFETCH": 1}, {}),
+    ("tiled", {"TSM": 16, "TSN": 32, "TSK": 3, "WPTM": 2, "WPTN": 4, "PAD": 4, "VW": 2,
+               "PREFETCH": 1, "DBUF": 1}, {}),
     ("regblock", {}, {}),
     ("regblock", {"RM": 1, "RN": 2, "VK": 2}, {"local": [1, 1]}),
     ("regblock", {"RM": 3, "RN": 4, "VK": 4}, {"local": [16, 4]}),

@@ -195,7 +195,8 @@ def test_tuning_space_comes_from_version_yaml(tmp_path):
     assert not tuning.tunable("baseline") and not tuning.tunable("clblast")
     assert tuning.tunable("tiled") and tuning.tunable("regblock") and tuning.tunable("image")
     assert load_version("tiled").candidates[0] == {
-        "defines": {"TSM": 64, "TSN": 64, "TSK": 8, "WPTM": 8, "WPTN": 4, "PAD": 1, "VW": 1},
+        "defines": {"TSM": 64, "TSN": 64, "TSK": 8, "WPTM": 8, "WPTN": 4, "PAD": 1, "VW": 1,
+                    "PREFETCH": 0, "DBUF": 0},
         "local": None}
     assert load_version("regblock").candidates[0] == {
         "defines": {"RM": 8, "RN": 16, "VK": 16}, "local": [4, 4]}

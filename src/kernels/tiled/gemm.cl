@@ -16,6 +16,13 @@
  * vectors of VW neighbouring outputs, the vectors TSM/WPTM resp. TSN/WPTN work-items apart, and
  * reads them from local memory as floatVW: VW times fewer local loads per multiply-add, the
  * limit of the scalar form on GPUs whose shared memory issues one load per cycle).
+ * PREFETCH (0 or 1): 1 loads the next K slice from global memory into registers (LPTA + LPTB
+ * per work-item) while the current local tile is multiplied, then stores them after the
+ * slice's trailing barrier, so the global-load latency overlaps the multiply-adds (Nugteren's
+ * tutorial kernel 7, CLBlast xgemm's global-to-register-to-local staging). DBUF (0 or 1): 1
+ * keeps two local tiles and alternates them, one barrier per slice instead of two. Both 0 is
+ * the plain staged loop. Each output's sum runs over k in ascending order in every variant,
+ * so they give bitwise equal results.
  * Work-groups whose tile and K slice lie wholly inside the matrices take an unchecked load path
  * (the test is uniform per work-group, so it does not diverge); edge tiles keep the checks.
  */
@@ -40,6 +47,15 @@
 #ifndef VW
 #define VW 1
 #endif
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
+#ifndef DBUF
+#define DBUF 0
+#endif
+#if (PREFETCH != 0 && PREFETCH != 1) || (DBUF != 0 && DBUF != 1)
+#error "PREFETCH and DBUF must be 0 or 1"
+#endif
 #if VW == 1
 #define floatv float
 #elif VW == 2
@@ -52,6 +68,9 @@
 #define RTSM (TSM / WPTM) /* local size along M (dimension 1) */
 #define RTSN (TSN / WPTN) /* local size along N (dimension 0) */
 #define NTHREADS (RTSM * RTSN)
+#define NBUF (DBUF + 1)           /* local tiles per operand */
+#define LPTA ((TSM * TSK + NTHREADS - 1) / NTHREADS) /* op(A) slice elements per work-item */
+#define LPTB ((TSK * TSN + NTHREADS - 1) / NTHREADS) /* op(B) slice elements per work-item */
 
 #if (TSM % WPTM) || (TSN % WPTN)
 #error "TSM must be a multiple of WPTM and TSN a multiple of WPTN"
@@ -70,10 +89,134 @@
 #define FAST_A(m, k) (ta ? A[(k) * M + (m)] : A[(m) * K + (k)])
 #define FAST_B(k, n) (tb ? B[(n) * K + (k)] : B[(k) * N + (n)])
 
+/* ------------------------------------------------------------ K slices into local memory */
+
+/* Slice k0 of op(A) and op(B) straight from global into local memory (PREFETCH = 0): the
+ * cooperative loads' fastest-varying index follows the operand's memory order. */
+inline void stage_slice(const int M, const int N, const int K, const int k0, const int m0,
+                        const int n0, const bool inside, const int tid,
+                        const __global float *restrict A, const __global float *restrict B,
+                        const int ta, const int tb,
+                        __local float (*As)[TSM + PAD], __local float (*Bs)[TSN + PAD])
+{
+    if (inside && k0 + TSK <= K) {
+        for (int i = tid; i < TSM * TSK; i += NTHREADS) {
+            const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
+            As[kk][mm] = FAST_A(m0 + mm, k0 + kk);
+        }
+        for (int i = tid; i < TSK * TSN; i += NTHREADS) {
+            const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
+            Bs[kk][nn] = FAST_B(k0 + kk, n0 + nn);
+        }
+    } else {
+        for (int i = tid; i < TSM * TSK; i += NTHREADS) {
+            const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
+            As[kk][mm] = LOAD_A(m0 + mm, k0 + kk);
+        }
+        for (int i = tid; i < TSK * TSN; i += NTHREADS) {
+            const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
+            Bs[kk][nn] = LOAD_B(k0 + kk, n0 + nn);
+        }
+    }
+}
+
+/* The same element ownership as stage_slice (element l of a work-item is slice index
+ * tid + l * NTHREADS), held in registers (PREFETCH = 1): the loads of slice k0 are issued
+ * before the multiply-adds of the previous slice and only waited for by store_slice. */
+inline void fetch_slice(const int M, const int N, const int K, const int k0, const int m0,
+                        const int n0, const bool inside, const int tid,
+                        const __global float *restrict A, const __global float *restrict B,
+                        const int ta, const int tb, float *ra, float *rb)
+{
+    if (inside && k0 + TSK <= K) {
+#pragma unroll
+        for (int l = 0; l < LPTA; l++) {
+            const int i = tid + l * NTHREADS;
+            const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
+            if (TSM * TSK % NTHREADS == 0 || i < TSM * TSK)
+                ra[l] = FAST_A(m0 + mm, k0 + kk);
+        }
+#pragma unroll
+        for (int l = 0; l < LPTB; l++) {
+            const int i = tid + l * NTHREADS;
+            const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
+            if (TSK * TSN % NTHREADS == 0 || i < TSK * TSN)
+                rb[l] = FAST_B(k0 + kk, n0 + nn);
+        }
+    } else {
+#pragma unroll
+        for (int l = 0; l < LPTA; l++) {
+            const int i = tid + l * NTHREADS;
+            const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
+            if (TSM * TSK % NTHREADS == 0 || i < TSM * TSK)
+                ra[l] = LOAD_A(m0 + mm, k0 + kk);
+        }
+#pragma unroll
+        for (int l = 0; l < LPTB; l++) {
+            const int i = tid + l * NTHREADS;
+            const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
+            if (TSK * TSN % NTHREADS == 0 || i < TSK * TSN)
+                rb[l] = LOAD_B(k0 + kk, n0 + nn);
+        }
+    }
+}
+
+/* Registers of fetch_slice into the local tiles. */
+inline void store_slice(const int tid, const int ta, const int tb, const float *ra,
+                        const float *rb, __local float (*As)[TSM + PAD],
+                        __local float (*Bs)[TSN + PAD])
+{
+#pragma unroll
+    for (int l = 0; l < LPTA; l++) {
+        const int i = tid + l * NTHREADS;
+        const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
+        if (TSM * TSK % NTHREADS == 0 || i < TSM * TSK)
+            As[kk][mm] = ra[l];
+    }
+#pragma unroll
+    for (int l = 0; l < LPTB; l++) {
+        const int i = tid + l * NTHREADS;
+        const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
+        if (TSK * TSN % NTHREADS == 0 || i < TSK * TSN)
+            Bs[kk][nn] = rb[l];
+    }
+}
+
+/* ------------------------------------------------------------ register block */
+
+/* acc += the local slice's product, kk ascending (each output's sum runs over k in order). */
+inline void multiply_slice(const int tm, const int tn, __local float (*As)[TSM + PAD],
+                           __local float (*Bs)[TSN + PAD], float (*acc)[WPTN])
+{
+    for (int kk = 0; kk < TSK; kk++) {
+        /* VW-wide local reads: one vector load per VW outputs of the block. */
+        floatv bv[WPTN / VW];
+        for (int q = 0; q < WPTN / VW; q++)
+            bv[q] = *(const __local floatv *)&Bs[kk][(q * RTSN + tn) * VW];
+        for (int p = 0; p < WPTM / VW; p++) {
+            floatv av = *(const __local floatv *)&As[kk][(p * RTSM + tm) * VW];
+            for (int r = 0; r < VW; r++) {
+                const float a = ((const float *)&av)[r];
+                for (int q = 0; q < WPTN / VW; q++)
+                    for (int v = 0; v < VW; v++)
+                        acc[p * VW + r][q * VW + v] =
+                            mad(a, ((const float *)&bv[q])[v], acc[p * VW + r][q * VW + v]);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ the GEMM body */
+
+/* As, Bs: NBUF local tiles each. Per slice: stage (PREFETCH = 0) or store the registers
+ * fetched during the previous slice (PREFETCH = 1), barrier, fetch the next slice's
+ * registers, multiply. With one buffer a second barrier guards the tile against the next
+ * slice's stores; with two (DBUF = 1) slice s writes the buffer that slice s - 2 read, and
+ * the barrier of slice s - 1 already separates the two, so one barrier per slice remains. */
 inline void gemm_tiled(const int M, const int N, const int K, const float alpha,
                        const __global float *restrict A, const __global float *restrict B,
                        const float beta, __global float *C, const int ta, const int tb,
-                       __local float (*As)[TSM + PAD], __local float (*Bs)[TSN + PAD])
+                       __local float (*As)[TSK][TSM + PAD], __local float (*Bs)[TSK][TSN + PAD])
 {
     const int tn = get_local_id(0), tm = get_local_id(1);
     const int tid = tm * RTSN + tn;
@@ -83,46 +226,28 @@ inline void gemm_tiled(const int M, const int N, const int K, const float alpha,
     for (int i = 0; i < WPTM; i++)
         for (int j = 0; j < WPTN; j++)
             acc[i][j] = 0.0f;
-
+#if PREFETCH
+    float ra[LPTA], rb[LPTB];
+    fetch_slice(M, N, K, 0, m0, n0, inside, tid, A, B, ta, tb, ra, rb);
+#endif
+    int buf = 0;
     for (int k0 = 0; k0 < K; k0 += TSK) {
-        /* Cooperative loads; the fastest-varying index follows the operand's memory order. */
-        if (inside && k0 + TSK <= K) {
-            for (int i = tid; i < TSM * TSK; i += NTHREADS) {
-                const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
-                As[kk][mm] = FAST_A(m0 + mm, k0 + kk);
-            }
-            for (int i = tid; i < TSK * TSN; i += NTHREADS) {
-                const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
-                Bs[kk][nn] = FAST_B(k0 + kk, n0 + nn);
-            }
-        } else {
-            for (int i = tid; i < TSM * TSK; i += NTHREADS) {
-                const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
-                As[kk][mm] = LOAD_A(m0 + mm, k0 + kk);
-            }
-            for (int i = tid; i < TSK * TSN; i += NTHREADS) {
-                const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
-                Bs[kk][nn] = LOAD_B(k0 + kk, n0 + nn);
-            }
-        }
+#if PREFETCH
+        store_slice(tid, ta, tb, ra, rb, As[buf], Bs[buf]);
+#else
+        stage_slice(M, N, K, k0, m0, n0, inside, tid, A, B, ta, tb, As[buf], Bs[buf]);
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = 0; kk < TSK; kk++) {
-            /* VW-wide local reads: one vector load per VW outputs of the block. */
-            floatv bv[WPTN / VW];
-            for (int q = 0; q < WPTN / VW; q++)
-                bv[q] = *(const __local floatv *)&Bs[kk][(q * RTSN + tn) * VW];
-            for (int p = 0; p < WPTM / VW; p++) {
-                floatv av = *(const __local floatv *)&As[kk][(p * RTSM + tm) * VW];
-                for (int r = 0; r < VW; r++) {
-                    const float a = ((const float *)&av)[r];
-                    for (int q = 0; q < WPTN / VW; q++)
-                        for (int v = 0; v < VW; v++)
-                            acc[p * VW + r][q * VW + v] =
-                                mad(a, ((const float *)&bv[q])[v], acc[p * VW + r][q * VW + v]);
-                }
-            }
-        }
+#if PREFETCH
+        if (k0 + TSK < K)
+            fetch_slice(M, N, K, k0 + TSK, m0, n0, inside, tid, A, B, ta, tb, ra, rb);
+#endif
+        multiply_slice(tm, tn, As[buf], Bs[buf], acc);
+#if DBUF
+        buf ^= 1;
+#else
         barrier(CLK_LOCAL_MEM_FENCE);
+#endif
     }
     for (int i = 0; i < WPTM; i++) {
         const int m = m0 + OWNED(i, tm, RTSM);
@@ -143,8 +268,8 @@ inline void gemm_tiled(const int M, const int N, const int K, const float alpha,
               const __global float *restrict A, const __global float *restrict B,         \
               const float beta, __global float *C)                                        \
     {                                                                                     \
-        __local float As[TSK][TSM + PAD] __attribute__((aligned(16)));                    \
-        __local float Bs[TSK][TSN + PAD] __attribute__((aligned(16)));                    \
+        __local float As[NBUF][TSK][TSM + PAD] __attribute__((aligned(16)));              \
+        __local float Bs[NBUF][TSK][TSN + PAD] __attribute__((aligned(16)));              \
         gemm_tiled(M, N, K, alpha, A, B, beta, C, ta, tb, As, Bs);                        \
     }
 
