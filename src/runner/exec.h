@@ -25,6 +25,7 @@ typedef struct {
     cl_event *step_events;     /* this iteration's event per step (wait lists name them) */
     int profiling;             /* queue 0 profiles and every command returns an event (the
                                   trace's device times); 0: --no-profiling, host times only */
+    int q0_writes_pending;     /* a non-blocking upload on queue 0 may still read a host copy */
     cl_program *programs;
     long long device_bytes;    /* sum of device buffer sizes allocated */
     jwriter build_json;        /* array of per-program build records, for run.json */

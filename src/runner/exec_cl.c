@@ -1,7 +1,8 @@
 /* OpenCL backend: one in-order profiling queue, plus a second one where a v2 plan puts
  * steps on queue 1 (non-blocking transfers whose ordering against the kernels is only what
  * the steps' wait lists say); every command gets an event whose queued/submit/start/end
- * times go into the trace after the iteration's clFinish of every queue. */
+ * times go into the trace after the iteration's clFinish of every queue. A one-queue plan's
+ * uploads are non-blocking too, so the host enqueues the kernels while the batch crosses. */
 #define _POSIX_C_SOURCE 200809L
 #include "cl_image.h"
 #include "clblast.h"
@@ -291,6 +292,11 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
     cl_int e = CL_SUCCESS;
     cl_command_queue q = s->queue ? rc->queue1 : rc->queue;
     cl_bool blocking = s->queue ? CL_FALSE : CL_TRUE;
+    /* a one-queue plan's uploads do not block: the in-order queue runs them before every
+     * later command, and the host rewrites a host copy only in OP_LOAD, which waits for them
+     * (below); with a transfer queue, queue 1's reads are ordered against queue 0's commands
+     * by wait lists that count a queue-0 upload done when enqueued, so those stay blocking */
+    if (s->op == OP_H2D && !rc->queue1) blocking = CL_FALSE;
     cl_event waits[MAX_KERNEL_ARGS * 4 + 8];
     cl_event *wl = s->nwait ? (s->nwait <= (int)(sizeof waits / sizeof *waits) ? waits
                                 : xcalloc((size_t)s->nwait, sizeof *wl)) : NULL;
@@ -326,6 +332,7 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
         }
         CL_CHECK(CL.clEnqueueWriteBuffer(q, t->mem, blocking, 0, t->size_bytes, t->host, nw,
                                          nw ? wl : NULL, evp), ctx);
+        if (!s->queue) rc->q0_writes_pending = 1;
         break;
     case OP_D2H:
         CL_CHECK(CL.clEnqueueReadBuffer(q, t->mem, blocking, 0, t->size_bytes, t->host, nw,
@@ -344,6 +351,8 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
         break;
     case OP_LOAD:
         if (rc->queue1) CL_CHECK(CL.clFinish(rc->queue1), ctx);   /* no copy still reads the host copy */
+        if (rc->q0_writes_pending) CL_CHECK(CL.clFinish(rc->queue), ctx);   /* nor an upload */
+        rc->q0_writes_pending = 0;
         plan_load_batch(t, iteration);
         break;
     }
@@ -450,6 +459,7 @@ uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
         if (s->op == OP_MAP) map_copy(rc, s, iteration, warmup, seq++, k);
     }
     CL_CHECK(CL.clFinish(rc->queue), "the end of an iteration");
+    rc->q0_writes_pending = 0;
     if (rc->queue1) CL_CHECK(CL.clFinish(rc->queue1), "the end of an iteration (transfer queue 1)");
     uint64_t end = monotonic_ns();
     for (int i = first; i < rc->tr.n; i++) {
