@@ -294,8 +294,8 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
     cl_bool blocking = s->queue ? CL_FALSE : CL_TRUE;
     /* a one-queue plan's uploads do not block: the in-order queue runs them before every
      * later command, and the host rewrites a host copy only in OP_LOAD, which waits for them
-     * (below); with a transfer queue, queue 1's reads are ordered against queue 0's commands
-     * by wait lists that count a queue-0 upload done when enqueued, so those stay blocking */
+     * (below); with a transfer queue they still block, as the pipelined placement's
+     * cross-queue ordering was checked */
     if (s->op == OP_H2D && !rc->queue1) blocking = CL_FALSE;
     cl_event waits[MAX_KERNEL_ARGS * 4 + 8];
     cl_event *wl = s->nwait ? (s->nwait <= (int)(sizeof waits / sizeof *waits) ? waits
