@@ -54,26 +54,28 @@ static inline int conv_tap_output(const int x, const int pad, const int k, const
         (P)[idx] -= lr * v_;                                        \
     } while (0)
 
-/* One work-item's share of a convolution's weight gradient dW[oc, (ci, kh, kw)]: the sum,
- * over the outputs i = l, l+L, ... < B*OH*OW (i = (b*OH + oh)*OW + ow), of dY[b,oc,oh,ow] *
- * X[b, c, oh*stride-pad+kh, ow*stride-pad+kw] (0 outside the image). `c` is the input
- * channel the weight reads (the group's channel for a grouped convolution). The caller sums
- * the shares of its work-group (wg_sum). */
-static inline float conv_wgrad_share(const __global float *dY, const __global float *X,
-                                     const int B, const int C, const int H, const int W,
-                                     const int OC, const int OH, const int OW,
-                                     const int stride, const int pad, const int oc,
-                                     const int c, const int kh, const int kw, const int l,
-                                     const int L)
+/* One work-item's share of a convolution's weight gradient dW[oc, (ci, kh, kw)] over the
+ * outputs i0 <= i < i1 (i = (b*OH + oh)*OW + ow): the sum, over i = i0+l, i0+l+L, ... < i1, of
+ * dY[b,oc,oh,ow] * X[b, c, oh*stride-pad+kh, ow*stride-pad+kw] (0 outside the image). `c` is
+ * the input channel the weight reads (the group's channel for a grouped convolution). The
+ * caller sums the shares of its work-group (wg_sum); a split-K caller takes one chunk
+ * [i0, i1) of the B*OH*OW outputs per work-group. */
+static inline float conv_wgrad_chunk_share(const __global float *dY, const __global float *X,
+                                           const int B, const int C, const int H, const int W,
+                                           const int OC, const int OH, const int OW,
+                                           const int stride, const int pad, const int oc,
+                                           const int c, const int kh, const int kw,
+                                           const int i0, const int i1, const int l,
+                                           const int L)
 {
-    const int P = OH * OW, n = B * P;
+    const int P = OH * OW;
     /* (b, oh, ow) of element i, stepped by L as a mixed-radix addition (digits of L: lb,
      * loh, low) instead of three integer divisions per element: the same elements in the
      * same order, so the same sum. */
-    const int lb = L / P, loh = (L % P) / OW, low = L % OW;
-    int b = l / P, oh = (l / OW) % OH, ow = l % OW;
+    const int lb = L / P, loh = (L % P) / OW, low = L % OW, j = i0 + l;
+    int b = j / P, oh = (j / OW) % OH, ow = j % OW;
     float part = 0.0f;
-    for (int i = l; i < n; i += L) {
+    for (int i = j; i < i1; i += L) {
         const int ih = oh * stride - pad + kh, iw = ow * stride - pad + kw;
         if (ih >= 0 && ih < H && iw >= 0 && iw < W)
             part += dY[((size_t)b * OC + oc) * P + oh * OW + ow] *
@@ -83,6 +85,39 @@ static inline float conv_wgrad_share(const __global float *dY, const __global fl
         b += lb;
         if (ow >= OW) { ow -= OW; ++oh; }
         if (oh >= OH) { oh -= OH; ++b; }
+    }
+    return part;
+}
+
+/* The share of work-item l over all B*OH*OW outputs (conv_sgd, gconv_sgd: one work-group per
+ * weight). */
+static inline float conv_wgrad_share(const __global float *dY, const __global float *X,
+                                     const int B, const int C, const int H, const int W,
+                                     const int OC, const int OH, const int OW,
+                                     const int stride, const int pad, const int oc,
+                                     const int c, const int kh, const int kw, const int l,
+                                     const int L)
+{
+    return conv_wgrad_chunk_share(dY, X, B, C, H, W, OC, OH, OW, stride, pad, oc, c, kh, kw, 0,
+                                  B * OH * OW, l, L);
+}
+
+/* One work-item's share of a convolution's bias gradient db[oc] over the outputs
+ * i0 <= i < i1 (i = b*OH*OW + p): the sum, over i = i0+l, i0+l+L, ... < i1, of dY[b,oc,p]
+ * (the bias column of conv_sgd and its split-K partial sums). */
+static inline float conv_bgrad_chunk_share(const __global float *dY, const int OC, const int P,
+                                           const int oc, const int i0, const int i1,
+                                           const int l, const int L)
+{
+    /* (b, p) of element i stepped by L without divisions, as in conv_wgrad_chunk_share */
+    const int lb = L / P, lp = L % P, j = i0 + l;
+    int b = j / P, p = j % P;
+    float part = 0.0f;
+    for (int i = j; i < i1; i += L) {
+        part += dY[((size_t)b * OC + oc) * P + p];
+        p += lp;
+        b += lb;
+        if (p >= P) { p -= P; ++b; }
     }
     return part;
 }

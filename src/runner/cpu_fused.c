@@ -301,6 +301,80 @@ static int k_conv_sgd(const kctx *k)
     return 0;
 }
 
+/* ---------------------------------------------------------------- conv_sgd split along K */
+
+/* Sum over the outputs i0 <= i < i1 (i = (b*OH + oh)*OW + ow) of dY[b,oc,oh,ow] times
+ * X[b,c,oh*s-pad+kh,ow*s-pad+kw] (0 outside the image), in i order; bias (kk == C*KH*KW): of
+ * dY[b,oc,oh,ow]. One chunk of a split-K weight-gradient sum. */
+static float conv_wgrad_range(const float *X, const float *dY, int C, int H, int W, int OC,
+                              int KH, int KW, int s, int pad, int OH, int OW, int64_t oc,
+                              int64_t kk, int64_t i0, int64_t i1)
+{
+    const int64_t P = (int64_t)OH * OW, ckk = (int64_t)C * KH * KW;
+    const int kw = (int)(kk % KW), kh = (int)(kk / KW % KH), c = (int)(kk / ((int64_t)KW * KH));
+    float acc = 0.0f;
+    for (int64_t i = i0; i < i1; ++i) {
+        const int64_t b = i / P;
+        const int oh = (int)(i % P / OW), ow = (int)(i % OW);
+        const float dy = dY[(b * OC + oc) * P + (int64_t)oh * OW + ow];
+        if (kk == ckk) {
+            acc += dy;
+            continue;
+        }
+        const int ih = oh * s - pad + kh, iw = ow * s - pad + kw;
+        if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+            acc += dy * X[((b * C + c) * H + ih) * W + iw];
+    }
+    return acc;
+}
+
+static int k_conv_wgrad_partial(const kctx *k)
+{
+    CHECK(check_ints(k, 12, 8, -1));
+    CHECK(conv_out_dims(k));
+    const int B = I(0), C = I(1), H = I(2), W = I(3), OC = I(4), KH = I(5), KW = I(6);
+    const int s = I(7), pad = I(8), OH = I(9), OW = I(10), S = I(11);
+    const int64_t ckk = (int64_t)C * KH * KW, n = (int64_t)B * OH * OW;
+    CHECK(kneed_numel(k, 12, (int64_t)B * C * H * W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 13, (int64_t)B * OC * OH * OW, "B*OC*OH*OW"));
+    CHECK(kneed_numel(k, 14, (int64_t)S * OC * (ckk + 1), "S*OC*(C*KH*KW+1)"));
+    const float *X = PF(12), *dY = PF(13);
+    float *part = PF(14);
+    const int64_t chunk = (n - 1) / S + 1, outs = (int64_t)S * OC * (ckk + 1);
+#pragma omp parallel for if (outs * chunk > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < outs; ++e) {   /* e = (sc*OC + oc)*(ckk+1) + kk */
+        const int64_t kk = e % (ckk + 1), oc = e / (ckk + 1) % OC, sc = e / (ckk + 1) / OC;
+        const int64_t i0 = sc * chunk < n ? sc * chunk : n;
+        const int64_t i1 = i0 + chunk < n ? i0 + chunk : n;
+        part[e] = conv_wgrad_range(X, dY, C, H, W, OC, KH, KW, s, pad, OH, OW, oc, kk, i0, i1);
+    }
+    return 0;
+}
+
+static int k_conv_sgd_finish(const kctx *k)
+{
+    CHECK(check_ints(k, 5, -1, -1));
+    const int C = I(0), OC = I(1), KH = I(2), KW = I(3), S = I(4);
+    const float lr = F(5), m = F(6), wd = F(7);
+    const int64_t ckk = (int64_t)C * KH * KW, outs = (int64_t)OC * (ckk + 1);
+    CHECK(kneed_numel(k, 8, (int64_t)S * outs, "S*OC*(C*KH*KW+1)"));
+    CHECK(kneed_numel(k, 9, OC * ckk, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 10, OC * ckk, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 11, OC, "OC"));
+    CHECK(kneed_numel(k, 12, OC, "OC"));
+    const float *part = PF(8);
+    float *Wt = PF(9), *V = PF(10), *bias = PF(11), *Vb = PF(12);
+#pragma omp parallel for if (outs * S > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < outs; ++e) {   /* e = oc*(ckk+1) + kk */
+        const int64_t oc = e / (ckk + 1), kk = e % (ckk + 1);
+        float acc = 0.0f;
+        for (int sc = 0; sc < S; ++sc) acc += part[sc * outs + e];   /* chunk order */
+        if (kk == ckk) sgd_step(bias, Vb, oc, acc, lr, m, wd);
+        else sgd_step(Wt, V, oc * ckk + kk, acc, lr, m, wd);
+    }
+    return 0;
+}
+
 const kernel_spec CPU_FUSED_KERNELS[] = {
     {"linear_fwd", "iiiitttt", "B O I act X W bias Y", k_linear_fwd},
     {"conv_fwd", "iiiiiiiiiiiitttt", "B C H W OC KH KW stride pad OH OW act X weight bias Y",
@@ -317,5 +391,9 @@ const kernel_spec CPU_FUSED_KERNELS[] = {
     {"conv_sgd", "iiiiiiiiiiiffftttttt",
      "B C H W OC KH KW stride pad OH OW lr momentum weight_decay X dY weight V bias Vb",
      k_conv_sgd},
+    {"conv_wgrad_partial", "iiiiiiiiiiiittt",
+     "B C H W OC KH KW stride pad OH OW S X dY part", k_conv_wgrad_partial},
+    {"conv_sgd_finish", "iiiiifffttttt",
+     "C OC KH KW S lr momentum weight_decay part weight V bias Vb", k_conv_sgd_finish},
 };
 const int CPU_FUSED_NKERNELS = (int)(sizeof CPU_FUSED_KERNELS / sizeof CPU_FUSED_KERNELS[0]);

@@ -246,7 +246,32 @@ def _conv_sgd(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, lr, momentum, weight_
     _sgd64(bias, Vb, dy.sum(axis=(0, 2, 3)), lr, momentum, weight_decay)
 
 
+def _splitk_bounds(n, S):
+    """The README's split-K chunks: [s*Kc, min((s+1)*Kc, n)), Kc = ceil(n/S)."""
+    kc = -(-n // S)
+    return [(min(n, s * kc), min(n, s * kc + kc)) for s in range(S)]
+
+
+def _conv_wgrad_partial(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, S, X, dY, part):
+    n, ckk = B * OH * OW, C * KH * KW
+    pt = _conv_patches(X, B, C, H, W, KH, KW, stride, pad, OH, OW).reshape(n, ckk)
+    dy = dY[:B * OC * OH * OW].reshape(B, OC, OH * OW).transpose(1, 0, 2).reshape(OC, n)
+    dy = dy.astype(np.float64)
+    p = part[:S * OC * (ckk + 1)].reshape(S, OC, ckk + 1)
+    for s, (i0, i1) in enumerate(_splitk_bounds(n, S)):
+        p[s, :, :ckk] = dy[:, i0:i1] @ pt[i0:i1]
+        p[s, :, ckk] = dy[:, i0:i1].sum(axis=1)
+
+
+def _conv_sgd_finish(C, OC, KH, KW, S, lr, momentum, weight_decay, part, weight, V, bias, Vb):
+    ckk = C * KH * KW
+    g = part[:S * OC * (ckk + 1)].reshape(S, OC, ckk + 1).astype(np.float64).sum(axis=0)
+    _sgd64(weight, V, g[:, :ckk].ravel(), lr, momentum, weight_decay)
+    _sgd64(bias, Vb, g[:, ckk], lr, momentum, weight_decay)
+
+
 ORACLE = {
+    "conv_wgrad_partial": _conv_wgrad_partial, "conv_sgd_finish": _conv_sgd_finish,
     "linear_fwd": _linear_fwd, "conv_fwd": _conv_fwd, "linear_bwd_data": _linear_bwd_data,
     "conv_bwd_data": _conv_bwd_data, "maxpool_bwd_relu": _maxpool_bwd_relu,
     "softmax_xent_bwd": _softmax_xent_bwd, "linear_sgd": _linear_sgd, "conv_sgd": _conv_sgd,
@@ -623,6 +648,7 @@ def fused_cases(rng: np.random.Generator) -> list[Case]:
                          "V": _rand(rng, nw), "bias": _rand(rng, OC), "Vb": _rand(rng, OC)},
                         ("weight", "V", "bias", "Vb"), label=f"conv_sgd {tag}",
                         atol=1e-6 * ny + 1e-5))
+    out += _splitk_cases(rng)
     for B, C, H, W, K, stride in [(1, 1, 1, 1, 1, 1), (2, 6, 28, 28, 2, 2), (3, 2, 7, 9, 3, 2)]:
         OH, OW = (H - K) // stride + 1, (W - K) // stride + 1
         x = _relu_input(rng, B * C * H * W)
@@ -654,6 +680,35 @@ def fused_cases(rng: np.random.Generator) -> list[Case]:
 from .kernel_cases_bn import ORACLE_BN, fused_bn_cases  # noqa: E402
 
 ORACLE.update(ORACLE_BN)
+
+def _splitk_cases(rng: np.random.Generator) -> list[Case]:
+    """conv_sgd's split-K pair: chunks shorter than a work-group and longer (work-items
+    wrapping), an uneven last chunk (70 = 24+24+22, 1568 = 4*314+312), an empty one (4
+    products in 3 chunks of 2), S = 1; the finish at S = 1 and 4."""
+    out = []
+    for (B, C, H, W, OC, K, stride, pad), S in [((2, 3, 7, 5, 4, 3, 1, 1), 3),
+                                                ((1, 1, 4, 4, 2, 3, 1, 0), 3),
+                                                ((2, 1, 28, 28, 6, 5, 1, 2), 5),
+                                                ((3, 2, 9, 8, 5, 3, 2, 1), 1)]:
+        OH, OW = (H + 2 * pad - K) // stride + 1, (W + 2 * pad - K) // stride + 1
+        ckk, n = C * K * K, B * OH * OW
+        out.append(Case("conv_wgrad_partial", [B, C, H, W, OC, K, K, stride, pad, OH, OW, S,
+                                               "X", "dY", "part"],
+                        {"X": _rand(rng, B * C * H * W), "dY": _rand(rng, B * OC * OH * OW),
+                         "part": np.full(S * OC * (ckk + 1), np.nan, np.float32)},
+                        ("part",), label=f"conv_wgrad_partial {B}x{C}x{H}x{W} oc{OC} k{K} "
+                        f"s{stride} p{pad} S={S}", atol=1e-6 * n + 1e-5))
+    for C, OC, K, S in [(1, 6, 5, 1), (3, 4, 3, 4)]:
+        ckk = C * K * K
+        out.append(Case("conv_sgd_finish", [C, OC, K, K, S, 0.05, 0.9, 5e-4, "part", "weight",
+                                            "V", "bias", "Vb"],
+                        {"part": _rand(rng, S * OC * (ckk + 1)), "weight": _rand(rng, OC * ckk),
+                         "V": _rand(rng, OC * ckk), "bias": _rand(rng, OC),
+                         "Vb": _rand(rng, OC)},
+                        ("weight", "V", "bias", "Vb"),
+                        label=f"conv_sgd_finish c{C} oc{OC} k{K} S={S}"))
+    return out
+
 
 GROUPS = {"gemm": gemm_cases, "elementwise": elementwise_cases, "conv": conv_cases,
           "pool": pool_cases, "loss": loss_cases, "mobile": mobile_cases,

@@ -13,7 +13,7 @@ import pytest
 
 from phonetrain import reference
 from phonetrain import runner as runner_api
-from phonetrain.kernels import KERNELS_ROOT
+from phonetrain.kernels import KERNELS_ROOT, bind_args
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan
 from phonetrain.reference.interpreter import Interpreter
@@ -39,6 +39,8 @@ def _run(runner, selector, tmp: Path, spec: LowerSpec, kernels_root: Path = KERN
                                              ("lenet5", "staged")])
 def test_fused_run_passes_every_checked_step_on_pocl(runner, pocl, tmp_path, model, placement):
     doc = _run(runner, pocl, tmp_path, _spec(model, placement=placement))
+    if model == "lenet5":   # conv1's update in its split-K form (6 chunks at batch 8)
+        assert _splits(tmp_path, "conv1") == 6
     assert doc["method"] == "per-step" and doc["ok"], doc["worst"]
     assert [s["iteration"] for s in doc["steps"]] == [0, 1, 2]
     assert all(not s["missing"] for s in doc["steps"])
@@ -47,7 +49,17 @@ def test_fused_run_passes_every_checked_step_on_pocl(runner, pocl, tmp_path, mod
 def test_fused_run_passes_every_checked_step_on_cpu_backend(runner, tmp_path):
     doc = _run(runner, None, tmp_path, _spec("lenet5", backend="cpu", placement=None,
                                              transfer=None))
+    assert _splits(tmp_path, "conv1") == 6
     assert doc["ok"], doc["worst"]
+
+
+def _splits(tmp: Path, layer: str) -> int:
+    """The chunk count S of ``layer``'s split-K update in the plan written to ``tmp`` (1:
+    conv_sgd)."""
+    plan_path, = tmp.glob("plans/*/plan.json")
+    steps = [s for s in Plan.load(plan_path).steps
+             if s.layer == layer and s.name == "conv_wgrad_partial"]
+    return bind_args("conv_wgrad_partial", steps[0].args)["S"] if steps else 1
 
 
 def test_a_planted_fault_in_a_fused_kernel_fails_its_steps(runner, pocl, tmp_path):

@@ -5,14 +5,17 @@
  * gradient with the SGD update in one kernel. One work-item per output element, global memory
  * only (the baseline's technique; the lever here is the number of launches), but conv_sgd's
  * long sums over batch x output pixels take one work-group per weight (strided partial sums,
- * then a tree in local memory: wg_sum), and linear_fwd stages its rows of X and W in local
- * memory. Every sum is a gather in a fixed order (no atomics):
+ * then a tree in local memory: wg_sum), split along B x OH x OW into a partial-sum and a
+ * finish launch when those sums are long and few (conv_wgrad_partial, conv_sgd_finish), and
+ * linear_fwd stages its rows of X and W in local memory. Every sum is a gather in a fixed
+ * order (no atomics):
  * results are deterministic run to run. Any size >= 1; work-items past a rounded-up global
  * size return early.
  *
  * Shared helpers from common.cl (staged in front of this file): wg_sum, RL_MAX,
- * conv_wgrad_share and SGD_STEP (conv_sgd, the *_sgd kernels), conv_tap_output (conv_bwd_data), maxpool_grad_at (maxpool_bwd_relu), softmax_xent_row
- * (softmax_xent_bwd).
+ * conv_wgrad_share, conv_wgrad_chunk_share, conv_bgrad_chunk_share and SGD_STEP (conv_sgd,
+ * conv_wgrad_partial, the *_sgd kernels), conv_tap_output (conv_bwd_data), maxpool_grad_at
+ * (maxpool_bwd_relu), softmax_xent_row (softmax_xent_bwd).
  *
  * Parameters: LOSS_WG, the largest work-group softmax_xent_bwd uses for its rows (the local
  * array of per-work-item loss partials; extra work-items still share the input-gradient
@@ -260,15 +263,7 @@ __kernel void conv_sgd(const int B, const int C, const int H, const int W, const
     __local float *row = scratch + get_local_id(1) * L;
     float part = 0.0f;
     if (oc < OC && k == ckk) {
-        /* (b, p) of element i stepped by L without divisions, as in conv_wgrad_share */
-        const int lb = L / P, lp = L % P;
-        int b = l / P, p = l % P;
-        for (int i = l; i < n; i += L) {
-            part += dY[((size_t)b * OC + oc) * P + p];
-            p += lp;
-            b += lb;
-            if (p >= P) { p -= P; ++b; }
-        }
+        part = conv_bgrad_chunk_share(dY, OC, P, oc, 0, n, l, L);
     } else if (oc < OC) {
         part = conv_wgrad_share(dY, X, B, C, H, W, OC, OH, OW, stride, pad, oc, k / (KW * KH),
                                 (k / KW) % KH, k % KW, l, L);
@@ -276,6 +271,61 @@ __kernel void conv_sgd(const int B, const int C, const int H, const int W, const
     /* one call site for the whole work-group: its barriers are never inside a branch */
     const float total = wg_sum(part, row);
     if (l != 0 || oc >= OC) return;
+    if (k == ckk) SGD_STEP(bias, Vb, oc, total);
+    else SGD_STEP(weight, V, (size_t)oc * ckk + k, total);
+}
+
+/* Split-K form of conv_sgd for long sums (few outputs, long B*OH*OW), two launches in this
+ * order: conv_wgrad_partial sums chunk s of the n = B*OH*OW products of every output (weight
+ * k < C*KH*KW, bias column k == C*KH*KW) into part[s, oc, k]; conv_sgd_finish adds the S
+ * partial sums of each output in chunk order and takes the SGD step. Chunk s is
+ * [s*Kc, min((s+1)*Kc, n)) with Kc = ceil(n/S) (the last one shorter or empty); within a
+ * chunk, the strided partial sums and the tree of conv_sgd (wg_sum). S = 1 is conv_sgd's
+ * order exactly.
+ * conv_wgrad_partial: one work-group per (k, oc, s): NDRange [(C*KH*KW+1)*L, OC*S] (dimension
+ * 1: q = oc*S + s), local [L, 1]; part holds S*OC*(C*KH*KW+1) floats. */
+__kernel void conv_wgrad_partial(const int B, const int C, const int H, const int W,
+                                 const int OC, const int KH, const int KW, const int stride,
+                                 const int pad, const int OH, const int OW, const int S,
+                                 __global const float *X, __global const float *dY,
+                                 __global float *part)
+{
+    __local float scratch[RL_MAX];
+    const int k = get_group_id(0), q = get_global_id(1);
+    const int l = get_local_id(0), L = get_local_size(0);
+    const int ckk = C * KH * KW, P = OH * OW, n = B * P;
+    if (k > ckk) return;   /* a whole work-group: no barrier is skipped by part of one */
+    const int oc = q / S, s = q % S, live = q < OC * S;
+    const int chunk = (n - 1) / S + 1, i0 = min(n, s * chunk), i1 = min(n, i0 + chunk);
+    /* each row of the work-group (dimension 1) its own row of scratch, as in conv_sgd */
+    __local float *row = scratch + get_local_id(1) * L;
+    float v = 0.0f;
+    if (live && k == ckk)
+        v = conv_bgrad_chunk_share(dY, OC, P, oc, i0, i1, l, L);
+    else if (live)
+        v = conv_wgrad_chunk_share(dY, X, B, C, H, W, OC, OH, OW, stride, pad, oc,
+                                   k / (KW * KH), (k / KW) % KH, k % KW, i0, i1, l, L);
+    const float total = wg_sum(v, row);
+    if (l != 0 || !live) return;
+    part[((size_t)s * OC + oc) * (ckk + 1) + k] = total;
+}
+
+/* conv_sgd_finish: g = part[0, oc, k] + part[1, oc, k] + ... + part[S-1, oc, k] (in that
+ * order), then the SGD step on weight[oc, k], V (k < C*KH*KW) or bias[oc], Vb (k ==
+ * C*KH*KW), as conv_sgd. One work-item per output: NDRange [C*KH*KW+1, OC]. */
+__kernel void conv_sgd_finish(const int C, const int OC, const int KH, const int KW,
+                              const int S, const float lr, const float momentum,
+                              const float weight_decay, __global const float *part,
+                              __global float *weight, __global float *V,
+                              __global float *bias, __global float *Vb)
+{
+    const int k = get_global_id(0), oc = get_global_id(1), ckk = C * KH * KW;
+    if (k > ckk || oc >= OC) return;
+    const size_t stride_s = (size_t)OC * (ckk + 1);
+    const __global float *p = part + (size_t)oc * (ckk + 1) + k;
+    float total = 0.0f;
+    for (int s = 0; s < S; ++s)
+        total += p[s * stride_s];
     if (k == ckk) SGD_STEP(bias, Vb, oc, total);
     else SGD_STEP(weight, V, (size_t)oc * ckk + k, total);
 }

@@ -82,6 +82,12 @@ KERNEL_ARGS: dict[str, tuple[str, ...]] = {
     "conv_sgd": ("i:B", "i:C", "i:H", "i:W", "i:OC", "i:KH", "i:KW", "i:stride", "i:pad",
                  "i:OH", "i:OW", "f:lr", "f:momentum", "f:weight_decay", "r:X", "r:dY",
                  "rw:weight", "rw:V", "rw:bias", "rw:Vb"),
+    # conv_sgd split along K = B*OH*OW (README "Fused kernels", split-K): S partial sums per
+    # output into part[S, OC, C*KH*KW+1], then their sum in chunk order and the SGD step.
+    "conv_wgrad_partial": ("i:B", "i:C", "i:H", "i:W", "i:OC", "i:KH", "i:KW", "i:stride",
+                           "i:pad", "i:OH", "i:OW", "i:S", "r:X", "r:dY", "w:part"),
+    "conv_sgd_finish": ("i:C", "i:OC", "i:KH", "i:KW", "i:S", "f:lr", "f:momentum",
+                        "f:weight_decay", "r:part", "rw:weight", "rw:V", "rw:bias", "rw:Vb"),
     # Fused batch-norm kernels (README "Fused batch-norm kernels"): bias-free grouped
     # convolutions with batch normalization, the MobileNetV2 unit.
     "gconv_stats_fwd": _GCONV + ("i:tile", "r:X", "r:weight", "w:Z", "w:part"),
@@ -97,7 +103,8 @@ KERNEL_ARGS: dict[str, tuple[str, ...]] = {
 }
 
 FUSED_KERNELS = ("linear_fwd", "conv_fwd", "linear_bwd_data", "conv_bwd_data",
-                 "maxpool_bwd_relu", "softmax_xent_bwd", "linear_sgd", "conv_sgd")
+                 "maxpool_bwd_relu", "softmax_xent_bwd", "linear_sgd", "conv_sgd",
+                 "conv_wgrad_partial", "conv_sgd_finish")
 FUSED_BN_KERNELS = ("gconv_stats_fwd", "bn_act_fwd", "bn_bwd_sgd", "gconv_bwd_data",
                     "gconv_sgd")
 
@@ -229,7 +236,11 @@ def _fused_flops(name: str, d: dict[str, object]) -> int:
     ``B`` for the loss, the SGD update's ``4*n`` or ``2*n``); a direct convolution counts the
     MACs of the GEMM it replaces."""
     g = lambda k: int(d[k])  # noqa: E731
-    sgd = 4 if name in ("linear_sgd", "conv_sgd") and float(d["momentum"]) != 0 else 2
+    sgd = 4 if name in ("linear_sgd", "conv_sgd", "conv_sgd_finish") and \
+        float(d["momentum"]) != 0 else 2
+    if name == "conv_sgd_finish":   # S - 1 adds of the partial sums per output, the step
+        n = g("OC") * (g("C") * g("KH") * g("KW") + 1)
+        return (g("S") - 1) * n + sgd * n
     if name == "linear_fwd":
         return 2 * g("B") * g("O") * g("I") + g("B") * g("O") * (1 + g("act"))
     if name == "linear_bwd_data":
@@ -237,13 +248,15 @@ def _fused_flops(name: str, d: dict[str, object]) -> int:
     if name == "linear_sgd":
         n = g("O") * g("I") + g("O")
         return 2 * g("B") * g("O") * g("I") + g("B") * g("O") + sgd * n
-    if name in ("conv_fwd", "conv_bwd_data", "conv_sgd"):
+    if name in ("conv_fwd", "conv_bwd_data", "conv_sgd", "conv_wgrad_partial"):
         macs = g("B") * g("OC") * g("OH") * g("OW") * g("C") * g("KH") * g("KW")
         outs = g("B") * g("OC") * g("OH") * g("OW")
         if name == "conv_fwd":
             return 2 * macs + outs * (1 + g("act"))
         if name == "conv_bwd_data":
             return 2 * macs + g("relu") * g("B") * g("C") * g("H") * g("W")
+        if name == "conv_wgrad_partial":   # conv_sgd's sums, without the step
+            return 2 * macs + outs
         return 2 * macs + outs + sgd * (g("OC") * g("C") * g("KH") * g("KW") + g("OC"))
     if name == "maxpool_bwd_relu":
         return g("B") * g("C") * g("OH") * g("OW") + g("B") * g("C") * g("H") * g("W")
@@ -288,8 +301,8 @@ def _fused_bn_flops(name: str, d: dict[str, object]) -> int:
 # 256 or more) and that fills a subgroup (32 on NVIDIA, 64 on Adreno/AMD).
 REDUCE_LOCAL = 64
 REDUCTION_KERNELS = frozenset({"batchnorm_stats", "batchnorm_bwd_reduce", "dwconv3x3_bwd_weight",
-                               "conv_sgd", "gconv_stats_fwd", "bn_act_fwd", "bn_bwd_sgd",
-                               "gconv_sgd"})
+                               "conv_sgd", "conv_wgrad_partial", "gconv_stats_fwd",
+                               "bn_act_fwd", "bn_bwd_sgd", "gconv_sgd"})
 
 
 def baseline_global(name: str, d: dict[str, object]) -> list[int]:
@@ -329,6 +342,9 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "softmax_xent_bwd": lambda: [1],
         "linear_sgd": lambda: [g("I") + 1, g("O")],
         "conv_sgd": lambda: [(g("C") * g("KH") * g("KW") + 1) * REDUCE_LOCAL, g("OC")],
+        "conv_wgrad_partial": lambda: [(g("C") * g("KH") * g("KW") + 1) * REDUCE_LOCAL,
+                                       g("OC") * g("S")],
+        "conv_sgd_finish": lambda: [g("C") * g("KH") * g("KW") + 1, g("OC")],
         "gconv_stats_fwd": lambda: [_tiles(d, g("B") * g("OH") * g("OW")) * REDUCE_LOCAL,
                                     g("OC")],
         "bn_act_fwd": lambda: [_tiles(d, g("B") * g("HW")) * REDUCE_LOCAL, g("C")],

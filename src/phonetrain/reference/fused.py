@@ -121,10 +121,55 @@ def _conv_sgd(d) -> None:
     _sgd_pair(d, "weight", dW, db)
 
 
+def _splitk_chunks(n: int, S: int) -> list[tuple[int, int]]:
+    """The ``S`` chunks ``[s*Kc, min((s+1)*Kc, n))``, ``Kc = ceil(n/S)``, of a split-K sum of
+    ``n`` products (the last ones shorter or empty)."""
+    kc = -(-n // S)
+    return [(min(n, s * kc), min(n, (s + 1) * kc)) for s in range(S)]
+
+
+def _conv_wgrad_partial(d) -> None:
+    """``part[s, oc, :]``: ``conv_sgd``'s weight and bias gradients over chunk ``s`` of the
+    ``B*OH*OW`` columns (``im2col`` + ``swap01``, then ``gemm_nt`` + ``bias_grad`` on the
+    chunk's columns)."""
+    B, C, OC, KH, KW, OH, OW, S = (d[k] for k in ("B", "C", "OC", "KH", "KW", "OH", "OW", "S"))
+    ckk, cols = C * KH * KW, B * OH * OW
+    col, dyc = _tmp(d, ckk * cols, "part"), _tmp(d, OC * cols, "part")
+    _run("im2col", d, **_conv_dims(d), X=d["X"], col=col)
+    _run("swap01", d, D0=B, D1=OC, D2=OH * OW, X=d["dY"], Y=dyc)
+    col, dyc = col.reshape(ckk, cols), dyc.reshape(OC, cols)
+    part = d["part"][:S * OC * (ckk + 1)].reshape(S, OC, ckk + 1)
+    for s, (i0, i1) in enumerate(_splitk_chunks(cols, S)):
+        part[s] = 0
+        if i1 == i0:
+            continue
+        a, bt = np.ascontiguousarray(dyc[:, i0:i1]), np.ascontiguousarray(col[:, i0:i1])
+        dW, db = _tmp(d, OC * ckk, "part"), _tmp(d, OC, "part")
+        _run("gemm_nt", d, M=OC, N=ckk, K=i1 - i0, alpha=1.0, A=a.ravel(), B=bt.ravel(),
+             beta=0.0, C=dW)
+        _run("bias_grad", d, B=1, C=OC, HW=i1 - i0, dY=a.ravel(), db=db)
+        part[s, :, :ckk] = dW.reshape(OC, ckk)
+        part[s, :, ckk] = db
+
+
+def _conv_sgd_finish(d) -> None:
+    """The ``S`` partial sums of each output added in chunk order, then ``conv_sgd``'s two
+    ``sgd_update`` steps."""
+    C, OC, KH, KW, S = (d[k] for k in ("C", "OC", "KH", "KW", "S"))
+    ckk = C * KH * KW
+    part = d["part"][:S * OC * (ckk + 1)].reshape(S, OC, ckk + 1)
+    g = np.zeros((OC, ckk + 1), d["weight"].dtype)
+    for s in range(S):
+        g += part[s]
+    _sgd_pair(d, "weight", np.ascontiguousarray(g[:, :ckk]).ravel(),
+              np.ascontiguousarray(g[:, ckk]))
+
+
 FUSED_KERNELS = {
     "linear_fwd": _linear_fwd, "conv_fwd": _conv_fwd, "linear_bwd_data": _linear_bwd_data,
     "conv_bwd_data": _conv_bwd_data, "maxpool_bwd_relu": _maxpool_bwd_relu,
     "softmax_xent_bwd": _softmax_xent_bwd, "linear_sgd": _linear_sgd, "conv_sgd": _conv_sgd,
+    "conv_wgrad_partial": _conv_wgrad_partial, "conv_sgd_finish": _conv_sgd_finish,
 }
 
 KERNELS.update(FUSED_KERNELS)
