@@ -305,7 +305,8 @@ static int k_conv_sgd(const kctx *k)
 
 /* Sum over the outputs i0 <= i < i1 (i = (b*OH + oh)*OW + ow) of dY[b,oc,oh,ow] times
  * X[b,c,oh*s-pad+kh,ow*s-pad+kw] (0 outside the image), in i order; bias (kk == C*KH*KW): of
- * dY[b,oc,oh,ow]. One chunk of a split-K weight-gradient sum. */
+ * dY[b,oc,oh,ow]. One chunk of a split-K weight-gradient sum, walked as row segments (one
+ * (b, oh) at a time, as k_conv_sgd's loops). */
 static float conv_wgrad_range(const float *X, const float *dY, int C, int H, int W, int OC,
                               int KH, int KW, int s, int pad, int OH, int OW, int64_t oc,
                               int64_t kk, int64_t i0, int64_t i1)
@@ -313,17 +314,23 @@ static float conv_wgrad_range(const float *X, const float *dY, int C, int H, int
     const int64_t P = (int64_t)OH * OW, ckk = (int64_t)C * KH * KW;
     const int kw = (int)(kk % KW), kh = (int)(kk / KW % KH), c = (int)(kk / ((int64_t)KW * KH));
     float acc = 0.0f;
-    for (int64_t i = i0; i < i1; ++i) {
+    for (int64_t i = i0; i < i1;) {
         const int64_t b = i / P;
-        const int oh = (int)(i % P / OW), ow = (int)(i % OW);
-        const float dy = dY[(b * OC + oc) * P + (int64_t)oh * OW + ow];
+        const int oh = (int)(i % P / OW), ow0 = (int)(i % OW);
+        const int ow1 = i1 - i < OW - ow0 ? ow0 + (int)(i1 - i) : OW;
+        const float *dy = dY + (b * OC + oc) * P + (int64_t)oh * OW;
+        const int ih = oh * s - pad + kh;
+        i += ow1 - ow0;
         if (kk == ckk) {
-            acc += dy;
+            for (int ow = ow0; ow < ow1; ++ow) acc += dy[ow];
             continue;
         }
-        const int ih = oh * s - pad + kh, iw = ow * s - pad + kw;
-        if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-            acc += dy * X[((b * C + c) * H + ih) * W + iw];
+        if (ih < 0 || ih >= H) continue;
+        const float *x = X + ((b * C + c) * H + ih) * W;
+        for (int ow = ow0; ow < ow1; ++ow) {
+            const int iw = ow * s - pad + kw;
+            if (iw >= 0 && iw < W) acc += dy[ow] * x[iw];
+        }
     }
     return acc;
 }

@@ -1,5 +1,6 @@
 """The fused lowering (kernel versions with ``lowering: fused_step``): at least 3x fewer kernel
-launches per iteration than the layer-by-layer plan for the MLP 784-256-128-16 and LeNet-5,
+launches per iteration than the layer-by-layer plan for the MLP 784-256-128-16 and LeNet-5
+(but for the second launch of a split-K update), the split-K rule and its plan,
 the same training (float64 reference, every placement) as the baseline plan, and the
 version.yaml key's validation."""
 

@@ -1,7 +1,8 @@
 """Per-step verification of short fused runs (kernel version ``fused``) through the real
 runner: on PoCL (resident and staged placements) and on the CPU backend, every checked step
-of the MLP 784-256-128-16 and LeNet-5 is within its bound; a planted fault in a fused kernel
-fails its steps."""
+of the MLP 784-256-128-16 and LeNet-5 (and on PoCL vgg_small) is within its bound, the
+convolutions with long weight-gradient sums updating in their split-K form; a planted fault
+in a fused kernel fails its steps."""
 
 from __future__ import annotations
 
@@ -35,12 +36,17 @@ def _run(runner, selector, tmp: Path, spec: LowerSpec, kernels_root: Path = KERN
     return reference.verify_run_dir(Plan.load(plan_path), tmp, tmp / "out")
 
 
+# The split-K updates (chunk counts S, src/kernels/README.md "Fused kernels") each model's
+# plan has at batch 8: LeNet-5's conv1, vgg_small's conv1a and conv1b.
+SPLITS = {"mlp_784_256_128_16": {}, "lenet5": {"conv1": 6, "conv2": 1},
+          "vgg_small": {"conv1a": 6, "conv1b": 2, "conv2a": 1}}
+
+
 @pytest.mark.parametrize("model,placement", [("mlp_784_256_128_16", "resident"),
-                                             ("lenet5", "staged")])
+                                             ("lenet5", "staged"), ("vgg_small", "resident")])
 def test_fused_run_passes_every_checked_step_on_pocl(runner, pocl, tmp_path, model, placement):
     doc = _run(runner, pocl, tmp_path, _spec(model, placement=placement))
-    if model == "lenet5":   # conv1's update in its split-K form (6 chunks at batch 8)
-        assert _splits(tmp_path, "conv1") == 6
+    assert {layer: _splits(tmp_path, layer) for layer in SPLITS[model]} == SPLITS[model]
     assert doc["method"] == "per-step" and doc["ok"], doc["worst"]
     assert [s["iteration"] for s in doc["steps"]] == [0, 1, 2]
     assert all(not s["missing"] for s in doc["steps"])

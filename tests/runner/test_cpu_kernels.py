@@ -122,6 +122,11 @@ ERRORS = [
      "softmax_xent_bwd: argument 5 (labels) holds label 3 at row 1"),
     ("linear_sgd", [4, 4, 4, 0.1, 0.9, 0.0, F32, F32, F32, F32[:15], F32, F32],
      "linear_sgd: argument 9 (V) has 15 elements but O*I = 16 are needed"),
+    ("conv_wgrad_partial", [1, 1, 5, 5, 1, 3, 3, 1, 0, 3, 3, 0, F32, F32, F32],
+     "conv_wgrad_partial: argument 11 (S) is 0; it must be >= 1"),
+    ("conv_sgd_finish", [1, 2, 2, 2, 4, 0.1, 0.9, 0.0, F32[:39], F32, F32, F32, F32],
+     "conv_sgd_finish: argument 8 (part) has 39 elements but S*OC*(C*KH*KW+1) = 40 are "
+     "needed"),
     # fused batch-norm kernels (cpu_fused_bn.c)
     ("gconv_sgd", [1, 4, 3, 3, 6, 1, 1, 1, 0, 3, 3, 4, 0.1, 0.9, 0.0, F32, F32, F32, F32],
      "gconv_sgd: argument 11 (groups) is 4; it must divide C = 4 and OC = 6"),
