@@ -303,6 +303,87 @@ static int k_gconv_sgd(const kctx *k)
     return 0;
 }
 
+/* ---------------------------------------------------------------- gconv_sgd split along K */
+
+/* Sum over the outputs i0 <= i < i1 (i = (b*OH + oh)*OW + ow) of dY[b,oc,oh,ow] times
+ * X[b,c,oh*s-pad+kh,ow*s-pad+kw] (0 outside the image), blocked as k_gconv_sgd: each image's
+ * part of the chunk summed in i order, then those sums in image order (so one chunk is
+ * k_gconv_sgd's sum, bit for bit). One chunk of a split-K weight-gradient sum, walked as row
+ * segments; c: the weight's input channel. */
+static float gconv_wgrad_range(const gconv *g, const float *X, const float *dY, int oc, int c,
+                               int kh, int kw, int64_t i0, int64_t i1)
+{
+    const int64_t P = (int64_t)g->OH * g->OW;
+    float acc = 0.0f, part = 0.0f;
+    int64_t cur = i0 / P;
+    for (int64_t i = i0; i < i1;) {
+        const int64_t b = i / P;
+        const int oh = (int)(i % P / g->OW), ow0 = (int)(i % g->OW);
+        const int ow1 = i1 - i < g->OW - ow0 ? ow0 + (int)(i1 - i) : g->OW;
+        const int ih = oh * g->s - g->pad + kh;
+        i += ow1 - ow0;
+        if (b != cur) {   /* the next image: its own partial sum */
+            acc += part;
+            part = 0.0f;
+            cur = b;
+        }
+        if (ih < 0 || ih >= g->H) continue;
+        const float *dy = dY + (b * g->OC + oc) * P + (int64_t)oh * g->OW;
+        const float *x = X + ((b * g->C + c) * g->H + ih) * g->W;
+        for (int ow = ow0; ow < ow1; ++ow) {
+            const int iw = ow * g->s - g->pad + kw;
+            if (iw >= 0 && iw < g->W) part += dy[ow] * x[iw];
+        }
+    }
+    return acc + part;
+}
+
+static int k_gconv_wgrad_partial(const kctx *k)
+{
+    CHECK(gconv_dims(k, 0));
+    CHECK(kneed_min(k, 12, 1));
+    const gconv g = gconv_of(k);
+    const int S = I(12), cg = g.C / g.G;
+    const int64_t ckk = (int64_t)cg * g.KH * g.KW, n = (int64_t)g.B * g.OH * g.OW;
+    CHECK(kneed_numel(k, 13, (int64_t)g.B * g.C * g.H * g.W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 14, (int64_t)g.B * g.OC * g.OH * g.OW, "B*OC*OH*OW"));
+    CHECK(kneed_numel(k, 15, (int64_t)S * g.OC * ckk, "S*OC*(C/groups)*KH*KW"));
+    const float *X = PF(13), *dY = PF(14);
+    float *part = PF(15);
+    const int64_t chunk = (n - 1) / S + 1, outs = (int64_t)S * g.OC * ckk;
+#pragma omp parallel for if (outs * chunk > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < outs; ++e) {   /* e = (sc*OC + oc)*ckk + kk */
+        const int kk = (int)(e % ckk), oc = (int)(e / ckk % g.OC);
+        const int64_t sc = e / ckk / g.OC;
+        const int64_t i0 = sc * chunk < n ? sc * chunk : n;
+        const int64_t i1 = i0 + chunk < n ? i0 + chunk : n;
+        const int c = oc / (g.OC / g.G) * cg + kk / (g.KW * g.KH);
+        part[e] = gconv_wgrad_range(&g, X, dY, oc, c, kk / g.KW % g.KH, kk % g.KW, i0, i1);
+    }
+    return 0;
+}
+
+static int k_gconv_sgd_finish(const kctx *k)
+{
+    for (int i = 0; i < 6; ++i) CHECK(kneed_min(k, i, 1));
+    const int C = I(0), OC = I(1), KH = I(2), KW = I(3), G = I(4), S = I(5);
+    if (C % G || OC % G)
+        return kfail(k, 4, "is %d; it must divide C = %d and OC = %d", G, C, OC);
+    const float lr = F(6), m = F(7), wd = F(8);
+    const int64_t nw = (int64_t)OC * (C / G) * KH * KW;
+    CHECK(kneed_numel(k, 9, (int64_t)S * nw, "S*OC*(C/groups)*KH*KW"));
+    for (int i = 10; i <= 11; ++i) CHECK(kneed_numel(k, i, nw, "OC*(C/groups)*KH*KW"));
+    const float *part = PF(9);
+    float *Wt = PF(10), *V = PF(11);
+#pragma omp parallel for if (nw * S > PAR_MIN) schedule(static)
+    for (int64_t e = 0; e < nw; ++e) {
+        float acc = 0.0f;
+        for (int sc = 0; sc < S; ++sc) acc += part[sc * nw + e];   /* chunk order */
+        sgd_step(Wt, V, e, acc, lr, m, wd);
+    }
+    return 0;
+}
+
 #define GCONV_NAMES "B C H W OC KH KW stride pad OH OW groups "
 
 const kernel_spec CPU_FUSED_BN_KERNELS[] = {
@@ -318,6 +399,10 @@ const kernel_spec CPU_FUSED_BN_KERNELS[] = {
      k_gconv_bwd_data},
     {"gconv_sgd", "iiiiiiiiiiiiffftttt",
      GCONV_NAMES "lr momentum weight_decay X dY weight V", k_gconv_sgd},
+    {"gconv_wgrad_partial", "iiiiiiiiiiiiittt", GCONV_NAMES "S X dY part",
+     k_gconv_wgrad_partial},
+    {"gconv_sgd_finish", "iiiiiifffttt",
+     "C OC KH KW groups S lr momentum weight_decay part weight V", k_gconv_sgd_finish},
 };
 const int CPU_FUSED_BN_NKERNELS =
     (int)(sizeof CPU_FUSED_BN_KERNELS / sizeof CPU_FUSED_BN_KERNELS[0]);

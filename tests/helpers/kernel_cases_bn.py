@@ -126,9 +126,32 @@ def _gconv_sgd(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, groups, lr, momentum
     _sgd64(weight, V, dw.ravel(), lr, momentum, weight_decay)
 
 
+def _gconv_wgrad_partial(B, C, H, W, OC, KH, KW, stride, pad, OH, OW, groups, S, X, dY,
+                         part):
+    """The README's chunks [s*Kc, min((s+1)*Kc, n)), Kc = ceil(n/S), of each weight's sum."""
+    n, cg, og = B * OH * OW, C // groups, OC // groups
+    pt = _conv_patches(X, B, C, H, W, KH, KW, stride, pad, OH, OW).reshape(n, C, KH, KW)
+    dy = dY[:B * OC * OH * OW].reshape(B, OC, OH * OW).transpose(0, 2, 1).reshape(n, OC)
+    dy = dy.astype(_F64)
+    p = part[:S * OC * cg * KH * KW].reshape(S, OC, cg, KH, KW)
+    kc = -(-n // S)
+    for s in range(S):
+        i0, i1 = min(n, s * kc), min(n, s * kc + kc)
+        for g in range(groups):
+            p[s, g * og:(g + 1) * og] = np.einsum("lo,lckw->ockw", dy[i0:i1, g * og:(g + 1) * og],
+                                                  pt[i0:i1, g * cg:(g + 1) * cg])
+
+
+def _gconv_sgd_finish(C, OC, KH, KW, groups, S, lr, momentum, weight_decay, part, weight, V):
+    n = OC * C // groups * KH * KW
+    g = part[:S * n].reshape(S, n).astype(_F64).sum(axis=0)
+    _sgd64(weight, V, g, lr, momentum, weight_decay)
+
+
 ORACLE_BN = {"gconv_stats_fwd": _gconv_stats_fwd, "bn_act_fwd": _bn_act_fwd,
              "bn_bwd_sgd": _bn_bwd_sgd,
-             "gconv_bwd_data": _gconv_bwd_data, "gconv_sgd": _gconv_sgd}
+             "gconv_bwd_data": _gconv_bwd_data, "gconv_sgd": _gconv_sgd,
+             "gconv_wgrad_partial": _gconv_wgrad_partial, "gconv_sgd_finish": _gconv_sgd_finish}
 
 # (B, C, H, W, OC, K, stride, pad, groups): MobileNetV2's stem (3x3/2), a 1x1 expand, a
 # depthwise 3x3 at stride 1 and 2, a grouped convolution between, one-pixel images.
@@ -204,4 +227,15 @@ def fused_bn_cases(rng: np.random.Generator) -> list[Case]:
                         {"X": _rand(rng, nx), "dY": _rand(rng, ny), "weight": _rand(rng, nw),
                          "V": _rand(rng, nw)},
                         ("weight", "V"), label=f"gconv_sgd {tag}", atol=1e-6 * ny + 1e-5))
+        # split-K chunks: S = 1, uneven (98 = 3*25 + 23), an empty one (2 outputs, S = 3)
+        S = (1, 3, 2, 4, 1, 3, 3)[k % 7]
+        out.append(Case("gconv_wgrad_partial", dims + [S, "X", "dY", "part"],
+                        {"X": _rand(rng, nx), "dY": _rand(rng, ny), "part": nan(S * nw)},
+                        ("part",), label=f"gconv_wgrad_partial {tag} S={S}",
+                        atol=1e-6 * ny + 1e-5))
+        out.append(Case("gconv_sgd_finish", [C, OC, K, K, G, S, 0.05, 0.9, 5e-4, "part",
+                                             "weight", "V"],
+                        {"part": _rand(rng, S * nw), "weight": _rand(rng, nw),
+                         "V": _rand(rng, nw)},
+                        ("weight", "V"), label=f"gconv_sgd_finish {tag} S={S}"))
     return out

@@ -46,6 +46,22 @@ def test_fused_mobilenetv2_passes_every_checked_step_on_pocl(runner, pocl, tmp_p
                for s in doc["steps"])
 
 
+@pytest.mark.parametrize("backend", ["opencl", "cpu"])
+def test_fused_mobilenetv2_split_k_updates_pass_every_checked_step(request, runner, tmp_path,
+                                                                   backend):
+    """At batch 16 the first stage's units (B*OH*OW = 3136 products per weight) update in
+    split-K form (gconv_wgrad_partial + gconv_sgd_finish, S = 3); every step verified."""
+    spec = _spec(batch_size=16, **({} if backend == "opencl" else
+                                   {"backend": "cpu", "placement": None, "transfer": None}))
+    doc = _run(runner, request.getfixturevalue("pocl") if backend == "opencl" else None,
+               tmp_path, spec)
+    plan_path, = tmp_path.glob("plans/*/plan.json")
+    splits = {s.layer: bind_args(s.name, s.args)["S"] for s in Plan.load(plan_path).steps
+              if s.name == "gconv_wgrad_partial"}
+    assert splits == {"stem": 3, "b1_expand": 3, "b1_dw": 3, "b1_project": 3, "b2_expand": 3}
+    assert doc["method"] == "per-step" and doc["ok"], doc["worst"]
+
+
 def test_fused_mobilenetv2_passes_every_checked_step_on_cpu_backend(runner, tmp_path):
     doc = _run(runner, None, tmp_path, _spec(backend="cpu", placement=None, transfer=None,
                                              model="mobilenetv2_small_32x32x3",

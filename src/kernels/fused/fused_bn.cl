@@ -12,7 +12,9 @@
  *   gconv_bwd_data  the convolution's input gradient with the activation mask of its input
  *                   and, optionally, the residual gradient added;
  *   gconv_sgd       the convolution's weight gradient and its SGD step, one work-group per
- *                   weight.
+ *                   weight; for long, few sums split along B x OH x OW into
+ *                   gconv_wgrad_partial (one work-group per weight and chunk) and
+ *                   gconv_sgd_finish (the chunks' sums in order, the step).
  *
  * Grouped convolution: C input and OC output channels in `groups` groups (C % groups == 0,
  * OC % groups == 0), weight[OC, C/groups, KH, KW]; groups == 1 is a plain convolution,
@@ -298,4 +300,51 @@ __kernel void gconv_sgd(const int B, const int C, const int H, const int W, cons
     const float total = wg_sum(part, row);
     if (l != 0 || oc >= OC) return;
     SGD_STEP(weight, V, (size_t)oc * ckk + k, total);
+}
+
+/* Split-K form of gconv_sgd (as conv_wgrad_partial / conv_sgd_finish of fused.cl, without the
+ * bias column): gconv_wgrad_partial sums chunk s = [s*Kc, min((s+1)*Kc, n)), Kc = ceil(n/S),
+ * of the n = B*OH*OW products of weight (oc, k) into part[s, oc, k] (part: [S, OC,
+ * (C/groups)*KH*KW]), as gconv_sgd sums all of them. NDRange [(C/groups)*KH*KW*L, OC*S]
+ * (dimension 1: oc*S + s), local [L, 1]. */
+__kernel void gconv_wgrad_partial(const int B, const int C, const int H, const int W,
+                                  const int OC, const int KH, const int KW, const int stride,
+                                  const int pad, const int OH, const int OW, const int groups,
+                                  const int S, __global const float *X,
+                                  __global const float *dY, __global float *part)
+{
+    __local float scratch[RL_MAX];
+    const int k = get_group_id(0), q = get_global_id(1);
+    const int l = get_local_id(0), L = get_local_size(0);
+    const int cg = C / groups, ckk = cg * KH * KW, n = B * OH * OW;
+    if (k >= ckk) return;   /* a whole work-group: no barrier is skipped by part of one */
+    const int oc = q / S, s = q % S, live = q < OC * S;
+    const int chunk = (n - 1) / S + 1, i0 = min(n, s * chunk), i1 = min(n, i0 + chunk);
+    __local float *row = scratch + get_local_id(1) * L;
+    float v = 0.0f;
+    if (live)
+        v = conv_wgrad_chunk_share(dY, X, B, C, H, W, OC, OH, OW, stride, pad, oc,
+                                   (oc / (OC / groups)) * cg + k / (KW * KH), (k / KW) % KH,
+                                   k % KW, i0, i1, l, L);
+    const float total = wg_sum(v, row);
+    if (l != 0 || !live) return;
+    part[((size_t)s * OC + oc) * ckk + k] = total;
+}
+
+/* gconv_sgd_finish: g = part[0, oc, k] + ... + part[S-1, oc, k] (in that order), then the
+ * SGD step on weight[oc, k], V[oc, k]. One work-item per weight: NDRange
+ * [(C/groups)*KH*KW, OC]. */
+__kernel void gconv_sgd_finish(const int C, const int OC, const int KH, const int KW,
+                               const int groups, const int S, const float lr,
+                               const float momentum, const float weight_decay,
+                               __global const float *part, __global float *weight,
+                               __global float *V)
+{
+    const int k = get_global_id(0), oc = get_global_id(1), ckk = C / groups * KH * KW;
+    if (k >= ckk || oc >= OC) return;
+    const size_t stride_s = (size_t)OC * ckk, e = (size_t)oc * ckk + k;
+    float total = 0.0f;
+    for (int s = 0; s < S; ++s)
+        total += part[s * stride_s + e];
+    SGD_STEP(weight, V, e, total);
 }

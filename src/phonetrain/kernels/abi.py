@@ -100,13 +100,17 @@ KERNEL_ARGS: dict[str, tuple[str, ...]] = {
     "gconv_bwd_data": _GCONV + ("i:act", "i:res", "r:dY", "r:weight", "r:X", "r:R", "w:dX"),
     "gconv_sgd": _GCONV + ("f:lr", "f:momentum", "f:weight_decay", "r:X", "r:dY", "rw:weight",
                            "rw:V"),
+    # gconv_sgd split along K = B*OH*OW, as conv_wgrad_partial / conv_sgd_finish
+    "gconv_wgrad_partial": _GCONV + ("i:S", "r:X", "r:dY", "w:part"),
+    "gconv_sgd_finish": ("i:C", "i:OC", "i:KH", "i:KW", "i:groups", "i:S", "f:lr", "f:momentum",
+                         "f:weight_decay", "r:part", "rw:weight", "rw:V"),
 }
 
 FUSED_KERNELS = ("linear_fwd", "conv_fwd", "linear_bwd_data", "conv_bwd_data",
                  "maxpool_bwd_relu", "softmax_xent_bwd", "linear_sgd", "conv_sgd",
                  "conv_wgrad_partial", "conv_sgd_finish")
 FUSED_BN_KERNELS = ("gconv_stats_fwd", "bn_act_fwd", "bn_bwd_sgd", "gconv_bwd_data",
-                    "gconv_sgd")
+                    "gconv_sgd", "gconv_wgrad_partial", "gconv_sgd_finish")
 
 GEMM_KERNELS = ("gemm_nn", "gemm_nt", "gemm_tn")
 
@@ -274,7 +278,11 @@ def _fused_bn_flops(name: str, d: dict[str, object]) -> int:
     backward; one per element for an activation, its mask and the residual add; the SGD step
     ``4*n`` with momentum, else ``2*n``."""
     g = lambda k: int(d[k])  # noqa: E731
-    sgd = 4 if name in ("bn_bwd_sgd", "gconv_sgd") and float(d["momentum"]) != 0 else 2
+    sgd = 4 if name in ("bn_bwd_sgd", "gconv_sgd", "gconv_sgd_finish") and \
+        float(d["momentum"]) != 0 else 2
+    if name == "gconv_sgd_finish":   # S - 1 adds of the partial sums per weight, the step
+        n = g("OC") * (g("C") // g("groups")) * g("KH") * g("KW")
+        return (g("S") - 1) * n + sgd * n
     if name == "bn_bwd_sgd":
         n = g("B") * g("C") * g("HW")
         return 12 * n + (g("act") != 0) * n + sgd * 2 * g("C")
@@ -288,6 +296,8 @@ def _fused_bn_flops(name: str, d: dict[str, object]) -> int:
     if name == "gconv_bwd_data":
         ins = g("B") * g("C") * g("H") * g("W")
         return 2 * macs + ((g("act") != 0) + g("res")) * ins
+    if name == "gconv_wgrad_partial":   # gconv_sgd's sums, without the step
+        return 2 * macs
     return 2 * macs + sgd * g("OC") * (g("C") // g("groups")) * g("KH") * g("KW")
 
 
@@ -302,7 +312,8 @@ def _fused_bn_flops(name: str, d: dict[str, object]) -> int:
 REDUCE_LOCAL = 64
 REDUCTION_KERNELS = frozenset({"batchnorm_stats", "batchnorm_bwd_reduce", "dwconv3x3_bwd_weight",
                                "conv_sgd", "conv_wgrad_partial", "gconv_stats_fwd",
-                               "bn_act_fwd", "bn_bwd_sgd", "gconv_sgd"})
+                               "bn_act_fwd", "bn_bwd_sgd", "gconv_sgd",
+                               "gconv_wgrad_partial"})
 
 
 def baseline_global(name: str, d: dict[str, object]) -> list[int]:
@@ -351,6 +362,9 @@ def baseline_global(name: str, d: dict[str, object]) -> list[int]:
         "bn_bwd_sgd": lambda: [g("C") * REDUCE_LOCAL],
         "gconv_bwd_data": lambda: [g("H") * g("W"), g("B") * g("C")],
         "gconv_sgd": lambda: [g("C") // g("groups") * g("KH") * g("KW") * REDUCE_LOCAL, g("OC")],
+        "gconv_wgrad_partial": lambda: [g("C") // g("groups") * g("KH") * g("KW") * REDUCE_LOCAL,
+                                        g("OC") * g("S")],
+        "gconv_sgd_finish": lambda: [g("C") // g("groups") * g("KH") * g("KW"), g("OC")],
     }
     return table[name]()
 

@@ -17,8 +17,11 @@ statistics, and the SGD step of gamma and beta; it applies the unit's activation
 itself only where its output gradient comes unmasked, from ``gap_bwd``), then
 ``gconv_bwd_data`` (the input gradient from the weights before their update, with the
 activation mask of the unit's input and, for the first unit of a residual body, the skip's
-gradient added: ``res = 1``), then ``gconv_sgd`` (the weight gradient and its SGD step). The
-first unit computes no input gradient.
+gradient added: ``res = 1``), then ``gconv_sgd`` (the weight gradient and its SGD step), or
+where its sums are long and few its split-K pair ``gconv_wgrad_partial`` (into the scratch
+tensor ``<conv>.wgrad_part``, ``[S, OC, C/groups*KH*KW]``) + ``gconv_sgd_finish``, ``S`` by
+the rule of ``conv_sgd`` (:func:`phonetrain.lowering.fused.conv_sgd_splits`). The first unit
+computes no input gradient.
 
 Tensors: ``<conv>.out`` the convolution's output (batch norm's input), ``<bn>.part`` (the
 tiles' statistics), ``<bn>.mean`` / ``.invstd`` scratch, the unit's output named after its
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from ..models import (BatchNorm2d, Conv2d, DepthwiseConv2d, Flatten, GlobalAvgPool2d, Linear,
                       Model, ReLU, ReLU6, Residual, walk)
 from ..kernels.abi import REDUCE_LOCAL
+from .fused import conv_sgd_splits
 from .spec import LowerError
 
 _ACT = {ReLU: 1, ReLU6: 2}
@@ -251,4 +255,21 @@ def _backward(b, units: list[_Unit], entries: list, dy: int, masked: bool, hyper
                      "backward")
             dy, masked = dx, True
         V, = b.momenta[u.conv.name]
-        b.kernel("gconv_sgd", [*u.dims, *hyper, u.x, dz, weight, V], u.conv.name, "update")
+        _gconv_update(b, u, hyper, [u.x, dz, weight, V])
+
+
+def _gconv_update(b, u, hyper: list[float], bufs: list[int]) -> None:
+    """Emit a unit's weight gradient and SGD step: ``gconv_sgd``, or its split-K pair when
+    :func:`~phonetrain.lowering.fused.conv_sgd_splits` gives ``S >= 2``. ``bufs`` =
+    ``[X, dY, weight, V]``."""
+    B, C, _, _, OC, KH, KW, *_, OH, OW, groups = u.dims
+    ckk = C // groups * KH * KW
+    s = conv_sgd_splits(OC * ckk, B * OH * OW)
+    if s == 1:
+        b.kernel("gconv_sgd", [*u.dims, *hyper, *bufs], u.conv.name, "update")
+        return
+    x, dy, weight, V = bufs
+    part = b.tensor(f"{u.conv.name}.wgrad_part", [s, OC, ckk], "scratch")
+    b.kernel("gconv_wgrad_partial", [*u.dims, s, x, dy, part], u.conv.name, "update")
+    b.kernel("gconv_sgd_finish", [C, OC, KH, KW, groups, s, *hyper, part, weight, V],
+             u.conv.name, "update")

@@ -219,9 +219,54 @@ def _gconv_sgd(d) -> None:
     _sgd(d, "weight", "V", dw)
 
 
+def _gconv_wgrad_partial(d) -> None:
+    """``part[s, oc, :]``: ``gconv_sgd``'s weight gradient over chunk ``s`` of the
+    ``B*OH*OW`` columns (``im2col`` of all channels + ``swap01``; per group ``gemm_nt`` on the
+    chunk's columns, or for one output channel per group -- depthwise -- the same products
+    summed per channel in numpy)."""
+    B, C, H, W, OC, KH, KW, s, p, OH, OW, G = _dims(d)
+    S, cg, og = int(d["S"]), C // G, OC // G
+    kk, cols = KH * KW, B * OH * OW
+    col, dyc = _z(d, C * kk * cols, "part"), _z(d, OC * cols, "part")
+    _run("im2col", d, B=B, C=C, H=H, W=W, KH=KH, KW=KW, stride=s, pad=p, OH=OH, OW=OW,
+         X=d["X"], col=col)
+    _run("swap01", d, D0=B, D1=OC, D2=OH * OW, X=d["dY"], Y=dyc)
+    col, dyc = col.reshape(G, cg * kk, cols), dyc.reshape(G, og, cols)
+    part = d["part"][:S * OC * cg * kk].reshape(S, G, og, cg * kk)
+    kc = -(-cols // S)
+    for c in range(S):
+        i0, i1 = min(cols, c * kc), min(cols, c * kc + kc)
+        part[c] = 0
+        if i1 == i0:
+            continue
+        if og == 1:   # depthwise-like: G independent dot products per weight tap
+            part[c, :, 0] = np.einsum("gl,gkl->gk", dyc[:, 0, i0:i1], col[:, :, i0:i1])
+            continue
+        for g in range(G):
+            a = np.ascontiguousarray(dyc[g, :, i0:i1]).ravel()
+            b = np.ascontiguousarray(col[g, :, i0:i1]).ravel()
+            dw = _z(d, og * cg * kk, "part")
+            _run("gemm_nt", d, M=og, N=cg * kk, K=i1 - i0, alpha=1.0, A=a, B=b, beta=0.0,
+                 C=dw)
+            part[c, g] = dw.reshape(og, cg * kk)
+
+
+def _gconv_sgd_finish(d) -> None:
+    """The ``S`` partial sums of each weight added in chunk order, then ``sgd_update``."""
+    C, OC, KH, KW, G, S = (int(d[k]) for k in ("C", "OC", "KH", "KW", "groups", "S"))
+    n = OC * C // G * KH * KW
+    part = d["part"][:S * n].reshape(S, n)
+    g = np.zeros(n, d["weight"].dtype)
+    for c in range(S):
+        g += part[c]
+    _sgd(d, "weight", "V", g)
+
+
 FUSED_BN_KERNELS = {"gconv_stats_fwd": _gconv_stats_fwd, "bn_act_fwd": _bn_act_fwd,
                     "bn_bwd_sgd": _bn_bwd_sgd,
-                    "gconv_bwd_data": _gconv_bwd_data, "gconv_sgd": _gconv_sgd}
+                    "gconv_bwd_data": _gconv_bwd_data, "gconv_sgd": _gconv_sgd,
+                    "gconv_wgrad_partial": _gconv_wgrad_partial,
+                    "gconv_sgd_finish": _gconv_sgd_finish}
 
 KERNELS.update(FUSED_BN_KERNELS)
 
