@@ -1,5 +1,6 @@
 """The fused lowering of batch-norm models (phonetrain.lowering.fused_bn): MobileNetV2 in 59
-launches per step instead of 171, weights updated after their input gradient, the same
+launches per step instead of 171 (with the opt-in split K, one more per split-K update),
+weights updated after their input gradient, the same
 training as the layer-by-layer plan in the float64 reference (every placement; MobileNetV2 and
 small models with ReLU units, a strided depthwise unit and a Linear layer after Flatten), and
 one LowerError naming a layer it cannot fuse."""
@@ -28,9 +29,9 @@ def _kernels(plan: Plan) -> list:
     return [s for s in plan.steps if s.op == "kernel"]
 
 
-# Split-K updates at batch 32 (conv_sgd_splits): the units of the first stage (stem, b1,
-# b2_expand; B*OH*OW = 6272 or 8192 products per sum), and at 32x32x3 the 1024-position
-# stage's units with fewer than 1024 weights too.
+# Split-K updates at batch 32 with splitk_groups = 1024 (conv_sgd_splits): the units of the
+# first stage (stem, b1, b2_expand; B*OH*OW = 6272 or 8192 products per sum), and at 32x32x3
+# the 1024-position stage's units with fewer than 1024 weights too.
 SPLIT_UNITS = {"mobilenetv2_small": {"stem": 6, "b1_expand": 4, "b1_dw": 4, "b1_project": 4,
                                      "b2_expand": 4},
                "mobilenetv2_small_32x32x3": {"stem": 5, "b1_expand": 4, "b1_dw": 4,
@@ -39,15 +40,31 @@ SPLIT_UNITS = {"mobilenetv2_small": {"stem": 6, "b1_expand": 4, "b1_dw": 4, "b1_
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_fused_mobilenetv2_launch_counts(model):
-    """171 launches -> 59 with one gconv_sgd per unit, plus one per split-K update (its
-    finish): 64 and 68."""
+def test_fused_mobilenetv2_launches_59_kernels_instead_of_171(model):
     base = LowerSpec(model=model, batch_size=32, backend="opencl", placement="resident",
                      transfer="copy")
     n_base = len(_kernels(lower(base)))
     fused = _kernels(lower(replace(base, kernel="fused")))
+    assert (n_base, len(fused)) == (171, 59)
+    assert Counter(s.name for s in fused) == {
+        "gconv_stats_fwd": 11, "bn_act_fwd": 11, "bn_bwd_sgd": 11, "gconv_sgd": 11,
+        "gconv_bwd_data": 10,
+        "gap_fwd": 1, "linear_fwd": 1, "softmax_xent_bwd": 1, "linear_sgd": 1, "gap_bwd": 1}
+    # both residual adds are fused: into the forward of the blocks' last units, and into the
+    # input gradient of the blocks' first units
+    assert sum(s.args[5]["i"] for s in fused if s.name == "bn_act_fwd") == 2
+    assert sum(s.args[13]["i"] for s in fused if s.name == "gconv_bwd_data") == 2
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_fused_mobilenetv2_split_k_launch_counts(model):
+    """With splitk_groups = 1024: 59 launches plus one per split-K update (its finish), 64 and
+    68, with the rule's S per unit."""
+    fused = _kernels(lower(LowerSpec(model=model, batch_size=32, backend="opencl",
+                                     placement="resident", transfer="copy", kernel="fused",
+                                     splitk_groups=1024)))
     splits = SPLIT_UNITS[model]
-    assert (n_base, len(fused)) == (171, 59 + len(splits))
+    assert len(fused) == 59 + len(splits)
     assert Counter(s.name for s in fused) == {
         "gconv_stats_fwd": 11, "bn_act_fwd": 11, "bn_bwd_sgd": 11,
         "gconv_sgd": 11 - len(splits), "gconv_wgrad_partial": len(splits),
@@ -58,18 +75,18 @@ def test_fused_mobilenetv2_launch_counts(model):
     finish = [s.layer for s in fused if s.name == "gconv_sgd_finish"]
     partial = [s.layer for s in fused if s.name == "gconv_wgrad_partial"]
     assert finish == partial
-    # both residual adds are fused: into the forward of the blocks' last units, and into the
-    # input gradient of the blocks' first units
-    assert sum(s.args[5]["i"] for s in fused if s.name == "bn_act_fwd") == 2
-    assert sum(s.args[13]["i"] for s in fused if s.name == "gconv_bwd_data") == 2
 
 
-def test_fused_bn_plan_updates_parameters_after_their_last_read():
+@pytest.mark.parametrize("batch,groups", [(4, 0), (16, 1024)])
+def test_fused_bn_plan_updates_parameters_after_their_last_read(batch, groups):
     """No step reads a convolution weight or a batch norm's gamma after the kernel that
-    updates it, and no parameter-gradient buffer exists."""
-    plan = lower(LowerSpec(model="mobilenetv2_small", batch_size=4, kernel="fused",
-                           backend="opencl", placement="resident", transfer="copy"))
+    updates it (split K at batch 16: gconv_sgd_finish), and no parameter-gradient buffer
+    exists."""
+    plan = lower(LowerSpec(model="mobilenetv2_small", batch_size=batch, kernel="fused",
+                           backend="opencl", placement="resident", transfer="copy",
+                           splitk_groups=groups))
     steps = _kernels(plan)
+    assert any(s.name == "gconv_sgd_finish" for s in steps) == bool(groups)
     for i, s in enumerate(steps):
         if s.name in ("gconv_sgd", "gconv_sgd_finish", "bn_bwd_sgd"):
             w = s.args[12]["t"] if s.name == "bn_bwd_sgd" else s.args[-2]["t"]

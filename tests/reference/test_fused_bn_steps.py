@@ -49,9 +49,10 @@ def test_fused_mobilenetv2_passes_every_checked_step_on_pocl(runner, pocl, tmp_p
 @pytest.mark.parametrize("backend", ["opencl", "cpu"])
 def test_fused_mobilenetv2_split_k_updates_pass_every_checked_step(request, runner, tmp_path,
                                                                    backend):
-    """At batch 16 the first stage's units (B*OH*OW = 3136 products per weight) update in
-    split-K form (gconv_wgrad_partial + gconv_sgd_finish, S = 3); every step verified."""
-    spec = _spec(batch_size=16, **({} if backend == "opencl" else
+    """With splitk_groups = 1024 at batch 16 the first stage's units (B*OH*OW = 3136
+    products per weight) update in split-K form (gconv_wgrad_partial + gconv_sgd_finish,
+    S = 3); every step verified."""
+    spec = _spec(batch_size=16, splitk_groups=1024, **({} if backend == "opencl" else
                                    {"backend": "cpu", "placement": None, "transfer": None}))
     doc = _run(runner, request.getfixturevalue("pocl") if backend == "opencl" else None,
                tmp_path, spec)

@@ -1,8 +1,8 @@
 """Per-step verification of short fused runs (kernel version ``fused``) through the real
 runner: on PoCL (resident and staged placements) and on the CPU backend, every checked step
-of the MLP 784-256-128-16 and LeNet-5 (and on PoCL vgg_small) is within its bound, the
-convolutions with long weight-gradient sums updating in their split-K form; a planted fault
-in a fused kernel fails its steps."""
+of the MLP 784-256-128-16 and LeNet-5 (and on PoCL vgg_small) is within its bound, by
+default and, with ``splitk_groups`` = 1024, with the convolutions with long weight-gradient
+sums updating in their split-K form; a planted fault in a fused kernel fails its steps."""
 
 from __future__ import annotations
 
@@ -37,25 +37,31 @@ def _run(runner, selector, tmp: Path, spec: LowerSpec, kernels_root: Path = KERN
 
 
 # The split-K updates (chunk counts S, src/kernels/README.md "Fused kernels") each model's
-# plan has at batch 8: LeNet-5's conv1, vgg_small's conv1a and conv1b.
+# plan has at batch 8 with splitk_groups = 1024: LeNet-5's conv1, vgg_small's conv1a and
+# conv1b; with the default (0) none.
 SPLITS = {"mlp_784_256_128_16": {}, "lenet5": {"conv1": 6, "conv2": 1},
           "vgg_small": {"conv1a": 6, "conv1b": 2, "conv2a": 1}}
 
 
-@pytest.mark.parametrize("model,placement", [("mlp_784_256_128_16", "resident"),
-                                             ("lenet5", "staged"), ("vgg_small", "resident")])
-def test_fused_run_passes_every_checked_step_on_pocl(runner, pocl, tmp_path, model, placement):
-    doc = _run(runner, pocl, tmp_path, _spec(model, placement=placement))
-    assert {layer: _splits(tmp_path, layer) for layer in SPLITS[model]} == SPLITS[model]
+@pytest.mark.parametrize("model,placement,groups", [("mlp_784_256_128_16", "resident", 0),
+                                                    ("lenet5", "staged", 0),
+                                                    ("lenet5", "staged", 1024),
+                                                    ("vgg_small", "resident", 1024)])
+def test_fused_run_passes_every_checked_step_on_pocl(runner, pocl, tmp_path, model, placement,
+                                                     groups):
+    doc = _run(runner, pocl, tmp_path, _spec(model, placement=placement, splitk_groups=groups))
+    assert {layer: _splits(tmp_path, layer) for layer in SPLITS[model]} == (
+        SPLITS[model] if groups else dict.fromkeys(SPLITS[model], 1))
     assert doc["method"] == "per-step" and doc["ok"], doc["worst"]
     assert [s["iteration"] for s in doc["steps"]] == [0, 1, 2]
     assert all(not s["missing"] for s in doc["steps"])
 
 
-def test_fused_run_passes_every_checked_step_on_cpu_backend(runner, tmp_path):
+@pytest.mark.parametrize("groups,splits", [(0, 1), (1024, 6)])
+def test_fused_run_passes_every_checked_step_on_cpu_backend(runner, tmp_path, groups, splits):
     doc = _run(runner, None, tmp_path, _spec("lenet5", backend="cpu", placement=None,
-                                             transfer=None))
-    assert _splits(tmp_path, "conv1") == 6
+                                             transfer=None, splitk_groups=groups))
+    assert _splits(tmp_path, "conv1") == splits
     assert doc["ok"], doc["worst"]
 
 

@@ -492,6 +492,8 @@ def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERN
         name += f"-{spec.placement}-{spec.transfer}/{spec.kernel}"
     if spec.reuse_buffers:
         name += "/reuse"
+    if spec.splitk_groups:
+        name += f"/splitk{spec.splitk_groups}"
     plan = Plan(name=name, backend=spec.backend, tensors=b.tensors, steps=steps,
                 programs=_programs(steps, version, kernels_root) if spec.backend == "opencl"
                 else [],

@@ -11,10 +11,11 @@ the ReLU's output (``linear_bwd_data``/``conv_bwd_data`` with ``relu = 1``,
 input gradient is computed from its weights *before* its ``linear_sgd``/``conv_sgd``
 (weight and bias gradient + SGD update, no gradient buffers) overwrites them.
 
-Split K: a convolution whose weight-gradient sums are long and few (:func:`conv_sgd_splits`)
-updates through ``conv_wgrad_partial`` (``S`` chunks of each sum into the scratch tensor
-``<layer>.wgrad_part``, ``[S, OC, C*KH*KW+1]``) and ``conv_sgd_finish`` (the ``S`` partial
-sums in chunk order, then the step) instead of one ``conv_sgd``.
+Split K (opt-in: ``LowerSpec.splitk_groups`` > 0): a convolution whose weight-gradient sums
+are long and few (:func:`conv_sgd_splits`) updates through ``conv_wgrad_partial`` (``S``
+chunks of each sum into the scratch tensor ``<layer>.wgrad_part``, ``[S, OC, C*KH*KW+1]``)
+and ``conv_sgd_finish`` (the ``S`` partial sums in chunk order, then the step) instead of one
+``conv_sgd``.
 
 Requires the model's last layer to be a Linear layer (the loss kernel computes its input
 gradient); :class:`~phonetrain.lowering.spec.LowerError` otherwise.
@@ -30,21 +31,24 @@ from .spec import LowerError
 
 
 # The split-K rule of a convolution's update (conv_sgd_splits): conv_sgd runs one work-group
-# per output (OC*(C*KH*KW+1) of them), each summing K = B*OH*OW products. Fewer work-groups
-# than SPLITK_GROUPS leave a large GPU idle (an H200's 132 SMs hold 8 work-groups of 256
-# each: ~1056 at once); the split raises the count to at least SPLITK_GROUPS while every
-# chunk keeps SPLITK_CHUNK_MIN products (4 per work-item of a 256 work-group), so the extra
-# launch and the S partial sums per output stay small next to the sums.
-SPLITK_GROUPS = 1024
+# per output (OC*(C*KH*KW+1) of them), each summing K = B*OH*OW products. On a large GPU
+# fewer work-groups than it holds at once leave it idle (an H200's 132 SMs hold 8
+# work-groups of 256 each: ~1056, LowerSpec.splitk_groups = 1024); the split raises the
+# count to at least ``groups`` while every chunk keeps SPLITK_CHUNK_MIN products (4 per
+# work-item of a 256 work-group), so the extra launch and the S partial sums per output stay
+# small next to the sums. CPUs and phone GPUs run the extra work-groups slower: groups = 0.
 SPLITK_CHUNK_MIN = 1024
 
 
-def conv_sgd_splits(outputs: int, k: int) -> int:
+def conv_sgd_splits(outputs: int, k: int, groups: int) -> int:
     """The chunk count S of a convolution update with ``outputs`` weight-gradient sums (bias
-    column included) of ``k`` products each: ``min(ceil(SPLITK_GROUPS / outputs),
-    k // SPLITK_CHUNK_MIN)``, or 1 (no split: ``conv_sgd``) when that is below 2, in
-    particular when ``outputs >= SPLITK_GROUPS`` or ``k < 2 * SPLITK_CHUNK_MIN``."""
-    s = min(-(-SPLITK_GROUPS // outputs), k // SPLITK_CHUNK_MIN)
+    column included) of ``k`` products each, split to reach ``groups`` work-groups
+    (``LowerSpec.splitk_groups``): ``min(ceil(groups / outputs), k // SPLITK_CHUNK_MIN)``,
+    or 1 (no split: ``conv_sgd``) when that is below 2, in particular when ``groups`` is 0,
+    ``outputs >= groups`` or ``k < 2 * SPLITK_CHUNK_MIN``."""
+    if groups == 0:
+        return 1
+    s = min(-(-groups // outputs), k // SPLITK_CHUNK_MIN)
     return s if s >= 2 else 1
 
 
@@ -194,18 +198,19 @@ def lower_fused(b, model: Model, spec, x: int, labels: int) -> int:
                                     u.x, dy, W, V, bias, Vb], layer.name, "update")
         else:
             _conv_update(b, layer, _conv_dims(b, layer, u.x, batch), hyper,
-                         [u.x, dy, W, V, bias, Vb])
+                         [u.x, dy, W, V, bias, Vb], spec.splitk_groups)
         dy = dx
     return loss
 
 
-def _conv_update(b, layer: Conv2d, dims: list[int], hyper: list[float], bufs: list[int]) -> None:
+def _conv_update(b, layer: Conv2d, dims: list[int], hyper: list[float], bufs: list[int],
+                 groups: int) -> None:
     """Emit a convolution's weight/bias gradient and SGD step: ``conv_sgd``, or its split-K
-    pair when :func:`conv_sgd_splits` gives ``S >= 2``. ``dims`` as :func:`_conv_dims`,
-    ``bufs`` = ``[X, dY, weight, V, bias, Vb]``."""
+    pair when :func:`conv_sgd_splits` (``groups``: ``LowerSpec.splitk_groups``) gives
+    ``S >= 2``. ``dims`` as :func:`_conv_dims`, ``bufs`` = ``[X, dY, weight, V, bias, Vb]``."""
     batch, c, _, _, oc, kh, kw, _, _, oh, ow = dims
     outputs = oc * (c * kh * kw + 1)
-    s = conv_sgd_splits(outputs, batch * oh * ow)
+    s = conv_sgd_splits(outputs, batch * oh * ow, groups)
     if s == 1:
         b.kernel("conv_sgd", dims + hyper + bufs, layer.name, "update")
         return

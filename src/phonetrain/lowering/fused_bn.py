@@ -18,10 +18,11 @@ itself only where its output gradient comes unmasked, from ``gap_bwd``), then
 ``gconv_bwd_data`` (the input gradient from the weights before their update, with the
 activation mask of the unit's input and, for the first unit of a residual body, the skip's
 gradient added: ``res = 1``), then ``gconv_sgd`` (the weight gradient and its SGD step), or
-where its sums are long and few its split-K pair ``gconv_wgrad_partial`` (into the scratch
-tensor ``<conv>.wgrad_part``, ``[S, OC, C/groups*KH*KW]``) + ``gconv_sgd_finish``, ``S`` by
-the rule of ``conv_sgd`` (:func:`phonetrain.lowering.fused.conv_sgd_splits`). The first unit
-computes no input gradient.
+(opt-in: ``LowerSpec.splitk_groups`` > 0) where its sums are long and few its split-K pair
+``gconv_wgrad_partial`` (into the scratch tensor ``<conv>.wgrad_part``,
+``[S, OC, C/groups*KH*KW]``) + ``gconv_sgd_finish``, ``S`` by the rule of ``conv_sgd``
+(:func:`phonetrain.lowering.fused.conv_sgd_splits`). The first unit computes no input
+gradient.
 
 Tensors: ``<conv>.out`` the convolution's output (batch norm's input), ``<bn>.part`` (the
 tiles' statistics), ``<bn>.mean`` / ``.invstd`` scratch, the unit's output named after its
@@ -219,13 +220,15 @@ def lower_fused_bn(b, model: Model, spec, x: int, labels: int) -> int:
     V, Vb = b.momenta[fc.name]
     b.kernel("linear_sgd", [batch, fc.out_features, fc.in_features, *hyper, fx, dlogits, W, V,
                             bias, Vb], fc.name, "update")
-    _backward(b, units, entries[:-1], dy, acts.get(fx, 0) != 0, hyper)
+    _backward(b, units, entries[:-1], dy, acts.get(fx, 0) != 0, hyper, spec.splitk_groups)
     return loss
 
 
-def _backward(b, units: list[_Unit], entries: list, dy: int, masked: bool, hyper: list) -> None:
+def _backward(b, units: list[_Unit], entries: list, dy: int, masked: bool, hyper: list,
+              splitk_groups: int) -> None:
     """Emit the backward and update of ``entries`` in reverse from output gradient ``dy``
-    (``masked``: already through the activation of the tensor it belongs to)."""
+    (``masked``: already through the activation of the tensor it belongs to;
+    ``splitk_groups``: ``LowerSpec.splitk_groups``)."""
     acts = {u.y: u.act for u in units if not u.res}
     out_grad: dict[int, int] = {}
     for e in reversed(entries):
@@ -255,16 +258,16 @@ def _backward(b, units: list[_Unit], entries: list, dy: int, masked: bool, hyper
                      "backward")
             dy, masked = dx, True
         V, = b.momenta[u.conv.name]
-        _gconv_update(b, u, hyper, [u.x, dz, weight, V])
+        _gconv_update(b, u, hyper, [u.x, dz, weight, V], splitk_groups)
 
 
-def _gconv_update(b, u, hyper: list[float], bufs: list[int]) -> None:
+def _gconv_update(b, u, hyper: list[float], bufs: list[int], splitk_groups: int) -> None:
     """Emit a unit's weight gradient and SGD step: ``gconv_sgd``, or its split-K pair when
-    :func:`~phonetrain.lowering.fused.conv_sgd_splits` gives ``S >= 2``. ``bufs`` =
-    ``[X, dY, weight, V]``."""
+    :func:`~phonetrain.lowering.fused.conv_sgd_splits` (``splitk_groups``:
+    ``LowerSpec.splitk_groups``) gives ``S >= 2``. ``bufs`` = ``[X, dY, weight, V]``."""
     B, C, _, _, OC, KH, KW, *_, OH, OW, groups = u.dims
     ckk = C // groups * KH * KW
-    s = conv_sgd_splits(OC * ckk, B * OH * OW)
+    s = conv_sgd_splits(OC * ckk, B * OH * OW, splitk_groups)
     if s == 1:
         b.kernel("gconv_sgd", [*u.dims, *hyper, *bufs], u.conv.name, "update")
         return

@@ -39,7 +39,16 @@ class LowerSpec:
     iterations (0-based, warm-up included; negative from the end) after which the runner
     keeps the step's state for the per-step verification (:mod:`phonetrain.plan`); empty:
     none. ``reuse_buffers``: tensors whose lifetimes do not overlap share one buffer
-(:mod:`.reuse`); the checkpoints then keep only what is never shared. ``plan_id`` defaults to a readable name plus a hash of every field.
+    (:mod:`.reuse`); the checkpoints then keep only what is never shared.
+    ``splitk_groups`` (fused lowering only): the number of work-groups a convolution update
+    with long, few weight-gradient sums is split to reach
+    (:func:`phonetrain.lowering.fused.conv_sgd_splits`: ``conv_wgrad_partial`` +
+    ``conv_sgd_finish``, ``gconv_wgrad_partial`` + ``gconv_sgd_finish`` in place of one
+    ``conv_sgd``/``gconv_sgd``). It pays where idle compute units outweigh the extra launch
+    and partial sums: 1024 suits an H200-class GPU (132 SMs x 8 work-groups of 256); on CPUs
+    (PoCL, the CPU backend) and phone GPUs, with no idle compute units to fill, the extra
+    work-groups only cost (PoCL: LeNet-5's conv1 update 17.6 -> 24.6 ms), so 0 (the default)
+    never splits. ``plan_id`` defaults to a readable name plus a hash of every field.
     """
 
     model: str
@@ -63,6 +72,7 @@ class LowerSpec:
     dumps: str = "params"
     checkpoints: tuple[int, ...] = (0, 1, -2, -1)
     reuse_buffers: bool = False
+    splitk_groups: int = 0
 
     def check(self) -> None:
         """Raise :class:`LowerError` naming the first bad field."""
@@ -91,6 +101,11 @@ class LowerSpec:
                              "negative counts from the end)")
         if self.dumps not in DUMPS:
             raise LowerError(f"dumps={self.dumps!r}: use one of {DUMPS}")
+        if (not isinstance(self.splitk_groups, int) or isinstance(self.splitk_groups, bool)
+                or self.splitk_groups < 0):
+            raise LowerError(f"splitk_groups={self.splitk_groups!r}: an int >= 0, the "
+                             "work-groups a fused convolution update is split to reach "
+                             "(e.g. 1024 on an H200-class GPU); 0 never splits")
         self._check_optimizer()
 
     def _check_optimizer(self) -> None:
@@ -122,6 +137,8 @@ class LowerSpec:
         d.pop("plan_id")
         if not self.reuse_buffers:   # plan ids of specs without reuse stay what they were
             d.pop("reuse_buffers")
+        if not self.splitk_groups:   # plan ids of specs without split K stay what they were
+            d.pop("splitk_groups")
         if self.optimizer == "sgd":   # plan ids of SGD specs stay what they were before Adam
             for k in ADAM_FIELDS:
                 d.pop(k)
