@@ -772,7 +772,7 @@ class Phonetrain:
         spec = LowerSpec(model=model, batch_size=BATCH, backend=backend, placement=pl,
                          transfer=tr, kernel=version, dataset=self.a.dataset,
                          num_batches=NUM_BATCHES, warmup=warmup, iterations=iterations,
-                         seed=0, lr=self.a.lr, plan_id=pid)
+                         seed=0, lr=self.a.lr, plan_id=pid, splitk_groups=self.a.splitk_groups)
         pdir = write_plan_dir(spec, self.root)
         tuned = None
         tj = tuning.tuning_files(Path(self.a.tuning_dir) / version / "tuning") \
@@ -960,6 +960,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="phonetrain kernel version, or 'best': the fastest verified of "
                          "--versions per model and platform")
     ap.add_argument("--versions", default=",".join(VERSIONS))
+    ap.add_argument("--splitk-groups", type=int, default=0, metavar="N",
+                    help="LowerSpec.splitk_groups of phonetrain's plans: a fused convolution "
+                    "update with long, few weight-gradient sums is split (split K) to reach N "
+                    "work-groups; 1024 suits an H200-class GPU, 0 (default) never splits, "
+                    "the right choice for CPUs/PoCL and phone GPUs")
     ap.add_argument("--tuning-dir", help="DIR/<version>/tuning/*.json: the workflow's tuning "
                     "(results/build/<device>/kernels/) applied to tunable versions")
     ap.add_argument("--runner", help="runner binary (default: build one with cc)")
@@ -1057,7 +1062,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{a.iterations} timed iterations after {a.warmup} warm-up; valid = mean of the last "
           f"{LOSS_WINDOW} losses below the mean of the first {LOSS_WINDOW} and the first "
           f"{LOSS_WINDOW} losses within {START_TOLERANCE:g} (relative) of the numpy "
-          "reference's (same start)\n")
+          "reference's (same start)\n"
+          + (f"- phonetrain's fused convolution updates split K to {a.splitk_groups} "
+             "work-groups (--splitk-groups)\n" if a.splitk_groups else ""))
     print(TABLE_HEAD)
     for r in rows:
         print(fmt_row(r))
@@ -1065,7 +1072,8 @@ def main(argv: list[str] | None = None) -> int:
         from phonetrain.io import write_json
         write_json({"command": command, "date": started.isoformat(), "host": host,
                     "versions": versions, "iterations": a.iterations, "warmup": a.warmup,
-                    "batch": BATCH, "dataset": a.dataset, "lr": a.lr, "rows": rows,
+                    "batch": BATCH, "dataset": a.dataset, "lr": a.lr,
+                    "splitk_groups": a.splitk_groups, "rows": rows,
                     "kernel_selection": pt.selection if pt else []}, Path(a.json))
     bad = [r for r in rows if r["status"] == "error" or r.get("loss_falls") is False
            or r.get("verified") is False or r.get("start_rel_err", 0) > START_TOLERANCE]

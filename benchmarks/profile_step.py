@@ -8,6 +8,7 @@ Needs numpy, pandas and PyYAML, the runner built with ``cc`` (no Hydra, no Snake
 
     python benchmarks/profile_step.py                                    # PoCL, LeNet-5
     python benchmarks/profile_step.py --platform NVIDIA --versions baseline,fused --top 10
+    python benchmarks/profile_step.py --platform NVIDIA --versions fused --splitk-groups 1024
 """
 
 from __future__ import annotations
@@ -47,17 +48,24 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--top", type=int, default=8, help="rows per table")
+    ap.add_argument("--splitk-groups", type=int, default=0, metavar="N",
+                    help="LowerSpec.splitk_groups: a fused convolution update with long, few "
+                    "weight-gradient sums is split (split K: conv_wgrad_partial + "
+                    "conv_sgd_finish) to reach N work-groups; 1024 suits an H200-class GPU, "
+                    "0 (default) never splits, the right choice for CPUs/PoCL and phone GPUs")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="profile_step."))
     runner = toolchains.build_runner(tmp / "build")
     sel = rt.DeviceSelector(platform=a.platform) if a.platform else None
     print(f"model {a.model}, batch {a.batch}, resident placement, {a.iterations} measured "
-          f"iterations; load average {os.getloadavg()[0]:.2f}")
+          f"iterations, split K to {a.splitk_groups or 'no'} work-groups (--splitk-groups); "
+          f"load average {os.getloadavg()[0]:.2f}")
     for version in a.versions.split(","):
         spec = LowerSpec(model=a.model, batch_size=a.batch, backend="opencl",
                          placement="resident", transfer="copy", kernel=version, warmup=3,
                          iterations=a.iterations, num_batches=4, dumps="none", checkpoints=(),
-                         plan_id=f"profile-{a.model}-{version}")
+                         plan_id=f"profile-{a.model}-{version}",
+                         splitk_groups=a.splitk_groups)
         plan = write_bundle(spec, tmp / "root")
         out = tmp / "out" / version
         rt.run_plan(runner, plan, tmp / "root", out, device_selector=sel)

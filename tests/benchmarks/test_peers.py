@@ -104,3 +104,29 @@ def test_mobile_layers_reach_the_peers_as_nested_json():
         peers._chain_only("tinygrad", {"layers": docs})
     lenet = [peers._layer_doc(layer) for layer in get_model("lenet5").layers]
     assert peers._chain_only("MNN", {"layers": lenet}) is None
+
+
+def test_splitk_groups_reaches_phonetrain_plans(runner, pocl, tmp_path):
+    """--splitk-groups 1024: LeNet-5's plan updates conv1 in split-K form (S = 7 at batch 32)
+    and its row is still verified per step; the JSON records the setting."""
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"),
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src")])}
+    out_json = tmp_path / "peers.json"
+    p = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--peers", "phonetrain", "--models", "lenet5",
+         "--platforms", "Portable", "--placements", "resident-copy", "--kernel", "fused",
+         "--profiling", "on", "--threads", "2", "--splitk-groups", "1024",
+         "--runner", str(runner), "--json", str(out_json)],
+        capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    doc = json.loads(out_json.read_text())
+    assert doc["splitk_groups"] == 1024
+    cl = [r for r in doc["rows"] if r["framework"] == "phonetrain" and "OpenCL" in r["backend"]]
+    assert [(r["status"], r["verified"], r["kernel"]) for r in cl] == [("ok", True, "fused")]
+    from phonetrain.kernels import bind_args
+    from phonetrain.plan import Plan
+    plan_path, = (tmp_path / "tmp").glob("phonetrain-peers-*/plans/*opencl.fused*/plan.json")
+    partial = [bind_args(s.name, s.args)["S"] for s in Plan.load(plan_path).steps
+               if s.name == "conv_wgrad_partial"]
+    assert partial == [7]
