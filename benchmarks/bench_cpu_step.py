@@ -12,13 +12,16 @@ backward, update, loss read back with ``.item()``; ``torch.set_num_threads(threa
 Both sides alternate ``--repeats`` times (runner, torch, runner, ...) so both see the same
 background load. Prints one markdown table: median ms per step and p10-p90 over every
 measured iteration of every repeat, and the ratio of the medians (runner / torch: below 1
-means the runner is faster); ``--profile`` adds the runner's median ms per step of each
-(kernel, layer, phase) from its trace; ``--baseline-runner`` times another runner binary in
-the same rounds (a before/after column). The 1-minute load average before and after says how
-shared the machine was.
+means the runner is faster); ``--kernels baseline,fused`` times both CPU lowerings (the
+kernel-by-kernel step and the fused one) as columns of the same rounds; ``--profile`` adds
+the runner's median ms per step of each (kernel, layer, phase) from its trace;
+``--baseline-runner`` times another runner binary (on the first of ``--kernels``) in the same
+rounds (a before/after column). The 1-minute load average before and after says how shared
+the machine was.
 
     PYTHONPATH=$PWD/src /work/main/.venv/bin/python benchmarks/bench_cpu_step.py \
-        --threads 2 [--models mlp_784_256_128_16,lenet5] [--iterations 200] [--profile] \
+        --threads 2 [--models mlp_784_256_128_16,lenet5] [--iterations 200] \
+        [--kernels baseline,fused] [--profile] \
         [--baseline-runner OLD/runner]
 """
 
@@ -90,12 +93,14 @@ print(json.dumps(out))
 
 
 def runner_step_ms(runner: Path, root: Path, model: str, threads: int, warmup: int,
-                   iterations: int, profile: dict | None) -> np.ndarray:
-    """Wall ms of each measured iteration of a batch-32 CPU plan of ``model``; with
-    ``profile`` (a dict) also adds kernel name -> per-iteration ms arrays from the trace."""
+                   iterations: int, profile: dict | None, kernel: str = "baseline") -> np.ndarray:
+    """Wall ms of each measured iteration of a batch-32 CPU plan of ``model`` lowered with
+    kernel version ``kernel`` (``baseline``: kernel by kernel; ``fused``: the fused step);
+    with ``profile`` (a dict) also adds kernel name -> per-iteration ms arrays from the
+    trace."""
     spec = LowerSpec(model=model, batch_size=BATCH, backend="cpu", lr=LR, warmup=warmup,
                      iterations=iterations, num_batches=8, dumps="none", checkpoints=(),
-                     plan_id=f"{model}-t{threads}")
+                     kernel=kernel, plan_id=f"{model}-t{threads}-{kernel}")
     plan_path = write_bundle(spec, root)
     out = root / "out" / spec.resolved_plan_id()
     doc = rt.run_plan(runner, plan_path, root, out, threads=threads)
@@ -148,6 +153,9 @@ def fmt(x: np.ndarray) -> str:
               help="alternating runner/torch rounds")
 @click.option("--torch-python", default="/work/peers-venv/bin/python", show_default=True,
               help="a python that can import torch (skipped when it cannot)")
+@click.option("--kernels", default="baseline", show_default=True,
+              help="the runner's CPU lowerings, comma-separated (baseline, fused): one column "
+                   "each, timed in the same rounds")
 @click.option("--profile", is_flag=True, help="also print the runner's per-kernel ms per step")
 @click.option("--build-dir", type=click.Path(path_type=Path), default=None,
               help="where the runner is built (default: a temporary folder)")
@@ -155,25 +163,33 @@ def fmt(x: np.ndarray) -> str:
               help="another runner binary (e.g. built from an older commit) timed in the same "
                    "rounds, as a before/after column")
 def main(threads: int, models: str, warmup: int, iterations: int, repeats: int,
-         torch_python: str, profile: bool, build_dir: Path | None,
+         torch_python: str, kernels: str, profile: bool, build_dir: Path | None,
          baseline_runner: Path | None) -> None:
     """Print CPU-backend vs PyTorch CPU eager ms per training step as a markdown table."""
     load_before = os.getloadavg()[0]
     names = models.split(",")
-    ours: dict[str, list] = {m: [] for m in names}
+    versions = kernels.split(",")
+    for v in versions:
+        if v not in ("baseline", "fused"):
+            raise click.BadParameter(f"{v!r}: the CPU lowerings are baseline and fused",
+                                     param_hint="--kernels")
+    ours: dict[tuple, list] = {(m, v): [] for m in names for v in versions}
     theirs: dict[str, list] = {m: [] for m in names}
     before: dict[str, list] = {m: [] for m in names}
-    prof: dict[str, dict] = {m: {} for m in names}
+    prof: dict[tuple, dict] = {(m, v): {} for m in names for v in versions}
     torch_version = None
     with tempfile.TemporaryDirectory(prefix="bench_cpu_step.") as tmp:
         runner = toolchains.build_runner(build_dir or Path(tmp) / "build")
         for r in range(repeats):
             for m in names:
-                ours[m].append(runner_step_ms(runner, Path(tmp) / "root", m, threads, warmup,
-                                              iterations, prof[m] if profile else None))
+                for v in versions:
+                    ours[m, v].append(runner_step_ms(runner, Path(tmp) / "root", m, threads,
+                                                     warmup, iterations,
+                                                     prof[m, v] if profile else None, v))
                 if baseline_runner:
                     before[m].append(runner_step_ms(baseline_runner, Path(tmp) / "root", m,
-                                                    threads, warmup, iterations, None))
+                                                    threads, warmup, iterations, None,
+                                                    versions[0]))
             got = torch_step_ms(torch_python, names, threads, warmup, iterations)
             if got is not None:
                 torch_version = got[1]
@@ -188,25 +204,28 @@ def main(threads: int, models: str, warmup: int, iterations: int, repeats: int,
     if baseline_runner:
         print(f"baseline runner: {baseline_runner}\n")
     base_col = " runner cpu (baseline binary) |" if baseline_runner else ""
-    print(f"| model |{base_col} runner cpu | torch cpu eager | runner / torch (medians) |")
-    print("|---|" + ("---|" if baseline_runner else "") + "---|---|---|")
+    cols = "".join(f" runner cpu {v} |" for v in versions)
+    ratios = "".join(f" {v} / torch |" for v in versions)
+    print(f"| model |{base_col}{cols} torch cpu eager |{ratios}")
+    print("|---|" + "---|" * (bool(baseline_runner) + 2 * len(versions) + 1))
     for m in names:
-        a = np.concatenate(ours[m])
         b = np.concatenate(theirs[m]) if theirs[m] else None
-        ratio = f"{np.median(a) / np.median(b):.2f}" if b is not None else "-"
         base = f" {fmt(np.concatenate(before[m]))} |" if baseline_runner else ""
-        print(f"| {m} |{base} {fmt(a)} | {fmt(b) if b is not None else '-'} | {ratio} |")
+        mine = {v: np.concatenate(ours[m, v]) for v in versions}
+        cells = "".join(f" {fmt(a)} |" for a in mine.values())
+        ratio = "".join(f" {np.median(a) / np.median(b):.2f} |" if b is not None else " - |"
+                        for a in mine.values())
+        print(f"| {m} |{base}{cells} {fmt(b) if b is not None else '-'} |{ratio}")
     if profile:
-        for m in names:
-            print(f"\n{m}: runner ms per step by kernel, layer and phase "
+        for (m, v), per_kernel in prof.items():
+            print(f"\n{m}, {v}: runner ms per step by kernel, layer and phase "
                   "(median over measured steps):\n")
             print("| kernel layer phase | ms per step | share |")
             print("|---|---|---|")
-            rows = {k: np.median(np.concatenate(v)) for k, v in prof[m].items()}
+            rows = {k: np.median(np.concatenate(x)) for k, x in per_kernel.items()}
             total = sum(rows.values())
-            for k, v in sorted(rows.items(), key=lambda kv: -kv[1]):
-                print(f"| {k} | {v:.4f} | {v / total:.0%} |")
-
+            for k, x in sorted(rows.items(), key=lambda kv: -kv[1]):
+                print(f"| {k} | {x:.4f} | {x / total:.0%} |")
 
 if __name__ == "__main__":
     main()

@@ -9,9 +9,10 @@ the same batches (``phonetrain.data.write_batches``, cycled), softmax cross-entr
 memory and the loss is read back to the host. Rows:
 
 * phonetrain: the plan lowered by ``phonetrain.lowering`` and run by the project's runner
-  (``phonetrain.runner.Runner``) on its CPU backend (OpenMP, ``--threads``) and on each
-  requested OpenCL platform x placement (resident/copy, staged/copy, staged/map,
-  pipelined/copy), with the
+  (``phonetrain.runner.Runner``) on its CPU backend (OpenMP, ``--threads``; the faster
+  verified of the kernel-by-kernel and the fused lowering, ``--cpu-kernel best``, or the one
+  given) and on each requested OpenCL platform x placement (resident/copy, staged/copy,
+  staged/map, pipelined/copy), with the
   fastest per-step-verified kernel version (``--kernel best``; tuned where ``--tuning-dir``
   holds the workflow's ``<version>/tuning/<class>.json`` files) or the version given; each
   timed run is verified per step against the numpy reference
@@ -76,6 +77,9 @@ PEERS = ("phonetrain", "torch", "tinygrad", "mnn", "ort", "executorch")
 PLACEMENTS = {"resident-copy": ("resident", "copy"), "staged-copy": ("staged", "copy"),
               "staged-map": ("staged", "map"), "pipelined-copy": ("pipelined", "copy")}
 VERSIONS = ("baseline", "tiled", "regblock", "image", "clblast", "fused")
+# the CPU backend's lowerings: the kernel-by-kernel step, and the fused step (whose linear
+# layers run the GEMM engine with their epilogues; its convolutions loop per output element)
+CPU_VERSIONS = ("baseline", "fused")
 PROFILING = {"on": (True,), "off": (False,), "both": (True, False)}
 """``--profiling``: phonetrain's OpenCL rows with the runner's profiling event per command
 (its trace's device times; the study runs that way), without (``runner run --no-profiling``:
@@ -808,18 +812,22 @@ class Phonetrain:
                 "tuned_class": tuned, "device_name": (run.get("device") or {}).get("name"),
                 "threads": self.a.threads if backend == "cpu" else None}
 
-    def best_version(self, model: str, platform: str) -> tuple[str | None, str]:
-        """The fastest per-step-verified version of ``--versions`` on ``platform`` (short
-        runs of the first requested placement), or ``--kernel`` when it names one."""
-        if self.a.kernel != "best":
-            return self.a.kernel, "given by --kernel"
-        placement = self.a.placements[0]
+    def best_version(self, model: str, platform: str | None) -> tuple[str | None, str]:
+        """The fastest per-step-verified kernel version of ``model`` (short runs): on an OpenCL
+        ``platform`` of ``--versions`` in the first requested placement, or ``--kernel`` when it
+        names one; on the CPU backend (``platform`` None) of ``CPU_VERSIONS``, or
+        ``--cpu-kernel`` when it names one."""
+        cpu = platform is None
+        given, flag = (self.a.cpu_kernel, "--cpu-kernel") if cpu else (self.a.kernel, "--kernel")
+        if given != "best":
+            return given, f"given by {flag}"
+        backend, placement = ("cpu", None) if cpu else ("opencl", self.a.placements[0])
         n = max(2 * LOSS_WINDOW, min(50, self.a.iterations))
         tried = []
-        for v in self.a.versions:
-            r = self.run(model, "opencl", platform, placement, v, n, self.a.warmup, "select")
-            tried.append({"model": model, "platform": platform, "candidate": v, **r})
-            print(f"select {model} {platform} {v}: {r['status']} "
+        for v in CPU_VERSIONS if cpu else self.a.versions:
+            r = self.run(model, backend, platform, placement, v, n, self.a.warmup, "select")
+            tried.append({"model": model, "platform": platform or "cpu", "candidate": v, **r})
+            print(f"select {model} {platform or 'cpu'} {v}: {r['status']} "
                   f"{r.get('median_ms', r.get('note'))}", file=sys.stderr, flush=True)
         self.selection += tried
         good = [t for t in tried if t["status"] == "ok" and t["verified"]]
@@ -827,15 +835,27 @@ class Phonetrain:
             return None, "no version ran verified: " + "; ".join(
                 f"{t['candidate']} {t.get('note') or 'not verified'}" for t in tried)
         best = min(good, key=lambda t: t["median_ms"])
+        where = "" if cpu else f"{placement}, "
         return best["candidate"], (f"fastest verified of {len(good)}/{len(tried)} versions "
-                                 f"({placement}, {n} iterations)")
+                                 f"({where}{n} iterations)")
+
+    def cpu_row(self, model: str) -> dict:
+        """The CPU backend's row: the chosen version (``--cpu-kernel``) at ``--threads``."""
+        a = self.a
+        row = {"framework": "phonetrain", "backend": f"CPU backend (OpenMP), {a.threads} "
+               "threads", "model": model}
+        version, why = self.best_version(model, None)
+        if version is None:
+            return {**row, "status": "error", "note": why}
+        r = self.run(model, "cpu", None, None, version, a.iterations, a.warmup, "t")
+        if r.get("status") == "ok":
+            r["note"] = f"kernel {version}, {why}"
+        return {**row, **r}
 
     def rows(self, model: str) -> list[dict]:
         """The CPU row and one row per requested platform x placement."""
         a = self.a
-        out = [{"framework": "phonetrain", "backend": f"CPU backend (OpenMP), {a.threads} "
-                "threads", "model": model,
-                **self.run(model, "cpu", None, None, "baseline", a.iterations, a.warmup, "t")}]
+        out = [self.cpu_row(model)]
         plats = self.platforms()
         if not plats:
             out.append({"framework": "phonetrain", "backend": "OpenCL", "model": model,
@@ -960,6 +980,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="phonetrain kernel version, or 'best': the fastest verified of "
                          "--versions per model and platform")
     ap.add_argument("--versions", default=",".join(VERSIONS))
+    ap.add_argument("--cpu-kernel", default="best", choices=("best", *CPU_VERSIONS),
+                    help="the CPU row's lowering, or 'best': the fastest verified of "
+                         f"{', '.join(CPU_VERSIONS)} per model")
     ap.add_argument("--splitk-groups", type=int, default=0, metavar="N",
                     help="LowerSpec.splitk_groups of phonetrain's plans: a fused convolution "
                     "update with long, few weight-gradient sums is split (split K) to reach N "

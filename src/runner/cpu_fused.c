@@ -1,7 +1,9 @@
 /* CPU backend of the fused kernels (src/kernels/README.md, "Fused kernels"): the same
- * semantics as src/kernels/fused/fused.cl, one output element per loop iteration, every sum a
- * gather in a fixed order (deterministic at any thread count). Argument checks report the
- * first bad argument as cpu_kernels.c does. */
+ * semantics as src/kernels/fused/fused.cl. The linear layers' kernels are the GEMM engine's
+ * products (cpu_gemm; cpu_gemm_tn_sgd for the weight update, its SGD step applied per tile)
+ * followed by their bias, ReLU or mask; the rest compute one output element per loop
+ * iteration. Every sum runs in an order fixed by the shape (deterministic at any thread
+ * count). Argument checks report the first bad argument as cpu_kernels.c does. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>
@@ -51,15 +53,12 @@ static int k_linear_fwd(const kctx *k)
     CHECK(kneed_numel(k, 5, (int64_t)O * In, "O*I"));
     CHECK(kneed_numel(k, 6, O, "O"));
     CHECK(kneed_numel(k, 7, (int64_t)B * O, "B*O"));
-    const float *X = PF(4), *W = PF(5), *bias = PF(6);
+    const float *bias = PF(6);
     float *Y = PF(7);
-#pragma omp parallel for if ((int64_t)B * O * In > PAR_MIN) schedule(static)
-    for (int64_t e = 0; e < (int64_t)B * O; ++e) {
-        const float *x = X + (e / O) * In, *w = W + (e % O) * In;
-        float acc = 0.0f;
-        for (int i = 0; i < In; ++i) acc += x[i] * w[i];
-        Y[e] = relu_if(act, acc + bias[e % O]);
-    }
+    cpu_gemm(0, 1, B, O, In, 1.0f, PF(4), PF(5), 0.0f, Y);
+    /* the epilogue: a few rows of O, in cache behind the GEMM */
+    for (int64_t b = 0; b < B; ++b)
+        for (int o = 0; o < O; ++o) Y[b * O + o] = relu_if(act, Y[b * O + o] + bias[o]);
     return 0;
 }
 
@@ -103,18 +102,9 @@ static int k_conv_fwd(const kctx *k)
 static void linear_dx(int B, int O, int In, int relu, const float *dY, const float *W,
                       const float *X, float *dX)
 {
-#pragma omp parallel for if ((int64_t)B * O * In > PAR_MIN) schedule(static)
-    for (int64_t e = 0; e < (int64_t)B * In; ++e) {
-        if (relu && !(X[e] > 0.0f)) {
-            dX[e] = 0.0f;
-            continue;
-        }
-        const float *dy = dY + (e / In) * O;
-        const int64_t i = e % In;
-        float acc = 0.0f;
-        for (int o = 0; o < O; ++o) acc += dy[o] * W[(int64_t)o * In + i];
-        dX[e] = acc;
-    }
+    cpu_gemm(0, 0, B, In, O, 1.0f, dY, W, 0.0f, dX);
+    if (relu)   /* a select, not a branch: the mask is data (half of it zero after a ReLU) */
+        for (int64_t e = 0; e < (int64_t)B * In; ++e) dX[e] = X[e] > 0.0f ? dX[e] : 0.0f;
 }
 
 static int k_linear_bwd_data(const kctx *k)
@@ -236,20 +226,13 @@ static int k_linear_sgd(const kctx *k)
     CHECK(kneed_numel(k, 9, (int64_t)O * In, "O*I"));
     CHECK(kneed_numel(k, 10, O, "O"));
     CHECK(kneed_numel(k, 11, O, "O"));
-    const float *X = PF(6), *dY = PF(7);
-    float *W = PF(8), *V = PF(9), *bias = PF(10), *Vb = PF(11);
-    const int64_t n = (int64_t)O * (In + 1);   /* column In of each row: the bias */
-#pragma omp parallel for if ((int64_t)B * O * In > PAR_MIN) schedule(static)
-    for (int64_t e = 0; e < n; ++e) {
-        const int64_t o = e / (In + 1), i = e % (In + 1);
+    const float *dY = PF(7);
+    float *bias = PF(10), *Vb = PF(11);
+    cpu_gemm_tn_sgd(O, In, B, dY, PF(6), lr, m, wd, PF(8), PF(9));
+    for (int o = 0; o < O; ++o) {   /* the bias: column sums of dY, rows in order */
         float acc = 0.0f;
-        if (i == In) {
-            for (int b = 0; b < B; ++b) acc += dY[(int64_t)b * O + o];
-            sgd_step(bias, Vb, o, acc, lr, m, wd);
-        } else {
-            for (int b = 0; b < B; ++b) acc += dY[(int64_t)b * O + o] * X[(int64_t)b * In + i];
-            sgd_step(W, V, o * In + i, acc, lr, m, wd);
-        }
+        for (int b = 0; b < B; ++b) acc += dY[(int64_t)b * O + o];
+        sgd_step(bias, Vb, o, acc, lr, m, wd);
     }
     return 0;
 }

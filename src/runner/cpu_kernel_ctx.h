@@ -37,6 +37,17 @@ int kneed_numel(const kctx *k, int idx, int64_t need, const char *expr);
  * softmax_xent_bwd so both compute a row identically. */
 float softmax_xent_row(const float *x, int C, int label, float inv_b, float *dx);
 
+/* C[M,N] = alpha * op(A) @ op(B) + beta * C (op: transpose where trans_* is 1), row-major
+ * float32, C not read when beta == 0; every element summed in an order that depends on the
+ * shape only, never the thread count (cpu_kernels.c, "GEMM engine"). */
+void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+              const float *B, float beta, float *C);
+/* The gradient g = A^T @ B (A [K, M], B [K, N]) of W [M, N] applied at once by sgd_update's
+ * rule: g += wd * W, V = momentum * V + g, W -= lr * V (V [M, N]); with a short K each tile's
+ * step follows its sums while they are in cache, else g goes through a scratch array. */
+void cpu_gemm_tn_sgd(int M, int N, int K, const float *A, const float *B, float lr,
+                     float momentum, float wd, float *W, float *V);
+
 /* The fused kernels (cpu_fused.c) and the mobile CNN operators (cpu_mobile.c), searched after
  * cpu_kernels.c's own table. */
 extern const kernel_spec CPU_FUSED_KERNELS[];

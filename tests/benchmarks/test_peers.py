@@ -77,6 +77,12 @@ def test_quick_core_install(runner, pocl, tmp_path):
         assert r["iterations"] == 20 and r["p10_ms"] <= r["median_ms"] <= r["p90_ms"]
         assert r["start_rel_err"] <= 1e-3
     assert cl["kernel"] == cl_unprofiled["kernel"] == "regblock"
+    # --cpu-kernel best: both CPU lowerings ran verified, the row names the faster
+    tried = [t for t in doc["kernel_selection"] if t["platform"] == "cpu"]
+    assert sorted(t["candidate"] for t in tried) == ["baseline", "fused"], tried
+    assert all(t["status"] == "ok" and t["verified"] for t in tried), tried
+    faster = min(tried, key=lambda t: t["median_ms"])["candidate"]
+    assert cpu["note"] == f"kernel {faster}, fastest verified of 2/2 versions (20 iterations)"
     for module, fw in (("torch", "PyTorch"), ("tinygrad", "tinygrad"), ("MNN", "MNN"),
                        ("onnxruntime", "ONNX Runtime"), ("executorch", "ExecuTorch")):
         mine = [r for r in doc["rows"] if r["framework"] == fw]

@@ -406,3 +406,60 @@ def test_linear_bias_kernels_are_exact_at_1_2_and_3_threads(cpu_lib, B, C):
         rc, err = call(cpu_lib, "bias_add", [B, C, 1, Y.ravel(), bias])
         assert rc == 0, err
         np.testing.assert_array_equal(Y, dY + bias[None, :])
+
+
+# (B, O, I): the MLP's layers, edges of the 4-row and 16-lane tiles, a batch past the short-K
+# tiles (GEMM_TNS_MAX_K = 64: the gradient through scratch), the ntd path's K >= 128
+LINEAR_SHAPES = [(32, 256, 784), (32, 16, 128), (3, 17, 31), (1, 1, 1), (70, 9, 40),
+                 (64, 300, 130)]
+
+
+def baseline_linear(lib, B, O, I, X, W, bias, dY, Xr, lr, momentum, wd, W0, V0, b0, Vb0):
+    """The baseline kernels' sequence for one linear layer: the forward (gemm_nt, bias_add,
+    relu_fwd), the input gradient (gemm_nn, relu_bwd on Xr) and the update (gemm_tn,
+    bias_grad, two sgd_update)."""
+    Y = np.empty(B * O, np.float32)
+    dX = np.empty(B * I, np.float32)
+    dW, db = np.empty(O * I, np.float32), np.empty(O, np.float32)
+    W1, V1, b1, Vb1 = W0.copy(), V0.copy(), b0.copy(), Vb0.copy()
+    for name, args in [("gemm_nt", [B, O, I, 1.0, X, W, 0.0, Y]), ("bias_add", [B, O, 1, Y, bias]),
+                       ("relu_fwd", [B * O, Y, Y]), ("gemm_nn", [B, I, O, 1.0, dY, W, 0.0, dX]),
+                       ("relu_bwd", [B * I, Xr, dX, dX]), ("gemm_tn", [O, I, B, 1.0, dY, X, 0.0, dW]),
+                       ("bias_grad", [B, O, 1, dY, db]),
+                       ("sgd_update", [O * I, lr, momentum, wd, W1, dW, V1]),
+                       ("sgd_update", [O, lr, momentum, wd, b1, db, Vb1])]:
+        rc, err = call(lib, name, args)
+        assert rc == 0, err
+    return Y, dX, W1, V1, b1, Vb1
+
+
+@pytest.mark.parametrize("B,O,I", LINEAR_SHAPES)
+def test_fused_linear_kernels_are_the_baseline_sequence_bit_for_bit(isa_libs, B, O, I):
+    """linear_fwd, linear_bwd_data and linear_sgd run the GEMM engine and then their
+    epilogues (linear_sgd's SGD step inside the short-K tiles, or through a scratch gradient
+    past them): the same bits as the baseline kernels one after another, at every x86 clone
+    and at 1, 2 and 3 threads."""
+    rng = np.random.default_rng(B * 10007 + O * 101 + I)
+    X, W = rng.uniform(-1, 1, B * I).astype(np.float32), rng.uniform(-1, 1, O * I).astype(np.float32)
+    bias, dY = rng.uniform(-1, 1, O).astype(np.float32), rng.uniform(-1, 1, B * O).astype(np.float32)
+    Xr = np.maximum(rng.uniform(-1, 1, B * I), 0).astype(np.float32)   # a ReLU output, half 0
+    V0, Vb0 = rng.uniform(-1, 1, O * I).astype(np.float32), rng.uniform(-1, 1, O).astype(np.float32)
+    for level, lib in isa_libs.items():
+        for lr, momentum, wd in [(0.05, 0.0, 0.0), (0.1, 0.9, 5e-4)]:
+            ctypes.CDLL("libgomp.so.1").omp_set_num_threads(1)
+            want = baseline_linear(lib, B, O, I, X, W, bias, dY, Xr, lr, momentum, wd, W, V0,
+                                   bias, Vb0)
+            for threads in (1, 2, 3):
+                ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+                Y, dX = np.full(B * O, np.nan, np.float32), np.full(B * I, np.nan, np.float32)
+                W1, V1, b1, Vb1 = W.copy(), V0.copy(), bias.copy(), Vb0.copy()
+                for name, args in [("linear_fwd", [B, O, I, 1, X, W, bias, Y]),
+                                   ("linear_bwd_data", [B, O, I, 1, dY, W, Xr, dX]),
+                                   ("linear_sgd", [B, O, I, lr, momentum, wd, X, dY, W1, V1, b1,
+                                                   Vb1])]:
+                    rc, err = call(lib, name, args)
+                    assert rc == 0, err
+                for got, exp, what in zip((Y, dX, W1, V1, b1, Vb1), want,
+                                          ("Y", "dX", "W", "V", "bias", "Vb")):
+                    np.testing.assert_array_equal(
+                        got, exp, err_msg=f"{what}: clone {level}, threads {threads}, m {momentum}")
