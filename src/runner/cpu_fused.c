@@ -1,13 +1,17 @@
 /* CPU backend of the fused kernels (src/kernels/README.md, "Fused kernels"): the same
- * semantics as src/kernels/fused/fused.cl. The linear layers' kernels are the GEMM engine's
- * products (cpu_gemm; cpu_gemm_tn_sgd for the weight update, its SGD step applied per tile)
- * followed by their bias, ReLU or mask; the rest compute one output element per loop
- * iteration. Every sum runs in an order fixed by the shape (deterministic at any thread
- * count). Argument checks report the first bad argument as cpu_kernels.c does. */
+ * semantics as src/kernels/fused/fused.cl. The linear layers' and convolutions' kernels are
+ * the GEMM engine's products (cpu_gemm; cpu_gemm_tn_sgd for a linear update, its SGD step
+ * applied per tile) followed by their bias, ReLU or mask; a convolution's columns are made
+ * per image or chunk of images by the ABI's im2col/col2im, so they stay in L2. The split-K
+ * pair and the pooling and loss kernels compute one output element per loop iteration. Every
+ * sum runs in an order fixed by the shape (deterministic at any thread count). Argument
+ * checks report the first bad argument as cpu_kernels.c does. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Int arguments 0..n-1 must be >= 1, except `pad_arg` (>= 0) and `flag_arg` (0 or 1); -1: none. */
@@ -45,6 +49,57 @@ static void sgd_step(float *P, float *V, int64_t i, float grad, float lr, float 
     P[i] -= lr * v;
 }
 
+/* A per-thread scratch array of at least n floats, kept between calls (slot 0: columns,
+ * slot 1: a weight gradient, slot 2: output gradients channel-major). Aborts when memory
+ * runs out. */
+static float *fused_scratch(int which, int64_t n)
+{
+    static _Thread_local float *buf[3];
+    static _Thread_local int64_t len[3];
+    if (len[which] < n) {
+        free(buf[which]);
+        buf[which] = malloc((size_t)n * sizeof(float));
+        if (!buf[which]) {
+            fprintf(stderr, "cpu_fused: out of memory for %lld floats of scratch\n",
+                    (long long)n);
+            abort();
+        }
+        len[which] = n;
+    }
+    return buf[which];
+}
+
+/* The ABI's im2col or col2im (cpu_kernels.c) on nb images: img [nb, C, H, W], col
+ * [C*KH*KW, nb*OH*OW]. The caller has checked the geometry, so a refusal is a bug: it
+ * aborts. */
+static void image_cols(const char *kernel, int nb, int C, int H, int W, int KH, int KW, int s,
+                       int pad, int OH, int OW, const float *img, float *col, int to_image)
+{
+    const long n_img = (long)nb * C * H * W, n_col = (long)nb * C * KH * KW * OH * OW;
+    rt_arg a[12] = {{'i', nb, 0, NULL, 0}, {'i', C, 0, NULL, 0}, {'i', H, 0, NULL, 0},
+                    {'i', W, 0, NULL, 0}, {'i', KH, 0, NULL, 0}, {'i', KW, 0, NULL, 0},
+                    {'i', s, 0, NULL, 0}, {'i', pad, 0, NULL, 0}, {'i', OH, 0, NULL, 0},
+                    {'i', OW, 0, NULL, 0}};
+    a[10] = to_image ? (rt_arg){'t', 0, 0, col, n_col} : (rt_arg){'t', 0, 0, (void *)img, n_img};
+    a[11] = to_image ? (rt_arg){'t', 0, 0, (void *)img, n_img} : (rt_arg){'t', 0, 0, col, n_col};
+    char err[256];
+    if (cpu_kernel_run(kernel, a, 12, err, sizeof err) != 0) {
+        fprintf(stderr, "cpu_fused: %s\n", err);
+        abort();
+    }
+}
+
+/* Images per chunk of a convolution's weight gradient: as many as keep the chunk's columns
+ * (per_image floats each) within CONV_CHUNK_FLOATS, at least 1. Depends on the shape only. */
+#ifndef CONV_CHUNK_FLOATS
+#define CONV_CHUNK_FLOATS 131072
+#endif
+static int conv_chunk_images(int B, int64_t per_image)
+{
+    const int64_t nb = CONV_CHUNK_FLOATS / per_image;
+    return nb < 1 ? 1 : nb > B ? B : (int)nb;
+}
+
 static int k_linear_fwd(const kctx *k)
 {
     CHECK(check_ints(k, 4, -1, 3));
@@ -74,31 +129,21 @@ static int k_conv_fwd(const kctx *k)
     CHECK(kneed_numel(k, 15, (int64_t)B * OC * OH * OW, "B*OC*OH*OW"));
     const float *X = PF(12), *Wt = PF(13), *bias = PF(14);
     float *Y = PF(15);
-    const int64_t n = (int64_t)B * OC * OH * OW;
-#pragma omp parallel for if (n * C * KH * KW > PAR_MIN) schedule(static)
-    for (int64_t e = 0; e < n; ++e) {
-        const int ow = (int)(e % OW), oh = (int)(e / OW % OH);
-        const int oc = (int)(e / ((int64_t)OW * OH) % OC);
-        const int64_t b = e / ((int64_t)OW * OH * OC);
-        const float *w = Wt + (int64_t)oc * C * KH * KW;
-        float acc = 0.0f;
-        for (int c = 0; c < C; ++c) {
-            const float *x = X + (b * C + c) * H * W;
-            for (int kh = 0; kh < KH; ++kh) {
-                const int ih = oh * s - pad + kh;
-                for (int kw = 0; kw < KW; ++kw) {
-                    const int iw = ow * s - pad + kw;
-                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                        acc += w[(c * KH + kh) * KW + kw] * x[ih * W + iw];
-                }
-            }
-        }
-        Y[e] = relu_if(act, acc + bias[oc]);
+    const int64_t ckk = (int64_t)C * KH * KW, P = (int64_t)OH * OW;
+    /* image by image: its columns (in L2), their product with the weights, which is the
+     * image's [OC, OH*OW] block of Y, then bias and ReLU while it is in cache */
+#pragma omp parallel for if (B > 1 && B * OC * P * ckk > PAR_MIN) schedule(static)
+    for (int b = 0; b < B; ++b) {
+        float *col = fused_scratch(0, ckk * P), *y = Y + (int64_t)b * OC * P;
+        image_cols("im2col", 1, C, H, W, KH, KW, s, pad, OH, OW, X + (int64_t)b * C * H * W, col,
+                   0);
+        cpu_gemm(0, 0, OC, (int)P, (int)ckk, 1.0f, Wt, col, 0.0f, y);
+        for (int oc = 0; oc < OC; ++oc)
+            for (int64_t p = 0; p < P; ++p) y[oc * P + p] = relu_if(act, y[oc * P + p] + bias[oc]);
     }
     return 0;
 }
 
-/* dX[b,i] = sum_o dY[b,o] W[o,i], masked by X > 0 when relu (shared with the loss kernel). */
 static void linear_dx(int B, int O, int In, int relu, const float *dY, const float *W,
                       const float *X, float *dX)
 {
@@ -131,28 +176,17 @@ static int k_conv_bwd_data(const kctx *k)
     CHECK(kneed_numel(k, 15, (int64_t)B * C * H * W, "B*C*H*W"));
     const float *dY = PF(12), *Wt = PF(13), *X = PF(14);
     float *dX = PF(15);
-    const int64_t n = (int64_t)B * C * H * W;
-#pragma omp parallel for if (n * OC * KH * KW > PAR_MIN) schedule(static)
-    for (int64_t e = 0; e < n; ++e) {
-        if (relu && !(X[e] > 0.0f)) {
-            dX[e] = 0.0f;
-            continue;
-        }
-        const int w = (int)(e % W), h = (int)(e / W % H), c = (int)(e / ((int64_t)W * H) % C);
-        const int64_t b = e / ((int64_t)W * H * C);
-        float acc = 0.0f;
-        for (int kh = 0; kh < KH; ++kh) {
-            const int th = h + pad - kh;
-            if (th < 0 || th % s || th / s >= OH) continue;
-            for (int kw = 0; kw < KW; ++kw) {
-                const int tw = w + pad - kw;
-                if (tw < 0 || tw % s || tw / s >= OW) continue;
-                for (int oc = 0; oc < OC; ++oc)
-                    acc += Wt[(((int64_t)oc * C + c) * KH + kh) * KW + kw] *
-                           dY[((b * OC + oc) * OH + th / s) * OW + tw / s];
-            }
-        }
-        dX[e] = acc;
+    const int64_t ckk = (int64_t)C * KH * KW, P = (int64_t)OH * OW, HW = (int64_t)H * W;
+    /* image by image: the column gradient weight^T @ dY[b] (in L2), col2im into dX[b], then
+     * the ReLU mask */
+#pragma omp parallel for if (B > 1 && B * OC * P * ckk > PAR_MIN) schedule(static)
+    for (int b = 0; b < B; ++b) {
+        float *col = fused_scratch(0, ckk * P), *dx = dX + (int64_t)b * C * HW;
+        const float *x = X + (int64_t)b * C * HW;
+        cpu_gemm(1, 0, (int)ckk, (int)P, OC, 1.0f, Wt, dY + (int64_t)b * OC * P, 0.0f, col);
+        image_cols("col2im", 1, C, H, W, KH, KW, s, pad, OH, OW, dx, col, 1);
+        if (relu)
+            for (int64_t e = 0; e < C * HW; ++e) dx[e] = x[e] > 0.0f ? dx[e] : 0.0f;
     }
     return 0;
 }
@@ -253,33 +287,31 @@ static int k_conv_sgd(const kctx *k)
     CHECK(kneed_numel(k, 19, OC, "OC"));
     const float *X = PF(14), *dY = PF(15);
     float *Wt = PF(16), *V = PF(17), *bias = PF(18), *Vb = PF(19);
-    const int64_t n = (int64_t)OC * (ckk + 1);   /* column ckk of each row: the bias */
-#pragma omp parallel for if (n * B * OH * OW > PAR_MIN) schedule(static)
-    for (int64_t e = 0; e < n; ++e) {
-        const int64_t oc = e / (ckk + 1), kk = e % (ckk + 1);
+    const int64_t P = (int64_t)OH * OW;
+    /* g = sum over chunks of nb images of dY's chunk, channel-major [OC, nb*P], times its
+     * columns [C*KH*KW, nb*P]^T, chunks in order (each product on all threads, summed in an
+     * order fixed by the shape), then sgd_update's step. A chunk's columns fit in L2. */
+    const int nb = conv_chunk_images(B, ckk * P);
+    float *g = fused_scratch(1, OC * ckk);
+    for (int b0 = 0; b0 < B; b0 += nb) {
+        const int n = B - b0 < nb ? B - b0 : nb;
+        float *col = fused_scratch(0, ckk * n * P), *dyc = fused_scratch(2, OC * n * P);
+        image_cols("im2col", n, C, H, W, KH, KW, s, pad, OH, OW, X + (int64_t)b0 * C * H * W,
+                   col, 0);
+        for (int j = 0; j < n; ++j)
+            for (int oc = 0; oc < OC; ++oc)
+                memcpy(dyc + ((int64_t)oc * n + j) * P, dY + ((int64_t)(b0 + j) * OC + oc) * P,
+                       (size_t)P * sizeof(float));
+        cpu_gemm(0, 1, OC, (int)ckk, (int)(n * P), 1.0f, dyc, col, b0 ? 1.0f : 0.0f, g);
+    }
+    for (int64_t e = 0; e < OC * ckk; ++e) sgd_step(Wt, V, e, g[e], lr, m, wd);
+    for (int oc = 0; oc < OC; ++oc) {   /* the bias: dY's sums, images then positions in order */
         float acc = 0.0f;
-        if (kk == ckk) {
-            for (int b = 0; b < B; ++b) {
-                const float *dy = dY + ((int64_t)b * OC + oc) * OH * OW;
-                for (int p = 0; p < OH * OW; ++p) acc += dy[p];
-            }
-            sgd_step(bias, Vb, oc, acc, lr, m, wd);
-            continue;
-        }
-        const int kw = (int)(kk % KW), kh = (int)(kk / KW % KH), c = (int)(kk / ((int64_t)KW * KH));
         for (int b = 0; b < B; ++b) {
-            const float *dy = dY + ((int64_t)b * OC + oc) * OH * OW;
-            const float *x = X + ((int64_t)b * C + c) * H * W;
-            for (int oh = 0; oh < OH; ++oh) {
-                const int ih = oh * s - pad + kh;
-                if (ih < 0 || ih >= H) continue;
-                for (int ow = 0; ow < OW; ++ow) {
-                    const int iw = ow * s - pad + kw;
-                    if (iw >= 0 && iw < W) acc += dy[oh * OW + ow] * x[ih * W + iw];
-                }
-            }
+            const float *dy = dY + ((int64_t)b * OC + oc) * P;
+            for (int64_t p = 0; p < P; ++p) acc += dy[p];
         }
-        sgd_step(Wt, V, oc * ckk + kk, acc, lr, m, wd);
+        sgd_step(bias, Vb, oc, acc, lr, m, wd);
     }
     return 0;
 }

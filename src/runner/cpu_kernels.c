@@ -298,17 +298,21 @@ static float *thread_scratch(int which, size_t n)
 #endif
 
 /* The largest B read in place (see GEMM_B_DIRECT_MAX_M), from the L3 size the C library
- * reports (sysconf; 0 where unknown). Set by cpu_gemm before its parallel region. */
+ * reports (sysconf; 0 where unknown). Set by cpu_gemm's first call. */
 static int64_t gemm_b_direct_max_bytes = -1;
 
 static void gemm_b_direct_init(void)
 {
-    if (gemm_b_direct_max_bytes >= 0) return;
-    long l3 = 0;
+    /* critical: the fused convolutions call cpu_gemm from several threads at once */
+#pragma omp critical(gemm_b_direct_init)
+    if (gemm_b_direct_max_bytes < 0) {
+        long l3 = 0;
 #ifdef _SC_LEVEL3_CACHE_SIZE
-    l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
 #endif
-    gemm_b_direct_max_bytes = l3 / 8 > GEMM_B_DIRECT_MAX_BYTES ? l3 / 8 : GEMM_B_DIRECT_MAX_BYTES;
+        gemm_b_direct_max_bytes =
+            l3 / 8 > GEMM_B_DIRECT_MAX_BYTES ? l3 / 8 : GEMM_B_DIRECT_MAX_BYTES;
+    }
 }
 
 /* The B panels up to this many floats (256 KiB, in L2) are swept by rows of C (see
@@ -818,7 +822,8 @@ typedef struct {
 } gemm_tns_kernel;
 
 /* The AVX-512 tiles where the CPU has them; the AVX2 and baseline clones keep the blocked
- * engine (unmeasured here: this path was tuned on AVX-512 only). */
+ * engine (unmeasured here: this path was tuned on AVX-512 only), and cpu_gemm_tn_sgd its
+ * gradient in a scratch array. */
 static gemm_tns_kernel gemm_tns_pick(void)
 {
 #ifdef GEMM_X86_DISPATCH

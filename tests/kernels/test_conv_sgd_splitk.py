@@ -1,7 +1,8 @@
 """The split-K pairs of conv_sgd and gconv_sgd (src/kernels/README.md, "Fused kernels", split
 K) through the real runner: with one chunk (S = 1), the partial-sum kernel + the finish give
 the unsplit kernel's weights and momenta (and biases) bit for bit -- the same sums in the same
-order -- on PoCL and on the CPU backend; with an uneven last chunk, the same step to rounding.
+order -- on PoCL and on the CPU backend (its conv_sgd, summed through the GEMM engine, to
+rounding); with an uneven last chunk, the same step to rounding.
 The kernels against the oracle at more shapes are in tests/helpers/kernel_cases.py ("fused")
 and kernel_cases_bn.py ("fused_bn")."""
 
@@ -101,13 +102,27 @@ def _run(request, runner, tmp_path: Path, backend: str, family: str,
             for c in "ab" for k in FAMILIES[family][4]}
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
-@pytest.mark.parametrize("backend", ["opencl", "cpu"])
+@pytest.mark.parametrize("family,backend", [("conv", "opencl"), ("gconv", "opencl"),
+                                            ("gconv", "cpu")])
 def test_one_chunk_is_the_unsplit_kernel_bit_for_bit(request, runner, tmp_path, backend,
                                                      family):
     got = _run(request, runner, tmp_path, backend, family, S=1)
     for k in FAMILIES[family][4]:
         np.testing.assert_array_equal(got[f"b_{k}"], got[f"a_{k}"], err_msg=k)
+
+
+def test_one_chunk_is_the_cpu_conv_sgd_to_rounding(request, runner, tmp_path):
+    """The CPU backend's conv_sgd sums its weight gradient chunk of images by chunk of images
+    through the GEMM engine (src/runner/cpu_fused.c), not in the partial kernel's output
+    order, so with S = 1 the two agree to float32 rounding (their biases bit for bit: both
+    add dY's images, then positions, in order)."""
+    got = _run(request, runner, tmp_path, "cpu", "conv", S=1)
+    for k in FAMILIES["conv"][4]:
+        if k in ("bias", "Vb"):
+            np.testing.assert_array_equal(got[f"b_{k}"], got[f"a_{k}"], err_msg=k)
+        else:
+            np.testing.assert_allclose(got[f"b_{k}"], got[f"a_{k}"], rtol=1e-5, atol=2e-5,
+                                       err_msg=k)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

@@ -463,3 +463,35 @@ def test_fused_linear_kernels_are_the_baseline_sequence_bit_for_bit(isa_libs, B,
                                           ("Y", "dX", "W", "V", "bias", "Vb")):
                     np.testing.assert_array_equal(
                         got, exp, err_msg=f"{what}: clone {level}, threads {threads}, m {momentum}")
+
+
+@pytest.mark.parametrize("geometry", [(5, 1, 28, 28, 6, 5, 5, 1, 2), (7, 6, 14, 14, 16, 5, 5, 1, 0),
+                                      (3, 8, 15, 15, 8, 3, 3, 2, 1)],
+                         ids=lambda g: "x".join(map(str, g)))
+def test_fused_convolutions_are_the_same_bits_at_1_2_and_3_threads(cpu_lib, geometry):
+    """conv_fwd and conv_bwd_data (image by image on the threads) and conv_sgd (chunks of
+    images in order, each product on all threads) sum in an order fixed by the shape: the
+    same bits at every thread count. The batch of 7 at 14 x 14 leaves a partial last chunk."""
+    B, C, H, W, OC, KH, KW, s, pad = geometry
+    OH, OW = (H + 2 * pad - KH) // s + 1, (W + 2 * pad - KW) // s + 1
+    dims = [B, C, H, W, OC, KH, KW, s, pad, OH, OW]
+    rng = np.random.default_rng(sum(geometry))
+    r = lambda n: rng.uniform(-1, 1, n).astype(np.float32)   # noqa: E731
+    X, Xr = r(B * C * H * W), np.maximum(r(B * C * H * W), 0)
+    Wt, bias, dY = r(OC * C * KH * KW), r(OC), r(B * OC * OH * OW)
+    V0, Vb0 = r(OC * C * KH * KW), r(OC)
+    outs = []
+    for threads in (1, 2, 3):
+        ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+        Y, dX = np.full(B * OC * OH * OW, np.nan, np.float32), np.full(X.size, np.nan, np.float32)
+        W1, V1, b1, Vb1 = Wt.copy(), V0.copy(), bias.copy(), Vb0.copy()
+        for name, args in [("conv_fwd", [*dims, 1, X, Wt, bias, Y]),
+                           ("conv_bwd_data", [*dims, 1, dY, Wt, Xr, dX]),
+                           ("conv_sgd", [*dims, 0.05, 0.9, 5e-4, X, dY, W1, V1, b1, Vb1])]:
+            rc, err = call(cpu_lib, name, args)
+            assert rc == 0, err
+        outs.append((Y, dX, W1, V1, b1, Vb1))
+    assert np.isfinite(outs[0][0]).all() and np.isfinite(outs[0][1]).all()
+    for got in outs[1:]:
+        for a, b, what in zip(outs[0], got, ("Y", "dX", "W", "V", "bias", "Vb")):
+            np.testing.assert_array_equal(a, b, err_msg=what)
