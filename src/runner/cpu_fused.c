@@ -100,6 +100,29 @@ static int conv_chunk_images(int B, int64_t per_image)
     return nb < 1 ? 1 : nb > B ? B : (int)nb;
 }
 
+/* Images per GEMM of conv_fwd/conv_bwd_data: one where an image has CONV_MIN_COLUMNS
+ * outputs, else enough for that many columns (a narrower product wastes the micro-kernel's
+ * tiles), at most B. Depends on the shape only. */
+#ifndef CONV_MIN_COLUMNS
+#define CONV_MIN_COLUMNS 512
+#endif
+static int conv_images_per_gemm(int B, int64_t P)
+{
+    const int64_t nb = (CONV_MIN_COLUMNS + P - 1) / P;
+    return nb > B ? B : (int)nb;
+}
+
+/* n images of dY [n, OC, P] into dst [OC, n*P] (channel-major, images side by side); returns
+ * dst. */
+static float *channel_major(const float *dY, int n, int OC, int64_t P, float *dst)
+{
+    for (int j = 0; j < n; ++j)
+        for (int oc = 0; oc < OC; ++oc)
+            memcpy(dst + ((int64_t)oc * n + j) * P, dY + ((int64_t)j * OC + oc) * P,
+                   (size_t)P * sizeof(float));
+    return dst;
+}
+
 static int k_linear_fwd(const kctx *k)
 {
     CHECK(check_ints(k, 4, -1, 3));
@@ -130,16 +153,25 @@ static int k_conv_fwd(const kctx *k)
     const float *X = PF(12), *Wt = PF(13), *bias = PF(14);
     float *Y = PF(15);
     const int64_t ckk = (int64_t)C * KH * KW, P = (int64_t)OH * OW;
-    /* image by image: its columns (in L2), their product with the weights, which is the
-     * image's [OC, OH*OW] block of Y, then bias and ReLU while it is in cache */
-#pragma omp parallel for if (B > 1 && B * OC * P * ckk > PAR_MIN) schedule(static)
-    for (int b = 0; b < B; ++b) {
-        float *col = fused_scratch(0, ckk * P), *y = Y + (int64_t)b * OC * P;
-        image_cols("im2col", 1, C, H, W, KH, KW, s, pad, OH, OW, X + (int64_t)b * C * H * W, col,
-                   0);
-        cpu_gemm(0, 0, OC, (int)P, (int)ckk, 1.0f, Wt, col, 0.0f, y);
-        for (int oc = 0; oc < OC; ++oc)
-            for (int64_t p = 0; p < P; ++p) y[oc * P + p] = relu_if(act, y[oc * P + p] + bias[oc]);
+    /* chunk by chunk of nb images (one image where it has CONV_MIN_COLUMNS outputs): the
+     * columns (in L2), their product with the weights ([OC, nb*OH*OW]: for one image its
+     * block of Y), then bias and ReLU while it is in cache */
+    const int nb = conv_images_per_gemm(B, P);
+    const int chunks = (B + nb - 1) / nb;
+#pragma omp parallel for if (chunks > 1 && B * OC * P * ckk > PAR_MIN) schedule(static)
+    for (int t = 0; t < chunks; ++t) {
+        const int b0 = t * nb, n = B - b0 < nb ? B - b0 : nb;
+        float *col = fused_scratch(0, ckk * n * P);
+        float *out = n == 1 ? Y + (int64_t)b0 * OC * P : fused_scratch(2, OC * n * P);
+        image_cols("im2col", n, C, H, W, KH, KW, s, pad, OH, OW, X + (int64_t)b0 * C * H * W,
+                   col, 0);
+        cpu_gemm(0, 0, OC, (int)(n * P), (int)ckk, 1.0f, Wt, col, 0.0f, out);
+        for (int j = 0; j < n; ++j)
+            for (int oc = 0; oc < OC; ++oc) {
+                const float *o = out + ((int64_t)oc * n + j) * P;
+                float *y = Y + ((int64_t)(b0 + j) * OC + oc) * P;
+                for (int64_t p = 0; p < P; ++p) y[p] = relu_if(act, o[p] + bias[oc]);
+            }
     }
     return 0;
 }
@@ -177,16 +209,22 @@ static int k_conv_bwd_data(const kctx *k)
     const float *dY = PF(12), *Wt = PF(13), *X = PF(14);
     float *dX = PF(15);
     const int64_t ckk = (int64_t)C * KH * KW, P = (int64_t)OH * OW, HW = (int64_t)H * W;
-    /* image by image: the column gradient weight^T @ dY[b] (in L2), col2im into dX[b], then
-     * the ReLU mask */
-#pragma omp parallel for if (B > 1 && B * OC * P * ckk > PAR_MIN) schedule(static)
-    for (int b = 0; b < B; ++b) {
-        float *col = fused_scratch(0, ckk * P), *dx = dX + (int64_t)b * C * HW;
-        const float *x = X + (int64_t)b * C * HW;
-        cpu_gemm(1, 0, (int)ckk, (int)P, OC, 1.0f, Wt, dY + (int64_t)b * OC * P, 0.0f, col);
-        image_cols("col2im", 1, C, H, W, KH, KW, s, pad, OH, OW, dx, col, 1);
+    /* chunk by chunk of nb images (as conv_fwd): dY's chunk channel-major [OC, nb*OH*OW]
+     * (for one image: its block of dY), the column gradient weight^T @ it (in L2), col2im
+     * into dX's images, then the ReLU mask */
+    const int nb = conv_images_per_gemm(B, P);
+    const int chunks = (B + nb - 1) / nb;
+#pragma omp parallel for if (chunks > 1 && B * OC * P * ckk > PAR_MIN) schedule(static)
+    for (int t = 0; t < chunks; ++t) {
+        const int b0 = t * nb, n = B - b0 < nb ? B - b0 : nb;
+        float *col = fused_scratch(0, ckk * n * P), *dx = dX + (int64_t)b0 * C * HW;
+        const float *x = X + (int64_t)b0 * C * HW, *dyc = dY + (int64_t)b0 * OC * P;
+        if (n > 1)
+            dyc = channel_major(dY + (int64_t)b0 * OC * P, n, OC, P, fused_scratch(2, OC * n * P));
+        cpu_gemm(1, 0, (int)ckk, (int)(n * P), OC, 1.0f, Wt, dyc, 0.0f, col);
+        image_cols("col2im", n, C, H, W, KH, KW, s, pad, OH, OW, dx, col, 1);
         if (relu)
-            for (int64_t e = 0; e < C * HW; ++e) dx[e] = x[e] > 0.0f ? dx[e] : 0.0f;
+            for (int64_t e = 0; e < n * C * HW; ++e) dx[e] = x[e] > 0.0f ? dx[e] : 0.0f;
     }
     return 0;
 }
@@ -215,8 +253,8 @@ static int k_maxpool_bwd_relu(const kctx *k)
         memset(dx, 0, (size_t)H * W * sizeof(float));
         for (int o = 0; o < OH * OW; ++o)   /* scatter in window order within one image */
             if (am[o] >= 0 && am[o] < H * W) dx[am[o]] += dy[o];
-        for (int i = 0; i < H * W; ++i)
-            if (!(x[i] > 0.0f)) dx[i] = 0.0f;
+        for (int i = 0; i < H * W; ++i)   /* a select, not a branch (the mask is data) */
+            dx[i] = x[i] > 0.0f ? dx[i] : 0.0f;
     }
     return 0;
 }
@@ -298,10 +336,7 @@ static int k_conv_sgd(const kctx *k)
         float *col = fused_scratch(0, ckk * n * P), *dyc = fused_scratch(2, OC * n * P);
         image_cols("im2col", n, C, H, W, KH, KW, s, pad, OH, OW, X + (int64_t)b0 * C * H * W,
                    col, 0);
-        for (int j = 0; j < n; ++j)
-            for (int oc = 0; oc < OC; ++oc)
-                memcpy(dyc + ((int64_t)oc * n + j) * P, dY + ((int64_t)(b0 + j) * OC + oc) * P,
-                       (size_t)P * sizeof(float));
+        channel_major(dY + (int64_t)b0 * OC * P, n, OC, P, dyc);
         cpu_gemm(0, 1, OC, (int)ckk, (int)(n * P), 1.0f, dyc, col, b0 ? 1.0f : 0.0f, g);
     }
     for (int64_t e = 0; e < OC * ckk; ++e) sgd_step(Wt, V, e, g[e], lr, m, wd);
