@@ -49,26 +49,6 @@ static void sgd_step(float *P, float *V, int64_t i, float grad, float lr, float 
     P[i] -= lr * v;
 }
 
-/* A per-thread scratch array of at least n floats, kept between calls (slot 0: columns,
- * slot 1: a weight gradient, slot 2: output gradients channel-major). Aborts when memory
- * runs out. */
-static float *fused_scratch(int which, int64_t n)
-{
-    static _Thread_local float *buf[3];
-    static _Thread_local int64_t len[3];
-    if (len[which] < n) {
-        free(buf[which]);
-        buf[which] = malloc((size_t)n * sizeof(float));
-        if (!buf[which]) {
-            fprintf(stderr, "cpu_fused: out of memory for %lld floats of scratch\n",
-                    (long long)n);
-            abort();
-        }
-        len[which] = n;
-    }
-    return buf[which];
-}
-
 /* The ABI's im2col or col2im (cpu_kernels.c) on nb images: img [nb, C, H, W], col
  * [C*KH*KW, nb*OH*OW]. The caller has checked the geometry, so a refusal is a bug: it
  * aborts. */
@@ -161,8 +141,9 @@ static int k_conv_fwd(const kctx *k)
 #pragma omp parallel for if (chunks > 1 && B * OC * P * ckk > PAR_MIN) schedule(static)
     for (int t = 0; t < chunks; ++t) {
         const int b0 = t * nb, n = B - b0 < nb ? B - b0 : nb;
-        float *col = fused_scratch(0, ckk * n * P);
-        float *out = n == 1 ? Y + (int64_t)b0 * OC * P : fused_scratch(2, OC * n * P);
+        float *col = cpu_scratch(SCRATCH_COLUMNS, (size_t)(ckk * n * P));
+        float *out = n == 1 ? Y + (int64_t)b0 * OC * P
+                            : cpu_scratch(SCRATCH_CHANNEL_MAJOR, (size_t)(OC * n * P));
         image_cols("im2col", n, C, H, W, KH, KW, s, pad, OH, OW, X + (int64_t)b0 * C * H * W,
                    col, 0);
         cpu_gemm(0, 0, OC, (int)(n * P), (int)ckk, 1.0f, Wt, col, 0.0f, out);
@@ -217,10 +198,12 @@ static int k_conv_bwd_data(const kctx *k)
 #pragma omp parallel for if (chunks > 1 && B * OC * P * ckk > PAR_MIN) schedule(static)
     for (int t = 0; t < chunks; ++t) {
         const int b0 = t * nb, n = B - b0 < nb ? B - b0 : nb;
-        float *col = fused_scratch(0, ckk * n * P), *dx = dX + (int64_t)b0 * C * HW;
+        float *col = cpu_scratch(SCRATCH_COLUMNS, (size_t)(ckk * n * P));
+        float *dx = dX + (int64_t)b0 * C * HW;
         const float *x = X + (int64_t)b0 * C * HW, *dyc = dY + (int64_t)b0 * OC * P;
         if (n > 1)
-            dyc = channel_major(dY + (int64_t)b0 * OC * P, n, OC, P, fused_scratch(2, OC * n * P));
+            dyc = channel_major(dY + (int64_t)b0 * OC * P, n, OC, P,
+                                cpu_scratch(SCRATCH_CHANNEL_MAJOR, (size_t)(OC * n * P)));
         cpu_gemm(1, 0, (int)ckk, (int)(n * P), OC, 1.0f, Wt, dyc, 0.0f, col);
         image_cols("col2im", n, C, H, W, KH, KW, s, pad, OH, OW, dx, col, 1);
         if (relu)
@@ -330,16 +313,17 @@ static int k_conv_sgd(const kctx *k)
      * columns [C*KH*KW, nb*P]^T, chunks in order (each product on all threads, summed in an
      * order fixed by the shape), then sgd_update's step. A chunk's columns fit in L2. */
     const int nb = conv_chunk_images(B, ckk * P);
-    float *g = fused_scratch(1, OC * ckk);
+    float *g = cpu_scratch(SCRATCH_GRADIENT, (size_t)(OC * ckk));
     for (int b0 = 0; b0 < B; b0 += nb) {
         const int n = B - b0 < nb ? B - b0 : nb;
-        float *col = fused_scratch(0, ckk * n * P), *dyc = fused_scratch(2, OC * n * P);
+        float *col = cpu_scratch(SCRATCH_COLUMNS, (size_t)(ckk * n * P));
+        float *dyc = cpu_scratch(SCRATCH_CHANNEL_MAJOR, (size_t)(OC * n * P));
         image_cols("im2col", n, C, H, W, KH, KW, s, pad, OH, OW, X + (int64_t)b0 * C * H * W,
                    col, 0);
         channel_major(dY + (int64_t)b0 * OC * P, n, OC, P, dyc);
         cpu_gemm(0, 1, OC, (int)ckk, (int)(n * P), 1.0f, dyc, col, b0 ? 1.0f : 0.0f, g);
     }
-    for (int64_t e = 0; e < OC * ckk; ++e) sgd_step(Wt, V, e, g[e], lr, m, wd);
+    cpu_sgd_update(OC * ckk, lr, m, wd, Wt, g, V);
     for (int oc = 0; oc < OC; ++oc) {   /* the bias: dY's sums, images then positions in order */
         float acc = 0.0f;
         for (int b = 0; b < B; ++b) {

@@ -3,6 +3,7 @@
 #ifndef PHONETRAIN_CPU_KERNEL_CTX_H
 #define PHONETRAIN_CPU_KERNEL_CTX_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cpu_kernels.h"
@@ -42,6 +43,15 @@ float softmax_xent_row(const float *x, int C, int label, float inv_b, float *dx)
  * shape only, never the thread count (cpu_kernels.c, "GEMM engine"). */
 void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               const float *B, float beta, float *C);
+/* A per-thread scratch array of at least n floats in slot `which`, kept between calls
+ * (_Thread_local: each OpenMP thread has its own); aborts when memory runs out. Slots 0 and 1
+ * are the GEMM engine's; a caller of cpu_gemm holds its operands in the others. */
+enum { SCRATCH_COLUMNS = 2, SCRATCH_GRADIENT = 3, SCRATCH_CHANNEL_MAJOR = 4, SCRATCH_SLOTS = 5 };
+float *cpu_scratch(int which, size_t n);
+/* sgd_update on n elements (g = dW + wd * W, V = momentum * V + g, W -= lr * V), the
+ * element ranges on the threads; the widest x86 clone, the same bits at every width. */
+void cpu_sgd_update(int64_t n, float lr, float momentum, float wd, float *W, const float *dW,
+                    float *V);
 /* The gradient g = A^T @ B (A [K, M], B [K, N]) of W [M, N] applied at once by sgd_update's
  * rule: g += wd * W, V = momentum * V + g, W -= lr * V (V [M, N]); with a short K each tile's
  * step follows its sums while they are in cache, else g goes through a scratch array. */

@@ -251,17 +251,16 @@ static void pack_b(const float *B, int64_t rs, int64_t cs, int p0, int kc, int j
     }
 }
 
-/* A per-thread scratch buffer of at least n floats, kept between calls (no malloc per launch;
- * _Thread_local: each OpenMP thread has its own). Aborts when memory runs out. */
-static float *thread_scratch(int which, size_t n)
+/* cpu_kernel_ctx.h: slots 0 and 1 are the GEMM engine's (packing, edges, edge tiles). */
+float *cpu_scratch(int which, size_t n)
 {
-    static _Thread_local float *buf[2];
-    static _Thread_local size_t len[2];
+    static _Thread_local float *buf[SCRATCH_SLOTS];
+    static _Thread_local size_t len[SCRATCH_SLOTS];
     if (len[which] < n) {
         free(buf[which]);
         buf[which] = malloc(n * sizeof(float));
         if (!buf[which]) {
-            fprintf(stderr, "cpu_gemm: out of memory for %zu floats of packing\n", n);
+            fprintf(stderr, "cpu backend: out of memory for %zu floats of scratch\n", n);
             abort();
         }
         len[which] = n;
@@ -349,8 +348,8 @@ static void gemm_block(const gemm_kernel *gk, const float *A, int64_t ars, int64
     const int MR = gk->mr, NR = gk->nr;
     const int kc_max = kl < GEMM_KC ? kl : GEMM_KC;
     const int mc_max = m < GEMM_MC ? m : GEMM_MC, nc_max = n < GEMM_NC ? n : GEMM_NC;
-    float *Ap = thread_scratch(0, (size_t)((mc_max + MR - 1) / MR) * MR * kc_max);
-    float *Bp = thread_scratch(1, (size_t)((nc_max + NR - 1) / NR) * NR * kc_max);
+    float *Ap = cpu_scratch(0, (size_t)((mc_max + MR - 1) / MR) * MR * kc_max);
+    float *Bp = cpu_scratch(1, (size_t)((nc_max + NR - 1) / NR) * NR * kc_max);
     const int b_direct = bcs == 1 && m <= GEMM_B_DIRECT_MAX_M &&
                          kl * brs * (int64_t)sizeof(float) <= gemm_b_direct_max_bytes;
     /* A short K (a few channels) leaves the B panel small enough for L2: then sweep each
@@ -693,7 +692,7 @@ static void gemm_ntd(const gemm_ntd_kernel *nk, int M, int N, int K, float alpha
     const int R = nk->r, NC = nk->nc;
     const int mfull = M / R * R, nfull = N / NC * NC;
     /* the zero-padded edge blocks, read by every task */
-    float *edge = thread_scratch(0, (size_t)(R + NC) * K);
+    float *edge = cpu_scratch(0, (size_t)(R + NC) * K);
     float *a_edge = edge, *b_edge = edge + (int64_t)R * K;
     if (mfull < M) copy_rows_padded(A, K, mfull, M - mfull, R, a_edge);
     if (nfull < N) copy_rows_padded(B, K, nfull, N - nfull, NC, b_edge);
@@ -730,10 +729,11 @@ static void gemm_ntd(const gemm_ntd_kernel *nk, int M, int N, int K, float alpha
  * a zero sum, then one multiply-add per k in k order, so results are the engine's bit for
  * bit, at any thread count (each element is computed whole by one tile). Tiles are
  * GEMM_TNS_R rows by 16, 32, ..., GEMM_TNS_V * 16 columns: C's columns are cut into blocks of
- * equal whole vectors (the last one narrower where they do not divide). A tile past the last row of C or past its last column in a partial vector
- * reads zero-padded copies of its columns of A and B and writes a scratch tile, nr x nc of
- * which are copied to C, so every tile runs the same constant-trip loops (gcc keeps the
- * accumulators in registers through the K loop). Plain C like the micro-kernels. */
+ * equal whole vectors (the last one narrower where they do not divide). A tile past the last
+ * row of C or past its last column in a partial vector reads zero-padded copies of its
+ * columns of A and B and writes a scratch tile, nr x nc of which are copied to C, so every
+ * tile runs the same constant-trip loops (gcc keeps the accumulators in registers through the
+ * K loop). Plain C like the micro-kernels. */
 typedef void (*gemm_tns_tile_fn)(int K, const float *restrict a, int64_t lda,
                                  const float *restrict b, int64_t ldb, float *restrict C,
                                  int64_t ldc, float alpha, float beta);
@@ -896,7 +896,7 @@ static void gemm_tns_tile_at(const gemm_tns_kernel *tk, int NC, int M, int N, in
         tile(K, A + i, M, B + j, N, Cij, N, alpha, beta);
         return;
     }
-    float *t = thread_scratch(1, (size_t)R * w * L);
+    float *t = cpu_scratch(1, (size_t)R * w * L);
     if (!sgd && beta != 0.0f)
         for (int r = 0; r < nr; ++r)
             memcpy(t + (int64_t)r * w * L, Cij + (int64_t)r * N, (size_t)nc * sizeof(float));
@@ -925,7 +925,7 @@ static void gemm_tns(const gemm_tns_kernel *tk, int M, int N, int K, float alpha
     const int mfull = M / R * R, nfull = N / NC * NC;
     /* the zero-padded edges, read by every task: the last rows' columns of A (K x R) and
      * the last, partial block's columns of B (K x NC) */
-    float *edge = thread_scratch(0, (size_t)K * (R + NC));
+    float *edge = cpu_scratch(0, (size_t)K * (R + NC));
     float *a_edge = edge, *b_pad = edge + (int64_t)K * R;
     if (mfull < M) copy_cols_padded(A, M, K, mfull, M - mfull, R, a_edge);
     if (nfull < N) {
@@ -1219,21 +1219,21 @@ void cpu_gemm_tn_sgd(int M, int N, int K, const float *A, const float *B, float 
         return;
     }
     /* no short-K tiles for this K or CPU: the gradient into scratch, then one step */
-    const int64_t n = (int64_t)M * N;
-    float *g = malloc((size_t)n * sizeof(float));
-    if (!g) {
-        fprintf(stderr, "cpu_gemm: out of memory for a %d x %d gradient\n", M, N);
-        abort();
-    }
+    float *g = cpu_scratch(SCRATCH_GRADIENT, (size_t)M * N);
     cpu_gemm(1, 0, M, N, K, 1.0f, A, B, 0.0f, g);
+    cpu_sgd_update((int64_t)M * N, lr, momentum, wd, W, g, V);
+}
+
+void cpu_sgd_update(int64_t n, float lr, float momentum, float wd, float *W, const float *dW,
+                    float *V)
+{
     void (*step)(int64_t, int64_t, float, float, float, float *restrict, const float *restrict,
                  float *restrict) = CPU_ISA_PICK(sgd_step);
 #pragma omp parallel if (n > PAR_MIN)
-    {
+    {   /* element ranges, one per thread (each element's step is independent) */
         const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-        step(n * t / nt, n * (t + 1) / nt, lr, momentum, wd, W, g, V);
+        step(n * t / nt, n * (t + 1) / nt, lr, momentum, wd, W, dW, V);
     }
-    free(g);
 }
 
 static int k_sgd_update(const kctx *k)
@@ -1242,15 +1242,7 @@ static int k_sgd_update(const kctx *k)
     const int64_t n = I(0);
     for (int i = 4; i <= 6; ++i) CHECK(kneed_numel(k, i, n, "n"));
     const float lr = F(1), momentum = F(2), wd = F(3);
-    float *W = PF(4), *V = PF(6);
-    const float *dW = PF(5);
-    void (*step)(int64_t, int64_t, float, float, float, float *restrict, const float *restrict,
-                 float *restrict) = CPU_ISA_PICK(sgd_step);
-#pragma omp parallel if (n > PAR_MIN)
-    {   /* element ranges, one per thread (each element's step is independent) */
-        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-        step(n * t / nt, n * (t + 1) / nt, lr, momentum, wd, W, dW, V);
-    }
+    cpu_sgd_update(n, lr, momentum, wd, PF(4), PF(5), PF(6));
     return 0;
 }
 

@@ -408,6 +408,11 @@ def test_linear_bias_kernels_are_exact_at_1_2_and_3_threads(cpu_lib, B, C):
         np.testing.assert_array_equal(Y, dY + bias[None, :])
 
 
+def uniform32(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n float32 values uniform in [-1, 1)."""
+    return rng.uniform(-1, 1, n).astype(np.float32)
+
+
 # (B, O, I): the MLP's layers, edges of the 4-row and 16-lane tiles, a batch past the short-K
 # tiles (GEMM_TNS_MAX_K = 64: the gradient through scratch), the ntd path's K >= 128
 LINEAR_SHAPES = [(32, 256, 784), (32, 16, 128), (3, 17, 31), (1, 1, 1), (70, 9, 40),
@@ -422,9 +427,11 @@ def baseline_linear(lib, B, O, I, X, W, bias, dY, Xr, lr, momentum, wd, W0, V0, 
     dX = np.empty(B * I, np.float32)
     dW, db = np.empty(O * I, np.float32), np.empty(O, np.float32)
     W1, V1, b1, Vb1 = W0.copy(), V0.copy(), b0.copy(), Vb0.copy()
-    for name, args in [("gemm_nt", [B, O, I, 1.0, X, W, 0.0, Y]), ("bias_add", [B, O, 1, Y, bias]),
-                       ("relu_fwd", [B * O, Y, Y]), ("gemm_nn", [B, I, O, 1.0, dY, W, 0.0, dX]),
-                       ("relu_bwd", [B * I, Xr, dX, dX]), ("gemm_tn", [O, I, B, 1.0, dY, X, 0.0, dW]),
+    for name, args in [("gemm_nt", [B, O, I, 1.0, X, W, 0.0, Y]),
+                       ("bias_add", [B, O, 1, Y, bias]), ("relu_fwd", [B * O, Y, Y]),
+                       ("gemm_nn", [B, I, O, 1.0, dY, W, 0.0, dX]),
+                       ("relu_bwd", [B * I, Xr, dX, dX]),
+                       ("gemm_tn", [O, I, B, 1.0, dY, X, 0.0, dW]),
                        ("bias_grad", [B, O, 1, dY, db]),
                        ("sgd_update", [O * I, lr, momentum, wd, W1, dW, V1]),
                        ("sgd_update", [O, lr, momentum, wd, b1, db, Vb1])]:
@@ -440,10 +447,9 @@ def test_fused_linear_kernels_are_the_baseline_sequence_bit_for_bit(isa_libs, B,
     past them): the same bits as the baseline kernels one after another, at every x86 clone
     and at 1, 2 and 3 threads."""
     rng = np.random.default_rng(B * 10007 + O * 101 + I)
-    X, W = rng.uniform(-1, 1, B * I).astype(np.float32), rng.uniform(-1, 1, O * I).astype(np.float32)
-    bias, dY = rng.uniform(-1, 1, O).astype(np.float32), rng.uniform(-1, 1, B * O).astype(np.float32)
-    Xr = np.maximum(rng.uniform(-1, 1, B * I), 0).astype(np.float32)   # a ReLU output, half 0
-    V0, Vb0 = rng.uniform(-1, 1, O * I).astype(np.float32), rng.uniform(-1, 1, O).astype(np.float32)
+    X, W, bias, dY = (uniform32(rng, n) for n in (B * I, O * I, O, B * O))
+    Xr = np.maximum(uniform32(rng, B * I), 0)   # a ReLU output, half 0
+    V0, Vb0 = uniform32(rng, O * I), uniform32(rng, O)
     for level, lib in isa_libs.items():
         for lr, momentum, wd in [(0.05, 0.0, 0.0), (0.1, 0.9, 5e-4)]:
             ctypes.CDLL("libgomp.so.1").omp_set_num_threads(1)
@@ -465,21 +471,23 @@ def test_fused_linear_kernels_are_the_baseline_sequence_bit_for_bit(isa_libs, B,
                         got, exp, err_msg=f"{what}: clone {level}, threads {threads}, m {momentum}")
 
 
-@pytest.mark.parametrize("geometry", [(5, 1, 28, 28, 6, 5, 5, 1, 2), (7, 6, 14, 14, 16, 5, 5, 1, 0),
+@pytest.mark.parametrize("geometry", [(13, 1, 28, 28, 6, 5, 5, 1, 2),
+                                      (7, 6, 14, 14, 16, 5, 5, 1, 0),
                                       (3, 8, 15, 15, 8, 3, 3, 2, 1)],
                          ids=lambda g: "x".join(map(str, g)))
 def test_fused_convolutions_are_the_same_bits_at_1_2_and_3_threads(cpu_lib, geometry):
     """conv_fwd and conv_bwd_data (image by image on the threads) and conv_sgd (chunks of
     images in order, each product on all threads) sum in an order fixed by the shape: the
-    same bits at every thread count. The batch of 7 at 14 x 14 leaves a partial last chunk."""
+    same bits at every thread count. The batch of 13 at 28 x 28 gives conv_sgd three chunks
+    (6, 6, 1: CONV_CHUNK_FLOATS / (25 * 784)); the batch of 7 at 14 x 14 gives conv_fwd and
+    conv_bwd_data a partial last chunk (6, 1)."""
     B, C, H, W, OC, KH, KW, s, pad = geometry
     OH, OW = (H + 2 * pad - KH) // s + 1, (W + 2 * pad - KW) // s + 1
     dims = [B, C, H, W, OC, KH, KW, s, pad, OH, OW]
     rng = np.random.default_rng(sum(geometry))
-    r = lambda n: rng.uniform(-1, 1, n).astype(np.float32)   # noqa: E731
-    X, Xr = r(B * C * H * W), np.maximum(r(B * C * H * W), 0)
-    Wt, bias, dY = r(OC * C * KH * KW), r(OC), r(B * OC * OH * OW)
-    V0, Vb0 = r(OC * C * KH * KW), r(OC)
+    X, Xr = uniform32(rng, B * C * H * W), np.maximum(uniform32(rng, B * C * H * W), 0)
+    Wt, bias, dY = (uniform32(rng, n) for n in (OC * C * KH * KW, OC, B * OC * OH * OW))
+    V0, Vb0 = uniform32(rng, OC * C * KH * KW), uniform32(rng, OC)
     outs = []
     for threads in (1, 2, 3):
         ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
