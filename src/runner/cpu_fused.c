@@ -1,8 +1,8 @@
 /* CPU backend of the fused kernels (src/kernels/README.md, "Fused kernels"): the same
  * semantics as src/kernels/fused/fused.cl. The linear layers' and convolutions' kernels are
  * the GEMM engine's products (cpu_gemm; cpu_gemm_tn_sgd for a linear update, its SGD step
- * applied per tile) followed by their bias, ReLU or mask; a convolution's columns are made
- * per image or chunk of images by the ABI's im2col/col2im, so they stay in L2. The split-K
+ * applied per tile; cpu_conv.c for a convolution, its columns made per image or chunk of
+ * images so they stay in L2) followed by their bias, ReLU or mask. The split-K
  * pair and the pooling and loss kernels compute one output element per loop iteration. Every
  * sum runs in an order fixed by the shape (deterministic at any thread count). Argument
  * checks report the first bad argument as cpu_kernels.c does. */
@@ -10,8 +10,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Int arguments 0..n-1 must be >= 1, except `pad_arg` (>= 0) and `flag_arg` (0 or 1); -1: none. */
@@ -49,58 +47,10 @@ static void sgd_step(float *P, float *V, int64_t i, float grad, float lr, float 
     P[i] -= lr * v;
 }
 
-/* The ABI's im2col or col2im (cpu_kernels.c) on nb images: img [nb, C, H, W], col
- * [C*KH*KW, nb*OH*OW]. The caller has checked the geometry, so a refusal is a bug: it
- * aborts. */
-static void image_cols(const char *kernel, int nb, int C, int H, int W, int KH, int KW, int s,
-                       int pad, int OH, int OW, const float *img, float *col, int to_image)
+/* B C H W OC KH KW stride pad OH OW at arguments 0..10 (checked). */
+static conv_geom conv_geom_of(const kctx *k)
 {
-    const long n_img = (long)nb * C * H * W, n_col = (long)nb * C * KH * KW * OH * OW;
-    rt_arg a[12] = {{'i', nb, 0, NULL, 0}, {'i', C, 0, NULL, 0}, {'i', H, 0, NULL, 0},
-                    {'i', W, 0, NULL, 0}, {'i', KH, 0, NULL, 0}, {'i', KW, 0, NULL, 0},
-                    {'i', s, 0, NULL, 0}, {'i', pad, 0, NULL, 0}, {'i', OH, 0, NULL, 0},
-                    {'i', OW, 0, NULL, 0}};
-    a[10] = to_image ? (rt_arg){'t', 0, 0, col, n_col} : (rt_arg){'t', 0, 0, (void *)img, n_img};
-    a[11] = to_image ? (rt_arg){'t', 0, 0, (void *)img, n_img} : (rt_arg){'t', 0, 0, col, n_col};
-    char err[256];
-    if (cpu_kernel_run(kernel, a, 12, err, sizeof err) != 0) {
-        fprintf(stderr, "cpu_fused: %s\n", err);
-        abort();
-    }
-}
-
-/* Images per chunk of a convolution's weight gradient: as many as keep the chunk's columns
- * (per_image floats each) within CONV_CHUNK_FLOATS, at least 1. Depends on the shape only. */
-#ifndef CONV_CHUNK_FLOATS
-#define CONV_CHUNK_FLOATS 131072
-#endif
-static int conv_chunk_images(int B, int64_t per_image)
-{
-    const int64_t nb = CONV_CHUNK_FLOATS / per_image;
-    return nb < 1 ? 1 : nb > B ? B : (int)nb;
-}
-
-/* Images per GEMM of conv_fwd/conv_bwd_data: one where an image has CONV_MIN_COLUMNS
- * outputs, else enough for that many columns (a narrower product wastes the micro-kernel's
- * tiles), at most B. Depends on the shape only. */
-#ifndef CONV_MIN_COLUMNS
-#define CONV_MIN_COLUMNS 512
-#endif
-static int conv_images_per_gemm(int B, int64_t P)
-{
-    const int64_t nb = (CONV_MIN_COLUMNS + P - 1) / P;
-    return nb > B ? B : (int)nb;
-}
-
-/* n images of dY [n, OC, P] into dst [OC, n*P] (channel-major, images side by side); returns
- * dst. */
-static float *channel_major(const float *dY, int n, int OC, int64_t P, float *dst)
-{
-    for (int j = 0; j < n; ++j)
-        for (int oc = 0; oc < OC; ++oc)
-            memcpy(dst + ((int64_t)oc * n + j) * P, dY + ((int64_t)j * OC + oc) * P,
-                   (size_t)P * sizeof(float));
-    return dst;
+    return (conv_geom){I(0), I(1), I(2), I(3), I(4), I(5), I(6), I(7), I(8), I(9), I(10)};
 }
 
 static int k_linear_fwd(const kctx *k)
@@ -120,40 +70,29 @@ static int k_linear_fwd(const kctx *k)
     return 0;
 }
 
+/* conv_fwd's epilogue: bias, then ReLU where act. */
+typedef struct {
+    const float *bias;
+    int act;
+} bias_act;
+
+static void bias_act_row(const void *ctx, int oc, const float *src, float *dst, int64_t P)
+{
+    const bias_act *e = ctx;
+    for (int64_t p = 0; p < P; ++p) dst[p] = relu_if(e->act, src[p] + e->bias[oc]);
+}
+
 static int k_conv_fwd(const kctx *k)
 {
     CHECK(check_ints(k, 12, 8, 11));
     CHECK(conv_out_dims(k));
-    const int B = I(0), C = I(1), H = I(2), W = I(3), OC = I(4), KH = I(5), KW = I(6);
-    const int s = I(7), pad = I(8), OH = I(9), OW = I(10), act = I(11);
-    CHECK(kneed_numel(k, 12, (int64_t)B * C * H * W, "B*C*H*W"));
-    CHECK(kneed_numel(k, 13, (int64_t)OC * C * KH * KW, "OC*C*KH*KW"));
-    CHECK(kneed_numel(k, 14, OC, "OC"));
-    CHECK(kneed_numel(k, 15, (int64_t)B * OC * OH * OW, "B*OC*OH*OW"));
-    const float *X = PF(12), *Wt = PF(13), *bias = PF(14);
-    float *Y = PF(15);
-    const int64_t ckk = (int64_t)C * KH * KW, P = (int64_t)OH * OW;
-    /* chunk by chunk of nb images (one image where it has CONV_MIN_COLUMNS outputs): the
-     * columns (in L2), their product with the weights ([OC, nb*OH*OW]: for one image its
-     * block of Y), then bias and ReLU while it is in cache */
-    const int nb = conv_images_per_gemm(B, P);
-    const int chunks = (B + nb - 1) / nb;
-#pragma omp parallel for if (chunks > 1 && B * OC * P * ckk > PAR_MIN) schedule(static)
-    for (int t = 0; t < chunks; ++t) {
-        const int b0 = t * nb, n = B - b0 < nb ? B - b0 : nb;
-        float *col = cpu_scratch(SCRATCH_COLUMNS, (size_t)(ckk * n * P));
-        float *out = n == 1 ? Y + (int64_t)b0 * OC * P
-                            : cpu_scratch(SCRATCH_CHANNEL_MAJOR, (size_t)(OC * n * P));
-        image_cols("im2col", n, C, H, W, KH, KW, s, pad, OH, OW, X + (int64_t)b0 * C * H * W,
-                   col, 0);
-        cpu_gemm(0, 0, OC, (int)(n * P), (int)ckk, 1.0f, Wt, col, 0.0f, out);
-        for (int j = 0; j < n; ++j)
-            for (int oc = 0; oc < OC; ++oc) {
-                const float *o = out + ((int64_t)oc * n + j) * P;
-                float *y = Y + ((int64_t)(b0 + j) * OC + oc) * P;
-                for (int64_t p = 0; p < P; ++p) y[p] = relu_if(act, o[p] + bias[oc]);
-            }
-    }
+    const conv_geom g = conv_geom_of(k);
+    CHECK(kneed_numel(k, 12, (int64_t)g.B * g.C * g.H * g.W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 13, (int64_t)g.OC * g.C * g.KH * g.KW, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 14, g.OC, "OC"));
+    CHECK(kneed_numel(k, 15, (int64_t)g.B * g.OC * g.OH * g.OW, "B*OC*OH*OW"));
+    const bias_act e = {PF(14), I(11)};
+    cpu_conv_fwd(&g, PF(12), PF(13), PF(15), bias_act_row, &e);
     return 0;
 }
 
@@ -177,38 +116,28 @@ static int k_linear_bwd_data(const kctx *k)
     return 0;
 }
 
+/* conv_bwd_data's epilogue: dX masked by the forward input's ReLU (X > 0). */
+static void relu_mask_span(const void *ctx, int64_t e0, int64_t e1)
+{
+    const float *const *xdx = ctx;
+    const float *X = xdx[0];
+    float *dX = (float *)xdx[1];
+    for (int64_t e = e0; e < e1; ++e)   /* a select, not a branch: the mask is data */
+        dX[e] = X[e] > 0.0f ? dX[e] : 0.0f;
+}
+
 static int k_conv_bwd_data(const kctx *k)
 {
     CHECK(check_ints(k, 12, 8, 11));
     CHECK(conv_out_dims(k));
-    const int B = I(0), C = I(1), H = I(2), W = I(3), OC = I(4), KH = I(5), KW = I(6);
-    const int s = I(7), pad = I(8), OH = I(9), OW = I(10), relu = I(11);
-    CHECK(kneed_numel(k, 12, (int64_t)B * OC * OH * OW, "B*OC*OH*OW"));
-    CHECK(kneed_numel(k, 13, (int64_t)OC * C * KH * KW, "OC*C*KH*KW"));
-    CHECK(kneed_numel(k, 14, (int64_t)B * C * H * W, "B*C*H*W"));
-    CHECK(kneed_numel(k, 15, (int64_t)B * C * H * W, "B*C*H*W"));
-    const float *dY = PF(12), *Wt = PF(13), *X = PF(14);
-    float *dX = PF(15);
-    const int64_t ckk = (int64_t)C * KH * KW, P = (int64_t)OH * OW, HW = (int64_t)H * W;
-    /* chunk by chunk of nb images (as conv_fwd): dY's chunk channel-major [OC, nb*OH*OW]
-     * (for one image: its block of dY), the column gradient weight^T @ it (in L2), col2im
-     * into dX's images, then the ReLU mask */
-    const int nb = conv_images_per_gemm(B, P);
-    const int chunks = (B + nb - 1) / nb;
-#pragma omp parallel for if (chunks > 1 && B * OC * P * ckk > PAR_MIN) schedule(static)
-    for (int t = 0; t < chunks; ++t) {
-        const int b0 = t * nb, n = B - b0 < nb ? B - b0 : nb;
-        float *col = cpu_scratch(SCRATCH_COLUMNS, (size_t)(ckk * n * P));
-        float *dx = dX + (int64_t)b0 * C * HW;
-        const float *x = X + (int64_t)b0 * C * HW, *dyc = dY + (int64_t)b0 * OC * P;
-        if (n > 1)
-            dyc = channel_major(dY + (int64_t)b0 * OC * P, n, OC, P,
-                                cpu_scratch(SCRATCH_CHANNEL_MAJOR, (size_t)(OC * n * P)));
-        cpu_gemm(1, 0, (int)ckk, (int)(n * P), OC, 1.0f, Wt, dyc, 0.0f, col);
-        image_cols("col2im", n, C, H, W, KH, KW, s, pad, OH, OW, dx, col, 1);
-        if (relu)
-            for (int64_t e = 0; e < n * C * HW; ++e) dx[e] = x[e] > 0.0f ? dx[e] : 0.0f;
-    }
+    const conv_geom g = conv_geom_of(k);
+    const int64_t nx = (int64_t)g.B * g.C * g.H * g.W;
+    CHECK(kneed_numel(k, 12, (int64_t)g.B * g.OC * g.OH * g.OW, "B*OC*OH*OW"));
+    CHECK(kneed_numel(k, 13, (int64_t)g.OC * g.C * g.KH * g.KW, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 14, nx, "B*C*H*W"));
+    CHECK(kneed_numel(k, 15, nx, "B*C*H*W"));
+    const float *xdx[2] = {PF(14), PF(15)};
+    cpu_conv_bwd_data(&g, PF(12), PF(13), PF(15), I(11) ? relu_mask_span : NULL, xdx);
     return 0;
 }
 
@@ -296,38 +225,24 @@ static int k_conv_sgd(const kctx *k)
 {
     CHECK(check_ints(k, 11, 8, -1));
     CHECK(conv_out_dims(k));
-    const int B = I(0), C = I(1), H = I(2), W = I(3), OC = I(4), KH = I(5), KW = I(6);
-    const int s = I(7), pad = I(8), OH = I(9), OW = I(10);
+    const conv_geom g = conv_geom_of(k);
     const float lr = F(11), m = F(12), wd = F(13);
-    const int64_t ckk = (int64_t)C * KH * KW;
-    CHECK(kneed_numel(k, 14, (int64_t)B * C * H * W, "B*C*H*W"));
-    CHECK(kneed_numel(k, 15, (int64_t)B * OC * OH * OW, "B*OC*OH*OW"));
-    CHECK(kneed_numel(k, 16, OC * ckk, "OC*C*KH*KW"));
-    CHECK(kneed_numel(k, 17, OC * ckk, "OC*C*KH*KW"));
-    CHECK(kneed_numel(k, 18, OC, "OC"));
-    CHECK(kneed_numel(k, 19, OC, "OC"));
-    const float *X = PF(14), *dY = PF(15);
-    float *Wt = PF(16), *V = PF(17), *bias = PF(18), *Vb = PF(19);
-    const int64_t P = (int64_t)OH * OW;
-    /* g = sum over chunks of nb images of dY's chunk, channel-major [OC, nb*P], times its
-     * columns [C*KH*KW, nb*P]^T, chunks in order (each product on all threads, summed in an
-     * order fixed by the shape), then sgd_update's step. A chunk's columns fit in L2. */
-    const int nb = conv_chunk_images(B, ckk * P);
-    float *g = cpu_scratch(SCRATCH_GRADIENT, (size_t)(OC * ckk));
-    for (int b0 = 0; b0 < B; b0 += nb) {
-        const int n = B - b0 < nb ? B - b0 : nb;
-        float *col = cpu_scratch(SCRATCH_COLUMNS, (size_t)(ckk * n * P));
-        float *dyc = cpu_scratch(SCRATCH_CHANNEL_MAJOR, (size_t)(OC * n * P));
-        image_cols("im2col", n, C, H, W, KH, KW, s, pad, OH, OW, X + (int64_t)b0 * C * H * W,
-                   col, 0);
-        channel_major(dY + (int64_t)b0 * OC * P, n, OC, P, dyc);
-        cpu_gemm(0, 1, OC, (int)ckk, (int)(n * P), 1.0f, dyc, col, b0 ? 1.0f : 0.0f, g);
-    }
-    cpu_sgd_update(OC * ckk, lr, m, wd, Wt, g, V);
-    for (int oc = 0; oc < OC; ++oc) {   /* the bias: dY's sums, images then positions in order */
+    const int64_t ckk = (int64_t)g.C * g.KH * g.KW, P = (int64_t)g.OH * g.OW;
+    CHECK(kneed_numel(k, 14, (int64_t)g.B * g.C * g.H * g.W, "B*C*H*W"));
+    CHECK(kneed_numel(k, 15, (int64_t)g.B * g.OC * P, "B*OC*OH*OW"));
+    CHECK(kneed_numel(k, 16, g.OC * ckk, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 17, g.OC * ckk, "OC*C*KH*KW"));
+    CHECK(kneed_numel(k, 18, g.OC, "OC"));
+    CHECK(kneed_numel(k, 19, g.OC, "OC"));
+    const float *dY = PF(15);
+    float *bias = PF(18), *Vb = PF(19);
+    float *grad = cpu_scratch(SCRATCH_GRADIENT, (size_t)(g.OC * ckk));
+    cpu_conv_wgrad(&g, PF(14), dY, grad);
+    cpu_sgd_update(g.OC * ckk, lr, m, wd, PF(16), grad, PF(17));
+    for (int oc = 0; oc < g.OC; ++oc) {   /* the bias: dY's sums, images then positions in order */
         float acc = 0.0f;
-        for (int b = 0; b < B; ++b) {
-            const float *dy = dY + ((int64_t)b * OC + oc) * P;
+        for (int b = 0; b < g.B; ++b) {
+            const float *dy = dY + ((int64_t)b * g.OC + oc) * P;
             for (int64_t p = 0; p < P; ++p) acc += dy[p];
         }
         sgd_step(bias, Vb, oc, acc, lr, m, wd);

@@ -1,15 +1,18 @@
 /* CPU backend of the fused batch-norm kernels (src/kernels/README.md, "Fused batch-norm
  * kernels"): bias-free grouped convolutions with batch normalization, the same semantics as
- * src/kernels/fused/fused_bn.cl. One output element (or one channel, for the batch-norm
- * reductions, one tile of a channel for the forward's tile statistics, or one weight) per
- * loop iteration; every sum is a gather in a fixed order, the per-channel sums blocked as
- * cpu_mobile.c's (each image's values, then the batch's partial sums), the tiles' statistics
- * merged in tile order: deterministic at any thread count. Argument checks report the first
- * bad argument as cpu_kernels.c does. */
+ * src/kernels/fused/fused_bn.cl. A grouped convolution runs on the engine its groups allow
+ * (gconv_engine): the GEMM engine (cpu_conv.c) for groups = 1, the depthwise 3x3 kernels
+ * (cpu_mobile.c) for one channel per group, else loops of one output element (or weight) per
+ * iteration. The batch-norm reductions run one channel per iteration, each image's values
+ * then the batch's partial sums, as cpu_mobile.c's; the forward's tile statistics are merged
+ * in tile order. Every sum runs in an order fixed by the shape: deterministic at any thread
+ * count. Argument checks report the first bad argument as cpu_kernels.c does. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 /* B C H W OC KH KW stride pad OH OW groups at arguments 0..11 (all >= 1 but pad >= 0, the
  * output size following the convolution rule, groups dividing C and OC); then `nflags`
@@ -31,18 +34,22 @@ static int gconv_dims(const kctx *k, int nflags)
     return 0;
 }
 
+/* Selects, not fminf/fmaxf (library calls in a baseline x86-64 build); NaN gives 0, as
+ * fmin(fmax(NaN, 0), 6) does. */
 static float act_of(float v, int act)
 {
     if (act == 1) return v > 0.0f ? v : 0.0f;
-    if (act == 2) return fminf(fmaxf(v, 0.0f), 6.0f);
+    if (act == 2) return v > 0.0f ? (v < 6.0f ? v : 6.0f) : 0.0f;
     return v;
 }
 
+/* Whether the activation (by its output y) lets a gradient through. Non-short-circuit
+ * operators and the callers' unconditional loads keep the mask a select: the mask is data
+ * (ReLU6 outputs clip at 0 and 6 at random), and a branch on it mispredicts half the time. */
 static int act_passes(float y, int act)
 {
-    if (act == 1) return y > 0.0f;
-    if (act == 2) return y > 0.0f && y < 6.0f;
-    return 1;
+    const int above = y > 0.0f, below = y < 6.0f;
+    return act == 0 ? 1 : above & (act == 1 ? 1 : below);
 }
 
 /* g = grad + wd * P; V = m * V + g; P -= lr * V (sgd_update's rule). */
@@ -62,6 +69,39 @@ static gconv gconv_of(const kctx *k)
 {
     const gconv g = {I(0), I(1), I(2), I(3), I(4), I(5), I(6), I(7), I(8), I(9), I(10), I(11)};
     return g;
+}
+
+static conv_geom conv_of(const gconv *g)
+{
+    return (conv_geom){g->B, g->C, g->H, g->W, g->OC, g->KH, g->KW, g->s, g->pad, g->OH, g->OW};
+}
+
+/* The engine a grouped convolution runs on: the GEMM engine for one group, the depthwise
+ * 3x3 kernels for one input and one output channel per group, else the loops below. */
+enum { GCONV_LOOPS, GCONV_GEMM, GCONV_DW3X3 };
+static int gconv_engine(const gconv *g)
+{
+    if (g->G == 1) return GCONV_GEMM;
+    if (g->G == g->C && g->G == g->OC && g->KH == 3 && g->KW == 3) return GCONV_DW3X3;
+    return GCONV_LOOPS;
+}
+
+/* One of cpu_mobile.c's depthwise 3x3 kernels through the ABI (arguments B C H W stride pad
+ * OH OW and three tensors of na, nb, nc floats). The caller has checked the geometry, so a
+ * refusal is a bug: it aborts. */
+static void dw3x3_run(const char *kernel, const gconv *g, const float *a, int64_t na,
+                      const float *b, int64_t nb, float *c, int64_t nc)
+{
+    const rt_arg args[11] = {
+        {'i', g->B, 0, NULL, 0},  {'i', g->C, 0, NULL, 0},   {'i', g->H, 0, NULL, 0},
+        {'i', g->W, 0, NULL, 0},  {'i', g->s, 0, NULL, 0},   {'i', g->pad, 0, NULL, 0},
+        {'i', g->OH, 0, NULL, 0}, {'i', g->OW, 0, NULL, 0},  {'t', 0, 0, (void *)a, na},
+        {'t', 0, 0, (void *)b, nb}, {'t', 0, 0, c, nc}};
+    char err[256];
+    if (cpu_kernel_run(kernel, args, 11, err, sizeof err) != 0) {
+        fprintf(stderr, "cpu_fused_bn: %s\n", err);
+        abort();
+    }
 }
 
 /* Z[b,oc,oh,ow]: taps in (ci, kh, kw) order, 0 outside the image. */
@@ -86,40 +126,92 @@ static float gconv_at(const gconv *g, const float *X, const float *Wt, int64_t b
     return acc;
 }
 
+/* A channel's sums run in STAT_LANES interleaved partial sums, as cpu_mobile.c's batch-norm
+ * sums: value j of a run of consecutive values goes to lane j % STAT_LANES, runs in order, and
+ * the lanes are added in lane order at the end. A fixed order (it depends on the shape only)
+ * that the compiler vectorizes, where one running sum waits on the add's latency. */
+#define STAT_LANES 16
+
+static float lanes_total(const float *lane)
+{
+    float s = 0.0f;
+    for (int l = 0; l < STAT_LANES; ++l) s += lane[l];
+    return s;
+}
+
+/* lane[j % STAT_LANES] += x[j] (sq = 0) or (x[j] - m)^2 (sq = 1), 0 <= j < n. */
+static void lanes_add(float *restrict lane, const float *restrict x, int64_t n, float m, int sq)
+{
+    int64_t j = 0;
+    if (sq) {
+        for (; j + STAT_LANES <= n; j += STAT_LANES)
+            for (int l = 0; l < STAT_LANES; ++l) {
+                const float dv = x[j + l] - m;
+                lane[l] += dv * dv;
+            }
+        for (int l = 0; l < n - j; ++l) {
+            const float dv = x[j + l] - m;
+            lane[l] += dv * dv;
+        }
+        return;
+    }
+    for (; j + STAT_LANES <= n; j += STAT_LANES)
+        for (int l = 0; l < STAT_LANES; ++l) lane[l] += x[j + l];
+    for (int l = 0; l < n - j; ++l) lane[l] += x[j + l];
+}
+
+/* Sum over channel oc's outputs i0 <= i < i1 (i = b*P + p) of Z (sq = 0) or (Z - m)^2
+ * (sq = 1); the runs are the pieces within one image. */
+static float tile_sum(const float *Z, int OC, int64_t P, int oc, int64_t i0, int64_t i1,
+                      float m, int sq)
+{
+    float lane[STAT_LANES] = {0.0f};
+    for (int64_t i = i0; i < i1;) {
+        const int64_t b = i / P, p0 = i % P, p1 = i1 - i < P - p0 ? p0 + (i1 - i) : P;
+        lanes_add(lane, Z + (b * OC + oc) * P + p0, p1 - p0, m, sq);
+        i += p1 - p0;
+    }
+    return lanes_total(lane);
+}
+
 /* Z = the grouped convolution; part[(oc*T + t)*2 + {0, 1}] = tile t's mean and sum of
  * squared deviations from it (T = ceil(n/tile) tiles of channel oc's n = B*OH*OW outputs in
- * (b, oh, ow) order, the last one shorter); one (oc, t) per loop iteration. */
+ * (b, oh, ow) order, the last one shorter): Z on its engine, then one (oc, t) per loop
+ * iteration. */
 static int k_gconv_stats_fwd(const kctx *k)
 {
     CHECK(gconv_dims(k, 0));
     CHECK(kneed_min(k, 12, 1));
     const gconv g = gconv_of(k);
     const int P = g.OH * g.OW, n = g.B * P, tile = I(12), T = (n - 1) / tile + 1;
-    const int64_t ny = (int64_t)g.B * g.OC * P;
-    CHECK(kneed_numel(k, 13, (int64_t)g.B * g.C * g.H * g.W, "B*C*H*W"));
-    CHECK(kneed_numel(k, 14, (int64_t)g.OC * (g.C / g.G) * g.KH * g.KW, "OC*(C/groups)*KH*KW"));
+    const int64_t nx = (int64_t)g.B * g.C * g.H * g.W, ny = (int64_t)g.B * g.OC * P;
+    const int64_t nw = (int64_t)g.OC * (g.C / g.G) * g.KH * g.KW;
+    CHECK(kneed_numel(k, 13, nx, "B*C*H*W"));
+    CHECK(kneed_numel(k, 14, nw, "OC*(C/groups)*KH*KW"));
     CHECK(kneed_numel(k, 15, ny, "B*OC*OH*OW"));
     CHECK(kneed_numel(k, 16, (int64_t)g.OC * T * 2, "OC*ceil(B*OH*OW/tile)*2"));
     const float *X = PF(13), *Wt = PF(14);
     float *Z = PF(15), *part = PF(16);
+    const int engine = gconv_engine(&g);
+    if (engine == GCONV_GEMM) {
+        const conv_geom cg = conv_of(&g);
+        cpu_conv_fwd(&cg, X, Wt, Z, NULL, NULL);
+    } else if (engine == GCONV_DW3X3) {
+        dw3x3_run("dwconv3x3_fwd", &g, X, nx, Wt, nw, Z, ny);
+    } else {
 #pragma omp parallel for if (ny * (g.C / g.G) * g.KH * g.KW > PAR_MIN) schedule(static)
+        for (int64_t e = 0; e < ny; ++e) {   /* e = (b*OC + oc)*P + p */
+            const int p = (int)(e % P), oc = (int)(e / P % g.OC);
+            Z[e] = gconv_at(&g, X, Wt, e / P / g.OC, oc, p / g.OW, p % g.OW);
+        }
+    }
+#pragma omp parallel for if (ny > PAR_MIN) schedule(static)
     for (int64_t e = 0; e < (int64_t)g.OC * T; ++e) {
         const int oc = (int)(e / T), t = (int)(e % T), i0 = t * tile;
-        const int cnt = tile < n - i0 ? tile : n - i0;
-        float s = 0.0f;
-        for (int i = i0; i < i0 + cnt; ++i) {
-            const float z = gconv_at(&g, X, Wt, i / P, oc, i % P / g.OW, i % P % g.OW);
-            Z[((int64_t)(i / P) * g.OC + oc) * P + i % P] = z;
-            s += z;
-        }
-        const float m = s / (float)cnt;
-        float q = 0.0f;
-        for (int i = i0; i < i0 + cnt; ++i) {
-            const float dv = Z[((int64_t)(i / P) * g.OC + oc) * P + i % P] - m;
-            q += dv * dv;
-        }
+        const int i1 = tile < n - i0 ? i0 + tile : n;
+        const float m = tile_sum(Z, g.OC, P, oc, i0, i1, 0.0f, 0) / (float)(i1 - i0);
         part[e * 2] = m;
-        part[e * 2 + 1] = q;
+        part[e * 2 + 1] = tile_sum(Z, g.OC, P, oc, i0, i1, m, 1);
     }
     return 0;
 }
@@ -181,6 +273,28 @@ static int k_bn_act_fwd(const kctx *k)
     return 0;
 }
 
+/* lb[j % STAT_LANES] += d[j] and lg[j % STAT_LANES] += d[j] * xhat[j] over one plane of n
+ * values: d = dY masked by the activation's output Y, xhat = (X - mu) * is. Two passes (the
+ * plane is in L1 for the second): both lane arrays in one loop spill a baseline build's 16
+ * SSE registers, as cpu_mobile.c's batchnorm_bwd_reduce says. */
+/* d where the activation's output y lets it through, else 0 (d already loaded: a select). */
+static float masked(float d, float y, int act) { return act_passes(y, act) ? d : 0.0f; }
+
+static void lanes_add_masked(float *restrict lb, float *restrict lg, const float *restrict X,
+                             const float *restrict Y, const float *restrict dY, int n, int act,
+                             float mu, float is)
+{
+    int j = 0;
+    for (; j + STAT_LANES <= n; j += STAT_LANES)
+        for (int l = 0; l < STAT_LANES; ++l) lb[l] += masked(dY[j + l], Y[j + l], act);
+    for (int l = 0; l < n - j; ++l) lb[l] += masked(dY[j + l], Y[j + l], act);
+    for (j = 0; j + STAT_LANES <= n; j += STAT_LANES)
+        for (int l = 0; l < STAT_LANES; ++l)
+            lg[l] += masked(dY[j + l], Y[j + l], act) * ((X[j + l] - mu) * is);
+    for (int l = 0; l < n - j; ++l)
+        lg[l] += masked(dY[j + l], Y[j + l], act) * ((X[j + l] - mu) * is);
+}
+
 static int k_bn_bwd_sgd(const kctx *k)
 {
     for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
@@ -198,23 +312,17 @@ static int k_bn_bwd_sgd(const kctx *k)
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int c = 0; c < C; ++c) {
         const float mu = mean[c], is = invstd[c];
-        float sg = 0.0f, sb = 0.0f;
-        for (int64_t b = 0; b < B; ++b) {   /* blocked: each image's sums, then the batch's */
+        float lg[STAT_LANES] = {0.0f}, lb[STAT_LANES] = {0.0f};
+        for (int64_t b = 0; b < B; ++b) {
             const int64_t at = (b * C + c) * HW;
-            float pg = 0.0f, pb = 0.0f;
-            for (int j = 0; j < HW; ++j) {
-                const float d = act_passes(Y[at + j], act) ? dY[at + j] : 0.0f;
-                pb += d;
-                pg += d * ((X[at + j] - mu) * is);
-            }
-            sg += pg;
-            sb += pb;
+            lanes_add_masked(lb, lg, X + at, Y + at, dY + at, HW, act, mu, is);
         }
+        const float sg = lanes_total(lg), sb = lanes_total(lb);
         const float scale = gamma[c] * is / cnt;
         for (int64_t b = 0; b < B; ++b) {
             const int64_t at = (b * C + c) * HW;
             for (int j = 0; j < HW; ++j) {
-                const float d = act_passes(Y[at + j], act) ? dY[at + j] : 0.0f;
+                const float d = masked(dY[at + j], Y[at + j], act);
                 dX[at + j] = scale * ((cnt * d - sb) - ((X[at + j] - mu) * is) * sg);
             }
         }
@@ -224,45 +332,77 @@ static int k_bn_bwd_sgd(const kctx *k)
     return 0;
 }
 
+/* gconv_bwd_data's epilogue on dX's elements [e0, e1): the activation's mask (from X, the
+ * activation's output), then the residual's gradient R where res. */
+typedef struct {
+    const float *X, *R;
+    float *dX;
+    int act, res;
+} act_res;
+
+static void act_res_span(const void *ctx, int64_t e0, int64_t e1)
+{
+    const act_res *a = ctx;
+    for (int64_t e = e0; e < e1; ++e)
+        a->dX[e] = masked(a->res ? a->dX[e] + a->R[e] : a->dX[e], a->X[e], a->act);
+}
+
+/* dX[e] for the loops' engine: one input element per iteration, its taps gathered. */
+static float gconv_dx_at(const gconv *g, const float *dY, const float *Wt, int64_t e)
+{
+    const int cg = g->C / g->G, og = g->OC / g->G;
+    const int w = (int)(e % g->W), h = (int)(e / g->W % g->H);
+    const int c = (int)(e / ((int64_t)g->W * g->H) % g->C);
+    const int64_t b = e / ((int64_t)g->W * g->H * g->C);
+    const int grp = c / cg, ci = c % cg;
+    float acc = 0.0f;
+    for (int j = 0; j < og; ++j) {
+        const int oc = grp * og + j;
+        for (int kh = 0; kh < g->KH; ++kh) {
+            const int th = h + g->pad - kh;
+            if (th < 0 || th % g->s || th / g->s >= g->OH) continue;
+            for (int kw = 0; kw < g->KW; ++kw) {
+                const int tw = w + g->pad - kw;
+                if (tw < 0 || tw % g->s || tw / g->s >= g->OW) continue;
+                acc += Wt[(((int64_t)oc * cg + ci) * g->KH + kh) * g->KW + kw] *
+                       dY[((b * g->OC + oc) * g->OH + th / g->s) * g->OW + tw / g->s];
+            }
+        }
+    }
+    return acc;
+}
+
 static int k_gconv_bwd_data(const kctx *k)
 {
     CHECK(gconv_dims(k, 2));
     const gconv g = gconv_of(k);
     const int act = I(12), res = I(13);
-    const int64_t nx = (int64_t)g.B * g.C * g.H * g.W;
-    CHECK(kneed_numel(k, 14, (int64_t)g.B * g.OC * g.OH * g.OW, "B*OC*OH*OW"));
-    CHECK(kneed_numel(k, 15, (int64_t)g.OC * (g.C / g.G) * g.KH * g.KW, "OC*(C/groups)*KH*KW"));
+    const int64_t nx = (int64_t)g.B * g.C * g.H * g.W, ny = (int64_t)g.B * g.OC * g.OH * g.OW;
+    const int64_t nw = (int64_t)g.OC * (g.C / g.G) * g.KH * g.KW;
+    CHECK(kneed_numel(k, 14, ny, "B*OC*OH*OW"));
+    CHECK(kneed_numel(k, 15, nw, "OC*(C/groups)*KH*KW"));
     for (int i = 16; i <= 18; ++i)   /* R (17) is read only when res */
         if (i != 17 || res) CHECK(kneed_numel(k, i, nx, "B*C*H*W"));
-    const float *dY = PF(14), *Wt = PF(15), *X = PF(16), *R = PF(17);
+    const float *dY = PF(14), *Wt = PF(15);
     float *dX = PF(18);
-    const int cg = g.C / g.G, og = g.OC / g.G;
-#pragma omp parallel for if (nx * og * g.KH * g.KW > PAR_MIN) schedule(static)
-    for (int64_t e = 0; e < nx; ++e) {
-        if (!act_passes(X[e], act)) {
-            dX[e] = 0.0f;
-            continue;
-        }
-        const int w = (int)(e % g.W), h = (int)(e / g.W % g.H);
-        const int c = (int)(e / ((int64_t)g.W * g.H) % g.C);
-        const int64_t b = e / ((int64_t)g.W * g.H * g.C);
-        const int grp = c / cg, ci = c % cg;
-        float acc = 0.0f;
-        for (int j = 0; j < og; ++j) {
-            const int oc = grp * og + j;
-            for (int kh = 0; kh < g.KH; ++kh) {
-                const int th = h + g.pad - kh;
-                if (th < 0 || th % g.s || th / g.s >= g.OH) continue;
-                for (int kw = 0; kw < g.KW; ++kw) {
-                    const int tw = w + g.pad - kw;
-                    if (tw < 0 || tw % g.s || tw / g.s >= g.OW) continue;
-                    acc += Wt[(((int64_t)oc * cg + ci) * g.KH + kh) * g.KW + kw] *
-                           dY[((b * g.OC + oc) * g.OH + th / g.s) * g.OW + tw / g.s];
-                }
-            }
-        }
-        dX[e] = res ? acc + R[e] : acc;
+    const act_res epi = {PF(16), PF(17), dX, act, res};
+    const int engine = gconv_engine(&g), plain = act == 0 && res == 0;
+    if (engine == GCONV_GEMM) {
+        const conv_geom cg = conv_of(&g);
+        cpu_conv_bwd_data(&cg, dY, Wt, dX, plain ? NULL : act_res_span, &epi);
+        return 0;
     }
+    if (engine == GCONV_DW3X3) {
+        dw3x3_run("dwconv3x3_bwd_data", &g, dY, ny, Wt, nw, dX, nx);
+    } else {
+#pragma omp parallel for if (nx * (g.OC / g.G) * g.KH * g.KW > PAR_MIN) schedule(static)
+        for (int64_t e = 0; e < nx; ++e) dX[e] = gconv_dx_at(&g, dY, Wt, e);
+    }
+    if (plain) return 0;
+    const int64_t span = 4096, spans = (nx + span - 1) / span;
+#pragma omp parallel for if (nx > PAR_MIN) schedule(static)
+    for (int64_t t = 0; t < spans; ++t)
+        act_res_span(&epi, t * span, (t + 1) * span < nx ? (t + 1) * span : nx);
     return 0;
 }
 
@@ -278,6 +418,16 @@ static int k_gconv_sgd(const kctx *k)
     for (int i = 17; i <= 18; ++i) CHECK(kneed_numel(k, i, nw, "OC*(C/groups)*KH*KW"));
     const float *X = PF(15), *dY = PF(16);
     float *Wt = PF(17), *V = PF(18);
+    const int engine = gconv_engine(&g);
+    if (engine != GCONV_LOOPS) {   /* the gradient, then sgd_update's pass */
+        float *grad = cpu_scratch(SCRATCH_GRADIENT, (size_t)nw);
+        const conv_geom cg = conv_of(&g);
+        if (engine == GCONV_GEMM) cpu_conv_wgrad(&cg, X, dY, grad);
+        else dw3x3_run("dwconv3x3_bwd_weight", &g, X, (int64_t)g.B * g.C * g.H * g.W, dY,
+                       (int64_t)g.B * g.OC * g.OH * g.OW, grad, nw);
+        cpu_sgd_update(nw, lr, m, wd, Wt, grad, V);
+        return 0;
+    }
 #pragma omp parallel for if (nw * g.B * g.OH * g.OW > PAR_MIN) schedule(static)
     for (int64_t e = 0; e < nw; ++e) {
         const int oc = (int)(e / ckk), kk = (int)(e % ckk);

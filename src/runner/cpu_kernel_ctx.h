@@ -1,5 +1,6 @@
-/* Internal to the CPU backend (cpu_kernels.c, cpu_fused.c, cpu_mobile.c): a kernel call's context, the
- * argument checks that report "kernel: argument i (name) ...", and the kernel table entry. */
+/* Internal to the CPU backend (cpu_kernels.c, cpu_conv.c, cpu_fused.c, cpu_fused_bn.c,
+ * cpu_mobile.c): a kernel call's context, the argument checks that report "kernel: argument i
+ * (name) ...", and the kernel table entry. */
 #ifndef PHONETRAIN_CPU_KERNEL_CTX_H
 #define PHONETRAIN_CPU_KERNEL_CTX_H
 
@@ -57,6 +58,28 @@ void cpu_sgd_update(int64_t n, float lr, float momentum, float wd, float *W, con
  * step follows its sums while they are in cache, else g goes through a scratch array. */
 void cpu_gemm_tn_sgd(int M, int N, int K, const float *A, const float *B, float lr,
                      float momentum, float wd, float *W, float *V);
+
+/* Convolutions on the GEMM engine (cpu_conv.c): geometry B C H W OC KH KW stride pad OH OW,
+ * checked by the caller (OH = (H + 2*pad - KH)/stride + 1, likewise OW). Tensors float32,
+ * NCHW: X [B, C, H, W], weight [OC, C*KH*KW], Y and dY [B, OC, OH*OW]. */
+typedef struct {
+    int B, C, H, W, OC, KH, KW, s, pad, OH, OW;
+} conv_geom;
+/* One output row of a chunk: dst[0..P) from src[0..P) of channel oc (src == dst in place). */
+typedef void (*conv_row_epilogue)(const void *ctx, int oc, const float *src, float *dst,
+                                  int64_t P);
+/* dX's elements [e0, e1) are final (whole images of one chunk). */
+typedef void (*conv_span_epilogue)(const void *ctx, int64_t e0, int64_t e1);
+/* Y = conv(X, weight), no bias; `epi` (NULL: a copy) writes each row while it is in cache. */
+void cpu_conv_fwd(const conv_geom *g, const float *X, const float *Wt, float *Y,
+                  conv_row_epilogue epi, const void *ctx);
+/* dX = col2im(weight^T @ dY), then `epi` (may be NULL) on each chunk's images. */
+void cpu_conv_bwd_data(const conv_geom *g, const float *dY, const float *Wt, float *dX,
+                       conv_span_epilogue epi, const void *ctx);
+/* G [OC, C*KH*KW] = the weight gradient, sum over images of dY @ columns^T (chunks of
+ * images in order; on all threads). Uses the calling thread's SCRATCH_COLUMNS and
+ * SCRATCH_CHANNEL_MAJOR, so G must live elsewhere (SCRATCH_GRADIENT, say). */
+void cpu_conv_wgrad(const conv_geom *g, const float *X, const float *dY, float *G);
 
 /* The fused kernels (cpu_fused.c) and the mobile CNN operators (cpu_mobile.c), searched after
  * cpu_kernels.c's own table. */

@@ -14,6 +14,7 @@ import pytest
 
 from helpers import REPO
 from helpers.kernel_cases import Case, group_cases
+from helpers.kernel_cases_bn import ORACLE_BN
 
 RUNNER_SRC = REPO / "src" / "runner"
 
@@ -26,11 +27,12 @@ class RtArg(ctypes.Structure):
 
 def build_lib(out_dir: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
     """cpu_kernels.c (with the fused, mobile, fused batch-norm and optimizer kernels of
-    cpu_fused.c, cpu_mobile.c, cpu_fused_bn.c, cpu_adam.c) built as a shared library with the
-    runner's flags (runner.BASE_FLAGS)."""
+    cpu_fused.c, cpu_mobile.c, cpu_fused_bn.c, cpu_adam.c, and cpu_conv.c's convolutions)
+    built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
     so = out_dir / "libcpu_kernels.so"
     subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
-                    "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"), str(RUNNER_SRC / "cpu_fused.c"),
+                    "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"),
+                    str(RUNNER_SRC / "cpu_conv.c"), str(RUNNER_SRC / "cpu_fused.c"),
                     str(RUNNER_SRC / "cpu_mobile.c"), str(RUNNER_SRC / "cpu_fused_bn.c"),
                     str(RUNNER_SRC / "cpu_adam.c"), "-o", str(so), "-lm"],
                    check=True)
@@ -503,3 +505,51 @@ def test_fused_convolutions_are_the_same_bits_at_1_2_and_3_threads(cpu_lib, geom
     for got in outs[1:]:
         for a, b, what in zip(outs[0], got, ("Y", "dX", "W", "V", "bias", "Vb")):
             np.testing.assert_array_equal(a, b, err_msg=what)
+
+
+# (B, C, H, W, OC, K, stride, pad, groups), one per engine of cpu_fused_bn.c's grouped
+# convolutions: a 1x1 expand (GEMM, the image its own columns, one image per product); the
+# stem, 3x3/2 (GEMM on im2col columns: 196 outputs per image, so chunks of 3, 3 and 1
+# images); a depthwise 3x3/2 (the depthwise kernels); 2 groups (the loops).
+GCONV_ENGINES = [(13, 8, 14, 14, 32, 1, 1, 0, 1), (7, 1, 28, 28, 8, 3, 2, 1, 1),
+                 (5, 32, 14, 14, 32, 3, 2, 1, 32), (3, 4, 6, 5, 6, 3, 1, 1, 2)]
+
+
+@pytest.mark.parametrize("geometry", GCONV_ENGINES, ids=lambda g: "x".join(map(str, g)))
+def test_fused_bn_kernels_are_the_same_bits_at_1_2_and_3_threads(cpu_lib, geometry):
+    """gconv_stats_fwd, gconv_bwd_data (ReLU6 mask and residual) and gconv_sgd on each engine,
+    and bn_bwd_sgd, sum in an order fixed by the shape: the same bits at every thread count;
+    the convolution (Z) is the float64 one to rounding."""
+    B, C, H, W, OC, K, s, pad, G = geometry
+    OH, OW = (H + 2 * pad - K) // s + 1, (W + 2 * pad - K) // s + 1
+    dims, tile = [B, C, H, W, OC, K, K, s, pad, OH, OW, G], 100
+    nx, ny, nw, T = B * C * H * W, B * OC * OH * OW, OC * C // G * K * K, -(-B * OH * OW // 100)
+    rng = np.random.default_rng(sum(geometry))
+    X, Wt, dY, R, V0 = (uniform32(rng, n) for n in (nx, nw, ny, nx, nw))
+    Xa = np.clip(uniform32(rng, nx) * 4 + 3, 0, 6)   # a ReLU6 output: clipped at 0 and 6
+    Ya = np.clip(uniform32(rng, ny) * 4 + 3, 0, 6)
+    ones = np.ones(OC, np.float32)
+    outs = []
+    for threads in (1, 2, 3):
+        ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+        Z, part = np.full(ny, np.nan, np.float32), np.full(OC * T * 2, np.nan, np.float32)
+        dX, dZ = np.full(nx, np.nan, np.float32), np.full(ny, np.nan, np.float32)
+        W1, V1, gamma, beta, Vg, Vb = Wt.copy(), V0.copy(), *(ones.copy() for _ in range(4))
+        for name, args in [
+                ("gconv_stats_fwd", [*dims, tile, X, Wt, Z, part]),
+                ("gconv_bwd_data", [*dims, 2, 1, dY, Wt, Xa, R, dX]),
+                ("gconv_sgd", [*dims, 0.05, 0.9, 5e-4, X, dY, W1, V1]),
+                ("bn_bwd_sgd", [B, OC, OH * OW, 2, 0.05, 0.9, 5e-4, dY, Ya, Z,
+                                np.zeros(OC, np.float32), ones, gamma, beta, Vg, Vb, dZ])]:
+            rc, err = call(cpu_lib, name, args)
+            assert rc == 0, err
+        outs.append((Z, part, dX, W1, V1, gamma, beta, dZ))
+    assert all(np.isfinite(a).all() for a in outs[0])
+    for got in outs[1:]:
+        for a, b, what in zip(outs[0], got, ("Z", "part", "dX", "W", "V", "gamma", "beta",
+                                             "dZ")):
+            np.testing.assert_array_equal(a, b, err_msg=what)
+    want = np.zeros(ny)
+    ORACLE_BN["gconv_stats_fwd"](*dims, tile, X.astype(np.float64), Wt.astype(np.float64), want,
+                                 np.zeros(OC * T * 2))
+    np.testing.assert_allclose(outs[0][0], want, rtol=1e-4, atol=1e-6 * (C // G * K * K))

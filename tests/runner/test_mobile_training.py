@@ -71,7 +71,8 @@ def mobile_lib(tmp_path_factory):
     so = tmp_path_factory.mktemp("cpu_mobile") / "libcpu_kernels.so"
     src = REPO / "src" / "runner"
     subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
-                    "-Werror", str(src / "cpu_kernels.c"), str(src / "cpu_fused.c"),
+                    "-Werror", str(src / "cpu_kernels.c"), str(src / "cpu_conv.c"),
+                    str(src / "cpu_fused.c"),
                     str(src / "cpu_mobile.c"), str(src / "cpu_fused_bn.c"),
                     str(src / "cpu_adam.c"), "-o", str(so), "-lm"], check=True)
     lib = ctypes.CDLL(str(so))
