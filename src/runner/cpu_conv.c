@@ -76,13 +76,15 @@ static conv_sizes sizes_of(const conv_geom *g)
                         (g->B + nb - 1) / nb};
 }
 
-/* n images of dY [n, OC, P] into dst [OC, n*P] (channel-major, images side by side); returns
- * dst. */
-static float *channel_major(const float *dY, int n, int OC, int64_t P, float *dst)
+/* n images src [n, R, P] into dst [R, n*P] (channel-major, images side by side: dY's
+ * channels, or a 1x1 convolution's columns); returns dst. Rows on the threads (one thread
+ * inside a chunk loop's parallel region). */
+static float *channel_major(const float *src, int n, int R, int64_t P, float *dst)
 {
+#pragma omp parallel for collapse(2) if ((int64_t)n * R * P > PAR_MIN) schedule(static)
     for (int j = 0; j < n; ++j)
-        for (int oc = 0; oc < OC; ++oc)
-            memcpy(dst + ((int64_t)oc * n + j) * P, dY + ((int64_t)j * OC + oc) * P,
+        for (int r = 0; r < R; ++r)
+            memcpy(dst + ((int64_t)r * n + j) * P, src + ((int64_t)j * R + r) * P,
                    (size_t)P * sizeof(float));
     return dst;
 }
@@ -152,7 +154,10 @@ void cpu_conv_wgrad(const conv_geom *g, const float *X, const float *dY, float *
         const int n = g->B - b0 < nb ? g->B - b0 : nb;
         float *col = cpu_scratch(SCRATCH_COLUMNS, (size_t)(ckk * n * P));
         float *dyc = cpu_scratch(SCRATCH_CHANNEL_MAJOR, (size_t)(g->OC * n * P));
-        image_cols("im2col", g, n, X + (int64_t)b0 * g->C * g->H * g->W, col, 0);
+        if (cols_are_image(g))   /* the images side by side: a copy of whole rows */
+            channel_major(X + (int64_t)b0 * ckk * P, n, (int)ckk, P, col);
+        else
+            image_cols("im2col", g, n, X + (int64_t)b0 * g->C * g->H * g->W, col, 0);
         channel_major(dY + (int64_t)b0 * g->OC * P, n, g->OC, P, dyc);
         cpu_gemm(0, 1, g->OC, (int)ckk, (int)(n * P), 1.0f, dyc, col, b0 ? 1.0f : 0.0f, G);
     }
