@@ -126,52 +126,20 @@ static float gconv_at(const gconv *g, const float *X, const float *Wt, int64_t b
     return acc;
 }
 
-/* A channel's sums run in STAT_LANES interleaved partial sums, as cpu_mobile.c's batch-norm
- * sums: value j of a run of consecutive values goes to lane j % STAT_LANES, runs in order, and
- * the lanes are added in lane order at the end. A fixed order (it depends on the shape only)
- * that the compiler vectorizes, where one running sum waits on the add's latency. */
-#define STAT_LANES 16
-
-static float lanes_total(const float *lane)
-{
-    float s = 0.0f;
-    for (int l = 0; l < STAT_LANES; ++l) s += lane[l];
-    return s;
-}
-
-/* lane[j % STAT_LANES] += x[j] (sq = 0) or (x[j] - m)^2 (sq = 1), 0 <= j < n. */
-static void lanes_add(float *restrict lane, const float *restrict x, int64_t n, float m, int sq)
-{
-    int64_t j = 0;
-    if (sq) {
-        for (; j + STAT_LANES <= n; j += STAT_LANES)
-            for (int l = 0; l < STAT_LANES; ++l) {
-                const float dv = x[j + l] - m;
-                lane[l] += dv * dv;
-            }
-        for (int l = 0; l < n - j; ++l) {
-            const float dv = x[j + l] - m;
-            lane[l] += dv * dv;
-        }
-        return;
-    }
-    for (; j + STAT_LANES <= n; j += STAT_LANES)
-        for (int l = 0; l < STAT_LANES; ++l) lane[l] += x[j + l];
-    for (int l = 0; l < n - j; ++l) lane[l] += x[j + l];
-}
-
 /* Sum over channel oc's outputs i0 <= i < i1 (i = b*P + p) of Z (sq = 0) or (Z - m)^2
  * (sq = 1); the runs are the pieces within one image. */
 static float tile_sum(const float *Z, int OC, int64_t P, int oc, int64_t i0, int64_t i1,
                       float m, int sq)
 {
-    float lane[STAT_LANES] = {0.0f};
+    float lane[CPU_LANES] = {0.0f};
     for (int64_t i = i0; i < i1;) {
         const int64_t b = i / P, p0 = i % P, p1 = i1 - i < P - p0 ? p0 + (i1 - i) : P;
-        lanes_add(lane, Z + (b * OC + oc) * P + p0, p1 - p0, m, sq);
+        const float *z = Z + (b * OC + oc) * P + p0;
+        if (sq) cpu_lanes_add_sq_dev(lane, z, (int)(p1 - p0), m);
+        else cpu_lanes_add(lane, z, (int)(p1 - p0));
         i += p1 - p0;
     }
-    return lanes_total(lane);
+    return cpu_lanes_total(lane);
 }
 
 /* Z = the grouped convolution; part[(oc*T + t)*2 + {0, 1}] = tile t's mean and sum of
@@ -273,7 +241,7 @@ static int k_bn_act_fwd(const kctx *k)
     return 0;
 }
 
-/* lb[j % STAT_LANES] += d[j] and lg[j % STAT_LANES] += d[j] * xhat[j] over one plane of n
+/* lb[j % CPU_LANES] += d[j] and lg[j % CPU_LANES] += d[j] * xhat[j] over one plane of n
  * values: d = dY masked by the activation's output Y, xhat = (X - mu) * is. Two passes (the
  * plane is in L1 for the second): both lane arrays in one loop spill a baseline build's 16
  * SSE registers, as cpu_mobile.c's batchnorm_bwd_reduce says. */
@@ -285,11 +253,11 @@ static void lanes_add_masked(float *restrict lb, float *restrict lg, const float
                              float mu, float is)
 {
     int j = 0;
-    for (; j + STAT_LANES <= n; j += STAT_LANES)
-        for (int l = 0; l < STAT_LANES; ++l) lb[l] += masked(dY[j + l], Y[j + l], act);
+    for (; j + CPU_LANES <= n; j += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; ++l) lb[l] += masked(dY[j + l], Y[j + l], act);
     for (int l = 0; l < n - j; ++l) lb[l] += masked(dY[j + l], Y[j + l], act);
-    for (j = 0; j + STAT_LANES <= n; j += STAT_LANES)
-        for (int l = 0; l < STAT_LANES; ++l)
+    for (j = 0; j + CPU_LANES <= n; j += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; ++l)
             lg[l] += masked(dY[j + l], Y[j + l], act) * ((X[j + l] - mu) * is);
     for (int l = 0; l < n - j; ++l)
         lg[l] += masked(dY[j + l], Y[j + l], act) * ((X[j + l] - mu) * is);
@@ -312,12 +280,12 @@ static int k_bn_bwd_sgd(const kctx *k)
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
     for (int c = 0; c < C; ++c) {
         const float mu = mean[c], is = invstd[c];
-        float lg[STAT_LANES] = {0.0f}, lb[STAT_LANES] = {0.0f};
+        float lg[CPU_LANES] = {0.0f}, lb[CPU_LANES] = {0.0f};
         for (int64_t b = 0; b < B; ++b) {
             const int64_t at = (b * C + c) * HW;
             lanes_add_masked(lb, lg, X + at, Y + at, dY + at, HW, act, mu, is);
         }
-        const float sg = lanes_total(lg), sb = lanes_total(lb);
+        const float sg = cpu_lanes_total(lg), sb = cpu_lanes_total(lb);
         const float scale = gamma[c] * is / cnt;
         for (int64_t b = 0; b < B; ++b) {
             const int64_t at = (b * C + c) * HW;

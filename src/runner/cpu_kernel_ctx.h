@@ -59,6 +59,17 @@ void cpu_sgd_update(int64_t n, float lr, float momentum, float wd, float *W, con
 void cpu_gemm_tn_sgd(int M, int N, int K, const float *A, const float *B, float lr,
                      float momentum, float wd, float *W, float *V);
 
+/* Sums in CPU_LANES interleaved partial sums (cpu_mobile.c): value j of a run goes to lane
+ * j % CPU_LANES, runs in order, then the lanes are added in lane order (cpu_lanes_total). An
+ * order fixed by the shape that the compiler vectorizes, where one running sum would wait on
+ * the add's latency at every element. lane[CPU_LANES] starts at 0. */
+#define CPU_LANES 16
+float cpu_lanes_total(const float *lane);
+/* lane[j % CPU_LANES] += x[j], 0 <= j < n. */
+void cpu_lanes_add(float *restrict lane, const float *restrict x, int n);
+/* lane[j % CPU_LANES] += (x[j] - mu)^2, 0 <= j < n. */
+void cpu_lanes_add_sq_dev(float *restrict lane, const float *restrict x, int n, float mu);
+
 /* Convolutions on the GEMM engine (cpu_conv.c): geometry B C H W OC KH KW stride pad OH OW,
  * checked by the caller (OH = (H + 2*pad - KH)/stride + 1, likewise OW). Tensors float32,
  * NCHW: X [B, C, H, W], weight [OC, C*KH*KW], Y and dY [B, OC, OH*OW]. */

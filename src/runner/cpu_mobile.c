@@ -406,36 +406,31 @@ static int bn_dims(const kctx *k, const int *big, int nbig, const int *small, in
     return 0;
 }
 
-/* Per-channel sums run in BN_LANES interleaved partial sums: element j of every image's plane
- * goes to lane j % BN_LANES, images in order, and the lanes are added in lane order once per
- * channel. A fixed order (a thread owns whole channels: it does not depend on the thread
- * count) that the compiler vectorizes, where one running sum would wait on the add's latency
- * at every element, and a lane total per image would add a serial chain of BN_LANES adds per
- * plane of a few hundred elements. */
-#define BN_LANES 16
-
-static float lanes_total(const float *lane)
+/* Per-channel sums run in CPU_LANES interleaved partial sums (cpu_kernel_ctx.h): element j of
+ * every image's plane goes to lane j % CPU_LANES, images in order, and the lanes are added in
+ * lane order once per channel. A thread owns whole channels, so the order does not depend on
+ * the thread count. */
+float cpu_lanes_total(const float *lane)
 {
     float s = 0.0f;
-    for (int l = 0; l < BN_LANES; ++l) s += lane[l];
+    for (int l = 0; l < CPU_LANES; ++l) s += lane[l];
     return s;
 }
 
-/* lane[j % BN_LANES] += x[j] - shift. */
+/* lane[j % CPU_LANES] += x[j] - shift. */
 static void lanes_add_shifted(float *restrict lane, const float *restrict x, int n, float shift)
 {
     int j = 0;
-    for (; j + BN_LANES <= n; j += BN_LANES)
-        for (int l = 0; l < BN_LANES; ++l) lane[l] += x[j + l] - shift;
+    for (; j + CPU_LANES <= n; j += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; ++l) lane[l] += x[j + l] - shift;
     for (int l = 0; l < n - j; ++l) lane[l] += x[j + l] - shift;
 }
 
-/* lane[j % BN_LANES] += (x[j] - mu)^2. */
-static void lanes_add_sq_dev(float *restrict lane, const float *restrict x, int n, float mu)
+void cpu_lanes_add_sq_dev(float *restrict lane, const float *restrict x, int n, float mu)
 {
     int j = 0;
-    for (; j + BN_LANES <= n; j += BN_LANES)
-        for (int l = 0; l < BN_LANES; ++l) {
+    for (; j + CPU_LANES <= n; j += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; ++l) {
             const float dv = x[j + l] - mu;
             lane[l] += dv * dv;
         }
@@ -462,14 +457,14 @@ static int k_batchnorm_stats(const kctx *k)
          * exactly 0, so a near-constant channel (an image background) gets an accurate mean,
          * which 1/sqrt(var + eps) would otherwise amplify the rounding of. */
         const float shift = X[(int64_t)c * HW];
-        float lane[BN_LANES] = {0.0f};
+        float lane[CPU_LANES] = {0.0f};
         for (int b = 0; b < B; ++b)
             lanes_add_shifted(lane, X + ((int64_t)b * C + c) * HW, HW, shift);
-        const float mu = shift + lanes_total(lane) / cnt;
-        float lsq[BN_LANES] = {0.0f};   /* second pass: squared deviations (no cancellation) */
+        const float mu = shift + cpu_lanes_total(lane) / cnt;
+        float lsq[CPU_LANES] = {0.0f};   /* second pass: squared deviations (no cancellation) */
         for (int b = 0; b < B; ++b)
-            lanes_add_sq_dev(lsq, X + ((int64_t)b * C + c) * HW, HW, mu);
-        const float var = lanes_total(lsq) / cnt;
+            cpu_lanes_add_sq_dev(lsq, X + ((int64_t)b * C + c) * HW, HW, mu);
+        const float var = cpu_lanes_total(lsq) / cnt;
         const float unbiased = cnt > 1.0f ? var * cnt / (cnt - 1.0f) : var;
         mean[c] = mu;
         invstd[c] = 1.0f / sqrtf(var + eps);
@@ -500,24 +495,23 @@ static int k_batchnorm_apply(const kctx *k)
     return 0;
 }
 
-/* lane[j % BN_LANES] += dy[j]. */
-static void lanes_add(float *restrict lane, const float *restrict dy, int n)
+void cpu_lanes_add(float *restrict lane, const float *restrict dy, int n)
 {
     int j = 0;
-    for (; j + BN_LANES <= n; j += BN_LANES)
-        for (int l = 0; l < BN_LANES; ++l) lane[l] += dy[j + l];
+    for (; j + CPU_LANES <= n; j += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; ++l) lane[l] += dy[j + l];
     for (int l = 0; l < n - j; ++l) lane[l] += dy[j + l];
 }
 
-/* lane[j % BN_LANES] += dy[j] * xhat[j], xhat = (x[j] - mu) * is. A pass of its own, not
+/* lane[j % CPU_LANES] += dy[j] * xhat[j], xhat = (x[j] - mu) * is. A pass of its own, not
  * fused with lanes_add: two lane arrays in one loop exhaust the 16 SSE registers of a
  * baseline x86-64 build and the compiler spills; the plane is in L1 for the second pass. */
 static void lanes_add_dy_xhat(float *restrict lane, const float *restrict x,
                               const float *restrict dy, int n, float mu, float is)
 {
     int j = 0;
-    for (; j + BN_LANES <= n; j += BN_LANES)
-        for (int l = 0; l < BN_LANES; ++l) lane[l] += dy[j + l] * ((x[j + l] - mu) * is);
+    for (; j + CPU_LANES <= n; j += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; ++l) lane[l] += dy[j + l] * ((x[j + l] - mu) * is);
     for (int l = 0; l < n - j; ++l) lane[l] += dy[j + l] * ((x[j + l] - mu) * is);
 }
 
@@ -530,14 +524,14 @@ static int k_batchnorm_bwd_reduce(const kctx *k)
     float *dgamma = PF(7), *dbeta = PF(8);
 #pragma omp parallel for if ((int64_t)B * C * HW > PAR_MIN) schedule(static)
     for (int c = 0; c < C; ++c) {
-        float lg[BN_LANES] = {0.0f}, lb[BN_LANES] = {0.0f};
+        float lg[CPU_LANES] = {0.0f}, lb[CPU_LANES] = {0.0f};
         for (int b = 0; b < B; ++b) {
             const int64_t off = ((int64_t)b * C + c) * HW;
             lanes_add_dy_xhat(lg, X + off, dY + off, HW, mean[c], invstd[c]);
-            lanes_add(lb, dY + off, HW);
+            cpu_lanes_add(lb, dY + off, HW);
         }
-        dgamma[c] = lanes_total(lg);
-        dbeta[c] = lanes_total(lb);
+        dgamma[c] = cpu_lanes_total(lg);
+        dbeta[c] = cpu_lanes_total(lb);
     }
     return 0;
 }
