@@ -49,16 +49,19 @@ static int conv_chunk_images(int B, int64_t per_image)
 }
 
 /* Images per GEMM of the forward and data-gradient products: one where an image has
- * CONV_MIN_COLUMNS outputs or is its own columns (a 1x1 convolution then copies nothing),
- * else enough for that many columns (a narrower product wastes the micro-kernel's tiles), at
- * most B. Depends on the shape only. */
+ * CONV_MIN_COLUMNS outputs, else enough for that many columns (a narrower product wastes the
+ * micro-kernel's tiles), at most B. A 1x1 image that is its own columns goes alone from
+ * CONV_MIN_COLUMNS/4 outputs: at 14x14 and 16x16 the product of one image beat copying
+ * images together, at 4x4 and 8x8 it lost (conv_fwd and conv_bwd_data, one and two threads).
+ * Depends on the shape only. */
 #ifndef CONV_MIN_COLUMNS
 #define CONV_MIN_COLUMNS 512
 #endif
 static int conv_images_per_gemm(const conv_geom *g)
 {
     const int64_t P = (int64_t)g->OH * g->OW, nb = (CONV_MIN_COLUMNS + P - 1) / P;
-    return cols_are_image(g) ? 1 : nb > g->B ? g->B : (int)nb;
+    if (cols_are_image(g) && 4 * P >= CONV_MIN_COLUMNS) return 1;
+    return nb > g->B ? g->B : (int)nb;
 }
 
 /* A convolution's sizes: the columns' rows (C*KH*KW), outputs and inputs per image and
@@ -77,8 +80,8 @@ static conv_sizes sizes_of(const conv_geom *g)
 }
 
 /* n images src [n, R, P] into dst [R, n*P] (channel-major, images side by side: dY's
- * channels, or a 1x1 convolution's columns); returns dst. Rows on the threads (one thread
- * inside a chunk loop's parallel region). */
+ * channels, or a 1x1 convolution's columns); returns dst. Rows on the threads (inside a chunk
+ * loop's parallel region a team of one, unless nested parallelism is on). */
 static float *channel_major(const float *src, int n, int R, int64_t P, float *dst)
 {
 #pragma omp parallel for collapse(2) if ((int64_t)n * R * P > PAR_MIN) schedule(static)

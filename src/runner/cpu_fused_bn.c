@@ -241,12 +241,13 @@ static int k_bn_act_fwd(const kctx *k)
     return 0;
 }
 
+/* d where the activation's output y lets it through, else 0 (d already loaded: a select). */
+static float masked(float d, float y, int act) { return act_passes(y, act) ? d : 0.0f; }
+
 /* lb[j % CPU_LANES] += d[j] and lg[j % CPU_LANES] += d[j] * xhat[j] over one plane of n
  * values: d = dY masked by the activation's output Y, xhat = (X - mu) * is. Two passes (the
  * plane is in L1 for the second): both lane arrays in one loop spill a baseline build's 16
  * SSE registers, as cpu_mobile.c's batchnorm_bwd_reduce says. */
-/* d where the activation's output y lets it through, else 0 (d already loaded: a select). */
-static float masked(float d, float y, int act) { return act_passes(y, act) ? d : 0.0f; }
 
 static void lanes_add_masked(float *restrict lb, float *restrict lg, const float *restrict X,
                              const float *restrict Y, const float *restrict dY, int n, int act,
@@ -300,8 +301,8 @@ static int k_bn_bwd_sgd(const kctx *k)
     return 0;
 }
 
-/* gconv_bwd_data's epilogue on dX's elements [e0, e1): the activation's mask (from X, the
- * activation's output), then the residual's gradient R where res. */
+/* gconv_bwd_data's epilogue on dX's elements [e0, e1): the residual's gradient R added where
+ * res, then the mask of the activation whose output is X (the layer's input). */
 typedef struct {
     const float *X, *R;
     float *dX;

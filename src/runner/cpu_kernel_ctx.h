@@ -72,7 +72,8 @@ void cpu_lanes_add_sq_dev(float *restrict lane, const float *restrict x, int n, 
 
 /* Convolutions on the GEMM engine (cpu_conv.c): geometry B C H W OC KH KW stride pad OH OW,
  * checked by the caller (OH = (H + 2*pad - KH)/stride + 1, likewise OW). Tensors float32,
- * NCHW: X [B, C, H, W], weight [OC, C*KH*KW], Y and dY [B, OC, OH*OW]. */
+ * NCHW: X [B, C, H, W], weight [OC, C*KH*KW], Y and dY [B, OC, OH*OW]. All three use every
+ * thread's SCRATCH_COLUMNS and SCRATCH_CHANNEL_MAJOR: a caller holds its arrays elsewhere. */
 typedef struct {
     int B, C, H, W, OC, KH, KW, s, pad, OH, OW;
 } conv_geom;
@@ -88,8 +89,7 @@ void cpu_conv_fwd(const conv_geom *g, const float *X, const float *Wt, float *Y,
 void cpu_conv_bwd_data(const conv_geom *g, const float *dY, const float *Wt, float *dX,
                        conv_span_epilogue epi, const void *ctx);
 /* G [OC, C*KH*KW] = the weight gradient, sum over images of dY @ columns^T (chunks of
- * images in order; on all threads). Uses the calling thread's SCRATCH_COLUMNS and
- * SCRATCH_CHANNEL_MAJOR, so G must live elsewhere (SCRATCH_GRADIENT, say). */
+ * images in order; on all threads). G lives outside those slots (SCRATCH_GRADIENT, say). */
 void cpu_conv_wgrad(const conv_geom *g, const float *X, const float *dY, float *G);
 
 /* The fused kernels (cpu_fused.c) and the mobile CNN operators (cpu_mobile.c), searched after
