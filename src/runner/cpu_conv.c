@@ -51,16 +51,16 @@ static int conv_chunk_images(int B, int64_t per_image)
 /* Images per GEMM of the forward and data-gradient products: one where an image has
  * CONV_MIN_COLUMNS outputs, else enough for that many columns (a narrower product wastes the
  * micro-kernel's tiles), at most B. A 1x1 image that is its own columns goes alone from
- * CONV_MIN_COLUMNS/4 outputs: at 14x14 and 16x16 the product of one image beat copying
- * images together, at 4x4 and 8x8 it lost (conv_fwd and conv_bwd_data, one and two threads).
- * Depends on the shape only. */
+ * CONV_MIN_COLUMNS/16 outputs: from 7x7 to 16x16 images the product of one image mostly beat
+ * copying images together, at 4x4 it lost by half (conv_fwd + conv_bwd_data, 1 and 2
+ * threads). Depends on the shape only. */
 #ifndef CONV_MIN_COLUMNS
 #define CONV_MIN_COLUMNS 512
 #endif
 static int conv_images_per_gemm(const conv_geom *g)
 {
     const int64_t P = (int64_t)g->OH * g->OW, nb = (CONV_MIN_COLUMNS + P - 1) / P;
-    if (cols_are_image(g) && 4 * P >= CONV_MIN_COLUMNS) return 1;
+    if (cols_are_image(g) && 16 * P >= CONV_MIN_COLUMNS) return 1;
     return nb > g->B ? g->B : (int)nb;
 }
 
