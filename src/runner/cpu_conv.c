@@ -1,9 +1,10 @@
 /* CPU backend: convolutions on the GEMM engine, shared by the fused kernels (cpu_fused.c) and
  * the fused batch-norm kernels (cpu_fused_bn.c). A convolution's columns are made per image
- * or chunk of images by the ABI's im2col/col2im (cpu_kernels.c), so they stay in L2; each
- * product is cpu_gemm's; the caller's epilogue runs on the output while it is in cache. A 1x1
- * convolution at stride 1 without padding multiplies the image itself (its columns are the
- * image). Every sum runs in an order fixed by the shape, never the thread count. */
+ * or chunk of images by the ABI's im2col/col2im (cpu_kernels.c), so they stay in L2 unless
+ * one image's columns are larger; each product is cpu_gemm's; the caller's epilogue runs on
+ * the output while it is in cache. A 1x1 convolution at stride 1 without padding multiplies the
+ * image itself (its columns are the image) from 32 outputs per image. Every sum runs in an
+ * order fixed by the shape, never the thread count. */
 #include "cpu_kernel_ctx.h"
 
 #include <stdint.h>
@@ -51,9 +52,9 @@ static int conv_chunk_images(int B, int64_t per_image)
 /* Images per GEMM of the forward and data-gradient products: one where an image has
  * CONV_MIN_COLUMNS outputs, else enough for that many columns (a narrower product wastes the
  * micro-kernel's tiles), at most B. A 1x1 image that is its own columns goes alone from
- * CONV_MIN_COLUMNS/16 outputs: from 7x7 to 16x16 images the product of one image mostly beat
- * copying images together, at 4x4 it lost by half (conv_fwd + conv_bwd_data, 1 and 2
- * threads). Depends on the shape only. */
+ * CONV_MIN_COLUMNS/16 outputs (6x6 images and up): from 7x7 to 16x16 the product of one
+ * image mostly beat copying images together, at 4x4 it lost by half (conv_fwd +
+ * conv_bwd_data, 1 and 2 threads). Depends on the shape only. */
 #ifndef CONV_MIN_COLUMNS
 #define CONV_MIN_COLUMNS 512
 #endif
@@ -151,7 +152,7 @@ void cpu_conv_wgrad(const conv_geom *g, const float *X, const float *dY, float *
     const int64_t ckk = (int64_t)g->C * g->KH * g->KW, P = (int64_t)g->OH * g->OW;
     /* G = sum over chunks of nb images of dY's chunk, channel-major [OC, nb*P], times its
      * columns [C*KH*KW, nb*P]^T, chunks in order (each product on all threads). A chunk's
-     * columns fit in L2. */
+     * columns fit in L2 unless one image's are larger. */
     const int nb = conv_chunk_images(g->B, ckk * P);
     for (int b0 = 0; b0 < g->B; b0 += nb) {
         const int n = g->B - b0 < nb ? g->B - b0 : nb;

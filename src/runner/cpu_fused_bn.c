@@ -2,11 +2,12 @@
  * kernels"): bias-free grouped convolutions with batch normalization, the same semantics as
  * src/kernels/fused/fused_bn.cl. A grouped convolution runs on the engine its groups allow
  * (gconv_engine): the GEMM engine (cpu_conv.c) for groups = 1, the depthwise 3x3 kernels
- * (cpu_mobile.c) for one channel per group, else loops of one output element (or weight) per
- * iteration. The batch-norm reductions run one channel per iteration, each image's values
- * then the batch's partial sums, as cpu_mobile.c's; the forward's tile statistics are merged
- * in tile order. Every sum runs in an order fixed by the shape: deterministic at any thread
- * count. Argument checks report the first bad argument as cpu_kernels.c does. */
+ * (cpu_mobile.c) for a 3x3 window with groups = C = OC, else loops of one output element (or
+ * weight) per iteration. The batch-norm reductions run one channel per iteration in
+ * CPU_LANES interleaved partial sums across the images, as cpu_mobile.c's; the forward's
+ * tile statistics are merged in tile order. Every sum runs in an order fixed by the shape:
+ * deterministic at any thread count. Argument checks report the first bad argument as
+ * cpu_kernels.c does. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>
@@ -77,7 +78,8 @@ static conv_geom conv_of(const gconv *g)
 }
 
 /* The engine a grouped convolution runs on: the GEMM engine for one group, the depthwise
- * 3x3 kernels for one input and one output channel per group, else the loops below. */
+ * 3x3 kernels for a 3x3 window with one input and one output channel per group, else the
+ * loops below. */
 enum { GCONV_LOOPS, GCONV_GEMM, GCONV_DW3X3 };
 static int gconv_engine(const gconv *g)
 {
