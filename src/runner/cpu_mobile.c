@@ -504,7 +504,7 @@ void cpu_lanes_add(float *restrict lane, const float *restrict dy, int n)
 }
 
 /* lane[j % CPU_LANES] += dy[j] * xhat[j], xhat = (x[j] - mu) * is. A pass of its own, not
- * fused with lanes_add: two lane arrays in one loop exhaust the 16 SSE registers of a
+ * fused with cpu_lanes_add: two lane arrays in one loop exhaust the 16 SSE registers of a
  * baseline x86-64 build and the compiler spills; the plane is in L1 for the second pass. */
 static void lanes_add_dy_xhat(float *restrict lane, const float *restrict x,
                               const float *restrict dy, int n, float mu, float is)
