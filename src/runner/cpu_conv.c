@@ -8,12 +8,10 @@
 #include "cpu_kernel_ctx.h"
 
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* The ABI's im2col or col2im on nb images: img [nb, C, H, W], col [C*KH*KW, nb*OH*OW]. The
- * caller has checked the geometry, so a refusal is a bug: it aborts. */
+/* The ABI's im2col or col2im on nb images: img [nb, C, H, W], col [C*KH*KW, nb*OH*OW] (the
+ * caller has checked the geometry). */
 static void image_cols(const char *kernel, const conv_geom *g, int nb, const float *img,
                        float *col, int to_image)
 {
@@ -25,11 +23,7 @@ static void image_cols(const char *kernel, const conv_geom *g, int nb, const flo
                     {'i', g->OH, 0, NULL, 0}, {'i', g->OW, 0, NULL, 0}};
     a[10] = to_image ? (rt_arg){'t', 0, 0, col, n_col} : (rt_arg){'t', 0, 0, (void *)img, n_img};
     a[11] = to_image ? (rt_arg){'t', 0, 0, (void *)img, n_img} : (rt_arg){'t', 0, 0, col, n_col};
-    char err[256];
-    if (cpu_kernel_run(kernel, a, 12, err, sizeof err) != 0) {
-        fprintf(stderr, "cpu_conv: %s\n", err);
-        abort();
-    }
+    cpu_kernel_run_checked(kernel, a, 12);
 }
 
 /* 1x1, stride 1, no padding: an image [C, H*W] is its own columns. */

@@ -12,8 +12,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 /* B C H W OC KH KW stride pad OH OW groups at arguments 0..11 (all >= 1 but pad >= 0, the
  * output size following the convolution rule, groups dividing C and OC); then `nflags`
@@ -89,8 +87,7 @@ static int gconv_engine(const gconv *g)
 }
 
 /* One of cpu_mobile.c's depthwise 3x3 kernels through the ABI (arguments B C H W stride pad
- * OH OW and three tensors of na, nb, nc floats). The caller has checked the geometry, so a
- * refusal is a bug: it aborts. */
+ * OH OW and three tensors of na, nb, nc floats; the caller has checked the geometry). */
 static void dw3x3_run(const char *kernel, const gconv *g, const float *a, int64_t na,
                       const float *b, int64_t nb, float *c, int64_t nc)
 {
@@ -99,11 +96,7 @@ static void dw3x3_run(const char *kernel, const gconv *g, const float *a, int64_
         {'i', g->W, 0, NULL, 0},  {'i', g->s, 0, NULL, 0},   {'i', g->pad, 0, NULL, 0},
         {'i', g->OH, 0, NULL, 0}, {'i', g->OW, 0, NULL, 0},  {'t', 0, 0, (void *)a, na},
         {'t', 0, 0, (void *)b, nb}, {'t', 0, 0, c, nc}};
-    char err[256];
-    if (cpu_kernel_run(kernel, args, 11, err, sizeof err) != 0) {
-        fprintf(stderr, "cpu_fused_bn: %s\n", err);
-        abort();
-    }
+    cpu_kernel_run_checked(kernel, args, 11);
 }
 
 /* Z[b,oc,oh,ow]: taps in (ci, kh, kw) order, 0 outside the image. */
@@ -250,7 +243,6 @@ static float masked(float d, float y, int act) { return act_passes(y, act) ? d :
  * values: d = dY masked by the activation's output Y, xhat = (X - mu) * is. Two passes (the
  * plane is in L1 for the second): both lane arrays in one loop spill a baseline build's 16
  * SSE registers, as cpu_mobile.c's batchnorm_bwd_reduce says. */
-
 static void lanes_add_masked(float *restrict lb, float *restrict lg, const float *restrict X,
                              const float *restrict Y, const float *restrict dY, int n, int act,
                              float mu, float is)

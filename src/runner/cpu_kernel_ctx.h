@@ -59,6 +59,11 @@ void cpu_sgd_update(int64_t n, float lr, float momentum, float wd, float *W, con
 void cpu_gemm_tn_sgd(int M, int N, int K, const float *A, const float *B, float lr,
                      float momentum, float wd, float *W, float *V);
 
+/* cpu_kernel_run for a kernel called from another whose checks already cover these
+ * arguments (im2col inside a fused convolution, say): a refusal is a bug, so it prints the
+ * message and aborts. */
+void cpu_kernel_run_checked(const char *name, const rt_arg *args, int nargs);
+
 /* Sums in CPU_LANES interleaved partial sums (cpu_mobile.c): value j of a run goes to lane
  * j % CPU_LANES, runs in order, then the lanes are added in lane order (cpu_lanes_total). An
  * order fixed by the shape that the compiler vectorizes, where one running sum would wait on

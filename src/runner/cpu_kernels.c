@@ -1795,3 +1795,12 @@ int cpu_kernel_run(const char *name, const rt_arg *args, int nargs, char *err, i
                         args[i].kind ? args[i].kind : '?', s->kinds[i]);
     return s->fn(&k);
 }
+
+void cpu_kernel_run_checked(const char *name, const rt_arg *args, int nargs)
+{
+    char err[256];
+    if (cpu_kernel_run(name, args, nargs, err, sizeof err) != 0) {
+        fprintf(stderr, "cpu backend: %s\n", err);
+        abort();
+    }
+}
