@@ -15,6 +15,9 @@ caller's Hydra is initialized.
 
 Errors: every defect raises :class:`ConfigError` whose message names the file (or the override)
 and the key, and says what to do.
+
+Documentation: the docstring under each dataclass field is that key's meaning;
+``docs/configuration.md`` is generated from them (``phonetrain.cli.config_table``).
 """
 
 from __future__ import annotations
@@ -58,26 +61,41 @@ class ConfigError(PhonetrainError, ValueError):
 class ModelConfig:
     """A model of :data:`phonetrain.models.MODELS` and its training settings."""
 
-    name: str = MISSING                # = the file name; a key of phonetrain.models.MODELS
-    dataset: Optional[str] = None      # None: the sweep's dataset.name
+    name: str = MISSING
+    """A model of the zoo (layers, FLOPs and launches: docs/models.md); must equal the file name."""
+    dataset: Optional[str] = None
+    """The dataset this model trains on; null: the sweep's `dataset.name`."""
     batch_size: int = 32
-    lr: float = 0.05                   # step size, >= 0
-    momentum: float = 0.0              # SGD momentum, in [0, 1); 0 for adam/adamw
-    weight_decay: float = 0.0          # L2 factor (adamw: decoupled decay), in [0, 1)
-    optimizer: str = "sgd"             # sgd | adam | adamw (PyTorch's update rules)
-    # adam/adamw only (an sgd experiment's config leaves them out: ADAM_KEYS)
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # moment decay rates
-    eps: float = 1e-8                  # added to the second moment's root, > 0
+    """Samples per iteration."""
+    lr: float = 0.05
+    """Step size, as PyTorch defines it for the optimizer (this value for every optimizer:
+    PyTorch's own Adam default is 1e-3, set it)."""
+    momentum: float = 0.0
+    """SGD momentum (at 1 or above SGD diverges); 0 for adam/adamw."""
+    weight_decay: float = 0.0
+    """L2 factor added to the gradient; adamw: decoupled decay, `W *= 1 - lr * weight_decay`."""
+    optimizer: str = "sgd"
+    """The update rule, as PyTorch's `torch.optim.SGD`, `Adam` and `AdamW`; the `fused` kernel
+    version takes sgd only. An sgd model's experiment config leaves `optimizer`, `betas` and
+    `eps` out (ADAM_KEYS), so its config hash is what it was before these keys existed."""
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """adam/adamw: the decay rates of the first and second moment estimates, each in [0, 1)."""
+    eps: float = 1e-8
+    """adam/adamw: added to the second moment's root."""
 
 
 @dataclass
 class DeviceFacts:
-    """Datasheet facts for the report; ``None`` = unknown."""
+    """Datasheet facts for the report's reference lines only; null = unknown."""
 
     soc: Optional[str] = None
+    """The system on chip, as the report names it."""
     gpu: Optional[str] = None
+    """The GPU, as the report names it."""
     peak_gflops: Optional[float] = None
+    """Peak GFLOPS from the datasheet (OpenCL's clock figures lie on Adreno); positive."""
     bandwidth_gbps: Optional[float] = None
+    """Memory bandwidth in GB/s from the datasheet; positive."""
 
 
 @dataclass
@@ -85,17 +103,31 @@ class DeviceConfig:
     """Where and how the runner runs: transport, toolchain, OpenCL selection, facts."""
 
     name: str = MISSING
+    """Device id used in the results' paths; must equal the file name."""
     transport: str = "local"
+    """`local`: this host; `adb`: a phone through an adb server."""
     serial: Optional[str] = None
+    """adb: the phone's serial (`phonetrain devices` lists them)."""
     adb_host: Optional[str] = None
+    """adb: host of the phone's adb server; null: this host."""
     adb_port: Optional[int] = None
+    """adb: port of the phone's adb server, 1..65535; null: the default 5037, the only server
+    phonetrain starts itself."""
     toolchain: str = "host"
+    """How the runner is built: the host's `cc`, the Android NDK's clang, or Debian's
+    aarch64 cross gcc (static)."""
     cc: str = "cc"
+    """C compiler of the `host` toolchain."""
     ndk: Optional[str] = None
+    """Android NDK root; null: `$ANDROID_NDK_HOME`."""
     android_api: int = 28
+    """Android API level the runner is built for (28 = Android 9)."""
     opencl_library: Optional[str] = None
+    """Explicit libOpenCL path; null: the runner's search list."""
     opencl_platform: str = ""
+    """Name substring selecting the OpenCL platform; empty: the first."""
     opencl_device: str = ""
+    """Name substring selecting the OpenCL device; empty: the first."""
     facts: DeviceFacts = field(default_factory=DeviceFacts)
 
 
@@ -105,9 +137,17 @@ class BackendConfig:
     (copy | map; pipelined takes copy only)."""
 
     name: str = MISSING
+    """Must equal the file name."""
     kind: str = "cpu"
+    """`cpu`: the runner's C kernels (OpenMP); `opencl`: the kernel version's OpenCL kernels."""
     placement: str = "none"
+    """opencl: `resident` (tensors live on the device; per iteration only the batch goes up and
+    the loss comes down), `staged` (the host owns every tensor; each kernel's inputs are written
+    before it and its outputs read after it) or `pipelined` (staged, with the moves on a
+    second queue ordered by event wait lists, plan version 2); cpu: `none`."""
     transfer: str = "none"
+    """opencl: `copy` (read/write buffer) or `map` (map/unmap of host-allocated buffers:
+    zero-copy on phones); `pipelined` takes `copy` only; cpu: `none`."""
 
 
 @dataclass
@@ -116,6 +156,7 @@ class KernelConfig:
     sizes and ``inherits`` live beside the sources in ``src/kernels/<name>/version.yaml``."""
 
     name: str = MISSING
+    """A folder `src/kernels/<name>` (its `version.yaml`: src/kernels/README.md)."""
 
 
 @dataclass
@@ -123,9 +164,16 @@ class DatasetConfig:
     """The training data: name, number of distinct batches, optional folder."""
 
     name: str = "digits"
-    num_batches: int = 8               # must fit the host's memory (batches_bytes)
+    """digits (scikit-learn's 8x8 digits upsampled to 28x28), mnist, fashion_mnist, cifar10,
+    synthetic; the held-out split is the t10k files or `test_batch.bin`, else a fixed seeded
+    20% that training batches never use."""
+    num_batches: int = 8
+    """Distinct batches cycled over the iterations; refused when writing them would need more
+    host memory than is available (batches_bytes: about three copies of the data)."""
     path: Optional[str] = None
+    """Folder of the IDX or CIFAR files; it must exist and hold them (only it is read)."""
     allow_download: bool = False
+    """Download a missing dataset (checksummed) only when true."""
 
 
 @dataclass
@@ -133,50 +181,97 @@ class SweepConfig:
     """The members of each axis that the workflow crosses."""
 
     name: str = MISSING
+    """Must equal the file name: `sweep=<name>` selects `conf/sweep/<name>.yaml`."""
     models: list[str] = field(default_factory=list)
+    """Models crossed (files of `conf/model/`)."""
     devices: list[str] = field(default_factory=list)
+    """Devices crossed (files of `conf/device/`)."""
     backends: list[str] = field(default_factory=list)
+    """Backends crossed (files of `conf/backend/`); a cpu backend runs once per model and device."""
     kernels: list[str] = field(default_factory=list)
-    # backend -> the only kernel versions it is crossed with (those also in ``kernels``); a
-    # backend not named here is crossed with every kernel. Keeps costly placements to a few.
+    """Kernel versions crossed with the opencl backends (files of `conf/kernel/`)."""
     backend_kernels: dict[str, list[str]] = field(default_factory=dict)
-    # batch sizes crossed with the other axes; empty: each model's own model.batch_size
+    """Backend -> the only kernel versions it is crossed with (those also in `kernels`); a
+    backend not named runs every kernel, so a costly placement can be kept to a few."""
     batches: list[int] = field(default_factory=list)
+    """Batch sizes crossed with the other axes (run folders `<model>.b<batch>.<backend>.<kernel>`;
+    a batch that does not fit the device is recorded `oom`); empty: each model's `batch_size`."""
 
 
 @dataclass
 class MeasureConfig:
     """Measurement settings shared by every run: the one place their defaults live."""
 
-    warmup: int = DEFAULT_WARMUP       # warm-up iterations per run, discarded from statistics
-    iterations: int = DEFAULT_ITERATIONS  # measured iterations per run
-    repeats: int = 2                   # runner processes per experiment (between-process variation)
-    seed: int = 0                      # seeds parameter init and batch order
-    threads: int = 0                   # CPU backend threads; 0 = the CPUs the runner may use
-    cooldown_s: float = 0.0            # seconds to wait on the device before each measurement
-    cooldown_threshold_c: float = 45.0  # adb devices: wait until the hottest sensor is <= this
-    cooldown_limit_s: float = 120.0    # ... for at most this long (s), then measure and flag it
-    timeout_s: float = 600.0           # wall-clock limit of one runner invocation (run-time knob)
-    progress: bool = True              # runner prints per-iteration progress (run-time knob)
-    verify_atol: float = 1e-3          # whole-trajectory tolerance, for runs without checkpoints
-    checkpoints: list[int] = field(default_factory=lambda: [0, 1, -2, -1])  # per-step checks
-    eval_every: int = 0                # held-out loss/accuracy every this many measured its; 0 off
-    ci_target: float = 0.05            # measure until the estimate's 95% CI is within +-this
-    max_iterations: int = 60           # ... at most this many measured iterations (follows a
-                                       # larger `iterations` unless set too: then refused)
-    max_seconds: float = 1.5           # ... per process, deciding no more once measuring took this (s)
-    max_other_cpu_share: float = 0.25  # a run without a calibration probe: unstable above this share
-    max_probe_slowdown: float = 1.5    # unstable when the probe is this much slower than quiet; 0 off
-    max_attempts: int = 3              # attempts of an unstable run in one train job, then kept
-    bootstrap_resamples: int = 1000    # resamples of the estimate's confidence interval
-    power_sample_ms: int = 100         # battery power and clock sampling period (0 = off)
-    bandwidth_max_bytes: int = 1024 * 1024 * 1024  # cap of the bandwidth sweep (to the knee)
+    warmup: int = DEFAULT_WARMUP
+    """Warm-up iterations per run, discarded from statistics."""
+    iterations: int = DEFAULT_ITERATIONS
+    """Measured iterations per run (the least, when measuring adaptively)."""
+    repeats: int = 2
+    """Runner processes per run, one after the other; the estimate pools their iterations and
+    its interval covers the variation between processes."""
+    seed: int = 0
+    """Seeds parameter init and the batches."""
+    threads: int = 0
+    """CPU backend threads; 0: the CPUs the runner may use (affinity mask and cgroup quota,
+    the smaller). A run setting, never part of a plan."""
+    cooldown_s: float = 0.0
+    """Seconds to wait on the device before each measurement."""
+    cooldown_threshold_c: float = 45.0
+    """adb devices: before each measurement, wait until the hottest sensor reads at most this
+    (degrees C) ..."""
+    cooldown_limit_s: float = 120.0
+    """... for at most this long (s), then measure and record it."""
+    timeout_s: float = 600.0
+    """Limit of one runner invocation (s); a run-time knob: changing it reruns nothing."""
+    progress: bool = True
+    """The runner prints one line per iteration; a run-time knob."""
+    verify_atol: float = 1e-3
+    """Whole-trajectory tolerance, for runs without checkpoints."""
+    checkpoints: list[int] = field(default_factory=lambda: [0, 1, -2, -1])
+    """Iterations (warm-up included; negative: from the end) after which the runner keeps the
+    state for the per-step verification; []: none (`verify_atol` judges the trajectory)."""
+    eval_every: int = 0
+    """Held-out loss and accuracy every this many measured iterations and at the last; 0: off.
+    Costs train-stage time, not measured time (docs/results.md)."""
+    ci_target: float = 0.05
+    """Each runner process measures until its estimate's 95% interval is within +-this; a run
+    still wider gets more processes (`max_attempts`), then is kept usable with its interval
+    noted; 0: exactly `iterations`, no interval judged."""
+    max_iterations: int = 60
+    """Adaptive limit per runner process: measured iterations. A larger `iterations` raises it,
+    unless this is set too (then both are named)."""
+    max_seconds: float = 1.5
+    """Adaptive limit per runner process: once measuring took this long (s), it decides no more."""
+    max_other_cpu_share: float = 0.25
+    """Only for a run measured without a calibration probe (an older runner): unstable when
+    other processes took more of the CPU than this share (1: never)."""
+    max_probe_slowdown: float = 1.5
+    """Unstable when a calibration probe ran this many times slower than the device's quiet
+    figure; 0: never."""
+    max_attempts: int = 3
+    """Attempts of a run in one train job: an unstable or too-wide attempt is followed by one
+    of `repeats` more processes, up to this many; then the run is kept as it is."""
+    bootstrap_resamples: int = 1000
+    """Resamples of the estimate's and the median's bootstrap intervals."""
+    power_sample_ms: int = 100
+    """Period of the runner's battery power and clock sampling (docs/device-sensors.md); 0: off."""
+    bandwidth_max_bytes: int = 1024 * 1024 * 1024
+    """Cap of the bandwidth sweep in bytes (1 GiB), which stops earlier at each transfer kind's
+    knee."""
     gemm_sizes: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
-    gemm_min_time_ms: float = 100.0    # bench-gemm calibration: each timed repeat lasts this long
-    gemm_max_launch_s: float = 5.0     # skip a version's larger sizes once a launch would exceed
-    tune: bool = True                  # tune the tunable versions per device (tuning/<class>.json)
-    tune_min_time_ms: float = 20.0     # calibration target of each tuning trial
-    tune_max_launch_s: float = 0.1     # square sizes slower per launch reuse a smaller class
+    """Square sizes of the GEMM sweep."""
+    gemm_min_time_ms: float = 100.0
+    """bench-gemm calibration: each timed repeat lasts this long (ms)."""
+    gemm_max_launch_s: float = 5.0
+    """Skip a version's larger sizes once one launch would take longer than this (s)."""
+    tune: bool = True
+    """Tune the tunable versions per device and GEMM class; a local device's tuning is reused
+    from this machine's records (`$PHONETRAIN_TUNING_DIR`) for the same sources."""
+    tune_min_time_ms: float = 20.0
+    """Calibration target of each tuning trial (ms)."""
+    tune_max_launch_s: float = 0.1
+    """Square sizes are tuned as their own class while one launch takes at most this (s);
+    larger ones reuse the largest tuned square's configuration."""
 
 
 @dataclass
@@ -184,18 +279,23 @@ class ReportConfig:
     """Report settings."""
 
     title: str = "phonetrain: on-device training, CPU vs OpenCL GPU"
-    paper_reference: bool = True       # draw the seed paper's published figures beside ours
-    figure_format: str = "png"         # png | svg
+    """Title of the report."""
+    paper_reference: bool = True
+    """Draw the seed paper's published figures beside the study's."""
+    figure_format: str = "png"
+    """Format the report links its figures in; each figure is also written in the other."""
     dpi: int = 120
+    """Resolution of the PNG figures."""
 
 
 @dataclass
 class LowerConfig:
     """Options of the lowering that change the plan but not what it computes."""
 
-    # tensors whose lifetimes in the step do not overlap share one buffer
-    # (phonetrain.lowering.reuse); an experiment's config holds this section only when true
     reuse_buffers: bool = False
+    """Tensors whose lifetimes in the step do not overlap share one buffer
+    (phonetrain.lowering.reuse; bytes per model: docs/models.md). Off, an experiment's config
+    holds no `lower` section, so hashes, plans and params stay as they were."""
 
 
 @dataclass
@@ -211,7 +311,9 @@ class Config:
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     lower: LowerConfig = field(default_factory=LowerConfig)
-    results_dir: str = "results"       # output folder, relative to the working directory
+    results_dir: str = "results"
+    """Output folder, relative to the working directory; no braces (the workflow's paths
+    would read them as wildcards)."""
 
 
 ConfigStore.instance().store(name="base_config", node=Config)
@@ -832,7 +934,7 @@ def _check_override_keys(overrides: list[str], axes_refused: bool = True) -> Non
                           f"{where if valid is not None else 'no such section'}); the "
                           f"structured config takes no additions, so a '+' does not help. "
                           f"Valid keys{' of ' + where if valid is not None else ' at the root'}"
-                          f": {listed} (README.md, Configuration reference)")
+                          f": {listed} (docs/configuration.md)")
 
 
 def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Sweep:
