@@ -4,7 +4,7 @@
 #   snakemake --cores 2 all
 #   snakemake --cores 2 all --config 'overrides=["sweep=test", "measure.iterations=20"]'
 #
-# Overrides are Hydra override strings (README.md, "Usage"). Any --cores N is safe: a local
+# Overrides are Hydra override strings (docs/workflow.md, "Overrides"). Any --cores N is safe: a local
 # measurement runs alone on this host (resources, rules/common.smk: "Scheduling").
 from snakemake.utils import min_version
 

@@ -41,7 +41,7 @@ if set(config) - {"overrides"}:  # a typo'd --config key would be ignored silent
     sys.exit(f"phonetrain: configuration error: unknown --config key(s) "
              f"{sorted(set(config) - {'overrides'})}; settings are Hydra override strings "
              "under the one key 'overrides', e.g. "
-             "--config 'overrides=[\"measure.iterations=20\"]' (README.md, Overrides)")
+             "--config 'overrides=[\"measure.iterations=20\"]' (docs/workflow.md, Overrides)")
 try:
     SWEEP = compose_sweep(config.get("overrides"), conf_dir=BASE / "conf")
     JP = job_params(SWEEP)
@@ -274,7 +274,7 @@ def partial_report():
         print(f"phonetrain: no partial report: {e}", file=sys.stderr)
 
 
-# Scheduling (phonetrain.stages.schedule; README.md, "Parallel jobs and the host"): a global
+# Scheduling (phonetrain.stages.schedule; docs/scaling.md, "Parallel jobs and the host"): a global
 # resource `host_load` of HOST_SHARES shares (--cores; with an executor that sets no cores,
 # the CPUs this host may use) and one `device_<name>` resource of limit 1 per device. A job
 # measuring a local device takes every share, so it runs alone on this host; a job on an adb

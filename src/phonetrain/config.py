@@ -192,10 +192,12 @@ class SweepConfig:
     """Kernel versions crossed with the opencl backends (files of `conf/kernel/`)."""
     backend_kernels: dict[str, list[str]] = field(default_factory=dict)
     """Backend -> the only kernel versions it is crossed with (those also in `kernels`); a
-    backend not named runs every kernel, so a costly placement can be kept to a few."""
+    backend not named runs every kernel. The default study sets `{opencl_pipelined:
+    [baseline]}`: pipelined vs staged is a question about transfers, not kernels."""
     batches: list[int] = field(default_factory=list)
     """Batch sizes crossed with the other axes (run folders `<model>.b<batch>.<backend>.<kernel>`;
-    a batch that does not fit the device is recorded `oom`); empty: each model's `batch_size`."""
+    a batch that does not fit the device is recorded `oom`; the report names the largest that
+    fits, figure `batch_sweep`); empty: each model's `batch_size`."""
 
 
 @dataclass
@@ -217,7 +219,7 @@ class MeasureConfig:
     cooldown_s: float = 0.0
     """Seconds to wait on the device before each measurement."""
     cooldown_threshold_c: float = 45.0
-    """adb devices: before each measurement, wait until the hottest sensor reads at most this
+    """On adb devices, before each measurement, wait until the hottest sensor reads at most this
     (degrees C) ..."""
     cooldown_limit_s: float = 120.0
     """... for at most this long (s), then measure and record it."""
@@ -229,10 +231,12 @@ class MeasureConfig:
     """Whole-trajectory tolerance, for runs without checkpoints."""
     checkpoints: list[int] = field(default_factory=lambda: [0, 1, -2, -1])
     """Iterations (warm-up included; negative: from the end) after which the runner keeps the
-    state for the per-step verification; []: none (`verify_atol` judges the trajectory)."""
+    state for the per-step verification; []: none (`verify_atol` judges the trajectory); a
+    list the run never reaches is refused."""
     eval_every: int = 0
-    """Held-out loss and accuracy every this many measured iterations and at the last; 0: off.
-    Costs train-stage time, not measured time (docs/results.md)."""
+    """Held-out loss and accuracy every this many measured iterations and at the last (those
+    iterations become checkpoints); 0: off. Costs train-stage time, not measured time
+    (docs/results.md)."""
     ci_target: float = 0.05
     """Each runner process measures until its estimate's 95% interval is within +-this; a run
     still wider gets more processes (`max_attempts`), then is kept usable with its interval
@@ -247,7 +251,8 @@ class MeasureConfig:
     other processes took more of the CPU than this share (1: never)."""
     max_probe_slowdown: float = 1.5
     """Unstable when a calibration probe ran this many times slower than the device's quiet
-    figure; 0: never."""
+    figure (`results/probe/<device>.json`; remedy: `phonetrain refresh --unstable` once the
+    host is quieter); 0: never."""
     max_attempts: int = 3
     """Attempts of a run in one train job: an unstable or too-wide attempt is followed by one
     of `repeats` more processes, up to this many; then the run is kept as it is."""
@@ -294,8 +299,9 @@ class LowerConfig:
 
     reuse_buffers: bool = False
     """Tensors whose lifetimes in the step do not overlap share one buffer
-    (phonetrain.lowering.reuse; bytes per model: docs/models.md). Off, an experiment's config
-    holds no `lower` section, so hashes, plans and params stay as they were."""
+    (phonetrain.lowering.reuse: activations, scratch and activation gradients only; bytes per
+    model: docs/models.md; runs.parquet `plan_buffer_bytes`). Off, an experiment's config holds
+    no `lower` section, so hashes, plans and params stay as they were."""
 
 
 @dataclass

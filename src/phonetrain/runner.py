@@ -49,7 +49,7 @@ OMP_WAIT_POLICY = "ACTIVE"
 environment by :meth:`Runner.invoke`; the runner records it in ``run.json``): idle OpenMP
 threads spin, so a quiet device's CPU backend runs as fast as it can (on a 2-core host,
 PASSIVE waiting made the paper MLP's iteration 2.1x and LeNet-5's 3.3x slower:
-docs/benchmarks.md). Spinning threads that lose their core to another process stall a run
+docs/notebook/2026-12-01.md). Spinning threads that lose their core to another process stall a run
 badly; such a run is caught by its conditions (``other_cpu_share``) and recorded unstable,
 not tuned away by a slower policy. An OpenCL run has no OpenMP work of its own: it ends the
 calibration probe's threads before measuring (``src/runner/probe.h``)."""

@@ -92,8 +92,8 @@ def test_refresh_remeasures_one_run(done: Path, tmp_path: Path):
     assert bad.returncode == 1 and "DEVICE/EXPERIMENT" in bad.stderr, bad.stderr
 
 
-def test_readme_results_folders_are_ignored_by_git():
-    """The README keeps studies apart with results_dir=results-test: git ignores it."""
+def test_documented_results_folders_are_ignored_by_git():
+    """docs/workflow.md keeps studies apart with results_dir=results-test: git ignores it."""
     for path in ("results-test/summary/runs.parquet", "results/runs/host/x/run.json"):
         p = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO)
         assert p.returncode == 0, path

@@ -125,7 +125,7 @@ def server_hint(host: str, port: int) -> str:
                 "device.adb_host/adb_port")
     return (f"start it ('phonetrain adb -P {port} start-server' for phones on this host), or "
             f"open the SSH tunnel to the phone's host first ('ssh -N -L {port}:127.0.0.1:5037 "
-            "PHONE_HOST', README \"Driving phones on several hosts\"), or fix "
+            "PHONE_HOST', docs/scaling.md \"Driving phones on several hosts\"), or fix "
             "device.adb_host/adb_port; phonetrain starts only the default local server")
 
 

@@ -24,7 +24,7 @@ sequential inner product of ``n`` terms has a worst-case error bound ``(n - 1) u
 ``ceil(log2 n) u`` for pairwise summation and typical errors ``~sqrt(n) u`` for both
 (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., 2002, secs. 3.1 and 4.2).
 ``KAPPA`` = 16 covers the ratio of two orders' errors (measured on PoCL, the runner's CPU
-backend and an NVIDIA H200 over every checked step of the study: docs/benchmarks.md);
+backend and an NVIDIA H200 over every checked step of the study: docs/notebook/2026-12-01.md);
 ``FLOOR_ULPS`` = 4 ulps of the tensor's largest value cover tensors whose float32 and float64
 results agree exactly. A planted fault of 1e-4 relative in one GEMM exceeds it (tests).
 

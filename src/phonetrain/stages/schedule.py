@@ -1,5 +1,5 @@
 """How the workflow schedules jobs around the devices (rules/common.smk declares it to
-Snakemake as resources; README.md, "Parallel jobs and the host").
+Snakemake as resources; docs/scaling.md, "Parallel jobs and the host").
 
 - ``host_load``: a global Snakemake resource of :data:`HOST_SHARES` shares (``--cores``, or
   the CPUs this host may use when an executor sets no cores). Every job that works on this
