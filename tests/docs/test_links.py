@@ -4,7 +4,9 @@ spaces as hyphens, ``-1``, ``-2`` ... for repeated headings)."""
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,7 +38,8 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
-def anchors(path: Path) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def anchors(path: Path) -> frozenset[str]:
     seen: dict[str, int] = {}
     out = set()
     fence = False
@@ -49,7 +52,7 @@ def anchors(path: Path) -> set[str]:
             n = seen.get(base, 0)
             seen[base] = n + 1
             out.add(base if n == 0 else f"{base}-{n}")
-    return out
+    return frozenset(out)
 
 
 def links(path: Path) -> list[tuple[int, str]]:
@@ -84,6 +87,6 @@ def test_a_broken_link_and_a_missing_anchor_are_reported(tmp_path, monkeypatch):
     page.write_text("[ok](a.md#same-1) [ok](a.md#a-code-x-b) [f](missing.md) [h](a.md#nope)\n"
                     "`[not a link](gone.md)`\n```\n[in a fence](gone.md)\n```\n"
                     "[web](https://example.org/x.md)\n")
-    monkeypatch.setattr(__import__(__name__), "REPO", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert broken(page) == ["b.md:1: missing.md: no such file",
                             "b.md:1: a.md#nope: no heading #nope in a.md"]
