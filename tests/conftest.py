@@ -14,10 +14,47 @@ from pathlib import Path
 import adbutils
 import pytest
 
+from helpers import tiers
 from helpers.adb import connect_vdev, disconnect_vdev, free_port
 from helpers.real_study import make_real_study
+from helpers.shared import once_per_run
 from phonetrain import runner as runner_api
 from phonetrain.devices import toolchains
+from phonetrain.results import provenance
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier (helpers.tiers) and run the costly tiers' files first.
+
+    With ``--dist loadfile`` a worker takes a whole file; files that run Snakemake take
+    minutes, so they start first and the short files fill the gaps at the end (the longest
+    processing time first), instead of one worker finishing a workflow file alone.
+    """
+    rank = {t: i for i, t in enumerate(reversed(tiers.TIERS))}  # workflow, runner, unit
+    file_rank: dict[str, int] = {}
+    for item in items:
+        t = tiers.tier(item)
+        item.add_marker(getattr(pytest.mark, t))
+        file_rank[item.nodeid.split("::")[0]] = min(rank[t], file_rank.get(
+            item.nodeid.split("::")[0], len(rank)))
+    items.sort(key=lambda it: file_rank[it.nodeid.split("::")[0]])  # stable: order kept within
+
+
+@pytest.fixture(autouse=True)
+def unit_tests_start_no_process(request, monkeypatch):
+    """A ``unit`` test may start no process: one that does fails here, naming what it
+    started, so the tiers of helpers.tiers cannot drift from what the tests do."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    tiers.refuse_processes(monkeypatch)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def git_revision_read_once():
+    """The project's git revision (results provenance) read before any test, so the test that
+    happens to aggregate first is not the one that starts ``git`` (it is cached)."""
+    provenance.git_rev()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -49,14 +86,15 @@ def private_tuning_dir(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def runner(tmp_path_factory) -> Path:
-    """The runner binary, compiled once per session from src/runner with the default flags
+def runner(tmp_path_factory, worker_id) -> Path:
+    """The runner binary, compiled once per test run from src/runner with the default flags
     (or the binary named by $PHONETRAIN_TEST_RUNNER, e.g. a sanitizer build)."""
     if os.environ.get("PHONETRAIN_TEST_RUNNER"):
         return Path(os.environ["PHONETRAIN_TEST_RUNNER"])
     if toolchains.which_cc() is None:
         pytest.skip("no C compiler (cc) on this machine")
-    return toolchains.build_runner(tmp_path_factory.mktemp("runner-build"))
+    return Path(once_per_run(tmp_path_factory, worker_id, "runner-build",
+                             lambda d: str(toolchains.build_runner(d))))
 
 
 @pytest.fixture(scope="session")
@@ -98,7 +136,10 @@ def vdev(adb_server, tmp_path):
 
 
 @pytest.fixture(scope="session")
-def real_study(tmp_path_factory) -> dict[str, list[Path]]:
-    """The small real study of :mod:`helpers.real_study`, run once per session; the
-    aggregate's inputs (``runs``, ``bandwidth``, ``builds``)."""
-    return make_real_study(tmp_path_factory.mktemp("real-study"))
+def real_study(tmp_path_factory, worker_id) -> dict[str, list[Path]]:
+    """The small real study of :mod:`helpers.real_study`, run once per test run; the
+    aggregate's inputs (``runs``, ``bandwidth``, ``builds``). Read-only: copy what you change."""
+    def build(folder: Path) -> dict[str, list[str]]:
+        return {k: [str(p) for p in v] for k, v in make_real_study(folder).items()}
+    doc = once_per_run(tmp_path_factory, worker_id, "real-study", build)
+    return {k: [Path(p) for p in v] for k, v in doc.items()}

@@ -6,14 +6,20 @@ from pathlib import Path
 
 import pytest
 
+from helpers.shared import once_per_run
 from helpers.workflow import make_workspace, snakemake
 
 
-@pytest.fixture(scope="session")
-def completed_workspace(tmp_path_factory) -> Path:
-    """A workspace where ``snakemake all`` on the tiny sweep has run (once per session);
-    tests that change it work on a :func:`helpers.workflow.clone_workspace` copy."""
-    ws = make_workspace(tmp_path_factory.mktemp("workflow") / "ws")
+def _complete(folder: Path) -> str:
+    ws = make_workspace(folder / "ws")
     p = snakemake(ws, "all")
     assert p.returncode == 0, p.stdout[-5000:] + p.stderr[-5000:]
-    return ws
+    return str(ws)
+
+
+@pytest.fixture(scope="session")
+def completed_workspace(tmp_path_factory, worker_id) -> Path:
+    """A workspace where ``snakemake all`` on the tiny sweep has run (once per test run, for
+    every worker); read-only: tests that change it work on a
+    :func:`helpers.workflow.clone_workspace` copy."""
+    return Path(once_per_run(tmp_path_factory, worker_id, "completed-workspace", _complete))
