@@ -168,6 +168,8 @@ class MeasureConfig:
     max_other_cpu_share: float = 0.25  # a run without a calibration probe: unstable above this share
     max_probe_slowdown: float = 1.5    # unstable when the probe is this much slower than quiet; 0 off
     max_attempts: int = 3              # attempts of an unstable run in one train job, then kept
+    events_apart: bool = True          # OpenCL on one queue: the step time from processes with no
+                                       # per-command events, the breakdown from one more with them
     bootstrap_resamples: int = 1000    # resamples of the estimate's confidence interval
     power_sample_ms: int = 100         # battery power and clock sampling period (0 = off)
     bandwidth_max_bytes: int = 1024 * 1024 * 1024  # cap of the bandwidth sweep (to the knee)
