@@ -173,8 +173,6 @@ def test_killed_run_keeps_its_finished_rows(runner, tmp_path):
                     "commit", "-q", "--allow-empty", "-m", "other"], check=True)
     other = subprocess.run(["git", "-C", str(work), "rev-parse", "--short=12", "HEAD"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    from phonetrain.results.provenance import git_rev
-    ours = git_rev()
     out_json = work / "peers.json"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
@@ -207,4 +205,6 @@ def test_killed_run_keeps_its_finished_rows(runner, tmp_path):
     assert len(doc["kernel_selection"]) >= 2     # the CPU lowerings tried for the MLP
     printed = [ln for ln in stdout.splitlines() if ln.startswith("| phonetrain ")]
     assert len(printed) >= len(doc["rows"]) and "MLP 784-256-128-16" in printed[0]
+    from phonetrain.results.provenance import git_rev
+    ours = git_rev.__wrapped__()    # not the session's cached revision: read it now
     assert ours in doc["versions"]["phonetrain"] and other not in doc["versions"]["phonetrain"]

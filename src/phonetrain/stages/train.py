@@ -270,7 +270,7 @@ def _measure(r: Runner, manifest: dict[str, Any], into: Path, s: RunSpec, p: dic
     for rep in range(s.measure.repeats):
         got = _process(r, manifest, into / f"process_{rep}", s, p, rdir, tmp,
                        profiling=not s.events_apart)
-        if isinstance(got, Path) and got == rdir:
+        if got == rdir:   # recorded skipped or oom
             return got
         outs.append(got)
     return outs
