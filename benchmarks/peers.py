@@ -14,7 +14,8 @@ memory and the loss is read back to the host. Rows:
   given) and on each requested OpenCL platform x placement (resident/copy, staged/copy,
   staged/map, pipelined/copy), with the
   fastest per-step-verified kernel version (``--kernel best``; tuned where ``--tuning-dir``
-  holds the workflow's ``<version>/tuning/<class>.json`` files) or the version given; each
+  holds the workflow's ``<version>/tuning/<class>.json`` files, a tunable version without
+  them skipped unless ``--untuned``) or the version given; each
   timed run is verified per step against the numpy reference
   (``phonetrain.reference.verify_run_dir``).
   Time: the runner's own per-iteration ``wall_ms`` (an OpenCL iteration ends with
@@ -39,9 +40,11 @@ last 10 losses (warm-up included in the run) not below the mean of its first 10 
 invalid (:func:`loss_falls`). A peer that is not installed or has no such device gets a
 ``skipped`` row; a peer that fails gets an ``error`` row and the script goes on. Every row
 also starts from the same point: its first 10 losses must agree with the numpy reference's
-(:func:`same_start`). Prints one markdown table after a header (command, date, host,
-versions); ``--json FILE`` keeps it all. Exit status 1 when a row errs, is invalid or fails
-verification, else 0.
+(:func:`same_start`). Prints a header (command, date, host, versions: phonetrain's is the
+revision of the checkout the script belongs to), then one markdown row per row as it
+completes; ``--json FILE`` keeps it all, rewritten atomically after each row (``"finished":
+false`` until the end), so a run killed half-way keeps every row it finished
+(:class:`RowLog`). Exit status 1 when a row errs, is invalid or fails verification, else 0.
 
 Needs numpy and PyYAML (and ``cc`` with the OpenCL headers to build the runner); no Hydra,
 Snakemake or pandas. The peers: ``pip install -e .[peers]``. Examples::
@@ -66,7 +69,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -742,6 +745,7 @@ class Phonetrain:
         self.binary = Path(a.runner) if a.runner else build_runner(root / "build")
         self.info = Runner.local_binary(self.binary, root).info()
         self.selection: list[dict] = []
+        self.on_change: Callable[[], None] = lambda: None  # a selection row was added
 
     def platforms(self) -> list[str]:
         """The requested OpenCL platforms' names (all of them for ``--platforms all``)."""
@@ -825,19 +829,40 @@ class Phonetrain:
         n = max(2 * LOSS_WINDOW, min(50, self.a.iterations))
         tried = []
         for v in CPU_VERSIONS if cpu else self.a.versions:
-            r = self.run(model, backend, platform, placement, v, n, self.a.warmup, "select")
+            untuned = None if cpu else self.untuned(v)
+            r = ({"status": "skipped", "note": untuned} if untuned else
+                 self.run(model, backend, platform, placement, v, n, self.a.warmup, "select"))
             tried.append({"model": model, "platform": platform or "cpu", "candidate": v, **r})
+            self.selection.append(tried[-1])
+            self.on_change()
             print(f"select {model} {platform or 'cpu'} {v}: {r['status']} "
                   f"{r.get('median_ms', r.get('note'))}", file=sys.stderr, flush=True)
-        self.selection += tried
         good = [t for t in tried if t["status"] == "ok" and t["verified"]]
         if not good:
             return None, "no version ran verified: " + "; ".join(
                 f"{t['candidate']} {t.get('note') or 'not verified'}" for t in tried)
         best = min(good, key=lambda t: t["median_ms"])
         where = "" if cpu else f"{placement}, "
+        skipped = [t["candidate"] for t in tried if t["status"] == "skipped"]
         return best["candidate"], (f"fastest verified of {len(good)}/{len(tried)} versions "
-                                 f"({where}{n} iterations)")
+                                 f"({where}{n} iterations)" +
+                                 (f"; {', '.join(skipped)} skipped" if skipped else ""))
+
+    def untuned(self, version: str) -> str | None:
+        """Why the selection skips ``version``: a tunable version (tuning candidates besides
+        its defaults) without tuning files under ``--tuning-dir`` would run its untuned
+        defaults, tens of times slower on a GPU than its tuned form (``regblock``: 43-99 ms
+        per step on an H200) and no candidate for the fastest; None when it runs (tuned, not
+        tunable, or ``--untuned``)."""
+        from phonetrain.kernels import tuning
+
+        if self.a.untuned or not tuning.tunable(version):
+            return None
+        if self.a.tuning_dir and tuning.tuning_files(Path(self.a.tuning_dir) / version /
+                                                     "tuning"):
+            return None
+        return (f"skipped: tunable and untuned (no {self.a.tuning_dir or '--tuning-dir'}/"
+                f"{version}/tuning/*.json; --untuned runs its defaults)")
 
     def cpu_row(self, model: str) -> dict:
         """The CPU backend's row: the chosen version (``--cpu-kernel``) at ``--threads``."""
@@ -852,21 +877,21 @@ class Phonetrain:
             r["note"] = f"kernel {version}, {why}"
         return {**row, **r}
 
-    def rows(self, model: str) -> list[dict]:
-        """The CPU row and one row per requested platform x placement."""
+    def rows(self, model: str) -> Iterator[dict]:
+        """The CPU row and one row per requested platform x placement, each as it
+        completes."""
         a = self.a
-        out = [self.cpu_row(model)]
+        yield self.cpu_row(model)
         plats = self.platforms()
         if not plats:
-            out.append({"framework": "phonetrain", "backend": "OpenCL", "model": model,
-                        "status": "skipped", "note": "no OpenCL platform: "
-                        f"{self.info.get('opencl_error')}"})
+            yield {"framework": "phonetrain", "backend": "OpenCL", "model": model,
+                   "status": "skipped", "note": "no OpenCL platform: "
+                   f"{self.info.get('opencl_error')}"}
         for p in plats:
             version, why = self.best_version(model, p)
             for pl in a.placements:
                 for prof in PROFILING[a.profiling]:
-                    out.append(self.opencl_row(model, p, pl, version, why, prof))
-        return out
+                    yield self.opencl_row(model, p, pl, version, why, prof)
 
     def opencl_row(self, model: str, platform: str, placement: str, version: str | None,
                    why: str, profiling: bool) -> dict:
@@ -916,15 +941,14 @@ def host_facts(pt: Phonetrain | None) -> dict:
             "opencl": cl, "os": platform.platform()}
 
 
-def git_commit() -> str | None:
-    try:
-        p = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                           capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "-uno"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return p.stdout.strip() + ("+dirty" if dirty else "") if p.returncode == 0 else None
-    except OSError:
-        return None
+def phonetrain_commit() -> str:
+    """The revision of the phonetrain checkout whose package this script imports (its own
+    ``src/``), not of whatever repository encloses the working folder: ``git rev-parse`` of
+    that checkout, ``-dirty`` with edits; a copy without its own ``.git`` (inside another
+    repository, say) is ``not a git checkout, sources <hash>``
+    (:func:`phonetrain.results.provenance.git_rev`)."""
+    from phonetrain.results.provenance import git_rev
+    return git_rev()
 
 
 def fmt_row(r: dict) -> str:
@@ -990,6 +1014,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     "the right choice for CPUs/PoCL and phone GPUs")
     ap.add_argument("--tuning-dir", help="DIR/<version>/tuning/*.json: the workflow's tuning "
                     "(results/build/<device>/kernels/) applied to tunable versions")
+    ap.add_argument("--untuned", action="store_true",
+                    help="--kernel best: also try tunable versions that have no tuning under "
+                    "--tuning-dir, with their defaults (skipped otherwise)")
     ap.add_argument("--runner", help="runner binary (default: build one with cc)")
     ap.add_argument("--tinygrad-devices", default="CL,CUDA")
     ap.add_argument("--tinygrad-cl-platform",
@@ -1022,6 +1049,57 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return a
 
 
+class RowLog:
+    """The rows of one run, kept as they complete: each row is printed as its markdown line
+    at once (stdout flushed) and, with ``--json``, the whole document is rewritten atomically
+    (:func:`phonetrain.io.write_json`) after every row and every kernel-selection run, with
+    ``"finished": false`` until the end. A run killed half-way leaves every row it finished
+    in its JSON and its output."""
+
+    def __init__(self, a, header: dict, selection: Callable[[], list[dict]]):
+        self.a, self.header, self.selection = a, header, selection
+        self.rows: list[dict] = []
+
+    def add(self, r: dict, ref: list[float] | None = None) -> None:
+        """Keep row ``r`` (its same-start error against ``ref``, the reference's first
+        losses, where it ran); print and save."""
+        if ref is not None and r["status"] == "ok":
+            r["start_rel_err"] = same_start(r["losses_head"], ref)
+        self.rows.append(r)
+        print(fmt_row(r), flush=True)
+        self.save()
+
+    def save(self, finished: bool = False) -> None:
+        """Write the JSON document (``--json``) as it stands."""
+        if not self.a.json:
+            return
+        from phonetrain.io import write_json
+        host = dict(self.header["host"], loadavg_now=list(os.getloadavg()))
+        write_json({**self.header, "host": host, "finished": finished, "rows": self.rows,
+                    "kernel_selection": self.selection()}, Path(self.a.json))
+
+
+def header_lines(a, command: str, started: datetime.datetime, host: dict,
+                 versions: dict) -> str:
+    """The markdown lines above the table: command, date, host, versions, settings."""
+    return (f"- command: `{command}`\n- date: {started:%Y-%m-%d %H:%M} UTC\n"
+            f"- host: {host['cpu_model']}, {host['logical_cores']} logical cores, threads "
+            f"{a.threads}; GPUs: {', '.join(host['gpus']) or 'none (nvidia-smi)'}; OpenCL: "
+            f"{'; '.join(host['opencl']) or 'none'}\n"
+            f"- load average (1/5/15 min) at the start "
+            f"{[round(x, 2) for x in host['loadavg_start']]}\n"
+            f"- versions: {', '.join(f'{k} {v}' for k, v in versions.items())}\n"
+            f"- batch {BATCH}, {a.dataset} data ({NUM_BATCHES} batches cycled), SGD lr {a.lr}, "
+            f"{a.iterations} timed iterations after {a.warmup} warm-up; valid = mean of the last "
+            f"{LOSS_WINDOW} losses below the mean of the first {LOSS_WINDOW} and the first "
+            f"{LOSS_WINDOW} losses within {START_TOLERANCE:g} (relative) of the numpy "
+            "reference's (same start)\n"
+            + (f"- phonetrain's fused convolution updates split K to {a.splitk_groups} "
+               "work-groups (--splitk-groups)\n" if a.splitk_groups else "")
+            + ("- rows are printed as they complete; the JSON (--json) is rewritten after "
+               "each\n" if a.json else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     # this checkout's phonetrain, in the peer processes too (their --python may not have it)
     sys.path.insert(0, str(REPO / "src"))
@@ -1036,68 +1114,55 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit(f"peers.py: {pip_name} is missing; phonetrain's lowering needs it "
                      f"(pip install {pip_name}, or carry its wheel to this machine)")
     root = Path(tempfile.mkdtemp(prefix="phonetrain-peers-"))
-    rows: list[dict] = []
-    pt = None
+    pt, failed = None, None
     if "phonetrain" in a.peers:
         try:
             pt = Phonetrain(a, root)
         except Exception as e:  # noqa: BLE001  (no compiler, no runner: an error row)
-            rows.append({"framework": "phonetrain", "backend": "runner", "model": "-",
-                         "status": "error", "note": f"{type(e).__name__}: {e}"[:300]})
+            failed = {"framework": "phonetrain", "backend": "runner", "model": "-",
+                      "status": "error", "note": f"{type(e).__name__}: {e}"[:300]}
+    from phonetrain import __version__ as pt_version
+    host = host_facts(pt)
+    host["loadavg_start"] = load_start
+    versions = {"phonetrain": f"{pt_version} ({phonetrain_commit()})",
+                "python": platform.python_version(), "numpy": np.__version__,
+                "peer python": a.python}
+    command = "python " + " ".join(shlex.quote(x) for x in
+                                   [os.path.relpath(__file__, Path.cwd())] + sys.argv[1:])
+    header = {"command": command, "date": started.isoformat(), "host": host,
+              "versions": versions, "iterations": a.iterations, "warmup": a.warmup,
+              "batch": BATCH, "dataset": a.dataset, "lr": a.lr,
+              "splitk_groups": a.splitk_groups}
+    log = RowLog(a, header, lambda: pt.selection if pt else [])
+    if pt is not None:
+        pt.on_change = log.save
+    print(header_lines(a, command, started, host, versions))
+    print(TABLE_HEAD, flush=True)
+    if failed:
+        log.add(failed)
     tasks = peer_tasks(a)
     for model in a.models:
         inputs, ref = write_inputs(model, a.dataset, a.lr, root)
-        first = len(rows)
-        if pt is not None:
-            rows += pt.rows(model)
+        for r in pt.rows(model) if pt is not None else ():
+            log.add(r, ref)
         for t in tasks:
             task = {**t, "model": model, "inputs": str(inputs), "threads": a.threads,
                     "lr": a.lr, "warmup": a.warmup, "iterations": a.iterations}
             fw = FRAMEWORKS[t["peer"]]
             r = run_peer(a, task, root)
-            rows.append({"framework": fw, "backend": t["label"], "model": model, **r})
             print(f"{fw} {t['label']} {model}: {r['status']} "
                   f"{r.get('median_ms', r.get('note'))}", file=sys.stderr, flush=True)
-        for r in rows[first:]:
-            if r["status"] == "ok":
-                r["start_rel_err"] = same_start(r["losses_head"], ref)
+            if r.get("version"):
+                versions.setdefault(fw, r["version"])
+            log.add({"framework": fw, "backend": t["label"], "model": model, **r}, ref)
     for p in sorted(set(PEERS) - set(a.peers)):
-        rows.append({"framework": p, "backend": "-", "model": "-", "status": "skipped",
-                     "note": "not requested (--peers)"})
-    from phonetrain import __version__ as pt_version
-    host = host_facts(pt)
-    host["loadavg_start"], host["loadavg_end"] = load_start, list(os.getloadavg())
-    versions = {"phonetrain": f"{pt_version} ({git_commit()})", "python": platform.python_version(),
-                "numpy": np.__version__, "peer python": a.python}
-    for r in rows:
-        if r.get("version") and r["framework"] != "phonetrain":
-            versions[r["framework"]] = r["version"]
-    command = "python " + " ".join(shlex.quote(x) for x in
-                                   [os.path.relpath(__file__, Path.cwd())] + sys.argv[1:])
-    print(f"- command: `{command}`\n- date: {started:%Y-%m-%d %H:%M} UTC\n"
-          f"- host: {host['cpu_model']}, {host['logical_cores']} logical cores, threads "
-          f"{a.threads}; GPUs: {', '.join(host['gpus']) or 'none (nvidia-smi)'}; OpenCL: "
-          f"{'; '.join(host['opencl']) or 'none'}\n"
-          f"- load average (1/5/15 min) start {[round(x, 2) for x in load_start]}, end "
-          f"{[round(x, 2) for x in host['loadavg_end']]}\n"
-          f"- versions: {', '.join(f'{k} {v}' for k, v in versions.items())}\n"
-          f"- batch {BATCH}, {a.dataset} data ({NUM_BATCHES} batches cycled), SGD lr {a.lr}, "
-          f"{a.iterations} timed iterations after {a.warmup} warm-up; valid = mean of the last "
-          f"{LOSS_WINDOW} losses below the mean of the first {LOSS_WINDOW} and the first "
-          f"{LOSS_WINDOW} losses within {START_TOLERANCE:g} (relative) of the numpy "
-          "reference's (same start)\n"
-          + (f"- phonetrain's fused convolution updates split K to {a.splitk_groups} "
-             "work-groups (--splitk-groups)\n" if a.splitk_groups else ""))
-    print(TABLE_HEAD)
-    for r in rows:
-        print(fmt_row(r))
-    if a.json:
-        from phonetrain.io import write_json
-        write_json({"command": command, "date": started.isoformat(), "host": host,
-                    "versions": versions, "iterations": a.iterations, "warmup": a.warmup,
-                    "batch": BATCH, "dataset": a.dataset, "lr": a.lr,
-                    "splitk_groups": a.splitk_groups, "rows": rows,
-                    "kernel_selection": pt.selection if pt else []}, Path(a.json))
+        log.add({"framework": p, "backend": "-", "model": "-", "status": "skipped",
+                 "note": "not requested (--peers)"})
+    host["loadavg_end"] = list(os.getloadavg())
+    print(f"\n- load average (1/5/15 min) at the end {[round(x, 2) for x in host['loadavg_end']]}"
+          f"\n- versions: {', '.join(f'{k} {v}' for k, v in versions.items())}")
+    log.save(finished=True)
+    rows = log.rows
     bad = [r for r in rows if r["status"] == "error" or r.get("loss_falls") is False
            or r.get("verified") is False or r.get("start_rel_err", 0) > START_TOLERANCE]
     return 1 if bad else 0

@@ -256,6 +256,10 @@ class MeasureConfig:
     max_attempts: int = 3
     """Attempts of a run in one train job: an unstable or too-wide attempt is followed by one
     of `repeats` more processes, up to this many; then the run is kept as it is."""
+    events_apart: bool = True
+    """OpenCL runs on one queue: the step time comes from runner processes that record no
+    per-command events; the per-command breakdown (data movement, launches, Perfetto) from one
+    more process of the same run (`events/` in the run folder), fitted into the step."""
     bootstrap_resamples: int = 1000
     """Resamples of the estimate's and the median's bootstrap intervals."""
     power_sample_ms: int = 100

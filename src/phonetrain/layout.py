@@ -18,7 +18,8 @@ Results folder (``results_dir``, default ``results/``)::
     runs/<device>/<experiment>/                 params.json, plan.json (the plan that ran),
                                                 run.json, trace.csv, dumps/, checkpoints/,
                                                 verify.json, measurement.json, eval.json,
-                                                repeat_<k>/,
+                                                repeat_<k>/, events/ (the process that
+                                                recorded per-command events, when apart),
                                                 failed.json, trace.perfetto.json
     gemm/<device>/<version>.json, peaks/<device>.json
     bandwidth/<device>/bandwidth.csv (+ bench.json)
@@ -58,6 +59,9 @@ DEVICE_READINGS = "device.json"
 MEASUREMENT = "measurement.json"  # the measurement verdict (interval, conditions, unstable)
 SCHEDULE = "schedule.json"  # how the workflow scheduled the measurement (stages.schedule)
 EVAL = "eval.json"  # held-out loss and accuracy at the evaluation iterations (eval_every > 0)
+# the runner process that recorded an event per command for the breakdown, where the step
+# time came from processes without them (measure.events_apart): its run.json, trace.csv
+EVENTS = "events"
 CHECKPOINTS = "checkpoints"     # checkpoints/<iteration>/<tensor>.f32 (per-step verification)
 DUMPS = "dumps"
 COMPLETE = "COMPLETE"

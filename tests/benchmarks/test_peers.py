@@ -136,3 +136,75 @@ def test_splitk_groups_reaches_phonetrain_plans(runner, pocl, tmp_path):
     partial = [bind_args(s.name, s.args)["S"] for s in Plan.load(plan_path).steps
                if s.name == "conv_wgrad_partial"]
     assert partial == [7]
+
+
+def test_untuned_tunable_versions_are_skipped_in_the_selection(tmp_path):
+    """--kernel best: a tunable version without tuning files would run its untuned
+    defaults (tens of times slower on a GPU): the selection skips it with a note, runs it
+    with --untuned, and runs it tuned where --tuning-dir holds its files; a version with
+    nothing to tune always runs."""
+    from types import SimpleNamespace
+    peers = _peers_module()
+
+    def why(version, **kw):
+        a = SimpleNamespace(**({"untuned": False, "tuning_dir": None} | kw))
+        return peers.Phonetrain.untuned(SimpleNamespace(a=a), version)
+
+    assert "skipped: tunable and untuned" in why("regblock")
+    assert why("baseline") is None and why("fused") is None
+    assert why("regblock", untuned=True) is None
+    assert "skipped" in why("regblock", tuning_dir=str(tmp_path))   # no files for it there
+    (tmp_path / "regblock" / "tuning").mkdir(parents=True)
+    (tmp_path / "regblock" / "tuning" / "model_nt.json").write_text("{}")
+    assert why("regblock", tuning_dir=str(tmp_path)) is None
+
+
+def test_killed_run_keeps_its_finished_rows(runner, tmp_path):
+    """A run killed half-way (SIGKILL after its first row) leaves a complete JSON with every
+    row it finished (``finished`` false), each printed as it completed; the phonetrain
+    version names this checkout's revision even when the working folder lies in another git
+    repository."""
+    import signal
+    import time
+    work = tmp_path / "other-repo"
+    work.mkdir()
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    subprocess.run(["git", "-C", str(work), "-c", "user.email=a@b", "-c", "user.name=a",
+                    "commit", "-q", "--allow-empty", "-m", "other"], check=True)
+    other = subprocess.run(["git", "-C", str(work), "rev-parse", "--short=12", "HEAD"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    out_json = work / "peers.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--quick", "--peers", "phonetrain", "--platforms", "none",
+         "--models", "mlp_784_256_128_16,lenet5,vgg_small", "--threads", "1",
+         "--runner", str(runner), "--json", str(out_json)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=work)
+    try:
+        deadline = time.monotonic() + 240
+        rows = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out_json.exists():
+                rows = json.loads(out_json.read_text())["rows"]
+                if rows:
+                    break
+            time.sleep(0.05)
+        assert rows, "no row was written within 240 s"
+        proc.send_signal(signal.SIGKILL)
+        stdout, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL    # killed before vgg_small's rows finished
+    doc = json.loads(out_json.read_text())
+    assert doc["finished"] is False and len(doc["rows"]) >= 1
+    first = doc["rows"][0]
+    assert (first["framework"], first["model"], first["status"]) == \
+        ("phonetrain", "mlp_784_256_128_16", "ok")
+    assert first["verified"] and first["start_rel_err"] <= 1e-3
+    assert len(doc["kernel_selection"]) >= 2     # the CPU lowerings tried for the MLP
+    printed = [ln for ln in stdout.splitlines() if ln.startswith("| phonetrain ")]
+    assert len(printed) >= len(doc["rows"]) and "MLP 784-256-128-16" in printed[0]
+    from phonetrain.results.provenance import git_rev
+    ours = git_rev.__wrapped__()    # not the session's cached revision: read it now
+    assert ours in doc["versions"]["phonetrain"] and other not in doc["versions"]["phonetrain"]

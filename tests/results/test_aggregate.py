@@ -241,15 +241,24 @@ def test_real_iterations_and_commands_follow_the_trace(real):
             continue
         rid = f"host/{d.name}"  # the tables' run_id: <device>/<experiment id>
         its = t["iterations"][t["iterations"]["run_id"] == rid]
-        # one runner process per repeat: repeat 0 in the run folder, repeat_<k>/ beside it
+        # one runner process per repeat: repeat 0 in the run folder, repeat_<k>/ beside it,
+        # then, where the step ran without per-command events, the events/ process
         procs = [d] + sorted(d.glob("repeat_*"), key=lambda p: int(p.name.split("_")[1]))
+        apart = (d / "events").is_dir()
+        roles = ["step" if apart else "both"] * len(procs) + (["breakdown"] if apart else [])
+        procs += [d / "events"] if apart else []
+        assert apart == d.name.split(".")[1].startswith("opencl")   # one queue: apart
         assert sorted(its["repeat"].unique()) == list(range(len(procs)))
         measured_rows = 0
-        for rep, pdir in enumerate(procs):
+        for rep, (pdir, role) in enumerate(zip(procs, roles)):
             doc = json.loads((pdir / "run.json").read_text())
             it = its[its["repeat"] == rep].sort_values("iteration")
+            assert set(it["role"]) == {role}
             assert it["wall_ms"].tolist() == pytest.approx([i["wall_ms"] for i in doc["iters"]])
             assert it["measured"].tolist() == [not i["warmup"] for i in doc["iters"]]
+            if role == "step":   # no device time to break the iteration down by
+                assert it["busy_ms"].isna().all()
+                continue
             assert (it["busy_ms"] <= it["wall_ms"] * 1.001).all()  # commands inside the wall
             trace = profiling.read_trace_csv(pdir / "trace.csv")
             measured_rows += int((trace["warmup"] == 0).sum())

@@ -175,6 +175,8 @@ def test_real_trace_components_add_up_and_perfetto_has_every_row(real_study, tmp
     command lies inside its iteration's wall time, the Perfetto JSON has every row."""
     d = next(p for p in real_study["runs"]
              if p.name == "mlp_784_256_128_16.opencl_staged_map.baseline")
+    d = run_folders.traced_process(d)   # the process with per-command events (events/)
+    assert d.name == "events"
     trace = profiling.read_trace_csv(d / "trace.csv")
     iters = run_folders.run_iterations(read_json(d / "run.json"), "run.json")
     b = profiling.breakdown(trace, iters)

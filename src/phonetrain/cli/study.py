@@ -83,7 +83,8 @@ def timing_summary(rdir: Path) -> str:
     location estimate every comparison uses (``iteration_ms`` with its interval, by
     ``iteration_estimator``), the median with its spread (the interquartile range and the
     extremes over the measured iterations) and where the time went (the data-movement share and
-    the per-iteration kernel and transfer medians), plus the last held-out accuracy when the run
+    the per-iteration kernel and transfer medians; where they came from a process apart from
+    the step's, a line saying so), plus the last held-out accuracy when the run
     evaluated (``measure.eval_every``), from the same rows the summary tables get
     (:func:`phonetrain.results.runs.read_run`). A run without measured iterations (skipped,
     out of memory, failed) gives one line: ``no timings: <status>: <reason>``."""
@@ -114,6 +115,13 @@ def timing_summary(rdir: Path) -> str:
         lines.append(f"data movement: {share:.1%} of the iteration time (per iteration: "
                      f"transfers {row['transfer_ms']:.3f} ms, kernels {row['kernel_ms']:.3f} "
                      "ms; medians)")
+        if pd.notna(row["events_iteration_ms"]):
+            lines.append("the iteration times above come from runner processes without "
+                         "per-command events; the breakdown from one more process that "
+                         f"recorded them (median {row['events_iteration_ms']:.3f} ms per "
+                         "iteration with the events' host cost, taken off its gaps"
+                         + (f", then scaled by {row['breakdown_scale']:.2f}"
+                            if row["breakdown_scale"] < 1 else "") + ")")
     if pd.notna(row["heldout_accuracy_last"]):
         lines.append(f"held-out: accuracy {row['heldout_accuracy_last']:.1%}, loss "
                      f"{row['heldout_loss_last']:.4g} over {int(row['n_heldout'])} samples after "
@@ -208,19 +216,21 @@ def compare_command(results_a: str, results_b: str) -> None:
 @click.command("trace")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def trace_command(run_dir: Path) -> None:
-    """RUN_DIR/trace.csv -> RUN_DIR/trace.perfetto.json (open it in ui.perfetto.dev)."""
+    """RUN_DIR/trace.csv -> RUN_DIR/trace.perfetto.json (open it in ui.perfetto.dev); the
+    trace of RUN_DIR/events/ where the run's step time came from processes without events."""
     from phonetrain import layout
     from phonetrain.io import read_json
     from phonetrain.results import profiling
-    from phonetrain.results.runs import folder_problems, run_iterations
+    from phonetrain.results.runs import folder_problems, run_iterations, traced_process
     problems = folder_problems(run_dir)
     if problems:
         raise click.ClickException(f"{run_dir} is damaged, not a measurement: "
                                    f"{'; '.join(problems)}; measure it again (phonetrain "
                                    "refresh, then snakemake all)")
+    traced = traced_process(run_dir)   # events/ where the step ran without events
     try:
-        trace = profiling.read_trace_csv(run_dir / layout.TRACE)
-        iters = run_iterations(read_json(run_dir / layout.RUN), str(run_dir / layout.RUN))
+        trace = profiling.read_trace_csv(traced / layout.TRACE)
+        iters = run_iterations(read_json(traced / layout.RUN), str(traced / layout.RUN))
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
     out = profiling.write_json_atomic(profiling.perfetto_trace(trace, iters, title=run_dir.name),

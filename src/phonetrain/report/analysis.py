@@ -80,9 +80,15 @@ def breakdown_frame(runs: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFram
     (``transfer_kernel_overlap_ms`` > 0, the pipelined placement) the device-timed movement
     segments (h2d, d2h, map/unmap, d2d) are scaled by ``exposed / device-timed movement`` so
     the overlapped time is drawn once, under ``kernel``, and the bar stays the iteration's
-    length (the overlap is split over those kinds in proportion to their time)."""
+    length (the overlap is split over those kinds in proportion to their time). A run whose
+    step time came from processes without per-command events takes its iterations from its
+    ``breakdown`` process (``role``), fitted into the step as the runs table's columns are
+    (:func:`phonetrain.results.runs.fit_breakdown`): the events' host cost off
+    ``other_gap_ms``, every segment scaled down where the rest still exceeds the step, and
+    ``wall_ms`` the step's median."""
     ok = runs[runs["status"] == "ok"]
-    it = iterations[iterations["measured"] & iterations["run_id"].isin(ok["run_id"])].copy()
+    it = iterations[iterations["measured"] & iterations["run_id"].isin(ok["run_id"])
+                    & (iterations["role"] != "step")].copy()
     if it.empty:
         return pd.DataFrame()
     moved = it[["h2d_ms", "d2h_ms", "map_ms", "unmap_ms", "d2d_ms"]].sum(axis=1)
@@ -96,7 +102,26 @@ def breakdown_frame(runs: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFram
     it["other_gap_ms"] = (it["gap_ms"] - it["transfer_overhead_ms"]).clip(lower=0)
     cols = [c for c, _ in SEGMENTS]
     med = it.groupby("run_id")[cols + ["wall_ms"]].median()
-    return ok.set_index("run_id")[RUN_KEY].join(med, how="inner")
+    return ok.set_index("run_id")[RUN_KEY].join(_fit_step(med, ok.set_index("run_id"), cols),
+                                                how="inner")
+
+
+def _fit_step(med: pd.DataFrame, runs: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """``med`` (per-run segment medians) with the runs whose breakdown came from a process
+    apart from the step's (``events_iteration_ms`` set) fitted into the step's median
+    ``iteration_median_ms``: the excess off ``other_gap_ms``, then every segment scaled down
+    where the sum still exceeds the step; their ``wall_ms`` is the step's."""
+    med = med.copy()
+    for rid in med.index:
+        ev, step = runs.at[rid, "events_iteration_ms"], runs.at[rid, "iteration_median_ms"]
+        if pd.isna(ev) or pd.isna(step) or not step > 0:
+            continue
+        med.at[rid, "other_gap_ms"] = max(med.at[rid, "other_gap_ms"] - max(ev - step, 0), 0)
+        total = float(med.loc[rid, cols].sum())
+        if total > step:
+            med.loc[rid, cols] = med.loc[rid, cols] * (step / total)
+        med.at[rid, "wall_ms"] = step
+    return med
 
 
 def gemm_table(runs: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:

@@ -145,6 +145,29 @@ def run_rows(runs: pd.DataFrame, gemm: pd.DataFrame) -> list[dict[str, str]]:
     return rows
 
 
+def step_time_notes(runs: pd.DataFrame) -> list[str]:
+    """Takes runs.parquet; returns the note saying where the step times and the breakdowns
+    of the measured runs come from: for runs whose step time came from processes without
+    per-command events (``events_iteration_ms`` set), that the kernel/transfer/gap columns
+    and the breakdown figure come from one more process of the same run that recorded
+    them, how much slower that process ran per step, and how the breakdown is fitted into
+    the step (:func:`phonetrain.results.runs.fit_breakdown`); none when no run is such."""
+    ran = runs[runs["status"].isin(["ok", "unstable"])]
+    apart = ran[ran["events_iteration_ms"].notna()]
+    if apart.empty:
+        return []
+    slower = (apart["events_iteration_ms"] / apart["iteration_median_ms"]).dropna()
+    scaled = int((apart["breakdown_scale"] < 1).sum())
+    return [f"Step times of {len(apart)} of {len(ran)} measured runs (OpenCL on one queue) "
+            "come from runner processes that recorded no per-command event; their kernel, "
+            "transfer and gap columns, the commands table and the breakdown figure come from "
+            "one more process of the same run that recorded an event per command, "
+            f"{w.span(slower - 1)} slower per step (the events' host cost). That excess "
+            "is taken off the breakdown's gaps" + (f", and {scaled} breakdown(s) scaled down "
+            "to fit the step" if scaled else "") + ", so no breakdown claims more time "
+            "than its step."]
+
+
 def settings_notes(runs: pd.DataFrame) -> list[str]:
     """Takes runs.parquet; returns one note per measurement setting (warm-up, iterations,
     repeats, threads, batch size, dataset) that differs between the runs that ran (not
@@ -313,7 +336,8 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
         "skipped": [r for r in rows if r["status"] == "skipped"],
         "builds": [_build_row(b) for _, b in tables["builds"].iterrows()],
         "bandwidth": bandwidth_rows(tables["bandwidth"], tables["peaks"]),
-        "settings_notes": settings_notes(runs), "provenance": provenance(tables),
+        "settings_notes": settings_notes(runs) + step_time_notes(runs),
+        "provenance": provenance(tables),
         "opencl_devices": opencl_devices(runs), "energy": energy(runs),
         "figure_notes": {"gemm_kernels": roofline_notes(tables["gemm"], tables["peaks"])},
         "memory_roof_note": MEMORY_ROOF_NOTE,

@@ -220,11 +220,21 @@ def breakdown(trace: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
                                          0.0)
         row["transfer_overhead_ms"] = _call_overhead_ns(sub) / NS_PER_MS
         rows.append(row)
-    cols = [f"{k}_ms" for k in KINDS] + ["busy_ms", "gap_ms", "transfer_ms", "overlap_ms",
-                                         "transfer_kernel_overlap_ms", "exposed_transfer_ms",
-                                         "transfer_overhead_ms"]
-    added = pd.DataFrame(rows, columns=cols, index=iterations.index)
+    added = pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS), index=iterations.index)
     return pd.concat([iterations, added], axis=1)
+
+
+BREAKDOWN_COLUMNS = tuple(f"{k}_ms" for k in KINDS) + (
+    "busy_ms", "gap_ms", "transfer_ms", "overlap_ms", "transfer_kernel_overlap_ms",
+    "exposed_transfer_ms", "transfer_overhead_ms")
+"""The per-iteration columns :func:`breakdown` adds."""
+
+
+def no_breakdown(iterations: pd.DataFrame) -> pd.DataFrame:
+    """``iterations`` with every :data:`BREAKDOWN_COLUMNS` column NaN: the iterations of a
+    process that recorded no per-command event (``runner run --no-profiling``), whose trace
+    holds only the host's enqueue calls, no device time to break an iteration down by."""
+    return iterations.assign(**{c: np.nan for c in BREAKDOWN_COLUMNS})
 
 
 def transfer_kernel_overlap_ns(intervals: pd.DataFrame) -> float:

@@ -10,6 +10,14 @@ A run folder holds what the workflow wrote (:mod:`phonetrain.layout` names the f
   ``measure``; a folder written before run specs has them under ``config``) and provenance (``config_hash``, ``kernel_hash``, optional
   ``device_fingerprint``, ``git_rev``);
 - ``run.json`` and ``trace.csv`` from the runner (repeat 0), ``repeat_<k>/`` for more repeats;
+- ``events/`` (``run.json``, ``trace.csv``), in a run whose step time came from processes that
+  recorded no per-command event (``measure.events_apart``): the one process of the same job
+  that recorded them. Its trace gives the breakdown, the ``commands`` rows and the launch
+  figures; its iteration times (which carry the events' host cost) are not the step time,
+  and the breakdown is fitted into the step (:func:`fit_breakdown`) so it never claims more
+  time than the step takes. Its ``iterations`` rows
+  have ``role`` ``breakdown``, the timed processes' ``step`` (their breakdown columns null);
+  in a run without it every process has ``both``;
 - ``verify.json``: the verify step's verdict (``ok``; ``max_abs_err`` and ``tolerance``, the
   per-step check's worst error and its bound; ``trajectory``: the whole trajectory's drift):
   decided once there, read here;
@@ -135,6 +143,24 @@ def _repeat_dirs(run_dir: Path) -> list[Path]:
     return [run_dir] + extra
 
 
+def traced_process(run_dir: str | Path) -> Path:
+    """The folder of a run whose ``trace.csv`` holds per-command device times, for the
+    Perfetto trace: ``events/`` where the step's processes recorded no event, else the run
+    folder itself."""
+    events = Path(run_dir) / layout.EVENTS
+    return events if (events / layout.RUN).is_file() else Path(run_dir)
+
+
+def _processes(run_dir: Path) -> list[tuple[Path, str]]:
+    """Every runner process of a run folder with its role: the timed processes (run folder,
+    ``repeat_<k>``) ``step`` and the ``events/`` process ``breakdown`` where the folder has
+    one, else each ``both`` (its iterations give the step time and the breakdown)."""
+    events = run_dir / layout.EVENTS
+    apart = events.is_dir()
+    return [(d, "step" if apart else "both") for d in _repeat_dirs(run_dir)] + \
+        ([(events, "breakdown")] if apart else [])
+
+
 def _device_facts(run: dict[str, Any]) -> dict[str, Any]:
     dev = run.get("device") or {}
     return {"device_name": dev.get("name"), "device_type": dev.get("type"),
@@ -236,7 +262,7 @@ def folder_problems(run_dir: str | Path, *, hashes: bool = True) -> list[str]:
     if not (run_dir / layout.RUN).exists() or (run_dir / layout.FAILED).exists():
         return []
     problems, measured = [], False
-    for d in _repeat_dirs(run_dir):
+    for d, _ in _processes(run_dir):
         try:
             run = read_json(d / layout.RUN)
         except ResultsFileError as e:
@@ -431,25 +457,27 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
         reason = f"damaged, not a measurement: {'; '.join(damaged)}; rerun snakemake to " \
                  "re-measure it"
         return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
-    per_iter, per_cmd, runs, below, launches = [], [], [], [], []
-    for rep, d in enumerate(_repeat_dirs(run_dir)):
+    per_iter, per_cmd, runs, below, launches, uncertain = [], [], [], [], [], []
+    for rep, (d, role) in enumerate(_processes(run_dir)):
         run = read_json(d / layout.RUN)
         if run.get("status", "ok") != "ok":
             reason = f"runner status {run.get('status')!r}: {run.get('error', '')}".strip()
             return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
         iters = run_iterations(run, str(d / layout.RUN))
+        if role != "breakdown":
+            runs.append(run)
+        if role == "step":   # no per-command event: nothing to break down
+            per_iter.append(profiling.no_breakdown(iters).assign(repeat=rep, role=role))
+            continue
         trace = profiling.read_trace_csv(d / layout.TRACE)
         b = profiling.breakdown(trace, iters)
-        b["repeat"] = rep
-        per_iter.append(b)
+        per_iter.append(b.assign(repeat=rep, role=role))
         below.append(profiling.below_resolution(trace, b, _device_facts(run)["timer_resolution_ns"]))
         launches.append(profiling.launch_stats(trace, b))
         c = profiling.command_summary(trace, b)
         c["repeat"] = rep
         per_cmd.append(c)
-        runs.append(run)
-        _, unc = profiling.clock_offset(profiling.check_trace(trace))
-        run["_offset_unc"] = unc
+        uncertain.append(profiling.clock_offset(profiling.check_trace(trace))[1])
         if write_perfetto:
             profiling.write_json_atomic(
                 profiling.perfetto_trace(trace, iters, title=f"{params['run_id']} r{rep}",
@@ -460,12 +488,17 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     it = _with_eval(it, ev)
     cmds = _merge_commands(pd.concat(per_cmd, ignore_index=True), it)
     row = _run_row(params, run_dir, runs, it)
+    row["clock_offset_uncertainty_ns"] = max(uncertain, default=None)
     last = ev.iloc[-1] if len(ev) else None
     row.update(heldout_loss_last=None if last is None else float(last["heldout_loss"]),
                heldout_accuracy_last=None if last is None else float(last["heldout_accuracy"]),
                n_heldout=None if last is None else int(last["n_heldout"]))
     row.update(_below(below))
     row.update(_launches(launches))
+    if row["launch_overhead_us"] is not None and row["events_iteration_ms"] is not None:
+        # the gap per launch, of the gap fitted into the step (fit_breakdown)
+        n = row["launches_per_iteration"]
+        row["launch_overhead_us"] = row["gap_ms"] * 1e3 / n if n else None
     prov = {k: row[k] for k in provenance.KEYS}
     key = _key(params)
     it = it.assign(**key, **prov)
@@ -540,13 +573,15 @@ def _status(problem: str | None, meas: dict[str, Any]) -> tuple[str, str | None]
 
 
 def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.DataFrame) -> dict:
-    m = it[it["measured"]]
+    m = it[it["measured"] & (it["role"] != "breakdown")]   # the step's processes
     wall = m["wall_ms"]
-    med = m.median(numeric_only=True)
+    traced = it[it["role"] != "step"]                      # the breakdown's
+    med = traced[traced["measured"]].median(numeric_only=True)
+    parts, events_ms, scale = fit_breakdown(med, wall, traced)
     vcols, problem = _verify(run_dir)
     meas = _measurement(run_dir, wall, runs)
     status, reason = _status(problem, meas)
-    loss = it["loss"].dropna()
+    loss = it.loc[it["role"] != "breakdown", "loss"].dropna()
     row = {**_key(params), **_settings(params),
            "status": status, "status_reason": reason, **vcols,
            "iterations": int(len(m) // max(len(runs), 1)) if len(m) else params.get("iterations"),
@@ -563,15 +598,13 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
            "iteration_median_ms": wall.median(), "iteration_p25_ms": wall.quantile(0.25),
            "iteration_p75_ms": wall.quantile(0.75), "iteration_min_ms": wall.min(),
            "iteration_max_ms": wall.max(),
-           **{f"{k}_ms": med[f"{k}_ms"] for k in ("kernel", "h2d", "d2h", "map", "unmap",
-                                                  "d2d", "host", "gap", "transfer",
-                                                  "transfer_overhead", "transfer_kernel_overlap",
-                                                  "exposed_transfer")},
-           "data_movement_share": profiling.data_movement_share(it),
-           "data_movement_call_share": profiling.data_movement_share(it, with_overhead=True),
+           **parts,
+           "events_iteration_ms": events_ms, "breakdown_scale": scale,
+           "data_movement_share": profiling.data_movement_share(traced),
+           "data_movement_call_share": profiling.data_movement_share(traced,
+                                                                     with_overhead=True),
            "loss_first": loss.iloc[0] if len(loss) else None,
            "loss_last": loss.iloc[-1] if len(loss) else None,
-           "clock_offset_uncertainty_ns": max((r["_offset_unc"] for r in runs), default=None),
            "max_rss_bytes": max((_first(r, "peak_rss_bytes", "max_rss_bytes") or 0
                                  for r in runs), default=0) or None,
            "device_buffer_bytes": _first(runs[0], "device_bytes_allocated",
@@ -580,6 +613,38 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
            **memory.plan_memory(run_dir / layout.PLAN),
            "run_dir": str(run_dir), **_device_facts(runs[0]), **provenance.columns(params, runs[0])}
     return row
+
+
+BREAKDOWN_MS = ("kernel", "h2d", "d2h", "map", "unmap", "d2d", "host", "gap", "transfer",
+                "transfer_overhead", "transfer_kernel_overlap", "exposed_transfer")
+"""The runs table's breakdown columns (``<name>_ms``; phonetrain.results.profiling)."""
+
+
+def fit_breakdown(med: pd.Series, step_walls: pd.Series, traced: pd.DataFrame
+                  ) -> tuple[dict[str, float], float | None, float]:
+    """The runs row's breakdown columns from ``med`` (the breakdown process's per-iteration
+    medians), fitted into the step, and ``(events_iteration_ms, breakdown_scale)``.
+
+    Where the breakdown came from a process apart from the step's (``role`` ``breakdown``)
+    it took longer per iteration than the step: the events' host cost, spent between
+    commands. That excess (its median iteration time less the step's median) is taken off
+    ``gap_ms`` (and ``transfer_overhead_ms``, part of the gap, capped by it); the device
+    times stay as measured. If the commands' busy time plus that gap still exceed the step,
+    every column is multiplied by ``breakdown_scale`` = step / (busy + gap) < 1, so the
+    breakdown never claims more time than the step takes. Elsewhere the columns are the
+    medians as they are, ``events_iteration_ms`` None and the scale 1."""
+    parts = {f"{k}_ms": float(med[f"{k}_ms"]) for k in BREAKDOWN_MS}
+    if not (traced["role"] == "breakdown").any():
+        return parts, None, 1.0
+    ev = float(traced.loc[traced["measured"], "wall_ms"].median())
+    step = float(step_walls.median())
+    if not (np.isfinite(ev) and np.isfinite(step) and step > 0):
+        return parts, ev, 1.0
+    parts["gap_ms"] = max(parts["gap_ms"] - max(ev - step, 0.0), 0.0)
+    parts["transfer_overhead_ms"] = min(parts["transfer_overhead_ms"], parts["gap_ms"])
+    whole = float(med["busy_ms"]) + parts["gap_ms"]
+    scale = min(1.0, step / whole) if whole > 0 else 1.0
+    return {k: v * scale for k, v in parts.items()}, ev, scale
 
 
 def plan_options(plan: Path) -> str | None:

@@ -84,7 +84,13 @@ RUN_KEY = [
 # iteration_high_ms is the location estimate every comparison uses, by the estimator named in
 # iteration_estimator (phonetrain.results.stats.ESTIMATOR); <kind>_ms, gap_ms, transfer_ms,
 # transfer_kernel_overlap_ms (data movement and a kernel both active) and exposed_transfer_ms are
-# per-iteration medians (phonetrain.results.profiling defines them); loss_first/last are the
+# per-iteration medians (phonetrain.results.profiling defines them), taken from the process
+# that recorded an event per command where the step time came from processes without them
+# (measure.events_apart: events_iteration_ms is that process's median iteration time; the
+# events' host cost, events_iteration_ms - iteration_median_ms, is taken off gap_ms, and
+# every ms column multiplied by breakdown_scale <= 1 where the rest still exceeds the step:
+# phonetrain.results.runs.fit_breakdown; elsewhere events_iteration_ms is null and
+# breakdown_scale 1); loss_first/last are the
 # first and last iterations run (warm-up included: training starts at iteration 0);
 # heldout_loss_last/heldout_accuracy_last the last held-out evaluation of repeat 0 over
 # n_heldout samples (null without measure.eval_every; phonetrain.stages.evaluate).
@@ -133,7 +139,8 @@ RUNS = pa.schema(RUN_KEY + [
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("gap_ms", F), _f("transfer_ms", F),
     _f("transfer_overhead_ms", F), _f("transfer_kernel_overlap_ms", F),
-    _f("exposed_transfer_ms", F), _f("data_movement_share", F),
+    _f("exposed_transfer_ms", F), _f("events_iteration_ms", F), _f("breakdown_scale", F),
+    _f("data_movement_share", F),
     _f("data_movement_call_share", F), _f("kernel_gflops", F), _f("flops_per_iteration", I),
     _f("launches_per_iteration", I), _f("kernel_gap_median_us", F), _f("launch_overhead_us", F),
     _f("loss_first", F), _f("loss_last", F),
@@ -156,9 +163,13 @@ RUNS = pa.schema(RUN_KEY + [
 ] + PROVENANCE)
 
 # iterations: heldout_loss/heldout_accuracy at the evaluation iterations of repeat 0 (eval.json),
-# NaN elsewhere.
+# NaN elsewhere. role: what the process's iterations give: "step" (a timed process without
+# per-command events: the step time; breakdown columns null), "breakdown" (the one process
+# of the run that recorded them: the breakdown; its wall_ms carries the events' host cost)
+# or "both" (a run whose every process recorded them; phonetrain.results.runs).
 ITERATIONS = pa.schema(RUN_KEY + [
-    _f("repeat", I, False), _f("iteration", I, False), _f("measured", B, False),
+    _f("repeat", I, False), _f("role", S, False), _f("iteration", I, False),
+    _f("measured", B, False),
     _f("wall_ms", F), _f("loss", F), _f("heldout_loss", F), _f("heldout_accuracy", F),
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("busy_ms", F), _f("gap_ms", F),

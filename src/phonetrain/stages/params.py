@@ -80,7 +80,21 @@ def run_config_hash(exp: Experiment) -> str:
     c["measure"] = {k: ms[k] for k in RUN_MEASURE_KEYS}
     if ms["eval_every"]:
         c["measure"]["eval_every"] = ms["eval_every"]
+    if events_apart_of(exp):
+        c["measure"]["events_apart"] = True
     return config_hash(c)
+
+
+def events_apart_of(exp: Experiment) -> bool | None:
+    """True when a run's step time comes from runner processes that record no per-command
+    event and its breakdown from one more process that does (``measure.events_apart`` on an
+    OpenCL run on one queue; the pipelined placement's wait lists need every command's
+    event); None otherwise, so the params and hash of a CPU or pipelined run, or of any run
+    with the key off, stay those of a run whose every process recorded events."""
+    c = exp.config
+    on = c["measure"].get("events_apart", True) and c["backend"]["kind"] == "opencl" \
+        and c["backend"]["placement"] != "pipelined"
+    return True if on else None
 
 
 def run_spec(exp: Experiment, data_dir: str) -> RunSpec:
@@ -96,7 +110,8 @@ def run_spec(exp: Experiment, data_dir: str) -> RunSpec:
         kernel_hash=kernel_hash(exp.kernel) if exp.is_opencl else None,
         stage_root=stage_root_rel(exp.device), data_dir=data_dir,
         device_config=c["device"], dataset_path=c["dataset"]["path"],
-        measure=run_measure(exp), reuse_buffers=reuse_of(exp))
+        measure=run_measure(exp), reuse_buffers=reuse_of(exp),
+        events_apart=events_apart_of(exp))
 
 
 def run_params(exp: Experiment) -> dict[str, Any]:

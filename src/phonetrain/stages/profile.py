@@ -4,7 +4,8 @@ Chrome/Perfetto trace of its commands (:mod:`phonetrain.results.profiling`).
 - ``bandwidth`` (params :class:`~phonetrain.stages.specs.BandwidthSpec`; input ``runner``;
   outputs ``csv``, ``bench``): runner ``bench-bandwidth`` up to ``bandwidth_max_bytes``;
 - ``perfetto`` (params :class:`~phonetrain.stages.specs.PerfettoSpec`; inputs ``run``,
-  ``trace``; output ``json``).
+  ``trace``; output ``json``): from the run's ``events/`` process where its step time came
+  from processes without per-command events.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from phonetrain import layout
 from phonetrain.errors import StageError
 from phonetrain.io import read_json, write_bytes, write_json
 from phonetrain.results import profiling
-from phonetrain.results.runs import folder_problems, run_iterations
+from phonetrain.results.runs import folder_problems, run_iterations, traced_process
 from phonetrain.runner import Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
@@ -55,8 +57,13 @@ def perfetto(job: Job) -> Path:
     problems = folder_problems(Path(job.input.run).parent)
     if problems:  # a trace cut short would be drawn as a run with idle gaps
         raise StageError(f"{Path(job.input.run).parent} is damaged: {'; '.join(problems)}")
-    tr = profiling.read_trace_csv(job.input.trace)
-    it = run_iterations(run, str(job.input.run))
+    traced = traced_process(Path(job.input.run).parent)
+    if traced != Path(job.input.run).parent:   # the step ran without events: their process
+        run = read_json(traced / layout.RUN)
+        tr = profiling.read_trace_csv(traced / layout.TRACE)
+    else:
+        tr = profiling.read_trace_csv(job.input.trace)
+    it = run_iterations(run, str(traced / layout.RUN))
     profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=s.title,
                                                          device=s.device), out)
     return out

@@ -222,6 +222,8 @@ class RunSpec:
     measure: MeasureSpec
     # lower.reuse_buffers: True when on; None (left out of the params) when off
     reuse_buffers: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
+    # measure.events_apart on an OpenCL run on one queue: True; None (left out) otherwise
+    events_apart: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)

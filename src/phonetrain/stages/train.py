@@ -20,7 +20,12 @@
   (an attempt on a contended host is set aside), and the result is kept, unstable or not, in
   ``measurement.json`` with ``attempts``, ``max_attempts``, ``earlier_reasons`` (the reasons
   and notes of the attempts before the last) and ``process_attempts`` (the attempt of each
-  process kept: ``main`` first, then ``repeat_<k>``). Then the numpy reference verifies it step by step
+  process kept: ``main`` first, then ``repeat_<k>``). With ``events_apart`` (an OpenCL run on
+  one queue, ``measure.events_apart``) those processes record no per-command event
+  (``runner run --no-profiling``): the step time is the training loop's own, without the
+  events' host cost; one more process of the same job, after them, records an event per
+  command for the breakdown and the trace (``events/``: its ``run.json``, ``trace.csv``;
+  :func:`events_process`). Then the numpy reference verifies it step by step
   from the runner's own checkpoints (:func:`verify_run`). With ``measure.eval_every`` > 0,
   ``eval.json``: held-out loss and accuracy from the runner's own parameters
   (:mod:`phonetrain.stages.evaluate`). A runner failure or a device lost on the way (a
@@ -180,6 +185,10 @@ def train(job: Job) -> Path:
                     return got   # recorded skipped or oom
                 verdict, kept, attempt, earlier = got
                 _number_processes(kept, tmp)
+                if s.events_apart:
+                    got = events_process(r, manifest, tmp, s, p, rdir)
+                    if isinstance(got, Path):
+                        return got   # recorded skipped or oom
                 write_json(schedule.record(dev["transport"]) | {
                     "measured_from_s": measured_from_s, "measured_to_s": time.time()},
                     tmp / "main" / layout.SCHEDULE)
@@ -188,7 +197,8 @@ def train(job: Job) -> Path:
             record_failure(rdir, p, reason)
             raise StageError(reason) from None
         verdict.update(attempts=attempt, max_attempts=ms.max_attempts, earlier_reasons=earlier,
-                       process_attempts=[a for a, _ in kept])
+                       process_attempts=[a for a, _ in kept],
+                       events_apart=bool(s.events_apart))
         plan_dir = Path(job.input.plan_dir)
         verify = verify_run(job.input.plan, plan_dir.parent.parent, tmp / "main",
                             ms.verify_atol)
@@ -252,36 +262,60 @@ def _number_processes(kept: list[tuple[int, Path]], tmp: Path) -> None:
 def _measure(r: Runner, manifest: dict[str, Any], into: Path, s: RunSpec, p: dict[str, Any],
              rdir: Path, tmp: Path) -> list[Path] | Path:
     """One attempt: the runner measures the plan ``measure.repeats`` times (each after the
-    cool-down) into ``into/process_<k>``, under the device's lock held by the caller. Returns
-    those folders, or the run folder when the device cannot do the run (recorded skipped or
-    oom, through ``tmp``); raises :class:`StageError` (``failed.json`` written) when the
-    runner fails."""
-    dev, ms = s.device_config, s.measure
+    cool-down; without per-command events when ``events_apart``) into ``into/process_<k>``,
+    under the device's lock held by the caller. Returns those folders, or the run folder
+    when the device cannot do the run (recorded skipped or oom, through ``tmp``); raises
+    :class:`StageError` (``failed.json`` written) when the runner fails."""
     outs = []
-    for rep in range(ms.repeats):
-        if ms.cooldown_s > 0:
-            time.sleep(ms.cooldown_s)
-        conditions = _conditions_before(r.transport, ms)
-        got = into / f"process_{rep}"
-        try:
-            r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
-                  power_sample_ms=ms.power_sample_ms)
-        except MissingLibraryError as e:
-            return _skip(s, tmp, rdir, e.message)
-        except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
-            return _skip(s, tmp, rdir, e.message, status="oom")
-        except (RunnerError, TransportError) as e:  # the runner failed, or the device went
-            reason = f"device '{dev['name']}', run {s.run_id}: {e}"
-            stderr = e.stderr if isinstance(e, RunnerError) else ""  # a transport has none
-            record_failure(rdir, p, reason, stderr)
-            if stderr and not r.transport.streams_stderr:
-                sys.stderr.write(stderr)
-            raise StageError(reason + _tail(stderr)) from None
-        if conditions is not None:
-            write_json(conditions | {"after": r.transport.readings()},
-                       got / layout.DEVICE_READINGS)
+    for rep in range(s.measure.repeats):
+        got = _process(r, manifest, into / f"process_{rep}", s, p, rdir, tmp,
+                       profiling=not s.events_apart)
+        if got == rdir:   # recorded skipped or oom
+            return got
         outs.append(got)
     return outs
+
+
+def events_process(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec,
+                   p: dict[str, Any], rdir: Path) -> Path | None:
+    """The breakdown's process of an ``events_apart`` run: one more runner process after
+    the timed ones, measured the same way but with a profiling event per command, into
+    ``tmp/events`` (installed as the run folder's ``events/``). Its per-command device times
+    give the breakdown, the commands and the trace; its iteration times, which carry the
+    events' host cost, are not the step time. Returns None, or the run folder when the
+    device cannot do the run (recorded skipped or oom)."""
+    got = _process(r, manifest, tmp / layout.EVENTS, s, p, rdir, tmp, profiling=True)
+    return got if got == rdir else None
+
+
+def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict[str, Any],
+             rdir: Path, tmp: Path, profiling: bool) -> Path:
+    """One runner process measuring the plan into ``got`` after the cool-down, with or
+    without per-command events (``profiling``). Returns ``got``, or the run folder ``rdir``
+    when the device cannot do the run (recorded skipped or oom, through ``tmp``); raises
+    :class:`StageError` (``failed.json`` written) when the runner fails."""
+    dev, ms = s.device_config, s.measure
+    if ms.cooldown_s > 0:
+        time.sleep(ms.cooldown_s)
+    conditions = _conditions_before(r.transport, ms)
+    try:
+        r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
+              power_sample_ms=ms.power_sample_ms, profiling=profiling)
+    except MissingLibraryError as e:
+        return _skip(s, tmp, rdir, e.message)
+    except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
+        return _skip(s, tmp, rdir, e.message, status="oom")
+    except (RunnerError, TransportError) as e:  # the runner failed, or the device went
+        reason = f"device '{dev['name']}', run {s.run_id}: {e}"
+        stderr = e.stderr if isinstance(e, RunnerError) else ""  # a transport has none
+        record_failure(rdir, p, reason, stderr)
+        if stderr and not r.transport.streams_stderr:
+            sys.stderr.write(stderr)
+        raise StageError(reason + _tail(stderr)) from None
+    if conditions is not None:
+        write_json(conditions | {"after": r.transport.readings()},
+                   got / layout.DEVICE_READINGS)
+    return got
 
 
 def remove_leftovers(rdir: Path) -> list[Path]:
@@ -350,13 +384,15 @@ def _conditions_before(t: Any, ms: MeasureSpec) -> dict[str, Any] | None:
 
 
 def _install(tmp: Path, rdir: Path) -> None:
-    """Move a finished run into its folder: extra repeats, dumps, checkpoints, then run.json
-    last; what an earlier measurement left that this one does not replace goes first."""
-    for old in list(rdir.glob("repeat_*")) + [rdir / layout.DUMPS, rdir / layout.CHECKPOINTS]:
+    """Move a finished run into its folder: extra repeats, the events process, dumps,
+    checkpoints, then run.json last; what an earlier measurement left that this one does not
+    replace goes first."""
+    for old in list(rdir.glob("repeat_*")) + [rdir / layout.DUMPS, rdir / layout.CHECKPOINTS,
+                                             rdir / layout.EVENTS]:
         shutil.rmtree(old, ignore_errors=True)
     (rdir / layout.MEASUREMENT).unlink(missing_ok=True)
     (rdir / layout.EVAL).unlink(missing_ok=True)  # a run without evaluation leaves none
-    for d in sorted(tmp.glob("repeat_*")):
+    for d in sorted(tmp.glob("repeat_*")) + sorted(tmp.glob(layout.EVENTS)):
         os.replace(d, rdir / d.name)
     main_dir = tmp / "main"
     for f in sorted(main_dir.iterdir(), key=lambda f: f.name == layout.RUN):
