@@ -13,7 +13,6 @@
 # Every path comes from phonetrain.layout.Layout; stages take their files by name.
 import json
 import os
-import shlex
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from phonetrain.results import owner
 from phonetrain.results.check import findings, quarantine
 from phonetrain.results.schema import fingerprint as schema_fingerprint
 from phonetrain.layout import Layout
-from phonetrain.stages.job import RUNTIME_ENV, Runtime
+from phonetrain.stages.job import PYTHON_ENV, RUNTIME_ENV, Runtime
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
                                       gemm_versions, job_params, squares_job, summary_outputs,
                                       sweep_tuning_classes, tune_job, tuning_classes)
@@ -121,7 +120,7 @@ EXPERIMENTS = SWEEP.experiments
 MEASURE = SWEEP.root["measure"]
 os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"],
                                   SWEEP.results_dir).to_env()
-PY = shlex.quote(sys.executable)
+os.environ[PYTHON_ENV] = sys.executable  # job commands name it, never its path
 EXPECTED = expected_files(SWEEP)
 SUMMARY = summary_outputs(SWEEP)
 SCHEMA_FINGERPRINT = schema_fingerprint()
@@ -137,10 +136,14 @@ wildcard_constraints:
 
 
 def stage(module, name, inputs=(), outputs=()):
-    """Shell command of one stage: `python -m phonetrain.stages.MODULE NAME --log LOG --params
-    JSON --input NAME=PATH... --output NAME=PATH...` (phonetrain.stages.job). Shell jobs run
-    from Snakemake's own process; a `run:` job would re-parse the workflow (seconds per job)."""
-    words = [f"{PY} -m phonetrain.stages.{module} {name} --log {{log:q}} --params {{params.p:q}}"]
+    """Shell command of one stage: `"$PHONETRAIN_PYTHON" -m phonetrain.stages.MODULE NAME --log
+    LOG --params JSON --input NAME=PATH... --output NAME=PATH...` (phonetrain.stages.job). The
+    interpreter is the one that parsed this workflow, named by a variable: Snakemake compares
+    the command text to decide what reruns, and a venv's path in it would rerun every job of
+    a moved checkout. Shell jobs run from Snakemake's own process; a `run:` job would re-parse
+    the workflow (seconds per job)."""
+    words = [f'"${PYTHON_ENV}" -m phonetrain.stages.{module} {name} --log {{log:q}} '
+             "--params {params.p:q}"]
     words += [f"--input {k}={{input.{k}:q}}" for k in inputs]
     words += [f"--output {k}={{output.{k}:q}}" for k in outputs]
     return " ".join(words)

@@ -12,6 +12,12 @@ change must rerun nothing. They reach a job through the environment variable
 :data:`RUNTIME_ENV` (JSON), which the workflow sets when it composes the sweep, with the
 results folder as this invocation spells it: params hold paths relative to it
 (:meth:`Runtime.at`), so they do not change with its spelling.
+
+The command names its interpreter by the variable :data:`PYTHON_ENV` (``"$PHONETRAIN_PYTHON"
+-m phonetrain.stages...``), which the workflow sets to the interpreter that parsed it (each
+Snakemake process parses the workflow, also a cluster job's own): the command text, which
+Snakemake's code-change trigger compares, does not spell where the virtual environment lives,
+so a recreated environment or a moved checkout reruns nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from phonetrain.stages import specs
 from phonetrain.stages.specs import S
 
 RUNTIME_ENV = "PHONETRAIN_RUNTIME"
+PYTHON_ENV = "PHONETRAIN_PYTHON"   # the interpreter a job command runs (set by the workflow)
 
 
 @dataclass(frozen=True)
