@@ -29,6 +29,7 @@ rule build_kernels:
         build=L.kernel_build("{device}", "{kernel}"),
     params:
         p=lambda wc: as_json(JP["kernel"][(wc.device, wc.kernel)]),
+        expect=expect_inputs,
     resources:
         **device_job(schedule.DEVICE),
     log:

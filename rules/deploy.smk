@@ -16,6 +16,7 @@ rule deploy:
         plan=L.run_file("{device}", "{exp}", layout.PLAN),
     params:
         p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
+        expect=expect_inputs,
     resources:
         **device_job(schedule.HOST),
     log:

@@ -40,6 +40,7 @@ rule tune:
         cls=tuning.CLASS_PATTERN,
     params:
         p=lambda wc: as_json(tune_job(JP, wc.device, wc.kernel, wc.cls)),
+        expect=expect_inputs,
     resources:
         **device_job(schedule.MEASURE),
     log:
@@ -57,6 +58,7 @@ rule tune_squares:
         tuning=L.tuning("{device}", "{kernel}", tuning.SQUARES),
     params:
         p=lambda wc: as_json(squares_job(JP, wc.device, wc.kernel)),
+        expect=expect_inputs,
     resources:
         **device_job(schedule.MEASURE),
     log:
@@ -72,6 +74,7 @@ rule gemm:
         gemm=L.gemm("{device}", "{version}"),
     params:
         p=gemm_job_params,
+        expect=expect_inputs,
     resources:
         **device_job(schedule.MEASURE),
     log:
@@ -88,6 +91,7 @@ rule peaks:
         peaks=L.peaks("{device}"),
     params:
         p=lambda wc: as_json(JP["device"][wc.device]),
+        expect=expect_inputs,
     resources:
         **device_job(schedule.MEASURE),
     log:

@@ -14,6 +14,7 @@ rule bandwidth:
         csv=L.bandwidth("{device}"),
     params:
         p=lambda wc: as_json(JP["bandwidth"][wc.device]),
+        expect=expect_inputs,
     resources:
         **device_job(schedule.MEASURE),
     log:
@@ -30,6 +31,7 @@ rule perfetto:
         json=L.run_file("{device}", "{exp}", layout.PERFETTO),
     params:
         p=lambda wc: as_json({"device": wc.device, "title": wc.exp}),
+        expect=expect_inputs,
     resources:
         **HOST_JOB,
     log:

@@ -11,8 +11,8 @@ rule report:
         **SUMMARY,
         complete=L.summary_complete(),
     params:
-        report=SWEEP.root["report"],
-        facts=facts(SWEEP),
+        report=REPORT_PARAMS["report"],
+        facts=REPORT_PARAMS["facts"],
     output:
         html=L.report_html(),
         md=L.report_md(),
@@ -42,4 +42,6 @@ rule report:
     log:
         L.log("report", "report"),
     run:
+        consumer_check(input)
         report_now(output.complete)
+        write_stamp(output.complete, params_stamp(REPORT_PARAMS))

@@ -50,6 +50,7 @@ rule train:
         verify=L.run_file("{device}", "{exp}", layout.VERIFY),
     params:
         p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
+        expect=expect_inputs,
     resources:
         **device_job(schedule.MEASURE),
     log:

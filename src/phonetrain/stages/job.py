@@ -1,10 +1,13 @@
 """One workflow job: its named input and output files, its params, its log, the run-time knobs.
 
 The rules run every stage as ``python -m phonetrain.stages.<module> <stage> --log LOG
---params JSON --input NAME=PATH [PATH...] --output NAME=PATH ...``: a light process per job
+--params JSON --input NAME=PATH [PATH...] --output NAME=PATH ... [--expect JSON]``: a light
+process per job
 (a Snakemake ``run:`` job would re-parse the workflow), whose stage function receives a
 :class:`Job` and takes its files by name, as Snakemake scripts do (``job.input.runner``,
-``job.output.run``); it never rebuilds another rule's path. ``phonetrain run`` builds the
+``job.output.run``); it never rebuilds another rule's path. ``--expect`` maps each input
+made by another job to the hash of the settings the workflow expects it to record
+(:mod:`phonetrain.stages.stamp`); :func:`run` checks them before the stage starts. ``phonetrain run`` builds the
 same jobs from :mod:`phonetrain.layout` and calls the same functions in-process.
 
 Run-time knobs (how long a runner may run, whether it prints progress) are not params: a
@@ -35,6 +38,7 @@ from phonetrain.errors import PhonetrainError, StageError
 from phonetrain.io import write_text
 from phonetrain.stages import specs
 from phonetrain.stages.specs import S
+from phonetrain.stages.stamp import check_inputs
 
 RUNTIME_ENV = "PHONETRAIN_RUNTIME"
 PYTHON_ENV = "PHONETRAIN_PYTHON"   # the interpreter a job command runs (set by the workflow)
@@ -82,13 +86,15 @@ def files(named: Mapping[str, Any]) -> SimpleNamespace:
 @dataclass
 class Job:
     """A stage's inputs and outputs by name (strings, or lists of strings), its params dict,
-    its log file and the run-time knobs."""
+    its log file, the run-time knobs, and ``expect``: input path -> the settings hash it must
+    record (:func:`phonetrain.stages.stamp.check_inputs`)."""
 
     input: SimpleNamespace
     output: SimpleNamespace
     params: dict[str, Any]
     log: Path
     runtime: Runtime = field(default_factory=Runtime.from_env)
+    expect: dict[str, str] = field(default_factory=dict)
 
     def spec(self, cls: type[S]) -> S:
         """The job's params as its spec ``cls`` (:func:`phonetrain.stages.specs.parse`)."""
@@ -114,11 +120,14 @@ Stage = Callable[[Job], Any]
 
 
 def run(stage: Stage, job: Job, name: str) -> None:
-    """Run one stage: its outcome goes to the job's log; a :class:`PhonetrainError` becomes a
-    :class:`StageError` naming the stage (anything else is a bug and keeps its traceback)."""
+    """Run one stage, after checking that its inputs were made with the settings it expects
+    (:func:`phonetrain.stages.stamp.check_inputs`): its outcome goes to the job's log; a
+    :class:`PhonetrainError` becomes a :class:`StageError` naming the stage (anything else is
+    a bug and keeps its traceback)."""
     job.log.parent.mkdir(parents=True, exist_ok=True)
     t0, started_s = time.monotonic(), time.time()
     try:
+        check_inputs(job.expect)
         stage(job)
     except PhonetrainError as e:
         write_text(job.log, f"{name}: FAILED\n{e}\n")
@@ -128,11 +137,12 @@ def run(stage: Stage, job: Job, name: str) -> None:
 
 
 def parse(argv: Sequence[str]) -> tuple[str, Job]:
-    """``STAGE --log LOG [--params JSON] [--input NAME=PATH [PATH...]]... [--output ...]``.
-    Raises ValueError on malformed arguments."""
+    """``STAGE --log LOG [--params JSON] [--input NAME=PATH [PATH...]]... [--output ...]
+    [--expect JSON]``. Raises ValueError on malformed arguments."""
     if not argv or argv[0].startswith("-"):
         raise ValueError("the first argument names the stage")
     name, named, params, log = argv[0], {"--input": {}, "--output": {}}, {}, None
+    expect: dict[str, str] = {}
     current: list | None = None
     it = iter(argv[1:])
     for a in it:
@@ -143,6 +153,8 @@ def parse(argv: Sequence[str]) -> tuple[str, Job]:
                 current.append(value)
         elif a == "--params":
             params, current = json.loads(next(it)), None
+        elif a == "--expect":
+            expect, current = json.loads(next(it)), None
         elif a == "--log":
             log, current = Path(next(it)), None
         elif current is not None:
@@ -153,7 +165,7 @@ def parse(argv: Sequence[str]) -> tuple[str, Job]:
         raise ValueError("--log is required")
     one = lambda d: {k: (v[0] if len(v) == 1 else v) for k, v in d.items()}  # noqa: E731
     return name, Job(files(one(named["--input"])), files(one(named["--output"])), params, log,
-                     Runtime.from_env())
+                     Runtime.from_env(), expect)
 
 
 def main(stages: Mapping[str, Stage], argv: Sequence[str]) -> int:
@@ -165,7 +177,8 @@ def main(stages: Mapping[str, Stage], argv: Sequence[str]) -> int:
             raise ValueError(f"unknown stage {name!r}; this module runs {sorted(stages)}")
     except (ValueError, StopIteration) as e:
         print(f"usage: python -m phonetrain.stages.<module> STAGE --log LOG [--params JSON] "
-              f"[--input NAME=PATH...] [--output NAME=PATH...]: {e}", file=sys.stderr)
+              f"[--input NAME=PATH...] [--output NAME=PATH...] [--expect JSON]: {e}",
+              file=sys.stderr)
         return 2
     try:
         run(stages[name], job, name)
