@@ -19,7 +19,7 @@ rule aggregate:
         **SUMMARY,
         complete=L.summary_complete(),
     resources:
-        **HOST_JOB,
+        **host_job("aggregate"),
     log:
         L.log("aggregate", "summary"),
     run:

@@ -312,6 +312,8 @@ def partial_report():
 # the CPUs this host may use) and one `device_<name>` resource of limit 1 per device. A job
 # measuring a local device takes every share, so it runs alone on this host; a job on an adb
 # phone takes none of them and that phone's resource. `--resources host_load=N` overrides.
+# A job an executor plugin submits elsewhere takes no share (schedule.submitted_share), so
+# `--jobs N` runs N of them; every rule carries runtime and mem_mb (schedule.LIMITS).
 from phonetrain.devices.cpus import usable_cpus
 from phonetrain.stages import schedule
 
@@ -330,15 +332,25 @@ for _d in DEVICE_TRANSPORT:
         workflow.register_resource(schedule.device_resource(_d), 1)
 os.environ[schedule.SCHEDULE_ENV] = json.dumps({"host_shares": HOST_SHARES, "cores": _CORES})
 schedule.one_reevaluation_timer()   # Snakemake's scheduler passes stay few
-HOST_JOB = {schedule.HOST_LOAD: 1}
 
 
-def device_job(work):
-    """Resources of a job on one device ({device} wildcard): its host_load shares by the
-    device's transport (schedule.host_share; work: schedule.MEASURE or schedule.DEVICE, or
-    schedule.HOST for a deploy) and 1 of its device_<name> resource."""
+def host_job(rule):
+    """Resources of a job that works on the CPU of whichever host runs it: one host_load
+    share where this host runs it, none where an executor plugin submits it (read when the
+    job is scheduled: the executor is not known while the workflow is parsed), and the rule's
+    runtime and mem_mb."""
+    return {schedule.HOST_LOAD: lambda wc: schedule.submitted_share(workflow.local_exec),
+            **schedule.limits(rule)}
+
+
+def device_job(work, rule):
+    """Resources of a job on one device ({device} wildcard; it stays on this host): its
+    host_load shares by the device's transport (schedule.host_share; work: schedule.MEASURE
+    or schedule.DEVICE, or schedule.HOST for a deploy), 1 of its device_<name> resource, and
+    the rule's runtime and mem_mb."""
     res = {schedule.HOST_LOAD: lambda wc: schedule.host_share(work, DEVICE_TRANSPORT[wc.device],
-                                                               HOST_SHARES)}
+                                                               HOST_SHARES),
+           **schedule.limits(rule)}
     for d in DEVICE_TRANSPORT:
         res[schedule.device_resource(d)] = lambda wc, d=d: int(wc.device == d)
     return res

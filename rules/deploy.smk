@@ -18,7 +18,7 @@ rule deploy:
         p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
         expect=expect_inputs,
     resources:
-        **device_job(schedule.HOST),
+        **device_job(schedule.HOST, "deploy"),
     log:
         L.log("deploy", "{device}", "{exp}"),
     shell:

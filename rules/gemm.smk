@@ -22,7 +22,7 @@ rule gemm_shapes:
     params:
         p=as_json(JP["shapes"]),
     resources:
-        **HOST_JOB,
+        **host_job("gemm_shapes"),
     log:
         L.log("gemm_shapes"),
     shell:
@@ -42,7 +42,7 @@ rule tune:
         p=lambda wc: as_json(tune_job(JP, wc.device, wc.kernel, wc.cls)),
         expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "tune"),
     log:
         L.log("tune", "{device}", "{kernel}", "{cls}"),
     shell:
@@ -60,7 +60,7 @@ rule tune_squares:
         p=lambda wc: as_json(squares_job(JP, wc.device, wc.kernel)),
         expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "tune_squares"),
     log:
         L.log("tune_squares", "{device}", "{kernel}"),
     shell:
@@ -76,7 +76,7 @@ rule gemm:
         p=gemm_job_params,
         expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "gemm"),
     log:
         L.log("gemm", "{device}", "{version}"),
     shell:
@@ -93,7 +93,7 @@ rule peaks:
         p=lambda wc: as_json(JP["device"][wc.device]),
         expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "peaks"),
     log:
         L.log("peaks", "{device}"),
     shell:

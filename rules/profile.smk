@@ -16,7 +16,7 @@ rule bandwidth:
         p=lambda wc: as_json(JP["bandwidth"][wc.device]),
         expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "bandwidth"),
     log:
         L.log("bandwidth", "{device}"),
     shell:
@@ -33,7 +33,7 @@ rule perfetto:
         p=lambda wc: as_json({"device": wc.device, "title": wc.exp}),
         expect=expect_inputs,
     resources:
-        **HOST_JOB,
+        **host_job("perfetto"),
     log:
         L.log("perfetto", "{device}", "{exp}"),
     shell:

@@ -38,7 +38,7 @@ rule report:
         memory_roles_alt=figure_alt("memory_roles"),
         complete=L.report_complete(),
     resources:
-        **HOST_JOB,
+        **host_job("report"),
     log:
         L.log("report", "report"),
     run:
