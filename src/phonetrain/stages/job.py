@@ -7,8 +7,9 @@ process per job
 :class:`Job` and takes its files by name, as Snakemake scripts do (``job.input.runner``,
 ``job.output.run``); it never rebuilds another rule's path. ``--expect`` maps each input
 made by another job to the hash of the settings the workflow expects it to record
-(:mod:`phonetrain.stages.stamp`); :func:`run` checks them before the stage starts. ``phonetrain run`` builds the
-same jobs from :mod:`phonetrain.layout` and calls the same functions in-process.
+(:mod:`phonetrain.stages.stamp`); :func:`run` checks them before the stage starts.
+``phonetrain run`` builds the same jobs from :mod:`phonetrain.layout` and calls the same
+functions in-process.
 
 Run-time knobs (how long a runner may run, whether it prints progress) are not params: a
 change must rerun nothing. They reach a job through the environment variable
