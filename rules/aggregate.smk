@@ -14,13 +14,15 @@ rule aggregate:
         gemm=EXPECTED["gemm"],
         peaks=EXPECTED["peaks"],
     params:
-        schema=SCHEMA_FINGERPRINT,  # tables of another phonetrain are rewritten, not kept
+        schema=AGGREGATE_PARAMS["schema"],  # tables of another phonetrain are rewritten
     output:
         **SUMMARY,
         complete=L.summary_complete(),
     resources:
-        **HOST_JOB,
+        **host_job("aggregate"),
     log:
         L.log("aggregate", "summary"),
     run:
+        consumer_check(input)
         aggregate_now(output.complete)
+        write_stamp(output.complete, params_stamp(AGGREGATE_PARAMS))

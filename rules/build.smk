@@ -14,7 +14,7 @@ rule build_runner:
     params:
         p=lambda wc: as_json(JP["runner"][wc.device]),
     resources:
-        **HOST_JOB,
+        **host_job("build_runner"),
     log:
         L.log("build_runner", "{device}"),
     shell:
@@ -29,8 +29,9 @@ rule build_kernels:
         build=L.kernel_build("{device}", "{kernel}"),
     params:
         p=lambda wc: as_json(JP["kernel"][(wc.device, wc.kernel)]),
+        expect=expect_inputs,
     resources:
-        **device_job(schedule.DEVICE),
+        **device_job(schedule.DEVICE, "build_kernels"),
     log:
         L.log("build_kernels", "{device}", "{kernel}"),
     shell:

@@ -13,23 +13,26 @@
 # Every path comes from phonetrain.layout.Layout; stages take their files by name.
 import json
 import os
-import shlex
 import sys
 from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
 
 from phonetrain import layout
 from phonetrain.config import compose_sweep
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
 from phonetrain.results import owner
-from phonetrain.results.check import findings, quarantine
-from phonetrain.results.schema import fingerprint as schema_fingerprint
+from phonetrain.results.check import quarantine
 from phonetrain.layout import Layout
-from phonetrain.stages.job import RUNTIME_ENV, Runtime
+from phonetrain.stages.current import (aggregate_params, expected_hashes, report_params,
+                                       study_findings, study_outputs)
+from phonetrain.stages.job import PYTHON_ENV, RUNTIME_ENV, Runtime
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
                                       gemm_versions, job_params, squares_job, summary_outputs,
                                       sweep_tuning_classes, tune_job, tuning_classes)
 from phonetrain.stages.specs import as_json
+from phonetrain.stages.stamp import check_inputs, params_stamp, write_stamp
 
 BASE = Path(workflow.basedir)
 _PKG = Path(layout.__file__).resolve().parent
@@ -49,6 +52,14 @@ except PhonetrainError as e:
     sys.exit(f"phonetrain: configuration error: {e}")
 
 L = Layout(SWEEP.results_dir)
+AGGREGATE_PARAMS = aggregate_params()   # the aggregate's and report's params
+REPORT_PARAMS = report_params(SWEEP)
+# Every output a job makes records the settings it was made with (phonetrain.stages.stamp):
+# the check below moves aside one made under other settings, and each job checks its inputs'
+# (`--expect`); neither reads Snakemake's metadata, so neither depends on .snakemake/ or on
+# where the results folder lies or how it is spelled.
+OUTPUTS = study_outputs(SWEEP, JP)
+EXPECT = expected_hashes(OUTPUTS)
 
 # Options under which Snakemake executes no job: the check then only reports. A dry run is
 # read from Snakemake's output settings; the other modes are not known to the Snakefile while
@@ -96,12 +107,13 @@ def take_results_folder():
 
 def check_run_folders():
     """The check at workflow start (phonetrain.results.check, by sizes and row counts: no
-    file is hashed): each measured run that must be measured again is moved aside into the
-    quarantine folder, so its outputs are missing and Snakemake reruns it; when no job
-    executes, the findings are only listed (a job's own sub-invocation says nothing)."""
+    file is hashed; phonetrain.stages.current): each measured run that must be measured again,
+    and each output made with other settings than its job's now, is moved aside into the
+    quarantine folder, so it is missing and Snakemake reruns its job; when no job executes,
+    the findings are only listed (a job's own sub-invocation says nothing)."""
     if not workflow.is_main_process:
         return
-    found = findings(JP["run"], L, hashes=False)
+    found = study_findings(JP["run"], L, OUTPUTS, hashes=False)
     if not found:
         return
     if not executes_jobs() or locked_by_another():
@@ -121,10 +133,9 @@ EXPERIMENTS = SWEEP.experiments
 MEASURE = SWEEP.root["measure"]
 os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"],
                                   SWEEP.results_dir).to_env()
-PY = shlex.quote(sys.executable)
+os.environ[PYTHON_ENV] = sys.executable  # job commands name it, never its path
 EXPECTED = expected_files(SWEEP)
 SUMMARY = summary_outputs(SWEEP)
-SCHEMA_FINGERPRINT = schema_fingerprint()
 FIG_EXT = SWEEP.root["report"]["figure_format"]
 REPORT_FILES = [L.report_html(), L.report_md(), L.report_complete()]
 
@@ -137,13 +148,35 @@ wildcard_constraints:
 
 
 def stage(module, name, inputs=(), outputs=()):
-    """Shell command of one stage: `python -m phonetrain.stages.MODULE NAME --log LOG --params
-    JSON --input NAME=PATH... --output NAME=PATH...` (phonetrain.stages.job). Shell jobs run
-    from Snakemake's own process; a `run:` job would re-parse the workflow (seconds per job)."""
-    words = [f"{PY} -m phonetrain.stages.{module} {name} --log {{log:q}} --params {{params.p:q}}"]
+    """Shell command of one stage: `"$PHONETRAIN_PYTHON" -m phonetrain.stages.MODULE NAME --log
+    LOG --params JSON --input NAME=PATH... --output NAME=PATH...` (phonetrain.stages.job). The
+    interpreter is the one that parsed this workflow, named by a variable: Snakemake compares
+    the command text to decide what reruns, and a venv's path in it would rerun every job of
+    a moved checkout. Shell jobs run from Snakemake's own process; a `run:` job would re-parse
+    the workflow (seconds per job)."""
+    words = [f'"${PYTHON_ENV}" -m phonetrain.stages.{module} {name} --log {{log:q}} '
+             "--params {params.p:q}"]
     words += [f"--input {k}={{input.{k}:q}}" for k in inputs]
     words += [f"--output {k}={{output.{k}:q}}" for k in outputs]
+    if inputs:
+        words.append("--expect {params.expect:q}")
     return " ".join(words)
+
+
+def expect_inputs(wildcards, input):
+    """A job's `--expect`, params.expect of each stage with inputs. For each input made by
+    another job, the settings hash it must record (phonetrain.stages.current.expected_hashes). It
+    takes `input`, so Snakemake counts it as derived from the inputs and leaves it out of its
+    params trigger: it changes only with its producers' params, which rerun those producers."""
+    return json.dumps(EXPECT(input), sort_keys=True)
+
+
+def consumer_check(input):
+    """The same check for a `run:` rule (aggregate, report) before it reads its inputs."""
+    try:
+        check_inputs(EXPECT(input))
+    except PhonetrainError as e:
+        raise WorkflowError(f"phonetrain: {e}") from None
 
 
 def rel(path):
@@ -279,8 +312,8 @@ def partial_report():
 # the CPUs this host may use) and one `device_<name>` resource of limit 1 per device. A job
 # measuring a local device takes every share, so it runs alone on this host; a job on an adb
 # phone takes none of them and that phone's resource. `--resources host_load=N` overrides.
-from snakemake.exceptions import WorkflowError
-
+# A job an executor plugin submits elsewhere takes no share (schedule.submitted_share), so
+# `--jobs N` runs N of them; every rule carries runtime and mem_mb (schedule.LIMITS).
 from phonetrain.devices.cpus import usable_cpus
 from phonetrain.stages import schedule
 
@@ -299,15 +332,25 @@ for _d in DEVICE_TRANSPORT:
         workflow.register_resource(schedule.device_resource(_d), 1)
 os.environ[schedule.SCHEDULE_ENV] = json.dumps({"host_shares": HOST_SHARES, "cores": _CORES})
 schedule.one_reevaluation_timer()   # Snakemake's scheduler passes stay few
-HOST_JOB = {schedule.HOST_LOAD: 1}
 
 
-def device_job(work):
-    """Resources of a job on one device ({device} wildcard): its host_load shares by the
-    device's transport (schedule.host_share; work: schedule.MEASURE or schedule.DEVICE, or
-    schedule.HOST for a deploy) and 1 of its device_<name> resource."""
+def host_job(rule):
+    """Resources of a job that works on the CPU of whichever host runs it: one host_load
+    share where this host runs it, none where an executor plugin submits it (read when the
+    job is scheduled: the executor is not known while the workflow is parsed), and the rule's
+    runtime and mem_mb."""
+    return {schedule.HOST_LOAD: lambda wc: schedule.submitted_share(workflow.local_exec),
+            **schedule.limits(rule)}
+
+
+def device_job(work, rule):
+    """Resources of a job on one device ({device} wildcard; it stays on this host): its
+    host_load shares by the device's transport (schedule.host_share; work: schedule.MEASURE
+    or schedule.DEVICE, or schedule.HOST for a deploy), 1 of its device_<name> resource, and
+    the rule's runtime and mem_mb."""
     res = {schedule.HOST_LOAD: lambda wc: schedule.host_share(work, DEVICE_TRANSPORT[wc.device],
-                                                               HOST_SHARES)}
+                                                               HOST_SHARES),
+           **schedule.limits(rule)}
     for d in DEVICE_TRANSPORT:
         res[schedule.device_resource(d)] = lambda wc, d=d: int(wc.device == d)
     return res

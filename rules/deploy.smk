@@ -16,8 +16,9 @@ rule deploy:
         plan=L.run_file("{device}", "{exp}", layout.PLAN),
     params:
         p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
+        expect=expect_inputs,
     resources:
-        **device_job(schedule.HOST),
+        **device_job(schedule.HOST, "deploy"),
     log:
         L.log("deploy", "{device}", "{exp}"),
     shell:

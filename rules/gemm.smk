@@ -22,7 +22,7 @@ rule gemm_shapes:
     params:
         p=as_json(JP["shapes"]),
     resources:
-        **HOST_JOB,
+        **host_job("gemm_shapes"),
     log:
         L.log("gemm_shapes"),
     shell:
@@ -40,8 +40,9 @@ rule tune:
         cls=tuning.CLASS_PATTERN,
     params:
         p=lambda wc: as_json(tune_job(JP, wc.device, wc.kernel, wc.cls)),
+        expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "tune"),
     log:
         L.log("tune", "{device}", "{kernel}", "{cls}"),
     shell:
@@ -57,8 +58,9 @@ rule tune_squares:
         tuning=L.tuning("{device}", "{kernel}", tuning.SQUARES),
     params:
         p=lambda wc: as_json(squares_job(JP, wc.device, wc.kernel)),
+        expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "tune_squares"),
     log:
         L.log("tune_squares", "{device}", "{kernel}"),
     shell:
@@ -72,8 +74,9 @@ rule gemm:
         gemm=L.gemm("{device}", "{version}"),
     params:
         p=gemm_job_params,
+        expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "gemm"),
     log:
         L.log("gemm", "{device}", "{version}"),
     shell:
@@ -88,8 +91,9 @@ rule peaks:
         peaks=L.peaks("{device}"),
     params:
         p=lambda wc: as_json(JP["device"][wc.device]),
+        expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "peaks"),
     log:
         L.log("peaks", "{device}"),
     shell:

@@ -14,8 +14,9 @@ rule bandwidth:
         csv=L.bandwidth("{device}"),
     params:
         p=lambda wc: as_json(JP["bandwidth"][wc.device]),
+        expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "bandwidth"),
     log:
         L.log("bandwidth", "{device}"),
     shell:
@@ -30,8 +31,9 @@ rule perfetto:
         json=L.run_file("{device}", "{exp}", layout.PERFETTO),
     params:
         p=lambda wc: as_json({"device": wc.device, "title": wc.exp}),
+        expect=expect_inputs,
     resources:
-        **HOST_JOB,
+        **host_job("perfetto"),
     log:
         L.log("perfetto", "{device}", "{exp}"),
     shell:

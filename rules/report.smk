@@ -11,8 +11,8 @@ rule report:
         **SUMMARY,
         complete=L.summary_complete(),
     params:
-        report=SWEEP.root["report"],
-        facts=facts(SWEEP),
+        report=REPORT_PARAMS["report"],
+        facts=REPORT_PARAMS["facts"],
     output:
         html=L.report_html(),
         md=L.report_md(),
@@ -38,8 +38,10 @@ rule report:
         memory_roles_alt=figure_alt("memory_roles"),
         complete=L.report_complete(),
     resources:
-        **HOST_JOB,
+        **host_job("report"),
     log:
         L.log("report", "report"),
     run:
+        consumer_check(input)
         report_now(output.complete)
+        write_stamp(output.complete, params_stamp(REPORT_PARAMS))

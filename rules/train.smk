@@ -15,7 +15,7 @@ rule data:
     params:
         p=lambda wc: as_json(JP["data"][wc.ddir]),
     resources:
-        **HOST_JOB,
+        **host_job("data"),
     log:
         L.log("{ddir}"),
     shell:
@@ -31,7 +31,7 @@ rule lower:
     params:
         p=lambda wc: as_json(JP["plan"][wc.exp]),
     resources:
-        **HOST_JOB,
+        **host_job("lower"),
     log:
         L.log("lower", "{exp}"),
     shell:
@@ -50,8 +50,9 @@ rule train:
         verify=L.run_file("{device}", "{exp}", layout.VERIFY),
     params:
         p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
+        expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE),
+        **device_job(schedule.MEASURE, "train"),
     log:
         L.log("train", "{device}", "{exp}"),
     shell:

@@ -32,6 +32,10 @@ Results folder (``results_dir``, default ``results/``)::
     oneoff/                                     what one-off runs (``phonetrain run``) make
     owner.lock, owner.json                      the lock of the workflow writing here and
                                                 its holder (phonetrain.results.owner)
+    <output>: inputs / inputs.json / <file>.inputs.json
+                                                the settings an output was made with (a JSON
+                                                document's key, a folder's file, a file's
+                                                companion: phonetrain.stages.stamp)
     quarantine/<UTC time>/<path>                outputs the check moved aside (+ <path>.why.json)
                                                 for themselves: build/, data/, plans/, deploy/,
                                                 logs/ as above (their run folders are runs/)

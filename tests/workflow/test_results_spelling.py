@@ -1,12 +1,16 @@
 """The study's jobs do not depend on how its results folder is spelled or where it lies: job
-params hold paths relative to the results folder (:mod:`phonetrain.stages.specs`)."""
+params hold paths relative to the results folder (:mod:`phonetrain.stages.specs`); nor on
+where the virtual environment lives: job commands name the interpreter by a variable
+(:mod:`phonetrain.stages.job`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +26,27 @@ def test_a_moved_study_or_the_other_spelling_of_its_results_folder_plans_nothing
     assert planned(ws, TINY + [f"results_dir={ws / 'results'}"]) == {}
     st = cli(ws, "stale")  # the check's findings and Snakemake's plan: both empty
     assert st.returncode == 0 and st.stdout == "", st.stdout + st.stderr
+
+
+def test_a_recreated_venv_in_a_moved_checkout_plans_nothing(completed_workspace: Path,
+                                                            tmp_path: Path):
+    """The checkout copied elsewhere with its results and Snakemake's records, and a new
+    virtual environment there (the packages of this one, found through a .pth file as an
+    install would): Snakemake's dry run plans no job (no "Code has changed")."""
+    ws = clone_workspace(completed_workspace, tmp_path / "elsewhere")
+    venv = ws / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    ours = sysconfig.get_path("purelib")
+    Path(site, "phonetrain-test.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    assert str(py) != sys.executable
+    p = subprocess.run([str(py), "-m", "snakemake", "--cores", "2", "--dry-run", "--quiet",
+                        "rules", "--config", f"overrides={json.dumps(TINY)}"],
+                       cwd=ws, env=env(ws), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Nothing to be done" in p.stdout + p.stderr, p.stdout + p.stderr
 
 
 def test_a_copied_results_folder_aggregates_to_the_same_tables(completed_workspace: Path,

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from helpers.adb import connect_vdev, disconnect_vdev
 from helpers.jobs import MEASURING, overlapping, spans
+from helpers.workflow import SNAKEMAKE, TINY, env, make_workspace
+from phonetrain.stages import schedule
 from workflow.test_adb_workflow import SMALL, snakemake as adb_snakemake, workspace
 
 PHONE_RULES = {"build_kernels", "deploy", "train", "gemm", "tune", "tune_squares",
@@ -96,3 +100,46 @@ def test_builds_go_through_an_executor_while_phone_jobs_stay_local(two_phones):
     assert remote.isdisjoint(PHONE_RULES), remote
     jobs = spans(ws / "results")
     assert {j.rule for j in jobs} >= PHONE_RULES - {"tune", "tune_squares"}
+
+
+BARRIER = """#!/bin/sh
+# cluster-generic submit command, given the job's runtime and mem_mb, then its job script:
+# note them and run the script in the background once 4 jobs were submitted (at most 60 s
+# later; a job that had to start without the others says so)
+for script; do :; done
+echo "$1 $2" >> "{seen}"
+( n=0
+  while [ "$(wc -l < "{seen}")" -lt 4 ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+  [ "$(wc -l < "{seen}")" -ge 4 ] || echo "$script" >> "{alone}"
+  bash "$script" ) > "$script.out" 2>&1 &
+echo $!
+"""
+
+
+def test_an_executor_runs_its_jobs_beside_the_hosts_limit(tmp_path: Path):
+    """Four lowering jobs through the cluster-generic executor with --jobs 4 on a host the
+    workflow may use 2 CPUs of: all four are submitted at once (no --resources), each with
+    the rule's runtime and mem_mb."""
+    if importlib.util.find_spec("snakemake_executor_plugin_cluster_generic") is None:
+        pytest.skip("snakemake-executor-plugin-cluster-generic is not installed "
+                    "(pip install -e '.[test]')")
+    ws = make_workspace(tmp_path / "ws")
+    seen, alone = tmp_path / "submitted.txt", tmp_path / "alone.txt"
+    submit = tmp_path / "submit.sh"
+    submit.write_text(BARRIER.format(seen=seen, alone=alone))
+    submit.chmod(0o755)
+    exps = ["mlp_16_16.cpu.none", "mlp_16_16.opencl.baseline", "mlp_784_256_128_16.cpu.none",
+            "mlp_784_256_128_16.opencl.baseline"]
+    two = sorted(os.sched_getaffinity(0))[:2]   # the host's limit: 2 (or 1) CPUs
+    p = subprocess.run(
+        [str(SNAKEMAKE), "--executor", "cluster-generic", "--cluster-generic-submit-cmd",
+         f"{submit} {{resources.runtime}} {{resources.mem_mb}}", "--jobs", "4",
+         *[f"results/plans/{e}" for e in exps], "--config", f"overrides={json.dumps(TINY)}"],
+        cwd=ws, env=env(ws), capture_output=True, text=True, timeout=900,
+        preexec_fn=lambda: os.sched_setaffinity(0, two))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-4000:]
+    assert not alone.exists(), alone.read_text()   # all four ran at once
+    limits = [tuple(int(x) for x in line.split()) for line in seen.read_text().splitlines()]
+    assert limits == [(schedule.limits("lower")["runtime"],
+                       schedule.limits("lower")["mem_mb"])] * 4, limits
+    assert "host_load=0" in p.stderr and "warn" not in p.stderr.lower(), p.stderr[-3000:]

@@ -1,8 +1,8 @@
 """A partial report after a kernel edit that does not compile: the version's kernel build is
 listed as failed with the compiler's reason (not dropped), its runs as failed with that
-reason, and `phonetrain stale` lists what the next `snakemake all` reruns: the build (its
-build.json is missing) and the GEMM sweep measured from the previous source (its sources
-changed); the other versions and devices keep their results. Nothing is written into run
+reason, the GEMM sweep measured from the previous source is moved aside (it records the
+previous kernel hash), and `phonetrain stale` lists what the next `snakemake all` reruns: the
+build and that GEMM sweep (both missing); the other versions and devices keep their results. Nothing is written into run
 folders by the aggregate."""
 
 from __future__ import annotations
@@ -36,7 +36,12 @@ def test_failed_edit_leaves_no_stale_row_presented_as_current(done: Path, tmp_pa
     src.write_text(src.read_text().replace("{", "{ this is not OpenCL C;", 1))
     p = snakemake(ws, "all", "--keep-going", overrides=WITH_TILED)
     assert p.returncode != 0 and not (R / "summary" / "COMPLETE").exists()
-    assert (R / "gemm" / "host" / "tiled.json").exists()  # left from the previous source
+    # the GEMM sweep measured from the previous source was moved aside at the start (its
+    # settings record the old kernel hash), not left where the summary would read it
+    assert not (R / "gemm" / "host" / "tiled.json").exists()
+    moved = list((R / "quarantine").glob("*/gemm/host/tiled.json"))
+    assert len(moved) == 1, list((R / "quarantine").rglob("*"))
+    assert "kernel_hash" in moved[0].with_name("tiled.json.why.json").read_text()
 
     gemm = pd.read_parquet(R / "summary" / "gemm.parquet")
     assert gemm[gemm["kernel"].isin(["baseline", "cpu"])]["status"].eq("ok").any()

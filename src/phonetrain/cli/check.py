@@ -16,11 +16,13 @@ from phonetrain.errors import PhonetrainError
 def study_runs(overrides: tuple[str, ...], conf_dir: str | None, results: str | None,
                must_exist: bool = False):
     """(the results folder's layout, the study's run params by (device, experiment), how many
-    of them are measured there), for :func:`phonetrain.results.check.findings`. Raises
+    of them are measured there, the study's other outputs with their jobs' params), for
+    :func:`phonetrain.stages.current.study_findings`. Raises
     :class:`click.ClickException` with the configuration error's message, for a results folder
     that is a file, and (``must_exist``) for one that does not exist."""
     from phonetrain import layout
     from phonetrain.layout import Layout
+    from phonetrain.stages.current import study_outputs
     from phonetrain.stages.params import job_params
     try:
         sweep = _sweep(overrides, conf_dir, results)
@@ -35,9 +37,10 @@ def study_runs(overrides: tuple[str, ...], conf_dir: str | None, results: str | 
             raise click.ClickException(
                 f"{root}: no such results folder, nothing to check; pass the folder the study "
                 "wrote (results_dir=... or --results), or run it first (snakemake --cores 1 all)")
-        run_params = job_params(sweep)["run"]
+        jp = job_params(sweep)
+        run_params = jp["run"]
         measured = sum(Path(L.run_dir(d, e), layout.RUN).exists() for d, e in run_params)
-        return L, run_params, measured
+        return L, run_params, measured, study_outputs(sweep, jp)
     except PhonetrainError as e:
         raise click.ClickException(str(e)) from None
 
@@ -64,16 +67,19 @@ def owning(L):
 def check_command(overrides: tuple[str, ...], conf_dir: str | None, results: str | None,
                   dry_run: bool) -> None:
     """Check every measured run of the study (damaged, measured under other settings;
-    contents by SHA-256; an unstable run is kept: `phonetrain refresh --unstable`) and move each finding aside into the results folder's
-    quarantine/, so the next `snakemake all` measures it again. OVERRIDES are the Hydra
-    overrides the study runs with (none for the default study)."""
-    from phonetrain.results.check import findings, quarantine
-    L, run_params, measured = study_runs(overrides, conf_dir, results, must_exist=True)
+    contents by SHA-256; an unstable run is kept: `phonetrain refresh --unstable`) and every
+    other output (made with other settings than its job's now), and move each finding aside
+    into the results folder's quarantine/, so the next `snakemake all` makes it again.
+    OVERRIDES are the Hydra overrides the study runs with (none for the default study)."""
+    from phonetrain.results.check import quarantine
+    from phonetrain.stages.current import study_findings
+    L, run_params, measured, outputs = study_runs(overrides, conf_dir, results,
+                                                  must_exist=True)
     if not measured:
         click.echo(f"{L.root}: no measured run of this study, nothing to check (pass the "
                    "overrides the study ran with; snakemake all measures every run)", err=True)
         return
-    found = findings(run_params, L)
+    found = study_findings(run_params, L, outputs)
     if dry_run:
         for f in found:
             click.echo(f"would move aside {f.path}: {f.why}")

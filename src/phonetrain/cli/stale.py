@@ -92,14 +92,16 @@ def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
                   results: str | None) -> None:
     """List what the next `snakemake all` does: the run folders its start moves aside to
     measure them again (damaged, measured under other settings; never an unstable run: `phonetrain
-    refresh --unstable` asks for those), then folders only
+    refresh --unstable` asks for those) and the other outputs it moves aside to make them
+    again (made with other settings than their jobs' now), then folders only
     `phonetrain check` moves (content that only SHA-256 tells apart), then every job
     Snakemake plans (rule, output, reason), from its own dry run. OVERRIDES are the Hydra
     overrides the study runs with (none for the default study); run it in the folder you
     run snakemake in."""
     from phonetrain.results.check import findings
-    L, run_params, _ = study_runs(overrides, conf_dir, results)
-    found = findings(run_params, L, hashes=False)
+    from phonetrain.stages.current import study_findings
+    L, run_params, _, outputs = study_runs(overrides, conf_dir, results)
+    found = study_findings(run_params, L, outputs, hashes=False)
     for f in found:
         click.echo(f"move aside {f.path}: {f.why}")
     damaged = damaged_tables(L)

@@ -36,10 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import adbutils
-from filelock import FileLock
-
 from phonetrain.devices.base import CommandResult, TransportError, TransportTimeout
-from phonetrain.devices.local import lock_dir
+from phonetrain.devices.locks import DeviceLock, HostLock, PhoneLock
 from phonetrain.io import make_temp_dir, sha256_file
 
 DEVICE_ROOT = "/data/local/tmp/phonetrain"
@@ -269,12 +267,12 @@ class AdbTransport:
             self._identity = got
         return self._identity
 
-    def lock(self) -> FileLock:
-        """A lock serializing measurements on this phone, keyed by :meth:`identity`, in
-        :func:`~phonetrain.devices.local.lock_dir` (``$PHONETRAIN_LOCK_DIR``: point every
-        workflow that may drive this phone at one folder)."""
+    def lock(self) -> DeviceLock:
+        """The locks serializing measurements on this phone (:mod:`phonetrain.devices.locks`):
+        this host's, keyed by :meth:`identity`, in ``$PHONETRAIN_LOCK_DIR``, then the one held
+        on the phone itself, which every workflow on every host that reaches it takes."""
         key = re.sub(r"[^A-Za-z0-9_.-]", "_", f"adb-{self.identity()}")
-        return FileLock(lock_dir() / f"{key}.lock")
+        return DeviceLock(self.name, HostLock(self.name, key), PhoneLock(self.name, self.shell))
 
     # -- run -------------------------------------------------------------------------------
     def run(self, argv: list[str], *, timeout_s: float,

@@ -103,15 +103,6 @@ def pocl_cache_env() -> dict[str, str]:
     return {"POCL_CACHE_DIR": str(own)}
 
 
-def lock_dir() -> Path:
-    """Where per-device measurement locks live: ``$PHONETRAIN_LOCK_DIR`` or the system temp
-    folder, so every workflow on this host shares them (same place as the adb transport)."""
-    path = Path(os.environ.get("PHONETRAIN_LOCK_DIR",
-                               Path(tempfile.gettempdir()) / "phonetrain-locks"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _tee(stream, sink: list[str], echo: bool) -> None:
     """Keep a text stream's lines in ``sink``, copying them to our stderr as they arrive."""
     for line in stream:
@@ -137,9 +128,10 @@ class LocalTransport:
         self.streams_stderr = echo_stderr
 
     def lock(self) -> Any:
-        """Host-wide lock serializing measurements on this device (one at a time)."""
-        from filelock import FileLock  # bare benchmark hosts run without locks
-        return FileLock(lock_dir() / f"local-{self.name}.lock")
+        """Host-wide lock serializing measurements on this device, one at a time
+        (:class:`phonetrain.devices.locks.HostLock`; a waiter says whom it waits for)."""
+        from phonetrain.devices.locks import DeviceLock, HostLock  # bare benchmark hosts: none
+        return DeviceLock(self.name, HostLock(self.name, f"local-{self.name}"))
 
     def push(self, local: Path, remote_rel: str) -> int:
         """Copy a file or folder to ``root/remote_rel``; unchanged files (same SHA-256 and

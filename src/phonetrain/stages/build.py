@@ -27,7 +27,7 @@ from phonetrain.io import write_json
 from phonetrain.kernels import load_version, stage_kernels
 from phonetrain.kernels.buildlog import compiler_messages, explain, line_table
 from phonetrain.runner import KernelBuildError, Runner, RunnerError
-from phonetrain.stages.stamp import STAMP, stamp
+from phonetrain.stages.stamp import STAMP, stamp, write_stamp
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.specs import KernelSpec, RunnerSpec, to_params
 
@@ -36,7 +36,8 @@ def build_runner(job: Job) -> Path:
     """Compile the runner for the device with its toolchain (host cc, Android NDK, aarch64
     cross; :mod:`phonetrain.devices.toolchains`) and install it at ``output.runner``. Devices
     sharing a toolchain share one compile (the cache folder is keyed by sources, compiler and
-    flags, and locked)."""
+    flags, and locked). The settings it was built with go beside it first
+    (``runner.inputs.json``, :mod:`phonetrain.stages.stamp`)."""
     s = job.spec(RunnerSpec)
     tc = toolchains.for_device(s.device_config)
     built = toolchains.build_runner(job.runtime.at(s.cache), cc=tc.cc, extra_flags=tc.extra_flags)
@@ -44,6 +45,7 @@ def build_runner(job: Job) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.copy2(built, tmp)
+    write_stamp(out, stamp(job))
     tmp.replace(out)
     return out
 

@@ -8,7 +8,8 @@ Stage ``deploy`` (params :class:`~phonetrain.stages.specs.RunSpec`):
   the classes the plan's GEMM calls belong to, ``tuning/<class>.json``);
 - outputs ``plan`` (the plan that runs on this device: the lowered plan with the device's tuned
   GEMM configuration applied, kept in the run folder and verified against), ``manifest``
-  (what was sent).
+  (what was sent, and the settings of the deploy: :mod:`phonetrain.stages.stamp`; the run
+  checks them before it measures).
 
 Pushes skip files already on the device unchanged (the transports compare content hashes).
 A device that cannot be reached (a lost connection, a stopped adb server, a full phone) leaves
@@ -32,6 +33,7 @@ from phonetrain.runner import Runner
 from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.specs import RunSpec, to_params
+from phonetrain.stages.stamp import STAMP, stamp
 
 
 def device_plan(plan_json: str | Path, kernel: str | None,
@@ -84,7 +86,8 @@ def deploy(job: Job) -> dict[str, Any]:
         record_failure(Path(job.output.plan).parent, to_params(s), reason)
         raise StageError(reason) from None
     doc = {"device": dev["name"], "run_id": exp, "files_sent": sent,
-           "plan": f"{remote_plan}/{layout.PLAN}", "data": s.data_dir, "tuned_class": cls}
+           "plan": f"{remote_plan}/{layout.PLAN}", "data": s.data_dir, "tuned_class": cls,
+           STAMP: stamp(job)}
     write_json(doc, job.output.manifest)
     return doc
 

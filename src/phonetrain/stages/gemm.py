@@ -56,7 +56,7 @@ def write_shapes(job: Job) -> Path:
     spec's models) -> ``output.shapes`` (``{"shapes": [{"kernel", "M", "N", "K",
     "source"}]}``)."""
     s = job.spec(ShapesSpec)
-    write_json({"shapes": models_gemm_shapes(s.models)}, job.output.shapes)
+    write_json({"shapes": models_gemm_shapes(s.models), STAMP: stamp(job)}, job.output.shapes)
     return Path(job.output.shapes)
 
 
@@ -146,6 +146,7 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
               if p.device_config["transport"] == "local" else None)
     kept = tuning_records.recall(record) if record is not None else None
     if kept is not None:   # this machine tuned these sources before: the same choice
+        kept[STAMP] = stamp(job)
         tuning.write_tuning(kept, job.output.tuning)
         print(f"phonetrain: tune {version.name} on {p.device}: reused this machine's tuning "
               f"of the same sources and settings ({record}; tuned {kept.get('tuned_at', '?')})",
@@ -165,6 +166,7 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
         except tuning.TuningError as e:
             raise StageError(str(e)) from None
     doc.update(device=p.device, kernel_hash=p.kernel_hash)
+    doc[STAMP] = stamp(job)
     tuning.write_tuning(doc, job.output.tuning)
     if record is not None:
         tuning_records.keep(record, doc)

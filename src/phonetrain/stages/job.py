@@ -1,17 +1,27 @@
 """One workflow job: its named input and output files, its params, its log, the run-time knobs.
 
 The rules run every stage as ``python -m phonetrain.stages.<module> <stage> --log LOG
---params JSON --input NAME=PATH [PATH...] --output NAME=PATH ...``: a light process per job
+--params JSON --input NAME=PATH [PATH...] --output NAME=PATH ... [--expect JSON]``: a light
+process per job
 (a Snakemake ``run:`` job would re-parse the workflow), whose stage function receives a
 :class:`Job` and takes its files by name, as Snakemake scripts do (``job.input.runner``,
-``job.output.run``); it never rebuilds another rule's path. ``phonetrain run`` builds the
-same jobs from :mod:`phonetrain.layout` and calls the same functions in-process.
+``job.output.run``); it never rebuilds another rule's path. ``--expect`` maps each input
+made by another job to the hash of the settings the workflow expects it to record
+(:mod:`phonetrain.stages.stamp`); :func:`run` checks them before the stage starts.
+``phonetrain run`` builds the same jobs from :mod:`phonetrain.layout` and calls the same
+functions in-process.
 
 Run-time knobs (how long a runner may run, whether it prints progress) are not params: a
 change must rerun nothing. They reach a job through the environment variable
 :data:`RUNTIME_ENV` (JSON), which the workflow sets when it composes the sweep, with the
 results folder as this invocation spells it: params hold paths relative to it
 (:meth:`Runtime.at`), so they do not change with its spelling.
+
+The command names its interpreter by the variable :data:`PYTHON_ENV` (``"$PHONETRAIN_PYTHON"
+-m phonetrain.stages...``), which the workflow sets to the interpreter that parsed it (each
+Snakemake process parses the workflow, also a cluster job's own): the command text, which
+Snakemake's code-change trigger compares, does not spell where the virtual environment lives,
+so a recreated environment or a moved checkout reruns nothing.
 """
 
 from __future__ import annotations
@@ -25,12 +35,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Sequence
 
+from phonetrain.devices import locks
 from phonetrain.errors import PhonetrainError, StageError
 from phonetrain.io import write_text
 from phonetrain.stages import specs
 from phonetrain.stages.specs import S
+from phonetrain.stages.stamp import check_inputs
 
 RUNTIME_ENV = "PHONETRAIN_RUNTIME"
+PYTHON_ENV = "PHONETRAIN_PYTHON"   # the interpreter a job command runs (set by the workflow)
 
 
 @dataclass(frozen=True)
@@ -75,13 +88,15 @@ def files(named: Mapping[str, Any]) -> SimpleNamespace:
 @dataclass
 class Job:
     """A stage's inputs and outputs by name (strings, or lists of strings), its params dict,
-    its log file and the run-time knobs."""
+    its log file, the run-time knobs, and ``expect``: input path -> the settings hash it must
+    record (:func:`phonetrain.stages.stamp.check_inputs`)."""
 
     input: SimpleNamespace
     output: SimpleNamespace
     params: dict[str, Any]
     log: Path
     runtime: Runtime = field(default_factory=Runtime.from_env)
+    expect: dict[str, str] = field(default_factory=dict)
 
     def spec(self, cls: type[S]) -> S:
         """The job's params as its spec ``cls`` (:func:`phonetrain.stages.specs.parse`)."""
@@ -107,25 +122,36 @@ Stage = Callable[[Job], Any]
 
 
 def run(stage: Stage, job: Job, name: str) -> None:
-    """Run one stage: its outcome goes to the job's log; a :class:`PhonetrainError` becomes a
-    :class:`StageError` naming the stage (anything else is a bug and keeps its traceback)."""
+    """Run one stage, after checking that its inputs were made with the settings it expects
+    (:func:`phonetrain.stages.stamp.check_inputs`): its outcome goes to the job's log; a
+    :class:`PhonetrainError` becomes a :class:`StageError` naming the stage (anything else is
+    a bug and keeps its traceback)."""
     job.log.parent.mkdir(parents=True, exist_ok=True)
-    t0, started_s = time.monotonic(), time.time()
+    os.environ[locks.JOB_ENV] = f"{name} ({job.log})"   # how a device lock names its holder
+    t0, started_s, held = time.monotonic(), time.time(), len(locks.HELD)
     try:
+        check_inputs(job.expect)
         stage(job)
     except PhonetrainError as e:
-        write_text(job.log, f"{name}: FAILED\n{e}\n")
+        write_text(job.log, f"{name}: FAILED\n{e}\n{_held(held)}")
         raise StageError(f"{name}: {e}") from None
     write_text(job.log, f"{name}: ok in {time.monotonic() - t0:.2f} s (from {started_s:.3f} "
-                        f"to {time.time():.3f} s, Unix time)\n")
+                        f"to {time.time():.3f} s, Unix time)\n{_held(held)}")
+
+
+def _held(since: int) -> str:
+    """One log line per device lock the job held (:data:`phonetrain.devices.locks.HELD`)."""
+    return "".join(f"device '{d}' locked from {a:.3f} to {b:.3f} s (Unix time)\n"
+                   for d, a, b in locks.HELD[since:])
 
 
 def parse(argv: Sequence[str]) -> tuple[str, Job]:
-    """``STAGE --log LOG [--params JSON] [--input NAME=PATH [PATH...]]... [--output ...]``.
-    Raises ValueError on malformed arguments."""
+    """``STAGE --log LOG [--params JSON] [--input NAME=PATH [PATH...]]... [--output ...]
+    [--expect JSON]``. Raises ValueError on malformed arguments."""
     if not argv or argv[0].startswith("-"):
         raise ValueError("the first argument names the stage")
     name, named, params, log = argv[0], {"--input": {}, "--output": {}}, {}, None
+    expect: dict[str, str] = {}
     current: list | None = None
     it = iter(argv[1:])
     for a in it:
@@ -136,6 +162,8 @@ def parse(argv: Sequence[str]) -> tuple[str, Job]:
                 current.append(value)
         elif a == "--params":
             params, current = json.loads(next(it)), None
+        elif a == "--expect":
+            expect, current = json.loads(next(it)), None
         elif a == "--log":
             log, current = Path(next(it)), None
         elif current is not None:
@@ -146,7 +174,7 @@ def parse(argv: Sequence[str]) -> tuple[str, Job]:
         raise ValueError("--log is required")
     one = lambda d: {k: (v[0] if len(v) == 1 else v) for k, v in d.items()}  # noqa: E731
     return name, Job(files(one(named["--input"])), files(one(named["--output"])), params, log,
-                     Runtime.from_env())
+                     Runtime.from_env(), expect)
 
 
 def main(stages: Mapping[str, Stage], argv: Sequence[str]) -> int:
@@ -158,7 +186,8 @@ def main(stages: Mapping[str, Stage], argv: Sequence[str]) -> int:
             raise ValueError(f"unknown stage {name!r}; this module runs {sorted(stages)}")
     except (ValueError, StopIteration) as e:
         print(f"usage: python -m phonetrain.stages.<module> STAGE --log LOG [--params JSON] "
-              f"[--input NAME=PATH...] [--output NAME=PATH...]: {e}", file=sys.stderr)
+              f"[--input NAME=PATH...] [--output NAME=PATH...] [--expect JSON]: {e}",
+              file=sys.stderr)
         return 2
     try:
         run(stages[name], job, name)

@@ -12,6 +12,14 @@ Snakemake as resources; docs/scaling.md, "Parallel jobs and the host").
   time; Snakemake starts no second job of a phone whose first holds it, so the device lock
   (``Transport.lock``), kept as the guard, is not waited on.
 
+With an executor plugin that runs jobs elsewhere (``--executor slurm``, ``cluster-generic``),
+the jobs it submits (runner builds, data, lowering, GEMM shapes, Perfetto traces, aggregate,
+report) take no ``host_load`` share: they do not run on this host, so ``--jobs N`` runs N of
+them at once beside the jobs that stay here (``localrules``: every job that talks to a
+device), which keep their shares. Every rule also carries :data:`LIMITS` (``runtime`` in
+minutes and ``mem_mb``), the resources executor plugins submit with
+(``--set-resources RULE:mem_mb=N`` overrides one).
+
 Each measuring job records its share in its run folder (:func:`record`, ``schedule.json``).
 
 :func:`one_reevaluation_timer` keeps Snakemake's own scheduler from taking CPU time away from
@@ -30,6 +38,35 @@ from typing import Any
 SCHEDULE_ENV = "PHONETRAIN_SCHEDULE"   # JSON set by the workflow: host_shares, cores
 HOST_LOAD = "host_load"
 MEASURE, DEVICE, HOST = "measure", "device", "host"   # the kinds of work a job does
+
+
+# Per rule: (runtime in minutes, mem_mb). Peak resident memory measured on the 2-core
+# development VM (docs/notebook/2026-12-06.md): lower 126 MB (the zoo's largest models), data
+# 282 MB (synthetic 3x32x32), gemm_shapes 125 MB, build_runner 102 MB (19 s under load),
+# aggregate 184 MB and report 221 MB (tiny study); the limits leave several times that for
+# larger studies and datasets. Jobs that talk to a device stay on this host and are never
+# submitted; theirs only keep every rule's resources alike.
+LIMITS = {
+    "build_runner": (30, 1000), "gemm_shapes": (15, 1000), "data": (30, 2000),
+    "lower": (15, 1000), "perfetto": (15, 2000), "aggregate": (60, 4000),
+    "report": (60, 4000),
+    "build_kernels": (60, 1000), "tune": (120, 1000), "tune_squares": (120, 1000),
+    "gemm": (120, 1000), "peaks": (60, 1000), "bandwidth": (60, 1000),
+    "deploy": (60, 1000), "train": (240, 2000),
+}
+
+
+def limits(rule: str) -> dict[str, int]:
+    """``{"runtime": minutes, "mem_mb": MB}`` of a rule (:data:`LIMITS`)."""
+    runtime, mem_mb = LIMITS[rule]
+    return {"runtime": runtime, "mem_mb": mem_mb}
+
+
+def submitted_share(local_exec: bool) -> int:
+    """``host_load`` shares of a job that works on the CPU of the host it runs on (a runner
+    build, lowering, aggregation): 1 when the workflow runs jobs on this host, 0 when an
+    executor plugin submits it elsewhere (``local_exec`` False)."""
+    return 1 if local_exec else 0
 
 
 def device_resource(device: str) -> str:

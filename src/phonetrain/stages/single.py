@@ -12,7 +12,8 @@ workflow's kernel build when that build is current for the same runner and setti
 folder then holds a measurement under other settings than the study's, the next ``snakemake
 all`` moves it aside and re-measures it (:mod:`phonetrain.results.check`). A tuned
 configuration the workflow left for the device (the tuning files of every GEMM class of the
-plan, ``tuning/<class>.json``) is used, as in the workflow; none is made here.
+plan, ``tuning/<class>.json``, made with the study's settings now) is used, as in the
+workflow; none is made here.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from phonetrain.io import read_json
 from phonetrain.kernels import source_files
 from phonetrain.layout import Layout
 from phonetrain.stages import build, deploy, train
-from phonetrain.stages.stamp import made_from
+from phonetrain.stages.stamp import made_from, not_current
 from phonetrain.stages.job import Job, Runtime, files, run
-from phonetrain.stages.params import job_params, tuning_classes
+from phonetrain.stages.params import job_params, tune_job, tuning_classes
 
 
 def _job(params: dict[str, Any], log: str, runtime: Runtime, inputs: dict[str, Any] | None = None,
@@ -75,7 +76,8 @@ def run_single(sweep: Sweep, exp: Experiment) -> Path:
                 "build-kernels")
         classes = tuning_classes(sweep).get(e, [])
         tuned = [L.tuning(d, exp.kernel, c) for c in classes]
-        if not all(Path(t).exists() for t in tuned):   # the workflow has not tuned them all
+        if not all(Path(t).exists() and not_current(t, tune_job(jp, d, exp.kernel, c)) is None
+                   for t, c in zip(tuned, classes)):   # not all tuned, or not for these settings
             tuned = []
     pc = jp["plan"][e]
     run(train.write_data, _job(jp["data"][pc["data_dir"]], O.log(pc["data_dir"]), rt,

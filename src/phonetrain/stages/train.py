@@ -62,6 +62,7 @@ from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.quiet import check_records, machine_record, quiet_probe
 from phonetrain.stages.specs import DataSpec, MeasureSpec, PlanSpec, RunSpec, to_params
+from phonetrain.stages.stamp import stamp, write_stamp
 
 
 DATA_SOURCE = "source.json"  # beside the batch files: the dataset folder actually read
@@ -69,8 +70,9 @@ DATA_SOURCE = "source.json"  # beside the batch files: the dataset folder actual
 
 def write_data(job: Job) -> Path:
     """Write one dataset's batch files into ``output.dir`` for the input shape, classes and
-    batch size of the params, and :data:`DATA_SOURCE` recording the folder they were read
-    from (None for digits and synthetic data)."""
+    batch size of the params, :data:`DATA_SOURCE` recording the folder they were read
+    from (None for digits and synthetic data) and the settings (``inputs.json``,
+    :mod:`phonetrain.stages.stamp`)."""
     s = job.spec(DataSpec)
     dcfg = s.dataset_config
     opts: dict[str, Any] = {}
@@ -85,6 +87,7 @@ def write_data(job: Job) -> Path:
                                  else None, **opts)
     write_json({k: doc[k] for k in ("source_folder", "sha256", "num_batches", "batch_size")}
                | {"dataset": s.dataset}, out / DATA_SOURCE)
+    write_stamp(out, stamp(job))
     return out
 
 
@@ -103,11 +106,13 @@ def lower_spec(s: PlanSpec) -> LowerSpec:
 
 
 def lower(job: Job) -> Path:
-    """Lower one plan into ``output.dir`` (atomic): plan.json and tensors/."""
+    """Lower one plan into ``output.dir`` (atomic): plan.json and tensors/, then the settings
+    it was lowered with (``inputs.json``, :mod:`phonetrain.stages.stamp`)."""
     out = Path(job.output.dir)
     got = write_plan_dir(lower_spec(job.spec(PlanSpec)), out.parents[1])  # plans/<id> under it
     if got.resolve() != out.resolve():
         raise StageError(f"lower: the plan went to {got}, not {out}")
+    write_stamp(out, stamp(job))
     return out
 
 
