@@ -221,3 +221,15 @@ def test_killed_run_leaves_nothing_complete(runner, pocl, tmp_path):
     with pytest.raises(rt.RunnerTimeout, match="timed out after 5 s"):
         rt.run_plan(runner, path, tmp_path / "b", out, timeout_s=5)
     assert not (out / "run.json").exists() and not (out / "trace.csv").exists()
+
+
+@pytest.mark.parametrize("option", ["--threads", "--resamples", "--max-iterations",
+                                    "--power-sample-ms"])
+def test_int_option_beyond_a_c_int_is_refused(runner, tmp_path, option):
+    """2**32 + 2 would be cut to 2 by a cast to int: the runner exits 2 naming the option and
+    its range instead of running another count than it was given."""
+    res = subprocess.run([str(runner), "run", "--plan", str(tmp_path / "p.json"), "--out",
+                          str(tmp_path / "o"), option, str(2**32 + 2)],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2, res.stderr
+    assert option in res.stderr and "2147483647" in res.stderr, res.stderr
