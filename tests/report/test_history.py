@@ -260,6 +260,9 @@ def test_compare_names_the_folder_or_devices_it_cannot_match(tmp_path):
     assert f"{folders['two']} holds ['phoneA', 'phoneB']" in out
     assert f"{folders['other']} holds ['phoneC']" in out and "share a device" in out
     out = refused(folders["none"], folders["other"])
+    assert f"{folders['none']}/summary/runs.parquet: table 'runs' has no rows" in out, out
+    assert "rerun the aggregate stage" in out, out
+    out = refused(folders["none"], folders["none"])
     assert f"{folders['none']}: no measured run or GEMM shape" in out and "aggregate" in out
     nowhere = str(tmp_path / "nowhere")
     assert f"{nowhere}: no such folder" in refused(folders["other"], nowhere)

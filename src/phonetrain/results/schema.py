@@ -380,3 +380,16 @@ def read_table(path: str | Path, table: str) -> pd.DataFrame:
     except (OSError, pa.ArrowException) as e:  # truncated or not Parquet at all
         raise SchemaError(f"{path}: not a readable Parquet file ({e})",
                           "rerun the aggregate stage") from None
+
+
+def require_runs(runs: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """``runs`` (the runs table read from ``path``) when it has rows. A study's aggregation
+    writes one row per experiment, failed and skipped ones included, so a study's runs table
+    without rows is not one an aggregation of it wrote; raises :class:`SchemaError` naming
+    the file and what to do."""
+    if len(runs):
+        return runs
+    raise SchemaError(f"{path}: table 'runs' has no rows; a study's aggregation writes one row "
+                      "per experiment (failed ones included), so this is not its runs table",
+                      "delete it and rerun the aggregate stage (snakemake --cores 1 all, or "
+                      "phonetrain aggregate with the study's overrides)")
