@@ -53,18 +53,24 @@ def _sweep(overrides: tuple[str, ...], conf_dir: str | None, results: str | None
 def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
     """Run one experiment without Snakemake: OVERRIDES are Hydra overrides, e.g.
     `phonetrain run model=lenet5 device=host backend=opencl kernel=baseline
-    measure.iterations=5`. Writes the same files as the workflow (results/runs/...)."""
+    measure.iterations=5`. Writes the same files as the workflow (results/runs/...), holding
+    the results folder as a workflow does (refused while one runs there)."""
     from phonetrain.config import CONF_DIR, compose_one
     from phonetrain.io import read_json
-    from phonetrain.layout import RUN, VERIFY
+    from phonetrain.layout import RUN, VERIFY, Layout
+    from phonetrain.results import owner
     from phonetrain.stages.single import run_single
     from phonetrain.stages.train import skipped_reason
     try:
         sweep, exp = compose_one(list(overrides), conf_dir or CONF_DIR)
         require_study_folder(sweep.results_dir, overrides, conf_dir)
-        click.echo(f"phonetrain run: {exp.id} on {exp.device} (config {exp.config_hash})",
-                   err=True)
-        rdir = run_single(sweep, exp)
+        lock = owner.take(Layout(sweep.results_dir))  # never under a running workflow
+        try:
+            click.echo(f"phonetrain run: {exp.id} on {exp.device} (config "
+                       f"{exp.config_hash})", err=True)
+            rdir = run_single(sweep, exp)
+        finally:
+            lock.release()
         reason = skipped_reason(rdir / RUN)
         v = None if reason else read_json(rdir / VERIFY)
     except PhonetrainError as e:
