@@ -68,8 +68,13 @@ NO_JOBS_OPTIONS = {"--dry-run", "--dryrun", "-n", "--summary", "-S", "--detailed
 
 def executes_jobs():
     """Whether this Snakemake invocation will execute jobs: the main process (not a job's
-    own sub-invocation, workflow.is_main_process), no dry run, none of NO_JOBS_OPTIONS."""
+    own sub-invocation, workflow.is_main_process), no dry run, none of NO_JOBS_OPTIONS, and
+    a limit Snakemake requires before it runs anything (--cores, or --jobs: without either
+    it stops after parsing, so nothing here may take or move anything)."""
     if not workflow.is_main_process or workflow.output_settings.dryrun:
+        return False
+    rs = workflow.resource_settings
+    if rs.cores is None and rs.nodes is None:
         return False
     return not NO_JOBS_OPTIONS & {a.split("=", 1)[0] for a in sys.argv[1:]}
 
