@@ -103,6 +103,17 @@ def pocl_cache_env() -> dict[str, str]:
     return {"POCL_CACHE_DIR": str(own)}
 
 
+def pocl_cache_in_use(env: dict[str, str] | None = None) -> tuple[Path, bool]:
+    """The PoCL kernel cache folder a local run with ``env`` added uses (its
+    ``POCL_CACHE_DIR``, the user's, phonetrain's own from :func:`pocl_cache_env`, else
+    PoCL's default), and whether phonetrain owns it (its own folder in the temp folder)."""
+    named = (env or {}).get("POCL_CACHE_DIR") or os.environ.get("POCL_CACHE_DIR")
+    if named:
+        return Path(named), False
+    own = pocl_cache_env().get("POCL_CACHE_DIR")
+    return (Path(own), True) if own else (pocl_default_cache(), False)
+
+
 def lock_dir() -> Path:
     """Where per-device measurement locks live: ``$PHONETRAIN_LOCK_DIR`` or the system temp
     folder, so every workflow on this host shares them (same place as the adb transport)."""
