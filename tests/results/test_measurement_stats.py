@@ -142,3 +142,23 @@ def test_contention_with_a_probe_at_its_quiet_figure_is_recorded_not_judged():
                     max_other_cpu_share=0.25, quiet_probe_ms=1.0, max_probe_slowdown=1.25)
     assert not v["unstable"] and v["other_cpu_share"] == 0.6
     assert v["probe_slowdown"] == pytest.approx(1.1)
+
+
+def test_a_quota_that_throttled_the_runner_is_named_not_other_processes():
+    """Under a cgroup CPU quota the probe is slow and the host may look busy, but a quieter
+    host would not help: the reason names the quota and what lifts it."""
+    steady = [10.0 + 0.01 * i for i in range(20)]
+    held = _probed(0.78, 1.0, 1.9) | {"cgroup_throttled_s": 0.4, "wall_s": 1.0,
+                                      "cpu_quota_cpus": 1.5}
+    v = stats.judge(steady, [held, held], ci_target=0.05, max_other_cpu_share=0.25,
+                    quiet_probe_ms=1.0, max_probe_slowdown=1.25)
+    [reason] = v["reasons"]
+    assert v["unstable"] and reason.startswith("the cgroup CPU quota (1.5 CPUs) throttled the "
+                                               "runner for 0.8 s of the 2 s measured (40%)")
+    assert "quieter" not in reason and "other processes used" not in reason, reason
+    assert "raise or lift the quota" in reason and "measure.threads 1 or fewer" in reason
+    # throttling within the tolerance, or unrecorded (null), leaves the other reasons
+    for t in (0.005, None):
+        v = stats.judge(steady, [held | {"cgroup_throttled_s": t}], ci_target=0.05,
+                        max_other_cpu_share=0.25, quiet_probe_ms=1.0, max_probe_slowdown=1.25)
+        assert v["reasons"][0].startswith("the host ran 1.90x slower"), v["reasons"]
