@@ -282,10 +282,13 @@ def partial_report():
 # Scheduling (phonetrain.stages.schedule; README.md, "Parallel jobs and the host"): a global
 # resource `host_load` of HOST_SHARES shares (--cores; with an executor that sets no cores,
 # the CPUs this host may use) and one `device_<name>` resource of limit 1 per device. A job
-# measuring a local device takes every share, so it runs alone on this host; a job on an adb
-# phone takes none of them and that phone's resource. `--resources host_load=N` overrides.
+# measuring a device that runs on this host's CPU (local, an emulator, a virtual phone: the
+# transport's trait) takes every share, so it runs alone on this host; a job on a phone with
+# its own CPU takes none of them and that phone's resource. `--resources host_load=N`
+# overrides.
 from snakemake.exceptions import WorkflowError
 
+from phonetrain.devices import shares_host_cpu
 from phonetrain.devices.cpus import usable_cpus
 from phonetrain.stages import schedule
 
@@ -298,8 +301,8 @@ if schedule.HOST_LOAD in workflow.global_resources:
 else:
     HOST_SHARES = _CORES if _CORES and _CORES < 4096 else usable_cpus()
     workflow.register_resource(schedule.HOST_LOAD, HOST_SHARES)
-DEVICE_TRANSPORT = {d: SWEEP.members["device"][d]["transport"] for d in SWEEP.devices}
-for _d in DEVICE_TRANSPORT:
+ON_HOST_CPU = {d: shares_host_cpu(SWEEP.members["device"][d]) for d in SWEEP.devices}
+for _d in ON_HOST_CPU:
     if schedule.device_resource(_d) not in workflow.global_resources:
         workflow.register_resource(schedule.device_resource(_d), 1)
 os.environ[schedule.SCHEDULE_ENV] = json.dumps({"host_shares": HOST_SHARES, "cores": _CORES})
@@ -308,11 +311,11 @@ HOST_JOB = {schedule.HOST_LOAD: 1}
 
 
 def device_job(work):
-    """Resources of a job on one device ({device} wildcard): its host_load shares by the
-    device's transport (schedule.host_share; work: schedule.MEASURE or schedule.DEVICE, or
-    schedule.HOST for a deploy) and 1 of its device_<name> resource."""
-    res = {schedule.HOST_LOAD: lambda wc: schedule.host_share(work, DEVICE_TRANSPORT[wc.device],
+    """Resources of a job on one device ({device} wildcard): its host_load shares by whether
+    the device runs on this host's CPU (schedule.host_share; work: schedule.MEASURE or
+    schedule.DEVICE, or schedule.HOST for a deploy) and 1 of its device_<name> resource."""
+    res = {schedule.HOST_LOAD: lambda wc: schedule.host_share(work, ON_HOST_CPU[wc.device],
                                                                HOST_SHARES)}
-    for d in DEVICE_TRANSPORT:
+    for d in ON_HOST_CPU:
         res[schedule.device_resource(d)] = lambda wc, d=d: int(wc.device == d)
     return res

@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from phonetrain.devices.base import (CommandResult, TransportError, TransportTimeout,
                                      check_outputs)
@@ -146,6 +146,11 @@ class LocalTransport:
         self.root = Path(root).resolve()
         self.opencl = opencl if opencl is not None else locate_opencl()
         self.streams_stderr = echo_stderr
+
+    @staticmethod
+    def shares_host_cpu(device: Mapping[str, Any]) -> bool:
+        """Trait (:class:`~phonetrain.devices.base.Transport`): the runner runs on this host."""
+        return True
 
     def lock(self) -> Any:
         """Host-wide lock serializing measurements on this device (one at a time)."""

@@ -50,6 +50,7 @@ from phonetrain.plan import Plan
 from phonetrain.results import stats
 from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
                                Runner, RunnerError)
+from phonetrain.devices import shares_host_cpu
 from phonetrain.devices.base import TransportError
 from phonetrain.stages import schedule
 from phonetrain.stages.evaluate import evaluate_run
@@ -185,7 +186,7 @@ def train(job: Job) -> Path:
                     return got   # recorded skipped or oom
                 verdict, kept, attempt, earlier = got
                 _number_processes(kept, tmp)
-                write_json(schedule.record(dev["transport"]) | {
+                write_json(schedule.record(shares_host_cpu(dev)) | {
                     "measured_from_s": measured_from_s, "measured_to_s": time.time()},
                     tmp / "main" / layout.SCHEDULE)
         except TransportError as e:   # the device went away outside the runner's run
