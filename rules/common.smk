@@ -21,7 +21,7 @@ from phonetrain import layout
 from phonetrain.config import compose_sweep
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
-from phonetrain.results import owner
+from phonetrain.results import environment, owner
 from phonetrain.results.check import findings, quarantine
 from phonetrain.results.schema import fingerprint as schema_fingerprint
 from phonetrain.layout import Layout
@@ -120,7 +120,23 @@ def check_run_folders():
         sys.exit(f"phonetrain: check of the run folders: {e}")
 
 
+def check_environment():
+    """The config's values from the environment against those this study recorded
+    (phonetrain.results.environment): one that differs stops here, before anything is taken
+    or moved (a dry run too); an invocation that executes jobs records them once it owns
+    the results folder."""
+    if not workflow.is_main_process:
+        return
+    try:
+        environment.check(L, SWEEP.environment)
+    except PhonetrainError as e:
+        sys.exit(f"phonetrain: configuration error: {e}")
+
+
+check_environment()
 OWNER_LOCK = take_results_folder()
+if OWNER_LOCK is not None:
+    environment.record(L, SWEEP.environment)
 check_run_folders()
 EXPERIMENTS = SWEEP.experiments
 MEASURE = SWEEP.root["measure"]

@@ -10,8 +10,12 @@ list of :class:`Experiment` records that the Snakefile and ``phonetrain run`` ex
 non-deterministic (time, host name, random state) enters a composed config, so the same files
 and overrides always give the same configs and the same :func:`config_hash`: an interpolation
 that may resolve differently on the next call is refused (:data:`DETERMINISTIC_RESOLVERS`,
-:data:`VOLATILE_ENV`). Composition runs in its own Hydra context, so it also works while the
-caller's Hydra is initialized.
+:data:`VOLATILE_ENV`). A value read from the environment (``${oc.env:VAR}``) is kept beside
+the config with its variable (:attr:`Sweep.environment`, not hashed); that it stays the same
+between invocations of one study is checked against the study's record
+(:mod:`phonetrain.results.environment`), by value, since no list of variables that change
+between sessions is complete. Composition runs in its own Hydra context, so it also works
+while the caller's Hydra is initialized.
 
 Errors: every defect raises :class:`ConfigError` whose message names the file (or the override)
 and the key, and says what to do.
@@ -311,6 +315,9 @@ class Sweep:
     root: dict[str, Any]
     members: dict[str, dict[str, dict[str, Any]]]
     experiments: list[Experiment]
+    # every value read from the environment: dotted key (a member's as ``<axis>[<name>].<key>``)
+    # -> {variable: its value at composition, None when unset (the default applied)}
+    environment: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
     @property
     def devices(self) -> list[str]:
@@ -502,16 +509,37 @@ def _private_hydra(conf_dir: Path):
         gh.hydra = held
 
 
-def _compose(conf_dir: Path, overrides: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Compose once; return the resolved config and the chosen option of each group."""
+Reads = dict[str, dict[str, Optional[str]]]   # key -> {variable: value}: Sweep.environment
+
+
+def _environment_reads(cfg: DictConfig) -> Reads:
+    """Every value of the unresolved ``cfg`` that an ``${oc.env:VAR}`` interpolation reads:
+    dotted key -> {VAR: its value now, None when unset}."""
+    body = OmegaConf.to_container(cfg, resolve=False)
+    body.pop("hydra", None)  # type: ignore[union-attr]
+    out: Reads = {}
+    for key, raw in _raw_strings(body):
+        names = [arg.strip().strip("'\"") for name, arg in _RESOLVER_RE.findall(raw)
+                 if name == "oc.env"]
+        if names:
+            out[key] = {v: os.environ.get(v) for v in names}
+    return out
+
+
+def _compose(conf_dir: Path, overrides: list[str]
+             ) -> tuple[dict[str, Any], dict[str, str], Reads]:
+    """Compose once; return the resolved config, the chosen option of each group and the
+    values read from the environment (:func:`_environment_reads`)."""
     try:
         cfg: DictConfig = compose(config_name="config", overrides=overrides,
                                   return_hydra_config=True)
         choices = {g: str(v) for g, v in cfg.hydra.runtime.choices.items() if "/" not in g}
         _refuse_volatile(cfg, conf_dir, choices, overrides)
+        reads = _environment_reads(cfg)
         with open_dict(cfg):
             del cfg["hydra"]
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True), choices  # type: ignore
+        return (OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True),  # type: ignore
+                choices, reads)
     except ConfigError:
         raise
     except UnicodeDecodeError as e:   # a ValueError too: name the file, not the overrides
@@ -947,14 +975,17 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
         raise ConfigError(f"{conf_dir / 'config.yaml'} does not exist: run from the repository "
                           "root or pass the conf folder")
     with _private_hydra(conf_dir):
-        root, _ = _compose(conf_dir, overrides)
+        root, _, reads = _compose(conf_dir, overrides)
         _validate_root(conf_dir, root, overrides)
+        env = {k: v for k, v in reads.items() if k.split(".")[0] not in AXES}
         members: dict[str, dict[str, dict[str, Any]]] = {}
         for axis in AXES:
             members[axis] = {}
             for name in root["sweep"][axis + "s"]:
                 try:
-                    cfg, _ = _compose(conf_dir, overrides + [f"{axis}={name}"])
+                    cfg, _, reads = _compose(conf_dir, overrides + [f"{axis}={name}"])
+                    env |= {f"{axis}[{name}]{k[len(axis):]}": v for k, v in reads.items()
+                            if k.split(".")[0] == axis}
                     _validate_member(conf_dir, axis, name, cfg[axis], overrides)
                     if axis == "model":
                         _check_dataset_fits(conf_dir, cfg, name, cfg[axis], overrides)
@@ -969,7 +1000,7 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
     _check_batches_fit(conf_dir, root, members["model"], overrides)
     exps = _cross(root, members)
     _check_optimizer_kernels(conf_dir, exps, overrides)
-    return Sweep(root=root, members=members, experiments=exps)
+    return Sweep(root=root, members=members, experiments=exps, environment=env)
 
 
 def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple[Sweep, Experiment]:
@@ -980,7 +1011,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     _check_override_keys(overrides, axes_refused=False)
     conf_dir = Path(conf_dir).resolve()
     with _private_hydra(conf_dir):
-        root, choices = _compose(conf_dir, overrides)
+        root, choices, env = _compose(conf_dir, overrides)
     _validate_root(conf_dir, root, overrides)
     for axis in AXES:
         _validate_member(conf_dir, axis, choices[axis], root[axis], overrides)
@@ -992,7 +1023,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     root["sweep"] = {"name": "single", **{a + "s": list(members[a]) for a in AXES}}
     exps = _cross(root, members)
     _check_optimizer_kernels(conf_dir, exps, overrides)
-    return Sweep(root=root, members=members, experiments=exps), exps[0]
+    return Sweep(root=root, members=members, experiments=exps, environment=env), exps[0]
 
 
 def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) -> list[Experiment]:

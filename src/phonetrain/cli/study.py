@@ -58,14 +58,17 @@ def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
     from phonetrain.config import CONF_DIR, compose_one
     from phonetrain.io import read_json
     from phonetrain.layout import RUN, VERIFY, Layout
-    from phonetrain.results import owner
+    from phonetrain.results import environment, owner
     from phonetrain.stages.single import run_single
     from phonetrain.stages.train import skipped_reason
     try:
         sweep, exp = compose_one(list(overrides), conf_dir or CONF_DIR)
         require_study_folder(sweep.results_dir, overrides, conf_dir)
-        lock = owner.take(Layout(sweep.results_dir))  # never under a running workflow
+        L = Layout(sweep.results_dir)
+        environment.check(L, sweep.environment)
+        lock = owner.take(L)  # never under a running workflow
         try:
+            environment.record(L, sweep.environment)
             click.echo(f"phonetrain run: {exp.id} on {exp.device} (config "
                        f"{exp.config_hash})", err=True)
             rdir = run_single(sweep, exp)
