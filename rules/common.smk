@@ -22,7 +22,7 @@ from phonetrain import layout
 from phonetrain.config import compose_sweep
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
-from phonetrain.results import owner
+from phonetrain.results import environment, owner
 from phonetrain.results.check import quarantine
 from phonetrain.layout import Layout
 from phonetrain.stages.current import (aggregate_params, expected_hashes, report_params,
@@ -79,8 +79,13 @@ NO_JOBS_OPTIONS = {"--dry-run", "--dryrun", "-n", "--summary", "-S", "--detailed
 
 def executes_jobs():
     """Whether this Snakemake invocation will execute jobs: the main process (not a job's
-    own sub-invocation, workflow.is_main_process), no dry run, none of NO_JOBS_OPTIONS."""
+    own sub-invocation, workflow.is_main_process), no dry run, none of NO_JOBS_OPTIONS, and
+    a limit Snakemake requires before it runs anything (--cores, or --jobs: without either
+    it stops after parsing, so nothing here may take or move anything)."""
     if not workflow.is_main_process or workflow.output_settings.dryrun:
+        return False
+    rs = workflow.resource_settings
+    if rs.cores is None and rs.nodes is None:
         return False
     return not NO_JOBS_OPTIONS & {a.split("=", 1)[0] for a in sys.argv[1:]}
 
@@ -127,7 +132,23 @@ def check_run_folders():
         sys.exit(f"phonetrain: check of the run folders: {e}")
 
 
+def check_environment():
+    """The config's values from the environment against those this study recorded
+    (phonetrain.results.environment): one that differs stops here, before anything is taken
+    or moved (a dry run too); an invocation that executes jobs records them once it owns
+    the results folder."""
+    if not workflow.is_main_process:
+        return
+    try:
+        environment.check(L, SWEEP.environment)
+    except PhonetrainError as e:
+        sys.exit(f"phonetrain: configuration error: {e}")
+
+
+check_environment()
 OWNER_LOCK = take_results_folder()
+if OWNER_LOCK is not None:
+    environment.record(L, SWEEP.environment)
 check_run_folders()
 EXPERIMENTS = SWEEP.experiments
 MEASURE = SWEEP.root["measure"]
@@ -310,10 +331,13 @@ def partial_report():
 # Scheduling (phonetrain.stages.schedule; docs/scaling.md, "Parallel jobs and the host"): a global
 # resource `host_load` of HOST_SHARES shares (--cores; with an executor that sets no cores,
 # the CPUs this host may use) and one `device_<name>` resource of limit 1 per device. A job
-# measuring a local device takes every share, so it runs alone on this host; a job on an adb
-# phone takes none of them and that phone's resource. `--resources host_load=N` overrides.
-# A job an executor plugin submits elsewhere takes no share (schedule.submitted_share), so
-# `--jobs N` runs N of them; every rule carries runtime and mem_mb (schedule.LIMITS).
+# measuring a device that runs on this host's CPU (local, an emulator, a virtual phone: the
+# transport's trait) takes every share, so it runs alone on this host; a job on a phone with
+# its own CPU takes none of them and that phone's resource. `--resources host_load=N`
+# overrides. A job an executor plugin submits elsewhere takes no share
+# (schedule.submitted_share), so `--jobs N` runs N of them; every rule carries runtime and
+# mem_mb (schedule.LIMITS).
+from phonetrain.devices import shares_host_cpu
 from phonetrain.devices.cpus import usable_cpus
 from phonetrain.stages import schedule
 
@@ -326,8 +350,8 @@ if schedule.HOST_LOAD in workflow.global_resources:
 else:
     HOST_SHARES = _CORES if _CORES and _CORES < 4096 else usable_cpus()
     workflow.register_resource(schedule.HOST_LOAD, HOST_SHARES)
-DEVICE_TRANSPORT = {d: SWEEP.members["device"][d]["transport"] for d in SWEEP.devices}
-for _d in DEVICE_TRANSPORT:
+ON_HOST_CPU = {d: shares_host_cpu(SWEEP.members["device"][d]) for d in SWEEP.devices}
+for _d in ON_HOST_CPU:
     if schedule.device_resource(_d) not in workflow.global_resources:
         workflow.register_resource(schedule.device_resource(_d), 1)
 os.environ[schedule.SCHEDULE_ENV] = json.dumps({"host_shares": HOST_SHARES, "cores": _CORES})
@@ -345,12 +369,12 @@ def host_job(rule):
 
 def device_job(work, rule):
     """Resources of a job on one device ({device} wildcard; it stays on this host): its
-    host_load shares by the device's transport (schedule.host_share; work: schedule.MEASURE
-    or schedule.DEVICE, or schedule.HOST for a deploy), 1 of its device_<name> resource, and
-    the rule's runtime and mem_mb."""
-    res = {schedule.HOST_LOAD: lambda wc: schedule.host_share(work, DEVICE_TRANSPORT[wc.device],
+    host_load shares by whether the device runs on this host's CPU (schedule.host_share;
+    work: schedule.MEASURE or schedule.DEVICE, or schedule.HOST for a deploy), 1 of its
+    device_<name> resource, and the rule's runtime and mem_mb."""
+    res = {schedule.HOST_LOAD: lambda wc: schedule.host_share(work, ON_HOST_CPU[wc.device],
                                                                HOST_SHARES),
            **schedule.limits(rule)}
-    for d in DEVICE_TRANSPORT:
+    for d in ON_HOST_CPU:
         res[schedule.device_resource(d)] = lambda wc, d=d: int(wc.device == d)
     return res

@@ -10,8 +10,12 @@ list of :class:`Experiment` records that the Snakefile and ``phonetrain run`` ex
 non-deterministic (time, host name, random state) enters a composed config, so the same files
 and overrides always give the same configs and the same :func:`config_hash`: an interpolation
 that may resolve differently on the next call is refused (:data:`DETERMINISTIC_RESOLVERS`,
-:data:`VOLATILE_ENV`). Composition runs in its own Hydra context, so it also works while the
-caller's Hydra is initialized.
+:data:`VOLATILE_ENV`). A value read from the environment (``${oc.env:VAR}``) is kept beside
+the config with its variable (:attr:`Sweep.environment`, not hashed); that it stays the same
+between invocations of one study is checked against the study's record
+(:mod:`phonetrain.results.environment`), by value, since no list of variables that change
+between sessions is complete. Composition runs in its own Hydra context, so it also works
+while the caller's Hydra is initialized.
 
 Errors: every defect raises :class:`ConfigError` whose message names the file (or the override)
 and the key, and says what to do.
@@ -22,6 +26,7 @@ Documentation: the docstring under each dataclass field is that key's meaning;
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -352,6 +357,30 @@ POSITIVE = {("model", "eps"), ("measure", "timeout_s"), ("measure", "gemm_min_ti
 # Optimizer factors that must stay below 1: momentum >= 1 makes SGD's velocity grow without
 # bound; weight_decay >= 1 removes (or flips) a weight's whole value in one step.
 BELOW_ONE = {("model", "momentum"), ("model", "weight_decay")}
+# Upper bounds, past which a value breaks a stage rather than asking for more of something:
+# the runner reads integers as C ints (a larger one is cut to 32 bits and runs another
+# count than the config records), time.sleep and timers overflow, the bootstrap holds
+# resamples x samples indices in memory. Every other int key of a section is bounded by
+# INT_MAX. (section, key) -> (bound, why).
+INT_MAX = 2**31 - 1
+WEEK_S = 7 * 24 * 3600.0
+AT_MOST: dict[tuple[str, str], tuple[float, str]] = {
+    ("measure", "threads"): (1024, "threads of one runner process"),
+    ("measure", "bootstrap_resamples"): (100_000, "the bootstrap holds resamples x samples "
+                                         "indices in memory; 1000-10000 is the usual range"),
+    ("measure", "bandwidth_max_bytes"): (2**40, "1 TiB"),
+    ("measure", "cooldown_s"): (WEEK_S, "one week"),
+    ("measure", "cooldown_limit_s"): (WEEK_S, "one week"),
+    ("measure", "timeout_s"): (WEEK_S, "one week"),
+    ("measure", "max_seconds"): (WEEK_S, "one week"),
+    ("measure", "gemm_max_launch_s"): (WEEK_S, "one week"),
+    ("measure", "tune_max_launch_s"): (WEEK_S, "one week"),
+    ("measure", "gemm_min_time_ms"): (3_600_000, "one hour"),
+    ("measure", "tune_min_time_ms"): (3_600_000, "one hour"),
+    ("measure", "power_sample_ms"): (3_600_000, "one hour"),
+    ("measure", "cooldown_threshold_c"): (150, "degrees C; a phone shuts down well below"),
+    ("report", "dpi"): (2400, "dots per inch of the figures"),
+}
 NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldown_s"),
                 ("measure", "cooldown_limit_s"), ("model", "momentum"),
                 ("model", "weight_decay"), ("measure", "ci_target"),
@@ -398,6 +427,9 @@ class Sweep:
     root: dict[str, Any]
     members: dict[str, dict[str, dict[str, Any]]]
     experiments: list[Experiment]
+    # every value read from the environment: dotted key (a member's as ``<axis>[<name>].<key>``)
+    # -> {variable: its value at composition, None when unset (the default applied)}
+    environment: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
     @property
     def devices(self) -> list[str]:
@@ -464,7 +496,8 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
         where, why = m.groups()
         hint = ("; write a YAML list, e.g. [a, b]" if "is not a ListConfig" in why
                 else _null_hint(why))
-        return ConfigError(f"{conf_dir / (where + '.yaml')}: {_tidy(why)}{hint}")
+        return ConfigError(f"{conf_dir / (where + '.yaml')}: {_tidy(why)}{hint}"
+                           f"{_unknown_key_hint(why)}")
     m = re.search(r"full_key: (\w+)\.(\w+)", msg)
     if "Missing mandatory value" in msg and m and m.group(1) in AXES + ("sweep",):
         group, key = m.groups()
@@ -482,6 +515,18 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
             if "is not a ListConfig" in msg
             else _null_hint(msg))
     return ConfigError(f"{which} on {conf_dir}: {_tidy(msg)}{hint}")
+
+
+def _unknown_key_hint(msg: str) -> str:
+    """". Did you mean 'iterations'?" for OmegaConf's "Key 'iteratoins' not in
+    'MeasureConfig'" when a key of that section is close, else ''."""
+    m = re.search(r"Key '([^']+)' not in '(\w+)'", msg)
+    if not m:
+        return ""
+    section = next((f.name for f in fields(Config)
+                    if getattr(schema_class(f.name), "__name__", None) == m.group(2)), None)
+    guess = _did_you_mean(m.group(1), schema_keys(section) or []) if section else None
+    return f". Did you mean '{guess}'?" if guess else ""
 
 
 def _null_hint(msg: str) -> str:
@@ -576,16 +621,37 @@ def _private_hydra(conf_dir: Path):
         gh.hydra = held
 
 
-def _compose(conf_dir: Path, overrides: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Compose once; return the resolved config and the chosen option of each group."""
+Reads = dict[str, dict[str, Optional[str]]]   # key -> {variable: value}: Sweep.environment
+
+
+def _environment_reads(cfg: DictConfig) -> Reads:
+    """Every value of the unresolved ``cfg`` that an ``${oc.env:VAR}`` interpolation reads:
+    dotted key -> {VAR: its value now, None when unset}."""
+    body = OmegaConf.to_container(cfg, resolve=False)
+    body.pop("hydra", None)  # type: ignore[union-attr]
+    out: Reads = {}
+    for key, raw in _raw_strings(body):
+        names = [arg.strip().strip("'\"") for name, arg in _RESOLVER_RE.findall(raw)
+                 if name == "oc.env"]
+        if names:
+            out[key] = {v: os.environ.get(v) for v in names}
+    return out
+
+
+def _compose(conf_dir: Path, overrides: list[str]
+             ) -> tuple[dict[str, Any], dict[str, str], Reads]:
+    """Compose once; return the resolved config, the chosen option of each group and the
+    values read from the environment (:func:`_environment_reads`)."""
     try:
         cfg: DictConfig = compose(config_name="config", overrides=overrides,
                                   return_hydra_config=True)
         choices = {g: str(v) for g, v in cfg.hydra.runtime.choices.items() if "/" not in g}
         _refuse_volatile(cfg, conf_dir, choices, overrides)
+        reads = _environment_reads(cfg)
         with open_dict(cfg):
             del cfg["hydra"]
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True), choices  # type: ignore
+        return (OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True),  # type: ignore
+                choices, reads)
     except ConfigError:
         raise
     except UnicodeDecodeError as e:   # a ValueError too: name the file, not the overrides
@@ -632,6 +698,7 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
         if g == group and node[key] < low:
             raise ConfigError(f"{src(key)}: key '{key}' is {node[key]}; it must be >= {low}")
     _check_signs(path, group, node, "", overrides)
+    _check_at_most(path, group, node, "", overrides)
     if group == "backend":
         ok = (("none",), ("none",)) if node["kind"] == "cpu" else (
             ("resident", "staged", "pipelined"),
@@ -739,6 +806,41 @@ def _check_signs(path: Path, group: str, node: dict[str, Any], prefix: str,
                               f"or above SGD diverges), e.g. {'0.9' if key == 'momentum' else '1e-4'}")
 
 
+def _allowed_range(group: str, key: str, high: float) -> str:
+    """The range a numeric key takes, for a message: '0..1024', '> 0 and <= 604800'."""
+    high = int(high) if float(high).is_integer() else high  # type: ignore[assignment]
+    low = MIN_INT.get((group, key))
+    if low is None and (group, key) in NON_NEGATIVE:
+        low = 0
+    if low is not None:
+        return f"{low}..{high}"
+    return f"> 0 and <= {high}" if (group, key) in POSITIVE else f"<= {high}"
+
+
+def _check_at_most(path: Path, group: str, node: dict[str, Any], prefix: str,
+                   overrides: Sequence[str] = ()) -> None:
+    """Every number of section ``group`` at most its :data:`AT_MOST` bound (an int key
+    without one: :data:`INT_MAX`). Raises :class:`ConfigError` naming the key and its range."""
+    cls = schema_class(group)
+    hints = get_type_hints(cls) if cls is not None else {}
+    for key, hint in hints.items():
+        v = node.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        high, why = AT_MOST.get((group, key), (INT_MAX, "the runner reads it as a C int")
+                                if hint is int else (math.inf, ""))
+        if v > high:
+            raise ConfigError(f"{_source(path, f'{group}.{key}', overrides)}: key "
+                              f"'{prefix}{key}' is {v}; it must be "
+                              f"{_allowed_range(group, key, high)} ({why})")
+
+
+def schema_class(section: str) -> Any:
+    """The dataclass of the structured config's section (``"measure"``), or None."""
+    hint = get_type_hints(Config).get(section)
+    return hint if is_dataclass(hint) else None
+
+
 def _check_dataset_fits(conf_dir: Path, root: dict[str, Any], model: str,
                         mcfg: dict[str, Any], overrides: Sequence[str] = ()) -> None:
     """A model's dataset must exist and have the model's input shape (before any job)."""
@@ -824,6 +926,8 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
             raise ConfigError(f"{src(f'{g}.{key}')}: key '{g}.{key}' is {root[g][key]}; it "
                               f"must be >= {low}")
     _check_signs(path, "measure", root["measure"], "measure.", overrides)
+    for g in ("measure", "report"):
+        _check_at_most(path, g, root[g], f"{g}.", overrides)
     ms = root["measure"]
     if ms["max_iterations"] < ms["iterations"]:
         _raise_iteration_cap(conf_dir, ms, overrides)
@@ -940,11 +1044,33 @@ def _check_override_keys(overrides: list[str], axes_refused: bool = True) -> Non
             continue
         where = f"section '{section}'" if section else "the root"
         listed = valid if valid is not None else schema_keys("")
+        guess = (_did_you_mean(leaf, valid) and f"{section}.{_did_you_mean(leaf, valid)}"
+                 if valid is not None else
+                 _did_you_mean(key, [k for k in _all_keys() if schema_keys(k) is None]))
+        known = (f"Did you mean '{guess.lstrip('.')}'?" if guess else
+                 f"Valid keys{' of ' + where if valid is not None else ' at the root'}: "
+                 f"{listed}")
         raise ConfigError(f"override {o!r}: '{key}' is not a key of the config ("
                           f"{where if valid is not None else 'no such section'}); the "
                           f"structured config takes no additions, so a '+' does not help. "
-                          f"Valid keys{' of ' + where if valid is not None else ' at the root'}"
-                          f": {listed} (docs/configuration.md)")
+                          f"{known} (docs/configuration.md)")
+
+
+def _all_keys(section: str = "") -> list[str]:
+    """Every dotted key of the structured config under ``section`` (sections included)."""
+    out = []
+    for k in schema_keys(section) or []:
+        dotted = f"{section}.{k}" if section else k
+        out.append(dotted)
+        if schema_keys(dotted) is not None:
+            out += _all_keys(dotted)
+    return out
+
+
+def _did_you_mean(key: str, candidates: Sequence[str]) -> str | None:
+    """The candidate closest to a mistyped ``key`` (difflib's ratio >= 0.75), or None."""
+    hit = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75)
+    return hit[0] if hit else None
 
 
 def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Sweep:
@@ -961,14 +1087,17 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
         raise ConfigError(f"{conf_dir / 'config.yaml'} does not exist: run from the repository "
                           "root or pass the conf folder")
     with _private_hydra(conf_dir):
-        root, _ = _compose(conf_dir, overrides)
+        root, _, reads = _compose(conf_dir, overrides)
         _validate_root(conf_dir, root, overrides)
+        env = {k: v for k, v in reads.items() if k.split(".")[0] not in AXES}
         members: dict[str, dict[str, dict[str, Any]]] = {}
         for axis in AXES:
             members[axis] = {}
             for name in root["sweep"][axis + "s"]:
                 try:
-                    cfg, _ = _compose(conf_dir, overrides + [f"{axis}={name}"])
+                    cfg, _, reads = _compose(conf_dir, overrides + [f"{axis}={name}"])
+                    env |= {f"{axis}[{name}]{k[len(axis):]}": v for k, v in reads.items()
+                            if k.split(".")[0] == axis}
                     _validate_member(conf_dir, axis, name, cfg[axis], overrides)
                     if axis == "model":
                         _check_dataset_fits(conf_dir, cfg, name, cfg[axis], overrides)
@@ -983,7 +1112,7 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
     _check_batches_fit(conf_dir, root, members["model"], overrides)
     exps = _cross(root, members)
     _check_optimizer_kernels(conf_dir, exps, overrides)
-    return Sweep(root=root, members=members, experiments=exps)
+    return Sweep(root=root, members=members, experiments=exps, environment=env)
 
 
 def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple[Sweep, Experiment]:
@@ -994,7 +1123,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     _check_override_keys(overrides, axes_refused=False)
     conf_dir = Path(conf_dir).resolve()
     with _private_hydra(conf_dir):
-        root, choices = _compose(conf_dir, overrides)
+        root, choices, env = _compose(conf_dir, overrides)
     _validate_root(conf_dir, root, overrides)
     for axis in AXES:
         _validate_member(conf_dir, axis, choices[axis], root[axis], overrides)
@@ -1006,7 +1135,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     root["sweep"] = {"name": "single", **{a + "s": list(members[a]) for a in AXES}}
     exps = _cross(root, members)
     _check_optimizer_kernels(conf_dir, exps, overrides)
-    return Sweep(root=root, members=members, experiments=exps), exps[0]
+    return Sweep(root=root, members=members, experiments=exps, environment=env), exps[0]
 
 
 def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) -> list[Experiment]:

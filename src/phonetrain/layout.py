@@ -213,6 +213,11 @@ class Layout:
         """Who holds (or last held) :meth:`owner_lock`: pid, host, working folder, start."""
         return self._p("owner.json")
 
+    def environment_record(self) -> str:
+        """The config values the study read from the environment, as its last invocation
+        that executed jobs read them (phonetrain.results.environment)."""
+        return self._p("environment.json")
+
     def history_ledger(self) -> str:
         """Every measurement the study has aggregated (phonetrain.results.history); read
         and rewritten by each aggregation, never a rule's output."""

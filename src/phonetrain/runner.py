@@ -12,7 +12,9 @@ go through it; the module-level helpers (:func:`run_plan`, :func:`info`, ...) ar
 Exit codes (``src/runner/util.h``; ``src/runner/README.md``) are :class:`ExitCode`; a device
 that lacks a library the plan needs (exit 8) raises :class:`MissingLibraryError`, which the
 stages record as a *skipped* run, not a failure. A shell's 126/127 (the runner cannot be
-executed or is absent) and death by a signal get their own errors and hints.
+executed or is absent) and death by a signal get their own errors and hints; a local runner
+that a damaged PoCL kernel cache kills is run once more with an empty cache
+(:meth:`Runner.invoke`), and the damaged folder is named.
 
 Runner outputs: ``run.json`` (complete only when ``"status": "ok"``), ``trace.csv`` (one row
 per command execution) and ``dumps/<tensor>.f32``; :func:`read_run`, :func:`read_trace` and
@@ -27,6 +29,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass, replace
@@ -37,6 +40,7 @@ import numpy as np
 
 from phonetrain import layout
 from phonetrain.devices import LocalTransport, get_transport
+from phonetrain.devices.local import pocl_cache_in_use
 from phonetrain.devices.base import CommandResult, TransportTimeout, check_outputs
 from phonetrain.errors import PhonetrainError
 
@@ -162,6 +166,10 @@ class RunnerSignalError(RunnerError):
 
     hint_text = ("a crash in the runner or the OpenCL driver; rerun it, and report it with "
                  "the plan and `phonetrain info` if it repeats (SIGKILL: out of memory?)")
+
+
+# Deaths that a damaged PoCL kernel cache causes (an assertion, a truncated shared object).
+CACHE_CRASH_SIGNALS = {signal.SIGABRT, signal.SIGBUS, signal.SIGSEGV}
 
 
 class RunnerTimeout(RunnerError):
@@ -355,18 +363,65 @@ class Runner:
         elif self.selector.cl_lib:
             argv += ["--cl-lib", self.selector.cl_lib]
         limit = self.timeout_s if timeout_s is None else timeout_s
-        try:
-            res = self.transport.run(argv, timeout_s=limit, env=env)
-        except TransportTimeout as e:
-            raise RunnerTimeout(f"runner {mode} timed out after {limit:g} s and was killed",
-                                None, "", argv) from e
+        res = self._run(mode, argv, limit, env)
         if res.returncode != 0:
-            raise error_for(mode, res, argv)
+            err = error_for(mode, res, argv)
+            if not self._kernel_cache_suspect(mode, err, env):
+                raise err
+            res = self._retry_with_empty_cache(mode, argv, limit, env, err)
         if out is not None:
             if remote is not None:
                 self.transport.pull(remote, Path(out), list(expect))
             else:
                 check_outputs(Path(out), list(expect), self.device)
+        return res
+
+    def _run(self, mode: str, argv: list[str], limit: float,
+             env: Mapping[str, str]) -> CommandResult:
+        try:
+            return self.transport.run(argv, timeout_s=limit, env=dict(env))
+        except TransportTimeout as e:
+            raise RunnerTimeout(f"runner {mode} timed out after {limit:g} s and was killed",
+                                None, "", argv) from e
+
+    def _kernel_cache_suspect(self, mode: str, err: RunnerError,
+                              env: Mapping[str, str]) -> bool:
+        """Whether a crash may come from PoCL's shared kernel cache: a runner on this host
+        killed by SIGABRT, SIGBUS or SIGSEGV in a mode that compiles kernels while it used
+        that cache (not a private one, as a cold build does). PoCL loads a damaged entry (a
+        truncated ``program.bc`` or kernel ``.so``, after a full disk or a killed compile)
+        without checking it and aborts on an assertion or faults in it."""
+        return (self.local and mode != "info" and isinstance(err, RunnerSignalError)
+                and "POCL_CACHE_DIR" not in env
+                and _signal_of(err.exit_code or 0) in CACHE_CRASH_SIGNALS)
+
+    def _retry_with_empty_cache(self, mode: str, argv: list[str], limit: float,
+                                env: Mapping[str, str], err: RunnerError) -> CommandResult:
+        """Run ``argv`` once more with an empty private PoCL kernel cache after ``err`` (a
+        crash with the shared one). When that run succeeds the shared cache is damaged: it
+        is removed when phonetrain owns it, else named on stderr with what to do. When it
+        crashes too, the cache is not the cause: that error is raised, saying so."""
+        cache, owned = pocl_cache_in_use(dict(env))
+        fresh = tempfile.mkdtemp(prefix="phonetrain-kcache-")
+        try:
+            res = self._run(mode, argv, limit, {**env, "POCL_CACHE_DIR": fresh})
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
+        if res.returncode != 0:
+            again = error_for(mode, res, argv)
+            if isinstance(again, RunnerSignalError):
+                again.hint = ("a crash in the runner or the OpenCL driver, also with an empty "
+                              "PoCL kernel cache (so not a damaged cache); report it with the "
+                              "plan and `phonetrain info` (SIGKILL: out of memory?)")
+            raise again
+        if owned:
+            shutil.rmtree(cache, ignore_errors=True)
+            what = "removed it (phonetrain's own folder; the next run fills it again)"
+        else:
+            what = (f"delete that folder (rm -rf {cache}); until then each run crashes once "
+                    "and compiles its kernels afresh")
+        print(f"phonetrain: {err.message} with PoCL's kernel cache {cache} and ran with an "
+              f"empty one: that cache is damaged; {what}", file=sys.stderr, flush=True)
         return res
 
     # ------------------------------------------------------------------ modes

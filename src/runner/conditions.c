@@ -126,7 +126,19 @@ void cond_sample_now(cond_sample *s)
     s->load_avg_1m = read_number("/proc/loadavg");
     s->cpu_mhz = read_cpu_mhz();
     s->temperature_c = read_temperature_c();
+    s->throttled_levels = cpus_throttled(cond_sysfs_root(), s->throttled_s, COND_CGROUP_LEVELS);
     s->wall_ns = monotonic_ns();
+}
+
+double cond_cgroup_throttled_s(const cond_sample *a, const cond_sample *b)
+{
+    if (!a->throttled_levels || a->throttled_levels != b->throttled_levels) return NAN;
+    double most = 0;
+    for (int i = 0; i < a->throttled_levels; i++) {
+        double d = b->throttled_s[i] - a->throttled_s[i];
+        if (d > most) most = d;
+    }
+    return most;
 }
 
 double cond_other_cpu_share(const cond_sample *a, const cond_sample *b)
@@ -145,6 +157,7 @@ void cond_write_json(jwriter *w, const cond_sample *a, const cond_sample *b, int
     const char *policy = getenv("OMP_WAIT_POLICY");
     jw_obj_begin(w);
     jw_key(w, "other_cpu_share"); jw_num(w, cond_other_cpu_share(a, b));
+    jw_key(w, "cgroup_throttled_s"); jw_num(w, cond_cgroup_throttled_s(a, b));
     jw_key(w, "cpus"); jw_int(w, a->cpus);
     jw_key(w, "wall_s"); jw_num(w, (double)(b->wall_ns - a->wall_ns) / 1e9);
     jw_key(w, "self_cpu_s"); jw_num(w, b->self_cpu_s - a->self_cpu_s);

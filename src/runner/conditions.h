@@ -8,6 +8,8 @@
 
 #include "json.h"
 
+#define COND_CGROUP_LEVELS 16
+
 typedef struct {
     uint64_t wall_ns;                 /* CLOCK_MONOTONIC */
     double busy_s;                    /* /proc/stat: non-idle CPU time of all CPUs, s; NaN */
@@ -16,6 +18,8 @@ typedef struct {
     double load_avg_1m;               /* /proc/loadavg */
     double cpu_mhz;                   /* mean current clock over CPUs (cpufreq, else cpuinfo) */
     double temperature_c;             /* hottest /sys/class/thermal zone */
+    double throttled_s[COND_CGROUP_LEVELS];  /* cpus_throttled: per cgroup level, s */
+    int throttled_levels;             /* how many (0: no cgroup records throttling) */
 } cond_sample;
 
 void cond_sample_now(cond_sample *s);
@@ -30,9 +34,14 @@ const char *cond_sysfs_root(void);
  * (busy - own CPU time) / (wall * cpus), clipped to 0..1; NaN when /proc/stat is unreadable. */
 double cond_other_cpu_share(const cond_sample *a, const cond_sample *b);
 
-/* {"other_cpu_share", "load_avg_1m_start", "load_avg_1m_end", "cpus", "self_cpu_s", "wall_s",
- *  "cpu_mhz_start", "cpu_mhz_end", "temperature_c_start", "temperature_c_end",
- *  "omp_wait_policy", "omp_threads", and cpus_write_json's "cpus_online", "cpus_affinity",
+/* Time (s) between a and b that the CPU controller throttled this process's cgroup (the
+ * largest increase over the levels of its cgroup path: a quota on any level holds it back);
+ * NaN when no level records throttling. */
+double cond_cgroup_throttled_s(const cond_sample *a, const cond_sample *b);
+
+/* {"other_cpu_share", "cgroup_throttled_s", "load_avg_1m_start", "load_avg_1m_end", "cpus",
+ *  "self_cpu_s", "wall_s", "cpu_mhz_start", "cpu_mhz_end", "temperature_c_start",
+ *  "temperature_c_end", "omp_wait_policy", "omp_threads", and cpus_write_json's "cpus_online", "cpus_affinity",
  *  "cpu_quota_cpus", "cpus_usable"} over the measured iterations. */
 void cond_write_json(jwriter *w, const cond_sample *a, const cond_sample *b, int omp_threads);
 

@@ -99,6 +99,60 @@ static double cgroup_quota(const char *sysfs_root)
     return best;
 }
 
+/* Cumulative time (s) the CPU controller throttled one cgroup folder (v2 cpu.stat
+ * throttled_usec, v1 cpu.stat throttled_time in ns); NaN when it records none. */
+static double folder_throttled_s(const char *dir)
+{
+    char path[1200], key[64];
+    snprintf(path, sizeof path, "%s/cpu.stat", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return NAN;
+    double v, got = NAN;
+    while (fscanf(f, "%63s %lf", key, &v) == 2) {
+        if (!strcmp(key, "throttled_usec")) got = v / 1e6;
+        else if (!strcmp(key, "throttled_time")) got = v / 1e9;
+    }
+    fclose(f);
+    return got;
+}
+
+int cpus_throttled(const char *sysfs_root, double *out, int max)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return 0;
+    char line[1024], dir[1100];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c2 = '\0';
+        const char *ctl = c1 + 1, *cg = c2 + 1;
+        if (*ctl && (!strstr(ctl, "cpu") || strstr(ctl, "cpuset"))) continue;
+        size_t base = 0;
+        if (!*ctl) {
+            base = (size_t)snprintf(dir, sizeof dir, "%s/fs/cgroup", sysfs_root);
+        } else {  /* v1: the first of the usual mount names that exists */
+            const char *names[] = {ctl, "cpu", "cpu,cpuacct"};
+            for (int i = 0; i < 3; i++) {
+                base = (size_t)snprintf(dir, sizeof dir, "%s/fs/cgroup/%s", sysfs_root, names[i]);
+                if (access(dir, F_OK) == 0) break;
+            }
+        }
+        if (base >= sizeof dir) continue;
+        snprintf(dir + base, sizeof dir - base, "%s", strcmp(cg, "/") ? cg : "");
+        for (;;) {  /* the process's cgroup, then each ancestor */
+            double t = folder_throttled_s(dir);
+            if (!isnan(t) && n < max) out[n++] = t;
+            char *slash = strrchr(dir + base, '/');
+            if (!slash) break;
+            *slash = '\0';
+        }
+    }
+    fclose(f);
+    return n;
+}
+
 void cpus_read(cpu_avail *c, const char *sysfs_root)
 {
     long online = sysconf(_SC_NPROCESSORS_ONLN);

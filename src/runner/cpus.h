@@ -22,6 +22,12 @@ void cpus_read(cpu_avail *c, const char *sysfs_root);
 /* cpus_read(...).usable: the thread count of threads 0. */
 int cpus_usable(const char *sysfs_root);
 
+/* The cumulative throttled time (s) of each cgroup folder on this process's CPU controller
+ * paths that records one (v2 cpu.stat throttled_usec, v1 throttled_time), the process's own
+ * folder first, then its ancestors; at most max values into out, in the same order on every
+ * call. Returns how many (0: no cgroup records throttling). */
+int cpus_throttled(const char *sysfs_root, double *out, int max);
+
 /* {"cpus_online", "cpus_affinity", "cpu_quota_cpus" (null: no quota), "cpus_usable"} as keys
  * of the object being written. */
 void cpus_write_json(jwriter *w, const cpu_avail *c);

@@ -22,6 +22,7 @@
 #include "modes.h"
 #include "util.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,14 @@ static long long parse_ll(const char *opt, const char *v, long long lo)
     return x;
 }
 
+/* An int option: a larger value would be cut to 32 bits and run another count than asked. */
+static int parse_int(const char *opt, const char *v, int lo)
+{
+    long long x = parse_ll(opt, v, lo);
+    if (x > INT_MAX) fail(EXIT_BAD_INPUT, "%s %s: expected an integer %d..%d", opt, v, lo, INT_MAX);
+    return (int)x;
+}
+
 static double parse_double(const char *opt, const char *v, double lo)
 {
     char *end;
@@ -92,7 +101,7 @@ static void parse(int argc, char **argv, const runner_mode *m, runner_opts *o)
         if (!strcmp(k, "--plan")) o->plan = v;
         else if (!strcmp(k, "--root")) o->root = v;
         else if (!strcmp(k, "--out")) o->out = v;
-        else if (!strcmp(k, "--threads")) o->threads = (int)parse_ll(k, v, 0);
+        else if (!strcmp(k, "--threads")) o->threads = parse_int(k, v, 0);
         else if (!strcmp(k, "--platform")) o->sel.platform = v;
         else if (!strcmp(k, "--device")) o->sel.device = v;
         else if (!strcmp(k, "--device-type")) o->sel.type = v;
@@ -102,13 +111,13 @@ static void parse(int argc, char **argv, const runner_mode *m, runner_opts *o)
         else if (!strcmp(k, "--min-bytes")) o->min_bytes = parse_ll(k, v, 4);
         else if (!strcmp(k, "--max-bytes")) o->max_bytes = parse_ll(k, v, 4);
         else if (!strcmp(k, "--min-time-ms")) o->min_time_ms = parse_double(k, v, 0);
-        else if (!strcmp(k, "--repeats")) o->repeats = (int)parse_ll(k, v, 1);
+        else if (!strcmp(k, "--repeats")) o->repeats = parse_int(k, v, 1);
         else if (!strcmp(k, "--ci-target")) o->ci_target = parse_double(k, v, 0);
-        else if (!strcmp(k, "--max-iterations")) o->max_iterations = (int)parse_ll(k, v, 1);
+        else if (!strcmp(k, "--max-iterations")) o->max_iterations = parse_int(k, v, 1);
         else if (!strcmp(k, "--min-seconds")) o->min_seconds = parse_double(k, v, 0);
         else if (!strcmp(k, "--max-seconds")) o->max_seconds = parse_double(k, v, 0);
-        else if (!strcmp(k, "--resamples")) o->resamples = (int)parse_ll(k, v, 2);
-        else if (!strcmp(k, "--power-sample-ms")) o->power_sample_ms = (int)parse_ll(k, v, 0);
+        else if (!strcmp(k, "--resamples")) o->resamples = parse_int(k, v, 2);
+        else if (!strcmp(k, "--power-sample-ms")) o->power_sample_ms = parse_int(k, v, 0);
         else if (!strcmp(k, "--sysfs-root")) o->sysfs_root = v;
         else if (!strcmp(k, "--spec")) o->spec = v;
         else if (!strcmp(k, "--work-items")) o->work_items = parse_ll(k, v, 0);

@@ -210,7 +210,9 @@ def test_local_transport_timeout_stops_a_hung_runner(tmp_path: Path):
 
 
 def test_stage_interrupted_is_one_line(tmp_path: Path, monkeypatch, capsys):
-    """Ctrl-C reaches every running job's process: one line each, not a traceback."""
+    """Ctrl-C reaches every running job's process: one line each, not a traceback, naming
+    the flag a rerun needs (Snakemake refuses a plain one while the interrupted job's
+    outputs, e.g. a previous measurement, exist and are marked incomplete)."""
     from phonetrain.stages.job import main as stage_main
 
     def interrupted(*args):
@@ -219,6 +221,7 @@ def test_stage_interrupted_is_one_line(tmp_path: Path, monkeypatch, capsys):
     rc = stage_main({"data": interrupted}, ["data", "--log", str(tmp_path / "data.log")])
     err = capsys.readouterr().err
     assert rc == 130 and "data: interrupted" in err and "Traceback" not in err, err
+    assert "rerun the same snakemake command with --rerun-incomplete" in err, err
 
 
 def test_workflow_refuses_another_checkouts_package(tmp_path: Path):

@@ -31,7 +31,8 @@ def test_a_results_folder_that_is_a_file_is_one_line(tmp_path: Path):
     res = CliRunner().invoke(main, ["run", "model=mlp_16_16", "backend=cpu",
                                     f"results_dir={afile}", "measure.iterations=2"])
     assert res.exit_code == 1
-    assert "Not a directory" in res.output and str(afile) in res.output
+    assert f"{afile}: results_dir names a file, not a folder" in res.output, res.output
+    assert afile.read_text() == "not a folder"
     errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
     assert "Traceback" not in res.output and len(errors) == 1, res.output
 

@@ -67,3 +67,30 @@ def test_explicit_iterations_raise_an_unset_cap(conf: Path):
     with pytest.raises(ConfigError) as e:
         compose_sweep(["sweep=test", "measure.iterations=200"], conf_dir=conf)
     assert str(e.value).startswith(str(cfg)), str(e.value)
+
+
+@pytest.mark.parametrize("override, key, allowed", [
+    ("measure.cooldown_s=1e300", "measure.cooldown_s", "0..604800"),
+    ("measure.bootstrap_resamples=1000000000000", "measure.bootstrap_resamples", "2..100000"),
+    ("measure.threads=1000000000000", "measure.threads", "0..1024"),
+    ("measure.threads=4294967298", "measure.threads", "0..1024"),  # 2**32 + 2: 2 as a C int
+    ("measure.seed=4294967296", "measure.seed", f"0..{2**31 - 1}"),
+    ("measure.timeout_s=1e20", "measure.timeout_s", "> 0 and <= 604800"),
+    ("model.batch_size=4294967298", "batch_size", f"1..{2**31 - 1}"),
+])
+def test_huge_numbers_are_refused_naming_the_key_and_range(override, key, allowed):
+    """A value that would overflow a timer, exhaust memory in the bootstrap or be cut to 32
+    bits by the runner (running another count than the config records) is refused at
+    composition, naming the key and its allowed range."""
+    for compose in (lambda: compose_sweep(["sweep=test", override]),
+                    lambda: compose_one([override])):
+        with pytest.raises(ConfigError) as e:
+            compose()
+        msg = str(e.value)
+        assert f"key '{key}'" in msg and f"must be {allowed}" in msg and override in msg, msg
+    name, value = override.split("=")
+    within = {"measure.cooldown_s": "604800", "measure.threads": "1024",
+              "measure.bootstrap_resamples": "100000"}.get(name)
+    if within:  # the bound itself is allowed
+        assert compose_sweep(["sweep=test", f"{name}={within}"]).root["measure"][
+            name.split(".")[1]] == float(within)

@@ -1,6 +1,6 @@
-"""Overrides: a key the structured config lacks is refused before composing, with the valid
-keys of its section, whether typed plainly or with Hydra's `+`/`++` (which Hydra accepts and
-the study would ignore); a bad value set by an override is blamed on the override, not on
+"""Overrides: a key the structured config lacks is refused before composing, naming the
+closest key ("did you mean") or else listing the valid keys of its section, whether typed
+plainly or with Hydra's `+`/`++` (which Hydra accepts and the study would ignore); a bad value set by an override is blamed on the override, not on
 the file it overrode. `phonetrain aggregate --help` shows what it takes."""
 
 from __future__ import annotations
@@ -18,18 +18,53 @@ def test_unknown_key_is_refused_with_the_valid_keys(override):
     with pytest.raises(ConfigError) as e:
         compose_sweep(["sweep=test", override])
     msg = str(e.value)
-    assert "'measure.iteration' is not a key" in msg and "'iterations'" in msg, msg
+    assert "'measure.iteration' is not a key" in msg, msg
+    assert "Did you mean 'measure.iterations'?" in msg, msg
     assert "use +" not in msg  # never Hydra's hint that leads to an ignored key
 
 
+@pytest.mark.parametrize("override, guess", [
+    ("measure.iteratoins=3", "measure.iterations"),
+    ("model.btach_size=3", "model.batch_size"),
+    ("mesure.warmup=3", "measure.warmup"),          # a typo in the section
+    ("reslts_dir=x", "results_dir"),
+    ("device.facts.peak_gflop=3", "device.facts.peak_gflops"),
+])
+def test_a_typo_names_the_closest_key_not_the_whole_list(override, guess):
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", override])
+    msg = str(e.value)
+    assert f"Did you mean '{guess}'?" in msg, msg
+    assert "bootstrap_resamples" not in msg, msg  # not the 28 keys of 'measure'
+
+
+def test_a_key_far_from_any_lists_the_sections_keys():
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "measure.zzz=3"])
+    msg = str(e.value)
+    assert "Did you mean" not in msg and "'bootstrap_resamples'" in msg, msg
+
+
+def test_a_typo_in_a_file_names_the_closest_key(conf):
+    (conf / "config.yaml").write_text((conf / "config.yaml").read_text()
+                                      + "measure:\n  iteratoins: 3\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test"], conf_dir=conf)
+    msg = str(e.value)
+    assert "config.yaml" in msg and "Did you mean 'iterations'?" in msg, msg
+
+
 def test_unknown_key_is_refused_for_one_run_too():
-    with pytest.raises(ConfigError, match="'model.batchsize' is not a key.*'batch_size'"):
+    with pytest.raises(ConfigError, match="'model.batchsize' is not a key.*'model.batch_size'"):
         compose_one(["model=lenet5", "+model.batchsize=4"])
 
 
 def test_unknown_section_lists_the_roots_keys():
-    with pytest.raises(ConfigError, match="measur.iterations.*no such section.*'measure'"):
+    with pytest.raises(ConfigError,
+                       match="measur.iterations.*no such section.*'measure.iterations'"):
         compose_sweep(["sweep=test", "measur.iterations=3"])
+    with pytest.raises(ConfigError, match="xyz.abc.*no such section.*'measure'"):
+        compose_sweep(["sweep=test", "xyz.abc=3"])
 
 
 def test_plus_on_an_existing_key_says_drop_the_plus():

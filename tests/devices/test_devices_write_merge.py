@@ -99,3 +99,20 @@ def test_another_phone_of_the_same_model_gets_its_own_file(adb_server, tmp_path,
     assert first_file.read_text() == before
     [second_file] = _files_of(conf, second.serial)
     assert second_file.name.startswith("twin_")  # the model plus the serial
+
+
+def test_a_rerun_that_changes_nothing_says_so(adb_server, tmp_path, build_dir):
+    """A second --write for the same phone leaves its file as it was, and says so rather
+    than 'wrote'."""
+    conf = tmp_path / "conf"
+    vd = connect_vdev(adb_server, tmp_path / "a", props={"ro.product.model": "Gamma"})
+    try:
+        _assert_wrote(_write(adb_server, conf, build_dir), vd.serial)
+        f = conf / "device" / "gamma.yaml"
+        before, mtime = f.read_text(), f.stat().st_mtime_ns
+        res = _write(adb_server, conf, build_dir)
+    finally:
+        disconnect_vdev(adb_server, vd)
+    assert f.read_text() == before and f.stat().st_mtime_ns == mtime
+    assert f"{vd.serial}: left unchanged (already up to date) {f}" in res.output, res.output
+    assert f"{vd.serial}: wrote " not in res.output, res.output

@@ -242,3 +242,21 @@ def test_a_reduction_local_size_keeps_one_work_group_per_output():
     assert geometry("conv_sgd", dims, v) == ([19 * 256, 3], [256, 1])
     v.local_sizes["conv_sgd"] = [16, 2]   # several output channels per work-group
     assert geometry("conv_sgd", dims, v) == ([19 * 16, 4], [16, 2])
+
+
+@pytest.mark.parametrize("layers", [(), ("relu",), ("flatten",)])
+@pytest.mark.parametrize("backend", [{}, {"backend": "opencl", "placement": "resident",
+                                          "transfer": "copy"},
+                                     {"backend": "opencl", "placement": "staged",
+                                      "transfer": "copy", "kernel": "fused"}])
+def test_model_without_parameters_is_a_lower_error_naming_it(layers, backend):
+    """A model of zero layers (or only parameter-free ones) has nothing to train: one
+    LowerError naming the model and what to add, not a StopIteration from the builder."""
+    from phonetrain.models import Flatten, Model, ReLU
+    made = {"relu": ReLU("relu1"), "flatten": Flatten("flatten")}
+    model = Model("empty_16", (16,), 16, tuple(made[k] for k in layers))
+    with pytest.raises(LowerError) as e:
+        lower(LowerSpec(model="empty_16", batch_size=4, dataset="synthetic", **backend),
+              model=model)
+    msg = str(e.value)
+    assert "model empty_16 has no layer with parameters" in msg and "Linear" in msg, msg

@@ -11,6 +11,8 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -260,6 +262,9 @@ def test_compare_names_the_folder_or_devices_it_cannot_match(tmp_path):
     assert f"{folders['two']} holds ['phoneA', 'phoneB']" in out
     assert f"{folders['other']} holds ['phoneC']" in out and "share a device" in out
     out = refused(folders["none"], folders["other"])
+    assert f"{folders['none']}/summary/runs.parquet: table 'runs' has no rows" in out, out
+    assert "rerun the aggregate stage" in out, out
+    out = refused(folders["none"], folders["none"])
     assert f"{folders['none']}: no measured run or GEMM shape" in out and "aggregate" in out
     nowhere = str(tmp_path / "nowhere")
     assert f"{nowhere}: no such folder" in refused(folders["other"], nowhere)
@@ -319,3 +324,50 @@ def test_a_measured_iteration_count_is_not_a_setting(tmp_path):
     rows = changes.compare(a, b)
     assert [r.verdict for r in rows] == [f"faster ({NOT_GAUGED})"], [r.verdict for r in rows]
     assert rows[0].changed == "kernel sources k-tiled -> k-tiled-2"
+
+
+def _rewrite_ledger(ledger: Path, change) -> None:
+    """Rewrite the ledger file with ``change`` (a function of its pyarrow table)."""
+    pq.write_table(change(pq.read_table(ledger)), ledger)
+
+
+def test_a_ledger_of_another_schema_is_migrated(tmp_path):
+    """A ledger written when a column was nullable that now is not (and with another column
+    missing, a third of a narrower type, columns in another order) is migrated: the next
+    aggregation keeps its measurements and rewrites it in today's schema."""
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    ledger = out / "history" / "measurements.parquet"
+    run = write_run(raw, backend="cpu")
+    first = _aggregate(raw, out, [run])["history"]
+
+    def older(t: pa.Table) -> pa.Table:
+        fields = [pa.field(f.name, pa.int32() if f.name == "threads" else f.type,
+                           nullable=True) for f in t.schema if f.name != "conditions"]
+        return pa.Table.from_arrays([t[f.name].cast(f.type) for f in fields][::-1],
+                                    schema=pa.schema(fields[::-1]))
+    _rewrite_ledger(ledger, older)
+    with pytest.raises(schema.SchemaError):  # the file is of another schema ...
+        schema.read_table(ledger, "history")
+    later = _aggregate(raw, out, [write_run(raw, backend="cpu", kernel_ns=300_000)])["history"]
+    kept = later[later["measurement_id"].isin(first["measurement_id"])]
+    assert len(kept) == len(first) and not kept["latest"].any()  # ... but nothing was lost
+    assert len(schema.read_table(ledger, "history")) == len(first) + 1
+
+
+@pytest.mark.parametrize("change, column", [
+    (lambda t: t.append_column("calibration", pa.array([1.0] * len(t))),
+     "extra columns ['calibration']"),
+    (lambda t: t.drop_columns(["measurement_id"]), "missing column 'measurement_id'"),
+    (lambda t: t.set_column(t.schema.get_field_index("median_ms"), "median_ms",
+                            pa.array(["fast"] * len(t))), "column 'median_ms' of type string"),
+])
+def test_a_ledger_that_cannot_be_migrated_names_the_column(tmp_path, change, column):
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    ledger = out / "history" / "measurements.parquet"
+    _aggregate(raw, out, [write_run(raw, backend="cpu")])
+    _rewrite_ledger(ledger, change)
+    with pytest.raises(schema.SchemaError) as e:
+        _aggregate(raw, out, [write_run(raw, backend="cpu")])
+    assert str(ledger) in e.value.message and column in e.value.message, e.value.message
+    assert "move" in e.value.hint
+

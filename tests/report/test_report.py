@@ -214,7 +214,7 @@ def test_cli_aggregate_report_and_trace_work_on_a_results_folder(real_study, tmp
     assert res.exit_code == 0, res.output
     assert json.loads((run_dir / "trace.perfetto.json").read_text())["traceEvents"]
     res = cli.invoke(main, ["report", "--results", str(results / "nowhere")])
-    assert res.exit_code != 0 and "runs.parquet" in res.output
+    assert res.exit_code != 0 and "nowhere does not exist" in res.output, res.output
 
 
 def test_multiline_failure_reason_keeps_tables_intact(tmp_path):

@@ -142,3 +142,42 @@ def test_contention_with_a_probe_at_its_quiet_figure_is_recorded_not_judged():
                     max_other_cpu_share=0.25, quiet_probe_ms=1.0, max_probe_slowdown=1.25)
     assert not v["unstable"] and v["other_cpu_share"] == 0.6
     assert v["probe_slowdown"] == pytest.approx(1.1)
+
+
+def test_a_quota_that_throttled_the_runner_is_named_not_other_processes():
+    """Under a cgroup CPU quota the probe is slow and the host may look busy, but a quieter
+    host would not help: the reason names the quota and what lifts it."""
+    steady = [10.0 + 0.01 * i for i in range(20)]
+    held = _probed(0.78, 1.0, 1.9) | {"cgroup_throttled_s": 0.4, "wall_s": 1.0,
+                                      "cpu_quota_cpus": 1.5}
+    v = stats.judge(steady, [held, held], ci_target=0.05, max_other_cpu_share=0.25,
+                    quiet_probe_ms=1.0, max_probe_slowdown=1.25)
+    [reason] = v["reasons"]
+    assert v["unstable"] and reason.startswith("the cgroup CPU quota (1.5 CPUs) throttled the "
+                                               "runner for 0.8 s of the 2 s measured (40%)")
+    assert "quieter" not in reason and "other processes used" not in reason, reason
+    assert "raise or lift the quota" in reason and "measure.threads 1 or fewer" in reason
+    # throttling within the tolerance, or unrecorded (null), leaves the other reasons
+    for t in (0.005, None):
+        v = stats.judge(steady, [held | {"cgroup_throttled_s": t}], ci_target=0.05,
+                        max_other_cpu_share=0.25, quiet_probe_ms=1.0, max_probe_slowdown=1.25)
+        assert v["reasons"][0].startswith("the host ran 1.90x slower"), v["reasons"]
+
+
+def test_a_cool_down_that_timed_out_makes_the_run_unstable():
+    """A phone still at 80 C when its cool-down gave up (the transport's device.json): the
+    verdict says so with the temperature and the remedy, not only the device readings."""
+    steady = [10.0 + 0.01 * i for i in range(20)]
+    cool = _probed(0.0, 1.0, 1.0) | {"cooldown_timed_out": 0.0, "cooldown_end_c": 40.0,
+                                     "cooldown_wait_s": 3.0, "cooldown_threshold_c": 45.0}
+    hot = cool | {"cooldown_timed_out": 1.0, "cooldown_end_c": 80.0, "cooldown_wait_s": 120.2}
+    v = stats.judge(steady, [cool, hot], ci_target=0.05, max_other_cpu_share=0.25,
+                    quiet_probe_ms=1.0, max_probe_slowdown=1.25)
+    assert v["unstable"] and v["reasons"] == [
+        "the cool-down timed out before 1 of 2 processes: the device was still hot at 80 C "
+        "(over measure.cooldown_threshold_c 45 C) after 120 s, so its clocks may have been "
+        "throttled: give it longer (measure.cooldown_limit_s), a cooler place or no case, "
+        "then measure it again (phonetrain refresh --unstable)"]
+    v = stats.judge(steady, [cool, cool], ci_target=0.05, max_other_cpu_share=0.25,
+                    quiet_probe_ms=1.0, max_probe_slowdown=1.25)
+    assert not v["unstable"], v["reasons"]

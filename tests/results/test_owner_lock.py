@@ -84,3 +84,19 @@ def test_a_results_dir_that_is_a_file_is_named_as_such(tmp_path: Path):
         owner.take(Layout(str(afile)))
     assert "names a file, not a folder" in str(e.value) and str(afile) in str(e.value)
     assert afile.read_text() == "not a folder\n"   # nothing written over it
+
+
+def test_phonetrain_run_refuses_while_a_workflow_owns_the_folder(tmp_path: Path):
+    """A one-off run writes a run folder, a runner and a plan into the results folder: under
+    a running workflow it is refused naming the holder, and writes nothing."""
+    L = Layout(str(tmp_path / "results"))
+    lock = owner.take(L)
+    try:
+        res = CliRunner().invoke(main, ["run", "model=mlp_16_16", "backend=cpu",
+                                        f"results_dir={L.root}", "measure.iterations=2"])
+        assert res.exit_code == 1, res.output
+        assert f"results folder {L.root} is in use by another workflow: pid {os.getpid()}" \
+            in res.output, res.output
+    finally:
+        lock.release()
+    assert sorted(p.name for p in Path(L.root).iterdir()) == ["owner.json", "owner.lock"]

@@ -81,3 +81,22 @@ def test_a_quota_above_the_mask_and_none_change_nothing(runner, tmp_path, monkey
     assert c["cpu_quota_cpus"] is None and threads == n
     monkeypatch.setenv(cpus.SYSFS_ROOT_ENV, str(empty))
     assert cpus.availability().quota_cpus is None and cpus.usable_cpus() == n
+
+
+def test_the_cgroups_throttled_time_is_recorded(runner, tmp_path):
+    """The runner reads the CPU controller's throttled time (v2 cpu.stat throttled_usec, v1
+    throttled_time) of its cgroup path before and after measuring and records the increase
+    (``cgroup_throttled_s``, what the measurement verdict judges a quota by); null where no
+    cgroup records it. A planted file does not change during the run: an increase of 0."""
+    root = _plant_quota(tmp_path / "sys", 50000, 100000)
+    for d in (root / "fs" / "cgroup").rglob("*"):
+        if (d / "cpu.max").is_file():
+            (d / "cpu.stat").write_text("usage_usec 10\nnr_throttled 3\nthrottled_usec 2500000\n")
+        elif (d / "cpu.cfs_quota_us").is_file():
+            (d / "cpu.stat").write_text("nr_periods 9\nnr_throttled 3\nthrottled_time 2500000000\n")
+    _, c = _conditions(runner, tmp_path, sysfs_root=str(root))
+    assert c["cgroup_throttled_s"] == 0.0, c
+    empty = tmp_path / "nosys"
+    empty.mkdir()
+    _, c = _conditions(runner, tmp_path, sysfs_root=str(empty), out="none")
+    assert c["cgroup_throttled_s"] is None, c

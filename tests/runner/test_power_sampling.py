@@ -294,3 +294,27 @@ def test_the_report_says_a_charging_phone_was_not_measured(tmp_path):
     (e,) = energy(runs)
     assert e["note"] == f"not measured on phone ({caveat})" and not e["rows"]
     assert list(energy_gaps(runs)["why"]) == [caveat]
+
+
+def test_a_battery_current_in_milliamperes_is_flagged_not_tabulated(runner, bundle, tmp_path):
+    """A phone whose current_now is in mA (a 500 mA draw reads 500, where uA are read): the
+    runner's mean power is 1000x too low (2 mW), which no computing phone draws, so the runs
+    table carries no energy for it but the caveat naming the file and its likely unit, and
+    the report says why the run was not measured."""
+    from phonetrain.report.build import energy
+    from phonetrain.results import aggregate
+    sysfs = tmp_path / "sys"
+    battery(sysfs, -500)
+    plug(sysfs, "Discharging", usb_online=0)
+    d = write_run(tmp_path / "runs", device="phone", iterations=2)
+    doc = json.loads((d / "run.json").read_text())
+    doc["power"] = run(runner, bundle, tmp_path, sysfs)["power"]
+    assert doc["power"]["mean_power_w"] == pytest.approx(0.002)   # what the runner computed
+    (d / "run.json").write_text(json.dumps(doc))
+    row = aggregate.tables([d])["runs"].iloc[0]
+    assert row["energy_per_iteration_mj"] is None or math.isnan(row["energy_per_iteration_mj"])
+    assert row["energy_method"] == "implausible"
+    assert "implausible battery power 0.002 W" in row["energy_caveat"]
+    assert "current_now is likely in mA" in row["energy_caveat"]
+    (e,) = energy(aggregate.tables([d])["runs"])
+    assert not e["rows"] and "implausible battery power 0.002 W" in e["note"], e

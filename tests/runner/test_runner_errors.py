@@ -221,3 +221,66 @@ def test_killed_run_leaves_nothing_complete(runner, pocl, tmp_path):
     with pytest.raises(rt.RunnerTimeout, match="timed out after 5 s"):
         rt.run_plan(runner, path, tmp_path / "b", out, timeout_s=5)
     assert not (out / "run.json").exists() and not (out / "trace.csv").exists()
+
+
+@pytest.mark.parametrize("option", ["--threads", "--resamples", "--max-iterations",
+                                    "--power-sample-ms"])
+def test_int_option_beyond_a_c_int_is_refused(runner, tmp_path, option):
+    """2**32 + 2 would be cut to 2 by a cast to int: the runner exits 2 naming the option and
+    its range instead of running another count than it was given."""
+    res = subprocess.run([str(runner), "run", "--plan", str(tmp_path / "p.json"), "--out",
+                          str(tmp_path / "o"), option, str(2**32 + 2)],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2, res.stderr
+    assert option in res.stderr and "2147483647" in res.stderr, res.stderr
+
+
+def _damage_kernel_cache(cache: Path) -> None:
+    """Cut every compiled program of a PoCL kernel cache short (a full disk, a killed
+    compile): PoCL then aborts on an assertion while it loads one."""
+    files = list(cache.rglob("program.bc"))
+    assert files, f"PoCL wrote no program.bc under {cache}"
+    for f in files:
+        f.write_bytes(f.read_bytes()[:1000])
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_damaged_pocl_kernel_cache_is_survived_and_named(runner, pocl, tmp_path, monkeypatch,
+                                                         capsys, owned):
+    """A run that PoCL's damaged kernel cache kills (SIGABRT) is run again with an empty
+    cache and completes; the damaged folder is named with what to do (the user's: delete
+    it), or removed when it is phonetrain's own."""
+    from phonetrain.devices import local
+    cache = tmp_path / "kcache"
+    if owned:  # the folder phonetrain uses when PoCL's default is not writable
+        monkeypatch.delenv("POCL_CACHE_DIR", raising=False)
+        monkeypatch.setattr(local, "pocl_cache_env", lambda: {"POCL_CACHE_DIR": str(cache)})
+    else:
+        monkeypatch.setenv("POCL_CACHE_DIR", str(cache))
+    path = stage(tmp_path / "b", tiny_plan())
+    rt.run_plan(runner, path, tmp_path / "b", tmp_path / "out1", device_selector=pocl)
+    _damage_kernel_cache(cache)
+    doc = rt.run_plan(runner, path, tmp_path / "b", tmp_path / "out2", device_selector=pocl)
+    assert doc["status"] == "ok"
+    err = capsys.readouterr().err
+    assert f"runner run was killed by SIGABRT with PoCL's kernel cache {cache}" in err, err
+    if owned:
+        assert "removed it" in err and not cache.exists(), err
+    else:
+        assert f"delete that folder (rm -rf {cache})" in err, err
+
+
+def test_a_crash_with_an_empty_kernel_cache_too_is_not_blamed_on_it(tmp_path, monkeypatch):
+    """A runner that dies of SIGABRT whatever its kernel cache is run twice (the second time
+    with an empty cache), then its error says the cache is not the cause."""
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path / "kcache"))
+    crash = tmp_path / "runner"
+    crash.write_text(f"#!/bin/sh\necho \"$POCL_CACHE_DIR\" >> {tmp_path / 'tries'}\n"
+                     "kill -ABRT $$\n")
+    crash.chmod(0o755)
+    r = rt.Runner.local_binary(crash, tmp_path / "root", timeout_s=30)
+    with pytest.raises(rt.RunnerSignalError) as e:
+        r.run(tmp_path / "plan.json", tmp_path / "out")
+    assert "also with an empty PoCL kernel cache (so not a damaged cache)" in e.value.hint
+    tries = (tmp_path / "tries").read_text().split()
+    assert tries[0] == str(tmp_path / "kcache") and len(tries) == 2 and tries[1] != tries[0]

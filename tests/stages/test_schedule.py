@@ -1,5 +1,6 @@
-"""The shares of host_load a job takes by its work and its device's transport, and the record
-a measuring job writes (phonetrain.stages.schedule)."""
+"""The shares of host_load a job takes by its work and whether its device runs on this host's
+CPU (the transport's trait), and the record a measuring job writes
+(phonetrain.stages.schedule)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,37 @@ from phonetrain.stages import schedule
 from phonetrain.stages.schedule import DEVICE, HOST, MEASURE, host_share
 
 
-def test_a_local_measurement_takes_every_share_and_a_phone_none():
-    assert host_share(MEASURE, "local", 4) == 4
-    assert host_share(DEVICE, "local", 4) == host_share(HOST, "adb", 4) == 1
-    assert host_share(MEASURE, "adb", 4) == host_share(DEVICE, "adb", 4) == 0
+def test_a_measurement_on_this_hosts_cpu_takes_every_share_and_a_phone_none():
+    assert host_share(MEASURE, True, 4) == 4
+    assert host_share(DEVICE, True, 4) == host_share(HOST, False, 4) == 1
+    assert host_share(MEASURE, False, 4) == host_share(DEVICE, False, 4) == 0
     assert schedule.device_resource("pixel-7.a") == "device_pixel_7_a"
+
+
+def test_a_virtual_phone_on_this_host_takes_the_host_like_the_local_device():
+    """A virtual phone (or an emulator) behind this host's adb server runs its runner on this
+    host's CPU: its measuring jobs take every share, as the local device's do; a phone on USB
+    or at another address takes none."""
+    from phonetrain.devices import shares_host_cpu
+    local = {"name": "host", "transport": "local"}
+    virtual = {"name": "vphone", "transport": "adb", "serial": "127.0.0.1:7100",
+               "adb_host": None, "adb_port": 5037}
+    usb = virtual | {"serial": "R58M1234ABC"}
+    wifi = virtual | {"serial": "192.0.2.7:5555"}
+    for dev, on_host in ((local, True), (virtual, True), (virtual | {"serial": "emulator-5554"},
+                                                           True),
+                         (virtual | {"serial": "localhost:7100", "adb_host": "localhost"}, True),
+                         (usb, False), (wifi, False),
+                         (virtual | {"adb_host": "192.0.2.9"}, False)):   # that host's loopback
+        assert shares_host_cpu(dev) is on_host, dev
+        assert host_share(MEASURE, shares_host_cpu(dev), 4) == (4 if on_host else 0), dev
 
 
 def test_the_record_says_whether_the_job_held_the_host(monkeypatch):
     monkeypatch.delenv(schedule.SCHEDULE_ENV, raising=False)
-    assert schedule.record("local") == {"scheduler": "none"}
+    assert schedule.record(True) == {"scheduler": "none"}
     monkeypatch.setenv(schedule.SCHEDULE_ENV, json.dumps({"host_shares": 3, "cores": 3}))
-    local, phone = schedule.record("local"), schedule.record("adb")
+    local, phone = schedule.record(True), schedule.record(False)
     assert local["alone_on_host"] and local["host_load"] == 3 and local["snakemake_cores"] == 3
     assert not phone["alone_on_host"] and phone["host_load"] == 0
 

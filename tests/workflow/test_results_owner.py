@@ -60,3 +60,13 @@ def test_second_workflow_on_one_results_folder_is_refused(tmp_path: Path, monkey
     again = snakemake(other, "all", overrides=SMALL + [f"results_dir={ws / 'results'}"],
                       timeout=1800)  # the first has ended: its lock went with it
     assert "in use by another workflow" not in again.stderr, again.stderr[-3000:]
+
+
+def test_a_run_snakemake_refuses_takes_nothing(tmp_path: Path):
+    """`snakemake all` without --cores (or --jobs) is refused by Snakemake after it parsed
+    the workflow: the parse takes no owner lock, writes no owner note, moves nothing."""
+    ws = make_workspace(tmp_path / "ws")
+    p = subprocess.run([str(SNAKEMAKE), "all", "--config", f"overrides={json.dumps(SMALL)}"],
+                       cwd=ws, env=env(ws), capture_output=True, text=True, timeout=900)
+    assert p.returncode != 0 and "cores have to be specified" in p.stderr, p.stderr[-3000:]
+    assert not (ws / "results").exists(), sorted(p.name for p in (ws / "results").iterdir())

@@ -1,8 +1,11 @@
 """Scheduling around the devices (phonetrain.stages.schedule): with ``--cores 2`` a job
-measuring the local device runs alone on the host (no other job's span overlaps it), two
-phones measure in parallel while each phone runs one job at a time, and with an executor
+measuring the local device runs alone on the host (no other job's span overlaps it), and so
+does one measuring a virtual phone served from this host (its runner runs on this host's
+CPU: the transport's trait), while each phone runs one job at a time; with an executor
 plugin the build jobs go through the executor while every job that talks to a phone stays
-on the submitting host. Real Snakemake runs; job spans from the job logs."""
+on the submitting host. Phones with their own CPUs measuring in parallel is the schedule's
+unit test (tests/stages/test_schedule.py): every phone here is virtual. Real Snakemake runs;
+job spans from the job logs."""
 
 from __future__ import annotations
 
@@ -48,7 +51,10 @@ def two_phones(adb_server, tmp_path_factory):
             disconnect_vdev(adb_server, vd)
 
 
-def test_two_phones_measure_in_parallel_one_job_each(two_phones):
+def test_two_virtual_phones_on_this_host_measure_alone_one_job_each(two_phones):
+    """Two virtual phones run their runners on this host's CPU: their measuring jobs take the
+    whole host (never at once, and beside no other job), as the local device's do, and each
+    phone runs one job at a time."""
     tmp, phones = two_phones
     (tmp / "cores").mkdir()
     ws = workspace(tmp / "cores", phones)
@@ -64,10 +70,12 @@ def test_two_phones_measure_in_parallel_one_job_each(two_phones):
     for p, own in by_phone.items():
         assert sum(j.rule == "train" for j in own) == 2, own
         assert overlapping(own, own) == [], p   # one job at a time on a phone
-    assert overlapping(*by_phone.values()), "the two phones never measured at once"
+    measuring = [j for j in jobs if j.rule in MEASURING]
+    assert {j.device for j in measuring} == set(phones), measuring
+    assert overlapping(measuring, jobs) == [], "a virtual phone measured beside another job"
     for p in phones:
         doc = json.loads((ws / f"results/runs/{p}/mlp_16_16.cpu.none/schedule.json").read_text())
-        assert doc["host_load"] == 0 and not doc["alone_on_host"], doc
+        assert doc["alone_on_host"] and doc["host_load"] == doc["host_shares"] == 2, doc
 
 
 SUBMIT = """#!/bin/sh

@@ -79,14 +79,15 @@ def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None
                                                  build_root / tc_name)
             info = _probe(r.serial, runner, adb_host, adb_port)
             cfg = discovery.device_config(name, r, adb_host, adb_port, info)
-            path, notes = discovery.write_config(conf_dir, cfg)
+            path, notes, written = discovery.write_config(conf_dir, cfg)
         except PhonetrainError as exc:
             failed.append(r.serial)
             click.echo(f"{r.serial}: not written: {exc}", err=True)
             continue
         for note in notes:
             click.echo(f"{r.serial}: {path}: {note}", err=True)
-        click.echo(f"{r.serial}: wrote {path} (GPU {cfg['facts']['gpu'] or 'none'}); add it "
+        done = "wrote" if written else "left unchanged (already up to date)"
+        click.echo(f"{r.serial}: {done} {path} (GPU {cfg['facts']['gpu'] or 'none'}); add it "
                    f"to a sweep with: snakemake --cores 2 all --config "
                    f"'overrides=[\"sweep.devices=[host,{name}]\"]'")
     if failed:

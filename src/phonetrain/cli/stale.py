@@ -63,7 +63,8 @@ def damaged_tables(L) -> list[str]:
     """One line per file of the results folder ``L`` (a :class:`phonetrain.layout.Layout`)
     that the aggregate or report stage would stop on: a summary Parquet file, or the history
     ledger, that exists but is not a readable table of its schema
-    (:func:`phonetrain.results.schema.read_table`); each line says what to do."""
+    (:func:`phonetrain.results.schema.read_table`), or a runs table without rows
+    (:func:`phonetrain.results.schema.require_runs`); each line says what to do."""
     from phonetrain.results import schema
     from phonetrain.results.aggregate import read_ledger
     lines = []
@@ -71,7 +72,9 @@ def damaged_tables(L) -> list[str]:
         p = Path(L.summary(t))
         if p.exists():
             try:
-                schema.read_table(p, t)
+                df = schema.read_table(p, t)
+                if t == "runs":  # one row per experiment of the study, failed ones too
+                    schema.require_runs(df, p)
             except schema.SchemaError as e:
                 lines.append(f"damaged {p}: {e.message}; the report stage stops on it and "
                              "snakemake all does not rewrite it while its inputs are unchanged: "

@@ -53,18 +53,27 @@ def _sweep(overrides: tuple[str, ...], conf_dir: str | None, results: str | None
 def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
     """Run one experiment without Snakemake: OVERRIDES are Hydra overrides, e.g.
     `phonetrain run model=lenet5 device=host backend=opencl kernel=baseline
-    measure.iterations=5`. Writes the same files as the workflow (results/runs/...)."""
+    measure.iterations=5`. Writes the same files as the workflow (results/runs/...), holding
+    the results folder as a workflow does (refused while one runs there)."""
     from phonetrain.config import CONF_DIR, compose_one
     from phonetrain.io import read_json
-    from phonetrain.layout import RUN, VERIFY
+    from phonetrain.layout import RUN, VERIFY, Layout
+    from phonetrain.results import environment, owner
     from phonetrain.stages.single import run_single
     from phonetrain.stages.train import skipped_reason
     try:
         sweep, exp = compose_one(list(overrides), conf_dir or CONF_DIR)
         require_study_folder(sweep.results_dir, overrides, conf_dir)
-        click.echo(f"phonetrain run: {exp.id} on {exp.device} (config {exp.config_hash})",
-                   err=True)
-        rdir = run_single(sweep, exp)
+        L = Layout(sweep.results_dir)
+        environment.check(L, sweep.environment)
+        lock = owner.take(L)  # never under a running workflow
+        try:
+            environment.record(L, sweep.environment)
+            click.echo(f"phonetrain run: {exp.id} on {exp.device} (config "
+                       f"{exp.config_hash})", err=True)
+            rdir = run_single(sweep, exp)
+        finally:
+            lock.release()
         reason = skipped_reason(rdir / RUN)
         v = None if reason else read_json(rdir / VERIFY)
     except PhonetrainError as e:
@@ -175,11 +184,21 @@ def report_command(overrides: tuple[str, ...], conf_dir: str | None,
     """The study's summary tables -> report.html, report.md and figures/ (the workflow's
     report stage), with the report settings and device facts of the composed config."""
     from phonetrain.layout import Layout
+    from phonetrain.results import schema
     from phonetrain.stages.aggregate import report_study
     from phonetrain.stages.params import facts
     try:
         sweep = _sweep(overrides, conf_dir, results)
-        out = report_study(Layout(sweep.results_dir), sweep.root["report"], facts(sweep))
+        if not Path(sweep.results_dir).is_dir():
+            raise click.ClickException(
+                f"results folder {Path(sweep.results_dir).resolve()} does not exist: "
+                "name the folder a study wrote (--results DIR or "
+                "results_dir=DIR, with the overrides it ran with), or run the study first "
+                "(snakemake --cores 1 all)")
+        L = Layout(sweep.results_dir)
+        if Path(L.summary("runs")).is_file():  # a study's runs table has rows
+            schema.require_runs(schema.read_table(L.summary("runs"), "runs"), L.summary("runs"))
+        out = report_study(L, sweep.root["report"], facts(sweep))
     except (PhonetrainError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"{out['html']}\n{out['md']}")
@@ -194,16 +213,21 @@ def compare_command(results_a: str, results_b: str) -> None:
     verdict (faster or slower only when both are usable and the intervals separate, else
     "cannot tell" with the reason) and what differs (source files, tuning choices). Runs and
     shapes identical on both sides are counted, not listed. Reads RESULTS/summary/*.parquet
-    (run `phonetrain aggregate` there first)."""
+    (run `phonetrain aggregate` there first); a runs table without rows beside one with rows
+    is refused as damaged."""
     from phonetrain.layout import Layout
     from phonetrain.report import load_tables
     from phonetrain.report.changes import compare, text_table
+    from phonetrain.results import schema
     for r in (results_a, results_b):
         if not Path(r).is_dir():
             raise click.ClickException(f"{r}: no such folder, so no {Layout(r).summary('runs')};"
                                        " give a results folder (a study's results_dir)")
     try:
         a, b = (load_tables(Layout(r).summary_dir()) for r in (results_a, results_b))
+        for r, mine, other in ((results_a, a, b), (results_b, b, a)):
+            if len(other["runs"]):  # a side without runs is compared with one that has runs
+                schema.require_runs(mine["runs"], Layout(r).summary("runs"))
         changes = compare(a, b, (results_a, results_b))
     except (PhonetrainError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None

@@ -1,7 +1,8 @@
 """Transports to devices: :func:`get_transport` picks one from a device config.
 
 ``local`` (:mod:`.local`) runs on this host from a staging folder; ``adb`` (:mod:`.adb`)
-reaches a phone through an adb server. Both implement
+reaches a phone through an adb server. Each transport class carries its traits (e.g.
+``shares_host_cpu``: :func:`shares_host_cpu`). Both implement
 :class:`phonetrain.devices.base.Transport` plus ``lock()`` (a host-wide ``filelock.FileLock``
 keyed by device: one measurement at a time per device).
 """
@@ -14,7 +15,25 @@ from typing import Any
 from phonetrain.devices.base import CommandResult, Transport, TransportError
 from phonetrain.devices.local import LocalTransport
 
-__all__ = ["get_transport", "CommandResult", "Transport", "TransportError", "LocalTransport"]
+__all__ = ["get_transport", "shares_host_cpu", "transport_class", "CommandResult", "Transport",
+           "TransportError", "LocalTransport"]
+
+
+def transport_class(kind: str) -> type:
+    """The transport class of a device config's ``transport`` (``local`` | ``adb``); raises
+    TransportError for another."""
+    if kind == "local":
+        return LocalTransport
+    if kind == "adb":
+        from phonetrain.devices.adb import AdbTransport  # adbutils only when needed
+        return AdbTransport
+    raise TransportError(f"transport {kind!r} is not known", "use local or adb")
+
+
+def shares_host_cpu(device: dict[str, Any]) -> bool:
+    """Whether the configured ``device`` runs its commands on this host's CPU (its
+    transport's trait, :meth:`phonetrain.devices.base.Transport.shares_host_cpu`)."""
+    return transport_class(device["transport"]).shares_host_cpu(device)
 
 
 def get_transport(device: dict[str, Any], stage_root: str | Path, *,

@@ -34,9 +34,11 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 import adbutils
-from phonetrain.devices.base import CommandResult, TransportError, TransportTimeout
+from phonetrain.devices.base import (CommandResult, TransportError, TransportTimeout,
+                                     on_this_host)
 from phonetrain.devices.locks import DeviceLock, HostLock, PhoneLock
 from phonetrain.io import make_temp_dir, sha256_file
 
@@ -209,6 +211,21 @@ class AdbTransport:
         self._device: adbutils.AdbDevice | None = None
         self._features: set[str] | None = None
         self._identity: str | None = None
+
+    @staticmethod
+    def shares_host_cpu(device: Mapping[str, Any]) -> bool:
+        """Trait (:class:`~phonetrain.devices.base.Transport`): whether the device behind
+        ``device``'s serial runs on this host's CPU -- an emulator (``emulator-<port>``) or a
+        network device at this host's own address (``phonetrain virtual-device``:
+        ``127.0.0.1:<port>``) of an adb server on this host. A phone on USB or at another
+        address computes on its own CPU."""
+        serial = str(device.get("serial") or "")
+        if not on_this_host(device.get("adb_host")):
+            return False   # that server's emulators and loopback devices are on its host
+        if serial.startswith("emulator-"):
+            return True
+        host, sep, port = serial.rpartition(":")
+        return bool(sep) and port.isdigit() and on_this_host(host)
 
     # -- connection ------------------------------------------------------------------------
     def _where(self) -> str:

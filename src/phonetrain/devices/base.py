@@ -8,9 +8,11 @@ transport are relative to that root (``remote_rel``).
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Mapping, Protocol
 
 from phonetrain.errors import PhonetrainError
 
@@ -40,6 +42,12 @@ class Transport(Protocol):
     name: str
     streams_stderr: bool  # run() copies the command's stderr to ours as it arrives
 
+    @staticmethod
+    def shares_host_cpu(device: Mapping[str, Any]) -> bool:
+        """Trait: whether a device of this transport configured as ``device`` (its config as
+        a dict) runs its commands on this host's CPU, so its measurements and this host's
+        other jobs load each other (:mod:`phonetrain.stages.schedule`)."""
+
     def push(self, local: Path, remote_rel: str) -> int:
         """Copy a file or folder to ``root/remote_rel``, skipping files whose content hash
         already matches; return the number of files actually sent."""
@@ -58,6 +66,24 @@ class Transport(Protocol):
 
     def facts(self) -> dict[str, str]:
         """Device facts for provenance (model, SoC, OS version, ABI, ...); missing ones omitted."""
+
+
+def on_this_host(host: str | None) -> bool:
+    """Whether ``host`` (a name or an address, e.g. an adb serial's host part) names this
+    host: a loopback name or address, this host's name, or one of the addresses it resolves
+    to. Other names are not looked up (a DNS query could hang): they count as elsewhere."""
+    h = (host or "").strip().strip("[]").lower()
+    if h in ("", "localhost", "::1", "0.0.0.0") or h.startswith("127."):
+        return True
+    name = socket.gethostname().lower()
+    if h in (name, name.split(".")[0]):
+        return True
+    try:
+        ipaddress.ip_address(h)
+        own = socket.gethostbyname_ex(socket.gethostname())[2]
+    except (ValueError, OSError):
+        return False
+    return h in own
 
 
 def check_outputs(folder: Path, expect: list[str], device: str) -> None:

@@ -152,12 +152,12 @@ def merge_config(existing: dict, discovered: dict) -> tuple[dict, list[str]]:
     return merged, notes
 
 
-def write_config(conf_dir: Path, cfg: dict) -> tuple[Path, list[str]]:
+def write_config(conf_dir: Path, cfg: dict) -> tuple[Path, list[str], bool]:
     """Write ``conf_dir/device/<name>.yaml`` atomically (temp file + rename), merged into the
     file already there for the same device (:func:`merge_config`; unchanged: not rewritten).
-    Returns (its path, notes on values kept). Raises :class:`ConfigConflict` when the file
-    belongs to another device (another serial or transport, e.g. ``host``): it is never
-    replaced."""
+    Returns (its path, notes on values kept, whether the file was written). Raises
+    :class:`ConfigConflict` when the file belongs to another device (another serial or
+    transport, e.g. ``host``): it is never replaced."""
     path = Path(conf_dir) / "device" / f"{cfg['name']}.yaml"
     existing = read_config(conf_dir, cfg["name"])
     notes: list[str] = []
@@ -169,11 +169,11 @@ def write_config(conf_dir: Path, cfg: dict) -> tuple[Path, list[str]]:
                 f"not replaced", "pick another name with --name SERIAL=NAME")
         merged, notes = merge_config(existing, cfg)
         if merged == existing:
-            return path, notes
+            return path, notes, False
         cfg = merged
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# Written by 'phonetrain devices --write' for adb serial {cfg['serial']}.\n"
               "# Fill in facts.peak_gflops and facts.bandwidth_gbps from datasheets "
               "(OpenCL clocks lie on Adreno); a rerun keeps every value set here.\n")
     write_text(path, header + yaml.safe_dump(cfg, sort_keys=False))
-    return path, notes
+    return path, notes, True

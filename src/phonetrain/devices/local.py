@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from phonetrain.devices.base import (CommandResult, TransportError, TransportTimeout,
                                      check_outputs)
@@ -103,6 +103,17 @@ def pocl_cache_env() -> dict[str, str]:
     return {"POCL_CACHE_DIR": str(own)}
 
 
+def pocl_cache_in_use(env: dict[str, str] | None = None) -> tuple[Path, bool]:
+    """The PoCL kernel cache folder a local run with ``env`` added uses (its
+    ``POCL_CACHE_DIR``, the user's, phonetrain's own from :func:`pocl_cache_env`, else
+    PoCL's default), and whether phonetrain owns it (its own folder in the temp folder)."""
+    named = (env or {}).get("POCL_CACHE_DIR") or os.environ.get("POCL_CACHE_DIR")
+    if named:
+        return Path(named), False
+    own = pocl_cache_env().get("POCL_CACHE_DIR")
+    return (Path(own), True) if own else (pocl_default_cache(), False)
+
+
 def _tee(stream, sink: list[str], echo: bool) -> None:
     """Keep a text stream's lines in ``sink``, copying them to our stderr as they arrive."""
     for line in stream:
@@ -126,6 +137,11 @@ class LocalTransport:
         self.root = Path(root).resolve()
         self.opencl = opencl if opencl is not None else locate_opencl()
         self.streams_stderr = echo_stderr
+
+    @staticmethod
+    def shares_host_cpu(device: Mapping[str, Any]) -> bool:
+        """Trait (:class:`~phonetrain.devices.base.Transport`): the runner runs on this host."""
+        return True
 
     def lock(self) -> Any:
         """Host-wide lock serializing measurements on this device, one at a time

@@ -466,8 +466,8 @@ def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERN
     Tensor files and data are referenced relative to the staging root:
     ``plans/<plan_id>/tensors/<name>.f32`` (parameters; written by ``write_plan_dir``) and
     ``data/<dataset dir>/b<batch>/{images.f32,labels.i32}`` (``phonetrain.data``). Raises
-    :class:`LowerError` for a bad spec, an incompatible dataset, or a kernel version that
-    lacks a kernel.
+    :class:`LowerError` for a bad spec, a model without parameters, an incompatible
+    dataset, or a kernel version that lacks a kernel.
 
     ``conv_lowering`` (``{conv_key: "im2col" | "direct"}``, from a device's tuning.json through
     :func:`phonetrain.kernels.tuning.conv_lowerings`) lowers the listed conv shapes' forward
@@ -476,6 +476,12 @@ def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERN
     """
     spec.check()
     model = model or get_model(spec.model)
+    if not model.param_shapes():  # nothing to train: no gradient, no update, no step
+        kinds = [type(layer).__name__ for layer in model.layers]
+        raise LowerError(f"model {model.name} has no layer with parameters (layers: "
+                         f"{kinds or 'none'}); a training step needs at least one Linear, "
+                         "Conv2d, DepthwiseConv2d or BatchNorm2d: add one to the model "
+                         "(src/phonetrain/models/zoo.py)")
     dataset = spec.dataset or model.default_dataset
     try:
         datasets.check_compatible(dataset, model.input_shape, model.classes, model.name)

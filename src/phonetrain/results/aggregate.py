@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from phonetrain.results import devices, history, readers, runs, schema
 
@@ -73,16 +74,26 @@ def tables(run_dirs: Iterable[str | Path], *, bandwidth_csvs: Iterable[str | Pat
 
 
 def read_ledger(path: str | Path | None) -> pd.DataFrame:
-    """The history ledger at ``path`` (an empty history table when there is none yet).
-    Raises :class:`~phonetrain.results.schema.SchemaError` naming a damaged or stale file."""
+    """The history ledger at ``path`` (an empty history table when there is none yet). A
+    ledger written under another schema of the history table is migrated in memory
+    (:func:`phonetrain.results.schema.migrate`; the aggregation then rewrites it). Raises
+    :class:`~phonetrain.results.schema.SchemaError` naming a damaged file, or the columns
+    of a stale one that cannot be migrated."""
     if path is None or not Path(path).exists():
         return schema.empty("history")
     try:
         return schema.read_table(path, "history")
     except schema.SchemaError as e:
-        raise schema.SchemaError(str(e).split(" (")[0] + ": the measurement history cannot be "
-                                 "read", f"move {path} aside to start a new history (the "
-                                 "replaced measurements it holds are then not reported)") from None
+        stale = "schema differs" in e.message
+        why = e.message
+    if stale:
+        try:
+            return schema.migrate(pq.read_table(path), "history").to_pandas()
+        except schema.SchemaError as e:
+            why = f"{path}: {e.message}"
+    raise schema.SchemaError(f"{why}: the measurement history cannot be read",
+                             f"move {path} aside to start a new history (the replaced "
+                             "measurements it holds are then not reported)")
 
 
 def aggregate(run_dirs: Iterable[str | Path], outputs: Mapping[str, str | Path], *,

@@ -663,6 +663,31 @@ def plan_options(plan: Path) -> str | None:
     return " | ".join(sets) if sets and sets != [""] else None
 
 
+# The mean battery power (W) a phone that computes can draw: a figure outside it comes from a
+# sysfs unit other than the documented one (docs/device-sensors.md), e.g. current_now in mA
+# where uA is read gives 1000x too little (a 6 W phone reads 6 mW), nA 1000x too much.
+PLAUSIBLE_POWER_W = (0.05, 50.0)
+
+
+def plausible_power(power: Mapping[str, Any]) -> dict[str, Any]:
+    """A repeat's ``power`` object (src/runner/power.c) as the tables take it: unchanged when
+    its ``mean_power_w`` is unknown or within :data:`PLAUSIBLE_POWER_W`; else without energy
+    (``energy_per_iteration_mj`` and its uncertainty null), ``energy_method``
+    ``implausible`` and an ``energy_caveat`` naming the power, the files and their likely
+    unit."""
+    w = power.get("mean_power_w")
+    low, high = PLAUSIBLE_POWER_W
+    if w is None or low <= w <= high:
+        return dict(power)
+    unit = ("mA (or voltage_now in mV)" if w < low else "nA (or voltage_now in nV)")
+    return {**power, "energy_per_iteration_mj": None, "energy_uncertainty_mj": None,
+            "energy_method": "implausible",
+            "energy_caveat": f"implausible battery power {w:.2g} W (a phone computing draws "
+                             f"{low:g}..{high:g} W): this phone's "
+                             f"class/power_supply/battery/current_now is likely in {unit}, "
+                             "not the uA (uV) the runner reads; no energy figure"}
+
+
 def _power(runs: list[dict]) -> dict[str, Any]:
     """Energy, sampling rate, GPU clocks and throttling over the repeats' ``power`` objects
     (src/runner/power.c): energy and rate are means over the repeats that measured them, the
@@ -672,8 +697,9 @@ def _power(runs: list[dict]) -> dict[str, Any]:
     samples of all repeats (null where the runner recorded none); above 0 with a null energy,
     the battery was readable but the measured iterations were too short to sample.
     ``energy_method`` (``battery_discharge``, ``battery_current`` or ``none``: on external
-    power) and ``energy_caveat``: the repeats' distinct values, joined."""
-    pw = [r.get("power") or {} for r in runs]
+    power; ``implausible``: :func:`plausible_power`) and ``energy_caveat``: the repeats'
+    distinct values, joined."""
+    pw = [plausible_power(r.get("power") or {}) for r in runs]
     n = [p["power_samples"] for p in pw if p.get("power_samples") is not None]
     e = [(p["energy_per_iteration_mj"], p.get("energy_uncertainty_mj") or 0.0) for p in pw
          if p.get("energy_per_iteration_mj") is not None]

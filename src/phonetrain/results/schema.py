@@ -364,14 +364,56 @@ def write_table(df: pd.DataFrame, table: str, path: str | Path) -> Path:
 
 
 def schema_difference(got: pa.Schema, want: pa.Schema) -> str:
-    """What a file's schema ``got`` lacks, adds or types otherwise than ``want``, in words."""
+    """What a file's schema ``got`` lacks, adds, types or nulls otherwise than ``want``, in
+    words."""
     have, need = dict(zip(got.names, got.types)), dict(zip(want.names, want.types))
+    nulls = {f.name: f.nullable for f in got}
+    word = {True: "nullable", False: "not null"}
     parts = [f"missing columns {[n for n in need if n not in have]}",
              f"extra columns {[n for n in have if n not in need]}",
              "other types: " + ", ".join(f"{n} {have[n]} (want {t})" for n, t in need.items()
-                                          if n in have and have[n] != t)]
+                                          if n in have and have[n] != t),
+             "other nullability: " + ", ".join(
+                 f"{f.name} {word[nulls[f.name]]} (want {word[f.nullable]})" for f in want
+                 if f.name in nulls and nulls[f.name] != f.nullable)]
     parts = [p for p in parts if not p.endswith(("[]", ": "))]
     return "; ".join(parts) or "the columns are in another order"
+
+
+def migrate(data: pa.Table, table: str) -> pa.Table:
+    """``data`` (a file of ``table`` written by another phonetrain) in ``table``'s schema:
+    columns put in schema order, a missing nullable column added as nulls, a column of
+    another type cast where every value converts exactly (pyarrow's safe cast), nullability
+    taken from the schema where the values allow it. Raises :class:`SchemaError` naming each
+    column that cannot be migrated: an extra column (its values would be lost), a missing
+    column that may not be null, a type that does not convert, nulls where none are allowed."""
+    want = schema(table)
+    cols, why = [], []
+    extra = [n for n in data.column_names if n not in want.names]
+    if extra:
+        why.append(f"extra columns {extra} (this phonetrain's table has no place for their "
+                   "values)")
+    for f in want:
+        if f.name not in data.column_names:
+            if not f.nullable:
+                why.append(f"missing column {f.name!r}, which may not be null")
+                continue
+            cols.append(pa.nulls(data.num_rows, f.type))
+            continue
+        col = data[f.name]
+        try:
+            col = col.cast(f.type, safe=True) if col.type != f.type else col
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            why.append(f"column {f.name!r} of type {col.type} does not convert to {f.type} "
+                       f"({str(e).splitlines()[0]})")
+            continue
+        if not f.nullable and col.null_count:
+            why.append(f"column {f.name!r} holds {col.null_count} nulls, which it may not")
+            continue
+        cols.append(col)
+    if why:
+        raise SchemaError("cannot migrate to table " + repr(table) + ": " + "; ".join(why))
+    return pa.Table.from_arrays(cols, schema=want)
 
 
 def read_table(path: str | Path, table: str) -> pd.DataFrame:
@@ -391,3 +433,16 @@ def read_table(path: str | Path, table: str) -> pd.DataFrame:
     except (OSError, pa.ArrowException) as e:  # truncated or not Parquet at all
         raise SchemaError(f"{path}: not a readable Parquet file ({e})",
                           "rerun the aggregate stage") from None
+
+
+def require_runs(runs: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """``runs`` (the runs table read from ``path``) when it has rows. A study's aggregation
+    writes one row per experiment, failed and skipped ones included, so a study's runs table
+    without rows is not one an aggregation of it wrote; raises :class:`SchemaError` naming
+    the file and what to do."""
+    if len(runs):
+        return runs
+    raise SchemaError(f"{path}: table 'runs' has no rows; a study's aggregation writes one row "
+                      "per experiment (failed ones included), so this is not its runs table",
+                      "delete it and rerun the aggregate stage (snakemake --cores 1 all, or "
+                      "phonetrain aggregate with the study's overrides)")

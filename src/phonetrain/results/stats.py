@@ -25,7 +25,10 @@ narrow it. With one process it is :func:`quantile_ci` exactly.
   on) only when the host was contended, a reason whose remedy the verdict names: the host ran
   slower than its own quiet figure (the runner's calibration probe before or after the
   measured iterations against the fastest probe on record for the device; remedy: measure
-  again when it is quieter, ``phonetrain refresh --unstable``). Other processes' CPU share
+  again when it is quieter, ``phonetrain refresh --unstable``), or the cgroup CPU quota held
+  the runner back (``cgroup_throttled_s``; remedy: the quota, not a quieter host), or a
+  phone's cool-down timed out before it measured (remedy: a longer or cooler wait). Other
+  processes' CPU share
   (``other_cpu_share``, recorded by the runner from ``/proc/stat``) and the load are recorded
   and named with a slow probe; alone they judge only a run measured without a probe
   (``measure.max_other_cpu_share``). Contention biases a number (noise only adds time); a wide
@@ -150,6 +153,54 @@ def probe_slowdown(conditions: Sequence[dict[str, Any]], quiet_ms: float | None
     return max(got) / quiet_ms
 
 
+# A measurement during which the cgroup CPU quota held the runner back for more than this
+# share of its wall time is unstable: throttling stops every thread for the rest of a quota
+# period (100 ms by default), whatever the rest of the host does.
+MAX_THROTTLED_SHARE = 0.01
+
+
+def quota_throttling(conditions: Sequence[dict[str, Any]]) -> str | None:
+    """The unstable reason of a measurement that the cgroup CPU quota throttled (the
+    runner's ``cgroup_throttled_s`` over its ``wall_s``, all processes, above
+    :data:`MAX_THROTTLED_SHARE`), naming the quota and what lifts it; None otherwise or when
+    unrecorded. A quieter host does not help here: the quota holds the runner back whatever
+    the other processes of the host do."""
+    got = [(c.get("cgroup_throttled_s"), c.get("wall_s")) for c in conditions]
+    got = [(t, w) for t, w in got if t is not None and w and not math.isnan(t)]
+    wall = sum(w for _, w in got)
+    held = sum(t for t, _ in got)
+    if not wall or held / wall <= MAX_THROTTLED_SHARE:
+        return None
+    quotas = [c.get("cpu_quota_cpus") for c in conditions if c.get("cpu_quota_cpus")]
+    quota = f" ({min(quotas):g} CPUs)" if quotas else ""
+    most = f"; measure.threads {math.floor(min(quotas))} or fewer" if quotas and \
+        min(quotas) >= 1 else ""
+    return (f"the cgroup CPU quota{quota} throttled the runner for {held:.3g} s of the "
+            f"{wall:.3g} s measured ({100 * held / wall:.0f}%), however quiet the host: "
+            "raise or lift the quota (docker --cpus, systemd CPUQuota=, the cluster job's CPUs), "
+            f"or give it less to do at once (fewer jobs in that cgroup{most})")
+
+
+def still_hot(conditions: Sequence[dict[str, Any]]) -> str | None:
+    """The unstable reason of a measurement started after a cool-down that timed out (a
+    process's ``cooldown_timed_out``, from the device's readings: the hottest sensor still
+    above ``cooldown_threshold_c`` after ``cooldown_wait_s``), naming the temperature and
+    what to do; None when every cool-down ended cool or none was recorded. A phone that hot
+    lowers its clocks, so the figures are a throttled phone's."""
+    hot = [c for c in conditions if c.get("cooldown_timed_out")]
+    if not hot:
+        return None
+    worst = max(hot, key=lambda c: c.get("cooldown_end_c") or -math.inf)
+    end, limit = worst.get("cooldown_end_c"), worst.get("cooldown_threshold_c")
+    temp = f" at {end:g} C" if end is not None else ""
+    over = f" (over measure.cooldown_threshold_c {limit:g} C)" if limit is not None else ""
+    return (f"the cool-down timed out before {len(hot)} of {len(conditions)} processes: the "
+            f"device was still hot{temp}{over} after {worst.get('cooldown_wait_s', 0):.0f} s, "
+            "so its clocks may have been throttled: give it longer "
+            "(measure.cooldown_limit_s), a cooler place or no case, then measure it again "
+            "(phonetrain refresh --unstable)")
+
+
 def rel_half_width(median: float, low: float, high: float) -> float:
     """``max(median - low, high - median) / median`` (inf when the median is not positive)."""
     if not median > 0:
@@ -178,8 +229,10 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     "ci_target", "probe_slowdown", "quiet_probe_ms", "max_probe_slowdown", "other_cpu_share"
     (the largest over repeats; None when unreadable), "max_other_cpu_share", "load_avg_1m",
     "omp_wait_policy", "cpu_mhz_start", "cpu_mhz_end", "temperature_c_start",
-    "temperature_c_end"}``. At most one reason, the first that holds: a slow probe, (without
-    a probe reading) other processes over ``max_other_cpu_share``. ``ci_target`` 0 judges no
+    "temperature_c_end"}``. At most one reason, the first that holds: the cgroup CPU quota
+    throttled the runner (:func:`quota_throttling`), a cool-down timed out
+    (:func:`still_hot`), a slow probe, (without a probe reading)
+    other processes over ``max_other_cpu_share``. ``ci_target`` 0 judges no
     interval width; ``max_other_cpu_share`` 1 and ``max_probe_slowdown`` 0 judge no
     contention.
     """
@@ -195,7 +248,13 @@ def judge(walls_ms: Iterable[float], conditions: Sequence[dict[str, Any]], *, ci
     busy = (f"other processes used {100 * share:.0f}% of the CPU" if share is not None
             else "other processes' CPU share unreadable")
     reasons = []
-    if slow is not None and max_probe_slowdown > 0 and slow > max_probe_slowdown:
+    throttled = quota_throttling(conditions)
+    hot = still_hot(conditions)
+    if throttled:
+        reasons.append(throttled)
+    elif hot:
+        reasons.append(hot)
+    elif slow is not None and max_probe_slowdown > 0 and slow > max_probe_slowdown:
         reasons.append(f"the host ran {slow:.2f}x slower than its quiet figure (calibration probe "
                        f"{slow * quiet_probe_ms:.3g} ms against {quiet_probe_ms:.3g} ms, over "
                        f"measure.max_probe_slowdown {max_probe_slowdown:g}; {busy}): measure it "

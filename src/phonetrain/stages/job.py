@@ -195,7 +195,9 @@ def main(stages: Mapping[str, Stage], argv: Sequence[str]) -> int:
         print(f"phonetrain {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C in the terminal reaches every job: one line each
-        print(f"phonetrain {name}: interrupted; rerun snakemake to redo this job",
-              file=sys.stderr)
+        # Snakemake marks an interrupted job's outputs incomplete and refuses a plain rerun
+        # (IncompleteFilesException) where they all exist, e.g. a previous measurement
+        print(f"phonetrain {name}: interrupted; to redo this job rerun the same snakemake "
+              "command with --rerun-incomplete added", file=sys.stderr)
         return 130
     return 0

@@ -3,11 +3,13 @@ Snakemake as resources; docs/scaling.md, "Parallel jobs and the host").
 
 - ``host_load``: a global Snakemake resource of :data:`HOST_SHARES` shares (``--cores``, or
   the CPUs this host may use when an executor sets no cores). Every job that works on this
-  host's CPU takes one share; a job that *measures a local device* (train, GEMM sweep,
-  tuning, bandwidth sweep, peaks) takes all of them, so while it measures no other job that
-  loads this host runs, whatever ``--cores`` says. A job measuring an adb phone takes none:
+  host's CPU takes one share; a job that *measures a device that shares this host's CPU*
+  (the local device, an emulator or a virtual phone on this host: the transport's trait
+  :func:`phonetrain.devices.shares_host_cpu`) in a train, GEMM sweep, tuning, bandwidth
+  sweep or peaks job takes all of them, so while it measures no other job that loads this
+  host runs, whatever ``--cores`` says. A job measuring a phone with its own CPU takes none:
   its work runs on the phone (the host only waits on adb and verifies the short run), so
-  phones keep measuring in parallel with each other and with host jobs.
+  such phones keep measuring in parallel with each other and with host jobs.
 - ``device_<name>``: one per device of the sweep, limit 1: a phone measures one job at a
   time; Snakemake starts no second job of a phone whose first holds it, so the device lock
   (``Transport.lock``), kept as the guard, is not waited on.
@@ -74,27 +76,29 @@ def device_resource(device: str) -> str:
     return "device_" + re.sub(r"\W", "_", device)
 
 
-def host_share(work: str, transport: str, shares: int) -> int:
+def host_share(work: str, on_host_cpu: bool, shares: int) -> int:
     """Shares of ``host_load`` a job takes. ``work``: :data:`MEASURE` (times something on its
     device), :data:`DEVICE` (works on its device without timing it: a kernel build) or
-    :data:`HOST` (works on this host: deploy, lowering, aggregation); ``transport``: its
-    device's (``local`` | ``adb``; ignored for HOST work); ``shares``: the total."""
+    :data:`HOST` (works on this host: deploy, lowering, aggregation); ``on_host_cpu``: its
+    device runs on this host's CPU (:func:`phonetrain.devices.shares_host_cpu`; ignored for
+    HOST work); ``shares``: the total."""
     if work == HOST:
         return 1
-    if transport == "local":
+    if on_host_cpu:
         return shares if work == MEASURE else 1
     return 0
 
 
-def record(transport: str) -> dict[str, Any]:
-    """How a measuring job on a device of ``transport`` was scheduled: ``host_load`` (its
-    shares) of ``host_shares``, ``alone_on_host`` (it held them all: no other job loading
-    this host ran meanwhile), ``snakemake_cores`` (``--cores``; None when unknown) and the
-    ``device_resource`` it held; ``{"scheduler": "none"}`` outside a workflow."""
+def record(on_host_cpu: bool) -> dict[str, Any]:
+    """How a measuring job on a device that does (``on_host_cpu``) or does not share this
+    host's CPU was scheduled: ``host_load`` (its shares) of ``host_shares``,
+    ``alone_on_host`` (it held them all: no other job loading this host ran meanwhile),
+    ``snakemake_cores`` (``--cores``; None when unknown) and the ``device_resource`` it
+    held; ``{"scheduler": "none"}`` outside a workflow."""
     doc = json.loads(os.environ.get(SCHEDULE_ENV) or "{}")
     if "host_shares" not in doc:
         return {"scheduler": "none"}
-    share = host_share(MEASURE, transport, doc["host_shares"])
+    share = host_share(MEASURE, on_host_cpu, doc["host_shares"])
     return {"scheduler": "snakemake", "host_load": share, "host_shares": doc["host_shares"],
             "alone_on_host": share == doc["host_shares"],
             "snakemake_cores": doc.get("cores")}

@@ -55,6 +55,7 @@ from phonetrain.plan import Plan
 from phonetrain.results import stats
 from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
                                Runner, RunnerError)
+from phonetrain.devices import shares_host_cpu
 from phonetrain.devices.base import TransportError
 from phonetrain.stages import schedule
 from phonetrain.stages.evaluate import evaluate_run
@@ -145,17 +146,22 @@ def judge_measurement(run_dirs: list[Path], ms: MeasureSpec,
                       probe_records: list[Path] = ()) -> dict[str, Any]:
     """The measurement verdict (:func:`phonetrain.results.stats.judge`) over the runner
     outputs of every repeat: their measured iterations (pooled, and per process), their
-    conditions with the calibration probe (``run.json``'s ``probe``), against the device's
-    quiet probe figure kept in ``probe_records``
-    (:func:`phonetrain.stages.quiet.quiet_probe`; none: no figure)."""
+    conditions with the calibration probe (``run.json``'s ``probe``) and the cool-down before
+    it (``device.json``'s ``cooldown`` where the device has sensors, with
+    ``measure.cooldown_threshold_c``), against the device's quiet probe figure kept in
+    ``probe_records`` (:func:`phonetrain.stages.quiet.quiet_probe`; none: no figure)."""
     procs, conds, probes = [], [], []
     for d in run_dirs:
         run = read_json(d / layout.RUN)
         procs.append([i["wall_ms"] for i in run.get("iters", []) if not i.get("warmup")])
         probe = run.get("probe") or {}
         probes.append(probe)
+        readings = d / layout.DEVICE_READINGS
+        cooldown = (read_json(readings).get("cooldown") or {}) if readings.is_file() else {}
         conds.append((run.get("conditions") or {})
-                     | {f"probe_{k}": probe.get(k) for k in ("before_ms", "after_ms")})
+                     | {f"probe_{k}": probe.get(k) for k in ("before_ms", "after_ms")}
+                     | cooldown | ({"cooldown_threshold_c": ms.cooldown_threshold_c}
+                                  if cooldown else {}))
     quiet = quiet_probe(list(probe_records), probes) if probe_records else None
     return stats.judge([w for p in procs for w in p], conds, ci_target=ms.ci_target,
                        max_other_cpu_share=ms.max_other_cpu_share,
@@ -194,7 +200,7 @@ def train(job: Job) -> Path:
                     got = events_process(r, manifest, tmp, s, p, rdir)
                     if isinstance(got, Path):
                         return got   # recorded skipped or oom
-                write_json(schedule.record(dev["transport"]) | {
+                write_json(schedule.record(shares_host_cpu(dev)) | {
                     "measured_from_s": measured_from_s, "measured_to_s": time.time()},
                     tmp / "main" / layout.SCHEDULE)
         except TransportError as e:   # the device went away outside the runner's run
