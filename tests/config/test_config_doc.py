@@ -33,7 +33,7 @@ def test_the_page_lists_every_key_of_the_composed_default_config():
             else:
                 yield prefix + name
     with _private_hydra(CONF_DIR):
-        composed, _ = _compose(CONF_DIR, [])
+        composed, _, _ = _compose(CONF_DIR, [])
     rows = {k.path for k in keys()}
     assert set(leaves(composed)) == rows
     text = DOC.read_text()
