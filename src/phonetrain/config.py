@@ -45,6 +45,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from phonetrain.data import DATASETS, check_compatible, source_folder
+from phonetrain.devices import TRANSPORTS
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version
 from phonetrain.models import MODELS
@@ -334,7 +335,7 @@ class Config:
 ConfigStore.instance().store(name="base_config", node=Config)
 
 CHOICES = {
-    ("device", "transport"): ("local", "adb"),
+    ("device", "transport"): TRANSPORTS.keys(),   # the transport registry, read when checked
     ("device", "toolchain"): ("host", "android", "linux-aarch64"),
     ("backend", "kind"): ("cpu", "opencl"),
     ("report", "figure_format"): ("png", "svg"),
@@ -693,7 +694,8 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
         raise ConfigError(f"{path}: name {name!r} may use only letters, digits, '_' and '-'")
     for (g, key), allowed in CHOICES.items():
         if g == group and node[key] not in allowed:
-            raise ConfigError(f"{src(key)}: key '{key}' is {node[key]!r}; use one of {allowed}")
+            raise ConfigError(f"{src(key)}: key '{key}' is {node[key]!r}; "
+                              f"use one of {tuple(allowed)}")
     for (g, key), low in MIN_INT.items():
         if g == group and node[key] < low:
             raise ConfigError(f"{src(key)}: key '{key}' is {node[key]}; it must be >= {low}")

@@ -212,6 +212,24 @@ class AdbTransport:
         self._features: set[str] | None = None
         self._identity: str | None = None
 
+    @classmethod
+    def from_config(cls, device: Mapping[str, Any], stage_root: Path, *,
+                    echo_stderr: bool = True) -> "AdbTransport":
+        """(:class:`~phonetrain.devices.base.Transport`) the phone of ``device``'s serial
+        through the adb server at ``adb_host``:``adb_port``; ``stage_root`` is unused (the root
+        is on the phone). Raises TransportError when the serial is empty."""
+        if not device.get("serial"):
+            raise TransportError(f"conf/device/{device['name']}.yaml: key 'serial' is empty",
+                                 "set it to the phone's serial from 'phonetrain devices'")
+        return cls(device["name"], device["serial"], adb_host=device.get("adb_host") or
+                   "127.0.0.1", adb_port=device.get("adb_port"))
+
+    @staticmethod
+    def is_this_host(device: Mapping[str, Any]) -> bool:
+        """Trait (:class:`~phonetrain.devices.base.Transport`): a phone is never this host,
+        even a virtual one on it (its facts are the phone's)."""
+        return False
+
     @staticmethod
     def shares_host_cpu(device: Mapping[str, Any]) -> bool:
         """Trait (:class:`~phonetrain.devices.base.Transport`): whether the device behind

@@ -42,6 +42,18 @@ class Transport(Protocol):
     name: str
     streams_stderr: bool  # run() copies the command's stderr to ours as it arrives
 
+    @classmethod
+    def from_config(cls, device: Mapping[str, Any], stage_root: Path, *,
+                    echo_stderr: bool = True) -> "Transport":
+        """The transport for ``device`` (``conf/device/<name>.yaml`` as a dict); ``stage_root``
+        is where a device on this host stages its files. Raises :class:`TransportError`
+        naming the file and key when the config lacks what this transport needs."""
+
+    @staticmethod
+    def is_this_host(device: Mapping[str, Any]) -> bool:
+        """Trait: whether a device of this transport is this host itself, so records kept per
+        machine (the calibration probe, tuning records) describe it."""
+
     @staticmethod
     def shares_host_cpu(device: Mapping[str, Any]) -> bool:
         """Trait: whether a device of this transport configured as ``device`` (its config as

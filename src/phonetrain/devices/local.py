@@ -138,6 +138,17 @@ class LocalTransport:
         self.opencl = opencl if opencl is not None else locate_opencl()
         self.streams_stderr = echo_stderr
 
+    @classmethod
+    def from_config(cls, device: Mapping[str, Any], stage_root: Path, *,
+                    echo_stderr: bool = True) -> "LocalTransport":
+        """(:class:`~phonetrain.devices.base.Transport`) stages in ``stage_root``."""
+        return cls(device["name"], Path(stage_root), echo_stderr=echo_stderr)
+
+    @staticmethod
+    def is_this_host(device: Mapping[str, Any]) -> bool:
+        """Trait (:class:`~phonetrain.devices.base.Transport`): the device is this host."""
+        return True
+
     @staticmethod
     def shares_host_cpu(device: Mapping[str, Any]) -> bool:
         """Trait (:class:`~phonetrain.devices.base.Transport`): the runner runs on this host."""

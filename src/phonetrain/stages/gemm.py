@@ -35,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from phonetrain import layout
+from phonetrain.devices import is_this_host
 from phonetrain.errors import StageError
 from phonetrain.io import read_json, write_json
 from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tuning
@@ -143,7 +144,7 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
     version = load_version(p.kernel)
     bench = _Bench(job, p, version.name)
     record = (tuning_records.record_path(bench.r.transport.facts(), to_params(p))
-              if p.device_config["transport"] == "local" else None)
+              if is_this_host(p.device_config) else None)
     kept = tuning_records.recall(record) if record is not None else None
     if kept is not None:   # this machine tuned these sources before: the same choice
         kept[STAMP] = stamp(job)

@@ -55,7 +55,7 @@ from phonetrain.plan import Plan
 from phonetrain.results import stats
 from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
                                Runner, RunnerError)
-from phonetrain.devices import shares_host_cpu
+from phonetrain.devices import is_this_host, shares_host_cpu
 from phonetrain.devices.base import TransportError
 from phonetrain.stages import schedule
 from phonetrain.stages.evaluate import evaluate_run
@@ -183,7 +183,7 @@ def train(job: Job) -> Path:
     r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s,
                           progress=job.runtime.progress)
     records = [Path(Layout(str(rdir.parents[2])).probe(s.device))]   # results/runs/<dev>/<exp>
-    if dev["transport"] == "local":
+    if is_this_host(dev):
         records.append(machine_record(r.transport.facts()))
     check_records(records)   # before measuring: a bad record would lose the measurement
     tmp = make_temp_dir(rdir, ".train-")
