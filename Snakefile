@@ -8,7 +8,7 @@
 # measurement runs alone on this host (resources, rules/common.smk: "Scheduling").
 from snakemake.utils import min_version
 
-min_version("8.0")
+min_version("9.0")
 
 
 include: "rules/common.smk"

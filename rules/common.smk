@@ -19,142 +19,30 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from phonetrain import layout
-from phonetrain.config import compose_sweep
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
-from phonetrain.results import environment, owner
-from phonetrain.results.check import quarantine
-from phonetrain.layout import Layout
-from phonetrain.stages.current import (aggregate_params, expected_hashes, report_params,
-                                       study_findings, study_outputs)
-from phonetrain.stages.job import PYTHON_ENV, RUNTIME_ENV, Runtime
+from phonetrain.stages.current import aggregate_params, report_params
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
-                                      gemm_versions, job_params, squares_job, summary_outputs,
-                                      sweep_tuning_classes, tune_job, tuning_classes)
+                                      squares_job, summary_outputs, sweep_tuning_classes,
+                                      tune_job, tuning_classes)
+from phonetrain.stages.job import PYTHON_ENV
 from phonetrain.stages.specs import as_json
+from phonetrain.stages.start import executes_jobs, start
 from phonetrain.stages.stamp import check_inputs, params_stamp, write_stamp
+from phonetrain.stages import schedule
 
+# Every parse-time action -- composing the sweep, the owner lock, moving aside what must be
+# made again, the environment the jobs read, the scheduling resources -- is
+# phonetrain.stages.start.start; this file only names what it returns.
+STUDY = start(workflow, config, sys.argv)
 BASE = Path(workflow.basedir)
-_PKG = Path(layout.__file__).resolve().parent
-if (BASE / "src" / "phonetrain").is_dir() and _PKG != (BASE / "src" / "phonetrain").resolve():
-    sys.exit(f"phonetrain: configuration error: this workflow is {BASE} but Python imports "
-             f"phonetrain from {_PKG}, whose stages and kernels would run instead; run with "
-             f"PYTHONPATH={BASE / 'src'} or install this checkout (pip install -e {BASE})")
-if set(config) - {"overrides"}:  # a typo'd --config key would be ignored silently
-    sys.exit(f"phonetrain: configuration error: unknown --config key(s) "
-             f"{sorted(set(config) - {'overrides'})}; settings are Hydra override strings "
-             "under the one key 'overrides', e.g. "
-             "--config 'overrides=[\"measure.iterations=20\"]' (docs/workflow.md, Overrides)")
-try:
-    SWEEP = compose_sweep(config.get("overrides"), conf_dir=BASE / "conf")
-    JP = job_params(SWEEP)
-except PhonetrainError as e:
-    sys.exit(f"phonetrain: configuration error: {e}")
-
-L = Layout(SWEEP.results_dir)
+SWEEP, JP, L = STUDY.sweep, STUDY.job_params, STUDY.layout
+OUTPUTS, EXPECT, OWNER_LOCK = STUDY.outputs, STUDY.expect, STUDY.owner_lock
+HOST_SHARES, ON_HOST_CPU = STUDY.host_shares, STUDY.on_host_cpu
 AGGREGATE_PARAMS = aggregate_params()   # the aggregate's and report's params
 REPORT_PARAMS = report_params(SWEEP)
-# Every output a job makes records the settings it was made with (phonetrain.stages.stamp):
-# the check below moves aside one made under other settings, and each job checks its inputs'
-# (`--expect`); neither reads Snakemake's metadata, so neither depends on .snakemake/ or on
-# where the results folder lies or how it is spelled.
-OUTPUTS = study_outputs(SWEEP, JP)
-EXPECT = expected_hashes(OUTPUTS)
-
-# Options under which Snakemake executes no job: the check then only reports. A dry run is
-# read from Snakemake's output settings; the other modes are not known to the Snakefile while
-# it is parsed, so they are read from the command line (a single-letter flag only when
-# written alone, e.g. -S, not inside a group such as -pS).
-NO_JOBS_OPTIONS = {"--dry-run", "--dryrun", "-n", "--summary", "-S", "--detailed-summary",
-                   "-D", "--list-changes", "--lc", "--list-input-changes", "--li",
-                   "--list-params-changes", "--lp", "--list-code-changes", "--list-untracked",
-                   "--lu", "--list-rules", "--list", "-l", "--list-target-rules", "--lt",
-                   "--lint", "--dag", "--rulegraph", "--filegraph", "--d3dag", "--touch", "-t",
-                   "--unlock", "--cleanup-metadata", "--cm", "--report", "--archive",
-                   "--delete-all-output", "--delete-temp-output", "--print-compilation",
-                   "--containerize", "--generate-unit-tests", "--conda-create-envs-only",
-                   "--list-conda-envs", "--conda-cleanup-envs", "--cleanup-shadow",
-                   "--container-cleanup-images"}
-
-
-def executes_jobs():
-    """Whether this Snakemake invocation will execute jobs: the main process (not a job's
-    own sub-invocation, workflow.is_main_process), no dry run, none of NO_JOBS_OPTIONS, and
-    a limit Snakemake requires before it runs anything (--cores, or --jobs: without either
-    it stops after parsing, so nothing here may take or move anything)."""
-    if not workflow.is_main_process or workflow.output_settings.dryrun:
-        return False
-    rs = workflow.resource_settings
-    if rs.cores is None and rs.nodes is None:
-        return False
-    return not NO_JOBS_OPTIONS & {a.split("=", 1)[0] for a in sys.argv[1:]}
-
-
-def locked_by_another():
-    """Whether Snakemake's lock of this working directory is held (another invocation is
-    running, or was killed: Snakemake then stops on the lock and names --unlock). The lock is
-    taken after parsing, so a folder that invocation may be measuring is never moved."""
-    return any(Path(".snakemake", "locks").glob("*"))
-
-
-def take_results_folder():
-    """The results folder's owner lock (phonetrain.results.owner), taken by an invocation
-    that executes jobs, before anything in the folder is moved or written, and held until
-    it ends; None when no job executes (a dry run, --list-*, a job's own sub-invocation).
-    A second workflow on the same folder stops here, naming the one that holds it."""
-    if not executes_jobs():
-        return None
-    try:
-        return owner.take(L)
-    except PhonetrainError as e:
-        sys.exit(f"phonetrain: {e}")
-
-
-def check_run_folders():
-    """The check at workflow start (phonetrain.results.check, by sizes and row counts: no
-    file is hashed; phonetrain.stages.current): each measured run that must be measured again,
-    and each output made with other settings than its job's now, is moved aside into the
-    quarantine folder, so it is missing and Snakemake reruns its job; when no job executes,
-    the findings are only listed (a job's own sub-invocation says nothing)."""
-    if not workflow.is_main_process:
-        return
-    found = study_findings(JP["run"], L, OUTPUTS, hashes=False)
-    if not found:
-        return
-    if not executes_jobs() or locked_by_another():
-        for f in found:
-            print(f"phonetrain: would move aside {f.path}: {f.why}", file=sys.stderr)
-        return
-    try:
-        for f, dest in quarantine(found, L):
-            print(f"phonetrain: moved aside {f.path} -> {dest}: {f.why}", file=sys.stderr)
-    except PhonetrainError as e:
-        sys.exit(f"phonetrain: check of the run folders: {e}")
-
-
-def check_environment():
-    """The config's values from the environment against those this study recorded
-    (phonetrain.results.environment): one that differs stops here, before anything is taken
-    or moved (a dry run too); an invocation that executes jobs records them once it owns
-    the results folder."""
-    if not workflow.is_main_process:
-        return
-    try:
-        environment.check(L, SWEEP.environment)
-    except PhonetrainError as e:
-        sys.exit(f"phonetrain: configuration error: {e}")
-
-
-check_environment()
-OWNER_LOCK = take_results_folder()
-if OWNER_LOCK is not None:
-    environment.record(L, SWEEP.environment)
-check_run_folders()
 EXPERIMENTS = SWEEP.experiments
 MEASURE = SWEEP.root["measure"]
-os.environ[RUNTIME_ENV] = Runtime(MEASURE["timeout_s"], MEASURE["progress"],
-                                  SWEEP.results_dir).to_env()
-os.environ[PYTHON_ENV] = sys.executable  # job commands name it, never its path
 EXPECTED = expected_files(SWEEP)
 SUMMARY = summary_outputs(SWEEP)
 FIG_EXT = SWEEP.root["report"]["figure_format"]
@@ -309,7 +197,7 @@ def study_outcome(L, partial=False):
 def end_of_study():
     """On a successful workflow that executed jobs: the report's place and the run counts
     (nothing when the target did not include the summary)."""
-    if executes_jobs() and Path(L.summary("runs")).is_file():  # not after --touch
+    if executes_jobs(workflow, sys.argv) and Path(L.summary("runs")).is_file():  # not after --touch
         print(study_outcome(L), file=sys.stderr)
 
 
@@ -329,33 +217,12 @@ def partial_report():
 
 
 # Scheduling (phonetrain.stages.schedule; docs/scaling.md, "Parallel jobs and the host"): a global
-# resource `host_load` of HOST_SHARES shares (--cores; with an executor that sets no cores,
-# the CPUs this host may use) and one `device_<name>` resource of limit 1 per device. A job
-# measuring a device that runs on this host's CPU (local, an emulator, a virtual phone: the
-# transport's trait) takes every share, so it runs alone on this host; a job on a phone with
-# its own CPU takes none of them and that phone's resource. `--resources host_load=N`
-# overrides. A job an executor plugin submits elsewhere takes no share
-# (schedule.submitted_share), so `--jobs N` runs N of them; every rule carries runtime and
-# mem_mb (schedule.LIMITS).
-from phonetrain.devices import shares_host_cpu
-from phonetrain.devices.cpus import usable_cpus
-from phonetrain.stages import schedule
-
-try:
-    _CORES = int(workflow.cores)
-except WorkflowError:  # an executor plugin's --jobs without --cores leaves no total
-    _CORES = None
-if schedule.HOST_LOAD in workflow.global_resources:
-    HOST_SHARES = int(workflow.global_resources[schedule.HOST_LOAD].value)
-else:
-    HOST_SHARES = _CORES if _CORES and _CORES < 4096 else usable_cpus()
-    workflow.register_resource(schedule.HOST_LOAD, HOST_SHARES)
-ON_HOST_CPU = {d: shares_host_cpu(SWEEP.members["device"][d]) for d in SWEEP.devices}
-for _d in ON_HOST_CPU:
-    if schedule.device_resource(_d) not in workflow.global_resources:
-        workflow.register_resource(schedule.device_resource(_d), 1)
-os.environ[schedule.SCHEDULE_ENV] = json.dumps({"host_shares": HOST_SHARES, "cores": _CORES})
-schedule.one_reevaluation_timer()   # Snakemake's scheduler passes stay few
+# resource `host_load` of HOST_SHARES shares and one `device_<name>` resource of limit 1 per
+# device, registered by start(). A job measuring a device that runs on this host's CPU (local,
+# an emulator, a virtual phone: the transport's trait) takes every share, so it runs alone on
+# this host; a job on a phone with its own CPU takes none of them and that phone's resource.
+# A job an executor plugin submits elsewhere takes no share (schedule.submitted_share), so
+# `--jobs N` runs N of them; every rule carries runtime and mem_mb (schedule.LIMITS).
 
 
 def host_job(rule):

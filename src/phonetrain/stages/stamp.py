@@ -14,7 +14,7 @@ checked the same way by :mod:`phonetrain.results.check`.
 Two checks read the stamps, and neither needs Snakemake's metadata (which is kept per path as
 spelled, and is lost with ``.snakemake/``, a moved or renamed results folder, a copy):
 
-- the workflow's start (:mod:`phonetrain.stages.current`, ``rules/common.smk``) compares each
+- the workflow's start (:mod:`phonetrain.stages.current`, :mod:`phonetrain.stages.start`) compares each
   existing output's stamp with the params the study gives its job now and moves a
   non-current one aside, as it moves a run measured under other settings
   (:func:`phonetrain.results.check.move_aside`): the output is missing, so Snakemake reruns
