@@ -19,6 +19,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from phonetrain import layout
+from phonetrain.config import NO_KERNEL
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
 from phonetrain.stages.current import aggregate_params, report_params
@@ -51,7 +52,6 @@ REPORT_FILES = [L.report_html(), L.report_md(), L.report_complete()]
 wildcard_constraints:
     device="[A-Za-z0-9_-]+",
     kernel="[A-Za-z0-9_-]+",
-    version="[A-Za-z0-9_-]+",
     exp="[A-Za-z0-9_-]+(\\.b[0-9]+)?\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+",
     ddir="data/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+",  # a batch folder: layout.batch_dir_rel
 
@@ -114,9 +114,10 @@ def kernel_sources(wc):
 
 
 def exp_kernel(exp_id):
-    """The kernel version of an experiment id (None for the CPU backend's `none`)."""
-    k = exp_id.split(".")[-1]   # <model>[.b<batch>].<backend>.<kernel>
-    return None if k == "none" else k
+    """The kernel version an experiment's plan uses, from its params (None for the CPU
+    backend's NO_KERNEL): no id is parsed."""
+    k = JP["plan"][exp_id]["kernel"]
+    return None if k == NO_KERNEL else k
 
 
 RUN_CLASSES = tuning_classes(SWEEP)  # exp id -> the GEMM tuning classes its plan uses
@@ -145,16 +146,16 @@ def deploy_inputs(wc):
 
 def gemm_inputs(wc):
     d = {"runner": L.runner(wc.device), "shapes": L.gemm_shapes(), "sources": [],
-         "tuning": tuning_files(wc.device, wc.version, GEMM_CLASSES + [tuning.SQUARES])}
-    if wc.version != CPU_VERSION:
-        d["sources"] = version_sources(wc.version)
+         "tuning": tuning_files(wc.device, wc.kernel, GEMM_CLASSES + [tuning.SQUARES])}
+    if wc.kernel != CPU_VERSION:
+        d["sources"] = version_sources(wc.kernel)
     return d
 
 
 def gemm_job_params(wc):
     """A tune or GEMM sweep job's params (GemmSpec): the device, the version, the study's GEMM
     settings and its shapes' hash."""
-    return as_json(gemm_job(JP, wc.device, wc.version))
+    return as_json(gemm_job(JP, wc.device, wc.kernel))
 
 
 def run_outputs(name):

@@ -71,14 +71,14 @@ rule gemm:
     input:
         unpack(gemm_inputs),
     output:
-        gemm=L.gemm("{device}", "{version}"),
+        gemm=L.gemm("{device}", "{kernel}"),
     params:
         p=gemm_job_params,
         expect=expect_inputs,
     resources:
         **device_job(schedule.MEASURE, "gemm"),
     log:
-        L.log("gemm", "{device}", "{version}"),
+        L.log("gemm", "{device}", "{kernel}"),
     shell:
         stage("gemm", "gemm", inputs=["runner", "sources", "tuning", "shapes"],
               outputs=["gemm"])
