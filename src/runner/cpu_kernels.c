@@ -7,7 +7,6 @@
 #define _GNU_SOURCE   /* sysconf(_SC_LEVEL3_CACHE_SIZE) */
 #include "cpu_kernels.h"
 #include "cpu_kernel_ctx.h"
-#include "cpu_adam.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -1061,13 +1060,13 @@ static int gemm_common(const kctx *k, int trans_a, int trans_b)
     return 0;
 }
 
-static int k_gemm_nn(const kctx *k) { return gemm_common(k, 0, 0); }
-static int k_gemm_nt(const kctx *k) { return gemm_common(k, 0, 1); }
-static int k_gemm_tn(const kctx *k) { return gemm_common(k, 1, 0); }
+CPU_KERNEL(gemm_nn, iiifttft) { return gemm_common(k, 0, 0); }
+CPU_KERNEL(gemm_nt, iiifttft) { return gemm_common(k, 0, 1); }
+CPU_KERNEL(gemm_tn, iiifttft) { return gemm_common(k, 1, 0); }
 
 /* ---- element-wise -------------------------------------------------------------------- */
 
-static int k_bias_add(const kctx *k)
+CPU_KERNEL(bias_add, iiitt)
 {
     for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t C = I(1), HW = I(2), n = (int64_t)I(0) * C * HW;
@@ -1107,7 +1106,7 @@ static void lanes_add_row(float *restrict lane, const float *restrict x, int64_t
     for (int l = 0; l < n - j; ++l) lane[l] += x[j + l];
 }
 
-static int k_bias_grad(const kctx *k)
+CPU_KERNEL(bias_grad, iiitt)
 {
     for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t B = I(0), C = I(1), HW = I(2);
@@ -1147,7 +1146,7 @@ static int k_bias_grad(const kctx *k)
     return 0;
 }
 
-static int k_relu_fwd(const kctx *k)
+CPU_KERNEL(relu_fwd, itt)
 {
     CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
@@ -1160,7 +1159,7 @@ static int k_relu_fwd(const kctx *k)
     return 0;
 }
 
-static int k_relu_bwd(const kctx *k)
+CPU_KERNEL(relu_bwd, ittt)
 {
     CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
@@ -1236,7 +1235,7 @@ void cpu_sgd_update(int64_t n, float lr, float momentum, float wd, float *W, con
     }
 }
 
-static int k_sgd_update(const kctx *k)
+CPU_KERNEL(sgd_update, ifffttt)
 {
     CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
@@ -1246,7 +1245,7 @@ static int k_sgd_update(const kctx *k)
     return 0;
 }
 
-static int k_fill(const kctx *k)
+CPU_KERNEL(fill, ift)
 {
     CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
@@ -1258,7 +1257,7 @@ static int k_fill(const kctx *k)
     return 0;
 }
 
-static int k_copy(const kctx *k)
+CPU_KERNEL(copy, itt)
 {
     CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
@@ -1382,7 +1381,7 @@ static void im2col_rows(const conv_tap *t, const float *restrict x, float *restr
     }
 }
 
-static int k_im2col(const kctx *k)
+CPU_KERNEL(im2col, iiiiiiiiiitt)
 {
     CHECK(conv_dims(k));
     const int B = I(0), C = I(1), H = I(2), W = I(3), KH = I(4), KW = I(5), stride = I(6),
@@ -1487,7 +1486,7 @@ static int col2im_images_per_task(int B, int C)
     return blocks >= B ? 1 : (B + blocks - 1) / blocks;
 }
 
-static int k_col2im(const kctx *k)
+CPU_KERNEL(col2im, iiiiiiiiiitt)
 {
     CHECK(conv_dims(k));
     const int B = I(0), C = I(1), H = I(2), W = I(3), KH = I(4), KW = I(5), stride = I(6),
@@ -1529,7 +1528,7 @@ static int k_col2im(const kctx *k)
 /* Direct convolution: per (b, oc) output plane, zero it, then for every (c, kh, kw) in order
  * add Wt[oc,c,kh,kw] times the shifted input rows over the valid output columns; each output
  * element is summed in (c, kh, kw) order, as the OpenCL kernel sums it. */
-static int k_conv2d_fwd(const kctx *k)
+CPU_KERNEL(conv2d_fwd, iiiiiiiiiiittt)
 {
     for (int i = 0; i < 7; ++i) CHECK(kneed_min(k, i, 1));  /* B C H W OC KH KW */
     CHECK(kneed_min(k, 7, 1));                              /* stride */
@@ -1578,7 +1577,7 @@ static int k_conv2d_fwd(const kctx *k)
     return 0;
 }
 
-static int k_swap01(const kctx *k)
+CPU_KERNEL(swap01, iiitt)
 {
     for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t D0 = I(0), D1 = I(1), D2 = I(2);
@@ -1612,7 +1611,7 @@ static int pool_dims(const kctx *k, int x_arg, int y_arg, int argmax_arg)
     return 0;
 }
 
-static int k_maxpool_fwd(const kctx *k)
+CPU_KERNEL(maxpool_fwd, iiiiiiiittt)
 {
     CHECK(pool_dims(k, 8, 9, 10));
     const int H = I(2), W = I(3), K = I(4), stride = I(5), OH = I(6), OW = I(7);
@@ -1659,7 +1658,7 @@ static int k_maxpool_fwd(const kctx *k)
     return 0;
 }
 
-static int k_maxpool_bwd(const kctx *k)
+CPU_KERNEL(maxpool_bwd, iiiiiiiittt)
 {
     CHECK(pool_dims(k, 10, 8, 9));  /* dX has the input's size; dY and argmax the output's */
     const int H = I(2), W = I(3), OH = I(6), OW = I(7);
@@ -1682,7 +1681,7 @@ static int k_maxpool_bwd(const kctx *k)
 
 /* ---- loss ---------------------------------------------------------------------------- */
 
-static int k_softmax_xent(const kctx *k)
+CPU_KERNEL(softmax_xent, iitttt)
 {
     CHECK(kneed_min(k, 0, 1));
     CHECK(kneed_min(k, 1, 1));
@@ -1717,7 +1716,7 @@ float softmax_xent_row(const float *x, int C, int label, float inv_b, float *dx)
     return logf(sum) - (x[label] - mx);
 }
 
-static int k_mean(const kctx *k)
+CPU_KERNEL(mean, itt)
 {
     CHECK(kneed_min(k, 0, 1));
     CHECK(kneed_numel(k, 1, I(0), "n"));
@@ -1731,42 +1730,22 @@ static int k_mean(const kctx *k)
 
 /* ---- dispatch ------------------------------------------------------------------------ */
 
-static const kernel_spec KERNELS[] = {
-    {"gemm_nn", "iiifttft", "M N K alpha A B beta C", k_gemm_nn},
-    {"gemm_nt", "iiifttft", "M N K alpha A B beta C", k_gemm_nt},
-    {"gemm_tn", "iiifttft", "M N K alpha A B beta C", k_gemm_tn},
-    {"bias_add", "iiitt", "B C HW Y bias", k_bias_add},
-    {"bias_grad", "iiitt", "B C HW dY db", k_bias_grad},
-    {"relu_fwd", "itt", "n X Y", k_relu_fwd},
-    {"relu_bwd", "ittt", "n Y dY dX", k_relu_bwd},
-    {"im2col", "iiiiiiiiiitt", "B C H W KH KW stride pad OH OW X col", k_im2col},
-    {"col2im", "iiiiiiiiiitt", "B C H W KH KW stride pad OH OW col dX", k_col2im},
-    {"swap01", "iiitt", "D0 D1 D2 X Y", k_swap01},
-    {"conv2d_fwd", "iiiiiiiiiiittt", "B C H W OC KH KW stride pad OH OW X Wt Y", k_conv2d_fwd},
-    {"maxpool_fwd", "iiiiiiiittt", "B C H W K stride OH OW X Y argmax", k_maxpool_fwd},
-    {"maxpool_bwd", "iiiiiiiittt", "B C H W K stride OH OW dY argmax dX", k_maxpool_bwd},
-    {"softmax_xent", "iitttt", "B C logits labels dlogits row_loss", k_softmax_xent},
-    {"mean", "itt", "n X out", k_mean},
-    {"sgd_update", "ifffttt", "n lr momentum weight_decay W dW V", k_sgd_update},
-    {"fill", "ift", "n value X", k_fill},
-    {"copy", "itt", "n X Y", k_copy},
-};
+typedef struct {
+    const char *name;
+    const char *kinds;  /* one of i/f/t per argument */
+    const char *names;  /* argument names for messages */
+    int (*fn)(const kctx *);
+} kernel_spec;
 
-/* The kernel's entry: the table above, then the fused kernels of cpu_fused.c, the mobile
- * operators of cpu_mobile.c, the fused batch-norm kernels of cpu_fused_bn.c and the optimizer
- * kernels of cpu_adam.c. */
+/* Every kernel of the ABI, generated (kernel_abi.h): name, kinds and argument names come from
+ * the one table, the function is the kernel's CPU_KERNEL. */
+#define KERNEL_ROW(name, kinds, names) {#name, kinds, names, k_##name},
+static const kernel_spec KERNELS[] = {KERNEL_ABI(KERNEL_ROW)};
+
 static const kernel_spec *find_kernel(const char *name)
 {
     for (size_t i = 0; i < sizeof KERNELS / sizeof KERNELS[0]; ++i)
         if (strcmp(KERNELS[i].name, name) == 0) return &KERNELS[i];
-    for (int i = 0; i < CPU_FUSED_NKERNELS; ++i)
-        if (strcmp(CPU_FUSED_KERNELS[i].name, name) == 0) return &CPU_FUSED_KERNELS[i];
-    for (int i = 0; i < CPU_MOBILE_NKERNELS; ++i)
-        if (strcmp(CPU_MOBILE_KERNELS[i].name, name) == 0) return &CPU_MOBILE_KERNELS[i];
-    for (int i = 0; i < CPU_FUSED_BN_NKERNELS; ++i)
-        if (strcmp(CPU_FUSED_BN_KERNELS[i].name, name) == 0) return &CPU_FUSED_BN_KERNELS[i];
-    for (int i = 0; i < CPU_ADAM_NKERNELS; ++i)
-        if (strcmp(CPU_ADAM_KERNELS[i].name, name) == 0) return &CPU_ADAM_KERNELS[i];
     return NULL;
 }
 

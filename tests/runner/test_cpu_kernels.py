@@ -12,11 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import REPO
 from helpers.kernel_cases import Case, group_cases
 from helpers.kernel_cases_bn import ORACLE_BN
-
-RUNNER_SRC = REPO / "src" / "runner"
+from phonetrain.devices.toolchains import cpu_backend_sources
 
 
 class RtArg(ctypes.Structure):
@@ -26,16 +24,12 @@ class RtArg(ctypes.Structure):
 
 
 def build_lib(out_dir: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """cpu_kernels.c (with the fused, mobile, fused batch-norm and optimizer kernels of
-    cpu_fused.c, cpu_mobile.c, cpu_fused_bn.c, cpu_adam.c, and cpu_conv.c's convolutions)
-    built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
+    """The CPU backend (src/runner/cpu_*.c: the dispatch of cpu_kernels.c and every kernel
+    file) built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
     so = out_dir / "libcpu_kernels.so"
     subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
-                    "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"),
-                    str(RUNNER_SRC / "cpu_conv.c"), str(RUNNER_SRC / "cpu_fused.c"),
-                    str(RUNNER_SRC / "cpu_mobile.c"), str(RUNNER_SRC / "cpu_fused_bn.c"),
-                    str(RUNNER_SRC / "cpu_adam.c"), "-o", str(so), "-lm"],
-                   check=True)
+                    "-Werror", *defines, *map(str, cpu_backend_sources()), "-o", str(so),
+                    "-lm"], check=True)
     lib = ctypes.CDLL(str(so))
     lib.cpu_kernel_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(RtArg), ctypes.c_int,
                                    ctypes.c_char_p, ctypes.c_int]
