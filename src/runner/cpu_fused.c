@@ -5,7 +5,7 @@
  * images so they stay in L2) followed by their bias, ReLU or mask. The split-K
  * pair and the pooling and loss kernels compute one output element per loop iteration. Every
  * sum runs in an order fixed by the shape (deterministic at any thread count). Argument
- * checks report the first bad argument as cpu_kernels.c does. */
+ * checks report the first bad argument as cpu_kernel_ctx.h's checks do. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>

@@ -7,7 +7,7 @@
  * CPU_LANES interleaved partial sums across the images, as cpu_mobile.c's; the forward's
  * tile statistics are merged in tile order. Every sum runs in an order fixed by the shape:
  * deterministic at any thread count. Argument checks report the first bad argument as
- * cpu_kernels.c does. */
+ * cpu_kernel_ctx.h's checks do. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>

@@ -55,7 +55,7 @@ float softmax_xent_row(const float *x, int C, int label, float inv_b, float *dx)
 
 /* C[M,N] = alpha * op(A) @ op(B) + beta * C (op: transpose where trans_* is 1), row-major
  * float32, C not read when beta == 0; every element summed in an order that depends on the
- * shape only, never the thread count (cpu_kernels.c, "GEMM engine"). */
+ * shape only, never the thread count (cpu_gemm.c, "GEMM engine"). */
 void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               const float *B, float beta, float *C);
 /* A per-thread scratch array of at least n floats in slot `which`, kept between calls
@@ -64,9 +64,13 @@ void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
 enum { SCRATCH_COLUMNS = 2, SCRATCH_GRADIENT = 3, SCRATCH_CHANNEL_MAJOR = 4, SCRATCH_SLOTS = 5 };
 float *cpu_scratch(int which, size_t n);
 /* sgd_update on n elements (g = dW + wd * W, V = momentum * V + g, W -= lr * V), the
- * element ranges on the threads; the widest x86 clone, the same bits at every width. */
+ * element ranges on the threads; the widest x86 clone, the same bits at every width
+ * (cpu_elementwise.c). */
 void cpu_sgd_update(int64_t n, float lr, float momentum, float wd, float *W, const float *dW,
                     float *V);
+/* The same step on elements [i0, i1), on the calling thread. */
+void cpu_sgd_step(int64_t i0, int64_t i1, float lr, float momentum, float wd, float *W,
+                  const float *dW, float *V);
 /* The gradient g = A^T @ B (A [K, M], B [K, N]) of W [M, N] applied at once by sgd_update's
  * rule: g += wd * W, V = momentum * V + g, W -= lr * V (V [M, N]); with a short K each tile's
  * step follows its sums while they are in cache, else g goes through a scratch array. */
@@ -112,7 +116,7 @@ void cpu_conv_bwd_data(const conv_geom *g, const float *dY, const float *Wt, flo
 void cpu_conv_wgrad(const conv_geom *g, const float *X, const float *dY, float *G);
 
 /* Vector width for loop-heavy helpers. The runner is built without -march, so plain code gets
- * the baseline ISA (SSE2 on x86-64); like the GEMM micro-kernels (cpu_kernels.c), a helper is
+ * the baseline ISA (SSE2 on x86-64); like the GEMM micro-kernels (cpu_gemm.c), a helper is
  * written once as `static inline CPU_ISA_BODY void name_body(...)` and CPU_ISA_CLONES
  * instantiates it per x86 target (the compiler inlines the body into each, vectorizing it for
  * that target); CPU_ISA_PICK(name) is the widest clone this CPU runs. The clones compute the

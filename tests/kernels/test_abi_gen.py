@@ -183,3 +183,33 @@ def test_a_kernel_in_the_wrong_file_is_found(tmp_path):
 def test_macro_defined_kernels_are_read():
     assert cl_kernels(KERNELS_ROOT / "regblock" / "gemm.cl").keys() == {
         "gemm_nn", "gemm_nt", "gemm_tn"}
+
+
+# ---- the CPU backend's files against the table -------------------------------------------
+
+RUNNER_SRC = abi_gen.REPO / "src" / "runner"
+
+
+def cpu_kernels(path: Path) -> dict[str, str]:
+    """``{kernel: kinds}`` of every ``CPU_KERNEL(name, kinds)`` definition of a C file."""
+    return dict(re.findall(r"^CPU_KERNEL\((\w+), (\w+)\)", path.read_text(), flags=re.M))
+
+
+def test_every_kernel_has_one_c_function_in_the_file_of_its_name():
+    rows = {k.name: k for k in abi_gen.rows()}
+    found: dict[str, list[str]] = {}
+    for path in sorted(RUNNER_SRC.glob("cpu_*.c")):
+        for name, kinds in cpu_kernels(path).items():
+            found.setdefault(name, []).append(path.name)
+            assert kinds == rows[name].cpu_kinds, f"{path.name}: CPU_KERNEL({name}, {kinds})"
+    assert {n: files for n, files in found.items() if files != [f"cpu_{kernel_file(n)}.c"]} \
+        == {}
+    assert sorted(set(KERNEL_ARGS) - set(found)) == []
+
+
+def test_the_cpu_backend_has_a_file_per_kernel_file_and_none_over_800_lines():
+    assert {f"cpu_{stem}.c" for stem in KERNEL_FILES} <= \
+        {p.name for p in RUNNER_SRC.glob("cpu_*.c")}
+    long = {p.name: n for p in RUNNER_SRC.glob("*.c")
+            if (n := len(p.read_text().splitlines())) > 800}
+    assert long == {}

@@ -1,4 +1,4 @@
-"""The CPU backend's kernels (src/runner/cpu_kernels.c) called directly through ctypes: the
+"""The CPU backend's kernels (src/runner/cpu_*.c) called directly through ctypes: the
 argument checks (count, kinds, sizes against numel) and their messages, plus a GEMM check at
 thread counts 1 and 2. Full numerical coverage of every kernel runs through the runner in
 tests/kernels/test_kernels.py."""
@@ -276,7 +276,7 @@ def test_long_k_gemm_nt_same_bits_at_avx2_avx512_and_1_to_3_threads(isa_libs, M,
         np.testing.assert_array_equal(C, got[1, 1], err_msg=f"clone, threads = {key}")
 
 
-# gemm_nt shapes of the register-tiled dot-product path (cpu_kernels.c, gemm_ntd: K in
+# gemm_nt shapes of the register-tiled dot-product path (cpu_gemm_shapes.c, gemm_ntd: K in
 # [128, 2048), M*K <= 65536; taken where the CPU has AVX-512, else the blocked engine runs
 # them): the MLP's fc1 forward, rows of A and of B past a multiple of the 4 x 6 tile, K past a
 # multiple of the 16 lanes (the zero-padded tail step), a single row and column, the largest A.
@@ -303,7 +303,7 @@ def test_gemm_nt_dot_tiles_match_numpy(cpu_lib, M, N, K, alpha, beta, threads):
     np.testing.assert_allclose(C, want, rtol=0, atol=2e-6 * K)
 
 
-# gemm_tn shapes of the short-K path (cpu_kernels.c, gemm_tns: K <= 64, A and B read in place;
+# gemm_tn shapes of the short-K path (cpu_gemm_shapes.c, gemm_tns: K <= 64, A and B read in place;
 # taken where the CPU has AVX-512, else the blocked engine runs them): the MLP's fc1 and fc2
 # weight gradients (256 x 784 = 4 rows x 10 blocks of 5 vectors, the last of 4; 128 x 256 = 4
 # blocks of 4 vectors), rows past a multiple of 4, columns past a multiple of 16 (the padded

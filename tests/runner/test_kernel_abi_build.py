@@ -54,14 +54,14 @@ def test_a_table_row_changed_without_its_c_function_fails_naming_the_kernel(tmp_
 
 def test_a_c_function_with_other_kinds_fails_naming_the_kernel(tmp_path):
     src = _copy(tmp_path)
-    _plant(src, "cpu_kernels.c", "CPU_KERNEL(relu_bwd, ittt)", "CPU_KERNEL(relu_bwd, iftt)")
+    _plant(src, "cpu_elementwise.c", "CPU_KERNEL(relu_bwd, ittt)", "CPU_KERNEL(relu_bwd, iftt)")
     out = _build(tmp_path, src)
     assert "KABI_SIG_relu_bwd_iftt" in out, out
 
 
 def test_a_kernel_without_a_c_function_fails_to_link_naming_it(tmp_path):
     src = _copy(tmp_path)
-    _plant(src, "cpu_kernels.c", "CPU_KERNEL(copy, itt)",
+    _plant(src, "cpu_elementwise.c", "CPU_KERNEL(copy, itt)",
            "static int k_copy_gone(const kctx *k);\nstatic int k_copy_gone(const kctx *k)")
     out = _build(tmp_path, src)
     assert "k_copy" in out, out
