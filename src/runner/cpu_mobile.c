@@ -4,8 +4,9 @@
  *
  * Same contract as every kernel file of the backend (the shared checks of cpu_kernel_ctx.h;
  * found through the generated table of cpu_kernels.c): each kernel checks its arguments
- * first and reports the first bad one as "kernel: argument i (name) ..."; reductions are per-output gathers in a fixed order (no
- * atomics), so results do not depend on the thread count. */
+ * first and reports the first bad one as "kernel: argument i (name) ..."; reductions are
+ * per-output gathers in a fixed order (no atomics), so results do not depend on the thread
+ * count. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>
