@@ -44,6 +44,55 @@ static inline int conv_tap_output(const int x, const int pad, const int k, const
     return o < n ? o : -1;
 }
 
+/* One output Z[b,oc,oh,ow] of a grouped convolution (groups = 1: a plain one): the sum over
+ * the input channels ci of oc's group, then (kh, kw), in that order, of
+ * weight[oc,ci,kh,kw] * X[b, g*C/groups+ci, oh*stride-pad+kh, ow*stride-pad+kw] (g the group
+ * of oc; taps outside the image skipped: padding reads as 0). weight is [OC, C/groups, KH,
+ * KW]. The forward gathers of the direct convolutions (conv_fwd, gconv_stats_fwd). */
+static inline float conv_output_at(__global const float *X, __global const float *weight,
+                                   const int b, const int oc, const int oh, const int ow,
+                                   const int C, const int H, const int W, const int OC,
+                                   const int KH, const int KW, const int stride, const int pad,
+                                   const int groups)
+{
+    const int cg = C / groups, g = oc / (OC / groups);
+    const __global float *w = weight + (size_t)oc * cg * KH * KW;
+    float acc = 0.0f;
+    for (int ci = 0; ci < cg; ++ci) {
+        const __global float *x = X + ((size_t)b * C + g * cg + ci) * H * W;
+        for (int kh = 0; kh < KH; ++kh) {
+            const int ih = oh * stride - pad + kh;
+            if (ih < 0 || ih >= H) continue;
+            for (int kw = 0; kw < KW; ++kw) {
+                const int iw = ow * stride - pad + kw;
+                if (iw >= 0 && iw < W) acc += w[(ci * KH + kh) * KW + kw] * x[ih * W + iw];
+            }
+        }
+    }
+    return acc;
+}
+
+/* acc plus one output channel's share of the input gradient at (h, w): over the taps (kh, kw)
+ * in that order whose output (oh, ow) exists (conv_tap_output), acc += wt[kh*KW+kw] *
+ * dy[oh*OW+ow]. `dy`: the channel's OH x OW gradient plane; `wt`: its KH x KW weights for
+ * this input channel. The gather loops of dwconv3x3_bwd_data and gconv_bwd_data. */
+static inline float conv_tap_gather(float acc, const __global float *dy,
+                                    const __global float *wt, const int h, const int w,
+                                    const int KH, const int KW, const int stride,
+                                    const int pad, const int OH, const int OW)
+{
+    for (int kh = 0; kh < KH; ++kh) {
+        const int oh = conv_tap_output(h, pad, kh, stride, OH);
+        if (oh < 0) continue;
+        for (int kw = 0; kw < KW; ++kw) {
+            const int ow = conv_tap_output(w, pad, kw, stride, OW);
+            if (ow < 0) continue;
+            acc += wt[kh * KW + kw] * dy[oh * OW + ow];
+        }
+    }
+    return acc;
+}
+
 /* g = grad + weight_decay * P; V = momentum * V + g; P -= lr * V (sgd_update's rule), in a
  * kernel whose arguments name lr, momentum and weight_decay. */
 #define SGD_STEP(P, V, idx, grad)                                   \

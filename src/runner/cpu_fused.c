@@ -5,7 +5,7 @@
  * images so they stay in L2) followed by their bias, ReLU or mask. The split-K
  * pair and the pooling and loss kernels compute one output element per loop iteration. Every
  * sum runs in an order fixed by the shape (deterministic at any thread count). Argument
- * checks report the first bad argument as cpu_kernels.c does. */
+ * checks report the first bad argument as cpu_kernel_ctx.h's checks do. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>
@@ -53,7 +53,7 @@ static conv_geom conv_geom_of(const kctx *k)
     return (conv_geom){I(0), I(1), I(2), I(3), I(4), I(5), I(6), I(7), I(8), I(9), I(10)};
 }
 
-static int k_linear_fwd(const kctx *k)
+CPU_KERNEL(linear_fwd, iiiitttt)
 {
     CHECK(check_ints(k, 4, -1, 3));
     const int B = I(0), O = I(1), In = I(2), act = I(3);
@@ -82,7 +82,7 @@ static void bias_act_row(const void *ctx, int oc, const float *src, float *dst, 
     for (int64_t p = 0; p < P; ++p) dst[p] = relu_if(e->act, src[p] + e->bias[oc]);
 }
 
-static int k_conv_fwd(const kctx *k)
+CPU_KERNEL(conv_fwd, iiiiiiiiiiiitttt)
 {
     CHECK(check_ints(k, 12, 8, 11));
     CHECK(conv_out_dims(k));
@@ -104,7 +104,7 @@ static void linear_dx(int B, int O, int In, int relu, const float *dY, const flo
         for (int64_t e = 0; e < (int64_t)B * In; ++e) dX[e] = X[e] > 0.0f ? dX[e] : 0.0f;
 }
 
-static int k_linear_bwd_data(const kctx *k)
+CPU_KERNEL(linear_bwd_data, iiiitttt)
 {
     CHECK(check_ints(k, 4, -1, 3));
     const int B = I(0), O = I(1), In = I(2);
@@ -126,7 +126,7 @@ static void relu_mask_span(const void *ctx, int64_t e0, int64_t e1)
         dX[e] = X[e] > 0.0f ? dX[e] : 0.0f;
 }
 
-static int k_conv_bwd_data(const kctx *k)
+CPU_KERNEL(conv_bwd_data, iiiiiiiiiiiitttt)
 {
     CHECK(check_ints(k, 12, 8, 11));
     CHECK(conv_out_dims(k));
@@ -141,7 +141,7 @@ static int k_conv_bwd_data(const kctx *k)
     return 0;
 }
 
-static int k_maxpool_bwd_relu(const kctx *k)
+CPU_KERNEL(maxpool_bwd_relu, iiiiiiiitttt)
 {
     CHECK(check_ints(k, 6, -1, -1));
     const int B = I(0), C = I(1), H = I(2), W = I(3), K = I(4), s = I(5), OH = I(6), OW = I(7);
@@ -171,7 +171,7 @@ static int k_maxpool_bwd_relu(const kctx *k)
     return 0;
 }
 
-static int k_softmax_xent_bwd(const kctx *k)
+CPU_KERNEL(softmax_xent_bwd, iiiittttttt)
 {
     CHECK(check_ints(k, 4, -1, 3));
     const int B = I(0), C = I(1), In = I(2);
@@ -199,7 +199,7 @@ static int k_softmax_xent_bwd(const kctx *k)
     return 0;
 }
 
-static int k_linear_sgd(const kctx *k)
+CPU_KERNEL(linear_sgd, iiiffftttttt)
 {
     CHECK(check_ints(k, 3, -1, -1));
     const int B = I(0), O = I(1), In = I(2);
@@ -221,7 +221,7 @@ static int k_linear_sgd(const kctx *k)
     return 0;
 }
 
-static int k_conv_sgd(const kctx *k)
+CPU_KERNEL(conv_sgd, iiiiiiiiiiiffftttttt)
 {
     CHECK(check_ints(k, 11, 8, -1));
     CHECK(conv_out_dims(k));
@@ -284,7 +284,7 @@ static float conv_wgrad_range(const float *X, const float *dY, int C, int H, int
     return acc;
 }
 
-static int k_conv_wgrad_partial(const kctx *k)
+CPU_KERNEL(conv_wgrad_partial, iiiiiiiiiiiittt)
 {
     CHECK(check_ints(k, 12, 8, -1));
     CHECK(conv_out_dims(k));
@@ -307,7 +307,7 @@ static int k_conv_wgrad_partial(const kctx *k)
     return 0;
 }
 
-static int k_conv_sgd_finish(const kctx *k)
+CPU_KERNEL(conv_sgd_finish, iiiiifffttttt)
 {
     CHECK(check_ints(k, 5, -1, -1));
     const int C = I(0), OC = I(1), KH = I(2), KW = I(3), S = I(4);
@@ -331,25 +331,3 @@ static int k_conv_sgd_finish(const kctx *k)
     return 0;
 }
 
-const kernel_spec CPU_FUSED_KERNELS[] = {
-    {"linear_fwd", "iiiitttt", "B O I act X W bias Y", k_linear_fwd},
-    {"conv_fwd", "iiiiiiiiiiiitttt", "B C H W OC KH KW stride pad OH OW act X weight bias Y",
-     k_conv_fwd},
-    {"linear_bwd_data", "iiiitttt", "B O I relu dY W X dX", k_linear_bwd_data},
-    {"conv_bwd_data", "iiiiiiiiiiiitttt",
-     "B C H W OC KH KW stride pad OH OW relu dY weight X dX", k_conv_bwd_data},
-    {"maxpool_bwd_relu", "iiiiiiiitttt", "B C H W K stride OH OW dY argmax X dX",
-     k_maxpool_bwd_relu},
-    {"softmax_xent_bwd", "iiiittttttt", "B C I relu logits labels W X dlogits dX loss",
-     k_softmax_xent_bwd},
-    {"linear_sgd", "iiiffftttttt", "B O I lr momentum weight_decay X dY W V bias Vb",
-     k_linear_sgd},
-    {"conv_sgd", "iiiiiiiiiiiffftttttt",
-     "B C H W OC KH KW stride pad OH OW lr momentum weight_decay X dY weight V bias Vb",
-     k_conv_sgd},
-    {"conv_wgrad_partial", "iiiiiiiiiiiittt",
-     "B C H W OC KH KW stride pad OH OW S X dY part", k_conv_wgrad_partial},
-    {"conv_sgd_finish", "iiiiifffttttt",
-     "C OC KH KW S lr momentum weight_decay part weight V bias Vb", k_conv_sgd_finish},
-};
-const int CPU_FUSED_NKERNELS = (int)(sizeof CPU_FUSED_KERNELS / sizeof CPU_FUSED_KERNELS[0]);

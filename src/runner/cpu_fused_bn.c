@@ -7,7 +7,7 @@
  * CPU_LANES interleaved partial sums across the images, as cpu_mobile.c's; the forward's
  * tile statistics are merged in tile order. Every sum runs in an order fixed by the shape:
  * deterministic at any thread count. Argument checks report the first bad argument as
- * cpu_kernels.c does. */
+ * cpu_kernel_ctx.h's checks do. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>
@@ -141,7 +141,7 @@ static float tile_sum(const float *Z, int OC, int64_t P, int oc, int64_t i0, int
  * squared deviations from it (T = ceil(n/tile) tiles of channel oc's n = B*OH*OW outputs in
  * (b, oh, ow) order, the last one shorter): Z on its engine, then one (oc, t) per loop
  * iteration. */
-static int k_gconv_stats_fwd(const kctx *k)
+CPU_KERNEL(gconv_stats_fwd, iiiiiiiiiiiiitttt)
 {
     CHECK(gconv_dims(k, 0));
     CHECK(kneed_min(k, 12, 1));
@@ -195,7 +195,7 @@ static void merged_stats(const float *part, int T, int n, int tile, float *mean,
     *m2 = qa;
 }
 
-static int k_bn_act_fwd(const kctx *k)
+CPU_KERNEL(bn_act_fwd, iiiiiifftttttttttt)
 {
     for (int i = 0; i < 4; ++i) CHECK(kneed_min(k, i, 1));
     if (I(4) < 0 || I(4) > 2)
@@ -258,7 +258,7 @@ static void lanes_add_masked(float *restrict lb, float *restrict lg, const float
         lg[l] += masked(dY[j + l], Y[j + l], act) * ((X[j + l] - mu) * is);
 }
 
-static int k_bn_bwd_sgd(const kctx *k)
+CPU_KERNEL(bn_bwd_sgd, iiiiffftttttttttt)
 {
     for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     if (I(3) < 0 || I(3) > 2)
@@ -335,7 +335,7 @@ static float gconv_dx_at(const gconv *g, const float *dY, const float *Wt, int64
     return acc;
 }
 
-static int k_gconv_bwd_data(const kctx *k)
+CPU_KERNEL(gconv_bwd_data, iiiiiiiiiiiiiittttt)
 {
     CHECK(gconv_dims(k, 2));
     const gconv g = gconv_of(k);
@@ -369,7 +369,7 @@ static int k_gconv_bwd_data(const kctx *k)
     return 0;
 }
 
-static int k_gconv_sgd(const kctx *k)
+CPU_KERNEL(gconv_sgd, iiiiiiiiiiiiffftttt)
 {
     CHECK(gconv_dims(k, 0));
     const gconv g = gconv_of(k);
@@ -451,7 +451,7 @@ static float gconv_wgrad_range(const gconv *g, const float *X, const float *dY, 
     return acc + part;
 }
 
-static int k_gconv_wgrad_partial(const kctx *k)
+CPU_KERNEL(gconv_wgrad_partial, iiiiiiiiiiiiittt)
 {
     CHECK(gconv_dims(k, 0));
     CHECK(kneed_min(k, 12, 1));
@@ -476,7 +476,7 @@ static int k_gconv_wgrad_partial(const kctx *k)
     return 0;
 }
 
-static int k_gconv_sgd_finish(const kctx *k)
+CPU_KERNEL(gconv_sgd_finish, iiiiiifffttt)
 {
     for (int i = 0; i < 6; ++i) CHECK(kneed_min(k, i, 1));
     const int C = I(0), OC = I(1), KH = I(2), KW = I(3), G = I(4), S = I(5);
@@ -497,25 +497,3 @@ static int k_gconv_sgd_finish(const kctx *k)
     return 0;
 }
 
-#define GCONV_NAMES "B C H W OC KH KW stride pad OH OW groups "
-
-const kernel_spec CPU_FUSED_BN_KERNELS[] = {
-    {"gconv_stats_fwd", "iiiiiiiiiiiiitttt", GCONV_NAMES "tile X weight Z part",
-     k_gconv_stats_fwd},
-    {"bn_act_fwd", "iiiiiifftttttttttt",
-     "B C HW tile act res eps momentum Z part gamma beta R Y mean invstd running_mean "
-     "running_var", k_bn_act_fwd},
-    {"bn_bwd_sgd", "iiiiffftttttttttt",
-     "B C HW act lr momentum weight_decay X Y dY mean invstd gamma beta Vg Vb dX",
-     k_bn_bwd_sgd},
-    {"gconv_bwd_data", "iiiiiiiiiiiiiittttt", GCONV_NAMES "act res dY weight X R dX",
-     k_gconv_bwd_data},
-    {"gconv_sgd", "iiiiiiiiiiiiffftttt",
-     GCONV_NAMES "lr momentum weight_decay X dY weight V", k_gconv_sgd},
-    {"gconv_wgrad_partial", "iiiiiiiiiiiiittt", GCONV_NAMES "S X dY part",
-     k_gconv_wgrad_partial},
-    {"gconv_sgd_finish", "iiiiiifffttt",
-     "C OC KH KW groups S lr momentum weight_decay part weight V", k_gconv_sgd_finish},
-};
-const int CPU_FUSED_BN_NKERNELS =
-    (int)(sizeof CPU_FUSED_BN_KERNELS / sizeof CPU_FUSED_BN_KERNELS[0]);

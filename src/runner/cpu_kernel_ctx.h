@@ -1,6 +1,7 @@
-/* Internal to the CPU backend (cpu_kernels.c, cpu_conv.c, cpu_fused.c, cpu_fused_bn.c,
- * cpu_mobile.c): a kernel call's context, the argument checks that report "kernel: argument i
- * (name) ...", and the kernel table entry. */
+/* Internal to the CPU backend (the cpu_*.c files, one per kernel file of src/kernels: see
+ * src/runner/README.md): a kernel call's context, the argument checks that report "kernel:
+ * argument i (name) ...", and CPU_KERNEL, which defines a kernel of the generated table
+ * kernel_abi.h. */
 #ifndef PHONETRAIN_CPU_KERNEL_CTX_H
 #define PHONETRAIN_CPU_KERNEL_CTX_H
 
@@ -8,6 +9,7 @@
 #include <stdint.h>
 
 #include "cpu_kernels.h"
+#include "kernel_abi.h"
 
 /* Below this many elements (or MACs for GEMM) a kernel runs on one thread. */
 #define PAR_MIN 16384
@@ -20,12 +22,24 @@ typedef struct {
     int errlen;
 } kctx;
 
-typedef struct {
-    const char *name;
-    const char *kinds;  /* one of i/f/t per argument */
-    const char *names;  /* argument names for messages */
-    int (*fn)(const kctx *);
-} kernel_spec;
+/* Every kernel's C function, int k_<name>(const kctx *k), declared from the table: the
+ * dispatch table of cpu_kernels.c lists them all, so a kernel of the ABI without one fails to
+ * link ("undefined reference to `k_<name>'"). */
+#define CPU_KERNEL_DECL(name, kinds, names) int k_##name(const kctx *k);
+KERNEL_ABI(CPU_KERNEL_DECL)
+
+/* Defines kernel `name`'s function, whose arguments have the kinds spelled by the token
+ * `kinds` (one i/f/t per argument, as kernel_abi.h): CPU_KERNEL(relu_fwd, itt) { ... }. A
+ * name not in the ABI, another argument count or other kinds fail to compile, naming the
+ * kernel; regenerate kernel_abi.h (python -m phonetrain.kernels.abi_gen) after a change of
+ * the table, then change the C function to match. */
+#define CPU_KERNEL(name, kinds)                                                              \
+    _Static_assert(KABI_NARGS_##name == sizeof #kinds - 1,                                   \
+                   "kernel " #name ": the C function takes " #kinds                          \
+                   ", another argument count than kernel_abi.h");                            \
+    _Static_assert(KABI_SIG_##name##_##kinds == sizeof #kinds - 1,                           \
+                   "kernel " #name ": argument kinds " #kinds " differ from kernel_abi.h");   \
+    int k_##name(const kctx *k)
 
 /* Writes "kernel: argument idx (name) <message>" into the error buffer; returns -1. */
 int kfail(const kctx *k, int idx, const char *fmt, ...);
@@ -41,7 +55,7 @@ float softmax_xent_row(const float *x, int C, int label, float inv_b, float *dx)
 
 /* C[M,N] = alpha * op(A) @ op(B) + beta * C (op: transpose where trans_* is 1), row-major
  * float32, C not read when beta == 0; every element summed in an order that depends on the
- * shape only, never the thread count (cpu_kernels.c, "GEMM engine"). */
+ * shape only, never the thread count (cpu_gemm.c, "GEMM engine"). */
 void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               const float *B, float beta, float *C);
 /* A per-thread scratch array of at least n floats in slot `which`, kept between calls
@@ -50,9 +64,13 @@ void cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
 enum { SCRATCH_COLUMNS = 2, SCRATCH_GRADIENT = 3, SCRATCH_CHANNEL_MAJOR = 4, SCRATCH_SLOTS = 5 };
 float *cpu_scratch(int which, size_t n);
 /* sgd_update on n elements (g = dW + wd * W, V = momentum * V + g, W -= lr * V), the
- * element ranges on the threads; the widest x86 clone, the same bits at every width. */
+ * element ranges on the threads; the widest x86 clone, the same bits at every width
+ * (cpu_elementwise.c). */
 void cpu_sgd_update(int64_t n, float lr, float momentum, float wd, float *W, const float *dW,
                     float *V);
+/* The same step on elements [i0, i1), on the calling thread. */
+void cpu_sgd_step(int64_t i0, int64_t i1, float lr, float momentum, float wd, float *W,
+                  const float *dW, float *V);
 /* The gradient g = A^T @ B (A [K, M], B [K, N]) of W [M, N] applied at once by sgd_update's
  * rule: g += wd * W, V = momentum * V + g, W -= lr * V (V [M, N]); with a short K each tile's
  * step follows its sums while they are in cache, else g goes through a scratch array. */
@@ -97,17 +115,8 @@ void cpu_conv_bwd_data(const conv_geom *g, const float *dY, const float *Wt, flo
  * images in order; on all threads). G lives outside those slots (SCRATCH_GRADIENT, say). */
 void cpu_conv_wgrad(const conv_geom *g, const float *X, const float *dY, float *G);
 
-/* The fused kernels (cpu_fused.c) and the mobile CNN operators (cpu_mobile.c), searched after
- * cpu_kernels.c's own table. */
-extern const kernel_spec CPU_FUSED_KERNELS[];
-extern const int CPU_FUSED_NKERNELS;
-extern const kernel_spec CPU_MOBILE_KERNELS[];
-extern const int CPU_MOBILE_NKERNELS;
-extern const kernel_spec CPU_FUSED_BN_KERNELS[];   /* cpu_fused_bn.c */
-extern const int CPU_FUSED_BN_NKERNELS;
-
 /* Vector width for loop-heavy helpers. The runner is built without -march, so plain code gets
- * the baseline ISA (SSE2 on x86-64); like the GEMM micro-kernels (cpu_kernels.c), a helper is
+ * the baseline ISA (SSE2 on x86-64); like the GEMM micro-kernels (cpu_gemm.c), a helper is
  * written once as `static inline CPU_ISA_BODY void name_body(...)` and CPU_ISA_CLONES
  * instantiates it per x86 target (the compiler inlines the body into each, vectorizing it for
  * that target); CPU_ISA_PICK(name) is the widest clone this CPU runs. The clones compute the

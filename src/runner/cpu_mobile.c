@@ -2,10 +2,11 @@
  * "Mobile CNN operators") in C11 + OpenMP: depthwise 3x3 convolution, batch normalization in
  * training mode, ReLU6, element-wise add, global average pooling.
  *
- * Same contract as cpu_kernels.c (the shared checks of cpu_kernel_ctx.h; found through its
- * kernel table): each kernel checks its arguments first and reports the first bad one as
- * "kernel: argument i (name) ..."; reductions are per-output gathers in a fixed order (no
- * atomics), so results do not depend on the thread count. */
+ * Same contract as every kernel file of the backend (the shared checks of cpu_kernel_ctx.h;
+ * found through the generated table of cpu_kernels.c): each kernel checks its arguments
+ * first and reports the first bad one as "kernel: argument i (name) ..."; reductions are
+ * per-output gathers in a fixed order (no atomics), so results do not depend on the thread
+ * count. */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>
@@ -139,7 +140,7 @@ CPU_ISA_CLONES(dw_fwd_plane,
                 float *restrict yrow, float *restrict y),
                (g, x, xp, w, yrow, y))
 
-static int k_dwconv3x3_fwd(const kctx *k)
+CPU_KERNEL(dwconv3x3_fwd, iiiiiiiittt)
 {
     CHECK(dw_dims(k, 8, 10, 9));
     const dw_plane g = dw_plane_of(k);
@@ -244,7 +245,7 @@ CPU_ISA_CLONES(dw_bwd_data_plane,
                 float *restrict a, float *restrict b, float *restrict dx),
                (g, dy, w, a, b, dx))
 
-static int k_dwconv3x3_bwd_data(const kctx *k)
+CPU_KERNEL(dwconv3x3_bwd_data, iiiiiiiittt)
 {
     CHECK(dw_dims(k, 10, 8, 9));
     const dw_plane g = dw_plane_of(k);
@@ -359,7 +360,7 @@ CPU_ISA_CLONES(dw_bwd_weight_plane,
                 const float *restrict dy, float *restrict dyp, float (*restrict acc)[DW_LANES]),
                (g, x, xp, dy, dyp, acc))
 
-static int k_dwconv3x3_bwd_weight(const kctx *k)
+CPU_KERNEL(dwconv3x3_bwd_weight, iiiiiiiittt)
 {
     CHECK(dw_dims(k, 8, 9, 10));
     const dw_plane g = dw_plane_of(k);
@@ -440,7 +441,7 @@ void cpu_lanes_add_sq_dev(float *restrict lane, const float *restrict x, int n, 
     }
 }
 
-static int k_batchnorm_stats(const kctx *k)
+CPU_KERNEL(batchnorm_stats, iiiffttttt)
 {
     static const int big[] = {5}, small[] = {6, 7, 8, 9};
     CHECK(bn_dims(k, big, 1, small, 4));
@@ -476,7 +477,7 @@ static int k_batchnorm_stats(const kctx *k)
 
 /* Per (b, c) plane, so the channel's constants are loaded once and the element loop is a
  * plain vectorizable run (no division per element to find the channel). */
-static int k_batchnorm_apply(const kctx *k)
+CPU_KERNEL(batchnorm_apply, iiitttttt)
 {
     static const int big[] = {3, 8}, small[] = {4, 5, 6, 7};
     CHECK(bn_dims(k, big, 2, small, 4));
@@ -515,7 +516,7 @@ static void lanes_add_dy_xhat(float *restrict lane, const float *restrict x,
     for (int l = 0; l < n - j; ++l) lane[l] += dy[j + l] * ((x[j + l] - mu) * is);
 }
 
-static int k_batchnorm_bwd_reduce(const kctx *k)
+CPU_KERNEL(batchnorm_bwd_reduce, iiitttttt)
 {
     static const int big[] = {3, 4}, small[] = {5, 6, 7, 8};
     CHECK(bn_dims(k, big, 2, small, 4));
@@ -536,7 +537,7 @@ static int k_batchnorm_bwd_reduce(const kctx *k)
     return 0;
 }
 
-static int k_batchnorm_bwd_data(const kctx *k)
+CPU_KERNEL(batchnorm_bwd_data, iiitttttttt)
 {
     static const int big[] = {3, 4, 10}, small[] = {5, 6, 7, 8, 9};
     CHECK(bn_dims(k, big, 3, small, 5));
@@ -563,7 +564,7 @@ static int k_batchnorm_bwd_data(const kctx *k)
 
 /* ---- element-wise and pooling --------------------------------------------------------- */
 
-static int k_relu6_fwd(const kctx *k)
+CPU_KERNEL(relu6_fwd, itt)
 {
     CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
@@ -579,7 +580,7 @@ static int k_relu6_fwd(const kctx *k)
     return 0;
 }
 
-static int k_relu6_bwd(const kctx *k)
+CPU_KERNEL(relu6_bwd, ittt)
 {
     CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
@@ -595,7 +596,7 @@ static int k_relu6_bwd(const kctx *k)
     return 0;
 }
 
-static int k_add(const kctx *k)
+CPU_KERNEL(add, ittt)
 {
     CHECK(kneed_min(k, 0, 1));
     const int64_t n = I(0);
@@ -607,7 +608,7 @@ static int k_add(const kctx *k)
     return 0;
 }
 
-static int k_gap_fwd(const kctx *k)
+CPU_KERNEL(gap_fwd, iiitt)
 {
     for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t BC = (int64_t)I(0) * I(1), HW = I(2);
@@ -624,7 +625,7 @@ static int k_gap_fwd(const kctx *k)
     return 0;
 }
 
-static int k_gap_bwd(const kctx *k)
+CPU_KERNEL(gap_bwd, iiitt)
 {
     for (int i = 0; i < 3; ++i) CHECK(kneed_min(k, i, 1));
     const int64_t BC = (int64_t)I(0) * I(1), HW = I(2);
@@ -636,28 +637,3 @@ static int k_gap_bwd(const kctx *k)
     for (int64_t i = 0; i < BC * HW; ++i) dX[i] = dY[i / HW] / (float)HW;
     return 0;
 }
-
-/* ---- dispatch ------------------------------------------------------------------------- */
-
-
-const kernel_spec CPU_MOBILE_KERNELS[] = {
-    {"dwconv3x3_fwd", "iiiiiiiittt", "B C H W stride pad OH OW X Wt Y", k_dwconv3x3_fwd},
-    {"dwconv3x3_bwd_data", "iiiiiiiittt", "B C H W stride pad OH OW dY Wt dX",
-     k_dwconv3x3_bwd_data},
-    {"dwconv3x3_bwd_weight", "iiiiiiiittt", "B C H W stride pad OH OW X dY dWt",
-     k_dwconv3x3_bwd_weight},
-    {"batchnorm_stats", "iiiffttttt", "B C HW eps momentum X mean invstd running_mean running_var",
-     k_batchnorm_stats},
-    {"batchnorm_apply", "iiitttttt", "B C HW X mean invstd gamma beta Y", k_batchnorm_apply},
-    {"batchnorm_bwd_reduce", "iiitttttt", "B C HW X dY mean invstd dgamma dbeta",
-     k_batchnorm_bwd_reduce},
-    {"batchnorm_bwd_data", "iiitttttttt", "B C HW X dY mean invstd gamma dgamma dbeta dX",
-     k_batchnorm_bwd_data},
-    {"relu6_fwd", "itt", "n X Y", k_relu6_fwd},
-    {"relu6_bwd", "ittt", "n Y dY dX", k_relu6_bwd},
-    {"add", "ittt", "n A B Y", k_add},
-    {"gap_fwd", "iiitt", "B C HW X Y", k_gap_fwd},
-    {"gap_bwd", "iiitt", "B C HW dY dX", k_gap_bwd},
-};
-
-const int CPU_MOBILE_NKERNELS = (int)(sizeof CPU_MOBILE_KERNELS / sizeof CPU_MOBILE_KERNELS[0]);

@@ -1,4 +1,4 @@
-"""The CPU backend's kernels (src/runner/cpu_kernels.c) called directly through ctypes: the
+"""The CPU backend's kernels (src/runner/cpu_*.c) called directly through ctypes: the
 argument checks (count, kinds, sizes against numel) and their messages, plus a GEMM check at
 thread counts 1 and 2. Full numerical coverage of every kernel runs through the runner in
 tests/kernels/test_kernels.py."""
@@ -12,11 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import REPO
 from helpers.kernel_cases import Case, group_cases
 from helpers.kernel_cases_bn import ORACLE_BN
-
-RUNNER_SRC = REPO / "src" / "runner"
+from phonetrain.devices.toolchains import cpu_backend_sources
 
 
 class RtArg(ctypes.Structure):
@@ -26,16 +24,12 @@ class RtArg(ctypes.Structure):
 
 
 def build_lib(out_dir: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """cpu_kernels.c (with the fused, mobile, fused batch-norm and optimizer kernels of
-    cpu_fused.c, cpu_mobile.c, cpu_fused_bn.c, cpu_adam.c, and cpu_conv.c's convolutions)
-    built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
+    """The CPU backend (src/runner/cpu_*.c: the dispatch of cpu_kernels.c and every kernel
+    file) built as a shared library with the runner's flags (runner.BASE_FLAGS)."""
     so = out_dir / "libcpu_kernels.so"
     subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
-                    "-Werror", *defines, str(RUNNER_SRC / "cpu_kernels.c"),
-                    str(RUNNER_SRC / "cpu_conv.c"), str(RUNNER_SRC / "cpu_fused.c"),
-                    str(RUNNER_SRC / "cpu_mobile.c"), str(RUNNER_SRC / "cpu_fused_bn.c"),
-                    str(RUNNER_SRC / "cpu_adam.c"), "-o", str(so), "-lm"],
-                   check=True)
+                    "-Werror", *defines, *map(str, cpu_backend_sources()), "-o", str(so),
+                    "-lm"], check=True)
     lib = ctypes.CDLL(str(so))
     lib.cpu_kernel_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(RtArg), ctypes.c_int,
                                    ctypes.c_char_p, ctypes.c_int]
@@ -282,7 +276,7 @@ def test_long_k_gemm_nt_same_bits_at_avx2_avx512_and_1_to_3_threads(isa_libs, M,
         np.testing.assert_array_equal(C, got[1, 1], err_msg=f"clone, threads = {key}")
 
 
-# gemm_nt shapes of the register-tiled dot-product path (cpu_kernels.c, gemm_ntd: K in
+# gemm_nt shapes of the register-tiled dot-product path (cpu_gemm_shapes.c, gemm_ntd: K in
 # [128, 2048), M*K <= 65536; taken where the CPU has AVX-512, else the blocked engine runs
 # them): the MLP's fc1 forward, rows of A and of B past a multiple of the 4 x 6 tile, K past a
 # multiple of the 16 lanes (the zero-padded tail step), a single row and column, the largest A.
@@ -309,7 +303,7 @@ def test_gemm_nt_dot_tiles_match_numpy(cpu_lib, M, N, K, alpha, beta, threads):
     np.testing.assert_allclose(C, want, rtol=0, atol=2e-6 * K)
 
 
-# gemm_tn shapes of the short-K path (cpu_kernels.c, gemm_tns: K <= 64, A and B read in place;
+# gemm_tn shapes of the short-K path (cpu_gemm_shapes.c, gemm_tns: K <= 64, A and B read in place;
 # taken where the CPU has AVX-512, else the blocked engine runs them): the MLP's fc1 and fc2
 # weight gradients (256 x 784 = 4 rows x 10 blocks of 5 vectors, the last of 4; 128 x 256 = 4
 # blocks of 4 vectors), rows past a multiple of 4, columns past a multiple of 16 (the padded

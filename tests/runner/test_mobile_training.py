@@ -12,9 +12,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from helpers import REPO
 from phonetrain import reference
 from phonetrain import runner as runner_api
+from phonetrain.devices.toolchains import cpu_backend_sources
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan
 
@@ -66,15 +66,12 @@ class RtArg(ctypes.Structure):
 
 @pytest.fixture(scope="module")
 def mobile_lib(tmp_path_factory):
-    """The CPU backend's kernel table (cpu_kernels.c, which also searches cpu_fused.c's,
-    cpu_mobile.c's, cpu_fused_bn.c's and cpu_adam.c's tables) as a shared library."""
+    """The CPU backend (src/runner/cpu_*.c, every kernel through the generated table of
+    cpu_kernels.c) as a shared library."""
     so = tmp_path_factory.mktemp("cpu_mobile") / "libcpu_kernels.so"
-    src = REPO / "src" / "runner"
     subprocess.run(["cc", "-std=c11", "-O3", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Wextra",
-                    "-Werror", str(src / "cpu_kernels.c"), str(src / "cpu_conv.c"),
-                    str(src / "cpu_fused.c"),
-                    str(src / "cpu_mobile.c"), str(src / "cpu_fused_bn.c"),
-                    str(src / "cpu_adam.c"), "-o", str(so), "-lm"], check=True)
+                    "-Werror", *map(str, cpu_backend_sources()), "-o", str(so), "-lm"],
+                   check=True)
     lib = ctypes.CDLL(str(so))
     lib.cpu_kernel_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(RtArg), ctypes.c_int,
                                    ctypes.c_char_p, ctypes.c_int]

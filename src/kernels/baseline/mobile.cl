@@ -5,9 +5,11 @@
  * and gradients per channel, the depthwise weight gradient per weight) take one work-group
  * per output instead: its work-items sum strided slices of the B x spatial values, then a
  * tree in local memory (common.cl's wg_sum; common.cl is staged in front of this file, and
- * RL_MAX, the largest work-group, comes from it) adds the partial sums, in a fixed order (no atomics), so a
- * launch is deterministic for a given local size. NDRange [outputs * L], local [L], L a power
- * of two <= RL_MAX (the ABI's launches use L = 64). */
+ * RL_MAX, the largest work-group, comes from it) adds the partial sums, in a fixed order (no
+ * atomics), so a launch is deterministic for a given local size. NDRange [outputs * L], local
+ * [L], L a power of two <= RL_MAX (the ABI's launches use L = 64). The depthwise gradients'
+ * tap loops are common.cl's: conv_tap_gather (dwconv3x3_bwd_data) and conv_wgrad_share
+ * (dwconv3x3_bwd_weight). */
 
 /* Y[b,c,oh,ow] = sum over kh, kw of Wt[c,kh,kw] * X[b,c,oh*stride-pad+kh, ow*stride-pad+kw]
  * (0 outside the image). NDRange [B*C*OH*OW]. */
@@ -45,17 +47,7 @@ __kernel void dwconv3x3_bwd_data(const int B, const int C, const int H, const in
     const int w = i % W, h = (i / W) % H, bc = i / (W * H);
     const __global float *dy = dY + (size_t)bc * OH * OW;
     const __global float *wt = Wt + (bc % C) * 9;
-    float acc = 0.0f;
-    for (int kh = 0; kh < 3; ++kh) {
-        const int oh = conv_tap_output(h, pad, kh, stride, OH);
-        if (oh < 0) continue;
-        for (int kw = 0; kw < 3; ++kw) {
-            const int ow = conv_tap_output(w, pad, kw, stride, OW);
-            if (ow < 0) continue;
-            acc += wt[kh * 3 + kw] * dy[oh * OW + ow];
-        }
-    }
-    dX[i] = acc;
+    dX[i] = conv_tap_gather(0.0f, dy, wt, h, w, 3, 3, stride, pad, OH, OW);
 }
 
 /* dWt[c,kh,kw] = sum over b, oh, ow of dY[b,c,oh,ow] * X[b,c,oh*stride-pad+kh,
@@ -69,15 +61,10 @@ __kernel void dwconv3x3_bwd_weight(const int B, const int C, const int H, const 
     __local float scratch[RL_MAX];
     const int t = get_group_id(0), l = get_local_id(0), L = get_local_size(0);
     if (t >= C * 9) return;   /* whole work-groups only: no barrier is skipped by part of one */
-    const int c = t / 9, kh = (t % 9) / 3, kw = t % 3, n = B * OH * OW;
-    float part = 0.0f;
-    for (int i = l; i < n; i += L) {
-        const int ow = i % OW, oh = (i / OW) % OH, b = i / (OW * OH);
-        const int h = oh * stride - pad + kh, w = ow * stride - pad + kw;
-        if (h >= 0 && h < H && w >= 0 && w < W)
-            part += X[(((size_t)b * C + c) * H + h) * W + w] *
-                    dY[(((size_t)b * C + c) * OH + oh) * OW + ow];
-    }
+    const int c = t / 9, kh = (t % 9) / 3, kw = t % 3;
+    /* channel c of dY is the output channel of input channel c (OC = C) */
+    const float part = conv_wgrad_share(dY, X, B, C, H, W, C, OH, OW, stride, pad, c, c, kh, kw,
+                                        l, L);
     const float total = wg_sum(part, scratch);
     if (l == 0) dWt[t] = total;
 }

@@ -14,8 +14,8 @@
  *
  * Shared helpers from common.cl (staged in front of this file): wg_sum, RL_MAX,
  * conv_wgrad_share, conv_wgrad_chunk_share, conv_bgrad_chunk_share and SGD_STEP (conv_sgd,
- * conv_wgrad_partial, the *_sgd kernels), conv_tap_output (conv_bwd_data), maxpool_grad_at
- * (maxpool_bwd_relu), softmax_xent_row (softmax_xent_bwd).
+ * conv_wgrad_partial, the *_sgd kernels), conv_output_at (conv_fwd), conv_tap_output
+ * (conv_bwd_data), maxpool_grad_at (maxpool_bwd_relu), softmax_xent_row (softmax_xent_bwd).
  *
  * Parameters: LOSS_WG, the largest work-group softmax_xent_bwd uses for its rows (the local
  * array of per-work-item loss partials; extra work-items still share the input-gradient
@@ -81,19 +81,7 @@ __kernel void conv_fwd(const int B, const int C, const int H, const int W, const
     const int p = get_global_id(0), q = get_global_id(1);
     if (p >= OH * OW || q >= B * OC) return;
     const int ow = p % OW, oh = p / OW, oc = q % OC, b = q / OC;
-    const __global float *w = weight + (size_t)oc * C * KH * KW;
-    float acc = 0.0f;
-    for (int c = 0; c < C; ++c) {
-        const __global float *x = X + ((size_t)b * C + c) * H * W;
-        for (int kh = 0; kh < KH; ++kh) {
-            const int ih = oh * stride - pad + kh;
-            for (int kw = 0; kw < KW; ++kw) {
-                const int iw = ow * stride - pad + kw;
-                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                    acc += w[(c * KH + kh) * KW + kw] * x[ih * W + iw];
-            }
-        }
-    }
+    float acc = conv_output_at(X, weight, b, oc, oh, ow, C, H, W, OC, KH, KW, stride, pad, 1);
     acc += bias[oc];
     Y[(size_t)q * OH * OW + p] = (act && !(acc > 0.0f)) ? 0.0f : acc;
 }

@@ -22,7 +22,8 @@
  * Every sum is a gather in a fixed order (no atomics): deterministic run to run. The
  * work-group reductions (gconv_stats_fwd, bn_act_fwd, bn_bwd_sgd, gconv_sgd) take strided
  * partial sums, then a tree in local memory (wg_sum and RL_MAX from common.cl;
- * conv_tap_output for gconv_bwd_data, conv_wgrad_share for gconv_sgd); any power-of-two
+ * conv_output_at for gconv_stats_fwd, conv_tap_gather for gconv_bwd_data, conv_wgrad_share
+ * for gconv_sgd); any power-of-two
  * local size up to RL_MAX, work-groups past the edge return as a whole.
  *
  * Parameters: none. The tile of the forward's statistics is the `tile` argument of
@@ -44,30 +45,6 @@ static inline int bn_act_passes(const float y, const int act)
     if (act == 1) return y > 0.0f;
     if (act == 2) return y > 0.0f && y < 6.0f;
     return 1;
-}
-
-/* Z[b,oc,oh,ow] of a grouped convolution: taps in (ci, kh, kw) order, 0 outside the image. */
-static inline float gconv_at(__global const float *X, __global const float *weight,
-                             const int b, const int oc, const int oh, const int ow,
-                             const int C, const int H, const int W, const int OC,
-                             const int KH, const int KW, const int stride, const int pad,
-                             const int groups)
-{
-    const int cg = C / groups, g = oc / (OC / groups);
-    const __global float *w = weight + (size_t)oc * cg * KH * KW;
-    float acc = 0.0f;
-    for (int ci = 0; ci < cg; ++ci) {
-        const __global float *x = X + ((size_t)b * C + g * cg + ci) * H * W;
-        for (int kh = 0; kh < KH; ++kh) {
-            const int ih = oh * stride - pad + kh;
-            if (ih < 0 || ih >= H) continue;
-            for (int kw = 0; kw < KW; ++kw) {
-                const int iw = ow * stride - pad + kw;
-                if (iw >= 0 && iw < W) acc += w[(ci * KH + kh) * KW + kw] * x[ih * W + iw];
-            }
-        }
-    }
-    return acc;
 }
 
 /* Merges the statistics a = (count, mean, M2, -) of one set of values with those b of another,
@@ -106,8 +83,8 @@ __kernel void gconv_stats_fwd(const int B, const int C, const int H, const int W
     if (oc < OC)
         for (int j = l; j < cnt; j += L) {
             const int b = (i0 + j) / P, p = (i0 + j) % P;
-            const float z = gconv_at(X, weight, b, oc, p / OW, p % OW, C, H, W, OC, KH, KW,
-                                     stride, pad, groups);
+            const float z = conv_output_at(X, weight, b, oc, p / OW, p % OW, C, H, W, OC, KH,
+                                           KW, stride, pad, groups);
             Z[((size_t)b * OC + oc) * P + p] = z;
             s += z;
         }
@@ -260,16 +237,9 @@ __kernel void gconv_bwd_data(const int B, const int C, const int H, const int W,
     float acc = 0.0f;
     for (int j = 0; j < og; ++j) {
         const int oc = g * og + j;
-        for (int kh = 0; kh < KH; ++kh) {
-            const int oh = conv_tap_output(h, pad, kh, stride, OH);
-            if (oh < 0) continue;
-            for (int kw = 0; kw < KW; ++kw) {
-                const int ow = conv_tap_output(w, pad, kw, stride, OW);
-                if (ow < 0) continue;
-                acc += weight[(((size_t)oc * cg + ci) * KH + kh) * KW + kw] *
-                       dY[(((size_t)b * OC + oc) * OH + oh) * OW + ow];
-            }
-        }
+        acc = conv_tap_gather(acc, dY + ((size_t)b * OC + oc) * OH * OW,
+                              weight + ((size_t)oc * cg + ci) * KH * KW, h, w, KH, KW, stride,
+                              pad, OH, OW);
     }
     dX[e] = res ? acc + R[e] : acc;
 }

@@ -121,33 +121,42 @@ def for_device(device_cfg) -> Toolchain:
                    device=get("name", "?"))
 
 
-def runner_sources() -> list[Path]:
+def runner_sources(src_dir: Path = RUNNER_SRC) -> list[Path]:
     """The runner's C sources and headers (``src/runner/*.c``, ``*.h``), sorted."""
-    return sorted(list(RUNNER_SRC.glob("*.c")) + list(RUNNER_SRC.glob("*.h")))
+    return sorted(list(src_dir.glob("*.c")) + list(src_dir.glob("*.h")))
 
 
-def runner_source_hash() -> str:
+def cpu_backend_sources(src_dir: Path = RUNNER_SRC) -> list[Path]:
+    """The C files of the runner's CPU backend (``src/runner/cpu_*.c``: the kernel dispatch
+    and one file per kernel file of ``src/kernels``), sorted: with ``cpu_kernels.h`` they
+    build alone, as a library (``cpu_kernel_run``)."""
+    return sorted(src_dir.glob("cpu_*.c"))
+
+
+def runner_source_hash(src_dir: Path = RUNNER_SRC) -> str:
     """SHA-256 (hex) over the names and contents of the runner's sources."""
     h = hashlib.sha256()
-    for p in runner_sources():
+    for p in runner_sources(src_dir):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
 def build_runner(build_dir: Path, cc: str = "cc", extra_flags: Sequence[str] = (),
-                 announce: Callable[[str], None] | None = None) -> Path:
+                 announce: Callable[[str], None] | None = None,
+                 src_dir: Path = RUNNER_SRC) -> Path:
     """Compile the runner into ``build_dir/runner-<key>/runner`` and return it.
 
     The key hashes the sources, the compiler and the flags, so an unchanged runner is reused;
     ``-DRUNNER_SOURCE_HASH`` bakes :func:`runner_source_hash` into the binary (``run.json``
     reports it). Concurrent builds are serialized by a file lock (where ``filelock`` is
     installed: bare benchmark hosts build without it). ``announce`` is called with one line
-    before a compile (never when the binary is reused), for commands a user waits on. Raises :class:`RunnerCompileError`
-    with the compiler's output on failure.
+    before a compile (never when the binary is reused), for commands a user waits on.
+    ``src_dir``: the folder of the sources (a copy of ``src/runner``, for tests). Raises
+    :class:`RunnerCompileError` with the compiler's output on failure.
     """
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
-    src_hash = runner_source_hash()
+    src_hash = runner_source_hash(src_dir)
     flags = [*BASE_FLAGS, *extra_flags, f'-DRUNNER_SOURCE_HASH="{src_hash[:16]}"']
     key = hashlib.sha256(json.dumps([src_hash, cc, flags]).encode()).hexdigest()[:16]
     out = build_dir / f"runner-{key}" / "runner"
@@ -164,7 +173,7 @@ def build_runner(build_dir: Path, cc: str = "cc", extra_flags: Sequence[str] = (
                      "version; some seconds)")
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f"runner.tmp.{os.getpid()}")
-        cmd = [cc, *flags, "-o", str(tmp), *[str(p) for p in RUNNER_SRC.glob("*.c")], *LIBS]
+        cmd = [cc, *flags, "-o", str(tmp), *[str(p) for p in sorted(src_dir.glob("*.c"))], *LIBS]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             tmp.unlink(missing_ok=True)

@@ -1,12 +1,15 @@
 """The kernels wing: the kernel ABI, kernel versions and their launch geometry, GEMM
 benchmarks and tuning. One module per concept, each importing only those before it:
 
-- :mod:`~phonetrain.kernels.abi`: the ABI table (argument names and kinds, buffer access,
-  FLOPs, baseline global size) of ``src/kernels/README.md``;
+- :mod:`~phonetrain.kernels.abi`: the ABI table (argument names and kinds, each kernel's
+  file, buffer access, FLOPs, baseline global size);
 - :mod:`~phonetrain.kernels.launch`: the registry of named launch-geometry rules
   (:func:`geometry`) and the image-operand helpers;
 - :mod:`~phonetrain.kernels.versions`: a version folder and its ``version.yaml``
   (:func:`load_version`), its sources, hash and staging;
+- :mod:`~phonetrain.kernels.abi_gen`: the files generated from the ABI table (the CPU
+  backend's ``src/runner/kernel_abi.h``, the README's ABI table; ``python -m
+  phonetrain.kernels.abi_gen``);
 - :mod:`~phonetrain.kernels.gemm`: GEMM benchmark specs and tables (needs pandas);
 - :mod:`~phonetrain.kernels.tuning`: per-device tuning over a version's candidates.
 

@@ -3,10 +3,11 @@
  * them (Kingma & Ba, ICLR 2015; Loshchilov & Hutter, "Decoupled Weight Decay
  * Regularization", ICLR 2019).
  *
- * Same contract as cpu_kernels.c (the shared checks of cpu_kernel_ctx.h; found through its
- * kernel table): each kernel checks its arguments first and reports the first bad one as
- * "kernel: argument i (name) ...". Element-wise: results do not depend on the thread count. */
-#include "cpu_adam.h"
+ * Same contract as every kernel file of the backend (the shared checks of cpu_kernel_ctx.h;
+ * found through the generated table of cpu_kernels.c): each kernel checks its arguments
+ * first and reports the first bad one as "kernel: argument i (name) ...". Element-wise:
+ * results do not depend on the thread count. */
+#include "cpu_kernel_ctx.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -20,7 +21,7 @@ static int need_step(const kctx *k, int idx)
 }
 
 /* adam_step(step): step[0] += 1 (the step count t). */
-static int k_adam_step(const kctx *k)
+CPU_KERNEL(adam_step, t)
 {
     CHECK(need_step(k, 0));
     PF(0)[0] += 1.0f;
@@ -52,7 +53,7 @@ static int adam_check(const kctx *k)
 /* adam_update(n, lr, beta1, beta2, eps, weight_decay, decoupled, step, W, dW, M, V), t =
  * step[0]: AdamW (decoupled) W *= 1 - lr*wd, else g = dW + wd*W; M = beta1*M + (1-beta1)*g;
  * V = beta2*V + (1-beta2)*g*g; W -= lr/(1-beta1^t) * M / (sqrt(V)/sqrt(1-beta2^t) + eps). */
-static int k_adam_update(const kctx *k)
+CPU_KERNEL(adam_update, ifffffittttt)
 {
     CHECK(adam_check(k));
     const int64_t n = I(0);
@@ -78,10 +79,3 @@ static int k_adam_update(const kctx *k)
     return 0;
 }
 
-const kernel_spec CPU_ADAM_KERNELS[] = {
-    {"adam_step", "t", "step", k_adam_step},
-    {"adam_update", "ifffffittttt", "n lr beta1 beta2 eps weight_decay decoupled step W dW M V",
-     k_adam_update},
-};
-
-const int CPU_ADAM_NKERNELS = (int)(sizeof CPU_ADAM_KERNELS / sizeof CPU_ADAM_KERNELS[0]);
