@@ -28,8 +28,8 @@ rule all:
 
 
 onsuccess:
-    end_of_study()
+    end_of_study(log)
 
 
 onerror:
-    partial_report()
+    partial_report(log)

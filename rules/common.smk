@@ -14,6 +14,7 @@
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -25,6 +26,7 @@ from phonetrain.kernels import load_version, source_files, tuning
 from phonetrain.results import environment, owner
 from phonetrain.results.check import quarantine
 from phonetrain.layout import Layout
+from phonetrain.stages import cost
 from phonetrain.stages.current import (aggregate_params, expected_hashes, report_params,
                                        study_findings, study_outputs)
 from phonetrain.stages.job import PYTHON_ENV, RUNTIME_ENV, Runtime
@@ -34,6 +36,7 @@ from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_j
 from phonetrain.stages.specs import as_json
 from phonetrain.stages.stamp import check_inputs, params_stamp, write_stamp
 
+STUDY_START_S = cost.process_start_s()   # this invocation's start: its wall time
 BASE = Path(workflow.basedir)
 _PKG = Path(layout.__file__).resolve().parent
 if (BASE / "src" / "phonetrain").is_dir() and _PKG != (BASE / "src" / "phonetrain").resolve():
@@ -306,14 +309,27 @@ def study_outcome(L, partial=False):
     return outcome(L, partial)
 
 
-def end_of_study():
+def end_of_study(log):
     """On a successful workflow that executed jobs: the report's place and the run counts
-    (nothing when the target did not include the summary)."""
+    (nothing when the target did not include the summary), then the study's cost."""
     if executes_jobs() and Path(L.summary("runs")).is_file():  # not after --touch
         print(study_outcome(L), file=sys.stderr)
+    study_cost(log)
 
 
-def partial_report():
+def study_cost(log):
+    """The closing line of an invocation that executed jobs (phonetrain.stages.cost): its wall
+    time, the jobs Snakemake's log (`log`: its files) reports finished, and the measuring time
+    of the stage jobs that ran, read from their logs."""
+    if not executes_jobs():
+        return
+    logs = [log] if isinstance(log, (str, Path)) else list(log or [])
+    jobs = cost.jobs_since(L.logs(), STUDY_START_S)
+    run = sum(cost.finished_rules(logs).values()) if logs else len(jobs)
+    print(cost.closing_line(time.time() - STUDY_START_S, run, jobs), file=sys.stderr)
+
+
+def partial_report(log):
     """On a failed workflow (e.g. a kernel that does not compile, under --keep-going): write
     the summary and report from what exists, each missing run marked failed. The COMPLETE
     markers go first, so the next `snakemake all` reruns what is missing (Snakemake does not
@@ -326,6 +342,7 @@ def partial_report():
         print(f"{study_outcome(L, partial=True)} (missing runs are marked)", file=sys.stderr)
     except Exception as e:  # the workflow already failed; say why the report could not follow
         print(f"phonetrain: no partial report: {e}", file=sys.stderr)
+    study_cost(log)
 
 
 # Scheduling (phonetrain.stages.schedule; docs/scaling.md, "Parallel jobs and the host"): a global

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from phonetrain import layout
+from phonetrain import layout, spans
 from phonetrain.devices import LocalTransport, get_transport
 from phonetrain.devices.local import pocl_cache_in_use
 from phonetrain.devices.base import CommandResult, TransportTimeout, check_outputs
@@ -379,7 +379,8 @@ class Runner:
     def _run(self, mode: str, argv: list[str], limit: float,
              env: Mapping[str, str]) -> CommandResult:
         try:
-            return self.transport.run(argv, timeout_s=limit, env=dict(env))
+            with spans.span(spans.RUNNER, mode):   # the job's log lists it (measuring time)
+                return self.transport.run(argv, timeout_s=limit, env=dict(env))
         except TransportTimeout as e:
             raise RunnerTimeout(f"runner {mode} timed out after {limit:g} s and was killed",
                                 None, "", argv) from e
