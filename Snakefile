@@ -27,6 +27,10 @@ rule all:
         REPORT_FILES,
 
 
+onstart:
+    start_of_study()
+
+
 onsuccess:
     end_of_study(log)
 

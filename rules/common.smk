@@ -29,7 +29,8 @@ from phonetrain.layout import Layout
 from phonetrain.stages import cost
 from phonetrain.stages.current import (aggregate_params, expected_hashes, report_params,
                                        study_findings, study_outputs)
-from phonetrain.stages.job import PYTHON_ENV, RUNTIME_ENV, Runtime
+from phonetrain.io import write_text
+from phonetrain.stages.job import PYTHON_ENV, RUNTIME_ENV, Runtime, ok_line
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
                                       gemm_versions, job_params, squares_job, summary_outputs,
                                       sweep_tuning_classes, tune_job, tuning_classes)
@@ -288,6 +289,14 @@ def figure_alt(name):
     return L.figure(name, {"png": "svg", "svg": "png"}[FIG_EXT])
 
 
+def in_snakemake(name, log, work):
+    """Run `work()`, a `run:` job's body, and write its log's first line as a stage job does
+    (phonetrain.stages.job.ok_line), so the study's cost counts its time."""
+    t0, started_s = time.monotonic(), time.time()
+    work()
+    write_text(log, ok_line(name, t0, started_s))
+
+
 def aggregate_now(complete=None):
     """Aggregate whatever exists (also used by the partial report on a failed workflow)."""
     from phonetrain.stages.aggregate import aggregate_study  # pandas: only in these jobs
@@ -307,6 +316,13 @@ def study_outcome(L, partial=False):
     from phonetrain.stages.aggregate import study_outcome as outcome  # pandas: only here
 
     return outcome(L, partial)
+
+
+def start_of_study():
+    """Before the first job of an invocation that executes jobs: the measuring bounds of the
+    settings (phonetrain.stages.cost.bounds_line)."""
+    if executes_jobs():
+        print(cost.bounds_line(MEASURE), file=sys.stderr)
 
 
 def end_of_study(log):

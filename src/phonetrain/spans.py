@@ -3,10 +3,10 @@ the runner processes it started, each recorded as it ends in :data:`SPANS` (kind
 to: Unix seconds), which the job's log lists (:mod:`phonetrain.stages.job`) and the study's
 cost reads back (:mod:`phonetrain.stages.cost`).
 
-Kinds: :data:`WAIT` (the job could not work: ``device 'host' lock``, ``cool-down``) and
-:data:`RUNNER` (one runner process, ``what`` its mode: ``run``, ``bench-gemm``,
-``bench-bandwidth``, ``bench-peak``, ``build``, ``info``). Standard library only, so every
-layer may record into it.
+Kinds: :data:`WAIT` (the job could not work: ``device 'host' lock``, ``cool-down``),
+:data:`MEASURE` (one runner process that measures, ``what`` its mode:
+:data:`phonetrain.runner.MEASURING_MODES`) and :data:`RUNNER` (one that does not, e.g. a
+kernel build). Standard library only, so every layer may record into it.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
 WAIT = "wait"
+MEASURE = "measure"
 RUNNER = "runner"
 
 
 class Span(NamedTuple):
-    kind: str       # WAIT or RUNNER
+    kind: str       # WAIT, MEASURE or RUNNER
     what: str       # e.g. "cool-down", "device 'host' lock", or a runner mode
     from_s: float   # Unix seconds
     to_s: float

@@ -3,8 +3,9 @@
 Each stage job's log (:func:`phonetrain.stages.job.run`) holds its span, ``<stage>: ok in S s
 (from A to B s, Unix time)``, and one line per wait (a device lock, a cool-down) and per
 runner process it started (:mod:`phonetrain.spans`). Measuring time is the wall time of the
-runner processes in :data:`MEASURING_MODES`: the training runs, the GEMM sweeps and tuning,
-the bandwidth sweeps and the peaks, each with its own process start and OpenCL set-up.
+runner processes that measure (:data:`phonetrain.runner.MEASURING_MODES`: the training runs,
+the GEMM sweeps and tuning, the bandwidth sweeps and the peaks), each with its own process
+start and OpenCL set-up.
 
 :func:`closing_line` is the line every ``snakemake all`` ends with (rules/common.smk);
 ``benchmarks/bench_study_cost.py`` adds Snakemake's own job records for the per-rule table.
@@ -23,14 +24,9 @@ from typing import Iterable
 
 from phonetrain import spans
 
-MEASURING_MODES = {"run": "runs", "bench-gemm": "GEMM", "bench-bandwidth": "bandwidth",
-                   "bench-peak": "peaks"}
-"""Runner modes that measure, with the closing line's name for each (``bench-gemm`` also
-serves the tune jobs, which measure candidate configurations)."""
-
 OK_LINE = re.compile(r"^\S+: ok in [0-9.]+ s \(from ([0-9.]+) to ([0-9.]+) s, Unix time\)",
                      re.M)
-SPAN_LINE = re.compile(rf"^({spans.WAIT}|{spans.RUNNER}) (.+) from ([0-9.]+) to ([0-9.]+) s "
+SPAN_LINE = re.compile(rf"^({spans.WAIT}|{spans.MEASURE}|{spans.RUNNER}) (.+) from ([0-9.]+) to ([0-9.]+) s "
                        r"\(Unix time\)$", re.M)
 FINISHED = re.compile(r"^Finished jobid: \d+ \(Rule: ([A-Za-z0-9_]+)\)", re.M)
 
@@ -52,12 +48,11 @@ class JobCost:
         return sum(s.to_s - s.from_s for s in self.spans if s.kind == spans.WAIT)
 
     def measuring_s(self) -> dict[str, float]:
-        """Seconds of measuring runner processes by :data:`MEASURING_MODES` name."""
+        """Seconds of measuring runner processes by runner mode."""
         out: dict[str, float] = {}
         for s in self.spans:
-            if s.kind == spans.RUNNER and s.what in MEASURING_MODES:
-                k = MEASURING_MODES[s.what]
-                out[k] = out.get(k, 0.0) + s.to_s - s.from_s
+            if s.kind == spans.MEASURE:
+                out[s.what] = out.get(s.what, 0.0) + s.to_s - s.from_s
         return out
 
 
@@ -96,11 +91,11 @@ def jobs_since(logs_root: str | Path, since_s: float = 0.0) -> list[JobCost]:
 
 
 def measuring_s(jobs: Iterable[JobCost]) -> dict[str, float]:
-    """Summed measuring seconds by :data:`MEASURING_MODES` name."""
+    """Summed measuring seconds by runner mode, largest first."""
     out: Counter = Counter()
     for j in jobs:
         out.update(j.measuring_s())
-    return {k: out[k] for k in MEASURING_MODES.values() if k in out}
+    return dict(out.most_common())
 
 
 def finished_rules(snakemake_logs: Iterable[str | Path]) -> Counter:
@@ -130,11 +125,36 @@ def process_start_s() -> float:
 
 
 def closing_line(wall_s: float, jobs_run: int, jobs: list[JobCost]) -> str:
-    """``phonetrain: study: wall W s, N jobs run, measuring M s (runs .. s, GEMM .. s, ...;
-    P% of wall)``: the line every ``snakemake all`` ends with."""
+    """``phonetrain: study: wall W s, N jobs run, measuring M s (run .. s, bench-gemm .. s,
+    ...; P% of wall)``: the line every ``snakemake all`` ends with (measuring by runner
+    mode)."""
     by = measuring_s(jobs)
     total = sum(by.values())
     parts = ", ".join(f"{k} {v:.0f} s" for k, v in by.items())
     share = f"; {100 * total / wall_s:.0f}% of wall" if wall_s > 0 else ""
     return (f"phonetrain: study: wall {wall_s:.0f} s, {jobs_run} jobs run, measuring "
             f"{total:.0f} s ({parts or 'nothing measured'}{share})")
+
+
+def bounds_line(measure: dict) -> str:
+    """What one invocation may spend measuring, from the ``measure`` settings
+    (phonetrain.config.MeasureConfig): per run its runner processes (``repeats`` per attempt,
+    at most ``max_attempts`` attempts, one more recording events with ``events_apart``) and
+    each process's warm-up and adaptive stop; the GEMM sweep's sizes, calibration and launch
+    limit; a tuning trial's calibration; the bandwidth sweep's cap; the cool-down. Printed at
+    the start of every invocation that executes jobs (rules/common.smk)."""
+    m = measure
+    if m["ci_target"]:
+        stop = (f"{m['iterations']}..{max(m['max_iterations'], m['iterations'])} iterations, "
+                f"stopping at +-{100 * m['ci_target']:g}% or after {m['max_seconds']:g} s")
+    else:
+        stop = f"{m['iterations']} iterations"
+    events = " (+1 recording events, OpenCL)" if m.get("events_apart") else ""
+    sizes = m["gemm_sizes"]
+    gemm = (f"GEMM sizes {min(sizes)}..{max(sizes)}, {m['gemm_min_time_ms']:g} ms per timed "
+            f"repeat, launches <= {m['gemm_max_launch_s']:g} s") if sizes else "no GEMM sizes"
+    tune = f"tuning {m['tune_min_time_ms']:g} ms per trial" if m["tune"] else "no tuning"
+    return (f"phonetrain: measuring bounds: per run {m['repeats']} runner processes per "
+            f"attempt, <= {m['max_attempts']} attempts{events}, each warm-up {m['warmup']} + "
+            f"{stop}; {gemm}; {tune}; bandwidth <= {m['bandwidth_max_bytes'] / 2**20:g} MiB; "
+            f"cool-down {m['cooldown_s']:g} s before each process")

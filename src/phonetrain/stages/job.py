@@ -137,8 +137,14 @@ def run(stage: Stage, job: Job, name: str) -> None:
     except PhonetrainError as e:
         write_text(job.log, f"{name}: FAILED\n{e}\n{_held(held)}{_spent(spent)}")
         raise StageError(f"{name}: {e}") from None
-    write_text(job.log, f"{name}: ok in {time.monotonic() - t0:.2f} s (from {started_s:.3f} "
-                        f"to {time.time():.3f} s, Unix time)\n{_held(held)}{_spent(spent)}")
+    write_text(job.log, ok_line(name, t0, started_s) + _held(held) + _spent(spent))
+
+
+def ok_line(name: str, t0: float, started_s: float) -> str:
+    """The first line of a finished job's log: ``<name>: ok in S s (from A to B s, Unix
+    time)``, from its start (``t0``: monotonic s; ``started_s``: Unix s) to now."""
+    return (f"{name}: ok in {time.monotonic() - t0:.2f} s (from {started_s:.3f} to "
+            f"{time.time():.3f} s, Unix time)\n")
 
 
 def _held(since: int) -> str:
