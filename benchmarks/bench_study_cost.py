@@ -13,11 +13,11 @@ phonetrain.stages.cost). Jobs that run inside Snakemake (``run:``: aggregate, re
 as work from their start to their last output.
 
 ``startup``: the median wall time (of ``--repeat``) of ``python -c 'import
-phonetrain.stages.X'`` for every module of src/phonetrain/stages (``--src`` another checkout's
-src/ to compare), with the heavy libraries each one loads.
+phonetrain.stages.X'`` for every module of src/phonetrain/stages, for one or more checkouts'
+src/ (``--src``, repeatable: runs interleaved), with the heavy libraries each one loads.
 
     python benchmarks/bench_study_cost.py study [--cores 1] [--override sweep=test ...] [--keep DIR]
-    python benchmarks/bench_study_cost.py startup [--repeat 5] [--src /tmp/before/src]
+    python benchmarks/bench_study_cost.py startup [--repeat 5] [--src /tmp/before/src --src src]
 """
 
 from __future__ import annotations
@@ -44,27 +44,39 @@ HEAVY = ("pandas", "pyarrow", "matplotlib", "hydra", "scipy", "sklearn", "numpy"
 
 # ------------------------------------------------------------------ stage start-up
 
-def startup(src: Path, repeat: int) -> None:
+def startup(srcs: list[Path], repeat: int) -> None:
+    """One row per stage module: its median import wall time under each of ``srcs`` (runs
+    interleaved, so a changing load falls on every column alike) and what the last loads."""
     py = sys.executable
-    env = dict(os.environ, PYTHONPATH=str(src))
-    mods = sorted(p.stem for p in (src / "phonetrain" / "stages").glob("*.py")
+    mods = sorted(p.stem for p in (srcs[-1] / "phonetrain" / "stages").glob("*.py")
                   if p.stem != "__init__")
-    print(f"src: {src}; median of {repeat}; {os.cpu_count()} CPUs; "
-          f"load average {os.getloadavg()[0]:.1f}")
-    print("| module | import wall_s | heavy libraries loaded |")
-    print("|---|---:|---|")
+    print(f"median of {repeat}, interleaved; {os.cpu_count()} CPUs; load average "
+          f"{os.getloadavg()[0]:.1f} at start")
+    for i, src in enumerate(srcs):
+        print(f"src {i}: {src}")
+    cols = " | ".join(f"src {i} wall_s" for i in range(len(srcs)))
+    print(f"| module | {cols} | heavy libraries loaded (src {len(srcs) - 1}) |")
+    print("|---|" + "---:|" * len(srcs) + "---|")
     for name, code in [("(python -c pass)", "pass")] + [
             (f"stages.{m}", f"import phonetrain.stages.{m}") for m in mods]:
-        walls = []
+        walls: list[list[float]] = [[] for _ in srcs]
+        here = [name.startswith("(") or (src / "phonetrain" / "stages" / f"{name[7:]}.py")
+                .is_file() for src in srcs]
         for _ in range(repeat):
-            t0 = time.perf_counter()
-            subprocess.run([py, "-c", code], env=env, check=True)
-            walls.append(time.perf_counter() - t0)
+            for i, src in enumerate(srcs):
+                if not here[i]:
+                    continue
+                env = dict(os.environ, PYTHONPATH=str(src))
+                t0 = time.perf_counter()
+                subprocess.run([py, "-c", code], env=env, check=False, capture_output=True)
+                walls[i].append(time.perf_counter() - t0)
         probe = (f"{code}; import sys; print(' '.join(m for m in {HEAVY!r} "
                  "if m in sys.modules))")
-        heavy = subprocess.run([py, "-c", probe], env=env, check=True, capture_output=True,
-                               text=True).stdout.strip()
-        print(f"| {name} | {statistics.median(walls):.3f} | {heavy or '-'} |")
+        heavy = subprocess.run([py, "-c", probe], env=dict(os.environ, PYTHONPATH=str(srcs[-1])),
+                               capture_output=True, text=True).stdout.strip()
+        cells = " | ".join(f"{statistics.median(w):.3f}" if w else "-" for w in walls)
+        print(f"| {name} | {cells} | {heavy or '-'} |")
+    print(f"load average {os.getloadavg()[0]:.1f} at end")
 
 
 # ------------------------------------------------------------------ study cost
@@ -178,12 +190,13 @@ def main() -> None:
     s.add_argument("--keep", type=Path, help="run in this folder and keep it")
     u = sub.add_parser("startup")
     u.add_argument("--repeat", type=int, default=5)
-    u.add_argument("--src", type=Path, default=REPO / "src")
+    u.add_argument("--src", type=Path, action="append",
+                   help="a checkout's src/ (repeatable; default this checkout's)")
     a = ap.parse_args()
     if a.what == "study":
         study(a.cores, a.override, a.keep)
     else:
-        startup(a.src.resolve(), a.repeat)
+        startup([p.resolve() for p in a.src or [REPO / "src"]], a.repeat)
 
 
 if __name__ == "__main__":
