@@ -7,7 +7,10 @@ process per job
 :class:`Job` and takes its files by name, as Snakemake scripts do (``job.input.runner``,
 ``job.output.run``); it never rebuilds another rule's path. ``--expect`` maps each input
 made by another job to the hash of the settings the workflow expects it to record
-(:mod:`phonetrain.stages.stamp`); :func:`run` checks them before the stage starts.
+(:mod:`phonetrain.stages.stamp`); :func:`run` checks them before the stage starts. The job's
+log records its span (:func:`ok_line`), the device locks it held, and each wait and runner
+process (:mod:`phonetrain.spans`), from which :mod:`phonetrain.stages.cost` reads the study's
+cost.
 ``phonetrain run`` builds the same jobs from :mod:`phonetrain.layout` and calls the same
 functions in-process.
 
