@@ -28,7 +28,6 @@ import functools
 from typing import Any
 
 from phonetrain.config import Experiment, Sweep, config_hash, plan_config
-from phonetrain.io import short_hash
 from phonetrain.data import HELDOUT_FRACTION, HELDOUT_SEED, batch_dir, dataset_info
 from phonetrain.kernels import source_hash, tuning
 from phonetrain.kernels.gemm import GemmShape, plan_shapes
