@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -45,8 +46,9 @@ HEAVY = ("pandas", "pyarrow", "matplotlib", "hydra", "scipy", "sklearn", "numpy"
 # ------------------------------------------------------------------ stage start-up
 
 def startup(srcs: list[Path], repeat: int) -> None:
-    """One row per stage module: its median import wall time under each of ``srcs`` (runs
-    interleaved, so a changing load falls on every column alike) and what the last loads."""
+    """One row per stage module: its median import wall time and CPU time (user + system:
+    less sensitive to other work than the wall) under each of ``srcs`` (runs interleaved, so a
+    changing load falls on every column alike) and what the last loads."""
     py = sys.executable
     mods = sorted(p.stem for p in (srcs[-1] / "phonetrain" / "stages").glob("*.py")
                   if p.stem != "__init__")
@@ -54,12 +56,13 @@ def startup(srcs: list[Path], repeat: int) -> None:
           f"{os.getloadavg()[0]:.1f} at start")
     for i, src in enumerate(srcs):
         print(f"src {i}: {src}")
-    cols = " | ".join(f"src {i} wall_s" for i in range(len(srcs)))
+    cols = " | ".join(f"src {i} wall_s / cpu_s" for i in range(len(srcs)))
     print(f"| module | {cols} | heavy libraries loaded (src {len(srcs) - 1}) |")
     print("|---|" + "---:|" * len(srcs) + "---|")
     for name, code in [("(python -c pass)", "pass")] + [
             (f"stages.{m}", f"import phonetrain.stages.{m}") for m in mods]:
         walls: list[list[float]] = [[] for _ in srcs]
+        cpus: list[list[float]] = [[] for _ in srcs]
         here = [name.startswith("(") or (src / "phonetrain" / "stages" / f"{name[7:]}.py")
                 .is_file() for src in srcs]
         for _ in range(repeat):
@@ -67,14 +70,17 @@ def startup(srcs: list[Path], repeat: int) -> None:
                 if not here[i]:
                     continue
                 env = dict(os.environ, PYTHONPATH=str(src))
-                t0 = time.perf_counter()
+                t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
                 subprocess.run([py, "-c", code], env=env, check=False, capture_output=True)
                 walls[i].append(time.perf_counter() - t0)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus[i].append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
         probe = (f"{code}; import sys; print(' '.join(m for m in {HEAVY!r} "
                  "if m in sys.modules))")
         heavy = subprocess.run([py, "-c", probe], env=dict(os.environ, PYTHONPATH=str(srcs[-1])),
                                capture_output=True, text=True).stdout.strip()
-        cells = " | ".join(f"{statistics.median(w):.3f}" if w else "-" for w in walls)
+        cells = " | ".join(f"{statistics.median(w):.3f} / {statistics.median(c):.3f}" if w
+                           else "-" for w, c in zip(walls, cpus))
         print(f"| {name} | {cells} | {heavy or '-'} |")
     print(f"load average {os.getloadavg()[0]:.1f} at end")
 
