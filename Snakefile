@@ -27,9 +27,13 @@ rule all:
         REPORT_FILES,
 
 
+onstart:
+    start_of_study()
+
+
 onsuccess:
-    end_of_study()
+    end_of_study(log)
 
 
 onerror:
-    partial_report()
+    partial_report(log)

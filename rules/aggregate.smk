@@ -24,5 +24,5 @@ rule aggregate:
         L.log("aggregate", "summary"),
     run:
         consumer_check(input)
-        aggregate_now(output.complete)
+        in_snakemake("aggregate", log[0], lambda: aggregate_now(output.complete))
         write_stamp(output.complete, params_stamp(AGGREGATE_PARAMS))

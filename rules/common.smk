@@ -14,6 +14,7 @@
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -22,16 +23,19 @@ from phonetrain import layout
 from phonetrain.config import NO_KERNEL
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
+from phonetrain.io import write_text
+from phonetrain.stages import cost
 from phonetrain.stages.current import aggregate_params, report_params
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
                                       squares_job, summary_outputs, sweep_tuning_classes,
                                       tune_job, tuning_classes)
-from phonetrain.stages.job import PYTHON_ENV
+from phonetrain.stages.job import PYTHON_ENV, ok_line
 from phonetrain.stages.specs import as_json
 from phonetrain.stages.start import executes_jobs, start
 from phonetrain.stages.stamp import check_inputs, params_stamp, write_stamp
 from phonetrain.stages import schedule
 
+STUDY_START_S = cost.process_start_s()   # this invocation's start: its wall time
 # Every parse-time action -- composing the sweep, the owner lock, moving aside what must be
 # made again, the environment the jobs read, the scheduling resources -- is
 # phonetrain.stages.start.start; this file only names what it returns.
@@ -174,6 +178,14 @@ def figure_alt(name):
     return L.figure(name, {"png": "svg", "svg": "png"}[FIG_EXT])
 
 
+def in_snakemake(name, log, work):
+    """Run `work()`, a `run:` job's body, and write its log's first line as a stage job does
+    (phonetrain.stages.job.ok_line), so the study's cost counts its time."""
+    t0, started_s = time.monotonic(), time.time()
+    work()
+    write_text(log, ok_line(name, t0, started_s))
+
+
 def aggregate_now(complete=None):
     """Aggregate whatever exists (also used by the partial report on a failed workflow)."""
     from phonetrain.stages.aggregate import aggregate_study  # pandas: only in these jobs
@@ -195,14 +207,34 @@ def study_outcome(L, partial=False):
     return outcome(L, partial)
 
 
-def end_of_study():
+def start_of_study():
+    """Before the first job of an invocation that executes jobs: the measuring bounds of the
+    settings (phonetrain.stages.cost.bounds_line)."""
+    if executes_jobs(workflow, sys.argv):
+        print(cost.bounds_line(MEASURE), file=sys.stderr)
+
+
+def end_of_study(log):
     """On a successful workflow that executed jobs: the report's place and the run counts
-    (nothing when the target did not include the summary)."""
+    (nothing when the target did not include the summary), then the study's cost."""
     if executes_jobs(workflow, sys.argv) and Path(L.summary("runs")).is_file():  # not after --touch
         print(study_outcome(L), file=sys.stderr)
+    study_cost(log)
 
 
-def partial_report():
+def study_cost(log):
+    """The closing line of an invocation that executed jobs (phonetrain.stages.cost): its wall
+    time, the jobs Snakemake's log (`log`: its files) reports finished, and the measuring time
+    of the stage jobs that ran, read from their logs."""
+    if not executes_jobs(workflow, sys.argv):
+        return
+    logs = [log] if isinstance(log, (str, Path)) else list(log or [])
+    jobs = cost.jobs_since(L.logs(), STUDY_START_S)
+    run = sum(cost.finished_rules(logs).values()) if logs else len(jobs)
+    print(cost.closing_line(time.time() - STUDY_START_S, run, jobs), file=sys.stderr)
+
+
+def partial_report(log):
     """On a failed workflow (e.g. a kernel that does not compile, under --keep-going): write
     the summary and report from what exists, each missing run marked failed. The COMPLETE
     markers go first, so the next `snakemake all` reruns what is missing (Snakemake does not
@@ -215,6 +247,7 @@ def partial_report():
         print(f"{study_outcome(L, partial=True)} (missing runs are marked)", file=sys.stderr)
     except Exception as e:  # the workflow already failed; say why the report could not follow
         print(f"phonetrain: no partial report: {e}", file=sys.stderr)
+    study_cost(log)
 
 
 # Scheduling (phonetrain.stages.schedule; docs/scaling.md, "Parallel jobs and the host"): a global

@@ -43,5 +43,5 @@ rule report:
         L.log("report", "report"),
     run:
         consumer_check(input)
-        report_now(output.complete)
+        in_snakemake("report", log[0], lambda: report_now(output.complete))
         write_stamp(output.complete, params_stamp(REPORT_PARAMS))

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,9 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def utc_stamp() -> str:
+    """Now in UTC as a folder name, to the microsecond: ``20260102T030405.123456Z`` (the
+    quarantine folder's and a failed run's record name)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")

@@ -266,6 +266,10 @@ class Layout:
         workflow's own (``oneoff/``)."""
         return Layout(self._p("oneoff"))
 
+    def logs(self) -> str:
+        """``logs/``: every job's log (:meth:`log`)."""
+        return self._p("logs")
+
     def log(self, stage: str, *parts: str) -> str:
         """``logs/<stage>/<part>/.../<last>.log``."""
         return self._p("logs", stage, *parts[:-1], f"{parts[-1]}.log") if parts else \

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from phonetrain import layout
+from phonetrain import layout, spans
 from phonetrain.devices import LocalTransport, get_transport
 from phonetrain.devices.local import pocl_cache_in_use
 from phonetrain.devices.base import CommandResult, TransportTimeout, check_outputs
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT_S = 600.0
 OMP_WAIT_POLICY = "ACTIVE"
+MEASURING_MODES = ("run", "bench-gemm", "bench-bandwidth", "bench-peak")
+"""The modes whose processes measure: their wall time is the study's measuring time
+(:data:`phonetrain.spans.MEASURE`; the tune jobs measure candidates with ``bench-gemm``)."""
 """The OpenMP wait policy of every runner process, workflow and benchmarks alike (set in its
 environment by :meth:`Runner.invoke`; the runner records it in ``run.json``): idle OpenMP
 threads spin, so a quiet device's CPU backend runs as fast as it can (on a 2-core host,
@@ -379,7 +382,9 @@ class Runner:
     def _run(self, mode: str, argv: list[str], limit: float,
              env: Mapping[str, str]) -> CommandResult:
         try:
-            return self.transport.run(argv, timeout_s=limit, env=dict(env))
+            kind = spans.MEASURE if mode in MEASURING_MODES else spans.RUNNER
+            with spans.span(kind, mode):   # the job's log lists it
+                return self.transport.run(argv, timeout_s=limit, env=dict(env))
         except TransportTimeout as e:
             raise RunnerTimeout(f"runner {mode} timed out after {limit:g} s and was killed",
                                 None, "", argv) from e

@@ -16,7 +16,7 @@ LAYERS = [
     {"cli"},
     {"stages"},
     {"runner", "lowering", "kernels", "results", "config", "reference", "report"},
-    {"devices", "plan", "models", "data", "io", "layout", "errors"},
+    {"devices", "plan", "models", "data", "io", "layout", "errors", "spans"},
 ]
 # Imports allowed between wings of one floor (the bottom floor's leaves may use each other).
 SAME_FLOOR = {"lowering": {"kernels"}, "reference": {"kernels"}, "config": {"kernels"},

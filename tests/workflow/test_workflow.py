@@ -180,6 +180,12 @@ def test_end_of_study_says_where_the_report_is(completed_workspace: Path, tmp_pa
     assert ("phonetrain: report: results/report/report.html (and results/report/report.md); "
             "4 runs: 4 ok (verified: usable), 0 unstable (kept out of guidelines), 0 wrong "
             "(failed verification), 0 failed (missing)") in p.stderr, p.stderr[-3000:]
+    # the measuring bounds first, the study's cost last: only the report job ran, measuring nothing
+    assert "phonetrain: measuring bounds: per run " in p.stderr, p.stderr[-3000:]
+    assert re.search(r"phonetrain: study: wall \d+ s, 1 jobs run, measuring 0 s "
+                     r"\(nothing measured; 0% of wall\)", p.stderr), p.stderr[-3000:]
+    assert (ws / "results" / "logs" / "report" / "report.log").read_text().startswith(
+        "report: ok in ")
 
 
 def test_phonetrain_run_writes_what_the_workflow_writes(completed_workspace: Path, tmp_path: Path):

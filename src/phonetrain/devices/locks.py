@@ -45,6 +45,7 @@ from typing import Any, Callable
 
 from filelock import FileLock, Timeout
 
+from phonetrain import spans
 from phonetrain.devices.base import CommandResult, TransportError
 
 LOCK_DIR_ENV = "PHONETRAIN_LOCK_DIR"
@@ -302,13 +303,14 @@ class DeviceLock:
         self._taken = 0.0
 
     def __enter__(self) -> DeviceLock:
-        self.host.__enter__()
-        try:
-            if self.phone is not None:
-                self.phone.__enter__()
-        except BaseException:
-            self.host.__exit__(None, None, None)
-            raise
+        with spans.span(spans.WAIT, f"device '{self.device}' lock"):   # the job's waiting
+            self.host.__enter__()
+            try:
+                if self.phone is not None:
+                    self.phone.__enter__()
+            except BaseException:
+                self.host.__exit__(None, None, None)
+                raise
         self._taken = time.time()
         return self
 

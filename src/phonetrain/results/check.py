@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import errno
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NamedTuple
 
 from phonetrain import layout
 from phonetrain.errors import ResultsFileError
-from phonetrain.io import read_json, write_json
+from phonetrain.io import read_json, utc_stamp, write_json
 from phonetrain.layout import Layout
 from phonetrain.results.runs import changed_params, folder_problems, unstable_reason
 
@@ -106,11 +105,6 @@ def unreadable_verdict(run_dir: str | Path) -> str | None:
     except ResultsFileError as e:
         return f"{e.message}: no measurement verdict; measure the run again"
     return None
-
-
-def utc_stamp() -> str:
-    """The quarantine folder's name for now: ``20260102T030405.123456Z``."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 def move_aside(path: str | Path, why: str, L: Layout, stamp: str | None = None) -> Path:

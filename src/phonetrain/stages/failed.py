@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from phonetrain import layout
-from phonetrain.io import write_json
+from phonetrain.io import utc_stamp, write_json
 from phonetrain.layout import Layout
-from phonetrain.results.check import utc_stamp
 
 KEEP = (layout.PLAN, layout.FAILED)  # deploy's output stays; the record is rewritten
 

@@ -30,9 +30,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from phonetrain import layout
 from phonetrain.devices import is_this_host
@@ -40,14 +38,15 @@ from phonetrain.errors import StageError
 from phonetrain.io import read_json, write_json
 from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tuning
 from phonetrain.kernels.gemm import GemmShape, gemm_source, gemm_spec
-from phonetrain.results.readers import gemm_frame, peaks_frame
 from phonetrain.runner import DeviceSelector, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
-from phonetrain.stages.params import models_gemm_shapes, shapes_hash
 from phonetrain.stages import tuning_records
 from phonetrain.stages.specs import (DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec, TuneSpec,
-                                     to_params)
+                                     shapes_hash, to_params)
+
+if TYPE_CHECKING:   # pandas is imported by the functions that build frames, not by the jobs
+    import pandas as pd
 
 CPU_VERSION = "cpu"
 
@@ -56,6 +55,8 @@ def write_shapes(job: Job) -> Path:
     """The models' GEMM calls (:func:`phonetrain.stages.params.models_gemm_shapes` of the
     spec's models) -> ``output.shapes`` (``{"shapes": [{"kernel", "M", "N", "K",
     "source"}]}``)."""
+    from phonetrain.stages.params import models_gemm_shapes  # lowers models: only this job
+
     s = job.spec(ShapesSpec)
     write_json({"shapes": models_gemm_shapes(s.models), STAMP: stamp(job)}, job.output.shapes)
     return Path(job.output.shapes)
@@ -255,6 +256,8 @@ def bench_here(binary: str | Path, version: KernelVersion | None, shapes: list[G
     ``attrs["skipped"]`` holds the reason when the device lacks the version's library).
     Raises a :class:`~phonetrain.runner.RunnerError` when the runner fails (e.g. a kernel that
     does not compile)."""
+    from phonetrain.results.readers import gemm_frame  # pandas: not in the stage jobs
+
     opencl = version is not None
     with tempfile.TemporaryDirectory(prefix="phonetrain-gemm-") as tmp:
         source = ""
@@ -273,6 +276,8 @@ def peaks_here(binary: str | Path, selector: DeviceSelector | None = None, *,
     """Peak compute (GFLOPS per vector width) and read bandwidth (GB/s) of this host's OpenCL
     device: the roofline's two ceilings (columns: :func:`phonetrain.results.readers.peaks_frame`).
     ``work_items`` > 0 shrinks the compute launches (tests)."""
+    from phonetrain.results.readers import peaks_frame  # pandas: not in the stage jobs
+
     with tempfile.TemporaryDirectory(prefix="phonetrain-peak-") as tmp:
         r = Runner.local_binary(binary, tmp, selector, timeout_s=timeout_s)
         return peaks_frame(r.bench_peak(Path(tmp) / "out", min_time_ms=min_time_ms,

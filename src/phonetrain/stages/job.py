@@ -7,7 +7,10 @@ process per job
 :class:`Job` and takes its files by name, as Snakemake scripts do (``job.input.runner``,
 ``job.output.run``); it never rebuilds another rule's path. ``--expect`` maps each input
 made by another job to the hash of the settings the workflow expects it to record
-(:mod:`phonetrain.stages.stamp`); :func:`run` checks them before the stage starts.
+(:mod:`phonetrain.stages.stamp`); :func:`run` checks them before the stage starts. The job's
+log records its span (:func:`ok_line`), the device locks it held, and each wait and runner
+process (:mod:`phonetrain.spans`), from which :mod:`phonetrain.stages.cost` reads the study's
+cost.
 ``phonetrain run`` builds the same jobs from :mod:`phonetrain.layout` and calls the same
 functions in-process.
 
@@ -35,6 +38,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Sequence
 
+from phonetrain import spans
 from phonetrain.devices import locks
 from phonetrain.errors import PhonetrainError, StageError
 from phonetrain.io import write_text
@@ -128,21 +132,34 @@ def run(stage: Stage, job: Job, name: str) -> None:
     a bug and keeps its traceback)."""
     job.log.parent.mkdir(parents=True, exist_ok=True)
     os.environ[locks.JOB_ENV] = f"{name} ({job.log})"   # how a device lock names its holder
-    t0, started_s, held = time.monotonic(), time.time(), len(locks.HELD)
+    t0, started_s = time.monotonic(), time.time()
+    held, spent = len(locks.HELD), len(spans.SPANS)
     try:
         check_inputs(job.expect)
         stage(job)
     except PhonetrainError as e:
-        write_text(job.log, f"{name}: FAILED\n{e}\n{_held(held)}")
+        write_text(job.log, f"{name}: FAILED\n{e}\n{_held(held)}{_spent(spent)}")
         raise StageError(f"{name}: {e}") from None
-    write_text(job.log, f"{name}: ok in {time.monotonic() - t0:.2f} s (from {started_s:.3f} "
-                        f"to {time.time():.3f} s, Unix time)\n{_held(held)}")
+    write_text(job.log, ok_line(name, t0, started_s) + _held(held) + _spent(spent))
+
+
+def ok_line(name: str, t0: float, started_s: float) -> str:
+    """The first line of a finished job's log: ``<name>: ok in S s (from A to B s, Unix
+    time)``, from its start (``t0``: monotonic s; ``started_s``: Unix s) to now."""
+    return (f"{name}: ok in {time.monotonic() - t0:.2f} s (from {started_s:.3f} to "
+            f"{time.time():.3f} s, Unix time)\n")
 
 
 def _held(since: int) -> str:
     """One log line per device lock the job held (:data:`phonetrain.devices.locks.HELD`)."""
     return "".join(f"device '{d}' locked from {a:.3f} to {b:.3f} s (Unix time)\n"
                    for d, a, b in locks.HELD[since:])
+
+
+def _spent(since: int) -> str:
+    """One log line per wait and runner process of the job (:data:`phonetrain.spans.SPANS`):
+    the study's cost is read back from them (:mod:`phonetrain.stages.cost`)."""
+    return "".join(s.line() + "\n" for s in spans.SPANS[since:])
 
 
 def parse(argv: Sequence[str]) -> tuple[str, Job]:

@@ -28,7 +28,6 @@ import functools
 from typing import Any
 
 from phonetrain.config import Experiment, Sweep, config_hash, plan_config
-from phonetrain.io import short_hash
 from phonetrain.data import HELDOUT_FRACTION, HELDOUT_SEED, batch_dir, dataset_info
 from phonetrain.kernels import source_hash, tuning
 from phonetrain.kernels.gemm import GemmShape, plan_shapes
@@ -38,7 +37,7 @@ from phonetrain.models import get_model
 from phonetrain.results.schema import TABLES
 from phonetrain.stages.specs import (BandwidthSpec, DataSpec, DeviceSpec, GemmSpec, KernelSpec,
                                      MeasureSpec, PlanSpec, RunnerSpec, RunSpec, ShapesSpec,
-                                     SquaresSpec, TuneSpec, to_params)
+                                     SquaresSpec, TuneSpec, shapes_hash, to_params)
 
 RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
                     "cooldown_threshold_c", "cooldown_limit_s", "verify_atol", "checkpoints",
@@ -204,11 +203,6 @@ def sweep_tuning_classes(sweep: Sweep) -> list[str]:
     return list(dict.fromkeys(
         tuning.gemm_class(GemmShape(s["kernel"], s["M"], s["N"], s["K"]))
         for s in sweep_gemm_shapes(sweep)))
-
-
-def shapes_hash(shapes: list[dict[str, Any]]) -> str:
-    """16 hex digits of a GEMM shape list (the ``shapes_hash`` of :class:`GemmSpec`)."""
-    return short_hash(shapes)
 
 
 def gemm_params(sweep: Sweep) -> dict[str, Any]:

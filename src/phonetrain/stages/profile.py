@@ -17,8 +17,6 @@ from pathlib import Path
 from phonetrain import layout
 from phonetrain.errors import StageError
 from phonetrain.io import read_json, write_bytes, write_json
-from phonetrain.results import profiling
-from phonetrain.results.runs import folder_problems, run_iterations, traced_process
 from phonetrain.runner import Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
@@ -45,7 +43,11 @@ def bandwidth(job: Job) -> Path:
 
 def perfetto(job: Job) -> Path:
     """A run's command trace as Chrome/Perfetto trace-event JSON; a skipped run (nothing ran)
-    gets a valid trace with no events."""
+    gets a valid trace with no events. The only job of this module that reads a trace
+    with pandas: the bandwidth job does not import it."""
+    from phonetrain.results import profiling
+    from phonetrain.results.runs import folder_problems, run_iterations, traced_process
+
     s, out = job.spec(PerfettoSpec), Path(job.output.json)
     run = read_json(job.input.run)
     if run.get("status") in ("skipped", "oom"):   # nothing was measured

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, TypeVar, get_type_hints
 
 from phonetrain.errors import StageError
+from phonetrain.io import short_hash
 
 S = TypeVar("S")
 OMIT_NONE = {"omit_none": True}   # field metadata: left out of the params while None
@@ -87,6 +88,11 @@ class GemmSpec:
     tune_min_time_ms: float
     tune_max_launch_s: float
     threads: int
+
+
+def shapes_hash(shapes: list[dict[str, Any]]) -> str:
+    """16 hex digits of a GEMM shape list (the ``shapes_hash`` of :class:`GemmSpec`)."""
+    return short_hash(shapes)
 
 
 @dataclass(frozen=True)

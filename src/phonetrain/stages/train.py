@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from phonetrain import data as datasets
-from phonetrain import layout, reference
+from phonetrain import layout, reference, spans
 from phonetrain.layout import Layout
 from phonetrain.errors import StageError
 from phonetrain.io import make_temp_dir, read_json, sha256_file, write_json, write_text
@@ -307,7 +307,7 @@ def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict
     :class:`StageError` (``failed.json`` written) when the runner fails."""
     dev, ms = s.device_config, s.measure
     if ms.cooldown_s > 0:
-        time.sleep(ms.cooldown_s)
+        spans.wait("cool-down", ms.cooldown_s)
     conditions = _conditions_before(r.transport, ms)
     try:
         r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
@@ -390,7 +390,8 @@ def _conditions_before(t: Any, ms: MeasureSpec) -> dict[str, Any] | None:
     if not hasattr(t, "cooldown"):
         return None
     from phonetrain.devices.adb import Cooldown
-    cd = t.cooldown(Cooldown(ms.cooldown_threshold_c, ms.cooldown_limit_s))
+    with spans.span(spans.WAIT, "cool-down"):
+        cd = t.cooldown(Cooldown(ms.cooldown_threshold_c, ms.cooldown_limit_s))
     return {"facts": t.facts(), "cooldown": cd, "before": t.readings()}
 
 
