@@ -44,6 +44,7 @@ from phonetrain.runner import DeviceSelector, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.params import models_gemm_shapes, shapes_hash
+from phonetrain.stages import paired as kept
 from phonetrain.stages import tuning_records
 from phonetrain.stages.specs import (DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec, TuneSpec,
                                      to_params)
@@ -193,21 +194,22 @@ def gemm(job: Job) -> dict:
     doc_out: dict[str, Any] = {"device": p.device, "version": version, "status": "ok",
                                "rows": rows}
     last_gflops = None
+    planned = _planned(p, kv, tuned, read_shapes(job.input.shapes, p.shapes_hash))
+    if kv is not None:
+        doc_out["ran"] = kept.gemm_ran(version, [sp for _, _, _, sp in planned],
+                                       job.input.runner)
+        prev = kept.previous_gemm(Path(job.output.gemm), Path(job.output.gemm).parents[2])
+        same = kept.identical_gemm(prev, doc_out["ran"], p.kernel_hash)
+        if same:
+            return _identical(job, doc_out, prev, same)
     with bench.r.lock():
-        for source, g in _groups(read_shapes(job.input.shapes, p.shapes_hash), p.sizes):
+        for source, g, cls, spec in planned:
             if source == "square" and last_gflops and \
                     g.flops / (last_gflops * 1e9) > p.max_launch_s:
                 rows.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": source,
                              "status": "skipped", "error": "estimated launch time over "
                              "measure.gemm_max_launch_s"})
                 continue
-            v, cls = kv, None
-            if tuned and tuned["classes"] and kv is not None:
-                cls = tuning.class_for(g, source, tuned)
-                v = tuning.candidate_version(kv, tuned["classes"][cls])
-            spec = gemm_spec(v, [g], source=f"{layout.device_kernels(version)}/gemm.cl",
-                             backend="cpu" if kv is None else "opencl",
-                             min_time_ms=p.min_time_ms, repeats=5, threads=p.threads)
             doc = bench.spec(spec)
             if doc.get("status") == "skipped":
                 doc_out.update(status="skipped", reason=doc.get("reason", ""))
@@ -226,6 +228,40 @@ def gemm(job: Job) -> dict:
         doc_out["kernel_hash"] = p.kernel_hash
     doc_out[STAMP] = stamp(job)
     write_json(doc_out, job.output.gemm)
+    return doc_out
+
+
+def _planned(p: GemmSpec, kv: KernelVersion | None, tuned: dict | None,
+             shapes: list[dict[str, Any]]) -> list[tuple[str, GemmShape, str | None, dict]]:
+    """(shape source, shape, tuning class, bench-gemm spec) of every shape of the sweep, in
+    order: the configuration tuned for its class where the version is tuned."""
+    out = []
+    for source, g in _groups(shapes, p.sizes):
+        v, cls = kv, None
+        if tuned and tuned["classes"] and kv is not None:
+            cls = tuning.class_for(g, source, tuned)
+            v = tuning.candidate_version(kv, tuned["classes"][cls])
+        spec = gemm_spec(v, [g], source=f"{layout.device_kernels(p.version)}/gemm.cl",
+                         backend="cpu" if kv is None else "opencl",
+                         min_time_ms=p.min_time_ms, repeats=5, threads=p.threads)
+        out.append((source, g, cls, spec))
+    return out
+
+
+def _identical(job: Job, doc_out: dict[str, Any], prev: dict[str, Any], why: str) -> dict:
+    """An identical build of the version (:func:`phonetrain.stages.paired.identical_gemm`):
+    the previous sweep's rows are this one's, each saying ``no change (identical build)``;
+    nothing is measured."""
+    mark = {"verdict": "no change", "reason": f"identical build: {why}",
+            "identical_build": True, "pairs": 0, "device": doc_out["device"],
+            "previous_kernel_hash": prev.get("kernel_hash")}
+    doc_out.update({k: prev[k] for k in ("status", "reason", "device_info") if k in prev})
+    doc_out["rows"] = [dict(r, paired=mark) for r in prev.get("rows", [])]
+    doc_out["kernel_hash"] = job.spec(GemmSpec).kernel_hash
+    doc_out[STAMP] = stamp(job)
+    write_json(doc_out, job.output.gemm)
+    print(f"phonetrain: GEMM sweep {doc_out['device']}/{doc_out['version']}: no change "
+          f"(identical build: {why}); not re-measured", file=sys.stderr)
     return doc_out
 
 
