@@ -322,7 +322,6 @@ def _paired_attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec,
     shutil.copy2(prev / paired.RAN / paired.RAN_JSON, extra / paired.PREVIOUS / paired.RAN_JSON)
     shutil.copy2(tmp / paired.PREVIOUS_PLAN, extra / paired.PREVIOUS / layout.PLAN)
     write_json(doc | {"device": s.device} | paired.previous_doc(prev), extra / paired.PAIRED)
-    shutil.rmtree(tmp / "pairs", ignore_errors=True)
     return verdict, kept, attempt, earlier
 
 
@@ -346,10 +345,11 @@ def _verify_previous(extra: Path, root: Path, ms: MeasureSpec, new_ok: bool) -> 
 
 def _number_processes(kept: list[tuple[int, Path]], tmp: Path) -> None:
     """Move the kept process folders to ``tmp/main`` (the first: the process verified) and
-    ``tmp/repeat_<k>``; the attempts' folders, with any set-aside process, are removed."""
+    ``tmp/repeat_<k>``; the attempts' folders (and a paired rerun's ``pairs``), with any
+    set-aside process, are removed."""
     for k, (_, f) in enumerate(kept):
         os.replace(f, tmp / ("main" if k == 0 else f"repeat_{k}"))
-    for d in tmp.glob("attempt_*"):
+    for d in list(tmp.glob("attempt_*")) + list(tmp.glob("pairs")):
         shutil.rmtree(d)
 
 
