@@ -9,6 +9,7 @@ does not see (a comment) is "no change (identical build)" without measuring."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -19,6 +20,21 @@ from phonetrain.cli import main
 
 EDITED = "src/kernels/baseline/elementwise.cl"
 RERUN = {"host/mlp_784_256_128_16.opencl.baseline", "host/mlp_16_16.opencl.baseline"}
+LOOP = re.compile(r"(?P<i>[ \t]*)for \(int k = 0; k < K; \+\+k\)\n\s*acc \+= (?P<e>[^;]+);")
+
+
+def plant_slowdown(gemm_cl, passes: int = 3) -> None:
+    """Every GEMM loop of ``gemm_cl`` given ``passes`` extra passes over K whose sum enters C
+    times 0.0f (OpenCL C may not fold it away without -cl-fast-relaxed-math): (1 + passes)x
+    the GEMM work, the same results."""
+    def extra(m: re.Match) -> str:
+        i = m.group("i")
+        return (f"{m.group(0)}\n{i}{{ float extra = 0.0f;\n"
+                f"{i}  for (int p = 0; p < {passes}; ++p) for (int k = 0; k < K; ++k)\n"
+                f"{i}    extra += {m.group('e')};\n{i}  acc += 0.0f * extra; }}")
+    text, n = LOOP.subn(extra, gemm_cl.read_text())
+    assert n == 3, "the planted loops were not found"
+    gemm_cl.write_text(text)
 
 
 def test_kernel_edit_then_rerun_reports_before_and_after(completed_workspace, tmp_path):
@@ -109,3 +125,23 @@ def test_comment_only_edit_is_no_change_without_measuring(completed_workspace, t
     assert rows and all(c[5] == "no change (identical build)" for c in rows), rows
     assert {c[1] for c in rows if c[0] == "run"} >= {"mlp_16_16 resident/copy baseline"}
     assert all(c[9] == "not measured: identical build" for c in rows), rows
+
+
+def test_a_planted_gemm_slowdown_is_measured_side_by_side(completed_workspace, tmp_path):
+    ws = clone_workspace(completed_workspace, tmp_path / "ws")
+    R = ws / "results"
+    plant_slowdown(ws / "src/kernels/baseline/gemm.cl")
+    p = snakemake(ws, "all")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    big = json.loads((R / "runs" / "host/mlp_784_256_128_16.opencl.baseline" /
+                      "paired.json").read_text())
+    # 4x the GEMM work of a GEMM-bound step: never faster or unchanged, busy host or not
+    assert big["verdict"] in ("slower", "cannot tell") and big["ratio"] > 1, big
+    assert big["previous_verified"] is True and big["pairs"] >= 2
+    hist = pd.read_parquet(R / "summary" / "history.parquet")
+    gemm = hist[hist["latest"] & (hist["kind"] == "gemm") & (hist["kernel"] == "baseline")]
+    docs = [json.loads(x) for x in gemm["paired"]]
+    assert docs and all(d["pairs"] >= 2 for d in docs), docs
+    large = [d for d, s in zip(docs, gemm["subject"]) if "784" in s]
+    assert large and all(d["verdict"] in ("slower", "cannot tell") and d["ratio"] > 1
+                         for d in large), large
