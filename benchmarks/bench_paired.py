@@ -15,11 +15,13 @@ From one completed study (``snakemake all`` of ``sweep=test`` with ``--`` overri
 Each scenario runs quiet and under ``--hog`` (one busy loop per core for the whole rerun). Then
 the rerun's wall time is set against re-measuring the new build alone: the same rerun with the
 previous measurements moved away (``quarantine/`` emptied: nothing to pair with). Prints one
-markdown row per (scenario, load, kind, verdict) with the counts, the paired ratios and the
-wall times. Devices: add ``--phone`` to include the virtual phone (``device=[host,vphone]``
-needs ``phonetrain devices --virtual``; see docs/adb.md)::
+markdown row per (scenario, load, device, kind) with the verdicts counted, the paired ratios
+and the wall times. ``--phone`` adds a virtual phone (:class:`phonetrain.devices.virtual.
+VirtualDevice` behind the adb server, ``adb connect``; ``conf/device/vphone.yaml`` written into
+each workspace from ``host.yaml``; ``sweep.devices=[host,vphone]``), which measures its own
+pairs::
 
-    python benchmarks/bench_paired.py --out /tmp/paired -- 'sweep.kernels=[baseline,tiled]'
+    python benchmarks/bench_paired.py --out /tmp/paired --phone -- 'sweep.kernels=[baseline,tiled]'
 """
 
 from __future__ import annotations
@@ -56,6 +58,26 @@ def snakemake(ws: Path, overrides: list[str], cores: int) -> float:
     if p.returncode:
         raise RuntimeError(f"snakemake in {ws} failed:\n{p.stderr[-3000:]}")
     return time.time() - t0
+
+
+def phone(root: Path):
+    """Start a virtual phone with its sandbox under ``root`` and ``adb connect`` it; returns
+    it (stop with ``.stop()``)."""
+    import adbutils
+    from phonetrain.devices.virtual import VirtualDevice
+    vd = VirtualDevice(root, port=0).start()
+    answer = adbutils.adb.connect(vd.serial, timeout=10)
+    if "connected" not in answer:
+        raise RuntimeError(f"adb connect {vd.serial}: {answer}")
+    return vd
+
+
+def add_phone(ws: Path, serial: str) -> None:
+    """``conf/device/vphone.yaml``: the host's device config over adb at ``serial``."""
+    import yaml
+    host = yaml.safe_load((ws / "conf/device/host.yaml").read_text())
+    cfg = dict(host, name="vphone", transport="adb", serial=serial, toolchain="host")
+    (ws / "conf/device/vphone.yaml").write_text(yaml.safe_dump(cfg))
 
 
 def workspace(dest: Path, base: Path | None = None) -> Path:
@@ -123,16 +145,15 @@ def forget(results: Path) -> None:
 def table(results: list[tuple[str, str, float, float | None, list]]) -> None:
     """Markdown: per scenario, load and kind, the verdicts counted, the paired ratios, the
     rerun's wall time and that of re-measuring the new build alone."""
-    print("| scenario | load | kind | verdicts (count) | paired ratios | rerun s | alone s |")
-    print("|---|---|---|---|---|---:|---:|")
+    print("| scenario | load | device | kind | verdicts (count) | paired ratios | rerun s | "
+          "alone s |")
+    print("|---|---|---|---|---|---|---:|---:|")
     for scen, load, wall, alone, rows in results:
-        for kind in ("run", "gemm"):
-            rs = [r for r in rows if r.kind == kind]
-            if not rs:
-                continue
+        for dev, kind in sorted({(r.device, r.kind) for r in rows}):
+            rs = [r for r in rows if r.kind == kind and r.device == dev]
             words = Counter(r.verdict.split(" (")[0] for r in rs)
             ratios = sorted(r.ratio for r in rs if r.measured.startswith("side by side"))
-            print(f"| {scen} | {load} | {kind} | "
+            print(f"| {scen} | {load} | {dev} | {kind} | "
                   f"{', '.join(f'{w}: {n}' for w, n in sorted(words.items()))} | "
                   f"{', '.join(ratios) or '-'} | {wall:.0f} | "
                   f"{'-' if alone is None else f'{alone:.0f}'} |")
@@ -146,10 +167,26 @@ def main() -> int:
     ap.add_argument("--loads", default="quiet,hog")
     ap.add_argument("--alone", action="store_true",
                     help="also time each quiet rerun re-measuring the new build alone")
+    ap.add_argument("--phone", action="store_true", help="add a virtual phone")
     ap.add_argument("overrides", nargs="*")
     a = ap.parse_args()
     overrides = ["sweep=test", *a.overrides]
     base = workspace(a.out / "base")
+    vd = None
+    if a.phone:
+        vd = phone(a.out / "phone")
+        add_phone(base, vd.serial)
+        overrides.append("sweep.devices=[host,vphone]")
+    try:
+        return scenarios(a, base, overrides)
+    finally:
+        if vd is not None:
+            vd.stop()
+
+
+def scenarios(a: argparse.Namespace, base: Path, overrides: list[str]) -> int:
+    """Run the base study, then every scenario of ``a.only`` under every load of ``a.loads``;
+    print the table."""
     print(f"base study: {snakemake(base, overrides, a.cores):.0f} s; load at start "
           f"{os.getloadavg()[0]:.2f}", file=sys.stderr)
     planted2 = None
