@@ -20,7 +20,9 @@ Results folder (``results_dir``, default ``results/``)::
                                                 verify.json, measurement.json, eval.json,
                                                 repeat_<k>/, events/ (the process that
                                                 recorded per-command events, when apart),
-                                                failed.json, trace.perfetto.json
+                                                failed.json, trace.perfetto.json, ran/
+                                                (what it ran), paired.json and previous/
+                                                (a rerun measured beside the previous build)
     gemm/<device>/<version>.json, peaks/<device>.json
     bandwidth/<device>/bandwidth.csv (+ bench.json)
     summary/<table>.parquet, summary/COMPLETE
@@ -66,6 +68,11 @@ EVAL = "eval.json"  # held-out loss and accuracy at the evaluation iterations (e
 # the runner process that recorded an event per command for the breakdown, where the step
 # time came from processes without them (measure.events_apart): its run.json, trace.csv
 EVENTS = "events"
+# what a run ran (kernel sources, plan, build key: phonetrain.stages.paired), the side-by-side
+# verdict of a rerun against the previous build, and the previous build's processes
+RAN = "ran"
+PAIRED = "paired.json"
+PREVIOUS = "previous"
 CHECKPOINTS = "checkpoints"     # checkpoints/<iteration>/<tensor>.f32 (per-step verification)
 DUMPS = "dumps"
 COMPLETE = "COMPLETE"

@@ -43,8 +43,11 @@ class Change:
     ``ratio`` (after / before, display), ``verdict`` (``faster``, ``slower``, ``cannot tell
     (<reason>)``, ``not valid (<reason>)``; a difference from an unstable side adds
     ``measured under contention: <conditions>``), ``changed`` (the source files or hashes
-    and the tuning choices that differ), ``conditions`` (before -> after) and ``identical``
-    (same measurement or same figures on both sides: not a change)."""
+    and the tuning choices that differ), ``conditions`` (before -> after), ``identical``
+    (same measurement or same figures on both sides: not a change), ``device`` (after's) and
+    ``measured`` (``side by side, N pairs``: previous and new build in alternating processes
+    of one job, :mod:`phonetrain.results.paired`; ``not measured: identical build``; ``not
+    side by side``: two measurements made at different times)."""
 
     kind: str
     subject: str
@@ -56,6 +59,8 @@ class Change:
     changed: str
     conditions: str = ""
     identical: bool = False
+    device: str = ""
+    measured: str = ""
 
 
 def _side(r: pd.Series) -> str:
@@ -172,17 +177,53 @@ def verdict(before: pd.Series, after: pd.Series, drifts: Drifts | None = None) -
                        drift=drifts.get((before["kind"], after["device"])))
 
 
+def side_by_side(before: pd.Series, after: pd.Series) -> dict | None:
+    """The side-by-side verdict (``paired``, :mod:`phonetrain.results.paired`) ``after``
+    records against the build ``before`` was measured with (its previous build's kernel hash
+    is ``before``'s), else None: the two were measured at different times."""
+    raw = _value(after, "paired")
+    if not raw or before.get("measurement_id") == after.get("measurement_id"):
+        return None
+    doc = json.loads(raw)
+    prev = doc.get("previous_kernel_hash")
+    return doc if prev is None or prev == _value(before, "kernel_hash") else None
+
+
+APART = "not side by side"
+
+
+def paired_text(doc: dict) -> tuple[str, str]:
+    """A side-by-side verdict (``paired``) in words: (verdict, how it was measured), e.g.
+    (``slower (interval 1.27x-1.35x, above 1.05x)``, ``side by side, 3 pairs``) or
+    (``no change (identical build)``, ``not measured: identical build``)."""
+    if doc.get("identical_build"):
+        return "no change (identical build)", "not measured: identical build"
+    word = doc.get("verdict", w.CANNOT_TELL)
+    return (f"{word} ({doc['reason']})" if doc.get("reason") else word,
+            f"side by side, {doc.get('pairs', 0)} pairs")
+
+
 def change_row(before: pd.Series, after: pd.Series, label: str | None = None,
                drifts: Drifts | None = None) -> Change:
-    """A :class:`Change` from two history-shaped rows, judged by :func:`verdict`."""
+    """A :class:`Change` from two history-shaped rows: the side-by-side verdict where
+    ``after`` records one against ``before``'s build (:func:`side_by_side`), else judged by
+    :func:`verdict`, ``measured`` saying ``not side by side``."""
     q = (after["median_ms"] / before["median_ms"]
          if pd.notna(before["median_ms"]) and before["median_ms"] > 0 else float("nan"))
-    same = identical(before, after)
+    pair = side_by_side(before, after)
+    same = pair is None and identical(before, after)
+    if pair is not None:
+        text, how = paired_text(pair)
+        q = pair["ratio"] if pair.get("ratio") is not None else \
+            (1.0 if pair.get("identical_build") else q)
+    else:
+        text = "identical (same measurement)" if same else str(verdict(before, after, drifts))
+        how = "" if same else APART
     return Change(after["kind"], after["subject"], label or after["label"], _side(before),
-                  _side(after), w.times(q),
-                  "identical (same measurement)" if same else str(verdict(before, after, drifts)),
+                  _side(after), w.times(q), text,
                   "" if same else changed_sources(before, after),
-                  f"{_conditions(before)} -> {_conditions(after)}", same)
+                  f"{_conditions(before)} -> {_conditions(after)}", same,
+                  device=str(after["device"]), measured=how)
 
 
 def since_last_study(history: pd.DataFrame) -> tuple[int | None, list[Change]]:
@@ -268,9 +309,9 @@ def text_table(changes: list[Change], a: str = "before", b: str = "after") -> st
     """The changes as a plain-text table (aligned columns), headed ``a`` and ``b``; identical
     measurements are left out and counted in a last line."""
     head = ["kind", "subject", a, b, f"{b} / {a}", "verdict", "changed",
-            f"conditions ({a} -> {b})"]
-    rows = [[c.kind, c.label, c.before, c.after, c.ratio, c.verdict, c.changed, c.conditions]
-            for c in changes if not c.identical]
+            f"conditions ({a} -> {b})", "device", "measured"]
+    rows = [[c.kind, c.label, c.before, c.after, c.ratio, c.verdict, c.changed, c.conditions,
+             c.device, c.measured] for c in changes if not c.identical]
     same = sum(c.identical for c in changes)
     tail = [f"{same} run(s) or GEMM shape(s) identical on both sides (same measurement), "
             "not listed"] if same else []

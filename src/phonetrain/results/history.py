@@ -104,6 +104,7 @@ def run_measurements(runs: pd.DataFrame, sources: Sources | None = None) -> list
                     "measurement_id": short_hash(ident),
                     "sources": json.dumps(src, sort_keys=True) if src else None,
                     **{k: _plain(r.get(k)) for k in SETTINGS}, "conditions": _conditions(r),
+                    "paired": _plain(r.get("paired")),
                     **{k: _plain(r.get(k)) for k in TUNING}, **prov})
     return out
 
@@ -131,8 +132,8 @@ def gemm_measurements(gemm: pd.DataFrame, sources: Sources | None = None) -> lis
                     "interval": GEMM_INTERVAL if pd.notna(r.get("low_ms")) else "none",
                     "gflops": _num(r["gflops"]), "measurement_id": short_hash(ident),
                     "sources": json.dumps(src, sort_keys=True) if src else None,
-                    "conditions": _conditions(r), **{k: _plain(r.get(k)) for k in TUNING},
-                    **prov})
+                    "conditions": _conditions(r), "paired": _plain(r.get("paired")),
+                    **{k: _plain(r.get(k)) for k in TUNING}, **prov})
     return out
 
 

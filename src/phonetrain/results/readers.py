@@ -184,7 +184,9 @@ def read_gemm(path: str | Path) -> pd.DataFrame:
              "tuned_class": r.get("tuned_class"), "gflops": r.get("gflops"),
              "median_ms": r.get("median_ms"), "low_ms": r.get("low_ms"),
              "high_ms": r.get("high_ms"), "max_err": r.get("max_err"),
-             "iterations": r.get("iterations"), **prov} for r in doc["rows"]]
+             "iterations": r.get("iterations"),
+             "paired": json.dumps(r["paired"], sort_keys=True) if r.get("paired") else None,
+             **prov} for r in doc["rows"]]
     return pd.DataFrame(rows)
 
 

@@ -232,6 +232,17 @@ def _measurement(run_dir: Path, walls: pd.Series, runs: list[dict]) -> dict[str,
                        ci_target=0, max_other_cpu_share=1.0)
 
 
+def _paired(run_dir: Path) -> str | None:
+    """The side-by-side verdict of a rerun (``paired.json`` of the train stage,
+    :mod:`phonetrain.stages.paired`) as JSON text without its per-pair figures; None when the
+    run was measured alone."""
+    p = run_dir / layout.PAIRED
+    if not p.is_file():
+        return None
+    doc = {k: v for k, v in read_json(p).items() if k != "pairs_ms"}
+    return json.dumps(doc, sort_keys=True)
+
+
 def _failed_row(params: dict[str, Any], reason: str, run_dir: Path) -> dict[str, Any]:
     """A row without a measurement; its memory columns come from the folder's ``plan.json``
     where deploy left one (an oom run's plan is the one that did not fit)."""
@@ -591,7 +602,7 @@ def _run_row(params: dict[str, Any], run_dir: Path, runs: list[dict], it: pd.Dat
            "iteration_ci_high_ms": meas.get("ci_high_ms"),
            "iteration_ms": meas.get("estimate_ms"), "iteration_low_ms": meas.get("low_ms"),
            "iteration_high_ms": meas.get("high_ms"),
-           "iteration_estimator": meas.get("estimator"),
+           "iteration_estimator": meas.get("estimator"), "paired": _paired(run_dir),
            **{k: meas.get(k) for k in ("load_avg_1m", "other_cpu_share", "omp_wait_policy",
                                        "cpu_mhz_start", "cpu_mhz_end", "temperature_c_start",
                                        "temperature_c_end")},

@@ -135,7 +135,7 @@ RUNS = pa.schema(RUN_KEY + [
     _f("iteration_min_ms", F), _f("iteration_max_ms", F),
     _f("iteration_ci_low_ms", F), _f("iteration_ci_high_ms", F),
     _f("iteration_ms", F), _f("iteration_low_ms", F), _f("iteration_high_ms", F),
-    _f("iteration_estimator", S),
+    _f("iteration_estimator", S), _f("paired", S),
     _f("kernel_ms", F), _f("h2d_ms", F), _f("d2h_ms", F), _f("map_ms", F), _f("unmap_ms", F),
     _f("d2d_ms", F), _f("host_ms", F), _f("gap_ms", F), _f("transfer_ms", F),
     _f("transfer_overhead_ms", F), _f("transfer_kernel_overlap_ms", F),
@@ -212,7 +212,7 @@ GEMM = pa.schema([
     _f("k", I), _f("shape_source", S), _f("status", S, False), _f("status_reason", S),
     _f("options", S), _f("global_size", S), _f("local_size", S), _f("tuned_class", S),
     _f("gflops", F), _f("median_ms", F), _f("low_ms", F), _f("high_ms", F),
-    _f("max_err", F), _f("iterations", I),
+    _f("max_err", F), _f("iterations", I), _f("paired", S),
     _f("device_name", S), _f("platform_name", S),
 ] + PROVENANCE)
 
@@ -243,7 +243,7 @@ HISTORY = pa.schema([
     _f("interval", S), _f("gflops", F), _f("measurement_id", S, False), _f("sources", S),
     _f("status_reason", S), _f("threads", I), _f("iterations", I), _f("repeats", I),
     _f("batch_size", I), _f("dataset", S), _f("conditions", S), _f("tuned_class", S),
-    _f("local_size", S), _f("global_size", S), _f("options", S),
+    _f("local_size", S), _f("global_size", S), _f("options", S), _f("paired", S),
     _f("latest", B, False), _f("recorded_in", I, False), _f("superseded_in", I),
 ] + PROVENANCE)
 

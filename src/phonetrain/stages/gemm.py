@@ -38,9 +38,11 @@ from phonetrain.errors import StageError
 from phonetrain.io import read_json, write_json
 from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tuning
 from phonetrain.kernels.gemm import GemmShape, gemm_source, gemm_spec
+from phonetrain.results.paired import paired_verdict
 from phonetrain.runner import DeviceSelector, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
+from phonetrain.stages import paired as kept
 from phonetrain.stages import tuning_records
 from phonetrain.stages.specs import (DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec, TuneSpec,
                                      shapes_hash, to_params)
@@ -195,22 +197,26 @@ def gemm(job: Job) -> dict:
     doc_out: dict[str, Any] = {"device": p.device, "version": version, "status": "ok",
                                "rows": rows}
     last_gflops = None
+    planned = _planned(p, kv, tuned, read_shapes(job.input.shapes, p.shapes_hash))
+    prev = None
+    if kv is not None:
+        doc_out["ran"] = kept.gemm_ran(version, [sp for _, _, _, sp in planned],
+                                       job.input.runner)
+        prev = kept.previous_gemm(Path(job.output.gemm), Path(job.output.gemm).parents[2])
+        same = kept.identical_gemm(prev, doc_out["ran"], p.kernel_hash)
+        if same:
+            return _identical(job, doc_out, prev, same)
     with bench.r.lock():
-        for source, g in _groups(read_shapes(job.input.shapes, p.shapes_hash), p.sizes):
+        before = _previous_specs(bench, prev, version, doc_out.get("ran"), p.kernel_hash)
+        for source, g, cls, spec in planned:
             if source == "square" and last_gflops and \
                     g.flops / (last_gflops * 1e9) > p.max_launch_s:
                 rows.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": source,
                              "status": "skipped", "error": "estimated launch time over "
                              "measure.gemm_max_launch_s"})
                 continue
-            v, cls = kv, None
-            if tuned and tuned["classes"] and kv is not None:
-                cls = tuning.class_for(g, source, tuned)
-                v = tuning.candidate_version(kv, tuned["classes"][cls])
-            spec = gemm_spec(v, [g], source=f"{layout.device_kernels(version)}/gemm.cl",
-                             backend="cpu" if kv is None else "opencl",
-                             min_time_ms=p.min_time_ms, repeats=5, threads=p.threads)
-            doc = bench.spec(spec)
+            old = before.get((g.kernel, g.M, g.N, g.K))
+            doc = bench.spec(spec) if old is None else _paired_shape(bench, spec, old)
             if doc.get("status") == "skipped":
                 doc_out.update(status="skipped", reason=doc.get("reason", ""))
                 break
@@ -221,13 +227,111 @@ def gemm(job: Job) -> dict:
                                                       "low_ms", "high_ms", "max_err",
                                                       "iterations")},
                              "source": source, "options": doc.get("options", ""),
-                             "tuned_class": cls})
+                             "tuned_class": cls,
+                             **({"paired": doc["paired"] | {
+                                 "device": p.device,
+                                 "previous_kernel_hash": (prev or {}).get("kernel_hash")}}
+                                if "paired" in doc else {})})
                 if source == "square" and c["status"] == "ok":
                     last_gflops = c["gflops"]
     if kv is not None:
         doc_out["kernel_hash"] = p.kernel_hash
     doc_out[STAMP] = stamp(job)
     write_json(doc_out, job.output.gemm)
+    return doc_out
+
+
+def _planned(p: GemmSpec, kv: KernelVersion | None, tuned: dict | None,
+             shapes: list[dict[str, Any]]) -> list[tuple[str, GemmShape, str | None, dict]]:
+    """(shape source, shape, tuning class, bench-gemm spec) of every shape of the sweep, in
+    order: the configuration tuned for its class where the version is tuned."""
+    out = []
+    for source, g in _groups(shapes, p.sizes):
+        v, cls = kv, None
+        if tuned and tuned["classes"] and kv is not None:
+            cls = tuning.class_for(g, source, tuned)
+            v = tuning.candidate_version(kv, tuned["classes"][cls])
+        spec = gemm_spec(v, [g], source=f"{layout.device_kernels(p.version)}/gemm.cl",
+                         backend="cpu" if kv is None else "opencl",
+                         min_time_ms=p.min_time_ms, repeats=5, threads=p.threads)
+        out.append((source, g, cls, spec))
+    return out
+
+
+PAIRED_ROUNDS = 5
+"""Pairs per GEMM shape of a side-by-side rerun: 2 x 5 processes of one timed repeat each,
+twice the 5 repeats of a shape measured alone."""
+
+
+def _previous_specs(bench: _Bench, prev: dict[str, Any] | None, version: str,
+                    ran: dict[str, Any] | None, kernel_hash: str | None
+                    ) -> dict[tuple, dict[str, Any]]:
+    """For a rerun whose build changed (the previous sweep kept what it ran, another kernel
+    hash or build key): push the previous ``gemm.cl`` beside the new one
+    (``kernels/<version>.previous/``) and return its bench-gemm spec per shape ``(kernel, M,
+    N, K)``, pointed there; {} otherwise (measured alone)."""
+    if prev is None or ran is None or "gemm.cl" not in prev["ran"].get("sources", {}):
+        return {}
+    if prev.get("kernel_hash") == kernel_hash and \
+            prev["ran"].get("build_key") == ran["build_key"]:
+        return {}
+    folder = Path(bench.tmp.name) / "previous"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "gemm.cl").write_text(prev["ran"]["sources"]["gemm.cl"])
+    remote = layout.device_kernels(version) + kept.PREVIOUS_SUFFIX
+    bench.r.transport.push(folder, remote)
+    out = {}
+    for sp in prev["ran"].get("specs", []):
+        c = (sp.get("cases") or [{}])[0]
+        out[(c.get("kernel"), c.get("M"), c.get("N"), c.get("K"))] = \
+            dict(sp, source=f"{remote}/gemm.cl")
+    return out
+
+
+def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """One GEMM shape measured side by side: :data:`PAIRED_ROUNDS` pairs of bench-gemm
+    processes of one timed repeat each, previous (``old``) and new, the order reversed every
+    round. Returns the new build's ``gemm.json`` with its case's figures over its processes
+    (``median_ms``: the median, ``low_ms``..``high_ms``: the lowest and highest, an interval
+    of the median of 5 at 94% (1 - 2/2^5)) and ``paired`` (the paired verdict,
+    :func:`phonetrain.results.paired.paired_verdict`)."""
+    docs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    for k in range(PAIRED_ROUNDS):
+        order = [("old", old), ("new", spec)]
+        for side, sp in (order if k % 2 == 0 else order[::-1]):
+            docs[side].append(bench.spec(dict(sp, repeats=1)))
+    first = docs["new"][0]
+    cases = [(d.get("cases") or [{}])[0] for d in docs["new"]]
+    olds = [(d.get("cases") or [{}])[0] for d in docs["old"]]
+    if first.get("status") == "skipped" or any(c.get("status") != "ok" for c in cases):
+        return first
+    ms = sorted(c["median_ms"] for c in cases)
+    case = dict(cases[0], median_ms=ms[len(ms) // 2], low_ms=ms[0], high_ms=ms[-1],
+                gflops=cases[0]["gflops"] * cases[0]["median_ms"] / ms[len(ms) // 2],
+                max_err=max(c.get("max_err") or 0.0 for c in cases))
+    pairs = [(a.get("median_ms"), b.get("median_ms")) for a, b in zip(olds, cases)
+             if a.get("status") == "ok"]
+    verdict = paired_verdict(pairs) | {"rounds": PAIRED_ROUNDS}
+    if any(a.get("status") != "ok" for a in olds):
+        verdict |= {"verdict": "cannot tell", "reason": "the previous build did not run or "
+                    "verify on every pair"}
+    return dict(first, cases=[case], paired=verdict)
+
+
+def _identical(job: Job, doc_out: dict[str, Any], prev: dict[str, Any], why: str) -> dict:
+    """An identical build of the version (:func:`phonetrain.stages.paired.identical_gemm`):
+    the previous sweep's rows are this one's, each saying ``no change (identical build)``;
+    nothing is measured."""
+    mark = {"verdict": "no change", "reason": f"identical build: {why}",
+            "identical_build": True, "pairs": 0, "device": doc_out["device"],
+            "previous_kernel_hash": prev.get("kernel_hash")}
+    doc_out.update({k: prev[k] for k in ("status", "reason", "device_info") if k in prev})
+    doc_out["rows"] = [dict(r, paired=mark) for r in prev.get("rows", [])]
+    doc_out["kernel_hash"] = job.spec(GemmSpec).kernel_hash
+    doc_out[STAMP] = stamp(job)
+    write_json(doc_out, job.output.gemm)
+    print(f"phonetrain: GEMM sweep {doc_out['device']}/{doc_out['version']}: no change "
+          f"(identical build: {why}); not re-measured", file=sys.stderr)
     return doc_out
 
 

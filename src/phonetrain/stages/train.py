@@ -33,6 +33,10 @@
   nothing that looks complete: an earlier measurement is moved aside
   (:mod:`phonetrain.stages.failed`); a device lacking a library the version
   needs (runner exit 8) records the run as *skipped*.
+
+An OpenCL run keeps what it ran (``ran/``), and a rerun whose kernel build changed is measured
+side by side with the previous build, or not measured at all when the two builds are the same
+after compilation (:mod:`phonetrain.stages.paired`: ``paired.json``, ``previous/``).
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutO
                                Runner, RunnerError)
 from phonetrain.devices import is_this_host, shares_host_cpu
 from phonetrain.devices.base import TransportError
-from phonetrain.stages import schedule
+from phonetrain.stages import paired, schedule
 from phonetrain.stages.evaluate import evaluate_run
 from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
@@ -66,6 +70,7 @@ from phonetrain.stages.specs import DataSpec, MeasureSpec, PlanSpec, RunSpec, to
 from phonetrain.stages.stamp import stamp, write_stamp
 
 
+EXTRA = "extra"   # in a train job's working folder: ran/, previous/, paired.json
 DATA_SOURCE = "source.json"  # beside the batch files: the dataset folder actually read
 
 
@@ -186,12 +191,18 @@ def train(job: Job) -> Path:
     if is_this_host(dev):
         records.append(machine_record(r.transport.facts()))
     check_records(records)   # before measuring: a bad record would lose the measurement
+    prev = paired.previous_run(rdir, rdir.parents[2])
     tmp = make_temp_dir(rdir, ".train-")
     try:
+        ran = paired.keep_ran(tmp / EXTRA, s, job.input.plan, manifest)
+        mode, why = paired.pairing(prev, p, ran, Path(job.input.plan))
+        if mode == "identical":
+            return _identical(prev, tmp, rdir, s, p, why)
         try:
             with r.lock():
                 measured_from_s = time.time()
-                got = _attempts(r, manifest, tmp, s, p, rdir, records)
+                got = (_paired_attempts(r, manifest, tmp, s, p, rdir, records, prev)
+                       if mode == "paired" else _attempts(r, manifest, tmp, s, p, rdir, records))
                 if isinstance(got, Path):
                     return got   # recorded skipped or oom
                 verdict, kept, attempt, earlier = got
@@ -215,6 +226,8 @@ def train(job: Job) -> Path:
                             ms.verify_atol)
         verify["plan_sha256"] = sha256_file(job.input.plan)  # the plan this run measured
         write_json(verify, tmp / "main" / layout.VERIFY)
+        if mode == "paired":
+            _verify_previous(tmp / EXTRA, plan_dir.parent.parent, ms, bool(verify["ok"]))
         evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", s)
         write_json(verdict, tmp / "main" / layout.MEASUREMENT)
         # params.json goes in with the measurement: a run interrupted before it finishes
@@ -261,12 +274,86 @@ def _attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dic
     raise AssertionError("unreachable: the last attempt returns")
 
 
+def _identical(prev: Path, tmp: Path, rdir: Path, s: RunSpec, p: dict[str, Any],
+               why: str) -> Path:
+    """An identical build (:func:`phonetrain.stages.paired.pairing`): the previous
+    measurement becomes this run's, nothing measured, ``paired.json`` saying so."""
+    paired.copy_previous(prev, tmp)
+    write_json({"verdict": "no change", "reason": f"identical build: {why}",
+                "identical_build": True, "pairs": 0, "device": s.device}
+               | paired.previous_doc(prev), tmp / EXTRA / paired.PAIRED)
+    write_json(p, tmp / "main" / layout.PARAMS)
+    _install(tmp, rdir)
+    print(f"phonetrain: run {s.device}/{s.run_id}: no change (identical build: {why}); "
+          "not re-measured", file=sys.stderr)
+    return rdir
+
+
+def _paired_attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec,
+                     p: dict[str, Any], rdir: Path, records: list[Path], prev: Path
+                     ) -> Path | tuple[dict[str, Any], list[tuple[int, Path]], int,
+                                       list[list[str]]]:
+    """The side-by-side measurement (:func:`phonetrain.stages.paired.measure_pairs`): the
+    previous build pushed beside the new one, ``measure.repeats`` alternating pairs per
+    attempt, more attempts (at most ``measure.max_attempts``) while the paired verdict is
+    ``cannot tell``. The new build's processes are judged as :func:`_attempts` judges them;
+    the paired verdict goes to ``tmp/extra/paired.json``, the previous build's processes to
+    ``tmp/extra/previous/``. Returns what :func:`_attempts` returns."""
+    ms = s.measure
+    remote, _ = paired.push_previous(r, prev, s.run_id, s.kernel, tmp)
+
+    def one(man: dict[str, Any], into: Path) -> Path:
+        return _process(r, man, into, s, p, rdir, tmp, profiling=not s.events_apart)
+    pairs: list[tuple[Path, Path]] = []
+    tags: list[int] = []
+    earlier: list[list[str]] = []
+    for attempt in range(1, ms.max_attempts + 1):
+        got = paired.measure_pairs(one, manifest, remote, tmp / "pairs", ms.repeats,
+                                   start=len(pairs))
+        if isinstance(got, Path):
+            return got
+        pairs += got
+        tags += [attempt] * len(got)
+        doc = paired.verdict_of(pairs)
+        if doc["verdict"] != "cannot tell" or attempt == ms.max_attempts:
+            break
+        earlier.append([doc["reason"]])
+        paired.note(f"{s.device}/{s.run_id}", attempt, doc)
+    kept = list(zip(tags, [b for _, b in pairs]))
+    verdict = judge_measurement([b for _, b in pairs], ms, records)
+    extra = tmp / EXTRA
+    paired.install_previous(pairs, extra)
+    shutil.copy2(prev / paired.RAN / paired.RAN_JSON, extra / paired.PREVIOUS / paired.RAN_JSON)
+    shutil.copy2(tmp / paired.PREVIOUS_PLAN, extra / paired.PREVIOUS / layout.PLAN)
+    write_json(doc | {"device": s.device} | paired.previous_doc(prev), extra / paired.PAIRED)
+    return verdict, kept, attempt, earlier
+
+
+def _verify_previous(extra: Path, root: Path, ms: MeasureSpec, new_ok: bool) -> None:
+    """Verify the previous build's first process of a paired rerun per step as the new one's
+    (against its own plan, ``previous/`` of ``extra``); a side that does not verify turns the
+    paired verdict into ``cannot tell`` with the reason."""
+    prev = extra / paired.PREVIOUS
+    doc = read_json(extra / paired.PAIRED)
+    ver = verify_run(prev / layout.PLAN, root, prev / "process_0", ms.verify_atol)
+    write_json(ver, prev / layout.VERIFY)
+    for d in list(prev.glob("process_*/" + layout.CHECKPOINTS)) + \
+            list(prev.glob("process_*/" + layout.DUMPS)):
+        shutil.rmtree(d, ignore_errors=True)   # verified: the tensors are not kept
+    bad = [side for side, ok in (("previous", bool(ver["ok"])), ("new", new_ok)) if not ok]
+    if bad:
+        doc |= {"verdict": "cannot tell",
+                "reason": f"the {' and the '.join(bad)} build did not verify"}
+    write_json(doc | {"previous_verified": bool(ver["ok"])}, extra / paired.PAIRED)
+
+
 def _number_processes(kept: list[tuple[int, Path]], tmp: Path) -> None:
     """Move the kept process folders to ``tmp/main`` (the first: the process verified) and
-    ``tmp/repeat_<k>``; the attempts' folders, with any set-aside process, are removed."""
+    ``tmp/repeat_<k>``; the attempts' folders (and a paired rerun's ``pairs``), with any
+    set-aside process, are removed."""
     for k, (_, f) in enumerate(kept):
         os.replace(f, tmp / ("main" if k == 0 else f"repeat_{k}"))
-    for d in tmp.glob("attempt_*"):
+    for d in list(tmp.glob("attempt_*")) + list(tmp.glob("pairs")):
         shutil.rmtree(d)
 
 
@@ -400,11 +487,14 @@ def _install(tmp: Path, rdir: Path) -> None:
     checkpoints, then run.json last; what an earlier measurement left that this one does not
     replace goes first."""
     for old in list(rdir.glob("repeat_*")) + [rdir / layout.DUMPS, rdir / layout.CHECKPOINTS,
-                                             rdir / layout.EVENTS]:
+                                             rdir / layout.EVENTS, rdir / paired.RAN,
+                                             rdir / paired.PREVIOUS]:
         shutil.rmtree(old, ignore_errors=True)
     (rdir / layout.MEASUREMENT).unlink(missing_ok=True)
+    (rdir / paired.PAIRED).unlink(missing_ok=True)  # a run measured alone has no pairing
     (rdir / layout.EVAL).unlink(missing_ok=True)  # a run without evaluation leaves none
-    for d in sorted(tmp.glob("repeat_*")) + sorted(tmp.glob(layout.EVENTS)):
+    for d in sorted(tmp.glob("repeat_*")) + sorted(tmp.glob(layout.EVENTS)) + \
+            sorted((tmp / EXTRA).glob("*")):
         os.replace(d, rdir / d.name)
     main_dir = tmp / "main"
     for f in sorted(main_dir.iterdir(), key=lambda f: f.name == layout.RUN):

@@ -1,0 +1,257 @@
+"""What a run ran, and the side-by-side measurement of a changed kernel build.
+
+Every measured OpenCL run keeps what it ran (:func:`keep_ran`) in ``ran/`` of its run folder:
+``plan.json`` (the device's plan: its programs' build options with the tuning choice, the
+launch sizes), ``kernels/<file>.cl`` (the sources the device compiled, after inheritance and
+with ``common.cl`` in front) and ``ran.json`` (the kernel version and its hash, the runner's
+sha256, the tuned class, the :func:`phonetrain.kernels.build_key.build_key`). Small text; the
+quarantine moves it with the run folder.
+
+When a rerun re-measures a run whose kernel build changed (another kernel hash, or another
+plan: tuning), :func:`previous_run` finds the run it replaces (the run folder itself, or the
+newest copy of it in ``quarantine/``), and:
+
+- the same build after compilation (equal build keys, plans and runner,
+  :func:`identical_build`): nothing is measured; the previous measurement is the new one's,
+  with ``paired.json`` saying ``no change (identical build)`` (:func:`copy_previous`);
+- else the previous build is pushed beside the new one (``kernels/<version>.previous/``,
+  ``plans/<experiment>/plan.previous.json``) and :func:`measure_pairs` runs previous and new
+  in alternating processes, the order reversed every round (ABBA...), ``measure.repeats``
+  pairs per attempt and more attempts (at most ``measure.max_attempts``) while the verdict is
+  ``cannot tell``; the verdict (:func:`phonetrain.results.paired.paired_verdict`) goes to
+  ``paired.json``, the previous build's processes to ``previous/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from phonetrain import layout
+from phonetrain.io import read_json, sha256_file, write_json, write_text
+from phonetrain.kernels import stage_kernels
+from phonetrain.kernels.build_key import build_key
+from phonetrain.plan import Plan
+from phonetrain.results.paired import paired_verdict
+
+RAN, PAIRED, PREVIOUS = layout.RAN, layout.PAIRED, layout.PREVIOUS
+RAN_JSON = "ran.json"
+PREVIOUS_SUFFIX = ".previous"
+PREVIOUS_PLAN = "plan.previous.json"
+NOT_COPIED = (layout.FAILED, layout.PERFETTO, PAIRED, RAN, PREVIOUS)
+
+
+def ran_record(plan_json: Path, kernel: str, kernel_hash: str | None,
+               runner_sha256: str | None, tuned_class: str | None, dest: Path) -> dict:
+    """Write ``dest`` (a ``ran/`` folder): the plan, the version's staged sources and
+    ``ran.json``; returns ``ran.json``'s document."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(plan_json, dest / layout.PLAN)
+    with tempfile.TemporaryDirectory(prefix="phonetrain-ran-") as tmp:
+        src = stage_kernels(kernel, Path(tmp))
+        texts = {f.name: f.read_text() for f in sorted(src.glob("*.cl"))}
+    for name, text in texts.items():
+        write_text(dest / "kernels" / name, text)
+    progs = Plan.load(plan_json).programs
+    doc = {"kernel": kernel, "kernel_hash": kernel_hash, "runner_sha256": runner_sha256,
+           "tuned_class": tuned_class, "sources": sorted(texts),
+           "options": [p.options for p in progs],
+           "build_key": build_key(texts, [f"{Path(p.source).name}:{p.options}" for p in progs])}
+    write_json(doc, dest / RAN_JSON)
+    return doc
+
+
+def keep_ran(into: Path, s: Any, plan_json: str | Path, manifest: dict[str, Any]) -> dict | None:
+    """:func:`ran_record` of run ``s`` (a RunSpec) into ``into/ran``; None for a CPU run."""
+    if not s.kernel:
+        return None
+    st = manifest.get("inputs") or {}
+    return ran_record(Path(plan_json), s.kernel, s.kernel_hash, st.get("runner_sha256"),
+                      manifest.get("tuned_class"), into / RAN)
+
+
+def _measured(d: Path) -> bool:
+    """A run folder holding a verified measurement and its record of what it ran."""
+    try:
+        run, ver = read_json(d / layout.RUN), read_json(d / layout.VERIFY)
+    except Exception:   # missing or damaged: not a previous measurement to pair with
+        return False
+    return ((d / RAN / RAN_JSON).is_file() and (d / layout.MEASUREMENT).is_file()
+            and run.get("status") not in ("skipped", "oom") and bool(ver.get("ok")))
+
+
+def previous_run(rdir: Path, results_root: Path) -> Path | None:
+    """The measured run a rerun of ``rdir`` replaces: ``rdir`` itself when it holds one, else
+    the newest ``quarantine/<time>/<rdir's path>`` that does; None when there is none."""
+    if _measured(rdir):
+        return rdir
+    rel = rdir.resolve().relative_to(results_root.resolve())
+    q = results_root / "quarantine"
+    stamps = sorted((p.name for p in q.iterdir() if p.is_dir()), reverse=True) \
+        if q.is_dir() else []
+    return next((q / t / rel for t in stamps if _measured(q / t / rel)), None)
+
+
+def _plan_doc(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def pairing(prev: Path | None, p: dict[str, Any], new_ran: dict | None,
+            new_plan: Path) -> tuple[str | None, str]:
+    """How a rerun of params ``p`` relates to the previous run ``prev``: ``("identical",
+    why)``, ``("paired", why)`` or ``(None, why)`` (measured alone, as a plain re-measure)."""
+    if prev is None or new_ran is None:
+        return None, "no previous measurement of this run keeps what it ran"
+    old_p = read_json(prev / layout.PARAMS)
+    rest = [k for k in set(old_p) | set(p) if k != "kernel_hash" and old_p.get(k) != p.get(k)]
+    if rest:
+        return None, f"the previous run had other settings ({', '.join(sorted(rest))})"
+    old = read_json(prev / RAN / RAN_JSON)
+    old_plan, plan = _plan_doc(prev / RAN / layout.PLAN), _plan_doc(new_plan)
+    if old.get("kernel_hash") == new_ran["kernel_hash"] and old_plan == plan:
+        return None, "same kernel build and plan: a re-measure"
+    if old["build_key"] == new_ran["build_key"] and old_plan == plan and \
+            old.get("runner_sha256") == new_ran["runner_sha256"]:
+        return "identical", "the kernel sources differ only in comments and white space"
+    if old_plan.get("tensors") != plan.get("tensors"):
+        return None, "the previous plan's tensors differ: not comparable side by side"
+    return "paired", "kernel build changed"
+
+
+def copy_previous(prev: Path, tmp: Path) -> None:
+    """The previous measurement as this run's (an identical build): its files into
+    ``tmp/main``, its repeats and events process into ``tmp`` (the layout ``_install``
+    takes), leaving out its failure record, trace export, pairing and record of what ran."""
+    main = tmp / "main"
+    main.mkdir(parents=True, exist_ok=True)
+    for f in prev.iterdir():
+        if f.name in NOT_COPIED or f.name.startswith("."):
+            continue
+        top = f.name.startswith("repeat_") or f.name == layout.EVENTS
+        dest = (tmp if top else main) / f.name
+        (shutil.copytree if f.is_dir() else shutil.copy2)(f, dest)
+
+
+def push_previous(r: Any, prev: Path, exp: str, kernel: str, into: Path) -> tuple[str, Path]:
+    """Put the previous build on the device beside the new one: its sources in
+    ``kernels/<version>.previous/``, its plan (programs pointed there) as
+    ``plans/<exp>/plan.previous.json``. Returns (the plan's path on the device, its local
+    copy in ``into``)."""
+    remote_k = layout.device_kernels(kernel) + PREVIOUS_SUFFIX
+    r.transport.push(prev / RAN / "kernels", remote_k)
+    doc = _plan_doc(prev / RAN / layout.PLAN)
+    for prog in doc.get("programs", []):
+        src = prog.get("source", "")
+        if src.startswith(layout.device_kernels(kernel) + "/"):
+            prog["source"] = f"{remote_k}/{Path(src).name}"
+    local = into / PREVIOUS_PLAN
+    write_json(doc, local)
+    remote = f"{layout.plan_dir_rel(exp)}/{PREVIOUS_PLAN}"
+    r.transport.push(local, remote)
+    return remote, local
+
+
+def gemm_ran(version: str, specs: list[dict[str, Any]], runner: str | Path) -> dict[str, Any]:
+    """What a GEMM sweep of ``version`` runs, kept in its result under ``ran``: the staged
+    ``gemm.cl`` (text), each shape's bench-gemm spec (its source path left out), the runner's
+    sha256 and the build key over the source and the specs."""
+    with tempfile.TemporaryDirectory(prefix="phonetrain-ran-") as tmp:
+        src = stage_kernels(version, Path(tmp)) / "gemm.cl"
+        texts = {"gemm.cl": src.read_text()} if src.is_file() else {}
+    plain = [{k: v for k, v in sp.items() if k != "source"} for sp in specs]
+    return {"sources": texts, "specs": plain, "runner_sha256": sha256_file(runner),
+            "build_key": build_key(texts, [json.dumps(sp, sort_keys=True) for sp in plain])}
+
+
+def previous_gemm(out: Path, results_root: Path) -> dict[str, Any] | None:
+    """The GEMM sweep a rerun of ``out`` replaces: ``out`` itself, else the newest copy in
+    ``quarantine/``, that keeps what it ran (``ran``); None when there is none."""
+    rel = out.resolve().relative_to(results_root.resolve())
+    q = results_root / "quarantine"
+    cands = [out] + ([q / t / rel for t in sorted((p.name for p in q.iterdir()), reverse=True)]
+                     if q.is_dir() else [])
+    for c in cands:
+        try:
+            doc = read_json(c)
+        except Exception:   # missing or damaged: not a previous sweep
+            continue
+        if isinstance(doc.get("ran"), dict) and doc.get("rows"):
+            return doc
+    return None
+
+
+def identical_gemm(prev: dict[str, Any] | None, ran: dict[str, Any],
+                   kernel_hash: str | None) -> str | None:
+    """Why a GEMM sweep with ``ran`` needs no measuring (the previous sweep, of another kernel
+    hash, ran the same build key with the same runner), else None."""
+    if prev is None or prev.get("kernel_hash") == kernel_hash:
+        return None
+    old = prev["ran"]
+    if old.get("build_key") == ran["build_key"] and \
+            old.get("runner_sha256") == ran["runner_sha256"]:
+        return "the kernel sources differ only in comments and white space"
+    return None
+
+
+def previous_doc(prev: Path) -> dict[str, Any]:
+    """What ``paired.json`` says of the previous run: its folder and kernel hash."""
+    return {"previous": str(prev),
+            "previous_kernel_hash": read_json(prev / RAN / RAN_JSON).get("kernel_hash")}
+
+
+def median_ms(run_dir: Path) -> float | None:
+    """The median measured step time (ms) of one runner process's ``run.json``."""
+    walls = sorted(i["wall_ms"] for i in read_json(run_dir / layout.RUN).get("iters", [])
+                   if not i.get("warmup"))
+    if not walls:
+        return None
+    n = len(walls)
+    return walls[n // 2] if n % 2 else (walls[n // 2 - 1] + walls[n // 2]) / 2
+
+
+Measure = Callable[[dict[str, Any], Path], Path]   # (manifest, folder) -> folder or run dir
+
+
+def measure_pairs(measure: Measure, manifest: dict[str, Any], prev_plan: str, into: Path,
+                  rounds: int, start: int = 0) -> list[tuple[Path, Path]] | Path:
+    """``rounds`` pairs of processes, previous (plan ``prev_plan`` on the device) and new,
+    into ``into/previous_<k>`` and ``into/process_<k>``; the first process of round ``k`` is
+    the previous build's when ``k`` is even, the new one's when odd. Returns [(previous, new)]
+    or the run folder (the device cannot do the run: recorded skipped or oom)."""
+    old = dict(manifest, plan=prev_plan)
+    out = []
+    for k in range(start, start + rounds):
+        sides = [("previous", old), ("process", manifest)]
+        got = {}
+        for name, man in (sides if k % 2 == 0 else sides[::-1]):
+            want = into / f"{name}_{k}"
+            got[name] = measure(man, want)
+            if got[name] != want:   # recorded skipped or oom
+                return got[name]
+        out.append((got["previous"], got["process"]))
+    return out
+
+
+def verdict_of(pairs: list[tuple[Path, Path]]) -> dict[str, Any]:
+    """:func:`paired_verdict` of measured pairs, with each pair's figures (ms)."""
+    figs = [(median_ms(a), median_ms(b)) for a, b in pairs]
+    return paired_verdict(figs) | {"pairs_ms": figs}
+
+
+def note(run: str, attempt: int, doc: dict[str, Any]) -> None:
+    """One stderr line about a paired attempt."""
+    print(f"phonetrain: run {run}, side by side, attempt {attempt}: {doc['verdict']} "
+          f"({doc['reason']}, {doc['pairs']} pairs)", file=sys.stderr)
+
+
+def install_previous(pairs: list[tuple[Path, Path]], main: Path) -> None:
+    """Move the previous build's processes to ``main/previous/process_<k>``."""
+    dest = main / PREVIOUS
+    dest.mkdir(parents=True, exist_ok=True)
+    for k, (a, _) in enumerate(pairs):
+        os.replace(a, dest / f"process_{k}")
