@@ -117,10 +117,14 @@ def kernel_sources(wc):
     return version_sources(wc.kernel)
 
 
+EXP_KERNEL = {e.id: e.kernel for e in EXPERIMENTS}   # the sweep's cells carry their kernel
+
+
 def exp_kernel(exp_id):
-    """The kernel version an experiment's plan uses, from its params (None for the CPU
-    backend's NO_KERNEL): no id is parsed."""
-    k = JP["plan"][exp_id]["kernel"]
+    """The kernel version whose build an experiment runs (None for the CPU backend's
+    NO_KERNEL; its plan is lowered with the baseline's ops but runs the runner's C kernels):
+    no id is parsed."""
+    k = EXP_KERNEL[exp_id]
     return None if k == NO_KERNEL else k
 
 
