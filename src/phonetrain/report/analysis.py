@@ -124,6 +124,25 @@ def _fit_step(med: pd.DataFrame, runs: pd.DataFrame, cols: list[str]) -> pd.Data
     return med
 
 
+def with_unstable(frame_fn, runs: pd.DataFrame, *args) -> pd.DataFrame:
+    """``frame_fn(runs, *args)`` (a per-run frame of verified runs, e.g. :func:`breakdown_frame`
+    or :func:`gemm_table`, with a ``device`` column) plus, for every device that has no row
+    there, the rows its ``unstable`` runs give when counted usable: what the at-a-glance
+    table decides from under contention. Adds ``unstable`` (bool) to tell them apart; an empty
+    DataFrame when neither gives a row."""
+    ok = frame_fn(runs, *args)
+    ok = ok.assign(unstable=False) if len(ok) else ok
+    if not (runs["status"] == "unstable").any():
+        return ok
+    busy = frame_fn(runs.assign(status=runs["status"].replace("unstable", "ok")), *args)
+    if busy.empty:
+        return ok
+    ids = set(runs.loc[runs["status"] == "unstable", "run_id"])
+    have = set(ok["device"]) if len(ok) else set()
+    busy = busy[busy.index.isin(ids) & ~busy["device"].isin(have)].assign(unstable=True)
+    return pd.concat([ok, busy]) if len(ok) else busy
+
+
 def gemm_table(runs: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:
     """GEMM throughput inside training, per verified run.
 

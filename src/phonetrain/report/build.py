@@ -31,6 +31,7 @@ from typing import Any, Mapping
 import jinja2
 import pandas as pd
 
+import phonetrain.report.answer as answer
 import phonetrain.report.changes as changes
 import phonetrain.report.figures as figures
 import phonetrain.report.findings as findings
@@ -316,10 +317,12 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
     n_change, since = changes.since_last_study(tables["history"])
     by = {c["status"]: c["n"] for c in counts(runs)}
     intervals = {interval_name(r) for _, r in runs[runs["status"] == "ok"].iterrows()}
+    at = glance.at_a_glance(tables)
     return {
         "title": title, "citation": CITATION, "paper_reference": paper_reference,
         "anchors": list(ANCHORS.values()), "sections": SECTIONS,
-        "glance": glance.at_a_glance(tables), "counts": counts(runs),
+        "glance": at, "answers": answer.answers(tables, at), "counts": counts(runs),
+        "under_contention": w.UNDER_CONTENTION,
         "contention": glance.contention_note(runs),
         "n_runs": len(runs), "n_ok": by["ok"], "n_wrong": by["wrong"],
         "n_failed": by["failed"], "n_skipped": by["skipped"], "n_unstable": by["unstable"],
