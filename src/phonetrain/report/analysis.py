@@ -42,6 +42,12 @@ def run_label(r: pd.Series | dict, device: bool = True) -> str:
     return dev + f"{r['placement']}/{r['transfer']} {r['kernel']}"
 
 
+def run_names(runs: pd.DataFrame) -> list[str]:
+    """How a range names its extreme runs within one device: ``<model> <run label>``
+    (:func:`run_label` without the device), one per row of ``runs``."""
+    return [f"{r['model']} {run_label(r, False)}" for _, r in runs.iterrows()]
+
+
 def opencl_label(runs: pd.DataFrame) -> str:
     """Takes runs.parquet rows; returns how figures name the OpenCL backend, from the OpenCL
     device type (``device_type``) of the verified OpenCL runs: ``OpenCL GPU`` only when every

@@ -25,7 +25,7 @@ import pandas as pd
 
 import phonetrain.report.findings as fd
 import phonetrain.report.wording as w
-from phonetrain.report.analysis import run_label
+from phonetrain.report.analysis import run_names
 from phonetrain.report.paper import ANCHORS, Anchor
 
 # The paper's reading of the data-movement share: it dominates an iteration (~91%).
@@ -111,12 +111,6 @@ def _gain(gemm: pd.DataFrame, dev: str) -> tuple[str, str] | None:
              f"{len(shown)} of {len(d)} shape(s) with an interval" if len(shown) else
              f"{w.span(d['gain'], w.times)} over {len(d)} GEMM shape(s), no interval recorded")
     return study, _combine(verdicts, "shapes")
-
-
-def run_names(g: pd.DataFrame) -> list[str]:
-    """How a range names its extreme runs on a device's card: ``<model> <run label>``
-    (:func:`~phonetrain.report.analysis.run_label` without the device)."""
-    return [f"{r['model']} {run_label(r, False)}" for _, r in g.iterrows()]
 
 
 def moving_shares(runs: pd.DataFrame, dev: str, col: str) -> pd.Series:
