@@ -12,6 +12,7 @@ or Playwright skips these tests; in CI (``CI`` set) their absence fails them."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -134,10 +135,12 @@ def test_report_of_a_small_real_study_in_chromium(real_study, tmp_path):
     assert "host" in seen["first_screen"]
     said = answers(seen)
     assert list(said) == ["host"]
-    # the CPU run against the best OpenCL run: where to train, by how much with its interval
-    assert said["host"].startswith("host: train on the ")
-    assert " than the CPU (best OpenCL configuration per model, host clock)" in said["host"]
+    # the CPU run against the best OpenCL run: where to train (or that three iterations
+    # cannot tell yet), by how much with its interval, the measured cost, the paper
+    assert re.match(r"host: (train on the (CPU|OpenCL) backend|cannot tell yet which backend "
+                    r"trains faster)", said["host"]), said["host"]
     assert "x [" in said["host"] and "of an OpenCL iteration" in said["host"]
+    assert "vs the paper: " in said["host"]
     shots = Path(os.environ.get("PHONETRAIN_SCREENSHOTS", tmp_path))
     assert (shots / "shots" / "first-screen.png").stat().st_size > 10_000
 

@@ -81,7 +81,7 @@ def _by(b: pd.DataFrame) -> tuple[str, str, bool]:
     elif slower and faster:
         lead = f"train on OpenCL for {', '.join(faster)}, on the CPU for {', '.join(slower)}"
     else:
-        lead = "no answer yet (no difference stated)"
+        lead = "cannot tell yet which backend trains faster"
     told = [f"OpenCL is {' to '.join(_ends(parts[k]))} {k}" for k in ("slower", "faster")
             if parts[k]]
     by = (", ".join(told) + " than the CPU (best OpenCL configuration per model, host clock)"
