@@ -7,7 +7,9 @@ and renders the Jinja2 templates in ``templates/``. The HTML inlines its CSS and
 ``figures/<name>.<fmt>``. A figure without data (no batch sweep, no held-out evaluation, no
 energy, ...) is one line saying why and what to set, not an empty picture.
 
-The first screen is the at-a-glance table per device (:mod:`phonetrain.report.glance`); then
+The first screen is one sentence per device (:mod:`phonetrain.report.answer`: where to train,
+by how much, why, and whether the paper agrees; the conditions folded under it), side by side,
+then the at-a-glance table per device (:mod:`phonetrain.report.glance`); then
 what changed since the last study (:mod:`phonetrain.report.changes`), the guidelines, figures
 and the tables behind them.
 

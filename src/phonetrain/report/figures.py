@@ -10,9 +10,11 @@ always written (with a "no data" note when its table is empty) so the report and
 Layout rules, so a figure stays legible from one device to eight and with up to ten kernel
 versions: small multiples, one panel (or one row of panels) per device, each sized by what it
 holds; bars horizontal, so labels sit on their own rows and never overlap; value labels inside
-a margin the axes reserve for them; legends outside the data (below the panels or to their
-right), with entries only for what is drawn. Only runs with status ``ok`` are drawn as speeds;
-``unstable`` runs as hatched grey bars marked so, ``wrong`` runs as "verification failed",
+a margin the axes reserve for them; legends outside the data (below the panels, or to their
+right where that leaves each panel at least half its column), with entries only for what is
+drawn; tick labels thinned or rotated so none overlaps. Only runs with status ``ok`` are
+drawn as speeds; ``unstable`` runs as hatched grey bars marked so (the breakdown figures draw
+a device's unstable runs hatched where it has no usable one), ``wrong`` runs as "verification failed",
 ``failed`` runs as "missing", ``skipped`` runs (device lacks a library) as "skipped". Paper
 reference lines are labelled with their provenance (see :mod:`phonetrain.report.paper`). The
 numbers drawn come from :mod:`phonetrain.report.analysis`.
@@ -223,8 +225,10 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
 
 def breakdown(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path, dpi: int = 120, *,
               paper_reference: bool = True) -> Path:
-    """Takes runs.parquet and iterations.parquet. Stacked horizontal bars per ok run, one
-    panel per device: share of the median iteration spent in each segment of
+    """Takes runs.parquet and iterations.parquet. Stacked horizontal bars per ok run (on a
+    device with none, per unstable run, hatched and labelled: what At a glance decides from
+    under contention, :func:`~phonetrain.report.analysis.with_unstable`), one panel per
+    device: share of the median iteration spent in each segment of
     :func:`~phonetrain.report.analysis.breakdown_frame` (data movement first), with the
     median wall ms at the bar's end and, when ``paper_reference``, the paper's ~91% data
     movement (``ANCHORS["movement_share"]``). The legend lists only segments drawn."""
@@ -407,7 +411,8 @@ def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int
                 paper_reference: bool = True) -> Path:
     """Takes runs.parquet and commands.parquet. GEMM throughput inside training
     (``gemm_gflops`` of :func:`~phonetrain.report.analysis.gemm_table`, device events, 1e9
-    FLOP/s, log scale) per ok run, one panel per device; when ``paper_reference``, beside the
+    FLOP/s, log scale) per ok run (on a device with none, per unstable run, hatched and
+    labelled), one panel per device; when ``paper_reference``, beside the
     paper's bands from :data:`~phonetrain.report.paper.ANCHORS`: CPU 15-30, GPU GEMM 5-15
     before and 25-70 after optimization (the last two second-hand, and labelled so)."""
     g = with_unstable(gemm_table, runs, commands)
