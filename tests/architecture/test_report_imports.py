@@ -1,5 +1,5 @@
-"""The report package's imports point one way: build -> answer -> glance -> findings -> {analysis,
-wording} -> paper (figures and changes beside findings, changes -> drift -> wording), module-level only, no other module's
+"""The report package's imports point one way: build -> answer -> glance -> findings ->
+{analysis, wording} -> paper (figures and changes beside findings, changes -> drift -> wording), module-level only, no other module's
 private names, and of the rest of phonetrain only phonetrain.results.schema,
 phonetrain.results.history (what a measurement is, for comparing two folders) and the bottom
 floor's io and errors."""

@@ -232,8 +232,8 @@ def test_every_figure_of_a_two_device_study_is_readable(two_devices, tmp_path):
 def test_the_width_check_fails_on_a_panel_squeezed_by_its_legend():
     fig, axes = figures._panels([2.0], 2, width=8.0)
     for ax in axes[0]:
-        ax.plot([1, 2], [1, 2], label="compute roof 50 GFLOPS: OpenCL mad() chains on float4 vectors, "
-                "4 float32 lanes, not half precision (bench-peak, best width)")
+        ax.plot([1, 2], [1, 2], label="compute roof 50 GFLOPS: OpenCL mad() chains on float4 "
+                "vectors, 4 float32 lanes, not half precision (bench-peak, best width)")
     axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     fig.draw_without_rendering()
     with pytest.raises(AssertionError, match="of its column's width"):

@@ -14,8 +14,8 @@ a margin the axes reserve for them; legends outside the data (below the panels, 
 right where that leaves each panel at least half its column), with entries only for what is
 drawn; tick labels thinned or rotated so none overlaps. Only runs with status ``ok`` are
 drawn as speeds; ``unstable`` runs as hatched grey bars marked so (the breakdown figures draw
-a device's unstable runs hatched where it has no usable one), ``wrong`` runs as "verification failed",
-``failed`` runs as "missing", ``skipped`` runs (device lacks a library) as "skipped". Paper
+a device's unstable runs hatched where it has no usable one), ``wrong`` runs as "verification
+failed", ``failed`` runs as "missing", ``skipped`` runs (device lacks a library) as "skipped". Paper
 reference lines are labelled with their provenance (see :mod:`phonetrain.report.paper`). The
 numbers drawn come from :mod:`phonetrain.report.analysis`.
 """
