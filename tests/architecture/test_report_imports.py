@@ -1,5 +1,5 @@
-"""The report package's imports point one way: build -> glance -> findings -> {analysis,
-wording} -> paper (figures and changes beside findings, changes -> drift -> wording), module-level only, no other module's
+"""The report package's imports point one way: build -> answer -> glance -> findings ->
+{analysis, wording} -> paper (figures and changes beside findings, changes -> drift -> wording), module-level only, no other module's
 private names, and of the rest of phonetrain only phonetrain.results.schema,
 phonetrain.results.history (what a measurement is, for comparing two folders) and the bottom
 floor's io and errors."""
@@ -13,7 +13,7 @@ import phonetrain.report
 
 PKG = Path(phonetrain.report.__file__).parent
 RANK = {"paper": 0, "analysis": 1, "wording": 1, "drift": 1.5, "figures": 2, "findings": 2,
-        "changes": 2, "glance": 3, "build": 4, "__init__": 5}
+        "changes": 2, "glance": 3, "answer": 3.5, "build": 4, "__init__": 5}
 
 
 def _imports(tree: ast.Module) -> list[tuple[ast.stmt, str, list[str]]]:

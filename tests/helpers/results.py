@@ -15,6 +15,7 @@ import pandas as pd
 
 from phonetrain.lowering import LowerSpec, lower
 from phonetrain.report.build import FIGURES
+from phonetrain.results import stats
 from phonetrain.results.schema import TABLES
 
 GAP_NS = 10_000
@@ -223,17 +224,19 @@ def write_gemm_versions(root: Path, device: str, versions, shapes=((32, 256, 784
                                                                     (64, 64, 64),
                                                                     (256, 256, 256))) -> list[Path]:
     """gemm/<device>/<version>.json for each version (plus ``cpu``), every shape measured,
-    GFLOPS growing with the version's position so versions differ."""
+    GFLOPS growing with the version's position so versions differ. A shape is ``(m, n, k)``
+    of ``gemm_nn`` or ``(gemm, m, n, k)``."""
     d = root / "gemm" / device
     d.mkdir(parents=True, exist_ok=True)
     out = []
+    shapes = [s if len(s) == 4 else ("gemm_nn", *s) for s in shapes]
     for i, version in enumerate([*versions, "cpu"]):
-        rows = [{"kernel": "gemm_nn", "M": m, "N": n, "K": k, "global": [8, 8],
+        rows = [{"kernel": gemm, "M": m, "N": n, "K": k, "global": [8, 8],
                  "local": [8, 8], "status": "ok", "error": None,
                  "gflops": (3.0 + 4 * i) * (1 + j), "median_ms": 1.0 / (1 + i + j),
                  "max_err": 1e-8, "iterations": 100,
                  "source": "model:mlp" if j == 0 else "square", "options": "",
-                 "tuned_class": None} for j, (m, n, k) in enumerate(shapes)]
+                 "tuned_class": None} for j, (gemm, m, n, k) in enumerate(shapes)]
         doc = {"device": device, "version": version, "status": "ok", "rows": rows,
                "kernel_hash": f"k-{version}", "device_info": {"name": "dev", "platform": "P"}}
         (d / f"{version}.json").write_text(json.dumps(doc))
@@ -282,3 +285,16 @@ def multi_device_study(root: Path, devices, kernels=("baseline", "tiled"),
         out["peaks"].append(write_peaks(root, dev))
         out["builds"].append(write_build(root, dev))
     return out
+
+
+def mark_unstable(run_dir: Path, reason: str, low_ms: float, high_ms: float,
+                  other_cpu_share: float = 0.4, load_avg_1m: float = 3.5) -> None:
+    """Give a :func:`write_run` folder the train stage's measurement verdict ``unstable``
+    (``reason``), its estimate's interval widened to ``low_ms``..``high_ms``, measured while
+    other processes used ``other_cpu_share`` of the CPU at load ``load_avg_1m``."""
+    doc = json.loads((run_dir / "run.json").read_text())
+    walls = [i["wall_ms"] for i in doc["iters"] if not i["warmup"]]
+    m = stats.judge(walls, [{}], ci_target=0, max_other_cpu_share=1.0)
+    m.update(unstable=True, reasons=[reason], low_ms=low_ms, high_ms=high_ms,
+             other_cpu_share=other_cpu_share, load_avg_1m=load_avg_1m)
+    (run_dir / "measurement.json").write_text(json.dumps(m))

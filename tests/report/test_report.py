@@ -167,12 +167,18 @@ def test_svg_figures_are_embedded_and_bad_format_or_folder_is_refused(tmp_path, 
 
 
 def test_different_settings_are_flagged(tmp_path):
+    """Different thread counts are a setting to flag; different counts of measured
+    iterations (the adaptive stop's outcome, in every study) are not."""
     dirs = [write_run(tmp_path / "raw", backend="cpu", iterations=3),
             write_run(tmp_path / "raw", backend="opencl", placement="resident",
                       transfer="copy", kernel="baseline", iterations=5)]
     aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
-    notes = build.settings_notes(report.load_tables(tmp_path / "summary")["runs"])
-    assert notes == ["runs were measured with different iterations: 3, 5 -- compare them "
+    assert build.settings_notes(report.load_tables(tmp_path / "summary")["runs"]) == []
+    p = dirs[0] / "params.json"
+    p.write_text(json.dumps({**json.loads(p.read_text()), "threads": 2}))
+    aggregate.aggregate(dirs, summary_paths(tmp_path / "summary2"))
+    notes = build.settings_notes(report.load_tables(tmp_path / "summary2")["runs"])
+    assert notes == ["runs were measured with different threads: 0, 2 -- compare them "
                      "with care"]
 
 

@@ -1,7 +1,9 @@
 """The report checked in a real browser: headless Chromium (Debian's ``chromium``, installed by
-.ci/setup) driven by Playwright renders ``report.html`` of a small real study and of a 4-device
-study, and fails on a missing image, a broken link or a console error. Screenshots go to the
-test's temporary folder, never into the repository.
+.ci/setup) driven by Playwright renders ``report.html`` of a small real study, of a two-device
+and of a 4-device study, and fails on a missing image, a broken link or a console error, or
+when a device's one-sentence answer is not on the first screen at 1400x900 (its bounding box
+inside the viewport, without scrolling). Screenshots go to the test's temporary folder (or to
+``$PHONETRAIN_SCREENSHOTS`` when set, to look at them), never into the repository.
 
 Chromium starts with a fresh user-data folder and without background networking (the machine's
 network is closed); nothing is downloaded at test time. Outside CI a machine without Chromium
@@ -10,6 +12,7 @@ or Playwright skips these tests; in CI (``CI`` set) their absence fails them."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -38,18 +41,24 @@ def _playwright():
     return sync_playwright
 
 
+VIEWPORT = {"width": 1400, "height": 900}
+
+
 def render(html: Path, shots: Path) -> dict:
-    """Open ``html`` in headless Chromium; returns what a person would notice: console
-    errors and page errors, failed requests, images that did not load, in-page links without
-    a target, links leaving the file, the first screen's text and the sortable tables'
-    behaviour. Saves the first screen and the full page as PNGs under ``shots``."""
+    """Open ``html`` in headless Chromium at :data:`VIEWPORT`; returns what a person would
+    notice: console errors and page errors, failed requests, images that did not load,
+    in-page links without a target, links leaving the file, the first screen's text, each
+    device's answer (its text and whether its bounding box lies inside the viewport) and the
+    sortable tables' behaviour. Saves the first screen and the full page as PNGs under
+    ``shots`` (``$PHONETRAIN_SCREENSHOTS/<shots' name>`` when that is set)."""
+    shots = Path(os.environ.get("PHONETRAIN_SCREENSHOTS", shots.parent)) / shots.name
     sync_playwright = _playwright()
     shots.mkdir(parents=True, exist_ok=True)
     seen = {"console": [], "failed": []}
     with sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(
             str(shots / "user-data"), executable_path=CHROMIUM, headless=True, args=ARGS,
-            viewport={"width": 1280, "height": 900})
+            viewport=VIEWPORT)
         try:
             page = ctx.new_page()
             page.on("console", lambda m: seen["console"].append(m.text)
@@ -68,6 +77,12 @@ def render(html: Path, shots: Path) -> dict:
                 "() => [...document.querySelectorAll('h2, h3, th')]"
                 ".filter(e => e.getBoundingClientRect().bottom < innerHeight)"
                 ".map(e => e.textContent.trim())")
+            seen["answers"] = page.evaluate(
+                "() => [...document.querySelectorAll('.answer')].map(e => {"
+                " const b = e.getBoundingClientRect();"
+                " return [e.id, e.querySelector('p').textContent.trim(),"
+                " b.top >= 0 && b.left >= 0 && b.bottom <= innerHeight"
+                " && b.right <= innerWidth]; })")
             seen["sorted"] = _sorts(page)
         finally:
             ctx.close()
@@ -94,9 +109,15 @@ def check(seen: dict, n_images: int) -> None:
     broken = [h for h in seen["links"]
               if not h.startswith("#") or h[1:] not in seen["targets"]]
     assert broken == [], f"links without a target in the page: {broken}"
-    assert "At a glance" in seen["first_screen"]      # the report opens on the verdicts
-    assert "verdict" in seen["first_screen"]
+    assert "At a glance" in seen["first_screen"]      # the report opens on the answers
+    hidden = [text for _, text, shown in seen["answers"] if not shown]
+    assert seen["answers"] and not hidden, f"answers below the first screen: {hidden}"
     assert seen["sorted"], "clicking a header did not sort the Runs table"
+
+
+def answers(seen: dict) -> dict[str, str]:
+    """Device -> its one-sentence answer, as the page shows it."""
+    return {i.removeprefix("answer-"): text for i, text, _ in seen["answers"]}
 
 
 def _drawn(out) -> int:
@@ -112,7 +133,34 @@ def test_report_of_a_small_real_study_in_chromium(real_study, tmp_path):
     seen = render(out["html"], tmp_path / "shots")
     check(seen, n_images=_drawn(out))  # a figure without data is one line, no image
     assert "host" in seen["first_screen"]
-    assert (tmp_path / "shots" / "first-screen.png").stat().st_size > 10_000
+    said = answers(seen)
+    assert list(said) == ["host"]
+    # the CPU run against the best OpenCL run: where to train (or that three iterations
+    # cannot tell yet), by how much with its interval, the measured cost, the paper
+    assert re.match(r"host: (train on the (CPU|OpenCL) backend|cannot tell yet which backend "
+                    r"trains faster)", said["host"]), said["host"]
+    assert "x [" in said["host"] and "of an OpenCL iteration" in said["host"]
+    assert "vs the paper: " in said["host"]
+    shots = Path(os.environ.get("PHONETRAIN_SCREENSHOTS", tmp_path))
+    assert (shots / "shots" / "first-screen.png").stat().st_size > 10_000
+
+
+def test_a_two_device_study_answers_on_its_first_screen(tmp_path):
+    devices = ["host", "pixel7"]
+    inputs = multi_device_study(tmp_path / "raw", devices, ("baseline", "tiled"))
+    aggregate.aggregate(inputs["runs"], summary_paths(tmp_path / "summary"),
+                        bandwidth_csvs=inputs["bandwidth"], build_jsons=inputs["builds"],
+                        gemm_jsons=inputs["gemm"], peaks_jsons=inputs["peaks"])
+    out = report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))
+    seen = render(out["html"], tmp_path / "two-devices")
+    check(seen, n_images=_drawn(out))
+    said = answers(seen)
+    assert list(said) == devices
+    for dev in devices:   # every OpenCL configuration here beats the CPU run of its model
+        assert said[dev].startswith(f"{dev}: train on the OpenCL backend: OpenCL is ")
+        assert "vs the paper: GPU >= ~10x slower (second-hand) differs" in said[dev]
+    # the conditions once per device, one click away, never in the answer itself
+    assert "load" not in " ".join(said.values())
 
 
 def test_report_of_a_four_device_study_in_chromium(tmp_path):

@@ -270,7 +270,8 @@ def test_a_share_that_dominates_in_some_runs_only_says_so():
                        kernel="k", data_movement_share=0.003, data_movement_call_share=c)
                    for i, c in enumerate((0.751, 0.024))])
     f = fd.data_movement(runs)
-    assert "by call time 2.4% to 75.1% (median 38.8%): it dominates in 1 of 2 runs" in f.statement
+    assert ("by call time 2.4% (m1 staged/copy k) to 75.1% (m0 staged/copy k), median 38.8%: "
+            "it dominates in 1 of 2 runs") in f.statement   # a range names its extreme runs
     assert "where it dominates by call time (1 run(s))" in f.statement
     rows = {r.finding: r for r in glance.at_a_glance({"runs": runs,
                                                       "gemm": schema.empty("gemm")})["d"]}

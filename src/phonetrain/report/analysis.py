@@ -42,6 +42,12 @@ def run_label(r: pd.Series | dict, device: bool = True) -> str:
     return dev + f"{r['placement']}/{r['transfer']} {r['kernel']}"
 
 
+def run_names(runs: pd.DataFrame) -> list[str]:
+    """How a range names its extreme runs within one device: ``<model> <run label>``
+    (:func:`run_label` without the device), one per row of ``runs``."""
+    return [f"{r['model']} {run_label(r, False)}" for _, r in runs.iterrows()]
+
+
 def opencl_label(runs: pd.DataFrame) -> str:
     """Takes runs.parquet rows; returns how figures name the OpenCL backend, from the OpenCL
     device type (``device_type``) of the verified OpenCL runs: ``OpenCL GPU`` only when every
@@ -122,6 +128,25 @@ def _fit_step(med: pd.DataFrame, runs: pd.DataFrame, cols: list[str]) -> pd.Data
             med.loc[rid, cols] = med.loc[rid, cols] * (step / total)
         med.at[rid, "wall_ms"] = step
     return med
+
+
+def with_unstable(frame_fn, runs: pd.DataFrame, *args) -> pd.DataFrame:
+    """``frame_fn(runs, *args)`` (a per-run frame of verified runs, e.g. :func:`breakdown_frame`
+    or :func:`gemm_table`, with a ``device`` column) plus, for every device that has no row
+    there, the rows its ``unstable`` runs give when counted usable: what the at-a-glance
+    table decides from under contention. Adds ``unstable`` (bool) to tell them apart; an empty
+    DataFrame when neither gives a row."""
+    ok = frame_fn(runs, *args)
+    ok = ok.assign(unstable=False) if len(ok) else ok
+    if not (runs["status"] == "unstable").any():
+        return ok
+    busy = frame_fn(runs.assign(status=runs["status"].replace("unstable", "ok")), *args)
+    if busy.empty:
+        return ok
+    ids = set(runs.loc[runs["status"] == "unstable", "run_id"])
+    have = set(ok["device"]) if len(ok) else set()
+    busy = busy[busy.index.isin(ids) & ~busy["device"].isin(have)].assign(unstable=True)
+    return pd.concat([ok, busy]) if len(ok) else busy
 
 
 def gemm_table(runs: pd.DataFrame, commands: pd.DataFrame) -> pd.DataFrame:

@@ -7,7 +7,9 @@ and renders the Jinja2 templates in ``templates/``. The HTML inlines its CSS and
 ``figures/<name>.<fmt>``. A figure without data (no batch sweep, no held-out evaluation, no
 energy, ...) is one line saying why and what to set, not an empty picture.
 
-The first screen is the at-a-glance table per device (:mod:`phonetrain.report.glance`); then
+The first screen is one sentence per device (:mod:`phonetrain.report.answer`: where to train,
+by how much, why, and whether the paper agrees; the conditions folded under it), side by side,
+then the at-a-glance table per device (:mod:`phonetrain.report.glance`); then
 what changed since the last study (:mod:`phonetrain.report.changes`), the guidelines, figures
 and the tables behind them.
 
@@ -31,6 +33,7 @@ from typing import Any, Mapping
 import jinja2
 import pandas as pd
 
+import phonetrain.report.answer as answer
 import phonetrain.report.changes as changes
 import phonetrain.report.figures as figures
 import phonetrain.report.findings as findings
@@ -168,13 +171,19 @@ def step_time_notes(runs: pd.DataFrame) -> list[str]:
             "than its step."]
 
 
+SETTINGS = ("warmup", "repeats", "threads", "batch_size", "dataset")
+
+
 def settings_notes(runs: pd.DataFrame) -> list[str]:
-    """Takes runs.parquet; returns one note per measurement setting (warm-up, iterations,
-    repeats, threads, batch size, dataset) that differs between the runs that ran (not
-    ``failed`` or ``skipped``)."""
+    """Takes runs.parquet; returns one note per measurement setting of :data:`SETTINGS`
+    (warm-up, repeats, threads, batch size, dataset) that differs between the runs that ran
+    (not ``failed``, ``skipped`` or ``oom``). The count of measured iterations is not one:
+    the adaptive stop ends each run when its interval is narrow enough, so counts differ in
+    every study, and what they change, the interval's width, every comparison already
+    judges."""
     ran = runs[~runs["status"].isin(["failed", "skipped", "oom"])]
     notes = []
-    for col in ("warmup", "iterations", "repeats", "threads", "batch_size", "dataset"):
+    for col in SETTINGS:
         vals = sorted({str(v) for v in ran[col].dropna()})
         if len(vals) > 1:
             notes.append(f"runs were measured with different {col}: {', '.join(vals)} -- "
@@ -315,11 +324,14 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
     rows = run_rows(runs, gemm)
     n_change, since = changes.since_last_study(tables["history"])
     by = {c["status"]: c["n"] for c in counts(runs)}
-    intervals = {interval_name(r) for _, r in runs[runs["status"] == "ok"].iterrows()}
+    timed = runs[runs["status"].isin(["ok", "unstable"]) & runs["iteration_low_ms"].notna()]
+    intervals = {interval_name(r) for _, r in timed.iterrows()} - {"no interval recorded"}
+    at = glance.at_a_glance(tables)
     return {
         "title": title, "citation": CITATION, "paper_reference": paper_reference,
         "anchors": list(ANCHORS.values()), "sections": SECTIONS,
-        "glance": glance.at_a_glance(tables), "counts": counts(runs),
+        "glance": at, "answers": answer.answers(tables, at), "counts": counts(runs),
+        "under_contention": w.UNDER_CONTENTION,
         "contention": glance.contention_note(runs),
         "n_runs": len(runs), "n_ok": by["ok"], "n_wrong": by["wrong"],
         "n_failed": by["failed"], "n_skipped": by["skipped"], "n_unstable": by["unstable"],
@@ -327,7 +339,7 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
         "findings": findings.all_findings(tables),
         "caveat": findings.opencl_on_cpu(runs),
         "since": since, "since_n": n_change,
-        "interval_names": " / ".join(sorted(intervals)) or "no interval recorded",
+        "interval_names": " / ".join(sorted(intervals)),
         "noise_factor": f"{w.SURVIVES_NOISE_FACTOR:g}",
         "runs": [r for r in rows if r["status"] not in ("failed", "skipped", "oom")],
         "unstable": findings.unstable_runs(runs),

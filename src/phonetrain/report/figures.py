@@ -10,10 +10,12 @@ always written (with a "no data" note when its table is empty) so the report and
 Layout rules, so a figure stays legible from one device to eight and with up to ten kernel
 versions: small multiples, one panel (or one row of panels) per device, each sized by what it
 holds; bars horizontal, so labels sit on their own rows and never overlap; value labels inside
-a margin the axes reserve for them; legends outside the data (below the panels or to their
-right), with entries only for what is drawn. Only runs with status ``ok`` are drawn as speeds;
-``unstable`` runs as hatched grey bars marked so, ``wrong`` runs as "verification failed",
-``failed`` runs as "missing", ``skipped`` runs (device lacks a library) as "skipped". Paper
+a margin the axes reserve for them; legends outside the data (below the panels, or to their
+right where that leaves each panel at least half its column), with entries only for what is
+drawn; tick labels thinned or rotated so none overlaps. Only runs with status ``ok`` are
+drawn as speeds; ``unstable`` runs as hatched grey bars marked so (the breakdown figures draw
+a device's unstable runs hatched where it has no usable one), ``wrong`` runs as "verification
+failed", ``failed`` runs as "missing", ``skipped`` runs (device lacks a library) as "skipped". Paper
 reference lines are labelled with their provenance (see :mod:`phonetrain.report.paper`). The
 numbers drawn come from :mod:`phonetrain.report.analysis`.
 """
@@ -35,7 +37,7 @@ import phonetrain.report.wording as w  # noqa: E402
 
 from phonetrain.report.analysis import (  # noqa: E402
     BATCH_KEY, CPU_KERNEL, MEMORY_ROLES, SEGMENTS, bandwidth_peak, batch_scaling,
-    breakdown_frame, memory_frame,
+    breakdown_frame, memory_frame, with_unstable,
     compute_peak, energy_frame, gemm_sweep, roof_labels, roofline_notes,
     gemm_table, intensity, interval, is_cpu, opencl_label, roofline, run_label,
     training_timeline, transfer_time_classes)
@@ -169,6 +171,21 @@ def _hbars(ax: plt.Axes, sub: pd.DataFrame, log: bool = True) -> None:
             ax.set_xlim(0, max(top) * 1.5)
 
 
+UNSTABLE_HATCH = "///"
+UNSTABLE_TITLE = "no usable run: unstable runs, measured under contention"
+
+
+def _unstable_entry(df: pd.DataFrame, handles: list, labels: list) -> tuple[list, list]:
+    """The legend's handles and labels, with a hatched entry for unstable runs when ``df``
+    (a :func:`~phonetrain.report.analysis.with_unstable` frame) drew any."""
+    if not df["unstable"].any():
+        return handles, labels
+    return ([*handles, plt.Rectangle((0, 0), 1, 1, fc="#bbbbbb", hatch=UNSTABLE_HATCH,
+                                     ec="white")],
+            [*labels, "hatched: unstable run (measured under contention), drawn where the "
+                      "device has no usable one"])
+
+
 def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     """Takes runs.parquet. Iteration time by the runs' location estimate (``iteration_ms``,
     host clock, log scale) with its interval as whiskers per run: one row
@@ -208,14 +225,16 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
 
 def breakdown(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path, dpi: int = 120, *,
               paper_reference: bool = True) -> Path:
-    """Takes runs.parquet and iterations.parquet. Stacked horizontal bars per ok run, one
-    panel per device: share of the median iteration spent in each segment of
+    """Takes runs.parquet and iterations.parquet. Stacked horizontal bars per ok run (on a
+    device with none, per unstable run, hatched and labelled: what At a glance decides from
+    under contention, :func:`~phonetrain.report.analysis.with_unstable`), one panel per
+    device: share of the median iteration spent in each segment of
     :func:`~phonetrain.report.analysis.breakdown_frame` (data movement first), with the
     median wall ms at the bar's end and, when ``paper_reference``, the paper's ~91% data
     movement (``ANCHORS["movement_share"]``). The legend lists only segments drawn."""
-    df = breakdown_frame(runs, iterations)
+    df = with_unstable(breakdown_frame, runs, iterations)
     if df.empty:
-        return _no_data(path, dpi, "no verified run with a trace")
+        return _no_data(path, dpi, "no verified or unstable run with a trace")
     df = df.sort_values(["device", "model", "placement", "transfer", "kernel"])
     cols = [c for c, _ in SEGMENTS]
     drawn = [(c, lab) for c, lab in SEGMENTS if (df[c].fillna(0) > 0).any()]
@@ -227,25 +246,30 @@ def breakdown(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path, dpi: int
         total = d[cols].sum(axis=1).replace(0, np.nan)
         y = np.arange(len(d))
         left = np.zeros(len(d))
+        busy = d["unstable"].to_numpy()
         for col, label in drawn:
             share = (d[col] / total).fillna(0).to_numpy()
-            ax.barh(y, share, left=left, color=SEGMENT_COLORS[col], label=label, height=0.7)
+            ax.barh(y, share, left=left, color=SEGMENT_COLORS[col], label=label, height=0.7,
+                    hatch=[UNSTABLE_HATCH if b else None for b in busy], edgecolor="white",
+                    linewidth=0)
             left += share
-        for yi, ms in zip(y, d["wall_ms"]):
-            ax.text(1.02, yi, f"{ms:.3g} ms", va="center", fontsize=7)
+        for yi, ms, b in zip(y, d["wall_ms"], busy):
+            ax.text(1.02, yi, f"{ms:.3g} ms" + (" (unstable)" if b else ""), va="center",
+                    fontsize=7)
         if paper_reference:
             ax.axvline(ANCHORS["movement_share"].low, color="k", ls="--", lw=1,
                        label="paper: ~91% data movement")
         ax.set_yticks(y, [f"{m} | {run_label(r, False)}" for m, (_, r) in
                           zip(d["model"], d.iterrows())], fontsize=7)
         ax.set_ylim(len(d) - 0.4, -0.6)
-        ax.set_xlim(0, 1.16)
+        ax.set_xlim(0, 1.16 + 0.1 * busy.any())
         ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0", "25%", "50%", "75%", "100%"],
                       fontsize=7)
-        ax.set_title(dev, fontsize=9)
+        ax.set_title(dev + (f" ({UNSTABLE_TITLE})" if busy.any() else ""), fontsize=9)
         ax.set_xlabel("share of the median measured iteration (device events on the host "
                       "clock; label: median iteration)", fontsize=8)
     h, lab = axes[0, 0].get_legend_handles_labels()
+    h, lab = _unstable_entry(df, h, lab)
     _legend_below(fig, h, lab, ncol=4)
     fig.suptitle("Where an iteration goes: data movement, kernels, host work, launch gaps",
                  fontsize=10)
@@ -339,6 +363,7 @@ def accuracy_vs_time(runs: pd.DataFrame, iterations: pd.DataFrame, path: Path,
             for ax in (acc_ax, loss_ax):
                 ax.set_xlabel("wall time since the first iteration (s, host clock)", fontsize=8)
                 ax.tick_params(labelsize=7)
+                ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5))
             if loss_ax.lines:
                 loss_ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0),
                                frameon=False)
@@ -386,12 +411,13 @@ def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int
                 paper_reference: bool = True) -> Path:
     """Takes runs.parquet and commands.parquet. GEMM throughput inside training
     (``gemm_gflops`` of :func:`~phonetrain.report.analysis.gemm_table`, device events, 1e9
-    FLOP/s, log scale) per ok run, one panel per device; when ``paper_reference``, beside the
+    FLOP/s, log scale) per ok run (on a device with none, per unstable run, hatched and
+    labelled), one panel per device; when ``paper_reference``, beside the
     paper's bands from :data:`~phonetrain.report.paper.ANCHORS`: CPU 15-30, GPU GEMM 5-15
     before and 25-70 after optimization (the last two second-hand, and labelled so)."""
-    g = gemm_table(runs, commands)
+    g = with_unstable(gemm_table, runs, commands)
     if g.empty:
-        return _no_data(path, dpi, "no verified run with GEMM kernels")
+        return _no_data(path, dpi, "no verified or unstable run with GEMM kernels")
     g = g.sort_values(["device", "model", "placement", "transfer", "kernel"])
     devices = sorted(g["device"].unique())
     fig, axes = _panels([max(0.9, BAR_IN * (g["device"] == d).sum()) for d in devices],
@@ -401,10 +427,13 @@ def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int
     for ax, dev in zip(axes[:, 0], devices):
         d = g[g["device"] == dev]
         y = np.arange(len(d))
-        ax.barh(y, d["gemm_gflops"], height=0.7, zorder=2,
-                color=[CPU_COLOR if c else CL_COLOR for c in is_cpu(d)])
-        for yi, v in zip(y, d["gemm_gflops"]):
-            ax.text(v * 1.1, yi, f"{v:.3g}", va="center", fontsize=7, zorder=3)
+        busy = d["unstable"].to_numpy()
+        ax.barh(y, d["gemm_gflops"], height=0.7, zorder=2, edgecolor="white", linewidth=0,
+                color=[CPU_COLOR if c else CL_COLOR for c in is_cpu(d)],
+                hatch=[UNSTABLE_HATCH if b else None for b in busy])
+        for yi, v, b in zip(y, d["gemm_gflops"], busy):
+            ax.text(v * 1.1, yi, f"{v:.3g}" + (" (unstable)" if b else ""), va="center",
+                    fontsize=7, zorder=3)
         if paper_reference:
             for key, color in (("cpu_gflops", CPU_COLOR), ("gpu_gemm_before", "#9467bd"),
                                ("gpu_gemm_after", CL_COLOR)):
@@ -418,15 +447,71 @@ def gemm_gflops(runs: pd.DataFrame, commands: pd.DataFrame, path: Path, dpi: int
         ax.set_xscale("log")
         ax.set_xlim(lo, hi)
         ax.tick_params(axis="x", labelsize=7)
-        ax.set_title(dev, fontsize=9)
+        ax.set_title(dev + (f" ({UNSTABLE_TITLE})" if busy.any() else ""), fontsize=9)
         ax.set_xlabel("GEMM GFLOPS (GEMM FLOPs of an iteration / their median device-event "
                       "time)", fontsize=8)
     h, lab = axes[0, 0].get_legend_handles_labels()
     h = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (CPU_COLOR, CL_COLOR)] + h
     lab = ["CPU backend", opencl_label(runs)] + lab
+    h, lab = _unstable_entry(g, h, lab)
     _legend_below(fig, h, lab, ncol=3)
     fig.suptitle("GEMM throughput inside training", fontsize=10)
     return _save(fig, path, dpi)
+
+
+GEMM_PANEL_IN = 6.3      # gemm_kernels: inches per panel, two panels a row
+ATTAINABLE = "attainable = min(compute roof, intensity x bandwidth)"
+
+
+def _shape_ticks(ax: plt.Axes, shapes: list[str], width_in: float) -> None:
+    """X ticks of the GEMM shapes ``<gemm> <m>x<n>x<k>``: the kernel name dropped when every
+    shape shares it (it goes into the axis label), upright (rotated 90 degrees), thinned to every
+    k-th shape when more would not fit across ``width_in`` inches at one label per 0.16 in."""
+    names = {s.split(" ", 1)[0] for s in shapes}
+    shown = [s.split(" ", 1)[1] for s in shapes] if len(names) == 1 else shapes
+    step = max(1, int(np.ceil(len(shapes) * 0.16 / width_in)))
+    x = np.arange(len(shapes))
+    ax.set_xticks(x[::step], shown[::step], rotation=90, fontsize=6)
+    ax.set_xlim(-0.5, len(shapes) - 0.5)
+    what = f"GEMM shape M x N x K ({names.pop()})" if len(names) == 1 else "GEMM shape"
+    ax.set_xlabel(what + (f", every {step}th labelled" if step > 1 else ""), fontsize=8)
+
+
+def _legend_panel(ax: plt.Axes, handles, labels, ncol: int, width_in: float) -> None:
+    """A legend in an axes of its own below a panel (its axis off, so the legend covers no
+    data), labels wrapped to fit ``width_in`` inches in ``ncol`` columns."""
+    ax.set_xticks([])      # no hidden tick labels under the legend
+    ax.set_yticks([])
+    ax.axis("off")
+    if not handles:
+        return
+    chars = max(20, int(width_in * 72 / (7 * 0.55) / ncol) - 6)
+    ax.legend(handles, [textwrap.fill(lab, chars) for lab in labels], loc="upper left",
+              ncol=ncol, fontsize=7, frameon=False, borderaxespad=0)
+
+
+def _legend_lines(labels: list[str], ncol: int, width_in: float) -> int:
+    """How many text lines :func:`_legend_panel` needs for ``labels`` (its wrapping)."""
+    chars = max(20, int(width_in * 72 / (7 * 0.55) / ncol) - 6)
+    lines = [len(textwrap.wrap(lab, chars)) or 1 for lab in labels]
+    return sum(max(lines[i:i + ncol]) for i in range(0, len(lines), ncol))
+
+
+def _roof_entries(rax: plt.Axes, d: pd.DataFrame, peaks: pd.DataFrame, peak: float,
+                  peak_name: str, bw: float) -> None:
+    """The roofline panel's two roofs (drawn) and its notes (legend entries only)."""
+    if not (peak == peak and bw == bw):
+        return
+    ai = np.logspace(-1, 3, 100)
+    knee = peak / bw   # the two roofs meet here
+    mem = np.append(ai[ai < knee], knee)
+    compute_label, memory_label = roof_labels(peak, peak_name, bw)
+    rax.plot(mem, roofline(mem, peak, bw), "k--", lw=1, label=memory_label)
+    comp = np.insert(ai[ai > knee], 0, knee)
+    rax.plot(comp, roofline(comp, peak, bw), "k-", lw=1, label=compute_label)
+    rax.plot([], [], ls="none", label=ATTAINABLE)
+    for note in roofline_notes(d, peaks):
+        rax.plot([], [], ls="none", label="above the roofline: " + note.split(": ", 1)[1])
 
 
 def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
@@ -435,13 +520,14 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
     Takes gemm.parquet and peaks.parquet. Left: GFLOPS per kernel version per GEMM shape
     (verified measurements only; each version its own colour and marker, the runner's CPU
     backend dashed; the device's best measured compute peak,
-    :func:`~phonetrain.report.analysis.compute_peak`, as a horizontal line). Right: the
-    roofline, attainable GFLOPS = min(peak compute, arithmetic intensity x peak read
-    bandwidth) (:func:`~phonetrain.report.analysis.roofline`), its two roofs labelled with
-    what measured them (:func:`~phonetrain.report.analysis.roof_labels`), with every verified
-    measurement at its :func:`~phonetrain.report.analysis.intensity`; points above the roofs
-    are named in the legend (:func:`~phonetrain.report.analysis.roofline_notes`). Legends to
-    the right of each panel."""
+    :func:`~phonetrain.report.analysis.compute_peak`, as a horizontal line; shape labels
+    rotated and thinned to fit, :func:`_shape_ticks`). Right: the roofline, attainable
+    GFLOPS = min(peak compute, arithmetic intensity x peak read bandwidth)
+    (:func:`~phonetrain.report.analysis.roofline`), its two roofs labelled with what measured
+    them (:func:`~phonetrain.report.analysis.roof_labels`), with every verified measurement
+    at its :func:`~phonetrain.report.analysis.intensity`; points above the roofs are named
+    in the legend (:func:`~phonetrain.report.analysis.roofline_notes`). Each panel's legend
+    sits below it, wrapped to the panel's width, so no legend narrows a panel."""
     g = gemm_sweep(gemm)
     if g.empty:
         return _no_data(path, dpi, "no verified GEMM measurement (run the gemm rule)")
@@ -449,52 +535,51 @@ def gemm_kernels(gemm: pd.DataFrame, peaks: pd.DataFrame, path: Path, dpi: int =
     versions = sorted(v for v in g["kernel"].unique() if v != CPU_KERNEL)
     style = {v: (f"C{i % 10}", MARKERS[i % len(MARKERS)]) for i, v in enumerate(versions)}
     style[CPU_KERNEL] = ("k", "x")
-    fig, axes = _panels([3.6] * len(devices), 2, width=14.0)
-    for (ax, rax), dev in zip(axes, devices):
+    drawn = []
+    for dev in devices:
         d = g[g["device"] == dev]
-        shapes = list(dict.fromkeys(d.sort_values(["shape_source", "m"])["shape"]))
-        x = np.arange(len(shapes))
         peak, peak_name = compute_peak(peaks, dev)
         bw = bandwidth_peak(peaks, dev)
+        left = [*d["kernel"].unique(), *(["compute peak 50 GFLOPS (measured; see the "
+                                          "roofline)"] if peak == peak else [])]
+        right = ([*roof_labels(peak, peak_name, bw), ATTAINABLE, *roofline_notes(d, peaks)]
+                 if peak == peak and bw == bw else [])
+        drawn.append((dev, d, peak, peak_name, bw, max(
+            _legend_lines(left, 3, GEMM_PANEL_IN), _legend_lines(right, 1, GEMM_PANEL_IN))))
+    heights = [h for *_, lines in drawn for h in (3.4, 0.16 * lines)]
+    fig, axes = _panels(heights, 2, width=2 * GEMM_PANEL_IN + 0.6)
+    for k, (dev, d, peak, peak_name, bw, _) in enumerate(drawn):
+        (ax, rax), (lax, rlax) = axes[2 * k], axes[2 * k + 1]
+        shapes = list(dict.fromkeys(d.sort_values(["shape_source", "m"])["shape"]))
         for v, sub in d.groupby("kernel"):
             color, marker = style[v]
             y = sub.set_index("shape")["gflops"].reindex(shapes)
-            ax.plot(x, y, ls="--" if v == CPU_KERNEL else "-", marker=marker, ms=4,
-                    color=color, label=v + (" (runner CPU backend)" if v == CPU_KERNEL else ""))
+            ax.plot(np.arange(len(shapes)), y, ls="--" if v == CPU_KERNEL else "-",
+                    marker=marker, ms=4, color=color,
+                    label=v + (" (runner CPU backend)" if v == CPU_KERNEL else ""))
             rax.scatter(intensity(sub), sub["gflops"], s=16, marker=marker, color=color,
-                        label=v)
+                        label="_" + v)   # named in the left panel's legend
         if peak == peak:
-            ax.axhline(peak, color="k", lw=1, label=roof_labels(peak, peak_name, bw)[0])
-        ax.set_xticks(x, shapes, rotation=90, ha="center", fontsize=6)
-        ax.set_xlim(-0.5, len(shapes) - 0.5)
+            ax.axhline(peak, color="k", lw=1, label=f"compute peak {peak:.3g} GFLOPS "
+                       "(measured; see the roofline)")
+        _shape_ticks(ax, shapes, GEMM_PANEL_IN)
         ax.set_yscale("log")
+        _log_ticks(ax.yaxis)
         ax.set_ylabel("GFLOPS (median of repeats)", fontsize=8)
         ax.set_title(f"{dev}: GEMM GFLOPS per kernel version", fontsize=9)
         ax.tick_params(axis="y", labelsize=7)
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-        ai = np.logspace(-1, 3, 100)
-        if peak == peak and bw == bw:
-            knee = peak / bw   # the two roofs meet here
-            mem = np.append(ai[ai < knee], knee)
-            compute_label, memory_label = roof_labels(peak, peak_name, bw)
-            rax.plot(mem, roofline(mem, peak, bw), "k--", lw=1, label=memory_label)
-            comp = np.insert(ai[ai > knee], 0, knee)
-            rax.plot(comp, roofline(comp, peak, bw), "k-", lw=1, label=compute_label)
-            rax.plot([], [], ls="none", label="attainable = min(compute roof, intensity x "
-                     "bandwidth)")
-            for note in roofline_notes(d, peaks):
-                rax.plot([], [], ls="none", label=textwrap.fill(
-                    "above the roofline: " + note.split(": ", 1)[1], 60))
+        _roof_entries(rax, d, peaks, peak, peak_name, bw)
         rax.set_xscale("log")
         rax.set_yscale("log")
+        _log_ticks(rax.yaxis)
         rax.set_xlabel("arithmetic intensity (FLOPs / byte of compulsory traffic)", fontsize=8)
         rax.set_ylabel("GFLOPS", fontsize=8)
         rax.set_title(f"{dev}: roofline", fontsize=9)
         rax.tick_params(labelsize=7)
-        rax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+        _legend_panel(lax, *ax.get_legend_handles_labels(), 3, GEMM_PANEL_IN)
+        _legend_panel(rlax, *rax.get_legend_handles_labels(), 1, GEMM_PANEL_IN)
     fig.suptitle("GEMM kernel versions against the device's measured peaks", fontsize=10)
     return _save(fig, path, dpi)
-
 
 
 NO_BATCH_SWEEP = ("no batch sweep: every model and configuration ran at one batch size;\n"

@@ -31,7 +31,7 @@ from phonetrain.report.analysis import (BATCH_KEY, CPU_KERNEL, MEMORY_ROLES, OWN
                                         compute_peak, energy_differs, energy_frame,
                                         energy_gaps, gemm_sweep, largest_batch,
                                         estimate, gemm_table, interval, interval_name,
-                                        is_cpu, peak_share, ratio_interval, run_label,
+                                        is_cpu, peak_share, ratio_interval, run_label, run_names,
                                         time_to_accuracy, transfer_time_classes)
 from phonetrain.report.paper import ANCHORS, Anchor
 
@@ -327,7 +327,8 @@ def _share_clause(g: pd.DataFrame, col: str, measure: str) -> str:
     resolved = g[g["below"] != True]  # noqa: E712  (None: not recorded, counted as resolved)
     if resolved.empty:
         return f"by {measure} {w.BELOW} in every run"
-    return f"by {measure} {w.span(resolved[col])}: {w.dominance(resolved[col])}"
+    return (f"by {measure} {w.span(resolved[col], names=run_names(resolved))}: "
+            f"{w.dominance(resolved[col])}")
 
 
 def data_movement(runs: pd.DataFrame) -> Finding:
@@ -403,7 +404,7 @@ def launch_overhead(runs: pd.DataFrame) -> Finding:
     parts = []
     for dev, g in gpu.groupby("device"):
         med = g["gap_share"].median()
-        parts.append(f"{dev} {w.span(g['gap_share'])}" + (
+        parts.append(f"{dev} {w.span(g['gap_share'], names=run_names(g))}" + (
             ": fewer, larger kernels (fusion) would pay" if med > w.LAUNCH_GAP_SHARE else
             ": not where the time goes"))
     stmt = ("Launch gaps outside transfer calls (no command running; host clock), share of "

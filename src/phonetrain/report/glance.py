@@ -18,13 +18,14 @@ The figures are computed by the same functions as the findings (:mod:`.findings`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import pandas as pd
 
 import phonetrain.report.findings as fd
 import phonetrain.report.wording as w
+from phonetrain.report.analysis import run_names
 from phonetrain.report.paper import ANCHORS, Anchor
 
 # The paper's reading of the data-movement share: it dominates an iteration (~91%).
@@ -76,6 +77,12 @@ def _combine(verdicts: list[str], what: str) -> str:
     return text + (f"; cannot tell for {n} of {len(verdicts)} {what}" if n else "")
 
 
+def brief(v: w.Verdict) -> w.Verdict:
+    """``v`` without the conditions a difference stated under contention carries (the first
+    screen names them once per device): its reason just ``measured under contention``."""
+    return replace(v, reason=w.UNDER_CONTENTION) if v.contended else v
+
+
 def _step_time(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
     best = fd.best_pairs(fd.gpu_cpu_pairs(runs))
     b = best[best["device"] == dev]
@@ -84,7 +91,8 @@ def _step_time(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
     a = ANCHORS["gpu_slowdown"]
     verdicts = [_against_paper(v, lo, hi, a)
                 for v, lo, hi in zip(b["verdict"], b["ratio_low"], b["ratio_high"])]
-    study = "; ".join(f"{m} {w.times(q, lo, hi)} ({w.gpu_vs_cpu_text(v)})" for m, q, lo, hi, v
+    study = "; ".join(f"{m} {w.times(q, lo, hi)} ({w.gpu_vs_cpu_text(brief(v))})"
+                      for m, q, lo, hi, v
                       in zip(b["model"], b["ratio"], b["ratio_low"], b["ratio_high"],
                              b["verdict"]))
     return f"best OpenCL / CPU time (host clock): {study}", _combine(verdicts, "models")
@@ -105,11 +113,13 @@ def _gain(gemm: pd.DataFrame, dev: str) -> tuple[str, str] | None:
     return study, _combine(verdicts, "shapes")
 
 
-def _moving_shares(runs: pd.DataFrame, dev: str, col: str) -> pd.Series:
-    """The device's staged and pipelined shares, clipped to [0, 1]: a transfer call's time,
-    taken on another clock than the iteration's, can read a hair over the whole iteration."""
+def moving_shares(runs: pd.DataFrame, dev: str, col: str) -> pd.Series:
+    """The device's staged and pipelined shares, clipped to [0, 1] (a transfer call's time,
+    taken on another clock than the iteration's, can read a hair over the whole iteration),
+    indexed by :func:`run_names`."""
     g = fd.moving(fd.movement_frame(runs))
-    return g[(g["device"] == dev) & (g["below"] != True)][col].dropna().clip(0.0, 1.0)  # noqa: E712
+    g = g[(g["device"] == dev) & (g["below"] != True)].dropna(subset=[col])  # noqa: E712
+    return pd.Series(g[col].clip(0.0, 1.0).to_numpy(), index=run_names(g), dtype=float)
 
 
 def _contended_share(share: float) -> str:
@@ -129,15 +139,17 @@ def _share(runs: pd.DataFrame, dev: str, col: str, measure: str) -> tuple[str, s
     """The data-movement share of the device's usable staged and pipelined runs against the
     paper's "dominant"; with none usable, of its unstable ones, each decided only where its
     share widened for the noise stays on one side of the threshold (:func:`_contended_share`)."""
-    g = _moving_shares(runs, dev, col)
+    g = moving_shares(runs, dev, col)
     if len(g):
-        study = f"{w.span(g)} over {len(g)} staged or pipelined OpenCL run(s) ({measure})"
+        study = (f"{w.span(g, names=g.index)} over {len(g)} staged or pipelined OpenCL "
+                 f"run(s) ({measure})")
         lo, hi = DOMINANT_RANGE
         return study, w.count_verdict([lo < x <= hi for x in g], "runs")
-    g = _moving_shares(fd.unstable_as_ok(runs), dev, col)
+    g = moving_shares(fd.unstable_as_ok(runs), dev, col)
     if g.empty:
         return None
-    study = (f"{w.span(g)} over {len(g)} staged or pipelined OpenCL run(s) ({measure}, "
+    study = (f"{w.span(g, names=g.index)} over {len(g)} staged or pipelined OpenCL run(s) "
+             f"({measure}, "
              f"{w.UNDER_CONTENTION}: each share's odds widened {w.SURVIVES_NOISE_FACTOR:g}x)")
     return study, _combine([_contended_share(x) for x in g], "runs")
 
@@ -146,16 +158,23 @@ def _gaps(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
     """The launch gaps' share of an iteration over the device's usable OpenCL runs; with none
     usable, over its unstable ones, marked measured under contention (as the pair rows are:
     a figure of the study's own, with no paper figure for it to contradict)."""
+    g = gap_shares(runs, dev)
     marked = ""
-    g = fd.movement_frame(runs)
-    g = g[g["device"] == dev]["gap_share"].dropna()
     if g.empty:
-        g = fd.movement_frame(fd.unstable_as_ok(runs))
-        g, marked = g[g["device"] == dev]["gap_share"].dropna(), f", {w.UNDER_CONTENTION}"
+        g, marked = gap_shares(fd.unstable_as_ok(runs), dev), f", {w.UNDER_CONTENTION}"
     if g.empty:
         return None
-    return (f"{w.span(g)} of an iteration over {len(g)} OpenCL run(s) (host clock{marked})",
-            "no paper figure")
+    return (f"{w.span(g, names=g.index)} of an iteration over {len(g)} OpenCL run(s) "
+            f"(host clock{marked})", "no paper figure")
+
+
+def gap_shares(runs: pd.DataFrame, dev: str) -> pd.Series:
+    """The launch gaps' share of an iteration (:func:`~.findings.movement_frame`'s
+    ``gap_share``) of the device's OpenCL runs counted usable in ``runs``, indexed by
+    :func:`run_names`."""
+    g = fd.movement_frame(runs)
+    g = g[g["device"] == dev].dropna(subset=["gap_share"])
+    return pd.Series(g["gap_share"].to_numpy(), index=run_names(g), dtype=float)
 
 
 def _pairs(runs: pd.DataFrame, dev: str, a, b, what: str) -> tuple[str, str] | None:

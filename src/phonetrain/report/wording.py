@@ -109,16 +109,22 @@ def ms_interval(med: Any, lo: Any, hi: Any) -> str:
     return f"{float(med):.3g} ms [{float(lo):.3g}-{float(hi):.3g}]"
 
 
-def span(values, fmt=pct) -> str:
+def span(values, fmt=pct, names=None) -> str:
     """``a`` or ``a to b (median m)`` over the non-null values, each written with ``fmt``;
-    ``n/a`` when none."""
-    v = sorted(float(x) for x in values if not _nan(x))
-    if not v:
+    ``n/a`` when none. With ``names`` (one per value, e.g. run ids) the extremes name where
+    they come from: ``a (run x) to b (run y), median m``."""
+    pairs = [(float(x), n) for x, n in zip(values, names if names is not None else
+                                           [None] * len(values)) if not _nan(x)]
+    if not pairs:
         return "n/a"
-    lo, hi = v[0], v[-1]
+    pairs.sort(key=lambda p: p[0])
+    (lo, lo_name), (hi, hi_name) = pairs[0], pairs[-1]
     if math.isclose(lo, hi, rel_tol=1e-9, abs_tol=1e-12):
         return fmt(lo)
-    return f"{fmt(lo)} to {fmt(hi)} (median {fmt(pd.Series(v).median())})"
+    med = fmt(pd.Series([x for x, _ in pairs]).median())
+    if names is None:
+        return f"{fmt(lo)} to {fmt(hi)} (median {med})"
+    return f"{fmt(lo)} ({lo_name}) to {fmt(hi)} ({hi_name}), median {med}"
 
 
 CANNOT_TELL = "cannot tell"
