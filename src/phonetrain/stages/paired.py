@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from phonetrain import layout
+from phonetrain.errors import ResultsFileError
 from phonetrain.io import read_json, sha256_file, write_json, write_text
 from phonetrain.kernels import stage_kernels
 from phonetrain.kernels.build_key import build_key
@@ -43,7 +44,8 @@ RAN, PAIRED, PREVIOUS = layout.RAN, layout.PAIRED, layout.PREVIOUS
 RAN_JSON = "ran.json"
 PREVIOUS_SUFFIX = ".previous"
 PREVIOUS_PLAN = "plan.previous.json"
-NOT_COPIED = (layout.FAILED, layout.PERFETTO, PAIRED, RAN, PREVIOUS)
+# not taken from the previous run: the deploy's plan.json is the new (equal) one already
+NOT_COPIED = (layout.FAILED, layout.PERFETTO, layout.PLAN, PAIRED, RAN, PREVIOUS)
 
 
 def ran_record(plan_json: Path, kernel: str, kernel_hash: str | None,
@@ -79,7 +81,7 @@ def _measured(d: Path) -> bool:
     """A run folder holding a verified measurement and its record of what it ran."""
     try:
         run, ver = read_json(d / layout.RUN), read_json(d / layout.VERIFY)
-    except Exception:   # missing or damaged: not a previous measurement to pair with
+    except ResultsFileError:   # missing or damaged: not a previous measurement to pair with
         return False
     return ((d / RAN / RAN_JSON).is_file() and (d / layout.MEASUREMENT).is_file()
             and run.get("status") not in ("skipped", "oom") and bool(ver.get("ok")))
@@ -126,7 +128,8 @@ def pairing(prev: Path | None, p: dict[str, Any], new_ran: dict | None,
 def copy_previous(prev: Path, tmp: Path) -> None:
     """The previous measurement as this run's (an identical build): its files into
     ``tmp/main``, its repeats and events process into ``tmp`` (the layout ``_install``
-    takes), leaving out its failure record, trace export, pairing and record of what ran."""
+    takes), leaving out its failure record, trace export, plan (the deploy's, equal), pairing
+    and record of what ran."""
     main = tmp / "main"
     main.mkdir(parents=True, exist_ok=True)
     for f in prev.iterdir():
@@ -178,7 +181,7 @@ def previous_gemm(out: Path, results_root: Path) -> dict[str, Any] | None:
     for c in cands:
         try:
             doc = read_json(c)
-        except Exception:   # missing or damaged: not a previous sweep
+        except ResultsFileError:   # missing or damaged: not a previous sweep
             continue
         if isinstance(doc.get("ran"), dict) and doc.get("rows"):
             return doc
