@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Are a study's lowered plans byte for byte those of another commit? A restructuring check.
+
+Each tree (this checkout, and ``--rev`` checked out into a temporary git worktree) composes
+the sweep (``--sweep``, default ``default``) with its own code, lowers every plan of it with
+its own lowering (``phonetrain.stages.train``'s ``lower_spec`` and ``write_plan_dir``: what
+the workflow's ``lower`` job runs) in a child process, and the two folders are compared file
+by file (``plan.json`` and every tensor file; the settings stamp ``inputs.json`` is left out:
+it names the code that made it). Prints one row per plan and exits 1 when any differs::
+
+    python benchmarks/plan_identity.py --rev e47c5b8
+    python benchmarks/plan_identity.py --rev e47c5b8 --sweep zoo
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+DUMP = """
+import sys
+from pathlib import Path
+from phonetrain.config import compose_sweep
+from phonetrain.stages.params import job_params
+from phonetrain.stages.specs import PlanSpec
+from phonetrain.stages.train import lower_spec, write_plan_dir
+sweep = compose_sweep([f"sweep={sys.argv[2]}"])
+for exp, params in sorted(job_params(sweep)["plan"].items()):
+    spec = PlanSpec(**{k: v for k, v in params.items() if k in PlanSpec.__dataclass_fields__})
+    write_plan_dir(lower_spec(spec), Path(sys.argv[1]))
+    print(exp, flush=True)
+"""
+
+
+def dump(tree: Path, out: Path, sweep: str) -> None:
+    """Lower every plan of ``sweep`` with ``tree``'s code into ``out`` (plans/<id>/)."""
+    env = dict(os.environ, PYTHONPATH=str(tree / "src"))
+    subprocess.run([sys.executable, "-c", DUMP, str(out), sweep], cwd=tree, env=env,
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def differing(a: Path, b: Path) -> list[str]:
+    """Files under ``a`` and ``b`` (relative paths) that are missing on one side or differ."""
+    files = lambda root: {p.relative_to(root) for p in root.rglob("*")
+                          if p.is_file() and p.name != "inputs.json"}
+    fa, fb = files(a), files(b)
+    out = sorted(str(p) for p in fa ^ fb)
+    out += sorted(str(p) for p in fa & fb if not filecmp.cmp(a / p, b / p, shallow=False))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rev", required=True, help="the commit to compare with (e.g. a tag or SHA)")
+    ap.add_argument("--sweep", default="default", help="conf/sweep/<name>.yaml (default: default)")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="plan-identity-") as tmp:
+        t = Path(tmp)
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q",
+                        str(t / "before"), a.rev], check=True)
+        try:
+            dump(t / "before", t / "plans-before", a.sweep)
+            dump(REPO, t / "plans-now", a.sweep)
+            plans = sorted(p.name for p in (t / "plans-now" / "plans").iterdir())
+            print(f"| plan ({a.sweep}, {a.rev} -> this checkout) | files | identical |")
+            print("|---|---:|---|")
+            bad = 0
+            for name in plans:
+                pa, pb = t / "plans-before" / "plans" / name, t / "plans-now" / "plans" / name
+                diff = differing(pa, pb) if pa.is_dir() else ["(no such plan before)"]
+                bad += bool(diff)
+                n = sum(1 for p in pb.rglob("*") if p.is_file() and p.name != "inputs.json")
+                print(f"| {name} | {n} | {'yes' if not diff else 'no: ' + ', '.join(diff[:4])} |")
+            print(f"\n{len(plans) - bad} of {len(plans)} plans identical")
+            return 1 if bad else 0
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
+                            str(t / "before")], check=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
