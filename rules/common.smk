@@ -23,6 +23,7 @@ from phonetrain import layout
 from phonetrain.config import NO_KERNEL
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
+from phonetrain.report.registry import FIGURES
 from phonetrain.io import write_text
 from phonetrain.stages import cost
 from phonetrain.stages.current import aggregate_params, report_params

@@ -12,7 +12,7 @@ from pathlib import Path
 import phonetrain.report
 
 PKG = Path(phonetrain.report.__file__).parent
-RANK = {"paper": 0, "analysis": 1, "wording": 1, "drift": 1.5, "figures": 2, "findings": 2,
+RANK = {"registry": 0, "paper": 0, "analysis": 1, "wording": 1, "drift": 1.5, "figures": 2, "findings": 2,
         "changes": 2, "glance": 3, "answer": 3.5, "build": 4, "__init__": 5}
 
 
@@ -67,3 +67,14 @@ def test_report_analysis_draws_and_renders_nothing():
 
 def test_report_package_exports_build_report_and_load_tables():
     assert phonetrain.report.__all__ == ["build_report", "load_tables"]
+    from phonetrain.report import build
+    assert phonetrain.report.build_report is build.build_report
+    assert phonetrain.report.load_tables is build.load_tables
+
+
+def test_the_figure_registry_loads_no_drawing_library():
+    """The workflow reads the registry while it is parsed: it and the package's __init__
+    import nothing of the report's (build's pandas and matplotlib load on first use)."""
+    for name in ("registry.py", "__init__.py"):
+        mods = {m for _, m, _ in _imports(ast.parse((PKG / name).read_text()))}
+        assert not {m for m in mods if m.startswith("phonetrain")}, (name, mods)

@@ -73,7 +73,7 @@ def test_figures_without_data_are_one_line_each(built):
         assert line and "no data:" in line.group(1) and setting in line.group(1), name
         assert f"](figures/{name}.png)" not in md
         (md_line,) = [ln for ln in md.splitlines() if ln.startswith(
-            f"*{report.build.FIGURES[name]}*: no data:")]
+            f"*{report.build.FIGURES[name].title}*: no data:")]
         assert setting in md_line
         assert paths[name].is_file()                  # Snakemake's output still exists
     drawn = [n for n in report.build.FIGURES if n not in EMPTY and

@@ -44,21 +44,10 @@ from phonetrain.report.analysis import (TOO_SHORT, UNREADABLE, gemm_table, inter
                                         interval_name, roofline_notes, run_label,
                                         several_devices, transfer_time_classes)
 from phonetrain.report.paper import ANCHORS, CITATION
+from phonetrain.report.registry import FIGURES
 from phonetrain.results import schema
 
 TEMPLATES = Path(__file__).parent / "templates"
-FIGURES = {  # name -> title; file figures/<name>.<fmt>; rules/captions/<name>.rst
-    "iteration_time": "Iteration time per device and model, CPU vs OpenCL, with intervals",
-    "breakdown": "Where an iteration goes, per device and run",
-    "gemm_gflops": "GEMM throughput inside training, per device",
-    "gemm_kernels": "GEMM kernel versions vs the device's measured peaks (roofline)",
-    "bandwidth": "Transfers per device: GB/s of copies, time per call of every kind",
-    "loss": "Loss curves per device and model",
-    "accuracy": "Held-out accuracy and training loss against wall time",
-    "batch_sweep": "Time per sample and memory against batch size",
-    "energy": "Energy per training iteration, per device",
-    "memory_roles": "Memory of a training step by role, per model and batch",
-}
 SECTIONS = ("at-a-glance", "summary", "since-last-study", "guidelines", "figures", "runs",
             "unstable", "not-valid", "missing", "builds", "bandwidth", "provenance", "method")
 STATUS_WORDS = {"ok": "verified", "wrong": "failed verification (speeds not valid)",
@@ -258,24 +247,13 @@ def draw_figures(tables: dict[str, pd.DataFrame], paths: Mapping[str, Path], dpi
     """Takes the tables of :func:`load_tables`; writes every figure of :data:`FIGURES` to its
     path in ``paths`` (the suffix picks PNG or SVG; the other format is written beside it)
     with :mod:`phonetrain.report.figures`; returns name -> path."""
-    runs, it, cmds = tables["runs"], tables["iterations"], tables["commands"]
-    p = dict(paths)
-    return {  # each function returns its path (a NoDataFigure when it drew no data)
-        "iteration_time": figures.iteration_time(runs, p["iteration_time"], dpi),
-        "breakdown": figures.breakdown(runs, it, p["breakdown"], dpi,
-                                       paper_reference=paper_reference),
-        "gemm_gflops": figures.gemm_gflops(runs, cmds, p["gemm_gflops"], dpi,
-                                           paper_reference=paper_reference),
-        "gemm_kernels": figures.gemm_kernels(tables["gemm"], tables["peaks"],
-                                             p["gemm_kernels"], dpi),
-        "bandwidth": figures.bandwidth(tables["bandwidth"], p["bandwidth"], dpi,
-                                       tables["peaks"]),
-        "loss": figures.loss_curves(runs, it, p["loss"], dpi),
-        "accuracy": figures.accuracy_vs_time(runs, it, p["accuracy"], dpi),
-        "batch_sweep": figures.batch_sweep(runs, p["batch_sweep"], dpi),
-        "energy": figures.energy(runs, p["energy"], dpi),
-        "memory_roles": figures.memory_roles(runs, p["memory_roles"], dpi),
-    }
+    out = {}
+    for name, fig in FIGURES.items():   # each returns its path (a NoDataFigure: no data drawn)
+        draw = getattr(figures, fig.function)
+        kw = {"paper_reference": paper_reference} if fig.paper_reference else {}
+        out[name] = draw(*(tables[t] for t in fig.tables), Path(paths[name]), dpi,
+                         *(tables[t] for t in fig.tables_after_dpi), **kw)
+    return out
 
 
 def md_line(text: Any) -> str:
@@ -426,9 +404,9 @@ def build_report(summary_dir: str | Path, outputs: Mapping[str, str | Path], *,
     env.filters["cell"] = md_cell
     env.filters["line"] = md_line
     rel = lambda p: os.path.relpath(p, md_path.parent).replace(os.sep, "/")  # noqa: E731
-    html_figs = [{"name": n, "title": FIGURES[n], "empty": empty_figure(p),
+    html_figs = [{"name": n, "title": FIGURES[n].title, "empty": empty_figure(p),
                   "src": "" if empty_figure(p) else _data_uri(p)} for n, p in figs.items()]
-    md_figs = [{"name": n, "title": FIGURES[n], "empty": empty_figure(p), "src": rel(p),
+    md_figs = [{"name": n, "title": FIGURES[n].title, "empty": empty_figure(p), "src": rel(p),
                 "alt": rel(alt_figure(p)), "alt_format": OTHER_FORMAT[figure_format]}
                for n, p in figs.items()]
     write_text(html_path, env.get_template("report.html.j2").render(**ctx, figures=html_figs))

@@ -25,7 +25,8 @@ from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version, s
 from phonetrain.io import read_json, write_text
 from phonetrain.layout import Layout
 from phonetrain.report import build_report
-from phonetrain.report.build import FIGURES, OTHER_FORMAT
+from phonetrain.report.build import OTHER_FORMAT
+from phonetrain.report.registry import FIGURES
 from phonetrain.results.aggregate import aggregate
 from phonetrain.results.runs import changed_params
 from phonetrain.results.schema import read_table
@@ -180,7 +181,7 @@ def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
 
 def report_outputs(L: Layout, figure_format: str) -> dict[str, str]:
     """The report's files: ``html``, ``md``, one per figure of
-    :data:`phonetrain.report.build.FIGURES` in ``figure_format`` and, as ``<name>_alt``, the
+    :data:`phonetrain.report.registry.FIGURES` in ``figure_format`` and, as ``<name>_alt``, the
     same figure in the other format (written beside it)."""
     other = OTHER_FORMAT[figure_format]
     return {"html": L.report_html(), "md": L.report_md(),
