@@ -1,17 +1,20 @@
 """The kernel ABI written once: src/runner/kernel_abi.h and the README's ABI table are generated
 from phonetrain.kernels.abi (and are not stale), every `__kernel` signature of the .cl files
-agrees with the table and lives in the file its row names."""
+agrees with the table, a kernel's bodies live in files of one name (`<stem>.cl`, and its C
+function in src/runner/cpu_<stem>.c)."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from phonetrain.kernels import KERNELS_ROOT, abi_gen, load_version
-from phonetrain.kernels.abi import KERNEL_ARGS, KERNEL_FILES, kernel_file
+from phonetrain.kernels.abi import KERNEL_ARGS
+from phonetrain.kernels.abi_gen import cl_kernels, kernel_files
 
 VERSIONS = sorted(p.name for p in KERNELS_ROOT.iterdir() if p.is_dir())
 
@@ -40,13 +43,17 @@ def test_readme_without_markers_is_refused_naming_them():
         abi_gen.with_readme_table("# Kernel ABI\n", abi_gen.readme_table())
 
 
-def test_every_kernel_is_in_one_file():
-    for name in KERNEL_ARGS:
-        assert name in KERNEL_FILES[kernel_file(name)]
-    assert sorted(n for names in KERNEL_FILES.values() for n in names) == sorted(KERNEL_ARGS)
-    with pytest.raises(ValueError, match="kernel relu_fwd: in 2 files"):
-        list(abi_gen.rows(files={**KERNEL_FILES, "pool": ("relu_fwd",)}))
-    with pytest.raises(ValueError, match="kernel extra: in 0 files"):
+def test_every_kernel_is_defined_in_files_of_one_name(tmp_path):
+    files = kernel_files()
+    assert sorted(set(KERNEL_ARGS) - set(files)) == []
+    assert files["relu_fwd"] == "elementwise" and files["gemm_tn"] == "gemm"
+    planted = tmp_path / "kernels"
+    shutil.copytree(KERNELS_ROOT, planted)
+    (planted / "tiled" / "pool.cl").write_text(
+        (KERNELS_ROOT / "baseline" / "elementwise.cl").read_text())
+    with pytest.raises(ValueError, match=r"kernel bias_add: defined in elementwise.cl, pool.cl"):
+        kernel_files(planted)
+    with pytest.raises(ValueError, match="kernel extra: no .cl file"):
         list(abi_gen.rows(table={"extra": ("i:n",)}))
 
 
@@ -62,52 +69,6 @@ def test_rows_give_the_c_kinds_and_element_types():
 
 
 # ---- the .cl files against the table ---------------------------------------------------
-
-
-def _strip_comments(src: str) -> str:
-    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
-    return re.sub(r"//[^\n]*", "", src)
-
-
-def _expand_kernel_macros(src: str) -> str:
-    """``src`` with each use of a function-like macro that defines a ``__kernel``
-    (``GEMM_KERNEL(gemm_nn, 0, 0)``) replaced by its body, parameters substituted."""
-    src = src.replace("\\\n", " ")
-    for m in re.finditer(r"^#define\s+(\w+)\(([^)]*)\)(.*)$", src, flags=re.M):
-        name, params, body = m.group(1), [p.strip() for p in m.group(2).split(",")], m.group(3)
-        if "__kernel" not in body:
-            continue
-
-        def expand(use, params=params, body=body):
-            values = [v.strip() for v in use.group(1).split(",")]
-            out = body
-            for p, v in zip(params, values):
-                out = re.sub(rf"\b{p}\b", v, out)
-            return out
-        src = re.sub(rf"^{name}\(([^)]*)\)", expand, src, flags=re.M)
-        src = src.replace(m.group(0), "")
-    return src
-
-
-def _balanced(src: str, start: int) -> str:
-    """The text inside the parentheses opening at ``src[start]``."""
-    depth = 0
-    for i in range(start, len(src)):
-        depth += {"(": 1, ")": -1}.get(src[i], 0)
-        if depth == 0:
-            return src[start + 1:i]
-    raise ValueError("unbalanced parentheses")
-
-
-def cl_kernels(path: Path) -> dict[str, list[str]]:
-    """``{kernel: [parameter declaration, ...]}`` of every ``__kernel`` of a .cl file."""
-    src = _expand_kernel_macros(_strip_comments(path.read_text()))
-    out = {}
-    for m in re.finditer(r"__kernel\b", src):
-        head = re.compile(r"void\s+(\w+)\s*\(").search(src, m.end())
-        out[head.group(1)] = [" ".join(p.split()) for p in
-                              _balanced(src, head.end() - 1).split(",")]
-    return out
 
 
 def _parsed(decl: str) -> tuple[str, str, str]:
@@ -137,8 +98,8 @@ def signature_errors(path: Path, image: str | None = None) -> list[str]:
         if name not in rows:
             errors.append(f"{path}: __kernel {name} is not in the ABI table")
             continue
-        if kernel_file(name) != path.stem:
-            errors.append(f"{path}: __kernel {name} belongs in {kernel_file(name)}.cl")
+        if rows[name].file != path.stem:
+            errors.append(f"{path}: __kernel {name} belongs in {rows[name].file}.cl")
         want = [("w" if a.kind == "rw" else a.kind,
                  "image" if a.name == image else a.dtype, a.name) for a in rows[name].args]
         if [_parsed(d) for d in decls] != want:
@@ -202,13 +163,13 @@ def test_every_kernel_has_one_c_function_in_the_file_of_its_name():
         for name, kinds in cpu_kernels(path).items():
             found.setdefault(name, []).append(path.name)
             assert kinds == rows[name].cpu_kinds, f"{path.name}: CPU_KERNEL({name}, {kinds})"
-    assert {n: files for n, files in found.items() if files != [f"cpu_{kernel_file(n)}.c"]} \
+    assert {n: files for n, files in found.items() if files != [f"cpu_{rows[n].file}.c"]} \
         == {}
     assert sorted(set(KERNEL_ARGS) - set(found)) == []
 
 
 def test_the_cpu_backend_has_a_file_per_kernel_file_and_none_over_800_lines():
-    assert {f"cpu_{stem}.c" for stem in KERNEL_FILES} <= \
+    assert {f"cpu_{stem}.c" for stem in kernel_files().values()} <= \
         {p.name for p in RUNNER_SRC.glob("cpu_*.c")}
     long = {p.name: n for p in RUNNER_SRC.glob("*.c")
             if (n := len(p.read_text().splitlines())) > 800}

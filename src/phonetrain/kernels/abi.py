@@ -114,36 +114,9 @@ FUSED_BN_KERNELS = ("gconv_stats_fwd", "bn_act_fwd", "bn_bwd_sgd", "gconv_bwd_da
 
 GEMM_KERNELS = ("gemm_nn", "gemm_nt", "gemm_tn")
 
-# The file holding each kernel's bodies, by stem: the OpenCL source `<stem>.cl` of a version
-# folder (src/kernels/baseline/, or fused/ for the fused kernels) and the CPU backend's
-# src/runner/cpu_<stem>.c. A kernel is in exactly one file.
-KERNEL_FILES: dict[str, tuple[str, ...]] = {
-    "gemm": GEMM_KERNELS,
-    "elementwise": ("bias_add", "bias_grad", "relu_fwd", "relu_bwd", "sgd_update", "fill",
-                    "copy"),
-    "conv": ("im2col", "col2im", "swap01", "conv2d_fwd"),
-    "pool": ("maxpool_fwd", "maxpool_bwd"),
-    "loss": ("softmax_xent", "mean"),
-    "optim": ("adam_step", "adam_update"),
-    "mobile": ("dwconv3x3_fwd", "dwconv3x3_bwd_data", "dwconv3x3_bwd_weight",
-               "batchnorm_stats", "batchnorm_apply", "batchnorm_bwd_reduce",
-               "batchnorm_bwd_data", "relu6_fwd", "relu6_bwd", "add", "gap_fwd", "gap_bwd"),
-    "fused": FUSED_KERNELS,
-    "fused_bn": FUSED_BN_KERNELS,
-}
-
 # Buffer arguments holding int32 elements (every other buffer holds float32): class labels
 # and the flat input index of a pooling window's maximum.
 INT_BUFFER_ARGS = frozenset({"labels", "argmax"})
-
-
-def kernel_file(name: str) -> str:
-    """The file stem of kernel ``name`` (``kernel_file("relu_fwd") == "elementwise"``:
-    ``elementwise.cl``, ``cpu_elementwise.c``); ``KeyError`` for a kernel in no file."""
-    for stem, names in KERNEL_FILES.items():
-        if name in names:
-            return stem
-    raise KeyError(f"kernel {name!r} is in no file of abi.KERNEL_FILES")
 
 
 def arg_position(name: str, arg: str) -> int:

@@ -1,11 +1,12 @@
-"""The files generated from the kernel ABI table (:data:`phonetrain.kernels.abi.KERNEL_ARGS`
-and :data:`~phonetrain.kernels.abi.KERNEL_FILES`): the CPU backend's dispatch header
-``src/runner/kernel_abi.h`` and the ABI table of ``src/kernels/README.md`` (between its
-``kernel-abi-table`` markers).
+"""The files generated from the kernel ABI table (:data:`phonetrain.kernels.abi.KERNEL_ARGS`):
+the CPU backend's dispatch header ``src/runner/kernel_abi.h`` and the ABI table of
+``src/kernels/README.md`` (between its ``kernel-abi-table`` markers).
 
 :func:`rows` yields one :class:`AbiKernel` per kernel, in table order, and knows no backend:
 an emitter per backend turns the rows into its dispatch table (:func:`c_header` for the C
-runner; a further backend adds its own emitter over the same rows).
+runner; a further backend adds its own emitter over the same rows). A kernel's file is where
+its ``__kernel`` is defined (:func:`kernel_files`: the ``<stem>.cl`` of the version folders;
+the CPU backend's body is in ``src/runner/cpu_<stem>.c``), so it is written nowhere else.
 
 Usage: ``python -m phonetrain.kernels.abi_gen`` rewrites the generated files;
 ``--check`` writes nothing and exits 1 naming each file that is out of date.
@@ -13,6 +14,7 @@ Usage: ``python -m phonetrain.kernels.abi_gen`` rewrites the generated files;
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Iterator, Mapping, Sequence
 
 import click
 
-from .abi import INT_BUFFER_ARGS, KERNEL_ARGS, KERNEL_FILES
+from .abi import INT_BUFFER_ARGS, KERNEL_ARGS
 from .versions import KERNELS_ROOT
 
 REPO = KERNELS_ROOT.parents[1]
@@ -77,16 +79,75 @@ class AbiKernel:
         return " ".join(a.name for a in self.args)
 
 
+def _expand_kernel_macros(src: str) -> str:
+    """``src`` (comments removed) with each use of a function-like macro that defines a
+    ``__kernel`` (``GEMM_KERNEL(gemm_nn, 0, 0)`` at the start of a line) replaced by the
+    macro's body, its parameters substituted, and the macro's definition dropped."""
+    src = src.replace("\\\n", " ")
+    for m in re.finditer(r"^#define\s+(\w+)\(([^)]*)\)(.*)$", src, flags=re.M):
+        name, params, body = m.group(1), [p.strip() for p in m.group(2).split(",")], m.group(3)
+        if "__kernel" not in body:
+            continue
+
+        def expand(use: re.Match, params=params, body=body) -> str:
+            out = body
+            for p, v in zip(params, (v.strip() for v in use.group(1).split(","))):
+                out = re.sub(rf"\b{p}\b", v, out)
+            return out
+        src = re.sub(rf"^{name}\(([^)]*)\)", expand, src, flags=re.M).replace(m.group(0), "")
+    return src
+
+
+def _parenthesized(src: str, start: int) -> str:
+    """The text inside the parentheses that open at ``src[start]``."""
+    depth = 0
+    for i in range(start, len(src)):
+        depth += {"(": 1, ")": -1}.get(src[i], 0)
+        if depth == 0:
+            return src[start + 1:i]
+    raise ValueError("unbalanced parentheses")
+
+
+def cl_kernels(path: Path) -> dict[str, list[str]]:
+    """``{kernel: [parameter declaration, ...]}`` of every ``__kernel`` a ``.cl`` file defines
+    (macro-generated ones included), declarations with their whitespace collapsed:
+    ``"const int M"``, ``"__global const float *A"``."""
+    src = re.sub(r"/\*.*?\*/|//[^\n]*", " ", Path(path).read_text(), flags=re.S)
+    src = _expand_kernel_macros(src)
+    out = {}
+    for m in re.finditer(r"__kernel\b", src):
+        head = re.compile(r"void\s+(\w+)\s*\(").search(src, m.end())
+        out[head.group(1)] = [" ".join(p.split())
+                              for p in _parenthesized(src, head.end() - 1).split(",")]
+    return out
+
+
+def kernel_files(kernels_root: Path = KERNELS_ROOT) -> dict[str, str]:
+    """``{kernel: file stem}``: the ``.cl`` file of the version folders that defines each
+    ``__kernel`` (``"relu_fwd": "elementwise"``). Raises ``ValueError`` naming a kernel
+    defined in files of different names."""
+    stems: dict[str, set[str]] = {}
+    for path in sorted(Path(kernels_root).glob("*/*.cl")):
+        for name in cl_kernels(path):
+            stems.setdefault(name, set()).add(path.stem)
+    for name, found in stems.items():
+        if len(found) > 1:
+            where = ", ".join(sorted(f + ".cl" for f in found))
+            raise ValueError(f"kernel {name}: defined in {where}; a kernel's bodies live in "
+                             "files of one name")
+    return {name: found.pop() for name, found in stems.items()}
+
+
 def rows(table: Mapping[str, Sequence[str]] = KERNEL_ARGS,
-         files: Mapping[str, Sequence[str]] = KERNEL_FILES) -> Iterator[AbiKernel]:
+         files: Mapping[str, str] | None = None) -> Iterator[AbiKernel]:
     """Every kernel of ``table`` (``{name: ("i:M", ..., "rw:C")}``, the form of
-    ``KERNEL_ARGS``) in table order. Raises ``ValueError`` naming the kernel when it is in no
-    file of ``files`` or in several, or an argument's kind is not one of i, f, r, w, rw."""
+    ``KERNEL_ARGS``) in table order, its file from ``files`` (default :func:`kernel_files`).
+    Raises ``ValueError`` naming the kernel when no ``.cl`` file defines it or an argument's
+    kind is not one of i, f, r, w, rw."""
+    files = kernel_files() if files is None else files
     for name, spec in table.items():
-        stems = [stem for stem, names in files.items() if name in names]
-        if len(stems) != 1:
-            raise ValueError(f"kernel {name}: in {len(stems)} files of abi.KERNEL_FILES "
-                             f"({', '.join(stems) or 'none'}); it must be in one")
+        if name not in files:
+            raise ValueError(f"kernel {name}: no .cl file under {KERNELS_ROOT} defines it")
         args = []
         for s in spec:
             kind, aname = s.split(":")
@@ -96,7 +157,7 @@ def rows(table: Mapping[str, Sequence[str]] = KERNEL_ARGS,
             dtype = "float" if kind == "f" or (kind != "i" and aname not in INT_BUFFER_ARGS) \
                 else "int"
             args.append(AbiArg(aname, kind, dtype))
-        yield AbiKernel(name, stems[0], tuple(args))
+        yield AbiKernel(name, files[name], tuple(args))
 
 
 def c_header(kernels: Sequence[AbiKernel] | None = None) -> str:
@@ -142,9 +203,8 @@ def readme_table(kernels: Sequence[AbiKernel] | None = None) -> str:
         sig = ", ".join(a.c_decl for a in k.args)
         reads = " ".join(a.name for a in k.args if a.kind in ("r", "rw")) or "-"
         writes = " ".join(a.name for a in k.args if a.kind in ("w", "rw")) or "-"
-        cl = "fused" if k.file.startswith("fused") else "baseline"
         out.append(f"| `{k.name}` | `{sig}` | {reads} | {writes} | "
-                   f"`{cl}/{k.file}.cl`, `cpu_{k.file}.c` |")
+                   f"`{k.file}.cl`, `cpu_{k.file}.c` |")
     out += ["", END]
     return "\n".join(out)
 
