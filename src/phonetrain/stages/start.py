@@ -102,7 +102,7 @@ def locked_by_another() -> bool:
     return any(Path(".snakemake", "locks").glob("*"))
 
 
-def check_checkout(base: Path, config: dict[str, Any]) -> None:
+def check_checkout(base: Path, cli_config: dict[str, Any]) -> None:
     """Stop when Python would import another checkout's ``phonetrain`` than the workflow's
     own (its stages and kernels would run instead) or when ``--config`` holds a key other
     than ``overrides`` (a typo'd key would be ignored silently)."""
@@ -111,9 +111,9 @@ def check_checkout(base: Path, config: dict[str, Any]) -> None:
         sys.exit(f"phonetrain: configuration error: this workflow is {base} but Python imports "
                  f"phonetrain from {pkg}, whose stages and kernels would run instead; run with "
                  f"PYTHONPATH={base / 'src'} or install this checkout (pip install -e {base})")
-    if set(config) - {"overrides"}:
+    if set(cli_config) - {"overrides"}:
         sys.exit(f"phonetrain: configuration error: unknown --config key(s) "
-                 f"{sorted(set(config) - {'overrides'})}; settings are Hydra override strings "
+                 f"{sorted(set(cli_config) - {'overrides'})}; settings are Hydra override strings "
                  "under the one key 'overrides', e.g. "
                  "--config 'overrides=[\"measure.iterations=20\"]' (docs/workflow.md, Overrides)")
 
@@ -174,14 +174,15 @@ def register_resources(workflow: Any, sweep: Sweep) -> tuple[int, int | None, di
     return shares, cores, on_host
 
 
-def start(workflow: Any, config: dict[str, Any], argv: Sequence[str]) -> Study:
+def start(workflow: Any, cli_config: dict[str, Any], argv: Sequence[str]) -> Study:
     """Everything the workflow does at parse time (the module docstring lists it), for the
-    Snakemake ``workflow`` object, its ``config`` and the command line ``argv``. Raises
+    Snakemake ``workflow`` object, its ``--config`` dict ``cli_config`` (no ``overrides`` key:
+    the composed defaults) and the command line ``argv``. Raises
     SystemExit with one line naming the file, key or folder on bad input."""
     base = Path(workflow.basedir)
-    check_checkout(base, config)
+    check_checkout(base, cli_config)
     try:
-        sweep = compose_sweep(config.get("overrides"), conf_dir=base / "conf")
+        sweep = compose_sweep(cli_config.get("overrides"), conf_dir=base / "conf")
         jp = job_params(sweep)
     except PhonetrainError as e:
         sys.exit(f"phonetrain: configuration error: {e}")
