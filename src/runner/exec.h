@@ -31,6 +31,7 @@ typedef struct {
     jwriter build_json;        /* array of per-program build records, for run.json */
     /* vulkan backend */
     const char *vk_lib;        /* explicit libvulkan path, or NULL */
+    const char *vk_select;     /* substring of the Vulkan device name, or NULL */
     void *vk_device;           /* vk_device * (vk_api.h) once vk_setup chose it */
 } run_ctx;
 

@@ -554,7 +554,7 @@ void vk_setup(run_ctx *rc)
             fail(EXIT_NO_LIBRARY, "program \"%s\" routes GEMM to CLBlast, an OpenCL library; the "
                  "Vulkan backend has none (drop the clblast kernel version for backend vulkan)",
                  p->programs[i].name);
-    vk_open_device(rc->vk_lib, rc->sel.device, rc->sel.type, &S.d);
+    vk_open_device(rc->vk_lib, rc->vk_select, NULL, &S.d);
     rc->vk_device = &S.d;
     VkCommandPoolCreateInfo cpi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,

@@ -425,6 +425,7 @@ int mode_run(const runner_opts *o)
     rc.cl_lib = o->cl_lib;
     rc.clblast_lib = o->clblast_lib;
     rc.vk_lib = o->vk_lib;
+    rc.vk_select = o->vk_device;
     rc.sel = o->sel;
     rc.profiling = !o->no_profiling;
     pt_plan *p = rc.plan;

@@ -1,8 +1,10 @@
 """A kernel version's Vulkan compute shaders: GLSL files ``src/kernels/<version>/vk/<kernel>.comp``
 (one per kernel of the ABI, named after it), compiled to SPIR-V with ``glslc`` on the host.
 
-A version's ``vk/`` folder inherits like its ``.cl`` files: a shader of the version replaces
-the inherited one of the same name (``version.yaml``'s ``inherits`` chain). Every shader is
+A version has Vulkan kernels only where its folder has a ``vk/`` folder (so a version that
+rewrites its OpenCL GEMM never runs the baseline shaders under its own name); that folder
+inherits like the ``.cl`` files: a shader of the version replaces the inherited one of the
+same name, the ``inherits`` chain supplies the others. Every shader is
 compiled with ``-DPT_KERNEL_<kernel>`` and ``-I src/kernels``, so it includes the generated
 interface ``vk_abi.glsl`` (:mod:`.vk_abi`: push constants, bindings, the work-group size as
 specialization constants 0..2) and the shared helpers ``common.glsl``. The SPIR-V is what
@@ -38,13 +40,21 @@ class ShaderError(PhonetrainError):
 
 def resolve_shaders(version_name: str, kernels_root: Path = KERNELS_ROOT) -> dict[str, Path]:
     """``{kernel: path}`` of the version's shaders: its own ``vk/*.comp`` plus every inherited
-    one it does not replace (the nearest version in the chain wins), sorted by kernel."""
+    one it does not replace (the nearest version in the chain wins), sorted by kernel; empty
+    when the version has no ``vk/`` folder of its own (:func:`has_shaders`)."""
     version = load_version(version_name, kernels_root)
     out: dict[str, Path] = {}
+    if not has_shaders(version_name, kernels_root):
+        return out
     for vname in version.chain:
         for p in sorted((Path(kernels_root) / vname / SHADER_DIR).glob(f"*{SHADER_SUFFIX}")):
             out.setdefault(p.stem, p)
     return dict(sorted(out.items()))
+
+
+def has_shaders(version_name: str, kernels_root: Path = KERNELS_ROOT) -> bool:
+    """Whether the version has Vulkan kernels: a ``vk/`` folder of its own."""
+    return (Path(kernels_root) / version_name / SHADER_DIR).is_dir()
 
 
 def shader_files(version_name: str, kernels_root: Path = KERNELS_ROOT) -> list[Path]:
