@@ -1,9 +1,10 @@
 /* Vulkan, loaded at run time: libvulkan is dlopen'd (the system loader on Linux,
  * libvulkan.so on Android) and every entry point is fetched through vkGetInstanceProcAddr /
  * vkGetDeviceProcAddr, so the runner links nothing of Vulkan at build time. The types come
- * from the Khronos headers with VK_NO_PROTOTYPES. A build without the headers (a cross
- * toolchain that has none) compiles the backend out: HAVE_VULKAN is 0 and a Vulkan plan
- * exits with EXIT_NO_DEVICE saying so. */
+ * from the Khronos headers with VK_NO_PROTOTYPES: the Android NDK ships them; Debian's
+ * aarch64 cross gcc searches /usr/include (libvulkan-dev's architecture-independent headers)
+ * after its own. A build without the headers compiles the backend out: HAVE_VULKAN is 0 and
+ * a Vulkan plan exits with EXIT_NO_DEVICE saying so. */
 #ifndef PHONETRAIN_VK_API_H
 #define PHONETRAIN_VK_API_H
 
