@@ -135,11 +135,6 @@ class DeviceConfig:
     """Name substring selecting the OpenCL platform; empty: the first."""
     opencl_device: str = ""
     """Name substring selecting the OpenCL device; empty: the first."""
-    vulkan_library: Optional[str] = None
-    """Explicit libvulkan path (backend kind `vulkan`); null: libvulkan.so.1, libvulkan.so."""
-    vulkan_device: str = ""
-    """Name substring selecting the Vulkan device; empty: the first GPU, else the first device
-    (Mesa lavapipe, `llvmpipe`, on a host without a Vulkan GPU driver)."""
     facts: DeviceFacts = field(default_factory=DeviceFacts)
 
 

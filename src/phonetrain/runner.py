@@ -230,13 +230,11 @@ class DeviceSelector:
     @classmethod
     def of_device(cls, device_config: Mapping[str, Any]) -> DeviceSelector:
         """The selector of a device config (``opencl_platform``, ``opencl_device``,
-        ``opencl_library``, ``vulkan_device``, ``vulkan_library``; empty strings select the
-        first)."""
+        ``opencl_library``; empty strings select the first). The Vulkan device is the
+        runner's default (the first GPU, else the first device)."""
         return cls(platform=device_config.get("opencl_platform") or None,
                    device=device_config.get("opencl_device") or None,
-                   cl_lib=device_config.get("opencl_library") or None,
-                   vk_device=device_config.get("vulkan_device") or None,
-                   vk_lib=device_config.get("vulkan_library") or None)
+                   cl_lib=device_config.get("opencl_library") or None)
 
     def to_args(self) -> list[str]:
         """The runner's selector options."""
