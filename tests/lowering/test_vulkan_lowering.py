@@ -1,8 +1,11 @@
 """Lowering for backend=vulkan: the same steps as OpenCL, one SPIR-V program per kernel,
 and clear refusals for what the Vulkan backend has no shaders or placement for."""
 
+import shutil
+
 import pytest
 
+from phonetrain.kernels import KERNELS_ROOT
 from phonetrain.lowering import LowerError, LowerSpec, lower
 
 
@@ -26,10 +29,14 @@ def test_a_version_without_shaders_is_refused():
                         transfer="copy", kernel="tiled"))
 
 
-def test_missing_shaders_are_named():
-    with pytest.raises(LowerError, match="dwconv3x3_fwd"):
+def test_missing_shaders_are_named(tmp_path):
+    """A copy of the kernels whose baseline lacks one shader: the lowering names it."""
+    root = tmp_path / "kernels"
+    shutil.copytree(KERNELS_ROOT, root)
+    (root / "baseline" / "vk" / "dwconv3x3_fwd.comp").unlink()
+    with pytest.raises(LowerError, match=r"\['dwconv3x3_fwd'\]"):
         lower(LowerSpec(model="mobilenetv2_small", backend="vulkan", placement="resident",
-                        transfer="copy"))
+                        transfer="copy"), kernels_root=root)
 
 
 def test_pipelined_is_refused_on_vulkan():

@@ -1,5 +1,5 @@
 """The Vulkan backend on Mesa lavapipe: every baseline shader against the numpy oracle, the
-training step of the MLP and LeNet-5 verified per step against the reference in each
+training step of the four study models verified per step against the reference in each
 placement, a shader that does not compile, and the runner's errors for a Vulkan bundle."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan, Program, Step, Tensor
 
 # The groups of tests/helpers/kernel_cases.py whose every kernel has a baseline shader.
-GROUPS = ["gemm", "elementwise", "conv", "pool", "loss", "optimizer"]
+GROUPS = ["gemm", "elementwise", "conv", "pool", "loss", "optimizer", "mobile"]
 PADDED_LOCAL = {1: [32], 2: [8, 4]}
 PLACEMENTS = [("resident", "copy"), ("staged", "copy"), ("resident", "map"), ("staged", "map")]
 
@@ -97,7 +97,8 @@ def test_vulkan_shaders_match_numpy(runner, lavapipe, tmp_path, group, padded):
 
 @pytest.mark.parametrize("placement,transfer", PLACEMENTS,
                          ids=[f"{p}-{t}" for p, t in PLACEMENTS])
-@pytest.mark.parametrize("model", ["mlp_784_256_128_16", "lenet5"])
+@pytest.mark.parametrize("model", ["mlp_784_256_128_16", "lenet5", "vgg_small",
+                                   "mobilenetv2_small"])
 def test_vulkan_training_step_verifies(runner, lavapipe, tmp_path, model, placement, transfer):
     """Three SGD steps (momentum, weight decay) on lavapipe, each checkpointed step
     reproduced by the numpy reference; the trace has device times for every command."""

@@ -28,7 +28,7 @@ from .versions import KERNELS_ROOT, load_version
 SHADER_DIR = "vk"
 SHADER_SUFFIX = ".comp"
 # Files beside the version folders that every shader may include.
-SHADER_INCLUDES = ("vk_abi.glsl", "common.glsl")
+SHADER_INCLUDES = ("vk_abi.glsl", "common.glsl", "reduce.glsl")
 # glslc's target: Vulkan 1.0 (SPIR-V 1.0) runs on every Vulkan driver, Android's included.
 GLSLC_FLAGS = ("-fshader-stage=compute", "--target-env=vulkan1.0", "-O")
 
