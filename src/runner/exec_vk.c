@@ -8,8 +8,9 @@
  *
  * Memory (src/runner/README.md, "Vulkan"): every tensor a step touches gets a storage buffer
  * in a DEVICE_LOCAL type; a tensor an h2d/d2h step moves also gets a host-visible staging
- * buffer (h2d: memcpy into it when the step is recorded, then a copy command; d2h: a copy
- * command, the batch submitted and waited for, then memcpy out). A mapped tensor (transfer
+ * buffer (h2d: memcpy into it, its own host row "staging_copy", then the copy command; d2h:
+ * the copy command, the batch submitted and waited for, then the memcpy out, a
+ * "staging_copy" row). A mapped tensor (transfer
  * map) lives in a HOST_VISIBLE type instead, DEVICE_LOCAL too where the device has such a
  * type (zero-copy), mapped once at setup; map and unmap steps are host rows. */
 #define _POSIX_C_SOURCE 200809L
@@ -55,12 +56,6 @@ typedef struct {
     uint32_t groups[3];
 } vk_launch;
 
-typedef struct {             /* a download waiting for its batch: memcpy after the wait */
-    void *dst;
-    vk_buf *src;
-    size_t bytes;
-} vk_read;
-
 typedef struct {             /* a trace row whose device times come from queries */
     int row, q0, q1, qbatch;
 } vk_timed;
@@ -82,7 +77,6 @@ typedef struct {
     vk_launch *launch;       /* per step */
     vk_store *stores; int nstores;
     vk_buf scratch;          /* staging for setup uploads and read_home */
-    vk_read *reads; int nreads;
     vk_timed *timed; int ntimed;
 } vk_state;
 
@@ -193,8 +187,7 @@ static void begin_batch(void)
     }
 }
 
-/* Submits the open batch, waits for it, copies its downloads into their host arrays and
- * stretches its rows' host spans to the end of the wait (the host learns no earlier that a
+/* Submits the open batch, waits for it and stretches its rows' host spans to the end of the wait (the host learns no earlier that a
  * recorded command ran). No-op without an open batch. */
 static void flush(run_ctx *rc, const char *ctx)
 {
@@ -207,11 +200,6 @@ static void flush(run_ctx *rc, const char *ctx)
     VK_CHECK(VK.vkWaitForFences(S.d.device, 1, &S.fence, VK_TRUE, UINT64_MAX), ctx);
     VK_CHECK(VK.vkResetFences(S.d.device, 1, &S.fence), ctx);
     S.open = 0;
-    for (int i = 0; i < S.nreads; i++) {
-        host_sync(S.reads[i].src, 0);
-        memcpy(S.reads[i].dst, S.reads[i].src->ptr, S.reads[i].bytes);
-    }
-    S.nreads = 0;
     for (int i = 0; i < S.nstores; i++) S.stores[i].stage_busy = 0;
     uint64_t now = monotonic_ns();
     if (S.batch_first_row >= 0)
@@ -575,7 +563,6 @@ void vk_setup(run_ctx *rc)
         VK_CHECK(VK.vkCreateQueryPool(S.d.device, &qci, NULL, &S.qpool), "setup");
     }
     S.timed = xcalloc((size_t)p->nsteps + 1, sizeof *S.timed);
-    S.reads = xcalloc((size_t)p->nsteps + 1, sizeof *S.reads);
     S.batch_first_row = -1;
     jw_init(&rc->build_json);
     jw_arr_begin(&rc->build_json);
@@ -601,10 +588,7 @@ static void run_step(run_ctx *rc, pt_step *s, int k, int row, int iteration)
     case OP_KERNEL:
         record(rc, row, emit_dispatch, &S.launch[k]);
         break;
-    case OP_H2D:
-        if (st->stage_busy) flush(rc, ctx);   /* the open batch still copies out of it */
-        memcpy(st->stage.ptr, t->host, t->size_bytes);
-        host_sync(&st->stage, 1);
+    case OP_H2D:   /* its staging_copy row filled the staging buffer */
         st->stage_busy = 1;
         c = (copy_args){st->stage.buf, st->dev.buf, t->size_bytes};
         record(rc, row, emit_copy, &c);
@@ -612,11 +596,9 @@ static void run_step(run_ctx *rc, pt_step *s, int k, int row, int iteration)
     case OP_D2H:
         c = (copy_args){st->dev.buf, st->stage.buf, t->size_bytes};
         record(rc, row, emit_copy, &c);
-        S.reads[S.nreads++] = (vk_read){t->host, &st->stage, t->size_bytes};
-        flush(rc, ctx);
+        flush(rc, ctx);   /* its staging_copy row then copies out */
         break;
-    case OP_MAP:   /* the buffer is mapped already: wait for what the device still does */
-        flush(rc, ctx);
+    case OP_MAP:   /* mapped already; the commands recorded before it ran (vk_iteration) */
         if (!s->map_write) host_sync(&st->dev, 0);
         t->mapped = st->dev.ptr;
         break;
@@ -641,6 +623,29 @@ static void map_copy(run_ctx *rc, pt_step *s, int iteration, int warmup, int seq
     r->host_begin_ns = monotonic_ns();
     if (s->map_write) memcpy(t->mapped, t->host, t->size_bytes);
     else memcpy(t->host, t->mapped, t->size_bytes);
+    r->host_end_ns = monotonic_ns();
+}
+
+/* The memcpy between a tensor's host copy and its staging buffer, its own host row (op
+ * "staging_copy", data movement like a map's copy): before an h2d (after waiting for the
+ * open batch where it still copies out of that staging buffer), after a d2h. */
+static void staging_copy(run_ctx *rc, pt_step *s, int iteration, int warmup, int seq, int k)
+{
+    pt_tensor *t = &rc->plan->tensors[s->tensor];
+    vk_store *st = store_of(rc->plan, t);
+    if (s->op == OP_H2D && st->stage_busy) flush(rc, "waiting for a staging buffer");
+    trace_row *r = trace_step(&rc->tr, rc->plan, s, iteration, warmup, seq, k);
+    r->op = "staging_copy";
+    r->kind = "host";
+    r->flops = 0;
+    r->host_begin_ns = monotonic_ns();
+    if (s->op == OP_H2D) {
+        memcpy(st->stage.ptr, t->host, t->size_bytes);
+        host_sync(&st->stage, 1);
+    } else {
+        host_sync(&st->stage, 0);
+        memcpy(t->host, st->stage.ptr, t->size_bytes);
+    }
     r->host_end_ns = monotonic_ns();
 }
 
@@ -670,6 +675,10 @@ uint64_t vk_iteration(run_ctx *rc, int iteration, int warmup)
     S.qnext = 0;
     for (int k = 0; k < p->nsteps; k++) {
         pt_step *s = &p->steps[k];
+        if (s->op == OP_H2D) staging_copy(rc, s, iteration, warmup, seq++, k);
+        /* a map waits for the commands recorded so far (a blocking map), outside its row:
+         * that time is theirs, the map row only the mapping */
+        if (s->op == OP_MAP) flush(rc, "the commands before a map");
         trace_step(&rc->tr, rc->plan, s, iteration, warmup, seq++, k);
         int idx = rc->tr.n - 1;   /* rows may move when the trace grows */
         rc->tr.rows[idx].host_begin_ns = monotonic_ns();
@@ -678,6 +687,7 @@ uint64_t vk_iteration(run_ctx *rc, int iteration, int warmup)
         uint64_t now = monotonic_ns();
         if (r->host_end_ns < now) r->host_end_ns = now;
         if (s->op == OP_MAP) map_copy(rc, s, iteration, warmup, seq++, k);
+        if (s->op == OP_D2H) staging_copy(rc, s, iteration, warmup, seq++, k);
     }
     flush(rc, "the end of an iteration");
     uint64_t end = monotonic_ns();

@@ -19,6 +19,7 @@ from phonetrain.kernels.spirv import ShaderError, resolve_shaders, stage_spirv
 from phonetrain.layout import device_spirv
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan, Program, Step, Tensor
+from phonetrain.results import profiling
 
 # The groups of tests/helpers/kernel_cases.py whose every kernel has a baseline shader.
 GROUPS = ["gemm", "elementwise", "conv", "pool", "loss", "optimizer", "mobile"]
@@ -120,6 +121,11 @@ def test_vulkan_training_step_verifies(runner, lavapipe, tmp_path, model, placem
     kinds = set(trace["kind"])
     assert ({"map", "unmap"} <= kinds) == (transfer == "map")
     assert ("h2d" in kinds) == (transfer == "copy")
+    host_copies = set(trace.loc[trace["kind"] == "host", "op"]) - {"load"}
+    assert host_copies == {"map_copy" if transfer == "map" else "staging_copy"}
+    # every device row's interval on the host clock lies within its own host span: the
+    # profiling's clock alignment finds one offset for the run
+    assert np.isfinite(profiling.clock_offset(trace)[1])
 
 
 def test_shader_compile_error_names_file_and_line(tmp_path):
