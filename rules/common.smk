@@ -23,6 +23,7 @@ from phonetrain import layout
 from phonetrain.config import NO_KERNEL
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
+from phonetrain.kernels.spirv import shader_files
 from phonetrain.report.registry import FIGURES
 from phonetrain.io import write_text
 from phonetrain.stages import cost
@@ -146,7 +147,9 @@ def deploy_inputs(wc):
     d = {"runner": L.runner(wc.device), "plan_dir": L.plan_dir(wc.exp),
          "data": L.data_dir(pc["data_dir"]), "sources": [], "tuning": []}
     k = exp_kernel(wc.exp)
-    if k:
+    if k and pc["backend"] == "vulkan":   # SPIR-V compiled by the deploy itself (glslc)
+        d["sources"] = [rel(p) for p in shader_files(k)]
+    elif k:
         d["build"] = L.kernel_build(wc.device, k)
         d["sources"] = version_sources(k)
         d["tuning"] = tuning_files(wc.device, k, RUN_CLASSES.get(wc.exp, []))

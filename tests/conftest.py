@@ -108,6 +108,23 @@ def pocl(runner) -> runner_api.DeviceSelector:
 
 
 @pytest.fixture(scope="session")
+def lavapipe(runner) -> runner_api.DeviceSelector:
+    """Selector of Mesa lavapipe (``llvmpipe``: the CPU Vulkan driver, the Vulkan backend's
+    embedded default), with glslc to compile the shaders for it; skips where the Vulkan
+    loader, lavapipe or glslc is not installed (.ci/setup installs them)."""
+    import ctypes.util
+    import glob
+    import shutil
+    missing = [what for what, ok in (
+        ("libvulkan1", ctypes.util.find_library("vulkan")),
+        ("mesa-vulkan-drivers (lavapipe)", glob.glob("/usr/share/vulkan/icd.d/lvp_icd*.json")),
+        ("glslc", shutil.which("glslc"))) if not ok]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (apt install them: .ci/setup)")
+    return runner_api.DeviceSelector(vk_device="llvmpipe")
+
+
+@pytest.fixture(scope="session")
 def adb_server():
     """A fresh adb server (adbutils' bundled binary) on a private port;
     ANDROID_ADB_SERVER_PORT points at it."""

@@ -48,6 +48,7 @@ from phonetrain.data import DATASETS, check_compatible, source_folder
 from phonetrain.devices import TRANSPORTS
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version
+from phonetrain.kernels.spirv import has_shaders
 from phonetrain.models import MODELS
 from phonetrain.plan import DEFAULT_ITERATIONS, DEFAULT_WARMUP
 from phonetrain.io import short_hash
@@ -140,12 +141,14 @@ class DeviceConfig:
 @dataclass
 class BackendConfig:
     """``cpu``, or ``opencl`` with a placement (resident | staged | pipelined) and a transfer
-    (copy | map; pipelined takes copy only)."""
+    (copy | map; pipelined takes copy only), or ``vulkan`` with a placement (resident |
+    staged) and a transfer (copy | map)."""
 
     name: str = MISSING
     """Must equal the file name."""
     kind: str = "cpu"
-    """`cpu`: the runner's C kernels (OpenMP); `opencl`: the kernel version's OpenCL kernels."""
+    """`cpu`: the runner's C kernels (OpenMP); `opencl`: the kernel version's OpenCL kernels;
+    `vulkan`: the kernel version's Vulkan compute shaders (its `vk/` folder, docs/vulkan.md)."""
     placement: str = "none"
     """opencl: `resident` (tensors live on the device; per iteration only the batch goes up and
     the loss comes down), `staged` (the host owns every tensor; each kernel's inputs are written
@@ -337,7 +340,7 @@ ConfigStore.instance().store(name="base_config", node=Config)
 CHOICES = {
     ("device", "transport"): TRANSPORTS.keys(),   # the transport registry, read when checked
     ("device", "toolchain"): ("host", "android", "linux-aarch64"),
-    ("backend", "kind"): ("cpu", "opencl"),
+    ("backend", "kind"): ("cpu", "opencl", "vulkan"),
     ("report", "figure_format"): ("png", "svg"),
     ("model", "optimizer"): ("sgd", "adam", "adamw"),
 }
@@ -415,6 +418,10 @@ class Experiment:
     @property
     def is_opencl(self) -> bool:
         return self.config["backend"]["kind"] == "opencl"
+
+    @property
+    def is_vulkan(self) -> bool:
+        return self.config["backend"]["kind"] == "vulkan"
 
     @property
     def config_hash(self) -> str:
@@ -703,6 +710,7 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
     _check_at_most(path, group, node, "", overrides)
     if group == "backend":
         ok = (("none",), ("none",)) if node["kind"] == "cpu" else (
+            ("resident", "staged") if node["kind"] == "vulkan" else
             ("resident", "staged", "pipelined"),
             ("copy",) if node["placement"] == "pipelined" else ("copy", "map"))
         for key, allowed in zip(("placement", "transfer"), ok):
@@ -1149,10 +1157,12 @@ def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) 
                                 else {**model_cfg, "batch_size": int(batch)})
         for d, dcfg in members["device"].items():
             for b, bcfg in members["backend"].items():
-                kernels = members["kernel"] if bcfg["kind"] == "opencl" else {NO_KERNEL: None}
+                kernels = members["kernel"] if bcfg["kind"] != "cpu" else {NO_KERNEL: None}
                 for k, kcfg in kernels.items():
                     if b in only and k not in only[b]:
                         continue
+                    if bcfg["kind"] == "vulkan" and not has_shaders(k):
+                        continue   # a version without a vk/ folder has no Vulkan kernels
                     cfg = {
                         "model": mcfg, "backend": bcfg, "kernel": kcfg,
                         "device": {x: v for x, v in dcfg.items() if x != "facts"},

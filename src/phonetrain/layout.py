@@ -87,6 +87,12 @@ def device_kernels(version: str) -> str:
     return f"kernels/{version}"
 
 
+def device_spirv(version: str) -> str:
+    """A kernel version's compiled Vulkan shaders on a device: ``spirv/<version>``
+    (``<kernel>.spv`` each)."""
+    return f"spirv/{version}"
+
+
 def plan_dir_rel(plan_id: str) -> str:
     """A plan folder relative to a staging root or the results folder: ``plans/<id>``."""
     return f"plans/{plan_id}"

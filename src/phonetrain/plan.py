@@ -11,9 +11,10 @@ version 1, so plans lowered before version 2 keep their bytes and their SHA-256)
     {
       "plan_version": 1 | 2,
       "name": "mlp_784_256_128_16/b32/opencl-resident-copy",
-      "backend": "cpu" | "opencl",
+      "backend": "cpu" | "opencl" | "vulkan",
       "tensors": [Tensor...],
-      "programs": [Program...],          # OpenCL programs; empty for the CPU backend
+      "programs": [Program...],          # OpenCL programs (vulkan: one SPIR-V per kernel,
+                                         # named after it); empty for the CPU backend
       "batches": [Batch...],             # per-iteration inputs read from bundle files
       "steps": [Step...],                # one iteration, in order
       "warmup": 2, "iterations": 10,     # warm-up (discarded) and measured iterations
@@ -115,6 +116,8 @@ PLAN_VERSION = 2
 PLAN_VERSIONS = (1, 2)
 QUEUES = (0, 1)
 EVENT_OPS = ("kernel", "h2d", "d2h")   # steps that have an event and may wait or use queue 1
+# The runner's backends: its C kernels, OpenCL, Vulkan compute.
+BACKENDS = ("cpu", "opencl", "vulkan")
 ROLES = ("param", "grad", "activation", "input", "label", "scratch", "state", "loss")
 PHASES = ("load", "forward", "loss", "backward", "update", "transfer")
 DTYPES = {"f32": np.float32, "i32": np.int32}
@@ -309,8 +312,8 @@ class Plan:
 
     def validate(self) -> None:
         """Check ids, roles, dtypes, ops and references; raise :class:`PlanError` naming the field."""
-        if self.backend not in ("cpu", "opencl"):
-            raise PlanError(f"backend {self.backend!r} must be 'cpu' or 'opencl'")
+        if self.backend not in BACKENDS:
+            raise PlanError(f"backend {self.backend!r} must be one of {BACKENDS}")
         for i, t in enumerate(self.tensors):
             if t.id != i:
                 raise PlanError(f"tensors[{i}].id is {t.id}; ids must equal their index")

@@ -220,17 +220,21 @@ class Adaptive:
 class DeviceSelector:
     """Which OpenCL device the runner uses: case-insensitive substrings of the platform and
     device names, a device type (``gpu|cpu|accelerator|all``; None prefers a GPU, else the
-    first device) and an explicit OpenCL library path."""
+    first device) and an explicit OpenCL library path; for Vulkan plans a substring of the
+    Vulkan device name (None: the first GPU, else the first device) and a libvulkan path."""
 
     platform: str | None = None
     device: str | None = None
     device_type: str | None = None
     cl_lib: str | None = None
+    vk_device: str | None = None
+    vk_lib: str | None = None
 
     @classmethod
     def of_device(cls, device_config: Mapping[str, Any]) -> DeviceSelector:
         """The selector of a device config (``opencl_platform``, ``opencl_device``,
-        ``opencl_library``; empty strings select the first)."""
+        ``opencl_library``; empty strings select the first). The Vulkan device is the
+        runner's default (the first GPU, else the first device)."""
         return cls(platform=device_config.get("opencl_platform") or None,
                    device=device_config.get("opencl_device") or None,
                    cl_lib=device_config.get("opencl_library") or None)
@@ -239,7 +243,8 @@ class DeviceSelector:
         """The runner's selector options."""
         args: list[str] = []
         for flag, value in (("--platform", self.platform), ("--device", self.device),
-                            ("--device-type", self.device_type), ("--cl-lib", self.cl_lib)):
+                            ("--device-type", self.device_type), ("--cl-lib", self.cl_lib),
+                            ("--vk-device", self.vk_device), ("--vk-lib", self.vk_lib)):
             if value:
                 args += [flag, str(value)]
         return args

@@ -1,4 +1,4 @@
-/* The run mode's shared state and the two executors (exec_cpu.c, exec_cl.c). */
+/* The run mode's shared state and the three executors (exec_cpu.c, exec_cl.c, exec_vk.c). */
 #ifndef PHONETRAIN_EXEC_H
 #define PHONETRAIN_EXEC_H
 
@@ -29,6 +29,10 @@ typedef struct {
     cl_program *programs;
     long long device_bytes;    /* sum of device buffer sizes allocated */
     jwriter build_json;        /* array of per-program build records, for run.json */
+    /* vulkan backend */
+    const char *vk_lib;        /* explicit libvulkan path, or NULL */
+    const char *vk_select;     /* substring of the Vulkan device name, or NULL */
+    void *vk_device;           /* vk_device * (vk_api.h) once vk_setup chose it */
 } run_ctx;
 
 /* CPU backend: thread count; each iteration runs every step with cpu_kernel_run. */
@@ -44,6 +48,17 @@ void cl_setup(run_ctx *rc);
 uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup);    /* after clFinish; rows get device times */
 /* Copies the authoritative ("home") contents of tensor t into dst (size_bytes). */
 void cl_read_home(run_ctx *rc, pt_tensor *t, void *dst);
+
+/* Vulkan backend (exec_vk.c): device, SPIR-V pipelines (one per kernel and work-group size),
+ * buffers initialized from the host copies (untimed), one descriptor set and push-constant
+ * block per kernel step. Each iteration records the steps into command buffers, submits and
+ * waits where the host needs results (downloads, maps, the end), then reads the timestamp
+ * queries into the trace's device times. */
+void vk_setup(run_ctx *rc);
+uint64_t vk_iteration(run_ctx *rc, int iteration, int warmup);   /* after the last wait */
+void vk_read_home(run_ctx *rc, pt_tensor *t, void *dst);
+void vk_write_run_device(run_ctx *rc, jwriter *w);    /* run.json "device" */
+double vk_timer_resolution_ns(run_ctx *rc);            /* the timestamp period */
 
 /* Builds one program from source for device d. Returns the cl_int status of clBuildProgram
  * (or of program creation); *log gets the malloc'd build log, *build_ms the wall time. */

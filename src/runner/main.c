@@ -30,6 +30,8 @@
 static const char usage[] =
     "usage: runner info|build|run|bench-bandwidth|bench-gemm|bench-peak [options]\n"
     "  run --plan FILE --root DIR --out DIR [--threads N] [--progress] [--no-profiling] [--clblast-lib PATH]\n"
+    "      [--vk-lib PATH] [--vk-device SUBSTR] (backend vulkan: its library and device; without\n"
+    "      --vk-device the first GPU, else the first device; the OpenCL selectors are ignored)\n"
     "      [--ci-target F] [--max-iterations N] [--min-seconds S] [--max-seconds S]\n"
     "      [--resamples B] [--power-sample-ms MS] [--sysfs-root DIR]\n"
     "  build --source FILE.cl [--source ...] [--options STR] --out DIR\n"
@@ -107,6 +109,8 @@ static void parse(int argc, char **argv, const runner_mode *m, runner_opts *o)
         else if (!strcmp(k, "--device-type")) o->sel.type = v;
         else if (!strcmp(k, "--cl-lib")) o->cl_lib = v;
         else if (!strcmp(k, "--clblast-lib")) o->clblast_lib = v;
+        else if (!strcmp(k, "--vk-lib")) o->vk_lib = v;
+        else if (!strcmp(k, "--vk-device")) o->vk_device = v;
         else if (!strcmp(k, "--options")) o->options = v;
         else if (!strcmp(k, "--min-bytes")) o->min_bytes = parse_ll(k, v, 4);
         else if (!strcmp(k, "--max-bytes")) o->max_bytes = parse_ll(k, v, 4);

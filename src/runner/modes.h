@@ -9,6 +9,8 @@ typedef struct {
     const char *plan, *root, *out;
     const char *cl_lib;
     const char *clblast_lib; /* run: explicit libclblast path */
+    const char *vk_lib;      /* run, backend vulkan: explicit libvulkan path */
+    const char *vk_device;   /* run, backend vulkan: substring of the device name */
     cl_selector sel;
     int threads;             /* 0 = all cores */
     int progress;            /* one stderr line per iteration */

@@ -363,7 +363,7 @@ static void check_transfers(pt_plan *p)
     for (int k = 0; k < p->nsteps; k++) {
         pt_step *s = &p->steps[k];
         if (p->backend == BACKEND_CPU && s->op != OP_KERNEL && s->op != OP_LOAD)
-            BAD("steps[%d]: op \"%s\" needs backend \"opencl\" (this plan's backend is \"cpu\")",
+            BAD("steps[%d]: op \"%s\" needs backend \"opencl\" or \"vulkan\" (this plan's backend is \"cpu\")",
                 k, op_name(s->op));
         if (s->op == OP_KERNEL) {
             for (int a = 0; a < s->nargs; a++) {
@@ -420,7 +420,8 @@ pt_plan *plan_load(const char *path)
     char *backend = get_str(root, "backend", "plan", NULL);
     if (!strcmp(backend, "cpu")) p->backend = BACKEND_CPU;
     else if (!strcmp(backend, "opencl")) p->backend = BACKEND_OPENCL;
-    else BAD("backend \"%s\" must be \"cpu\" or \"opencl\"", backend);
+    else if (!strcmp(backend, "vulkan")) p->backend = BACKEND_VULKAN;
+    else BAD("backend \"%s\" must be \"cpu\", \"opencl\" or \"vulkan\"", backend);
     free(backend);
     p->warmup = (int)get_int(root, "warmup", "plan", 0, 0);
     p->iterations = (int)get_int(root, "iterations", "plan", 1, 0);
@@ -445,8 +446,9 @@ pt_plan *plan_load(const char *path)
         p->programs[i].source = get_str(j, "source", where, NULL);
         p->programs[i].options = get_str(j, "options", where, "");
     }
-    if (p->backend == BACKEND_OPENCL && p->nprograms == 0)
-        BAD("backend \"opencl\" needs at least one entry in programs");
+    if (p->backend != BACKEND_CPU && p->nprograms == 0)
+        BAD("backend \"%s\" needs at least one entry in programs",
+            p->backend == BACKEND_OPENCL ? "opencl" : "vulkan");
 
     const jval *steps = req(root, "steps", J_ARR, "plan");
     p->nsteps = steps->len;

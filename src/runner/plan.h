@@ -15,7 +15,7 @@
 
 enum { INIT_ZEROS, INIT_FILE, INIT_UNIFORM };
 enum { OP_KERNEL, OP_H2D, OP_D2H, OP_MAP, OP_UNMAP, OP_LOAD };
-enum { BACKEND_CPU, BACKEND_OPENCL };
+enum { BACKEND_CPU, BACKEND_OPENCL, BACKEND_VULKAN };
 
 typedef struct {
     int id;
@@ -34,7 +34,7 @@ typedef struct {
     void *host;              /* host copy, size_bytes */
     int needs_buffer;        /* touched by a kernel, h2d, d2h or map step */
     int needs_map;           /* touched by a map step: CL_MEM_ALLOC_HOST_PTR */
-    void *mem;               /* cl_mem on the opencl backend */
+    void *mem;               /* cl_mem on the opencl backend; vk_store * on vulkan */
     void *mapped;            /* pointer returned by the last map, until unmap */
     void *pending_d2h;       /* cl_event of a non-blocking read into host, not yet waited for */
     int image_width4;        /* > 0: a kernel reads it as an image2d_t this wide (pixels) */

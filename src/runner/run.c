@@ -119,6 +119,7 @@ typedef struct {
 static void read_home(run_ctx *rc, pt_tensor *t, void *dst)
 {
     if (rc->plan->backend == BACKEND_OPENCL) cl_read_home(rc, t, dst);
+    else if (rc->plan->backend == BACKEND_VULKAN) vk_read_home(rc, t, dst);
     else memcpy(dst, t->host, t->size_bytes);
 }
 
@@ -257,18 +258,22 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     jw_key(&w, "plan_path"); jw_str(&w, o->plan);
     jw_key(&w, "plan_name"); jw_str(&w, p->name);
     jw_key(&w, "plan_version"); jw_int(&w, p->version);
-    jw_key(&w, "backend"); jw_str(&w, p->backend == BACKEND_CPU ? "cpu" : "opencl");
+    jw_key(&w, "backend");
+    jw_str(&w, p->backend == BACKEND_CPU ? "cpu" : p->backend == BACKEND_OPENCL ? "opencl" : "vulkan");
     jw_key(&w, "threads"); jw_int(&w, rc->threads);
     jw_key(&w, "profiling"); jw_bool(&w, p->backend != BACKEND_CPU && rc->profiling);
     jw_key(&w, "host"); write_host_json(&w);
     jw_key(&w, "device");
-    if (p->backend == BACKEND_OPENCL) cl_write_device_json(&w, rc->platform, rc->device); else jw_null(&w);
+    if (p->backend == BACKEND_OPENCL) cl_write_device_json(&w, rc->platform, rc->device);
+    else if (p->backend == BACKEND_VULKAN) vk_write_run_device(rc, &w);
+    else jw_null(&w);
     jw_key(&w, "timer_resolution_ns");
     if (p->backend == BACKEND_OPENCL)
         jw_int(&w, (long long)cl_device_ulong(rc->device, CL_DEVICE_PROFILING_TIMER_RESOLUTION));
+    else if (p->backend == BACKEND_VULKAN) jw_num(&w, vk_timer_resolution_ns(rc));
     else jw_null(&w);
     jw_key(&w, "build");
-    if (p->backend == BACKEND_OPENCL) jw_value_raw(&w, rc->build_json.buf, rc->build_json.len);
+    if (p->backend != BACKEND_CPU) jw_value_raw(&w, rc->build_json.buf, rc->build_json.len);
     else { jw_arr_begin(&w); jw_arr_end(&w); }
     jw_key(&w, "warmup"); jw_int(&w, p->warmup);
     jw_key(&w, "iterations"); jw_int(&w, total - p->warmup);
@@ -419,6 +424,8 @@ int mode_run(const runner_opts *o)
     rc.root = o->root ? o->root : ".";
     rc.cl_lib = o->cl_lib;
     rc.clblast_lib = o->clblast_lib;
+    rc.vk_lib = o->vk_lib;
+    rc.vk_select = o->vk_device;
     rc.sel = o->sel;
     rc.profiling = !o->no_profiling;
     pt_plan *p = rc.plan;
@@ -437,6 +444,7 @@ int mode_run(const runner_opts *o)
              o->max_iterations, p->iterations);
     plan_load_data(p, rc.root);
     if (p->backend == BACKEND_CPU) cpu_setup(&rc);
+    else if (p->backend == BACKEND_VULKAN) { omp_set_num_threads(rc.threads); vk_setup(&rc); }
     else { omp_set_num_threads(rc.threads); cl_setup(&rc); }
     double setup_ms = (double)(monotonic_ns() - t0) / 1e6;
 
@@ -462,7 +470,9 @@ int mode_run(const runner_opts *o)
             if (!iters) fail(EXIT_INTERNAL, "out of host memory recording iterations");
         }
         uint64_t begin = monotonic_ns();
-        uint64_t end = p->backend == BACKEND_CPU ? cpu_iteration(&rc, it, warm) : cl_iteration(&rc, it, warm);
+        uint64_t end = p->backend == BACKEND_CPU ? cpu_iteration(&rc, it, warm)
+                       : p->backend == BACKEND_VULKAN ? vk_iteration(&rc, it, warm)
+                                                      : cl_iteration(&rc, it, warm);
         iters[it].wall_ms = (double)(end - begin) / 1e6;
         iters[it].loss = NAN;
         if (p->loss_tensor >= 0) {

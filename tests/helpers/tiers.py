@@ -34,7 +34,7 @@ TIERS = ("unit", "runner", "workflow")
 
 # Fixtures whose value took a process to make.
 WORKFLOW_FIXTURES = {"completed_workspace"}
-PROCESS_FIXTURES = {"runner", "pocl", "adb_server", "vdev", "real_study"}
+PROCESS_FIXTURES = {"runner", "pocl", "lavapipe", "adb_server", "vdev", "real_study"}
 
 # The conftest.py fixture that enforces the tiers reads subprocess itself: not a use.
 GUARD = "unit_tests_start_no_process"
@@ -46,7 +46,7 @@ WORKFLOW_USES = (workflow.snakemake, workflow.planned, workflow.planned_jobs, wo
 # runner's one driver, the transports, adb, a browser, subprocess itself (and their submodules).
 PROCESS_MODULES = ("subprocess", "phonetrain.runner", "phonetrain.devices.local",
                    "phonetrain.devices.adb", "phonetrain.devices.virtual", "adbutils",
-                   "playwright")
+                   "playwright", "phonetrain.kernels.spirv")
 PROCESS_USES = (toolchains.build_runner, toolchains.which_cc)
 # `phonetrain COMMAND` through click's CliRunner: the commands that start a process.
 CLI_COMMANDS = {"run": "runner", "info": "runner", "devices": "runner", "adb": "runner",

@@ -30,13 +30,14 @@ import math
 from pathlib import Path
 
 from .. import data as datasets
+from ..kernels.spirv import resolve_shaders
 from ..kernels.tuning import conv_key
 from ..kernels import (GEMM_KERNELS, KERNEL_ARGS, KERNELS_ROOT, KernelVersion, bind_args,
                        buffer_access, geometry, kernel_flops, kernels_mentioned, load_version,
                        mark_image_args, resolve_sources)
 from ..models import (BatchNorm2d, Conv2d, DepthwiseConv2d, Flatten, GlobalAvgPool2d, Linear,
                       MaxPool2d, Model, ReLU, ReLU6, Residual, get_model, walk)
-from ..layout import plan_dir_rel
+from ..layout import device_spirv, plan_dir_rel
 from ..plan import Batch, Plan, Program, Step, Tensor
 from .pipeline import add_waits, schedule
 from .fused import lower_fused
@@ -405,6 +406,22 @@ def _place(b: _Builder, spec: LowerSpec, x: int, labels: int, loss: int) -> list
     return loads + [x for ups, s, downs in per_kernel for x in (*ups, s, *downs)]
 
 
+def _shader_programs(plan_steps: list[Step], version: KernelVersion,
+                     kernels_root: Path) -> list[Program]:
+    """The Vulkan plan's programs: one per kernel the plan launches, named after it, its
+    SPIR-V at ``spirv/<version>/<kernel>.spv`` (:mod:`phonetrain.kernels.spirv`). A kernel
+    without a shader in the version's ``vk/`` chain raises :class:`LowerError`."""
+    needed = sorted({s.name for s in plan_steps if s.op == "kernel"})
+    shaders = resolve_shaders(version.name, kernels_root)
+    missing = [k for k in needed if k not in shaders]
+    if missing:
+        raise LowerError(f"kernel version {version.name!r} has no Vulkan shader for {missing} "
+                         f"(expected {kernels_root / version.name / 'vk'}/<kernel>.comp or an "
+                         "inherited one); write them or use backend opencl/cpu")
+    return [Program(name=k, source=f"{device_spirv(version.name)}/{k}.spv", options="")
+            for k in needed]
+
+
 def _programs(plan_steps: list[Step], version: KernelVersion, kernels_root: Path) -> list[Program]:
     """Every resolved ``.cl`` file of the version (the build stage compiles the same set);
     a kernel the plan launches that no file mentions raises :class:`LowerError` early (a
@@ -494,7 +511,7 @@ def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERN
     steps = _place(b, spec, x, labels, loss)
     ddir = datasets.batch_dir(dataset, spec.batch_size, model.input_shape, model.classes)
     name = f"{model.name}/b{spec.batch_size}/{spec.backend}"
-    if spec.backend == "opencl":
+    if spec.backend != "cpu":
         name += f"-{spec.placement}-{spec.transfer}/{spec.kernel}"
     if spec.reuse_buffers:
         name += "/reuse"
@@ -502,7 +519,8 @@ def lower(spec: LowerSpec, model: Model | None = None, kernels_root: Path = KERN
         name += f"/splitk{spec.splitk_groups}"
     plan = Plan(name=name, backend=spec.backend, tensors=b.tensors, steps=steps,
                 programs=_programs(steps, version, kernels_root) if spec.backend == "opencl"
-                else [],
+                else _shader_programs(steps, version, kernels_root)
+                if spec.backend == "vulkan" else [],
                 batches=[Batch(tensor=x, path=f"{ddir}/images.f32", count=spec.num_batches),
                          Batch(tensor=labels, path=f"{ddir}/labels.i32",
                                count=spec.num_batches)],

@@ -10,6 +10,7 @@ from .. import data as datasets
 from ..io import make_temp_dir
 from ..layout import plan_dir_rel
 from ..kernels import KERNELS_ROOT, stage_kernels
+from ..kernels.spirv import stage_spirv
 from ..models import get_model
 from .build import lower
 from .init import init_params, init_state
@@ -52,7 +53,9 @@ def write_plan_dir(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROO
 def write_bundle(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROOT,
                  conv_lowering: dict[str, str] | None = None, **data_opts) -> Path:
     """A complete staging root for one spec: the plan folder, the dataset's batch files and,
-    for the opencl backend, the staged kernel sources. Returns the plan.json path.
+    for the opencl backend, the staged kernel sources (vulkan: the version's shaders compiled
+    to SPIR-V with glslc, :func:`phonetrain.kernels.spirv.stage_spirv`). Returns the plan.json
+    path.
     ``data_opts`` go to :func:`phonetrain.data.write_batches` (e.g. ``folder=``, ``seed=``:
     the data seed is independent of the init seed because the batch folder is shared);
     ``conv_lowering`` goes to :func:`~phonetrain.lowering.build.lower`."""
@@ -62,4 +65,6 @@ def write_bundle(spec: LowerSpec, root: Path, kernels_root: Path = KERNELS_ROOT,
                            input_shape=model.input_shape, classes=model.classes, **data_opts)
     if spec.backend == "opencl":
         stage_kernels(spec.kernel, root, kernels_root)
+    elif spec.backend == "vulkan":
+        stage_spirv(spec.kernel, root, kernels_root)
     return write_plan_dir(spec, root, kernels_root, conv_lowering) / "plan.json"

@@ -10,6 +10,9 @@ from phonetrain.errors import PhonetrainError
 from phonetrain.plan import DEFAULT_ITERATIONS, DEFAULT_WARMUP
 
 PLACEMENTS = ("resident", "staged", "pipelined")
+# Backends that run kernels on a device (placement and transfer apply); the Vulkan backend
+# has no second queue yet, so no pipelined placement.
+DEVICE_BACKENDS = {"opencl": PLACEMENTS, "vulkan": ("resident", "staged")}
 OPTIMIZERS = ("sgd", "adam", "adamw")
 # Fields that only an Adam-family optimizer reads: an SGD spec leaves them out of its plan id.
 ADAM_FIELDS = ("optimizer", "betas", "eps")
@@ -25,7 +28,8 @@ class LowerError(PhonetrainError, ValueError):
 class LowerSpec:
     """Settings of one lowered training step.
 
-    ``backend`` ``cpu`` (runner's C kernels, no transfers) or ``opencl`` with ``placement``
+    ``backend`` ``cpu`` (runner's C kernels, no transfers), ``opencl`` or ``vulkan`` (compute
+    shaders; no ``pipelined`` placement) with ``placement``
     (``resident``: tensors live on the device; ``staged``: the host owns every tensor;
     ``pipelined``: staged, with the transfers on a second queue overlapping the kernels) and
     ``transfer`` (``copy``: read/write buffer; ``map``: map/unmap of host-allocated buffers).
@@ -76,20 +80,22 @@ class LowerSpec:
 
     def check(self) -> None:
         """Raise :class:`LowerError` naming the first bad field."""
-        if self.backend not in ("cpu", "opencl"):
-            raise LowerError(f"backend={self.backend!r}: use 'cpu' or 'opencl'")
-        if self.backend == "opencl":
-            if self.placement not in PLACEMENTS:
-                raise LowerError(f"placement={self.placement!r}: the opencl backend needs "
-                                 f"one of {PLACEMENTS}")
+        if self.backend != "cpu" and self.backend not in DEVICE_BACKENDS:
+            raise LowerError(f"backend={self.backend!r}: use 'cpu', "
+                             f"{' or '.join(repr(b) for b in DEVICE_BACKENDS)}")
+        if self.backend in DEVICE_BACKENDS:
+            placements = DEVICE_BACKENDS[self.backend]
+            if self.placement not in placements:
+                raise LowerError(f"placement={self.placement!r}: the {self.backend} backend "
+                                 f"needs one of {placements}")
             if self.transfer not in TRANSFERS:
-                raise LowerError(f"transfer={self.transfer!r}: the opencl backend needs "
-                                 f"one of {TRANSFERS}")
+                raise LowerError(f"transfer={self.transfer!r}: the {self.backend} backend "
+                                 f"needs one of {TRANSFERS}")
             if self.placement == "pipelined" and self.transfer != "copy":
                 raise LowerError(f"transfer={self.transfer!r}: placement 'pipelined' overlaps "
                                  "non-blocking read/write-buffer copies; use transfer 'copy'")
         elif (self.placement, self.transfer) != (None, None):
-            raise LowerError("placement/transfer apply to the opencl backend only; "
+            raise LowerError("placement/transfer apply to the opencl and vulkan backends only; "
                              "leave them unset (null) for backend=cpu")
         for key in ("batch_size", "num_batches", "iterations"):
             if int(getattr(self, key)) < 1:
@@ -131,7 +137,7 @@ class LowerSpec:
         if self.plan_id:
             return self.plan_id
         parts = [self.model, f"b{self.batch_size}", self.backend]
-        if self.backend == "opencl":
+        if self.backend in DEVICE_BACKENDS:
             parts += [str(self.placement), str(self.transfer), self.kernel]
         d = asdict(self)
         d.pop("plan_id")

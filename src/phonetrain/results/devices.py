@@ -7,8 +7,8 @@ Sources, per run folder of the device (:mod:`phonetrain.layout` names the files)
 - ``device.json`` (adb devices): the ``getprop`` facts (``facts``: model, SoC, Android
   version, ABI; docs/device-sensors.md);
 - ``run.json``: the runner's ``device`` object (OpenCL runs: platform, device, version,
-  compute units, clock, memory, image support, timer resolution) and ``host`` object (CPU
-  model, logical cores).
+  compute units, clock, memory, image support, timer resolution; a Vulkan run's, ``"api":
+  "vulkan"``, is not read here) and ``host`` object (CPU model, logical cores).
 
 Each column takes the first value found over the device's run folders in the order given
 (folders that failed or hold no such file contribute nothing), so a device whose OpenCL runs
@@ -77,6 +77,8 @@ def _facts(run_dir: Path) -> tuple[str | None, str | None, dict[str, Any]]:
         phone = _json(run_dir / layout.DEVICE_READINGS).get("facts") or {}
         run = _json(run_dir / layout.RUN)
         cl = run.get("device") if isinstance(run.get("device"), dict) else {}
+        if cl.get("api") == "vulkan":   # a Vulkan device's object: not the OpenCL facts
+            cl = {}
         host = run.get("host") if isinstance(run.get("host"), dict) else {}
         for cols, src in ((PHONE_FACTS, phone), (OPENCL_FACTS, cl), (HOST_FACTS, host)):
             got |= {c: src[k] for c, k in cols.items() if src.get(k) not in (None, "")}

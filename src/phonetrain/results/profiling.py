@@ -30,7 +30,8 @@ the union of all command intervals on the host clock; ``gap_ms = max(wall_ms - b
 (launch overhead, host work between commands, waits); ``overlap_ms = sum(kinds) - busy_ms``
 (near 0 on an in-order queue). ``transfer_ms`` (data movement) sums ``h2d``, ``d2h``, ``map``,
 ``unmap``, ``d2d`` and the ``host`` rows that copy data to/from mapped buffers (``op`` =
-``map_copy``; for traces without ``op``: bytes > 0 and phase not ``load``), as in Das et al. 2022, where data movement is every
+``map_copy``, or ``staging_copy``: the Vulkan backend's copy between a host array and its
+staging buffer; for traces without ``op``: bytes > 0 and phase not ``load``), as in Das et al. 2022, where data movement is every
 host<->device copy. ``data_movement_share`` of a run is the sum of ``exposed_transfer_ms``
 over measured iterations divided by the sum of their ``wall_ms``, clipped to 0..1 (equal to
 the ``transfer_ms`` share where nothing overlaps).
@@ -182,10 +183,15 @@ def intersection_ns(a: list[tuple[float, float]], b: list[tuple[float, float]]) 
     return total
 
 
+# Host rows that move data: the copy into or out of a mapped buffer (OpenCL and Vulkan map
+# steps) and the copy into or out of a Vulkan staging buffer around an h2d/d2h copy command.
+HOST_COPY_OPS = ("map_copy", "staging_copy")
+
+
 def is_movement(trace: pd.DataFrame) -> pd.Series:
     """True for rows that move data between host and device memory (module docstring)."""
-    if "op" in trace:  # the runner names the host copy of a map step op "map_copy"
-        host_copy = (trace["kind"] == "host") & (trace["op"] == "map_copy")
+    if "op" in trace:  # the host copy of a map step ("map_copy") or of a Vulkan staging
+        host_copy = (trace["kind"] == "host") & trace["op"].isin(HOST_COPY_OPS)  # buffer
     else:
         host_copy = (trace["kind"] == "host") & (trace["bytes"] > 0) & (trace["phase"] != "load")
     return trace["kind"].isin(MOVEMENT_KINDS) | host_copy

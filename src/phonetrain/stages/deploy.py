@@ -28,6 +28,7 @@ from phonetrain.devices.base import TransportError
 from phonetrain.errors import StageError
 from phonetrain.io import write_json
 from phonetrain.kernels import load_version, stage_kernels, tuning
+from phonetrain.kernels.spirv import ShaderError, stage_spirv
 from phonetrain.plan import Plan
 from phonetrain.runner import Runner
 from phonetrain.stages.failed import record_failure
@@ -59,6 +60,19 @@ def device_plan(plan_json: str | Path, kernel: str | None,
     return tuning.tune_plan(plan, load_version(kernel), tuned)
 
 
+def _push_spirv(r: Runner, kernel: str, plan: Plan) -> int:
+    """Compile the plan's Vulkan shaders with glslc on this host and push the SPIR-V to the
+    device (``spirv/<version>/``); a shader that does not compile raises
+    :class:`~phonetrain.errors.StageError` with glslc's file:line messages."""
+    with tempfile.TemporaryDirectory(prefix="phonetrain-spirv-") as tmp:
+        try:
+            out = stage_spirv(kernel, Path(tmp), kernels={p.name for p in plan.programs})
+        except ShaderError as e:
+            raise StageError(str(e), "fix the shader; glslc's message names the file and "
+                                     "line") from None
+        return r.transport.push(out, layout.device_spirv(kernel))
+
+
 def deploy(job: Job) -> dict[str, Any]:
     """Make the device's plan, push the runner, the plan (with its tensors), the data and the
     kernel sources to the device's staging root, and write the manifest."""
@@ -77,7 +91,9 @@ def deploy(job: Job) -> dict[str, Any]:
             sent["plan"] = r.transport.push(plan_dir, remote_plan)
             sent["plan"] += r.transport.push(Path(job.output.plan), f"{remote_plan}/{layout.PLAN}")
             sent["data"] = r.transport.push(Path(job.input.data), s.data_dir)
-            if kernel:
+            if kernel and plan.backend == "vulkan":
+                sent["kernels"] = _push_spirv(r, kernel, plan)
+            elif kernel:
                 with tempfile.TemporaryDirectory(prefix="phonetrain-kernels-") as tmp:
                     src = stage_kernels(kernel, Path(tmp))
                     sent["kernels"] = r.transport.push(src, layout.device_kernels(kernel))

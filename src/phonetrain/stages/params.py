@@ -31,6 +31,7 @@ from phonetrain.config import Experiment, Sweep, config_hash, plan_config
 from phonetrain.data import HELDOUT_FRACTION, HELDOUT_SEED, batch_dir, dataset_info
 from phonetrain.kernels import source_hash, tuning
 from phonetrain.kernels.gemm import GemmShape, plan_shapes
+from phonetrain.kernels.spirv import shader_hash
 from phonetrain.layout import RUNNER_CACHE_REL, Layout, stage_root_rel
 from phonetrain.lowering import LowerSpec, lower
 from phonetrain.models import get_model
@@ -51,6 +52,15 @@ CPU_VERSION = "cpu"  # the GEMM study's name for the runner's CPU backend
 def kernel_hash(version: str) -> str:
     """16 hex digits of the version's resolved sources and build options."""
     return source_hash(version)[:16]
+
+
+def exp_kernel_hash(exp: Experiment) -> str | None:
+    """The kernel hash of what an experiment's device compiles: the version's OpenCL sources
+    (:func:`kernel_hash`), its Vulkan shaders (:func:`phonetrain.kernels.spirv.shader_hash`),
+    or None for the CPU backend."""
+    if exp.is_opencl:
+        return kernel_hash(exp.kernel)
+    return shader_hash(exp.kernel)[:16] if exp.is_vulkan else None
 
 
 def dataset_of(exp: Experiment) -> str:
@@ -106,7 +116,7 @@ def run_spec(exp: Experiment, data_dir: str) -> RunSpec:
         transfer=None if cpu else c["backend"]["transfer"], kernel=None if cpu else exp.kernel,
         dataset=dataset_of(exp), batch_size=c["model"]["batch_size"],
         config_hash=run_config_hash(exp),
-        kernel_hash=kernel_hash(exp.kernel) if exp.is_opencl else None,
+        kernel_hash=exp_kernel_hash(exp),
         stage_root=stage_root_rel(exp.device), data_dir=data_dir,
         device_config=c["device"], dataset_path=c["dataset"]["path"],
         measure=run_measure(exp), reuse_buffers=reuse_of(exp),
@@ -124,7 +134,7 @@ def plan_spec(exp: Experiment, data_dir: str) -> PlanSpec:
     """The :class:`PlanSpec` of one experiment (:func:`phonetrain.config.plan_config`)."""
     pc = plan_config(exp)
     m, b, ms = pc["model"], pc["backend"], pc["measure"]
-    opencl = b["kind"] == "opencl"
+    opencl = b["kind"] != "cpu"   # a device backend: OpenCL or Vulkan
     return PlanSpec(id=exp.id, model=m["name"], dataset=dataset_of(exp),
                     batch_size=m["batch_size"], lr=m["lr"], momentum=m["momentum"],
                     weight_decay=m["weight_decay"], backend=b["kind"],

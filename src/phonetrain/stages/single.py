@@ -25,6 +25,7 @@ from phonetrain import layout
 from phonetrain.config import Experiment, Sweep
 from phonetrain.io import read_json
 from phonetrain.kernels import source_files
+from phonetrain.kernels.spirv import shader_files
 from phonetrain.layout import Layout
 from phonetrain.stages import build, deploy, train
 from phonetrain.stages.stamp import made_from, not_current
@@ -65,7 +66,8 @@ def run_single(sweep: Sweep, exp: Experiment) -> Path:
     run(build.build_runner, _job(jp["runner"][d], O.log("build_runner", d), rt,
                                  outputs={"runner": runner}),
         "build-runner")
-    sources = [str(p) for p in source_files(exp.kernel)] if exp.is_opencl else []
+    sources = [str(p) for p in source_files(exp.kernel)] if exp.is_opencl else \
+        [str(p) for p in shader_files(exp.kernel)] if exp.is_vulkan else []
     tuned = []
     if exp.is_opencl:
         kp = jp["kernel"][(d, exp.kernel)]

@@ -1,0 +1,10 @@
+#version 450
+// X[i] = value (kernel ABI: src/kernels/README.md); one invocation per element, global [n].
+#include "vk_abi.glsl"
+
+void main()
+{
+    const int i = int(gl_GlobalInvocationID.x);
+    if (i >= n) return;
+    X[i] = value;
+}

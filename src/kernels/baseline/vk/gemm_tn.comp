@@ -1,0 +1,15 @@
+#version 450
+// C[M,N] = alpha * A[K,M]^T @ B[K,N] + beta * C (kernel ABI: src/kernels/README.md); one invocation per
+// element of C, a K-long dot product from global memory. global [N, M].
+#include "vk_abi.glsl"
+
+void main()
+{
+    const int n = int(gl_GlobalInvocationID.x), m = int(gl_GlobalInvocationID.y);
+    if (n >= N || m >= M) return;
+    float acc = 0.0;
+    for (int k = 0; k < K; ++k)
+        acc += A[k * M + m] * B[k * N + n];
+    const int idx = m * N + n;
+    C[idx] = beta == 0.0 ? alpha * acc : alpha * acc + beta * C[idx];
+}

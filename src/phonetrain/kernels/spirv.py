@@ -1,0 +1,121 @@
+"""A kernel version's Vulkan compute shaders: GLSL files ``src/kernels/<version>/vk/<kernel>.comp``
+(one per kernel of the ABI, named after it), compiled to SPIR-V with ``glslc`` on the host.
+
+A version has Vulkan kernels only where its folder has a ``vk/`` folder (so a version that
+rewrites its OpenCL GEMM never runs the baseline shaders under its own name); that folder
+inherits like the ``.cl`` files: a shader of the version replaces the inherited one of the
+same name, the ``inherits`` chain supplies the others. Every shader is
+compiled with ``-DPT_KERNEL_<kernel>`` and ``-I src/kernels``, so it includes the generated
+interface ``vk_abi.glsl`` (:mod:`.vk_abi`: push constants, bindings, the work-group size as
+specialization constants 0..2) and the shared helpers ``common.glsl``. The SPIR-V is what
+a device gets (``spirv/<version>/<kernel>.spv``, :func:`phonetrain.layout.device_spirv`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import PhonetrainError
+from ..io import make_temp_dir
+from ..layout import device_spirv
+from .versions import KERNELS_ROOT, load_version
+
+SHADER_DIR = "vk"
+SHADER_SUFFIX = ".comp"
+# Files beside the version folders that every shader may include.
+SHADER_INCLUDES = ("vk_abi.glsl", "common.glsl", "reduce.glsl")
+# glslc's target: Vulkan 1.0 (SPIR-V 1.0) runs on every Vulkan driver, Android's included.
+GLSLC_FLAGS = ("-fshader-stage=compute", "--target-env=vulkan1.0", "-O")
+
+
+class ShaderError(PhonetrainError):
+    """glslc is missing, or a shader does not compile; the message holds glslc's output,
+    which names the file and line."""
+
+
+def resolve_shaders(version_name: str, kernels_root: Path = KERNELS_ROOT) -> dict[str, Path]:
+    """``{kernel: path}`` of the version's shaders: its own ``vk/*.comp`` plus every inherited
+    one it does not replace (the nearest version in the chain wins), sorted by kernel; empty
+    when the version has no ``vk/`` folder of its own (:func:`has_shaders`)."""
+    version = load_version(version_name, kernels_root)
+    out: dict[str, Path] = {}
+    if not has_shaders(version_name, kernels_root):
+        return out
+    for vname in version.chain:
+        for p in sorted((Path(kernels_root) / vname / SHADER_DIR).glob(f"*{SHADER_SUFFIX}")):
+            out.setdefault(p.stem, p)
+    return dict(sorted(out.items()))
+
+
+def has_shaders(version_name: str, kernels_root: Path = KERNELS_ROOT) -> bool:
+    """Whether the version has Vulkan kernels: a ``vk/`` folder of its own."""
+    return (Path(kernels_root) / version_name / SHADER_DIR).is_dir()
+
+
+def shader_files(version_name: str, kernels_root: Path = KERNELS_ROOT) -> list[Path]:
+    """Every file a version's SPIR-V is compiled from: the includes, then the shaders."""
+    inc = [Path(kernels_root) / f for f in SHADER_INCLUDES if (Path(kernels_root) / f).is_file()]
+    return inc + list(resolve_shaders(version_name, kernels_root).values())
+
+
+def shader_hash(version_name: str, kernels_root: Path = KERNELS_ROOT) -> str:
+    """sha256 (hex) over the names and bytes of :func:`shader_files` and glslc's flags:
+    changes exactly when the compiled SPIR-V may change."""
+    h = hashlib.sha256(" ".join(GLSLC_FLAGS).encode())
+    for p in shader_files(version_name, kernels_root):
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def glslc() -> str:
+    """The glslc executable (``$GLSLC``, else ``glslc`` on PATH); :class:`ShaderError` saying
+    what to install when there is none."""
+    exe = os.environ.get("GLSLC") or shutil.which("glslc")
+    if not exe:
+        raise ShaderError("glslc (the GLSL -> SPIR-V compiler) is not installed; install it "
+                          "(Debian: apt-get install glslc) or set GLSLC=/path/to/glslc")
+    return exe
+
+
+def compile_shader(src: Path, out: Path, kernels_root: Path = KERNELS_ROOT) -> None:
+    """Compile one shader to SPIR-V at ``out``. Raises :class:`ShaderError` with glslc's
+    messages (``<file>:<line>: error: ...``) when it does not compile."""
+    src = Path(src)
+    cmd = [glslc(), *GLSLC_FLAGS, f"-DPT_KERNEL_{src.stem}", "-I", str(kernels_root),
+           str(src), "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ShaderError(f"shader {src} does not compile (glslc):\n{proc.stderr.strip()}")
+
+
+def stage_spirv(version_name: str, dest_root: Path, kernels_root: Path = KERNELS_ROOT,
+                kernels: set[str] | None = None) -> Path:
+    """Compile the version's shaders (only ``kernels`` where given) into
+    ``dest_root/spirv/<version>/<kernel>.spv``, replacing that folder atomically (a temp
+    folder renamed into place), and return it. The first shader that fails raises
+    :class:`ShaderError` and leaves the folder as it was."""
+    shaders = resolve_shaders(version_name, kernels_root)
+    if kernels is not None:
+        shaders = {k: p for k, p in shaders.items() if k in kernels}
+    dest = Path(dest_root) / device_spirv(version_name)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = make_temp_dir(dest.parent, f".{version_name}.")
+    try:
+        for kernel, path in shaders.items():
+            compile_shader(path, tmp / f"{kernel}.spv", kernels_root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if dest.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{version_name}.old.", dir=dest.parent))
+        dest.rename(old / version_name)
+        tmp.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(dest)
+    return dest

@@ -1,0 +1,45 @@
+"""Lowering for backend=vulkan: the same steps as OpenCL, one SPIR-V program per kernel,
+and clear refusals for what the Vulkan backend has no shaders or placement for."""
+
+import shutil
+
+import pytest
+
+from phonetrain.kernels import KERNELS_ROOT
+from phonetrain.lowering import LowerError, LowerSpec, lower
+
+
+def test_vulkan_plan_has_the_opencl_steps_and_a_program_per_kernel():
+    vk = lower(LowerSpec(model="mlp_784_256_128_16", backend="vulkan", placement="staged",
+                         transfer="copy"))
+    cl = lower(LowerSpec(model="mlp_784_256_128_16", backend="opencl", placement="staged",
+                         transfer="copy"))
+    assert vk.backend == "vulkan"
+    assert [(s.op, s.name, s.args) for s in vk.steps] == [(s.op, s.name, s.args) for s in cl.steps]
+    kernels = sorted({s.name for s in vk.steps if s.op == "kernel"})
+    assert [p.name for p in vk.programs] == kernels
+    assert all(p.source == f"spirv/baseline/{p.name}.spv" for p in vk.programs)
+
+
+def test_a_version_without_shaders_is_refused():
+    """tiled rewrites the OpenCL GEMM and has no vk/ folder: it must not run the baseline
+    shaders under its own name."""
+    with pytest.raises(LowerError, match="no Vulkan shader"):
+        lower(LowerSpec(model="mlp_16_16", backend="vulkan", placement="resident",
+                        transfer="copy", kernel="tiled"))
+
+
+def test_missing_shaders_are_named(tmp_path):
+    """A copy of the kernels whose baseline lacks one shader: the lowering names it."""
+    root = tmp_path / "kernels"
+    shutil.copytree(KERNELS_ROOT, root)
+    (root / "baseline" / "vk" / "dwconv3x3_fwd.comp").unlink()
+    with pytest.raises(LowerError, match=r"\['dwconv3x3_fwd'\]"):
+        lower(LowerSpec(model="mobilenetv2_small", backend="vulkan", placement="resident",
+                        transfer="copy"), kernels_root=root)
+
+
+def test_pipelined_is_refused_on_vulkan():
+    with pytest.raises(LowerError, match="vulkan backend needs one of"):
+        LowerSpec(model="mlp_16_16", backend="vulkan", placement="pipelined",
+                  transfer="copy").check()

@@ -1,0 +1,165 @@
+"""The Vulkan backend on Mesa lavapipe: every baseline shader against the numpy oracle, the
+training step of the four study models verified per step against the reference in each
+placement, a shader that does not compile, and the runner's errors for a Vulkan bundle."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers.kernel_cases import Case, group_cases
+from phonetrain import reference
+from phonetrain import runner as runner_api
+from phonetrain.kernels import bind_args, geometry, kernel_flops, load_version
+from phonetrain.kernels.spirv import ShaderError, resolve_shaders, stage_spirv
+from phonetrain.layout import device_spirv
+from phonetrain.lowering import LowerSpec, write_bundle
+from phonetrain.plan import Plan, Program, Step, Tensor
+from phonetrain.results import profiling
+
+# The groups of tests/helpers/kernel_cases.py whose every kernel has a baseline shader.
+GROUPS = ["gemm", "elementwise", "conv", "pool", "loss", "optimizer", "mobile"]
+PADDED_LOCAL = {1: [32], 2: [8, 4]}
+PLACEMENTS = [("resident", "copy"), ("staged", "copy"), ("resident", "map"), ("staged", "map")]
+
+
+def _arg(a: object, ids: dict[str, int]) -> dict:
+    if isinstance(a, str):
+        return {"t": ids[a]}
+    return {"f": float(a)} if isinstance(a, float) else {"i": int(a)}
+
+
+def _kernel_plan(cases: list[Case], root: Path, padded: bool) -> Plan:
+    """One Vulkan plan running every case once on its own device tensors (loaded from
+    ``root/tensors``), every output dumped; ``padded`` rounds each global size up to a
+    multiple of an explicit local size (invocations past the edge must return early)."""
+    (root / "tensors").mkdir(parents=True, exist_ok=True)
+    kv = load_version("baseline")
+    tensors: list[Tensor] = []
+    steps: list[Step] = []
+    dumps: list[int] = []
+    for ci, case in enumerate(cases):
+        ids = {}
+        for name, arr in case.arrays.items():
+            tname = f"c{ci}_{name}"
+            (root / "tensors" / f"{tname}.bin").write_bytes(arr.astype(arr.dtype.newbyteorder("<")).tobytes())
+            ids[name] = len(tensors)
+            tensors.append(Tensor(id=len(tensors), name=tname, shape=[arr.size], role="scratch",
+                                  dtype="i32" if arr.dtype == np.int32 else "f32", home="device",
+                                  init={"kind": "file", "path": f"tensors/{tname}.bin"}))
+        args = [_arg(a, ids) for a in case.args]
+        bound = bind_args(case.kernel, args)
+        glob, local = geometry(case.kernel, bound, kv)
+        if padded:
+            local = PADDED_LOCAL[len(glob)]
+            glob = [-(-g // ls) * ls for g, ls in zip(glob, local)]
+        steps.append(Step(op="kernel", name=case.kernel, args=args, global_size=glob,
+                          local_size=local, flops=kernel_flops(case.kernel, bound),
+                          layer=case.label, phase="forward"))
+        dumps += [ids[o] for o in case.outputs]
+    kernels = sorted({c.kernel for c in cases})
+    stage_spirv("baseline", root, kernels=set(kernels))
+    programs = [Program(name=k, source=f"{device_spirv('baseline')}/{k}.spv", options="")
+                for k in kernels]
+    plan = Plan(name="kernels/baseline/vulkan", backend="vulkan", tensors=tensors, steps=steps,
+                programs=programs, warmup=0, iterations=1, dumps=dumps)
+    plan.validate()
+    return plan
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["abi-launch", "padded"])
+@pytest.mark.parametrize("group", GROUPS)
+def test_vulkan_shaders_match_numpy(runner, lavapipe, tmp_path, group, padded):
+    cases = group_cases(group)
+    root = tmp_path / "bundle"
+    plan = _kernel_plan(cases, root, padded)
+    plan.save(root / "plan.json")
+    doc = runner_api.run_plan(runner, root / "plan.json", root, tmp_path / "out",
+                              device_selector=lavapipe)
+    assert doc["backend"] == "vulkan" and "llvmpipe" in doc["device"]["name"]
+    failures = []
+    for ci, case in enumerate(cases):
+        for out in case.outputs:
+            want = case.expected[out]
+            got = np.fromfile(tmp_path / "out" / "dumps" / f"c{ci}_{out}.f32", dtype=want.dtype)
+            try:
+                if case.exact:
+                    np.testing.assert_array_equal(got, want)
+                else:
+                    np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol)
+            except AssertionError as e:
+                failures.append(f"{case.label} ({out}): {str(e).strip().splitlines()[:4]}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("placement,transfer", PLACEMENTS,
+                         ids=[f"{p}-{t}" for p, t in PLACEMENTS])
+@pytest.mark.parametrize("model", ["mlp_784_256_128_16", "lenet5", "vgg_small",
+                                   "mobilenetv2_small"])
+def test_vulkan_training_step_verifies(runner, lavapipe, tmp_path, model, placement, transfer):
+    """Three SGD steps (momentum, weight decay) on lavapipe, each checkpointed step
+    reproduced by the numpy reference; the trace has device times for every command."""
+    spec = LowerSpec(model=model, batch_size=4, backend="vulkan", placement=placement,
+                     transfer=transfer, warmup=1, iterations=2, num_batches=2, momentum=0.9,
+                     weight_decay=1e-3, dumps="all")
+    plan_path = write_bundle(spec, tmp_path)
+    out = tmp_path / "out"
+    doc = runner_api.run_plan(runner, plan_path, tmp_path, out, device_selector=lavapipe)
+    assert doc["status"] == "ok" and doc["backend"] == "vulkan" and len(doc["iters"]) == 3
+    v = reference.verify_run_dir(Plan.load(plan_path), tmp_path, out)
+    assert v["method"] == "per-step" and v["ok"], (v["worst"], v["max_abs_err"])
+    assert [s["iteration"] for s in v["steps"]] == [0, 1, 2]
+    assert doc["device"]["memory_types"] and "host_visible_device_local" in doc["device"]
+    trace = runner_api.read_trace(out)
+    device_rows = trace[trace["kind"].isin(["kernel", "h2d", "d2h"])]
+    assert len(device_rows) and (device_rows["end_ns"] >= device_rows["start_ns"]).all()
+    assert (device_rows["start_ns"] > 0).all()
+    kinds = set(trace["kind"])
+    assert ({"map", "unmap"} <= kinds) == (transfer == "map")
+    assert ("h2d" in kinds) == (transfer == "copy")
+    host_copies = set(trace.loc[trace["kind"] == "host", "op"]) - {"load"}
+    assert host_copies == {"map_copy" if transfer == "map" else "staging_copy"}
+    # every device row's interval on the host clock lies within its own host span: the
+    # profiling's clock alignment finds one offset for the run
+    assert np.isfinite(profiling.clock_offset(trace)[1])
+
+
+def test_shader_compile_error_names_file_and_line(tmp_path):
+    """A planted syntax error in a copy of the kernels: staging the version's SPIR-V fails
+    with glslc's message naming the shader and the line, and leaves no SPIR-V folder."""
+    root = tmp_path / "kernels"
+    shutil.copytree(Path(resolve_shaders("baseline")["relu_fwd"]).parents[2], root)
+    shader = root / "baseline" / "vk" / "relu_fwd.comp"
+    lines = shader.read_text().splitlines()
+    body = lines.index("    Y[i] = max(X[i], 0.0);")
+    lines[body] = lines[body].replace(";", "")   # a missing semicolon
+    shader.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ShaderError) as e:
+        stage_spirv("baseline", tmp_path / "stage", kernels_root=root)
+    assert f"relu_fwd.comp:{body + 2}: error" in str(e.value) or \
+        f"relu_fwd.comp:{body + 1}: error" in str(e.value), str(e.value)
+    assert not (tmp_path / "stage" / device_spirv("baseline")).exists()
+
+
+def test_missing_spirv_is_a_bundle_error(runner, lavapipe, tmp_path):
+    spec = LowerSpec(model="mlp_16_16", batch_size=4, backend="vulkan", placement="resident",
+                     transfer="copy", warmup=0, iterations=1, num_batches=1, dataset="synthetic")
+    plan_path = write_bundle(spec, tmp_path)
+    prog = json.loads(plan_path.read_text())["programs"][0]
+    (tmp_path / prog["source"]).unlink()
+    with pytest.raises(runner_api.BundleFileError, match=prog["name"]):
+        runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out",
+                            device_selector=lavapipe)
+
+
+def test_no_matching_vulkan_device_lists_the_devices(runner, lavapipe, tmp_path):
+    spec = LowerSpec(model="mlp_16_16", batch_size=4, backend="vulkan", placement="resident",
+                     transfer="copy", warmup=0, iterations=1, num_batches=1, dataset="synthetic")
+    plan_path = write_bundle(spec, tmp_path)
+    sel = runner_api.DeviceSelector(vk_device="no-such-gpu")
+    with pytest.raises(runner_api.NoDeviceError, match="llvmpipe"):
+        runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out", device_selector=sel)
