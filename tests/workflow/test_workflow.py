@@ -67,12 +67,12 @@ def test_report_has_every_section_and_figure(completed_workspace: Path, tmp_path
     # the tiny study evaluates no held-out split, sweeps no batch and reads no battery: those
     # figures are one line saying so; every other figure is a picture, SVG beside PNG
     no_data = {"accuracy", "batch_sweep", "energy"}
-    for name, title in build.FIGURES.items():
+    for name, fig in build.FIGURES.items():
         assert (out / "figures" / f"{name}.png").stat().st_size > 0, name
         assert (out / "figures" / f"{name}.svg").stat().st_size > 0, name  # SVG beside PNG
         pictured = f"figures/{name}.png" in md and f"figures/{name}.svg" in md
         assert pictured == (name not in no_data), name
-        assert (f"*{title}*: no data: " in md) == (name in no_data), name
+        assert (f"*{fig.title}*: no data: " in md) == (name in no_data), name
     assert "data:image/png;base64," in html  # self-contained
     for rid in IDS:
         assert rid.split(".")[0] in md
