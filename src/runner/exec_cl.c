@@ -366,20 +366,6 @@ static cl_event enqueue_step(run_ctx *rc, pt_step *s, int k, int iteration)
     return ev;
 }
 
-/* The memcpy between the host copy and the mapped pointer: its own host row. */
-static void map_copy(run_ctx *rc, pt_step *s, int iteration, int warmup, int seq, int k)
-{
-    pt_tensor *t = &rc->plan->tensors[s->tensor];
-    trace_row *r = trace_step(&rc->tr, rc->plan, s, iteration, warmup, seq, k);
-    r->op = "map_copy";
-    r->kind = "host";
-    r->flops = 0;
-    r->host_begin_ns = monotonic_ns();
-    if (s->map_write) memcpy(t->mapped, t->host, t->size_bytes);
-    else memcpy(t->host, t->mapped, t->size_bytes);
-    r->host_end_ns = monotonic_ns();
-}
-
 /* Before a kernel reading copied image views: one clEnqueueCopyBufferToImage per view, each
  * its own d2d row (op "image_copy", named after the tensor), so the copy's time shows.
  * Returns the next seq. */
@@ -456,7 +442,7 @@ uint64_t cl_iteration(run_ctx *rc, int iteration, int warmup)
         r->host_end_ns = monotonic_ns();
         r->event = ev;
         rc->step_events[k] = ev;   /* released by read_profile, after the clFinish below */
-        if (s->op == OP_MAP) map_copy(rc, s, iteration, warmup, seq++, k);
+        if (s->op == OP_MAP) trace_map_copy(&rc->tr, rc->plan, s, iteration, warmup, seq++, k);
     }
     CL_CHECK(CL.clFinish(rc->queue), "the end of an iteration");
     rc->q0_writes_pending = 0;

@@ -612,20 +612,6 @@ static void run_step(run_ctx *rc, pt_step *s, int k, int row, int iteration)
     }
 }
 
-/* The memcpy between the host copy and the mapped pointer: its own host row. */
-static void map_copy(run_ctx *rc, pt_step *s, int iteration, int warmup, int seq, int k)
-{
-    pt_tensor *t = &rc->plan->tensors[s->tensor];
-    trace_row *r = trace_step(&rc->tr, rc->plan, s, iteration, warmup, seq, k);
-    r->op = "map_copy";
-    r->kind = "host";
-    r->flops = 0;
-    r->host_begin_ns = monotonic_ns();
-    if (s->map_write) memcpy(t->mapped, t->host, t->size_bytes);
-    else memcpy(t->host, t->mapped, t->size_bytes);
-    r->host_end_ns = monotonic_ns();
-}
-
 /* The memcpy between a tensor's host copy and its staging buffer, its own host row (op
  * "staging_copy", data movement like a map's copy): before an h2d (after waiting for the
  * open batch where it still copies out of that staging buffer), after a d2h. */
@@ -686,7 +672,7 @@ uint64_t vk_iteration(run_ctx *rc, int iteration, int warmup)
         trace_row *r = &rc->tr.rows[idx];
         uint64_t now = monotonic_ns();
         if (r->host_end_ns < now) r->host_end_ns = now;
-        if (s->op == OP_MAP) map_copy(rc, s, iteration, warmup, seq++, k);
+        if (s->op == OP_MAP) trace_map_copy(&rc->tr, rc->plan, s, iteration, warmup, seq++, k);
         if (s->op == OP_D2H) staging_copy(rc, s, iteration, warmup, seq++, k);
     }
     flush(rc, "the end of an iteration");

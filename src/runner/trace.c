@@ -41,6 +41,20 @@ trace_row *trace_step(trace *t, const pt_plan *p, const pt_step *s, int iteratio
     return r;
 }
 
+void trace_map_copy(trace *t, const pt_plan *p, const pt_step *s, int iteration, int warmup,
+                    int seq, int k)
+{
+    const pt_tensor *x = &p->tensors[s->tensor];
+    trace_row *r = trace_step(t, p, s, iteration, warmup, seq, k);
+    r->op = "map_copy";
+    r->kind = "host";
+    r->flops = 0;
+    r->host_begin_ns = monotonic_ns();
+    if (s->map_write) memcpy(x->mapped, x->host, x->size_bytes);
+    else memcpy(x->host, x->mapped, x->size_bytes);
+    r->host_end_ns = monotonic_ns();
+}
+
 /* CSV field: quoted only when it holds a comma, quote or newline (RFC 4180). */
 static void csv_str(jwriter *w, const char *s)
 {

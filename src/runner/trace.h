@@ -32,6 +32,12 @@ trace_row *trace_add(trace *t);           /* appends a zeroed row with device ti
 trace_row *trace_step(trace *t, const pt_plan *p, const pt_step *s, int iteration, int warmup,
                       int seq, int k);
 
+/* The memcpy of map step k between its tensor's host copy and mapped pointer (direction by
+ * the step's map_write), timed on the host as its own row (op "map_copy", kind "host"): the
+ * map's data movement, the same row for every GPU backend. */
+void trace_map_copy(trace *t, const pt_plan *p, const pt_step *s, int iteration, int warmup,
+                    int seq, int k);
+
 /* The CSV header and rows; returns a malloc'd buffer (len in *len). */
 char *trace_csv(const trace *t, size_t *len);
 
