@@ -17,13 +17,12 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from ..errors import PhonetrainError
 from ..io import make_temp_dir
 from ..layout import device_spirv
-from .versions import KERNELS_ROOT, load_version
+from .versions import KERNELS_ROOT, load_version, swap_in
 
 SHADER_DIR = "vk"
 SHADER_SUFFIX = ".comp"
@@ -111,11 +110,4 @@ def stage_spirv(version_name: str, dest_root: Path, kernels_root: Path = KERNELS
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if dest.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{version_name}.old.", dir=dest.parent))
-        dest.rename(old / version_name)
-        tmp.rename(dest)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(dest)
-    return dest
+    return swap_in(tmp, dest)

@@ -555,9 +555,16 @@ def stage_kernels(version_name: str, dest_root: Path,
     tmp = make_temp_dir(dest.parent, f".{version_name}.")
     for fname, path in sources.items():
         (tmp / fname).write_text(assemble_source(path, kernels_root))
-    if dest.exists():  # move the old folder aside (a unique name: stagers may race)
-        old = Path(tempfile.mkdtemp(prefix=f".{version_name}.old.", dir=dest.parent))
-        dest.rename(old / version_name)
+    return swap_in(tmp, dest)
+
+
+def swap_in(tmp: Path, dest: Path) -> Path:
+    """Put the finished folder ``tmp`` at ``dest`` (a sibling path), replacing any folder
+    there: the old one is first renamed into a uniquely named folder beside it (stagers of
+    one device may race) and removed after the rename. Returns ``dest``."""
+    if dest.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
+        dest.rename(old / dest.name)
         tmp.rename(dest)
         shutil.rmtree(old, ignore_errors=True)
     else:
