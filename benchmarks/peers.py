@@ -941,14 +941,18 @@ def host_facts(pt: Phonetrain | None) -> dict:
             "opencl": cl, "os": platform.platform()}
 
 
-def phonetrain_commit() -> str:
+def phonetrain_commit(copied_from: str | None = None) -> str:
     """The revision of the phonetrain checkout whose package this script imports (its own
     ``src/``), not of whatever repository encloses the working folder: ``git rev-parse`` of
     that checkout, ``-dirty`` with edits; a copy without its own ``.git`` (inside another
     repository, say) is ``not a git checkout, sources <hash>``
-    (:func:`phonetrain.results.provenance.git_rev`)."""
-    from phonetrain.results.provenance import git_rev
-    return git_rev()
+    (:func:`phonetrain.results.provenance.git_rev`), followed by ``, copied from
+    <copied_from>`` when the copier named the commit it copied (``--source-commit``)."""
+    from phonetrain.results.provenance import NOT_GIT, git_rev
+    rev = git_rev()
+    if copied_from and rev.startswith(NOT_GIT):
+        return f"{rev}, copied from {copied_from}"
+    return rev
 
 
 def fmt_row(r: dict) -> str:
@@ -1018,6 +1022,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="--kernel best: also try tunable versions that have no tuning under "
                     "--tuning-dir, with their defaults (skipped otherwise)")
     ap.add_argument("--runner", help="runner binary (default: build one with cc)")
+    ap.add_argument("--source-commit", metavar="REV",
+                    help="the commit a copy of the tree without its .git was made from: "
+                    "recorded beside its sources hash")
     ap.add_argument("--tinygrad-devices", default="CL,CUDA")
     ap.add_argument("--tinygrad-cl-platform",
                     help="OpenCL platform (name substring) for tinygrad's CL backend; "
@@ -1124,7 +1131,7 @@ def main(argv: list[str] | None = None) -> int:
     from phonetrain import __version__ as pt_version
     host = host_facts(pt)
     host["loadavg_start"] = load_start
-    versions = {"phonetrain": f"{pt_version} ({phonetrain_commit()})",
+    versions = {"phonetrain": f"{pt_version} ({phonetrain_commit(a.source_commit)})",
                 "python": platform.python_version(), "numpy": np.__version__,
                 "peer python": a.python}
     command = "python " + " ".join(shlex.quote(x) for x in

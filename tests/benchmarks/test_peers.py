@@ -208,3 +208,16 @@ def test_killed_run_keeps_its_finished_rows(runner, tmp_path):
     from phonetrain.results.provenance import git_rev
     ours = git_rev.__wrapped__()    # not the session's cached revision: read it now
     assert ours in doc["versions"]["phonetrain"] and other not in doc["versions"]["phonetrain"]
+
+
+def test_a_copy_without_git_names_the_commit_it_was_copied_from(monkeypatch):
+    """--source-commit: a tree copied without its .git records its sources hash and the
+    commit it was copied from; a real checkout keeps its own revision, whatever was given."""
+    from phonetrain.results import provenance
+    peers = _peers_module()
+    monkeypatch.setattr(provenance, "git_rev", lambda: f"{provenance.NOT_GIT}, sources 5eed")
+    assert peers.phonetrain_commit("0123abcd") == \
+        "not a git checkout, sources 5eed, copied from 0123abcd"
+    assert peers.phonetrain_commit(None) == "not a git checkout, sources 5eed"
+    monkeypatch.setattr(provenance, "git_rev", lambda: "0123456789ab")
+    assert peers.phonetrain_commit("ffff") == "0123456789ab"
