@@ -2,15 +2,18 @@
 # One lease of a lent NVIDIA machine for the GPU step's questions (docs/benchmarks.md), every
 # step in its own `timeout` so one slow step cannot cost the others, every result under $OUT as
 # it completes:
-#   ab.json     the fused step, events off, kernel variants in alternating rounds
-#               (bench_runner_ab.py; every run verified per step)
+#   ab.json     the fused step, events off, plain against split-K convolution updates
+#               (splitk=1024) in alternating rounds (bench_runner_ab.py; every run verified
+#               per step; add NAME=RUNNER:KEY=VALUE arms for kernel variants)
 #   torch.json  PyTorch CPU eager / CUDA eager / CUDA graphs (peers.py --peers torch)
 #   cpu1.log    the CPU backend at one thread, LeNet-5, processes alternating without and with
 #               `taskset -c 0` (peers.py; rows printed as they complete)
 #   vk.log      the baseline step on Vulkan (NVIDIA's driver) beside OpenCL, events off
 #   gemm.log    cuBLAS FP32 and tuned `tiled` at 1024/2048/4096 (bench_cublas.py, bench_gemm.py)
 #   facts.txt, all.log
-# Run from a copy of the tree whose parent holds gl/ (libvulkan1 .deb), vkinc/ (the Vulkan
+# Run from a copy of the tree whose parent holds gl/ (the .debs of libvulkan1 and of libglvnd0,
+# libglx0, libgl1, libegl1, libopengl0, libgles2: NVIDIA's Vulkan driver libGLX_nvidia needs
+# libglvnd, else vkCreateInstance returns VK_ERROR_INCOMPATIBLE_DRIVER), vkinc/ (the Vulkan
 # headers, so the runner builds with its Vulkan backend) and spv/baseline/ (the baseline
 # shaders compiled with glslc where it exists); COMMIT names the copied commit.
 set -u
@@ -37,11 +40,9 @@ print(build_runner(Path('/tmp/rb')))") || { say "runner build failed"; exit 1; }
 say "runner $RB"
 
 AB=(python3 benchmarks/bench_runner_ab.py --source-commit "$REV")
-say "A/B: linear_fwd split sums and split-K convolution updates, events off"
-timeout -k 5 "${AB_S:-190}" "${AB[@]}" --platform NVIDIA --models "$MODELS" --rounds 2 \
-    --profiling off --json "$OUT/ab.json" base="$RB" \
-    "s22x8=$RB:LIN_SX=2,LIN_SY=2,local.linear_fwd=8x8" "s22x16=$RB:LIN_SX=2,LIN_SY=2" \
-    "splitk=$RB:splitk=1024" | tail -n 20
+say "A/B: split-K convolution updates, events off"
+timeout -k 5 "${AB_S:-190}" "${AB[@]}" --platform NVIDIA --models "$MODELS" --rounds 3 \
+    --profiling off --json "$OUT/ab.json" base="$RB" "splitk=$RB:splitk=1024" | tail -n 20
 
 say "PyTorch peers"
 timeout -k 5 "${TORCH_S:-75}" python3 benchmarks/peers.py --peers torch --platforms none \

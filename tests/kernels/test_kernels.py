@@ -59,14 +59,13 @@ def _arg(a: object, ids: dict[str, int]) -> dict:
 
 
 def build_plan(cases: list[Case], backend: str, version: str, root: Path,
-               launch: str = "version", kv=None) -> Plan:
+               launch: str = "version") -> Plan:
     """One plan running every case once (no warm-up), each on its own tensors, loaded from
     files in ``root/tensors``; every output tensor is dumped. OpenCL tensors live on the
     device (uploaded at set-up, dumped from the device copy). ``launch="padded"`` rounds each
-    global size up to a multiple of :data:`PADDED_LOCAL` and sets that local size. ``kv``: the
-    version's defines and local sizes to use instead of its ``version.yaml``'s (a variant)."""
+    global size up to a multiple of :data:`PADDED_LOCAL` and sets that local size."""
     (root / "tensors").mkdir(parents=True, exist_ok=True)
-    kv = kv or load_version(version)
+    kv = load_version(version)
     tensors: list[Tensor] = []
     steps: list[Step] = []
     dumps: list[int] = []

@@ -20,9 +20,7 @@
  * Parameters: LOSS_WG, the largest work-group softmax_xent_bwd uses for its rows (the local
  * array of per-work-item loss partials; extra work-items still share the input-gradient
  * product); LIN_T, the largest work-group side of linear_fwd (the rows of its local tiles)
- * and LIN_TK, the depth of the slices of X and W it stages in local memory; LIN_SX x LIN_SY,
- * the outputs (along O x along B) one work-item of linear_fwd sums over its LIN_SX*LIN_SY-th
- * of each slice (1 x 1: each work-item its own output's whole sum). */
+ * and LIN_TK, the depth of the slices of X and W it stages in local memory. */
 
 #ifndef LOSS_WG
 #define LOSS_WG 64
@@ -33,51 +31,22 @@
 #ifndef LIN_TK
 #define LIN_TK 64
 #endif
-#ifndef LIN_SX
-#define LIN_SX 1
-#endif
-#ifndef LIN_SY
-#define LIN_SY 1
-#endif
-#define LIN_S (LIN_SX * LIN_SY)
 
 /* Y[b,o] = act(sum_i X[b,i] * W[o,i] + bias[o]), act = ReLU when act != 0.
  * NDRange [O, B] rounded up to whole work-groups of at most [LIN_T, LIN_T] (version.yaml sets
- * the local size; with LIN_S > 1 its sides must be multiples of LIN_SX and LIN_SY). A
- * work-group stages LIN_TK-deep slices of its rows of X and of W in local memory, loaded along
- * i (coalesced: rows are contiguous, while one work-item per output reading its own rows would
- * stride by I).
- * LIN_S == 1: each work-item sums its own output's i in order, the same sum as one work-item
- * looping over i.
- * LIN_S > 1 (the split sum): the work-group's outputs fall in blocks of LIN_SX (o) x LIN_SY (b);
- * LIN_S work-items share a block, work-item s of a block summing, for each of the block's
- * outputs, the s-th LIN_TK/LIN_S-long part of every slice (slices in order, i in order within
- * a part); the LIN_S partial sums of each output are then added in s order through local
- * memory. The grouping differs from the in-order sum, the result is the same on every run: a
- * chain of I/LIN_S dependent steps per work-item instead of I, with LIN_S outputs' loads
- * shared. LIN_TK must be a multiple of LIN_S. */
-#if LIN_TK % LIN_S
-#error "linear_fwd: LIN_TK must be a multiple of LIN_SX * LIN_SY"
-#endif
+ * [LIN_T, LIN_T]). A work-group stages LIN_TK-deep slices of its rows of X and of W in local
+ * memory, loaded along i (coalesced: rows are contiguous, while one work-item per output
+ * reading its own rows would stride by I), and each work-item still sums its i in order: the
+ * same sum as one work-item looping over i. */
 __kernel void linear_fwd(const int B, const int O, const int I, const int act,
                          __global const float *X, __global const float *W,
                          __global const float *bias, __global float *Y)
 {
     __local float xs[LIN_T][LIN_TK + 1], ws[LIN_T][LIN_TK + 1];   /* +1: rows in other banks */
-#if LIN_S > 1
-    __local float part[LIN_S][LIN_T * LIN_T];                      /* [s][output of the tile] */
-#endif
     const int lx = get_local_size(0), ly = get_local_size(1), nl = lx * ly;
     const int lo = get_local_id(0), lb = get_local_id(1), lid = lb * lx + lo;
     const int o0 = get_group_id(0) * lx, b0 = get_group_id(1) * ly;
-    /* this work-item's part s of its block's sums; LIN_S == 1: its own output (ro, rb) = (lo,
-     * lb), the whole slice */
-    const int s = lid % LIN_S, blk = lid / LIN_S, bx = lx / LIN_SX;
-    const int ro = (blk % bx) * LIN_SX, rb = (blk / bx) * LIN_SY, kq = LIN_TK / LIN_S;
-    float acc[LIN_SY][LIN_SX];
-    for (int v = 0; v < LIN_SY; ++v)
-        for (int u = 0; u < LIN_SX; ++u)
-            acc[v][u] = 0.0f;
+    float acc = 0.0f;
     for (int i0 = 0; i0 < I; i0 += LIN_TK) {
         /* every work-item meets the barriers: rows and columns past the edge load zeros */
         for (int e = lid; e < ly * LIN_TK; e += nl) {
@@ -89,35 +58,15 @@ __kernel void linear_fwd(const int B, const int O, const int I, const int act,
             ws[r][k] = (o0 + r < O && i0 + k < I) ? W[(size_t)(o0 + r) * I + i0 + k] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        const int k1 = min(s * kq + kq, I - i0);
-        for (int k = s * kq; k < k1; ++k) {
-            float xv[LIN_SY], wv[LIN_SX];
-            for (int v = 0; v < LIN_SY; ++v)
-                xv[v] = xs[rb + v][k];
-            for (int u = 0; u < LIN_SX; ++u)
-                wv[u] = ws[ro + u][k];
-            for (int v = 0; v < LIN_SY; ++v)
-                for (int u = 0; u < LIN_SX; ++u)
-                    acc[v][u] += xv[v] * wv[u];
-        }
+        const int kn = min(LIN_TK, I - i0);
+        for (int k = 0; k < kn; ++k)
+            acc += xs[lb][k] * ws[lo][k];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const int o = o0 + lo, b = b0 + lb;
-#if LIN_S > 1
-    for (int v = 0; v < LIN_SY; ++v)
-        for (int u = 0; u < LIN_SX; ++u)
-            part[s][(rb + v) * lx + ro + u] = acc[v][u];
-    barrier(CLK_LOCAL_MEM_FENCE);
     if (o >= O || b >= B) return;
-    float total = 0.0f;
-    for (int t = 0; t < LIN_S; ++t)
-        total += part[t][lid];
-#else
-    if (o >= O || b >= B) return;
-    float total = acc[0][0];
-#endif
-    total += bias[o];
-    Y[(size_t)b * O + o] = (act && !(total > 0.0f)) ? 0.0f : total;
+    acc += bias[o];
+    Y[(size_t)b * O + o] = (act && !(acc > 0.0f)) ? 0.0f : acc;
 }
 
 /* Direct convolution writing NCHW: Y[b,oc,oh,ow] = act(bias[oc] + sum over (c, kh, kw) of
