@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
-import os
 import shutil
 import statistics
 import sys
@@ -42,6 +40,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from phonetrain import reference  # noqa: E402
 from phonetrain.data import write_batches  # noqa: E402
+from phonetrain.io import write_json  # noqa: E402
 from phonetrain.kernels import bind_args, geometry, load_version, stage_kernels  # noqa: E402
 from phonetrain.kernels.spirv import stage_spirv  # noqa: E402
 from phonetrain.layout import device_spirv, plan_dir_rel  # noqa: E402
@@ -142,12 +141,10 @@ def parse_arms(ap: argparse.ArgumentParser, arms: list[str]) -> list[tuple[str, 
 
 
 def save_json(path: str | None, doc: dict) -> None:
-    """``doc`` to ``path`` atomically (temp file + rename); nothing without ``--json``."""
-    if not path:
-        return
-    tmp = Path(path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, path)
+    """``doc`` to ``path`` atomically (:func:`phonetrain.io.write_json`); nothing without
+    ``--json``."""
+    if path:
+        write_json(doc, path)
 
 
 def main() -> int:
