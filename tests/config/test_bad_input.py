@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from phonetrain import config as C
+from phonetrain.config import validate as C
 from phonetrain.cli import main
 from phonetrain.config import ConfigError, compose_one, compose_sweep
 from phonetrain.data import DatasetError, load
