@@ -62,23 +62,23 @@ class Finding:
     measured: bool = True
 
 
-def _ref(run_ids) -> list[str]:
+def run_refs(run_ids) -> list[str]:
     """Row references ``runs.parquet: <run_id>``."""
     return [f"runs.parquet: {r}" for r in run_ids]
 
 
-def _ok(runs: pd.DataFrame) -> pd.DataFrame:
+def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The verified runs (status ``ok``); unstable runs are kept out like wrong ones."""
     return runs[runs["status"] == "ok"]
 
 
-def _measured(runs: pd.DataFrame) -> pd.DataFrame:
+def measured_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs with an iteration time to compare: ``ok`` and ``unstable`` (the comparison's
     verdict says when an unstable side leaves it undecided)."""
     return runs[runs["status"].isin(["ok", "unstable"])]
 
 
-def _baseline_first(runs: pd.DataFrame) -> pd.DataFrame:
+def baseline_first(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` ordered usable (``ok``) first, then by iteration time: the first row per group
     is the baseline a comparison uses."""
     return runs.assign(_unstable=runs["status"] != "ok").sort_values(
@@ -110,7 +110,7 @@ def run_verdict(a: pd.Series | dict, b: pd.Series | dict,
     return w.judge(run_side(a, settings), run_side(b, settings))
 
 
-def _missing(key: str, title: str, why: str, paper: list[Anchor]) -> Finding:
+def not_measured(key: str, title: str, why: str, paper: list[Anchor]) -> Finding:
     """The finding ``Not measured: <why>.`` (``measured`` False)."""
     return Finding(key, title, f"Not measured: {why}.", paper=paper, measured=False)
 
@@ -126,7 +126,7 @@ CONTENDED_ONLY = ("Measured under contention only: every OpenCL run behind it is
                   "only what survives that noise.")
 
 
-def _from_unstable(fn, runs: pd.DataFrame, missing: Finding) -> Finding:
+def from_unstable(fn, runs: pd.DataFrame, missing: Finding) -> Finding:
     """``fn``'s finding computed from the unstable runs, its statement opened by
     :data:`CONTENDED_ONLY`, when no usable run measured it; ``missing`` when none did."""
     if not (runs["status"] == "unstable").any():
@@ -135,7 +135,7 @@ def _from_unstable(fn, runs: pd.DataFrame, missing: Finding) -> Finding:
     return replace(f, statement=f"{CONTENDED_ONLY} {f.statement}") if f.measured else missing
 
 
-def _flag(r: pd.Series | dict, col: str) -> bool | None:
+def flag_of(r: pd.Series | dict, col: str) -> bool | None:
     """A nullable boolean column of a run row as True, False or None."""
     v = r.get(col)
     return None if v is None or pd.isna(v) else bool(v)
@@ -171,8 +171,8 @@ def gpu_cpu_pairs(runs: pd.DataFrame) -> pd.DataFrame:
     ``verdict`` (:class:`~phonetrain.report.wording.Verdict` of the OpenCL run against the CPU
     run), ``no_difference`` (no difference stated), ``interval`` (the estimator's name),
     ``gpu``/``cpu`` (the two rows)."""
-    ok = _measured(runs)
-    cpu = _baseline_first(ok[is_cpu(ok)]).drop_duplicates(["model", "device"])
+    ok = measured_runs(runs)
+    cpu = baseline_first(ok[is_cpu(ok)]).drop_duplicates(["model", "device"])
     cpu = cpu.set_index(["model", "device"])
     out = []
     for _, r in ok[~is_cpu(ok)].iterrows():
@@ -226,7 +226,7 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
     title, paper = "GPU vs CPU training time", [ANCHORS["gpu_slowdown"]]
     pairs = gpu_cpu_pairs(runs)
     if pairs.empty:
-        return _missing("gpu_vs_cpu", title, "no model has both a CPU run and an OpenCL run "
+        return not_measured("gpu_vs_cpu", title, "no model has both a CPU run and an OpenCL run "
                         "with an iteration time on the same device", paper)
     best = best_pairs(pairs)
     stmt = ("Fastest OpenCL configuration over the CPU run, iteration time (host clock, "
@@ -251,7 +251,7 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
     table = Table(["device", "model", "OpenCL run", "OpenCL iteration (ms, host clock)",
                    "CPU iteration (ms)", "OpenCL / CPU time", "verdict",
                    "OpenCL run's conditions", "CPU run's conditions"], rows)
-    refs = _ref(sorted(set(pairs["run_id"]) | set(pairs["cpu_run_id"])))
+    refs = run_refs(sorted(set(pairs["run_id"]) | set(pairs["cpu_run_id"])))
     return Finding("gpu_vs_cpu", title, stmt, refs, paper, table)
 
 
@@ -266,7 +266,7 @@ def size_trend(runs: pd.DataFrame) -> Finding:
     usable = [p["gpu"]["status"] == "ok" and p["cpu"]["status"] == "ok"
               for _, p in pairs.iterrows()]
     best = best_pairs(pairs[usable] if len(pairs) else pairs)
-    flops = _measured(runs).set_index("run_id")["flops_per_iteration"]
+    flops = measured_runs(runs).set_index("run_id")["flops_per_iteration"]
     best = best.assign(flops=best["run_id"].map(flops)).dropna(subset=["flops"])
     trends, rows, refs = [], [], []
     for dev, b in best.groupby("device"):
@@ -284,12 +284,12 @@ def size_trend(runs: pd.DataFrame) -> Finding:
                       f"({small['model']}) to {w.times(large['ratio'])} ({large['model']})")
         refs += [small["run_id"], small["cpu_run_id"], large["run_id"], large["cpu_run_id"]]
     if not trends:
-        return _missing("size_trend", title, "no device has two models with verified CPU "
+        return not_measured("size_trend", title, "no device has two models with verified CPU "
                         "and OpenCL runs", paper)
     stmt = ("Per device, best OpenCL / CPU iteration time from its smallest to its largest "
             "model (host clock): " + "; ".join(trends) + ".")
     table = Table(["device", "model", "MFLOP / iteration", "best OpenCL / CPU time"], rows)
-    return Finding("size_trend", title, stmt, _ref(sorted(set(refs))), paper, table)
+    return Finding("size_trend", title, stmt, run_refs(sorted(set(refs))), paper, table)
 
 
 # ---------------------------------------------------------------- where the time goes
@@ -300,10 +300,10 @@ def movement_frame(runs: pd.DataFrame) -> pd.DataFrame:
     bounds; None when not recorded) and ``gap_share`` = (``gap_ms`` -
     ``transfer_overhead_ms``) / ``iteration_median_ms``, the launch gaps outside transfer
     calls."""
-    ok = _ok(runs)
+    ok = ok_runs(runs)
     gpu = ok[~is_cpu(ok)].dropna(subset=["data_movement_share", "data_movement_call_share"])
     gpu = gpu.copy()
-    gpu["below"] = [_flag(r, "transfer_below_resolution") for _, r in gpu.iterrows()]
+    gpu["below"] = [flag_of(r, "transfer_below_resolution") for _, r in gpu.iterrows()]
     gpu["gap_share"] = ((gpu["gap_ms"] - gpu["transfer_overhead_ms"]).clip(lower=0)
                         / gpu["iteration_median_ms"])
     return gpu
@@ -346,8 +346,8 @@ def data_movement(runs: pd.DataFrame) -> Finding:
     paper = [ANCHORS["movement_share"], ANCHORS["copy_vs_compute"]]
     gpu = movement_frame(runs)
     if gpu.empty:
-        return _from_unstable(data_movement, runs,
-                              _missing("data_movement", title, "no verified OpenCL run", paper))
+        return from_unstable(data_movement, runs,
+                              not_measured("data_movement", title, "no verified OpenCL run", paper))
     move = moving(gpu)
     parts = [f"{dev}: {_share_clause(g, 'data_movement_share', w.EVENTS)}; "
              f"{_share_clause(g, 'data_movement_call_share', w.CALLS)}"
@@ -378,17 +378,17 @@ def data_movement(runs: pd.DataFrame) -> Finding:
     rows = []
     for _, r in gpu.sort_values(["device", "model", "placement", "transfer", "kernel"]).iterrows():
         below = r["below"]
-        resolved = below is not True and r["kernel_ms"] > 0 and _flag(
+        resolved = below is not True and r["kernel_ms"] > 0 and flag_of(
             r, "kernel_below_resolution") is not True
         rows.append([r["device"], r["model"], run_label(r, False),
                      w.pct(r["data_movement_share"], below),
                      w.pct(r["data_movement_call_share"], below), w.ms(r["transfer_ms"], below),
-                     w.ms(r["kernel_ms"], _flag(r, "kernel_below_resolution")),
+                     w.ms(r["kernel_ms"], flag_of(r, "kernel_below_resolution")),
                      w.times(r["transfer_ms"] / r["kernel_ms"]) if resolved else "n/a"])
     table = Table(["device", "model", "run", "share (device events)", "share (call time)",
                    "transfer (ms, device events)", "kernels (ms, device events)",
                    "transfer / kernel time"], rows)
-    return Finding("data_movement", title, stmt, _ref(gpu["run_id"]), paper, table)
+    return Finding("data_movement", title, stmt, run_refs(gpu["run_id"]), paper, table)
 
 
 def launch_overhead(runs: pd.DataFrame) -> Finding:
@@ -399,8 +399,8 @@ def launch_overhead(runs: pd.DataFrame) -> Finding:
     title = "Launch overhead: gaps between commands"
     gpu = movement_frame(runs).dropna(subset=["gap_share"])
     if gpu.empty:
-        return _from_unstable(launch_overhead, runs,
-                              _missing("launch_overhead", title, "no verified OpenCL run", []))
+        return from_unstable(launch_overhead, runs,
+                              not_measured("launch_overhead", title, "no verified OpenCL run", []))
     parts = []
     for dev, g in gpu.groupby("device"):
         med = g["gap_share"].median()
@@ -423,7 +423,7 @@ def launch_overhead(runs: pd.DataFrame) -> Finding:
                    "share of iteration", "launches / iteration",
                    "median gap between kernels (us, device events)",
                    "gap per launch (us, host clock)"], rows)
-    return Finding("launch_overhead", title, stmt, _ref(gpu["run_id"]), [], table)
+    return Finding("launch_overhead", title, stmt, run_refs(gpu["run_id"]), [], table)
 
 
 def launch_clause(gpu: pd.DataFrame) -> str:
@@ -465,7 +465,7 @@ def _paired(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> list[
     """OpenCL runs with an iteration time (``ok`` or ``unstable``) with (placement, transfer)
     ``a`` and ``b`` on the same model, device and kernel version: a list of ((model, device,
     kernel), row a, row b)."""
-    ok = _measured(runs)
+    ok = measured_runs(runs)
     key = ["model", "device", "kernel"]
     ra = ok[(ok["placement"] == a[0]) & (ok["transfer"] == a[1])].set_index(key)
     rb = ok[(ok["placement"] == b[0]) & (ok["transfer"] == b[1])].set_index(key)
@@ -518,7 +518,7 @@ def placement(runs: pd.DataFrame) -> Finding:
     title, paper = "Placement: resident vs staged tensors", [ANCHORS["movement_share"]]
     p = pair_frame(runs, ("resident", "copy"), ("staged", "copy"))
     if p.empty:
-        return _missing("placement", title, "no verified resident/copy and staged/copy pair "
+        return not_measured("placement", title, "no verified resident/copy and staged/copy pair "
                         "of the same model, device and kernel", paper)
     stmt = ("Staged over resident iteration time (host clock), the regime of frameworks that "
             "fall back to the host between operators: " + "; ".join(
@@ -531,7 +531,7 @@ def placement(runs: pd.DataFrame) -> Finding:
              _pair_verdict(r, "staged")] for _, r in p.iterrows()]
     table = Table(["device", "model", "kernel", "staged (ms, host clock)", "resident (ms)",
                    "staged / resident", "verdict"], rows)
-    refs = _ref(sorted({x["run_id"] for c in ("a", "b") for x in p[c]}))
+    refs = run_refs(sorted({x["run_id"] for c in ("a", "b") for x in p[c]}))
     return Finding("placement", title, stmt, refs, paper, table)
 
 
@@ -544,7 +544,7 @@ def transfer_method(runs: pd.DataFrame) -> Finding:
     title, paper = "Transfers: map/unmap vs read/write copies", [ANCHORS["phone_transfer"]]
     p = pair_frame(runs, ("staged", "copy"), ("staged", "map"))
     if p.empty:
-        return _missing("transfer_method", title, "no verified staged/copy and staged/map pair",
+        return not_measured("transfer_method", title, "no verified staged/copy and staged/map pair",
                         paper)
     stmt = ("Map/unmap over copy iteration time with staged tensors (host clock): " +
             "; ".join(_pair_clause(d, g, "copies are faster", "map/unmap is faster")
@@ -554,18 +554,18 @@ def transfer_method(runs: pd.DataFrame) -> Finding:
     rows = []
     for _, r in p.iterrows():
         a, b = r["a"], r["b"]
-        below = _flag(a, "transfer_below_resolution") or _flag(b, "transfer_below_resolution")
+        below = flag_of(a, "transfer_below_resolution") or flag_of(b, "transfer_below_resolution")
         rows.append([r["device"], r["model"], r["kernel"],
                      w.ms_interval(estimate(b), *interval(b)),
                      w.ms_interval(estimate(a), *interval(a)),
                      w.times(r["ratio"], r["ratio_low"], r["ratio_high"]),
                      _pair_verdict(r, "map"),
-                     f"{w.ms(b['transfer_ms'], _flag(b, 'transfer_below_resolution'))} vs "
-                     f"{w.ms(a['transfer_ms'], _flag(a, 'transfer_below_resolution'))}"
+                     f"{w.ms(b['transfer_ms'], flag_of(b, 'transfer_below_resolution'))} vs "
+                     f"{w.ms(a['transfer_ms'], flag_of(a, 'transfer_below_resolution'))}"
                      + (" (not comparable)" if below else "")])
     table = Table(["device", "model", "kernel", "map (ms, host clock)", "copy (ms)",
                    "map / copy", "verdict", "transfer ms, map vs copy (device events)"], rows)
-    refs = _ref(sorted({x["run_id"] for c in ("a", "b") for x in p[c]}))
+    refs = run_refs(sorted({x["run_id"] for c in ("a", "b") for x in p[c]}))
     return Finding("transfer_method", title, stmt, refs, paper, table)
 
 
@@ -583,12 +583,12 @@ def pipelining(runs: pd.DataFrame) -> Finding:
     title, paper = "Pipelining: transfers overlapped with kernels vs staged", []
     p = pair_frame(runs, ("staged", "copy"), ("pipelined", "copy"))
     if p.empty:
-        return _missing("pipelining", title, "no verified staged/copy and pipelined/copy pair "
+        return not_measured("pipelining", title, "no verified staged/copy and pipelined/copy pair "
                         "of the same model, device and kernel", paper)
     rows, clauses, savings = [], [], []
     for _, r in p.iterrows():
         b = r["b"]
-        below = _flag(b, "transfer_below_resolution") or _flag(b, "kernel_below_resolution")
+        below = flag_of(b, "transfer_below_resolution") or flag_of(b, "kernel_below_resolution")
         k, t = float(b["kernel_ms"]), float(b["transfer_ms"])
         seen = w.overlap_measured(b["transfer_kernel_overlap_ms"], t, b["timer_resolution_ns"])
         rows.append([r["device"], r["model"], r["kernel"],
@@ -617,7 +617,7 @@ def pipelining(runs: pd.DataFrame) -> Finding:
                    "pipelined (ms, host clock)", "pipelined / staged", "verdict",
                    "max(kernel, transfer) / sum, pipelined (device events)",
                    "overlap (device events)"], rows)
-    refs = _ref(sorted({x["run_id"] for c in ("a", "b") for x in p[c]}))
+    refs = run_refs(sorted({x["run_id"] for c in ("a", "b") for x in p[c]}))
     return Finding("pipelining", title, stmt, refs, paper, table)
 
 
@@ -634,7 +634,7 @@ def gemm_throughput(runs: pd.DataFrame, commands: pd.DataFrame) -> Finding:
              ANCHORS["gpu_opt_abstract"], ANCHORS["cpu_gflops"]]
     g = gemm_table(runs, commands)
     if g.empty:
-        return _missing("gemm_throughput", title, "no verified run with GEMM kernels", paper)
+        return not_measured("gemm_throughput", title, "no verified run with GEMM kernels", paper)
     g = g.reset_index()
     parts, refs = [], []
     for dev, d in g.groupby("device"):
@@ -655,7 +655,7 @@ def gemm_throughput(runs: pd.DataFrame, commands: pd.DataFrame) -> Finding:
             for _, r in g.sort_values(["device", "model", "gemm_gflops"],
                                       ascending=[True, True, False]).iterrows()]
     table = Table(["device", "model", "run", "GEMM GFLOPS (device events)"], rows)
-    return Finding("gemm_throughput", title, stmt, _ref(refs), paper, table)
+    return Finding("gemm_throughput", title, stmt, run_refs(refs), paper, table)
 
 
 GEMM_CONDITIONS = ("load_avg_1m", "other_cpu_share", "omp_wait_policy", "cpu_mhz_start",
@@ -739,7 +739,7 @@ def kernel_optimization(gemm: pd.DataFrame, peaks: pd.DataFrame) -> Finding:
              ANCHORS["cpu_gflops"]]
     gain = optimization_gain(gemm)
     if gain.empty:
-        return _missing("kernel_optimization", title,
+        return not_measured("kernel_optimization", title,
                         "no verified GEMM sweep with baseline and an optimized version", paper)
     parts, rows, refs = [], [], []
     for dev, d in gain.groupby("device"):
@@ -812,7 +812,7 @@ def bandwidth(bw: pd.DataFrame, peaks: pd.DataFrame | None = None) -> Finding:
     title, paper = "Host <-> device bandwidth", [ANCHORS["phone_transfer"]]
     bw = bw.dropna(subset=["host_gbps"])
     if bw.empty:
-        return _missing("bandwidth", title, "no bandwidth sweep", paper)
+        return not_measured("bandwidth", title, "no bandwidth sweep", paper)
     cls = transfer_time_classes(bw, peaks).set_index(["device", "kind"])
     rows, flat, peak_text, fracs = [], {}, [], []
     for (dev, kind), g in bw.groupby(["device", "kind"]):
@@ -931,7 +931,7 @@ def accuracy_first(runs: pd.DataFrame, iterations: pd.DataFrame) -> Finding:
     statement = (" ".join(sentences) + " Wall time is the runner's iteration times summed "
                  "(host clock, warm-up included); held-out accuracy is computed from each "
                  "run's own parameters.")
-    return Finding("accuracy_first", title, statement, rows=_ref(t["run_id"]),
+    return Finding("accuracy_first", title, statement, rows=run_refs(t["run_id"]),
                    table=Table(["device", "model", "run", "best held-out accuracy",
                                 "reached at (s)", "reached the highest of all at (s)",
                                 "equal wall time (s)", "accuracy then"], rows))
@@ -968,7 +968,7 @@ def batch_size(runs: pd.DataFrame) -> Finding:
                  f"{n_oom} ran out of device memory at some size (largest that fits per series "
                  "in the table). Time per sample is the median iteration time (host clock) "
                  "divided by the batch size.")
-    return Finding("batch_size", title, statement, rows=_ref(sorted(set(ids))),
+    return Finding("batch_size", title, statement, rows=run_refs(sorted(set(ids))),
                    table=Table(["device", "model", "backend", "batch sizes run",
                                 "largest that fits", "smallest out of memory",
                                 "ms per sample, smallest -> largest batch that ran",
@@ -1019,7 +1019,7 @@ def memory(runs: pd.DataFrame) -> Finding:
     title = "Memory: which role dominates a training step's tensors"
     m = memory_frame(runs[runs["status"].isin(["ok", "unstable", "oom"])])
     if m.empty:
-        return _missing("memory", title, "no verified run has memory by role (the aggregate "
+        return not_measured("memory", title, "no verified run has memory by role (the aggregate "
                         "reads it from each run folder's plan.json; re-aggregate)", [])
     pairs = list(m.groupby(["device", "model"], sort=True))
     lead = "; ".join(_memory_sentence(dev, model, g) for (dev, model), g in pairs) + "."
@@ -1033,7 +1033,7 @@ def memory(runs: pd.DataFrame) -> Finding:
     note = (" Bytes are the plan's tensors (numel x 4); the runner allocates each once on the "
             "host and, on OpenCL, once as a device buffer.")
     return Finding("memory", title, lead + tail + note,
-                   rows=_ref(sorted({i for ids in m["run_ids"] for i in ids})),
+                   rows=run_refs(sorted({i for ids in m["run_ids"] for i in ids})),
                    table=Table(["device", "model", "batch", "configurations", "total",
                                 *[lab for _, lab in MEMORY_ROLES], "largest role",
                                 "out of memory"], rows))
@@ -1100,8 +1100,8 @@ def energy(runs: pd.DataFrame) -> Finding:
              f"{w.num(r['energy_uncertainty_mj'], '.2g')}",
              w.num(r["energy_per_sample_mj"]), w.num(r["mean_power_w"]),
              w.num(r["iteration_median_ms"]), w.num(r["power_sample_hz"], ".0f"),
-             flags.get(_flag(r, "throttled"), "not known")] for _, r in e.iterrows()]
-    return Finding("energy", title, " ".join(sentences), rows=_ref(e["run_id"]),
+             flags.get(flag_of(r, "throttled"), "not known")] for _, r in e.iterrows()]
+    return Finding("energy", title, " ".join(sentences), rows=run_refs(e["run_id"]),
                    table=Table(["device", "model", "run", "energy per iteration (mJ, +- SE)",
                                 "energy per sample (mJ)", "mean power (W)",
                                 "median iteration (ms, host clock)", "sampling (Hz)",
