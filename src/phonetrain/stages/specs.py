@@ -1,4 +1,6 @@
-"""Each stage's job spec: a frozen dataclass of exactly the fields the stage reads.
+"""Each stage's job spec: a frozen dataclass of exactly the fields the stage reads. The
+``lower`` job's is the one plan spec, :class:`phonetrain.lowering.LowerSpec`, spelled in its
+params by :func:`plan_params` and read back by :func:`parse_plan`.
 
 :mod:`phonetrain.stages.params` derives the specs from the composed sweep; the rules pass
 each spec as the job's ``params`` (canonical JSON, :func:`as_json`) and the stage parses it
