@@ -453,22 +453,9 @@ def peer_tinygrad(task: dict, d: dict) -> dict:
             **({"device_name": str(name)} if name else {}), **extra}
 
 
-def peer_mnn(task: dict, d: dict) -> dict:
-    """MNN's Python training API (``MNN.nn`` modules, ``MNN.optim.SGD``) on its CPU backend
-    with ``task["threads"]`` threads."""
-    if importlib.util.find_spec("MNN") is None:
-        raise Skip("MNN not installed (pip install -e .[peers])")
-    _chain_only("MNN", d)
-    import MNN
-    import MNN.expr as F
-    import MNN.nn as mnn
-    import MNN.optim as optim
-
-    F.set_thread_number(task["threads"])
-    # MNN's default eager evaluation records no graph: opt.step(loss) then returns False and
-    # changes no parameter. With lazy evaluation it trains; the checks in step() fail the row
-    # otherwise (a step that returns False, or parameters unchanged after the first step).
-    F.lazy_eval(True)
+def _mnn_layers(d: dict, mnn: Any, F: Any) -> list[tuple[dict, Any]]:
+    """(layer dict, MNN module or None for a layer without parameters) of each layer of
+    ``d``, its parameters set to phonetrain's initial ones."""
     layers: list[tuple[dict, Any]] = []
     for s in d["layers"]:
         t = s["type"]
@@ -491,6 +478,26 @@ def peer_mnn(task: dict, d: dict) -> dict:
                 key = "weight" if len(p.shape) > 1 and math.prod(p.shape) == w.size else "bias"
                 p.write(np.ascontiguousarray(d["params"][f"{s['name']}.{key}"].reshape(p.shape)))
         layers.append((s, mod))
+    return layers
+
+
+def peer_mnn(task: dict, d: dict) -> dict:
+    """MNN's Python training API (``MNN.nn`` modules, ``MNN.optim.SGD``) on its CPU backend
+    with ``task["threads"]`` threads."""
+    if importlib.util.find_spec("MNN") is None:
+        raise Skip("MNN not installed (pip install -e .[peers])")
+    _chain_only("MNN", d)
+    import MNN
+    import MNN.expr as F
+    import MNN.nn as mnn
+    import MNN.optim as optim
+
+    F.set_thread_number(task["threads"])
+    # MNN's default eager evaluation records no graph: opt.step(loss) then returns False and
+    # changes no parameter. With lazy evaluation it trains; the checks in step() fail the row
+    # otherwise (a step that returns False, or parameters unchanged after the first step).
+    F.lazy_eval(True)
+    layers = _mnn_layers(d, mnn, F)
 
     class Net(mnn.Module):
         def __init__(self):

@@ -3,8 +3,8 @@
 
 Each tree (this checkout, and ``--rev`` checked out into a temporary git worktree) composes
 the sweep (``--sweep``, default ``default``) with its own code, lowers every plan of it with
-its own lowering (``phonetrain.stages.train``'s ``lower_spec`` and ``write_plan_dir``: what
-the workflow's ``lower`` job runs) in a child process, and the two folders are compared file
+its own lowering (the lower job's params parsed to a ``LowerSpec`` and ``write_plan_dir``:
+what the workflow's ``lower`` job runs) in a child process, and the two folders are compared file
 by file (``plan.json`` and every tensor file; the settings stamp ``inputs.json`` is left out:
 it names the code that made it). Prints one row per plan and exits 1 when any differs::
 
@@ -28,13 +28,17 @@ DUMP = """
 import sys
 from pathlib import Path
 from phonetrain.config import compose_sweep
+from phonetrain.lowering import write_plan_dir
 from phonetrain.stages.params import job_params
-from phonetrain.stages.specs import PlanSpec
-from phonetrain.stages.train import lower_spec, write_plan_dir
+try:
+    from phonetrain.stages.specs import parse_plan
+except ImportError:   # a tree from before the lower job's spec was a LowerSpec
+    from phonetrain.stages.specs import PlanSpec, parse
+    from phonetrain.stages.train import lower_spec
+    parse_plan = lambda p, job: lower_spec(parse(PlanSpec, p, job))
 sweep = compose_sweep([f"sweep={sys.argv[2]}"])
 for exp, params in sorted(job_params(sweep)["plan"].items()):
-    spec = PlanSpec(**{k: v for k, v in params.items() if k in PlanSpec.__dataclass_fields__})
-    write_plan_dir(lower_spec(spec), Path(sys.argv[1]))
+    write_plan_dir(parse_plan(params, "lower"), Path(sys.argv[1]))
     print(exp, flush=True)
 """
 

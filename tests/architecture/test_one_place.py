@@ -75,3 +75,12 @@ def test_config_yaml_restates_no_default():
     import yaml
     doc = yaml.safe_load((REPO / "conf" / "config.yaml").read_text())
     assert set(doc) == {"defaults"}
+
+
+def test_the_cpu_backends_gemm_series_has_one_name():
+    """The GEMM study's series of the runner's CPU backend is named by
+    :data:`phonetrain.stages.specs.CPU_VERSION`; the report (which imports no stage) reads
+    gemm.parquet with its own copy, which must agree."""
+    from phonetrain.report.analysis import CPU_KERNEL
+    from phonetrain.stages.specs import CPU_VERSION
+    assert CPU_KERNEL == CPU_VERSION

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from phonetrain import config as C
+from phonetrain.config import validate as C
 from phonetrain.cli import main
 from phonetrain.config import ConfigError, compose_one, compose_sweep
 from phonetrain.data import DatasetError, load
@@ -54,29 +54,29 @@ def test_model_dataset_shape_mismatch_names_the_model_file():
         compose_sweep(["sweep=test", "sweep.models=[lenet5]", "dataset.name=cifar10"])
 
 
-def test_device_yaml_syntax_error_names_file_and_line(conf: Path):
-    (conf / "device" / "pixel.yaml").write_text("name: pixel\ntransport: [local\n")
+def _pixel_refused(conf: Path, text: str, devices: str) -> str:
+    """The message of the ConfigError that a ``device/pixel.yaml`` holding ``text`` raises
+    in the test sweep over ``sweep.devices=<devices>``."""
+    (conf / "device" / "pixel.yaml").write_text(text)
     with pytest.raises(ConfigError) as e:
-        compose_sweep(["sweep=test", "sweep.devices=[host,pixel]"], conf_dir=conf)
-    msg = str(e.value)
+        compose_sweep(["sweep=test", f"sweep.devices={devices}"], conf_dir=conf)
+    return str(e.value)
+
+
+def test_device_yaml_syntax_error_names_file_and_line(conf: Path):
+    msg = _pixel_refused(conf, "name: pixel\ntransport: [local\n", "[host,pixel]")
     assert "device/pixel.yaml" in msg and "line" in msg, msg
 
 
 def test_device_yaml_missing_name_names_the_file(conf: Path):
     text = (conf / "device" / "host.yaml").read_text().replace("name: host", "")
-    (conf / "device" / "pixel.yaml").write_text(text)
-    with pytest.raises(ConfigError) as e:
-        compose_sweep(["sweep=test", "sweep.devices=[pixel]"], conf_dir=conf)
-    msg = str(e.value)
+    msg = _pixel_refused(conf, text, "[pixel]")
     assert "device/pixel.yaml" in msg and "'name'" in msg, msg
 
 
 def test_device_yaml_typo_key_names_file_and_key(conf: Path):
     text = (conf / "device" / "host.yaml").read_text().replace("name: host", "name: pixel")
-    (conf / "device" / "pixel.yaml").write_text(text.replace("toolchain:", "toolchian:"))
-    with pytest.raises(ConfigError) as e:
-        compose_sweep(["sweep=test", "sweep.devices=[pixel]"], conf_dir=conf)
-    msg = str(e.value)
+    msg = _pixel_refused(conf, text.replace("toolchain:", "toolchian:"), "[pixel]")
     assert "device/pixel.yaml" in msg and "toolchian" in msg, msg
     assert "raised while composing" not in msg, msg
 

@@ -8,7 +8,8 @@ import sys
 
 from helpers import REPO
 from phonetrain.cli.config_table import keys, markdown
-from phonetrain.config import CONF_DIR, MeasureConfig, _compose, _private_hydra
+from phonetrain.config import CONF_DIR, MeasureConfig
+from phonetrain.config.compose import _compose, _private_hydra
 
 DOC = REPO / "docs" / "configuration.md"
 REGENERATE = "python -m phonetrain.cli.config_table --markdown > docs/configuration.md"

@@ -11,8 +11,7 @@ import pytest
 
 from phonetrain.config import ADAM_KEYS, ConfigError, compose_one, compose_sweep
 from phonetrain.stages.params import plan_spec, run_params
-from phonetrain.stages.specs import PlanSpec, as_json, parse
-from phonetrain.stages.train import lower_spec
+from phonetrain.stages.specs import as_json, parse_plan, plan_params
 
 CPU = ["model=mlp_16_16", "backend=cpu"]
 # The model keys an experiment's config held before the optimizer keys existed.
@@ -46,9 +45,9 @@ def test_sgd_config_hash_and_plan_params_hold_no_adam_key():
     base = compose_sweep()
     for e in base.experiments:
         assert set(e.config["model"]) == SGD_MODEL_KEYS
-        params = json.loads(as_json(plan_spec(e, "data")))
+        params = json.loads(as_json(plan_params(plan_spec(e), "data")))
         assert "optimizer" not in params
-        assert parse(PlanSpec, params, "lower").optimizer is None
+        assert parse_plan(params, "lower").optimizer == "sgd"
     # the adam keys do not enter an sgd run: setting them changes no hash
     same = compose_sweep(["model.betas=[0.5,0.6]", "model.eps=0.1", "model.optimizer=sgd"])
     assert [e.config_hash for e in same.experiments] == \
@@ -62,13 +61,13 @@ def test_adamw_reaches_the_plan_and_changes_the_hash():
                                   "model.lr=0.001"])
     assert set(ADAM_KEYS) <= set(adamw.config["model"])
     assert adamw.config_hash != sgd.config_hash
-    spec = plan_spec(adamw, "data")
-    assert spec.optimizer == {"name": "adamw", "betas": [0.9, 0.999], "eps": 1e-8}
-    back = parse(PlanSpec, json.loads(as_json(spec)), "lower")
-    low = lower_spec(back)
+    params = plan_params(plan_spec(adamw), "data")
+    assert params["optimizer"] == {"name": "adamw", "betas": [0.9, 0.999], "eps": 1e-8}
+    low = parse_plan(json.loads(as_json(params)), "lower")
     assert (low.optimizer, low.betas, low.eps, low.lr, low.weight_decay) == \
         ("adamw", (0.9, 0.999), 1e-8, 0.001, 0.01)
-    assert lower_spec(plan_spec(sgd, "data")).optimizer == "sgd"
+    assert low == plan_spec(adamw)
+    assert plan_spec(sgd).optimizer == "sgd"
 
 
 @pytest.mark.parametrize("override, needle", [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from phonetrain import config as C
+from phonetrain.config import validate as C
 from phonetrain.config import ConfigError, compose_one, compose_sweep
 
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from helpers.fused_plans import assert_fused_matches
 from phonetrain import reference
 from phonetrain.lowering import LowerSpec, lower, write_bundle
 from phonetrain.lowering.spec import LowerError
@@ -127,15 +128,7 @@ def test_fused_bn_plan_trains_like_the_baseline_float64(tmp_path, monkeypatch, m
     kept = [k for k in want.dumps if k.endswith((".weight", ".bias", ".momentum",
                                                  ".running_mean", ".running_var"))]
     assert len(kept) >= 12   # every parameter, its momentum and the running statistics
-    for backend, placement, transfer in PLACEMENTS:
-        spec = replace(base, kernel="fused", backend=backend, placement=placement,
-                       transfer=transfer)
-        root = tmp_path / f"{backend}-{placement}-{transfer}"
-        got = reference.run_plan(write_bundle(spec, root, seed=0), root, dtype=np.float64)
-        np.testing.assert_allclose(got.losses, want.losses, rtol=1e-12, atol=0)
-        for k in kept:
-            np.testing.assert_allclose(got.dumps[k], want.dumps[k], rtol=1e-9, atol=1e-12,
-                                       err_msg=f"{placement}: {k}")
+    assert_fused_matches(base, want, kept, PLACEMENTS, tmp_path, rtol=1e-9, atol=1e-12)
 
 
 def _lower(model: Model):

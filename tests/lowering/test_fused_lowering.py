@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from helpers.fused_plans import assert_fused_matches
 from phonetrain import reference
 from phonetrain.kernels import KernelVersionError, bind_args, load_version
 from phonetrain.lowering import LowerSpec, lower, write_bundle
@@ -111,15 +112,8 @@ def test_fused_plan_trains_like_the_baseline_float64(tmp_path, model, groups):
                               dtype=np.float64)
     kept = [k for k in want.dumps if k.endswith((".weight", ".bias", ".momentum"))]
     assert kept
-    for backend, placement, transfer in PLACEMENTS:
-        spec = replace(base, kernel="fused", backend=backend, placement=placement,
-                       transfer=transfer, splitk_groups=groups)
-        root = tmp_path / f"{backend}-{placement}-{transfer}"
-        got = reference.run_plan(write_bundle(spec, root, seed=0), root, dtype=np.float64)
-        np.testing.assert_allclose(got.losses, want.losses, rtol=1e-12, atol=0)
-        for k in kept:
-            np.testing.assert_allclose(got.dumps[k], want.dumps[k], rtol=1e-10, atol=1e-13,
-                                       err_msg=f"{placement}: {k}")
+    assert_fused_matches(base, want, kept, PLACEMENTS, tmp_path, rtol=1e-10, atol=1e-13,
+                         splitk_groups=groups)
 
 
 def test_split_k_rule():

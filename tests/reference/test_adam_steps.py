@@ -6,12 +6,12 @@ AdamW update (its decoupled weight decay dropped) fails every checked step."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers.planted import planted_kernels
 from phonetrain import reference
 from phonetrain import runner as runner_api
 from phonetrain.kernels import KERNELS_ROOT
@@ -69,12 +69,8 @@ def test_adam_runs_verify_every_checked_step(runner, pocl, tmp_path, model, opti
 
 
 def test_a_fault_in_adamw_weight_decay_fails_its_steps(runner, pocl, tmp_path):
-    root = tmp_path / "kernels"
-    shutil.copytree(KERNELS_ROOT, root)
-    src = root / "baseline" / "optim.cl"
-    old = "w *= 1.0f - lr * weight_decay;"
-    assert old in src.read_text()
-    src.write_text(src.read_text().replace(old, "w *= 1.0f;"))
+    root = planted_kernels(tmp_path, "baseline/optim.cl", "w *= 1.0f - lr * weight_decay;",
+                           "w *= 1.0f;")
     spec = _spec("mlp_784_256_128_16", "adamw", "opencl", "resident", weight_decay=0.1)
     _, _, doc = _run(runner, pocl, tmp_path / "run", spec, kernels_root=root)
     assert not doc["ok"] and doc["failed_iterations"] == [0, 1, 2]

@@ -5,12 +5,12 @@ its steps; the check's split of a fused ReLU6 computes the kernel's step."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers.planted import planted_kernels
 from phonetrain import reference
 from phonetrain import runner as runner_api
 from phonetrain.kernels import KERNELS_ROOT, bind_args
@@ -81,11 +81,7 @@ def test_a_planted_fault_in_a_fused_batchnorm_kernel_fails_its_steps(runner, poc
                                                                       kernel, old, new):
     """bn_bwd_sgd steps beta with twice its gradient; bn_act_fwd's merge of the tiles'
     statistics drops the term of the tiles' mean differences (Chan et al.'s d^2 n_a n_b / n)."""
-    root = tmp_path / "kernels"
-    shutil.copytree(KERNELS_ROOT, root)
-    src = root / "fused" / "fused_bn.cl"
-    assert old in src.read_text()
-    src.write_text(src.read_text().replace(old, new))
+    root = planted_kernels(tmp_path, "fused/fused_bn.cl", old, new)
     doc = _run(runner, pocl, tmp_path / "run", _spec(), kernels_root=root)
     assert not doc["ok"] and doc["failed_iterations"] == [0, 1], doc["worst"]
 

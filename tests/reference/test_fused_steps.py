@@ -6,12 +6,12 @@ sums updating in their split-K form; a planted fault in a fused kernel fails its
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers.planted import planted_kernels, state32
 from phonetrain import reference
 from phonetrain import runner as runner_api
 from phonetrain.kernels import KERNELS_ROOT, bind_args
@@ -76,32 +76,16 @@ def _splits(tmp: Path, layer: str) -> int:
 
 def test_a_planted_fault_in_a_fused_kernel_fails_its_steps(runner, pocl, tmp_path):
     """The bias column of linear_sgd takes the SGD step with twice the gradient."""
-    root = tmp_path / "kernels"
-    shutil.copytree(KERNELS_ROOT, root)
-    src = root / "fused" / "fused.cl"
-    old = "        SGD_STEP(bias, Vb, o, acc);"
-    assert old in src.read_text()
-    src.write_text(src.read_text().replace(old, "        SGD_STEP(bias, Vb, o, 2.0f * acc);"))
+    root = planted_kernels(tmp_path, "fused/fused.cl", "        SGD_STEP(bias, Vb, o, acc);",
+                           "        SGD_STEP(bias, Vb, o, 2.0f * acc);")
     doc = _run(runner, pocl, tmp_path / "run", _spec("mlp_784_256_128_16"), kernels_root=root)
     assert not doc["ok"] and doc["failed_iterations"] == [0, 1, 2], doc["worst"]
 
 
 def _state32(plan: Plan, root: Path, iteration: int, before=None, decide=None) -> dict:
-    """A 'runner' summing like numpy: the float32 interpreter's checkpoint tensors after
-    ``iteration`` from ``before``; ``decide=(tensor, index, value)`` overwrites one output
-    element of the fused kernel writing ``tensor``, right after it (a ReLU decided the other
-    way)."""
-    it = Interpreter(plan, root, np.float32)
-    if before is not None:
-        for t in plan.checkpoints["tensors"]:
-            it.set_tensor(t, before[plan.tensor(t).name])
-    for i in range(0 if before is None else iteration, iteration + 1):
-        for st in plan.steps:
-            it.run_step(st, i)
-            if decide and st.op == "kernel" and st.name == "linear_fwd" and \
-                    plan.tensor(st.args[7]["t"]).name == decide[0]:
-                it.dev[st.args[7]["t"]][decide[1]] = decide[2]
-    return {plan.tensor(t).name: it.home(t).copy() for t in plan.checkpoints["tensors"]}
+    """:func:`helpers.planted.state32` with the tie planted in a fused ``linear_fwd``
+    (its output is argument 7: a ReLU decided inside the kernel)."""
+    return state32(plan, root, iteration, before, decide, kernel="linear_fwd", out_arg=7)
 
 
 def test_a_near_tie_in_a_fused_relu_follows_the_runner_and_a_far_one_does_not(tmp_path):

@@ -4,18 +4,17 @@ trajectory drifts far apart still passes every checked step. Real runner on PoCL
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers.planted import planted_kernels, state32
 from phonetrain import reference
 from phonetrain import runner as runner_api
 from phonetrain.kernels import KERNELS_ROOT
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan
-from phonetrain.reference.interpreter import Interpreter
 from phonetrain.reference.steps import check_step, checked_iterations
 
 # Each fault: (file of the baseline version, text, replacement).
@@ -71,11 +70,7 @@ def test_correct_kernels_pass_every_checked_step(runner, pocl, tmp_path):
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_a_planted_fault_fails_its_step(runner, pocl, tmp_path, fault):
     fname, old, new = FAULTS[fault]
-    root = tmp_path / "kernels"
-    shutil.copytree(KERNELS_ROOT, root)
-    src = root / fname
-    assert old in src.read_text()
-    src.write_text(src.read_text().replace(old, new))
+    root = planted_kernels(tmp_path, fname, old, new)
     _, doc = _run(runner, pocl, tmp_path / "run", _lenet(), kernels_root=root)
     assert not doc["ok"] and doc["failed_iterations"] == [0, 1, 2], doc["worst"]
     assert doc["max_abs_err"] > 10 * doc["tolerance"]
@@ -112,31 +107,10 @@ def _mlp_plan(tmp_path) -> tuple[Plan, Path]:
     return Plan.load(write_bundle(spec, tmp_path, seed=0)), tmp_path
 
 
-def _step32(plan: Plan, root: Path, iteration: int, before=None, decide=None
-            ) -> dict[str, np.ndarray]:
-    """A 'runner' that sums like numpy: the float32 interpreter's state after ``iteration``,
-    from ``before`` (None: from the start). ``decide=(tensor, index, value)`` overwrites one
-    element of a ReLU's output right after the kernel that writes it: a runner whose ReLU
-    decided the other way there."""
-    it = Interpreter(plan, root, np.float32)
-    first = 0
-    if before is not None:
-        for t in plan.checkpoints["tensors"]:
-            it.set_tensor(t, before[plan.tensor(t).name])
-        first = iteration
-    for i in range(first, iteration + 1):
-        for st in plan.steps:
-            it.run_step(st, i)
-            if decide and st.op == "kernel" and st.name == "relu_fwd" and \
-                    plan.tensor(st.args[2]["t"]).name == decide[0]:
-                it.dev[st.args[2]["t"]][decide[1]] = decide[2]
-    return {plan.tensor(t).name: it.home(t).copy() for t in plan.checkpoints["tensors"]}
-
-
 def test_check_step_bounds_and_a_one_element_fault(tmp_path):
     plan, root = _mlp_plan(tmp_path)
-    before = _step32(plan, root, 0)
-    after = _step32(plan, root, 1, before)
+    before = state32(plan, root, 0)
+    after = state32(plan, root, 1, before)
     ok = check_step(plan, root, 1, before, after)
     assert ok.ok and ok.decisions_followed == 0
     g = after["fc2.weight.grad"].copy()
@@ -156,20 +130,20 @@ def test_a_near_tie_relu_follows_the_runner_and_a_far_one_does_not(tmp_path):
     pre-activation is exactly 0 in every summation order, and the 'runner' decides sample 0's
     ReLU there the other way (the smallest positive float32)."""
     plan, root = _mlp_plan(tmp_path)
-    before = _step32(plan, root, 0)
+    before = state32(plan, root, 0)
     W = before["fc1.weight"].reshape(plan.by_name("fc1.weight").shape).copy()
     b = before["fc1.bias"].copy()
     W[3, :], b[3] = 0.0, 0.0
     before = {**before, "fc1.weight": W.ravel(), "fc1.bias": b}
-    after = _step32(plan, root, 1, before)
+    after = state32(plan, root, 1, before)
     x, y = after["fc1.out"].reshape(16, -1), after["relu1.out"].reshape(16, -1)
     assert x[0, 3] == 0.0 and y[0, 3] == 0.0
-    flipped = _step32(plan, root, 1, before,
+    flipped = state32(plan, root, 1, before,
                       ("relu1.out", 3, float(np.finfo(np.float32).tiny)))
     followed = check_step(plan, root, 1, before, flipped)
     assert followed.ok and followed.decisions_followed == 1
     far = int(np.argmax(np.abs(x)))
-    wrong = _step32(plan, root, 1, before,
+    wrong = state32(plan, root, 1, before,
                     ("relu1.out", far, 0.0 if y.ravel()[far] > 0 else abs(x.ravel()[far])))
     res = check_step(plan, root, 1, before, wrong)
     assert not res.ok and res.decisions_followed == 0

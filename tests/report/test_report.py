@@ -223,13 +223,18 @@ def test_cli_aggregate_report_and_trace_work_on_a_results_folder(real_study, tmp
     assert res.exit_code != 0 and "nowhere does not exist" in res.output, res.output
 
 
-def test_multiline_failure_reason_keeps_tables_intact(tmp_path):
-    reason = "kernel version 'broken' failed to build | exit 4\nerror: expected ';'\n  x = 1"
+def _report_with_a_failed_run(tmp_path, kernel: str, reason: str, **kw) -> dict:
+    """The report of a CPU run and an OpenCL run of ``kernel`` that failed with ``reason``."""
     dirs = [write_run(tmp_path / "raw", backend="cpu"),
             write_run(tmp_path / "raw", backend="opencl", placement="resident",
-                      transfer="copy", kernel="broken", failed_reason=reason)]
+                      transfer="copy", kernel=kernel, failed_reason=reason)]
     aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
-    out = report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))
+    return report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"), **kw)
+
+
+def test_multiline_failure_reason_keeps_tables_intact(tmp_path):
+    reason = "kernel version 'broken' failed to build | exit 4\nerror: expected ';'\n  x = 1"
+    out = _report_with_a_failed_run(tmp_path, "broken", reason)
     md = out["md"].read_text()
     row = next(line for line in md.splitlines()
                if line.startswith("| host/mlp_784_256_128_16.opencl"))
@@ -240,12 +245,8 @@ def test_multiline_failure_reason_keeps_tables_intact(tmp_path):
 
 def test_markdown_report_passes_no_raw_html_or_extra_heading(tmp_path):
     reason = "<script>alert(1)</script> lost"
-    dirs = [write_run(tmp_path / "raw", backend="cpu"),
-            write_run(tmp_path / "raw", backend="opencl", placement="resident",
-                      transfer="copy", kernel="baseline", failed_reason=reason)]
-    aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
-    out = report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"),
-                              title="T</title><script>x</script>\n# second")
+    out = _report_with_a_failed_run(tmp_path, "baseline", reason,
+                                    title="T</title><script>x</script>\n# second")
     md = out["md"].read_text()
     assert md.splitlines()[0] == "# T&lt;/title>&lt;script>x&lt;/script> # second"
     row = next(line for line in md.splitlines()

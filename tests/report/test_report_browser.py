@@ -145,13 +145,18 @@ def test_report_of_a_small_real_study_in_chromium(real_study, tmp_path):
     assert (shots / "shots" / "first-screen.png").stat().st_size > 10_000
 
 
-def test_a_two_device_study_answers_on_its_first_screen(tmp_path):
-    devices = ["host", "pixel7"]
+def _multi_device_report(tmp_path, devices: list[str]) -> dict:
+    """The report of a study of ``devices`` x (baseline, tiled), built under ``tmp_path``."""
     inputs = multi_device_study(tmp_path / "raw", devices, ("baseline", "tiled"))
     aggregate.aggregate(inputs["runs"], summary_paths(tmp_path / "summary"),
                         bandwidth_csvs=inputs["bandwidth"], build_jsons=inputs["builds"],
                         gemm_jsons=inputs["gemm"], peaks_jsons=inputs["peaks"])
-    out = report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))
+    return report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))
+
+
+def test_a_two_device_study_answers_on_its_first_screen(tmp_path):
+    devices = ["host", "pixel7"]
+    out = _multi_device_report(tmp_path, devices)
     seen = render(out["html"], tmp_path / "two-devices")
     check(seen, n_images=_drawn(out))
     said = answers(seen)
@@ -165,11 +170,7 @@ def test_a_two_device_study_answers_on_its_first_screen(tmp_path):
 
 def test_report_of_a_four_device_study_in_chromium(tmp_path):
     devices = ["pixel7", "galaxy_s23", "oneplus8pro", "h200"]
-    inputs = multi_device_study(tmp_path / "raw", devices, ("baseline", "tiled"))
-    aggregate.aggregate(inputs["runs"], summary_paths(tmp_path / "summary"),
-                        bandwidth_csvs=inputs["bandwidth"], build_jsons=inputs["builds"],
-                        gemm_jsons=inputs["gemm"], peaks_jsons=inputs["peaks"])
-    out = report.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))
+    out = _multi_device_report(tmp_path, devices)
     seen = render(out["html"], tmp_path / "shots")
     check(seen, n_images=_drawn(out))  # a figure without data is one line, no image
     html = out["html"].read_text()

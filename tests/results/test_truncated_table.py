@@ -15,12 +15,17 @@ from phonetrain.results import aggregate
 from helpers.results import standard_study, summary_paths
 
 
+def _aggregated(R: Path) -> dict:
+    """The standard study aggregated under ``R``: the summary tables' paths."""
+    study = standard_study(R / "raw")
+    return aggregate.aggregate(study["runs"], summary_paths(R / "summary"),
+                               bandwidth_csvs=study["bandwidth"], build_jsons=study["builds"],
+                               gemm_jsons=study["gemm"], peaks_jsons=study["peaks"])
+
+
 def test_truncated_gemm_table_is_one_message(tmp_path: Path):
     R = tmp_path / "results"
-    study = standard_study(R / "raw")
-    paths = aggregate.aggregate(study["runs"], summary_paths(R / "summary"),
-                                bandwidth_csvs=study["bandwidth"], build_jsons=study["builds"],
-                                gemm_jsons=study["gemm"], peaks_jsons=study["peaks"])
+    paths = _aggregated(R)
     gemm = Path(paths["gemm"])
     gemm.write_bytes(gemm.read_bytes()[: gemm.stat().st_size // 2])
     res = CliRunner().invoke(main, ["report", "--results", str(R)])
@@ -34,10 +39,7 @@ def test_a_table_of_an_older_schema_names_the_columns_that_differ(tmp_path: Path
     """A runs table written before the ``options`` and memory columns existed (and with one
     column of another type): the message names those columns, not the whole column list."""
     R = tmp_path / "results"
-    study = standard_study(R / "raw")
-    paths = aggregate.aggregate(study["runs"], summary_paths(R / "summary"),
-                                bandwidth_csvs=study["bandwidth"], build_jsons=study["builds"],
-                                gemm_jsons=study["gemm"], peaks_jsons=study["peaks"])
+    paths = _aggregated(R)
     runs = Path(paths["runs"])
     old = pq.read_table(runs).drop_columns(["options", "param_bytes"])
     i = old.schema.get_field_index("batch_size")

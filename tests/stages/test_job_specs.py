@@ -61,10 +61,12 @@ def test_every_job_param_parses_as_its_spec(default_study):
     jp = job_params(default_study)
     kinds = {"device": specs.DeviceSpec, "runner": specs.RunnerSpec,
              "bandwidth": specs.BandwidthSpec, "kernel": specs.KernelSpec,
-             "data": specs.DataSpec, "plan": specs.PlanSpec, "run": specs.RunSpec}
+             "data": specs.DataSpec, "run": specs.RunSpec}
     for kind, cls in kinds.items():
         for p in jp[kind].values():
             assert specs.to_params(specs.parse(cls, p, kind)) == p
+    for p in jp["plan"].values():   # the plan spec is a LowerSpec
+        assert specs.plan_params(specs.parse_plan(p, "lower"), p["data_dir"]) == p
     d = default_study.devices[0]
     for v in gemm_versions(default_study):
         specs.parse(specs.GemmSpec, gemm_job(jp, d, v), "gemm")
@@ -98,9 +100,9 @@ def test_spec_values_are_the_configs(default_study):
         assert s.device_config == c["device"] and s.dataset_path == c["dataset"]["path"]
         assert s.batch_size == c["model"]["batch_size"]
     for eid, p in jp["plan"].items():
-        s = specs.parse(specs.PlanSpec, p, "lower")
+        s = specs.parse_plan(p, "lower")
         c = by_id[eid].config
-        assert (s.warmup, s.iterations, s.seed, s.checkpoints) == \
+        assert (s.warmup, s.iterations, s.seed, list(s.checkpoints)) == \
             (ms["warmup"], ms["iterations"], ms["seed"], ms["checkpoints"])  # eval_every off
         assert (s.batch_size, s.lr, s.momentum, s.weight_decay) == tuple(
             c["model"][k] for k in ("batch_size", "lr", "momentum", "weight_decay"))
@@ -198,3 +200,27 @@ def test_the_gemm_shapes_job_writes_the_shapes_its_hash_names(tmp_path):
     assert read_shapes(out, jp["gemm"]["shapes_hash"])
     with pytest.raises(StageError, match="gemm_shapes"):
         read_shapes(out, "0" * 16)
+
+
+def test_plan_params_carry_every_field_of_the_plan_spec():
+    """The lower job's params round-trip a LowerSpec whatever it sets: Adam, buffer reuse,
+    dumps and split K (the last three only while not their defaults)."""
+    spec = LowerSpec(model="lenet5", batch_size=4, backend="opencl", placement="staged",
+                     transfer="map", kernel="fused", dataset="digits", optimizer="adamw",
+                     betas=(0.8, 0.99), eps=1e-6, momentum=0.0, plan_id="p", dumps="all",
+                     checkpoints=(0, -1), reuse_buffers=True, splitk_groups=1024)
+    params = specs.plan_params(spec, "data/digits-b4")
+    assert specs.parse_plan(json.loads(specs.as_json(params)), "lower") == spec
+    plain = specs.plan_params(LowerSpec(model="lenet5", plan_id="p"), "d")
+    assert not {"optimizer", "reuse_buffers", "dumps", "splitk_groups"} & set(plain)
+
+
+def test_plan_params_without_a_key_or_with_a_stray_one_name_it(default_study):
+    p = dict(next(iter(job_params(default_study)["plan"].values())))
+    del p["seed"]
+    p["sede"] = 0
+    with pytest.raises(StageError) as e:
+        specs.parse_plan(p, "logs/lower/x.log")
+    assert all(s in str(e.value) for s in ("logs/lower/x.log", "'seed'", "'sede'"))
+    with pytest.raises(StageError, match="plan_id"):
+        specs.plan_params(LowerSpec(model="lenet5"), "d")

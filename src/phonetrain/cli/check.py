@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from phonetrain.cli.study import CONF, OVERRIDES, RESULTS, _sweep, require_study_folder
+from phonetrain.cli.study import _sweep, require_study_folder, study_command
 from phonetrain.errors import PhonetrainError
 
 
@@ -58,10 +58,7 @@ def owning(L):
         lock.release()
 
 
-@click.command("check", context_settings={"ignore_unknown_options": True})
-@OVERRIDES
-@CONF
-@RESULTS
+@study_command("check")
 @click.option("--dry-run", "-n", "dry_run", is_flag=True,
               help="Only list what would be moved aside.")
 def check_command(overrides: tuple[str, ...], conf_dir: str | None, results: str | None,

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from phonetrain.cli.check import owning, study_runs
-from phonetrain.cli.study import CONF, OVERRIDES, RESULTS
+from phonetrain.cli.study import RESULTS, study_command
 from phonetrain.errors import PhonetrainError
 
 
@@ -87,10 +87,7 @@ def damaged_tables(L) -> list[str]:
     return lines
 
 
-@click.command("stale", context_settings={"ignore_unknown_options": True})
-@OVERRIDES
-@CONF
-@RESULTS
+@study_command("stale")
 def stale_command(overrides: tuple[str, ...], conf_dir: str | None,
                   results: str | None) -> None:
     """List what the next `snakemake all` does: the run folders its start moves aside to

@@ -21,6 +21,17 @@ RESULTS = click.option("--results", "results", type=click.Path(file_okay=False),
                        help="Results folder (the same as the override results_dir=...).")
 
 
+def study_command(name: str, results: bool = True):
+    """Decorator: the click command ``name`` over a study: Hydra override strings as
+    arguments (:data:`OVERRIDES`, unknown options passed through to them), ``--conf``
+    (:data:`CONF`) and, with ``results``, ``--results`` (:data:`RESULTS`)."""
+    def wrap(f):
+        f = CONF(RESULTS(f) if results else f)
+        return click.command(name, context_settings={"ignore_unknown_options": True})(
+            OVERRIDES(f))
+    return wrap
+
+
 def require_study_folder(results_dir: str, overrides: tuple[str, ...],
                          conf_dir: str | None, results: str | None = None) -> None:
     """Refuse to work in a folder that is neither a phonetrain checkout (a ``Snakefile`` and
@@ -47,9 +58,7 @@ def _sweep(overrides: tuple[str, ...], conf_dir: str | None, results: str | None
     return compose_sweep(list(overrides) + extra, conf_dir or CONF_DIR)
 
 
-@click.command("run", context_settings={"ignore_unknown_options": True})
-@OVERRIDES
-@CONF
+@study_command("run", results=False)
 def run_command(overrides: tuple[str, ...], conf_dir: str | None) -> None:
     """Run one experiment without Snakemake: OVERRIDES are Hydra overrides, e.g.
     `phonetrain run model=lenet5 device=host backend=opencl kernel=baseline
@@ -145,10 +154,7 @@ def _attempts(row) -> str:
     return str(int(n)) if n is not None and pd.notna(n) else "1"
 
 
-@click.command("aggregate", context_settings={"ignore_unknown_options": True})
-@OVERRIDES
-@CONF
-@RESULTS
+@study_command("aggregate")
 @click.option("--found", is_flag=True,
               help="Aggregate every run folder and device file found under the results "
                    "folder (after one-off `phonetrain run`s), not the configured study's.")
@@ -175,10 +181,7 @@ def aggregate_command(overrides: tuple[str, ...], conf_dir: str | None, results:
         click.echo(f"{table:10s} {path}")
 
 
-@click.command("report", context_settings={"ignore_unknown_options": True})
-@OVERRIDES
-@CONF
-@RESULTS
+@study_command("report")
 def report_command(overrides: tuple[str, ...], conf_dir: str | None,
                    results: str | None) -> None:
     """The study's summary tables -> report.html, report.md and figures/ (the workflow's

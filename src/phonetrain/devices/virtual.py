@@ -55,6 +55,15 @@ DEVICE_TMP = "/data/local/tmp"
 FEATURES = "shell_v2,cmd"
 
 
+def shut(sock: socket.socket) -> None:
+    """Shut ``sock`` down both ways (an OSError of a peer already gone ignored) and close it."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
+
+
 @dataclass
 class Faults:
     """Fault injection knobs; ``None`` disables each one.
@@ -196,11 +205,7 @@ class VirtualDevice:
     def stop(self) -> None:
         """Close the listener and every connection (the phone is unplugged)."""
         self._stopped.set()
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._listener.close()
+        shut(self._listener)
         for conn in list(self._conns):
             conn.close()
         self._remove_bin()
@@ -292,11 +297,7 @@ class _Connection:
         if self.closed.is_set():
             return
         self.closed.set()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
+        shut(self.sock)
         for stream in list(self.streams.values()):
             stream.on_close()
 

@@ -186,6 +186,29 @@ def _unstable_entry(df: pd.DataFrame, handles: list, labels: list) -> tuple[list
                       "device has no usable one"])
 
 
+def _device_model_grid(frame: pd.DataFrame, min_row_in: float) -> tuple[plt.Figure, list]:
+    """One row of panels per device and one panel per model of ``frame`` (rows at least
+    ``min_row_in`` inches, :data:`BAR_IN` per bar of the device's largest panel), each titled
+    ``<device>: <model>``; a panel without rows says "no runs". Returns the figure and
+    ``(axes, rows)`` of every panel with rows."""
+    devices, models = sorted(frame["device"].unique()), sorted(frame["model"].unique())
+    n = frame.groupby("device")["model"].value_counts().groupby("device").max()
+    fig, axes = _panels([max(min_row_in, BAR_IN * n[d]) for d in devices], len(models),
+                        width=max(7.0, 5.2 * len(models)))
+    cells = []
+    for row, dev in zip(axes, devices):
+        for ax, model in zip(row, models):
+            sub = frame[(frame["device"] == dev) & (frame["model"] == model)]
+            ax.set_title(f"{dev}: {model}", fontsize=9)
+            if sub.empty:
+                ax.axis("off")
+                ax.text(0.5, 0.5, "no runs", ha="center", va="center", fontsize=8,
+                        transform=ax.transAxes)
+            else:
+                cells.append((ax, sub))
+    return fig, cells
+
+
 def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     """Takes runs.parquet. Iteration time by the runs' location estimate (``iteration_ms``,
     host clock, log scale) with its interval as whiskers per run: one row
@@ -194,24 +217,11 @@ def iteration_time(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     grey."""
     if runs.empty:
         return _no_data(path, dpi, "no runs")
-    devices, models = sorted(runs["device"].unique()), sorted(runs["model"].unique())
-    order = ["placement", "transfer", "kernel"]
-    n = runs.groupby("device")["model"].value_counts().groupby("device").max()
-    fig, axes = _panels([max(1.2, BAR_IN * n[d]) for d in devices], len(models),
-                        width=max(7.0, 5.2 * len(models)))
-    for row, dev in zip(axes, devices):
-        for ax, model in zip(row, models):
-            sub = runs[(runs["device"] == dev) & (runs["model"] == model)]
-            sub = sub.sort_values(order, na_position="first")
-            ax.set_title(f"{dev}: {model}", fontsize=9)
-            if sub.empty:
-                ax.axis("off")
-                ax.text(0.5, 0.5, "no runs", ha="center", va="center", fontsize=8,
-                        transform=ax.transAxes)
-                continue
-            _hbars(ax, sub)
-            ax.set_xlabel("iteration time, ms (location estimate, log)", fontsize=8)
-            ax.tick_params(axis="x", labelsize=7)
+    fig, cells = _device_model_grid(runs, 1.2)
+    for ax, sub in cells:
+        _hbars(ax, sub.sort_values(["placement", "transfer", "kernel"], na_position="first"))
+        ax.set_xlabel("iteration time, ms (location estimate, log)", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (CPU_COLOR, CL_COLOR)]
     labels = ["CPU backend", opencl_label(runs)]
     if (runs["status"] == "unstable").any():
@@ -747,20 +757,9 @@ def memory_roles(runs: pd.DataFrame, path: Path, dpi: int = 120) -> Path:
     m = memory_frame(runs)
     if m.empty:
         return _no_data(path, dpi, "no runs" if runs.empty else NO_MEMORY)
-    devices, models = sorted(m["device"].unique()), sorted(m["model"].unique())
-    n = m.groupby("device")["model"].value_counts().groupby("device").max()
-    fig, axes = _panels([max(0.9, BAR_IN * n[d]) for d in devices], len(models),
-                        width=max(7.0, 5.2 * len(models)))
-    for row, dev in zip(axes, devices):
-        for ax, model in zip(row, models):
-            sub = m[(m["device"] == dev) & (m["model"] == model)]
-            ax.set_title(f"{dev}: {model}", fontsize=9)
-            if sub.empty:
-                ax.axis("off")
-                ax.text(0.5, 0.5, "no runs", ha="center", va="center", fontsize=8,
-                        transform=ax.transAxes)
-                continue
-            _memory_panel(ax, sub, sub["batch_size"].duplicated(keep=False).any())
+    fig, cells = _device_model_grid(m, 0.9)
+    for ax, sub in cells:
+        _memory_panel(ax, sub, sub["batch_size"].duplicated(keep=False).any())
     handles = [plt.Rectangle((0, 0), 1, 1, color=ROLE_COLORS[c]) for c, _ in MEMORY_ROLES]
     _legend_below(fig, handles, [lab for _, lab in MEMORY_ROLES], ncol=6)
     fig.suptitle("Memory of a training step by role: bytes of the plan's tensors per model "

@@ -83,14 +83,25 @@ def brief(v: w.Verdict) -> w.Verdict:
     return replace(v, reason=w.UNDER_CONTENTION) if v.contended else v
 
 
-def _step_time(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
-    best = fd.best_pairs(fd.gpu_cpu_pairs(runs))
-    b = best[best["device"] == dev]
-    if b.empty:
+def _paper_verdicts(frame: pd.DataFrame, dev: str, anchor: str, col: str
+                    ) -> tuple[pd.DataFrame, list[str]] | None:
+    """The rows of ``frame`` on ``dev`` and, per row, its verdict (``verdict``, interval
+    ``<col>_low``..``<col>_high``) against the paper's ``ANCHORS[anchor]``; None when the
+    device has no row."""
+    d = frame[frame["device"] == dev]
+    if d.empty:
         return None
-    a = ANCHORS["gpu_slowdown"]
-    verdicts = [_against_paper(v, lo, hi, a)
-                for v, lo, hi in zip(b["verdict"], b["ratio_low"], b["ratio_high"])]
+    a = ANCHORS[anchor]
+    return d, [_against_paper(v, lo, hi, a)
+               for v, lo, hi in zip(d["verdict"], d[f"{col}_low"], d[f"{col}_high"])]
+
+
+def _step_time(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
+    got = _paper_verdicts(fd.best_pairs(fd.gpu_cpu_pairs(runs)), dev, "gpu_slowdown",
+                          "ratio")
+    if got is None:
+        return None
+    b, verdicts = got
     study = "; ".join(f"{m} {w.times(q, lo, hi)} ({w.gpu_vs_cpu_text(brief(v))})"
                       for m, q, lo, hi, v
                       in zip(b["model"], b["ratio"], b["ratio_low"], b["ratio_high"],
@@ -99,13 +110,10 @@ def _step_time(runs: pd.DataFrame, dev: str) -> tuple[str, str] | None:
 
 
 def _gain(gemm: pd.DataFrame, dev: str) -> tuple[str, str] | None:
-    g = fd.optimization_gain(gemm)
-    d = g[g["device"] == dev]
-    if d.empty:
+    got = _paper_verdicts(fd.optimization_gain(gemm), dev, "gpu_gemm_gain", "gain")
+    if got is None:
         return None
-    a = ANCHORS["gpu_gemm_gain"]
-    verdicts = [_against_paper(v, lo, hi, a)
-                for v, lo, hi in zip(d["verdict"], d["gain_low"], d["gain_high"])]
+    d, verdicts = got
     shown = d.dropna(subset=["gain_low", "gain_high"])
     study = (f"per GEMM shape (kernel-time intervals): {w.span(shown['gain'], w.times)} over "
              f"{len(shown)} of {len(d)} shape(s) with an interval" if len(shown) else

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from phonetrain import layout
+from phonetrain.config import NO_KERNEL
 from phonetrain.devices.toolchains import runner_source_hash, runner_sources
 from phonetrain.errors import StageError
 from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version, source_files
@@ -30,7 +31,8 @@ from phonetrain.report.registry import FIGURES
 from phonetrain.results.aggregate import aggregate
 from phonetrain.results.runs import changed_params
 from phonetrain.results.schema import read_table
-from phonetrain.stages.params import CPU_VERSION, kernel_hash
+from phonetrain.stages.params import kernel_hash
+from phonetrain.stages.specs import CPU_VERSION
 
 COMPLETE_TEXT = ("written by the workflow after a complete stage; absent after a failed run "
                  "(partial summary/report)\n")
@@ -127,7 +129,7 @@ def measured_sources() -> Callable[..., dict[str, str] | None]:
     def sources(kind: str, device: str, kernel: str | None, khash: str | None,
                 rhash: str | None) -> dict[str, str] | None:
         files: dict[str, str] = {}
-        if kernel and kernel not in ("none", CPU_VERSION):
+        if kernel and kernel not in (NO_KERNEL, CPU_VERSION):
             k = kernels(kernel)
             if k is None or k[0] != khash:
                 return None

@@ -44,13 +44,11 @@ from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
 from phonetrain.stages import paired as kept
 from phonetrain.stages import tuning_records
-from phonetrain.stages.specs import (DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec, TuneSpec,
-                                     shapes_hash, to_params)
+from phonetrain.stages.specs import (CPU_VERSION, DeviceSpec, GemmSpec, ShapesSpec,
+                                     SquaresSpec, TuneSpec, shapes_hash, to_params)
 
 if TYPE_CHECKING:   # pandas is imported by the functions that build frames, not by the jobs
     import pandas as pd
-
-CPU_VERSION = "cpu"
 
 
 def write_shapes(job: Job) -> Path:

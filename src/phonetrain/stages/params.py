@@ -36,9 +36,9 @@ from phonetrain.layout import RUNNER_CACHE_REL, Layout, stage_root_rel
 from phonetrain.lowering import LowerSpec, lower
 from phonetrain.models import get_model
 from phonetrain.results.schema import TABLES
-from phonetrain.stages.specs import (BandwidthSpec, DataSpec, DeviceSpec, GemmSpec, KernelSpec,
-                                     MeasureSpec, PlanSpec, RunnerSpec, RunSpec, ShapesSpec,
-                                     SquaresSpec, TuneSpec, shapes_hash, to_params)
+from phonetrain.stages.specs import (CPU_VERSION, BandwidthSpec, DataSpec, DeviceSpec, GemmSpec,
+                                     KernelSpec, MeasureSpec, RunnerSpec, RunSpec, ShapesSpec,
+                                     SquaresSpec, TuneSpec, plan_params, shapes_hash, to_params)
 
 RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
                     "cooldown_threshold_c", "cooldown_limit_s", "verify_atol", "checkpoints",
@@ -46,7 +46,6 @@ RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "coold
                     "bootstrap_resamples", "power_sample_ms", "max_attempts",
                     "max_probe_slowdown")
 HELDOUT_HOLDS_BACK = ("digits", "synthetic")  # datasets whose held-out split is cut from training
-CPU_VERSION = "cpu"  # the GEMM study's name for the runner's CPU backend
 
 
 def kernel_hash(version: str) -> str:
@@ -130,21 +129,26 @@ def run_params(exp: Experiment) -> dict[str, Any]:
                                                 exp.model)))
 
 
-def plan_spec(exp: Experiment, data_dir: str) -> PlanSpec:
-    """The :class:`PlanSpec` of one experiment (:func:`phonetrain.config.plan_config`)."""
+def plan_spec(exp: Experiment) -> LowerSpec:
+    """The plan spec of one experiment (:func:`phonetrain.config.plan_config`): a
+    :class:`~phonetrain.lowering.LowerSpec` named by the experiment id. A CPU plan keeps
+    LowerSpec's default kernel (lowered with the baseline's ops, run by the runner's C
+    kernels)."""
     pc = plan_config(exp)
     m, b, ms = pc["model"], pc["backend"], pc["measure"]
-    opencl = b["kind"] != "cpu"   # a device backend: OpenCL or Vulkan
-    return PlanSpec(id=exp.id, model=m["name"], dataset=dataset_of(exp),
-                    batch_size=m["batch_size"], lr=m["lr"], momentum=m["momentum"],
-                    weight_decay=m["weight_decay"], backend=b["kind"],
-                    placement=b["placement"] if opencl else None,
-                    transfer=b["transfer"] if opencl else None,
-                    kernel=pc["kernel"]["name"] if opencl else "baseline",
-                    num_batches=pc["dataset"]["num_batches"], warmup=ms["warmup"],
-                    iterations=ms["iterations"], seed=ms["seed"],
-                    checkpoints=list(ms["checkpoints"]), data_dir=data_dir,
-                    optimizer=optimizer_of(m), reuse_buffers=reuse_of(exp))
+    device = b["kind"] != "cpu"   # a device backend: OpenCL or Vulkan
+    name = m.get("optimizer", "sgd")   # an sgd config holds none of ADAM_KEYS
+    adam = {} if name == "sgd" else {"optimizer": name, "eps": float(m["eps"]),
+                                     "betas": tuple(float(x) for x in m["betas"])}
+    on_device = {"placement": b["placement"], "transfer": b["transfer"],
+                 "kernel": pc["kernel"]["name"]} if device else {}
+    return LowerSpec(plan_id=exp.id, model=m["name"], dataset=dataset_of(exp),
+                     batch_size=m["batch_size"], lr=m["lr"], momentum=m["momentum"],
+                     weight_decay=m["weight_decay"], backend=b["kind"],
+                     num_batches=pc["dataset"]["num_batches"], warmup=ms["warmup"],
+                     iterations=ms["iterations"], seed=ms["seed"],
+                     checkpoints=tuple(ms["checkpoints"]),
+                     reuse_buffers=bool(reuse_of(exp)), **on_device, **adam)
 
 
 def reuse_of(exp: Experiment) -> bool | None:
@@ -152,16 +156,6 @@ def reuse_of(exp: Experiment) -> bool | None:
     a plan or run without it keep their bytes)."""
     on = "lower" in exp.config and exp.config["lower"]["reuse_buffers"]   # absent: off
     return True if on else None
-
-
-def optimizer_of(model: dict[str, Any]) -> dict[str, Any] | None:
-    """A plan's Adam settings from a model config, ``{"name", "betas", "eps"}``; None for
-    sgd (whose config holds none of :data:`phonetrain.config.ADAM_KEYS`)."""
-    name = model.get("optimizer", "sgd")
-    if name == "sgd":
-        return None
-    return {"name": name, "betas": [float(b) for b in model["betas"]],
-            "eps": float(model["eps"])}
 
 
 @functools.lru_cache(maxsize=None)
@@ -248,7 +242,7 @@ def job_params(sweep: Sweep) -> dict[str, Any]:
         batch = exp.config["model"]["batch_size"]
         ddir = data_dir_rel(ds, batch, exp.model)
         out["data"][ddir] = to_params(data_spec(exp, ddir))
-        out["plan"][exp.id] = to_params(plan_spec(exp, ddir))
+        out["plan"][exp.id] = plan_params(plan_spec(exp), ddir)
         rp = to_params(run_spec(exp, ddir))
         out["run"][(exp.device, exp.id)] = rp
     out["gemm"] = gemm_params(sweep)

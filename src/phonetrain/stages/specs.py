@@ -1,4 +1,6 @@
-"""Each stage's job spec: a frozen dataclass of exactly the fields the stage reads.
+"""Each stage's job spec: a frozen dataclass of exactly the fields the stage reads. The
+``lower`` job's is the one plan spec, :class:`phonetrain.lowering.LowerSpec`, spelled in its
+params by :func:`plan_params` and read back by :func:`parse_plan`.
 
 :mod:`phonetrain.stages.params` derives the specs from the composed sweep; the rules pass
 each spec as the job's ``params`` (canonical JSON, :func:`as_json`) and the stage parses it
@@ -25,9 +27,11 @@ from typing import Any, Mapping, Optional, TypeVar, get_type_hints
 
 from phonetrain.errors import StageError
 from phonetrain.io import short_hash
+from phonetrain.lowering.spec import LowerSpec
 
 S = TypeVar("S")
 OMIT_NONE = {"omit_none": True}   # field metadata: left out of the params while None
+CPU_VERSION = "cpu"   # GemmSpec.version of the runner's CPU backend (the GEMM study's series)
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ class KernelSpec:
 
 @dataclass(frozen=True)
 class GemmSpec:
-    """``gemm``: one version (a kernel version, or ``cpu``) on one device and the
+    """``gemm``: one version (a kernel version, or :data:`CPU_VERSION`) on one device and the
     study's GEMM settings. The models' shapes are the ``shapes`` input file (see
     :func:`phonetrain.stages.gemm.read_shapes`), whose hash is ``shapes_hash``."""
 
@@ -151,32 +155,58 @@ class DataSpec:
     heldout: Optional[dict]
 
 
-@dataclass(frozen=True)
-class PlanSpec:
-    """``lower``: what the lowered plan depends on (the device excluded); the fields of
-    :class:`phonetrain.lowering.LowerSpec` that the config sets."""
+# The lower job's spec is the one plan spec, :class:`phonetrain.lowering.LowerSpec`; its
+# params spell it as the workflow always has (``id`` for ``plan_id``, the Adam settings as one
+# object) beside ``data_dir``, the batch folder (relative to a staging root) the plan's runs
+# read, so the params, and the stamp of every plan lowered before, keep their bytes.
+PLAN_KEYS = ("id", "model", "dataset", "batch_size", "lr", "momentum", "weight_decay",
+             "backend", "placement", "transfer", "kernel", "num_batches", "warmup",
+             "iterations", "seed", "checkpoints", "data_dir")
+# LowerSpec fields the params hold only while they are not the default (value when absent).
+PLAN_OPTIONAL = {"optimizer": None, "reuse_buffers": None, "dumps": "params",
+                 "splitk_groups": 0}
 
-    id: str
-    model: str
-    dataset: str
-    batch_size: int
-    lr: float
-    momentum: float
-    weight_decay: float
-    backend: str
-    placement: Optional[str]
-    transfer: Optional[str]
-    kernel: str
-    num_batches: int
-    warmup: int
-    iterations: int
-    seed: int
-    checkpoints: list
-    data_dir: str                  # relative to a staging root
-    # adam/adamw: {"name", "betas", "eps"} (phonetrain.config.ADAM_KEYS); None for sgd
-    optimizer: Optional[dict] = dataclasses.field(default=None, metadata=OMIT_NONE)
-    # lower.reuse_buffers: True when on; None (left out of the params) when off
-    reuse_buffers: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+def plan_params(spec: LowerSpec, data_dir: str) -> dict[str, Any]:
+    """The ``lower`` job's params of a plan spec: :data:`PLAN_KEYS` (``id`` is
+    ``spec.plan_id``, which must be set), ``optimizer`` ``{"name", "betas", "eps"}`` for
+    adam/adamw (absent for sgd), ``reuse_buffers`` True when on, ``dumps`` and
+    ``splitk_groups`` when not their defaults. Raises :class:`StageError` without a plan id."""
+    if not spec.plan_id:
+        raise StageError(f"lower: the plan spec of {spec.model} has no plan_id (the "
+                         "experiment id names the plan's folder)")
+    d = {k: getattr(spec, k) for k in PLAN_KEYS if k not in ("id", "data_dir")}
+    d |= {"id": spec.plan_id, "data_dir": data_dir, "checkpoints": list(spec.checkpoints)}
+    if spec.optimizer != "sgd":
+        d["optimizer"] = {"name": spec.optimizer, "betas": [float(b) for b in spec.betas],
+                          "eps": float(spec.eps)}
+    if spec.reuse_buffers:
+        d["reuse_buffers"] = True
+    if spec.dumps != PLAN_OPTIONAL["dumps"]:
+        d["dumps"] = spec.dumps
+    if spec.splitk_groups != PLAN_OPTIONAL["splitk_groups"]:
+        d["splitk_groups"] = spec.splitk_groups
+    return d
+
+
+def parse_plan(params: Mapping[str, Any], job: str) -> LowerSpec:
+    """The plan spec of a ``lower`` job's params (:func:`plan_params`'s inverse; ``data_dir``
+    is not the plan's). Raises :class:`StageError` naming ``job`` and every missing or
+    unknown key."""
+    missing = sorted(set(PLAN_KEYS) - set(params))
+    unknown = sorted(set(params) - set(PLAN_KEYS) - set(PLAN_OPTIONAL))
+    if missing or unknown:
+        what = "; ".join(x for x in (missing and f"missing key(s) {missing}",
+                                     unknown and f"unknown key(s) {unknown}") if x)
+        raise StageError(f"{job}: params are not a plan spec (LowerSpec): {what}")
+    p = {**PLAN_OPTIONAL, **params}   # an optional key left out: its default
+    adam = {} if p["optimizer"] is None else {"optimizer": p["optimizer"]["name"],
+                                              "betas": tuple(p["optimizer"]["betas"]),
+                                              "eps": p["optimizer"]["eps"]}
+    fields = {k: p[k] for k in PLAN_KEYS if k not in ("id", "data_dir", "checkpoints")}
+    return LowerSpec(**fields, plan_id=p["id"], checkpoints=tuple(p["checkpoints"]),
+                     reuse_buffers=bool(p["reuse_buffers"]), dumps=p["dumps"],
+                     splitk_groups=p["splitk_groups"], **adam)
 
 
 @dataclass(frozen=True)

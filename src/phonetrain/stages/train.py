@@ -2,7 +2,8 @@
 
 - ``data`` (params :class:`~phonetrain.stages.specs.DataSpec`; output ``dir``): a dataset
   split into per-iteration batch files (:mod:`phonetrain.data`).
-- ``lower`` (params :class:`~phonetrain.stages.specs.PlanSpec`; output ``dir``): model +
+- ``lower`` (params: a :class:`~phonetrain.lowering.LowerSpec`, the plan spec, as
+  :func:`~phonetrain.stages.specs.plan_params` spells it; output ``dir``): model +
   batch + backend placement -> plan.json and its tensors (:mod:`phonetrain.lowering`).
 - ``train`` (params :class:`~phonetrain.stages.specs.RunSpec`, also written as the run's
   ``params.json``; inputs ``manifest`` (deploy's), ``plan`` (the plan that ran on the device),
@@ -54,7 +55,7 @@ from phonetrain import layout, reference, spans
 from phonetrain.layout import Layout
 from phonetrain.errors import StageError
 from phonetrain.io import make_temp_dir, read_json, sha256_file, write_json, write_text
-from phonetrain.lowering import LowerSpec, write_plan_dir
+from phonetrain.lowering import write_plan_dir
 from phonetrain.plan import Plan
 from phonetrain.results import stats
 from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
@@ -66,7 +67,7 @@ from phonetrain.stages.evaluate import evaluate_run
 from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.quiet import check_records, machine_record, quiet_probe
-from phonetrain.stages.specs import DataSpec, MeasureSpec, PlanSpec, RunSpec, to_params
+from phonetrain.stages.specs import DataSpec, MeasureSpec, RunSpec, parse_plan, to_params
 from phonetrain.stages.stamp import stamp, write_stamp
 
 
@@ -97,25 +98,11 @@ def write_data(job: Job) -> Path:
     return out
 
 
-def lower_spec(s: PlanSpec) -> LowerSpec:
-    """The :class:`~phonetrain.lowering.LowerSpec` of a plan spec."""
-    opt = {} if s.optimizer is None else {"optimizer": s.optimizer["name"],
-                                          "betas": tuple(s.optimizer["betas"]),
-                                          "eps": s.optimizer["eps"]}
-    return LowerSpec(model=s.model, batch_size=s.batch_size, backend=s.backend,
-                     placement=s.placement, transfer=s.transfer, kernel=s.kernel,
-                     dataset=s.dataset, num_batches=s.num_batches, warmup=s.warmup,
-                     iterations=s.iterations, seed=s.seed, lr=s.lr, momentum=s.momentum,
-                     weight_decay=s.weight_decay, plan_id=s.id,
-                     checkpoints=tuple(s.checkpoints), reuse_buffers=bool(s.reuse_buffers),
-                     **opt)
-
-
 def lower(job: Job) -> Path:
     """Lower one plan into ``output.dir`` (atomic): plan.json and tensors/, then the settings
     it was lowered with (``inputs.json``, :mod:`phonetrain.stages.stamp`)."""
     out = Path(job.output.dir)
-    got = write_plan_dir(lower_spec(job.spec(PlanSpec)), out.parents[1])  # plans/<id> under it
+    got = write_plan_dir(parse_plan(job.params, str(job.log)), out.parents[1])  # plans/<id>
     if got.resolve() != out.resolve():
         raise StageError(f"lower: the plan went to {got}, not {out}")
     write_stamp(out, stamp(job))
