@@ -754,7 +754,7 @@ double vk_timer_resolution_ns(run_ctx *rc)
 
 _Noreturn static void no_vulkan(void)
 {
-    fail(EXIT_NO_DEVICE, "this runner was built without the Vulkan headers (vulkan/vulkan_core.h); "
+    fail(EXIT_NO_LIBRARY, "this runner was built without the Vulkan headers (vulkan/vulkan_core.h); "
          "install libvulkan-dev (Debian) where it is built, or use backend opencl or cpu");
 }
 

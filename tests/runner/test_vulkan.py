@@ -215,3 +215,14 @@ def test_an_option_outside_the_spec_table_is_a_bad_plan(runner, lavapipe, tmp_pa
     with pytest.raises(runner_api.BadInputError, match=rf'{prog["name"]}.*"-DVW=2"'):
         runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out",
                             device_selector=lavapipe)
+
+
+def test_no_vulkan_library_is_a_missing_library(runner, tmp_path):
+    """A device without Vulkan (here: a libvulkan path that does not load) exits with the
+    missing-library status, which the workflow records as a skipped run (as for CLBlast)."""
+    spec = LowerSpec(model="mlp_16_16", batch_size=4, backend="vulkan", placement="resident",
+                     transfer="copy", warmup=0, iterations=1, num_batches=1, dataset="synthetic")
+    plan_path = write_bundle(spec, tmp_path)
+    sel = runner_api.DeviceSelector(vk_lib=str(tmp_path / "libNoSuchVulkan.so"))
+    with pytest.raises(runner_api.MissingLibraryError, match="no Vulkan library"):
+        runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out", device_selector=sel)
