@@ -27,7 +27,7 @@ import pandas as pd
 
 import phonetrain.report.wording as w
 from phonetrain.report.analysis import (BATCH_KEY, CPU_KERNEL, MEMORY_ROLES, OWN_KERNELS,
-                                        batch_scaling, memory_frame,
+                                        batch_scaling, gpu_api_label, memory_frame,
                                         compute_peak, energy_differs, energy_frame,
                                         energy_gaps, gemm_sweep, largest_batch,
                                         estimate, gemm_table, interval, interval_name,
@@ -229,7 +229,8 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
         return _missing("gpu_vs_cpu", title, "no model has both a CPU run and an OpenCL run "
                         "with an iteration time on the same device", paper)
     best = best_pairs(pairs)
-    stmt = ("Fastest OpenCL configuration over the CPU run, iteration time (host clock, "
+    stmt = (f"Fastest {gpu_api_label(list(best['gpu']))} configuration over the CPU run, "
+            "iteration time (host clock, "
             f"{'; '.join(sorted(set(pairs['interval'])))}): "
             + "; ".join(_device_advice(d, b) for d, b in best.groupby("device")) + ".")
     n = int(pairs["no_difference"].sum())
