@@ -6,7 +6,9 @@ the sweep (``--sweep``, default ``default``) with its own code, lowers every pla
 its own lowering (the lower job's params parsed to a ``LowerSpec`` and ``write_plan_dir``:
 what the workflow's ``lower`` job runs) in a child process, and the two folders are compared file
 by file (``plan.json`` and every tensor file; the settings stamp ``inputs.json`` is left out:
-it names the code that made it). Prints one row per plan and exits 1 when any differs::
+it names the code that made it). Prints one row per plan and exits 1 when any plan of the
+other commit differs or is gone; a plan only this checkout has (a new experiment, e.g. a
+backend added to the sweep) is listed as new and does not count against it::
 
     python benchmarks/plan_identity.py --rev e47c5b8
     python benchmarks/plan_identity.py --rev e47c5b8 --sweep zoo
@@ -72,17 +74,25 @@ def main() -> int:
         try:
             dump(t / "before", t / "plans-before", a.sweep)
             dump(REPO, t / "plans-now", a.sweep)
-            plans = sorted(p.name for p in (t / "plans-now" / "plans").iterdir())
+            before = {p.name for p in (t / "plans-before" / "plans").iterdir()}
+            now = {p.name for p in (t / "plans-now" / "plans").iterdir()}
             print(f"| plan ({a.sweep}, {a.rev} -> this checkout) | files | identical |")
             print("|---|---:|---|")
-            bad = 0
-            for name in plans:
+            bad = new = 0
+            for name in sorted(before | now):
                 pa, pb = t / "plans-before" / "plans" / name, t / "plans-now" / "plans" / name
-                diff = differing(pa, pb) if pa.is_dir() else ["(no such plan before)"]
-                bad += bool(diff)
-                n = sum(1 for p in pb.rglob("*") if p.is_file() and p.name != "inputs.json")
-                print(f"| {name} | {n} | {'yes' if not diff else 'no: ' + ', '.join(diff[:4])} |")
-            print(f"\n{len(plans) - bad} of {len(plans)} plans identical")
+                if name not in before:
+                    new += 1
+                    verdict = "new (no such plan before)"
+                else:
+                    diff = differing(pa, pb) if name in now else ["(gone)"]
+                    bad += bool(diff)
+                    verdict = "yes" if not diff else "no: " + ", ".join(diff[:4])
+                root = pb if name in now else pa
+                n = sum(1 for p in root.rglob("*") if p.is_file() and p.name != "inputs.json")
+                print(f"| {name} | {n} | {verdict} |")
+            print(f"\n{len(before) - bad} of {len(before)} plans of {a.rev} identical; "
+                  f"{new} new")
             return 1 if bad else 0
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",

@@ -392,4 +392,14 @@ layout(std430, set = 0, binding = 2) buffer PtBuf_V { float V[]; };
 // The work-group size: specialization constants 0, 1, 2 (set by the runner).
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 
+// Ids of the tuning parameters a shader may declare as specialization constants
+// (`layout(constant_id = PT_SPEC_TSM) const int TSM = 64;`; the runner sets them
+// from the program's -DNAME=VALUE options).
+#define PT_SPEC_TSM 3
+#define PT_SPEC_TSN 4
+#define PT_SPEC_TSK 5
+#define PT_SPEC_WPTM 6
+#define PT_SPEC_WPTN 7
+#define PT_SPEC_PAD 8
+
 #endif

@@ -16,15 +16,31 @@ static const char *g_loaded;
 static const char *const search_list[] = {
     "libOpenCL.so.1", "libOpenCL.so",
     "/vendor/lib64/libOpenCL.so", "/system/vendor/lib64/libOpenCL.so",
+    "libOpenCL-pixel.so", "/system/lib64/libOpenCL-pixel.so",
     "/vendor/lib64/egl/libGLES_mali.so", "libmali.so",
 };
+
+/* Pixel phones' OpenCL wrapper (libOpenCL-pixel.so) exports a loader instead of the API:
+ * `void enableOpenCL(void)` switches it on, then `void *loadOpenCLPointer(const char *name)`
+ * returns each entry point (the names MNN's OpenCLWrapper.cpp and TFLite's GPU delegate
+ * call). Any library exporting enableOpenCL is treated so; an entry point dlsym does not find
+ * is then asked of the loader. */
+typedef void (*enable_opencl_fn)(void);
+typedef void *(*load_opencl_pointer_fn)(const char *name);
 
 static int try_load(const char *path)
 {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) return -1;
+    load_opencl_pointer_fn loader = NULL;
+    enable_opencl_fn enable = (enable_opencl_fn)dlsym(h, "enableOpenCL");
+    if (enable) {
+        enable();
+        loader = (load_opencl_pointer_fn)dlsym(h, "loadOpenCLPointer");
+    }
 #define CL_LOAD_SYM(ret, name, params) \
     *(void **)(&CL.name) = dlsym(h, #name); \
+    if (!CL.name && loader) *(void **)(&CL.name) = loader(#name); \
     if (!CL.name) { dlclose(h); memset(&CL, 0, sizeof CL); return -2; }
     CL_FUNCTIONS(CL_LOAD_SYM)
 #undef CL_LOAD_SYM
@@ -45,8 +61,8 @@ int cl_load(const char *explicit_path, char *err, size_t errlen)
     }
     for (size_t i = 0; i < sizeof search_list / sizeof *search_list; i++)
         if (try_load(search_list[i]) == 0) return 0;
-    snprintf(err, errlen, "no OpenCL library found (tried libOpenCL.so.1, libOpenCL.so and the "
-             "Android vendor paths); install ocl-icd-libopencl1 and pocl-opencl-icd, or pass "
+    snprintf(err, errlen, "no OpenCL library found (tried libOpenCL.so.1, libOpenCL.so, the "
+             "Android vendor paths and Pixel's libOpenCL-pixel.so); install ocl-icd-libopencl1 and pocl-opencl-icd, or pass "
              "--cl-lib PATH");
     return -1;
 }

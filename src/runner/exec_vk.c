@@ -391,8 +391,43 @@ static int program_of(run_ctx *rc, const pt_step *s, int k)
          "(its SPIR-V); a Vulkan plan has one program per kernel", rc->plan->path, k, s->name);
 }
 
+/* The program's options "-DNAME=VALUE ..." as specialization constants: `ids` from the
+ * VK_SPEC table (vk_abi.h), `vals` the int values; returns how many. A shader that does not
+ * declare a constant ignores it (as an OpenCL program ignores an unused -D). Fails with
+ * EXIT_BAD_INPUT naming the program for an option that is not -DNAME=INT of the table. */
+static int spec_constants(run_ctx *rc, int prog, uint32_t ids[VK_SPEC_COUNT],
+                          int32_t vals[VK_SPEC_COUNT])
+{
+    const pt_program *pg = &rc->plan->programs[prog];
+    char *opts = xstrdup(pg->options ? pg->options : ""), *save = NULL;
+    int n = 0;
+    for (char *tok = strtok_r(opts, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+        char *eq = strchr(tok, '='), *end = NULL;
+        int id = -1;
+        if (!strncmp(tok, "-D", 2) && eq) {
+            *eq = 0;
+            for (int i = 0; i < VK_SPEC_COUNT; i++)
+                if (!strcmp(VK_SPEC[i].name, tok + 2)) id = (int)VK_SPEC[i].id;
+            *eq = '=';
+        }
+        long v = eq ? strtol(eq + 1, &end, 10) : 0;
+        if (id < 0 || !end || *end || end == eq + 1)
+            fail(EXIT_BAD_INPUT, "bad plan %s: program \"%s\": option \"%s\" is not -DNAME=INT "
+                 "with NAME a specialization constant of the Vulkan ABI "
+                 "(src/phonetrain/kernels/vk_abi.py SPEC_CONSTANTS)", rc->plan->path, pg->name, tok);
+        int j = 0;
+        while (j < n && ids[j] != (uint32_t)id) j++;
+        ids[j] = (uint32_t)id;
+        vals[j] = (int32_t)v;
+        if (j == n) n++;
+    }
+    free(opts);
+    return n;
+}
+
 /* The compute pipeline of (program, work-group size): created once, with the work-group
- * size as specialization constants 0, 1, 2 (src/kernels/vk_abi.glsl). */
+ * size as specialization constants 0, 1, 2 (src/kernels/vk_abi.glsl) and the program's
+ * tuning parameters after them (spec_constants). */
 static vk_pipe *pipe_of(run_ctx *rc, int prog, const vk_abi_kernel *abi, const uint32_t local[3],
                         const char *name)
 {
@@ -417,11 +452,17 @@ static vk_pipe *pipe_of(run_ctx *rc, int prog, const vk_abi_kernel *abi, const u
                                       .pushConstantRangeCount = abi->push_bytes ? 1 : 0,
                                       .pPushConstantRanges = &pr};
     VK_CHECK(VK.vkCreatePipelineLayout(S.d.device, &lci, NULL, &pp->layout), name);
-    VkSpecializationMapEntry me[3];
-    for (uint32_t j = 0; j < 3; j++)
-        me[j] = (VkSpecializationMapEntry){.constantID = j, .offset = 4 * j, .size = 4};
-    VkSpecializationInfo spec = {.mapEntryCount = 3, .pMapEntries = me, .dataSize = 12,
-                                 .pData = pp->local};
+    VkSpecializationMapEntry me[3 + VK_SPEC_COUNT];
+    uint32_t data[3 + VK_SPEC_COUNT], ids[VK_SPEC_COUNT];
+    int32_t vals[VK_SPEC_COUNT];
+    uint32_t nspec = 3 + (uint32_t)spec_constants(rc, prog, ids, vals);
+    for (uint32_t j = 0; j < nspec; j++) {
+        me[j] = (VkSpecializationMapEntry){.constantID = j < 3 ? j : ids[j - 3],
+                                           .offset = 4 * j, .size = 4};
+        data[j] = j < 3 ? local[j] : (uint32_t)vals[j - 3];
+    }
+    VkSpecializationInfo spec = {.mapEntryCount = nspec, .pMapEntries = me,
+                                 .dataSize = 4 * nspec, .pData = data};
     VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = module_of(rc, prog),
@@ -430,8 +471,9 @@ static vk_pipe *pipe_of(run_ctx *rc, int prog, const vk_abi_kernel *abi, const u
     VkResult r = VK.vkCreateComputePipelines(S.d.device, VK_NULL_HANDLE, 1, &ci, NULL, &pp->pipe);
     if (r != VK_SUCCESS)
         fail(EXIT_BUILD, "kernel build failed: compute pipeline of \"%s\" (%s, work-group "
-             "%ux%ux%u) on \"%s\": %s", name, rc->plan->programs[prog].source, local[0], local[1],
-             local[2], S.d.props.deviceName, vk_result_name(r));
+             "%ux%ux%u, options \"%s\") on \"%s\": %s", name, rc->plan->programs[prog].source,
+             local[0], local[1], local[2], rc->plan->programs[prog].options, S.d.props.deviceName,
+             vk_result_name(r));
     return pp;
 }
 
@@ -712,7 +754,7 @@ double vk_timer_resolution_ns(run_ctx *rc)
 
 _Noreturn static void no_vulkan(void)
 {
-    fail(EXIT_NO_DEVICE, "this runner was built without the Vulkan headers (vulkan/vulkan_core.h); "
+    fail(EXIT_NO_LIBRARY, "this runner was built without the Vulkan headers (vulkan/vulkan_core.h); "
          "install libvulkan-dev (Debian) where it is built, or use backend opencl or cpu");
 }
 

@@ -1,7 +1,9 @@
-/* info mode: every OpenCL platform and device with its properties, plus CPU facts, as JSON. */
+/* info mode: every OpenCL platform and device with its properties, every Vulkan device
+ * (properties, compute limits, memory heaps and types), plus CPU facts, as JSON. */
 #define _POSIX_C_SOURCE 200809L
 #include "modes.h"
 #include "util.h"
+#include "vk_api.h"
 
 #include <errno.h>
 #include <omp.h>
@@ -61,6 +63,23 @@ void write_output(const char *dir, const char *name, const void *data, size_t le
     free(path);
 }
 
+/* "vulkan_error" (null when a Vulkan instance was created) and "vulkan_devices". */
+static void write_vulkan_devices(jwriter *w, const char *lib)
+{
+    char err[512] = "";
+    jw_key(w, "vulkan_devices");
+    jw_arr_begin(w);
+#if HAVE_VULKAN
+    int ok = vk_write_devices_json(w, lib, err, sizeof err) == 0;
+#else
+    (void)lib;
+    int ok = 0;
+    snprintf(err, sizeof err, "this runner was built without the Vulkan headers");
+#endif
+    jw_arr_end(w);
+    jw_key(w, "vulkan_error"); jw_str(w, ok ? NULL : err);
+}
+
 int mode_info(const runner_opts *o)
 {
     char err[512] = "";
@@ -96,6 +115,7 @@ int mode_info(const runner_opts *o)
         jw_obj_end(&w);
     }
     jw_arr_end(&w);
+    write_vulkan_devices(&w, o->vk_lib);
     jw_obj_end(&w);
     jw_raw(&w, "\n", 1);
     fwrite(w.buf, 1, w.len, stdout);

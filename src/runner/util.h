@@ -20,8 +20,9 @@ enum {
     EXIT_BUILD = 5,         /* OpenCL program build failed (compiler log on stderr) */
     EXIT_CL_RUNTIME = 6,    /* an OpenCL call failed at run time (call and error name) */
     EXIT_NONFINITE = 7,     /* the loss became NaN or infinite */
-    EXIT_NO_LIBRARY = 8,    /* an external library the plan needs (CLBlast) cannot be loaded,
-                               or the device lacks image support a plan needs */
+    EXIT_NO_LIBRARY = 8,    /* an external library the plan needs (CLBlast; libvulkan, a
+                               Vulkan driver) cannot be loaded, or the device lacks image
+                               support a plan needs */
     EXIT_OUT_OF_MEMORY = 9  /* the plan's tensors do not fit: an OpenCL buffer could not be
                                allocated (CL_MEM_OBJECT_ALLOCATION_FAILURE anywhere; at buffer
                                creation also CL_INVALID_BUFFER_SIZE, CL_OUT_OF_RESOURCES,

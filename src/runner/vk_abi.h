@@ -70,4 +70,22 @@ static const vk_abi_kernel VK_ABI[] = {
 
 #define VK_ABI_COUNT ((int)(sizeof VK_ABI / sizeof VK_ABI[0]))
 
+/* Tuning parameters as int specialization constants: a program option
+ * -DNAME=VALUE sets constant id `id` (a shader that does not declare it ignores it). */
+typedef struct {
+    const char *name;
+    unsigned id;
+} vk_spec_constant;
+
+static const vk_spec_constant VK_SPEC[] = {
+    {"TSM", 3},
+    {"TSN", 4},
+    {"TSK", 5},
+    {"WPTM", 6},
+    {"WPTN", 7},
+    {"PAD", 8},
+};
+
+#define VK_SPEC_COUNT ((int)(sizeof VK_SPEC / sizeof VK_SPEC[0]))
+
 #endif

@@ -40,14 +40,17 @@ _Noreturn void vk_fail(const char *call, VkResult r, const char *ctx)
          (int)r, ctx);
 }
 
-static void *load_library(const char *explicit_path)
+/* explicit_path, else the first of libvulkan.so.1, libvulkan.so that loads; NULL with
+ * `tried` listing what was tried when none does. */
+static void *try_library(const char *explicit_path, char *tried, size_t tried_len)
 {
     static const char *search[] = {"libvulkan.so.1", "libvulkan.so"};
-    char tried[1024] = "";
     const char *paths[3];
     int n = 0;
+    tried[0] = 0;
     if (explicit_path) paths[n++] = explicit_path;
-    for (size_t i = 0; i < sizeof search / sizeof *search; i++) paths[n++] = search[i];
+    for (size_t i = 0; i < sizeof search / sizeof *search && !explicit_path; i++)
+        paths[n++] = search[i];   /* an explicit path is the only one tried (as --cl-lib) */
     for (int i = 0; i < n; i++) {
         void *h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
         if (h) {
@@ -55,10 +58,18 @@ static void *load_library(const char *explicit_path)
             return h;
         }
         size_t len = strlen(tried);
-        snprintf(tried + len, sizeof tried - len, "%s%s", len ? ", " : "", paths[i]);
+        snprintf(tried + len, tried_len - len, "%s%s", len ? ", " : "", paths[i]);
     }
-    fail(EXIT_NO_DEVICE, "no Vulkan library: tried %s; install the Vulkan loader and a driver "
-         "(Debian: libvulkan1 mesa-vulkan-drivers) or pass --vk-lib PATH", tried);
+    return NULL;
+}
+
+static void *load_library(const char *explicit_path)
+{
+    char tried[1024] = "";
+    void *h = try_library(explicit_path, tried, sizeof tried);
+    if (h) return h;
+    fail(EXIT_NO_LIBRARY, "no Vulkan library: tried %s; install the Vulkan loader and a "
+         "driver (Debian: libvulkan1 mesa-vulkan-drivers) or pass --vk-lib PATH", tried);
 }
 
 static int type_matches(const VkPhysicalDeviceProperties *p, const char *type)
@@ -90,8 +101,8 @@ static void create_instance(vk_device *d)
                                .pApplicationInfo = &app};
     VkResult r = VK.vkCreateInstance(&ci, NULL, &d->instance);
     if (r != VK_SUCCESS)
-        fail(EXIT_NO_DEVICE, "no Vulkan device: vkCreateInstance returned %s with %s; install a "
-             "Vulkan driver (Debian: mesa-vulkan-drivers)", vk_result_name(r), g_loaded);
+        fail(EXIT_NO_LIBRARY, "no Vulkan driver: vkCreateInstance returned %s with %s; install "
+             "a Vulkan driver (Debian: mesa-vulkan-drivers)", vk_result_name(r), g_loaded);
 #define LOAD(f) VK.f = (PFN_##f)VK.vkGetInstanceProcAddr(d->instance, #f); \
     if (!VK.f) fail(EXIT_NO_DEVICE, "%s has no entry point " #f, g_loaded);
     VK_INSTANCE_FNS(LOAD)
@@ -105,6 +116,9 @@ static void pick(vk_device *d, const char *name, const char *type)
     uint32_t n = 16;
     VkResult r = VK.vkEnumeratePhysicalDevices(d->instance, &n, devs);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) vk_fail("vkEnumeratePhysicalDevices", r, "setup");
+    if (n == 0)   /* a loader without a driver: the device has no Vulkan (a run is skipped) */
+        fail(EXIT_NO_LIBRARY, "no Vulkan device: %s found no physical device; install a Vulkan "
+             "driver (Debian: mesa-vulkan-drivers)", g_loaded);
     int best = -1;
     char seen[1024] = "";
     for (int pass = 0; pass < 2 && best < 0; pass++)   /* no type: a GPU first, then any */
@@ -126,19 +140,26 @@ static void pick(vk_device *d, const char *name, const char *type)
     VK.vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
 }
 
-static void create_device(vk_device *d)
+/* The compute queue family the runner uses (one without graphics first), -1 when none. */
+static int compute_family(VkPhysicalDevice phys, uint32_t *timestamp_bits)
 {
     VkQueueFamilyProperties fam[16];
     uint32_t nf = 16;
-    VK.vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nf, fam);
+    VK.vkGetPhysicalDeviceQueueFamilyProperties(phys, &nf, fam);
     int pickf = -1;
-    for (uint32_t i = 0; i < nf; i++)   /* a compute family; one without graphics first */
+    for (uint32_t i = 0; i < nf; i++)
         if (fam[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
             if (pickf < 0 || !(fam[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) pickf = (int)i;
+    *timestamp_bits = pickf < 0 ? 0 : fam[pickf].timestampValidBits;
+    return pickf;
+}
+
+static void create_device(vk_device *d)
+{
+    int pickf = compute_family(d->phys, &d->timestamp_bits);
     if (pickf < 0)
         fail(EXIT_NO_DEVICE, "Vulkan device \"%s\" has no compute queue", d->props.deviceName);
     d->family = (uint32_t)pickf;
-    d->timestamp_bits = fam[pickf].timestampValidBits;
     float prio = 1.0f;
     VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                  .queueFamilyIndex = d->family, .queueCount = 1,
@@ -165,6 +186,52 @@ void vk_open_device(const char *lib, const char *name, const char *type, vk_devi
     create_instance(out);
     pick(out, name, type);
     create_device(out);
+}
+
+int vk_write_devices_json(jwriter *w, const char *lib, char *err, size_t errlen)
+{
+    char tried[1024] = "";
+    void *h = try_library(lib, tried, sizeof tried);
+    if (!h) {
+        snprintf(err, errlen, "no Vulkan library: tried %s; install the Vulkan loader and a "
+                 "driver (Debian: libvulkan1 mesa-vulkan-drivers)", tried);
+        return -1;
+    }
+    VK.vkGetInstanceProcAddr = (PFN_vkGetInstanceProcAddr)dlsym(h, "vkGetInstanceProcAddr");
+    VK.vkCreateInstance = VK.vkGetInstanceProcAddr
+        ? (PFN_vkCreateInstance)VK.vkGetInstanceProcAddr(NULL, "vkCreateInstance") : NULL;
+    vk_device d;
+    memset(&d, 0, sizeof d);
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .pApplicationName = "phonetrain-runner",
+                             .apiVersion = VK_API_VERSION_1_0};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                               .pApplicationInfo = &app};
+    VkResult r = VK.vkCreateInstance ? VK.vkCreateInstance(&ci, NULL, &d.instance)
+                                     : VK_ERROR_INITIALIZATION_FAILED;
+    if (r != VK_SUCCESS) {
+        snprintf(err, errlen, "no Vulkan device: vkCreateInstance returned %s with %s; install "
+                 "a Vulkan driver (Debian: mesa-vulkan-drivers)", vk_result_name(r), g_loaded);
+        return -1;
+    }
+#define LOAD(f) VK.f = (PFN_##f)VK.vkGetInstanceProcAddr(d.instance, #f);
+    VK_INSTANCE_FNS(LOAD)
+#undef LOAD
+    VkPhysicalDevice devs[16];
+    uint32_t n = 16;
+    r = VK.vkEnumeratePhysicalDevices(d.instance, &n, devs);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) n = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        d.phys = devs[i];
+        VK.vkGetPhysicalDeviceProperties(d.phys, &d.props);
+        VK.vkGetPhysicalDeviceMemoryProperties(d.phys, &d.mem);
+        int fam = compute_family(d.phys, &d.timestamp_bits);
+        if (fam < 0) continue;   /* no compute queue: not a device the runner can use */
+        d.family = (uint32_t)fam;
+        vk_write_device_json(w, &d);
+    }
+    VK.vkDestroyInstance(d.instance, NULL);
+    return 0;
 }
 
 static const char *type_name(VkPhysicalDeviceType t)

@@ -4,7 +4,7 @@
  * from the Khronos headers with VK_NO_PROTOTYPES: the Android NDK ships them; Debian's
  * aarch64 cross gcc searches /usr/include (libvulkan-dev's architecture-independent headers)
  * after its own. A build without the headers compiles the backend out: HAVE_VULKAN is 0 and
- * a Vulkan plan exits with EXIT_NO_DEVICE saying so. */
+ * a Vulkan plan exits with EXIT_NO_LIBRARY saying so. */
 #ifndef PHONETRAIN_VK_API_H
 #define PHONETRAIN_VK_API_H
 
@@ -73,10 +73,17 @@ _Noreturn void vk_fail(const char *call, VkResult r, const char *ctx);
 /* Loads libvulkan (`lib`, else libvulkan.so.1, libvulkan.so), creates an instance, picks the
  * physical device (`name`: case-insensitive substring of the device name or NULL; `type`:
  * "gpu", "cpu", "all" or NULL = the first GPU, else the first device) and creates a logical
- * device with one compute queue. Fails with EXIT_NO_DEVICE listing the devices seen. */
+ * device with one compute queue. Fails with EXIT_NO_LIBRARY when there is no Vulkan at all
+ * (no library, no driver, no physical device: a run is recorded skipped), EXIT_NO_DEVICE
+ * listing the devices seen when none matches the selector. */
 void vk_open_device(const char *lib, const char *name, const char *type, vk_device *out);
 
 const char *vk_loaded_path(void);
+
+/* Appends one vk_write_device_json object per physical device with a compute queue (the
+ * info mode's "vulkan_devices"; no logical device is created). Returns 0, or -1 with `err`
+ * saying why when no library loads or no instance can be created. */
+int vk_write_devices_json(jwriter *w, const char *lib, char *err, size_t errlen);
 
 /* The device's JSON object: name, type, API and driver versions, the compute limits, the
  * timestamp period, memory heaps and types (their property flags by name) and

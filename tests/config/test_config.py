@@ -37,9 +37,10 @@ def test_default_sweep_crosses_models_backends_kernels():
     expected = sorted([f"{m}.cpu.none" for m in ("mlp_784_256_128_16", "lenet5")] + [
         f"{m}.{b}.{k}" for m in ("mlp_784_256_128_16", "lenet5")
         for b in ("opencl", "opencl_staged", "opencl_staged_map") for k in kernels] + [
-        f"{m}.opencl_pipelined.baseline" for m in ("mlp_784_256_128_16", "lenet5")])
+        f"{m}.{b}.baseline" for m in ("mlp_784_256_128_16", "lenet5")
+        for b in ("opencl_pipelined", "vulkan")])
     assert ids == expected  # CPU runs once per model: they use no kernel version
-    # sweep.backend_kernels keeps the pipelined placement to the baseline kernels
+    # sweep.backend_kernels keeps the pipelined placement and Vulkan to the baseline kernels
     assert {e.device for e in sweep.experiments} == {"host"}
     staged_map = next(e for e in sweep.experiments if e.backend == "opencl_staged_map")
     assert staged_map.config["backend"] == {"name": "opencl_staged_map", "kind": "opencl",

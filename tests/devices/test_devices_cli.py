@@ -99,6 +99,9 @@ def test_devices_write_gives_a_valid_device_config(adb_server, tmp_path):
         assert cfg["toolchain"] == "host"  # the virtual phone runs this host's binaries
         assert cfg["opencl_device"] and cfg["facts"]["gpu"] == cfg["opencl_device"]
         assert (vd.root / "phonetrain/runner").is_file()  # info really ran on the device
+        # the Vulkan devices the phone's runner found: on the terminal and in the header
+        header = (conf / "device/virtual_9.yaml").read_text().split("\nname:")[0]
+        assert "# Vulkan: " in header and "Vulkan: " in res.output
         sweep = compose_sweep(["sweep=test", "sweep.devices=[host,virtual_9]"], conf_dir=conf)
         assert {e.device for e in sweep.experiments} == {"host", "virtual_9"}
         DeviceConfig(**{k: v for k, v in sweep.members["device"]["virtual_9"].items()

@@ -61,9 +61,11 @@ def snakemake(ws: Path, *args: str, overrides: list[str] = TINY, cores: int = 2,
                           timeout=timeout)
 
 
-def planned(ws: Path, overrides: list[str] = TINY, *args: str) -> Counter:
-    """Jobs a dry run would execute, as ``Counter({rule: count})`` (empty: nothing to do)."""
-    p = snakemake(ws, "--dry-run", "--quiet", "rules", *args, overrides=overrides)
+def planned(ws: Path, overrides: list[str] = TINY, *args: str,
+            targets: tuple[str, ...] = ()) -> Counter:
+    """Jobs a dry run would execute (of ``targets``, default rule ``all``), as
+    ``Counter({rule: count})`` (empty: nothing to do)."""
+    p = snakemake(ws, *targets, "--dry-run", "--quiet", "rules", *args, overrides=overrides)
     assert p.returncode == 0, p.stdout + p.stderr
     jobs: Counter = Counter()
     table = False

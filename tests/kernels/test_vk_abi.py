@@ -27,3 +27,20 @@ def test_layout_numbers_scalars_and_buffers_separately():
     glsl = vk_abi.glsl_header()
     assert "readonly buffer PtBuf_labels { int labels[]; };" in glsl
     assert "buffer PtBuf_out { float out_[]; };" in glsl
+
+
+def test_tiled_shader_defaults_are_the_version_defines():
+    """gemm_tiled.glsl's specialization-constant defaults (its #ifndef defaults) equal
+    tiled/version.yaml's defines of the same names, and it declares each through the
+    generated PT_SPEC_<name> id."""
+    import re
+
+    from phonetrain.kernels import KERNELS_ROOT, load_version
+    text = (KERNELS_ROOT / "tiled" / "vk" / "gemm_tiled.glsl").read_text()
+    declared = dict(re.findall(r"constant_id = PT_SPEC_(\w+)\) const int \1 = (\d+);", text))
+    assert set(declared) == set(vk_abi.SPEC_CONSTANTS)
+    defines = load_version("tiled").defines
+    assert {k: int(v) for k, v in declared.items()} == {k: defines[k] for k in declared}
+    for name, cid in vk_abi.SPEC_CONSTANTS.items():
+        assert f"#define PT_SPEC_{name} {cid}" in vk_abi.glsl_header()
+        assert f'{{"{name}", {cid}}},' in vk_abi.c_header()

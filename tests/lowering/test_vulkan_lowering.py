@@ -22,11 +22,29 @@ def test_vulkan_plan_has_the_opencl_steps_and_a_program_per_kernel():
 
 
 def test_a_version_without_shaders_is_refused():
-    """tiled rewrites the OpenCL GEMM and has no vk/ folder: it must not run the baseline
+    """regblock rewrites the OpenCL GEMM and has no vk/ folder: it must not run the baseline
     shaders under its own name."""
     with pytest.raises(LowerError, match="no Vulkan shader"):
         lower(LowerSpec(model="mlp_16_16", backend="vulkan", placement="resident",
-                        transfer="copy", kernel="tiled"))
+                        transfer="copy", kernel="regblock"))
+
+
+def test_tiled_gemm_programs_carry_the_specialization_constants():
+    """tiled's own vk/ folder replaces the GEMM shaders; its GEMM programs get the version's
+    tile defines as -D options (the runner's specialization constants), the inherited
+    shaders too (they ignore them); baseline's programs get none."""
+    plan = lower(LowerSpec(model="lenet5", backend="vulkan", placement="resident",
+                           transfer="copy", kernel="tiled"))
+    progs = {p.name: p for p in plan.programs}
+    assert progs["gemm_nn"].source == "spirv/tiled/gemm_nn.spv"
+    assert progs["gemm_nn"].options == "-DPAD=1 -DTSK=8 -DTSM=64 -DTSN=64 -DWPTM=8 -DWPTN=4"
+    gemm = [s for s in plan.steps if s.op == "kernel" and s.name == "gemm_nn"][0]
+    m, n = gemm.args[0]["i"], gemm.args[1]["i"]
+    assert gemm.local_size == [16, 8]
+    assert gemm.global_size == [-(-n // 64) * 16, -(-m // 64) * 8]
+    base = lower(LowerSpec(model="lenet5", backend="vulkan", placement="resident",
+                           transfer="copy"))
+    assert {p.options for p in base.programs} == {""}
 
 
 def test_missing_shaders_are_named(tmp_path):

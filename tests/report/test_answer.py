@@ -91,3 +91,38 @@ def test_a_device_without_a_pair_says_what_to_add():
     said = _answers(table(run("cpu", 10.0), run("cl", 5.0, device="e", **CL)))
     assert said["d"].lead.startswith("no answer: only CPU-backend runs")
     assert said["e"].lead.startswith("no answer: no CPU-backend run to compare with")
+
+
+VK = dict(placement="resident", transfer="copy", kernel="baseline", backend="vulkan",
+          device_api="vulkan")
+
+
+def test_vulkan_is_named_apart_from_opencl_in_the_answer_tables_and_figures():
+    """A device with CPU, OpenCL and Vulkan runs: the fastest configuration is the Vulkan one,
+    so the answer says Vulkan; the labels of tables and figures say which API a run used; the
+    devices table gives the Vulkan device's memory types; a device whose every Vulkan run was
+    skipped is said to have no Vulkan."""
+    from phonetrain.report import analysis, build, findings
+
+    vk = run("vk", 2.0, **{**VK, "device_type": "cpu", "device_name": "llvmpipe (LLVM 15)",
+                           "device_memory_types": "device_local+host_visible"})
+    runs = table(run("cpu", 10.0), run("cl", 20.0, **CL, device_api="opencl"), vk,
+                 run("cpu", 10.0, device="p"),
+                 run("vk", float("nan"), device="p", status="skipped",
+                     status_reason="no Vulkan library: tried libvulkan.so", **VK))
+    a = _answers(runs)["d"]
+    assert a.lead == "train on the Vulkan backend", a.lead
+    assert a.by.startswith("Vulkan is 5x [4.52-5.53] (m) faster than the CPU (best Vulkan "
+                           "configuration per model"), a.by
+    labels = {r["run_id"]: analysis.run_label(r, False) for _, r in runs.iterrows()}
+    assert labels["d/vk"] == "Vulkan resident/copy baseline" and labels["d/cl"] == \
+        "resident/copy k"
+    assert analysis.opencl_label(runs) == "OpenCL GPU + Vulkan (CPU device: llvmpipe)"
+    g = findings.gpu_vs_cpu(runs)
+    assert g.statement.startswith("Fastest Vulkan configuration over the CPU run")
+    assert "Vulkan resident/copy baseline" in [r[2] for r in g.table.rows]
+    devs = {(d["device"], d["api"]): d for d in build.opencl_devices(runs)}
+    assert devs[("d", "Vulkan")]["memory_types"] == "device_local+host_visible"
+    assert devs[("d", "OpenCL")]["memory_types"] == ""
+    assert build.missing_apis(runs) == [
+        "p: no Vulkan (no Vulkan library: tried libvulkan.so); its 1 run(s) are skipped"]

@@ -36,6 +36,23 @@ def test_info_without_opencl_library_still_describes_the_host(runner, tmp_path):
     assert doc["host"]["logical_cores"] >= 1
 
 
+def test_info_lists_the_vulkan_devices_with_their_memory_types(runner, lavapipe, tmp_path):
+    """lavapipe appears with its memory types (one type, device-local and host-visible: the
+    zero-copy case); a libvulkan that does not load leaves the list empty and says why,
+    and the text of ``phonetrain info`` says there is no Vulkan device."""
+    from phonetrain.cli.info import format_info
+    doc = rt.info(runner)
+    assert doc["vulkan_error"] is None
+    dev = next(d for d in doc["vulkan_devices"] if "llvmpipe" in d["name"])
+    assert dev["api"] == "vulkan" and dev["type"] == "cpu" and dev["memory_types"]
+    assert dev["host_visible_device_local"] is True
+    assert "llvmpipe" in format_info(doc) and "host_visible" in format_info(doc)
+    res = rt.run_mode(runner, "info", ["--vk-lib", str(tmp_path / "libNoSuchVulkan.so")])
+    none = json.loads(res.stdout)
+    assert none["vulkan_devices"] == [] and "libNoSuchVulkan.so" in none["vulkan_error"]
+    assert "no Vulkan device (no Vulkan library: tried " in format_info(none)
+
+
 def test_build_writes_binaries_and_log(runner, pocl, tmp_path):
     (tmp_path / "twice.cl").write_text(GOOD_CL)
     doc = rt.build_kernels(runner, [tmp_path / "twice.cl"], tmp_path / "out", options="-cl-fast-relaxed-math",

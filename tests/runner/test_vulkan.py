@@ -15,7 +15,9 @@ from helpers.kernel_cases import Case, group_cases
 from phonetrain import reference
 from phonetrain import runner as runner_api
 from phonetrain.kernels import bind_args, geometry, kernel_flops, load_version
-from phonetrain.kernels.spirv import ShaderError, resolve_shaders, stage_spirv
+from phonetrain.kernels.spirv import (ShaderError, resolve_shaders, shader_candidates,
+                                      spec_options, stage_spirv)
+from phonetrain.kernels.tuning import candidate_version
 from phonetrain.layout import device_spirv
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan, Program, Step, Tensor
@@ -33,12 +35,17 @@ def _arg(a: object, ids: dict[str, int]) -> dict:
     return {"f": float(a)} if isinstance(a, float) else {"i": int(a)}
 
 
-def _kernel_plan(cases: list[Case], root: Path, padded: bool) -> Plan:
+def _kernel_plan(cases: list[Case], root: Path, padded: bool, version: str = "baseline",
+                 cand: dict | None = None) -> Plan:
     """One Vulkan plan running every case once on its own device tensors (loaded from
     ``root/tensors``), every output dumped; ``padded`` rounds each global size up to a
-    multiple of an explicit local size (invocations past the edge must return early)."""
+    multiple of an explicit local size (invocations past the edge must return early).
+    ``cand``: a tuning candidate of the version's shaders (its specialization constants and
+    the launch geometry they imply)."""
     (root / "tensors").mkdir(parents=True, exist_ok=True)
-    kv = load_version("baseline")
+    kv = load_version(version)
+    if cand is not None:
+        kv = candidate_version(kv, cand)
     tensors: list[Tensor] = []
     steps: list[Step] = []
     dumps: list[int] = []
@@ -62,21 +69,19 @@ def _kernel_plan(cases: list[Case], root: Path, padded: bool) -> Plan:
                           layer=case.label, phase="forward"))
         dumps += [ids[o] for o in case.outputs]
     kernels = sorted({c.kernel for c in cases})
-    stage_spirv("baseline", root, kernels=set(kernels))
-    programs = [Program(name=k, source=f"{device_spirv('baseline')}/{k}.spv", options="")
-                for k in kernels]
-    plan = Plan(name="kernels/baseline/vulkan", backend="vulkan", tensors=tensors, steps=steps,
+    stage_spirv(version, root, kernels=set(kernels))
+    programs = [Program(name=k, source=f"{device_spirv(version)}/{k}.spv",
+                        options=spec_options(kv)) for k in kernels]
+    plan = Plan(name=f"kernels/{version}/vulkan", backend="vulkan", tensors=tensors, steps=steps,
                 programs=programs, warmup=0, iterations=1, dumps=dumps)
     plan.validate()
     return plan
 
 
-@pytest.mark.parametrize("padded", [False, True], ids=["abi-launch", "padded"])
-@pytest.mark.parametrize("group", GROUPS)
-def test_vulkan_shaders_match_numpy(runner, lavapipe, tmp_path, group, padded):
-    cases = group_cases(group)
+def _check_cases(runner, lavapipe, tmp_path: Path, cases: list[Case], plan: Plan) -> None:
+    """Run the plan of :func:`_kernel_plan` on lavapipe and compare every dumped output
+    with the case's numpy oracle; one assertion listing every mismatch."""
     root = tmp_path / "bundle"
-    plan = _kernel_plan(cases, root, padded)
     plan.save(root / "plan.json")
     doc = runner_api.run_plan(runner, root / "plan.json", root, tmp_path / "out",
                               device_selector=lavapipe)
@@ -96,17 +101,48 @@ def test_vulkan_shaders_match_numpy(runner, lavapipe, tmp_path, group, padded):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("placement,transfer", PLACEMENTS,
-                         ids=[f"{p}-{t}" for p, t in PLACEMENTS])
-@pytest.mark.parametrize("model", ["mlp_784_256_128_16", "lenet5", "vgg_small",
-                                   "mobilenetv2_small"])
-def test_vulkan_training_step_verifies(runner, lavapipe, tmp_path, model, placement, transfer):
+@pytest.mark.parametrize("padded", [False, True], ids=["abi-launch", "padded"])
+@pytest.mark.parametrize("group", GROUPS)
+def test_vulkan_shaders_match_numpy(runner, lavapipe, tmp_path, group, padded):
+    cases = group_cases(group)
+    _check_cases(runner, lavapipe, tmp_path, cases, _kernel_plan(cases, tmp_path / "bundle",
+                                                                 padded))
+
+
+TILED_CANDIDATES = shader_candidates("tiled")
+
+
+@pytest.mark.parametrize("cand", TILED_CANDIDATES,
+                         ids=[f"cand{i}" for i in range(len(TILED_CANDIDATES))])
+def test_vulkan_tiled_gemm_matches_numpy(runner, lavapipe, tmp_path, cand):
+    """The tiled GEMM shaders under each tuning candidate (the defaults first): the gemm
+    group's cases (edge tiles, K not a multiple of TSK, alpha/beta, all three transposes) at
+    the tiled rule's launch; the models' own GEMM calls run in the training-step test."""
+    assert resolve_shaders("tiled")["gemm_nn"].parent.name == "vk"
+    cases = group_cases("gemm")
+    _check_cases(runner, lavapipe, tmp_path, cases,
+                 _kernel_plan(cases, tmp_path / "bundle", False, "tiled", cand))
+
+
+STUDY_MODELS = ["mlp_784_256_128_16", "lenet5", "vgg_small", "mobilenetv2_small"]
+RUNS = [(m, p, t, "baseline") for m in STUDY_MODELS for p, t in PLACEMENTS] + \
+    [(m, "resident", "copy", "tiled") for m in STUDY_MODELS]
+
+
+@pytest.mark.parametrize("model,placement,transfer,kernel", RUNS,
+                         ids=[f"{m}-{p}-{t}-{k}" for m, p, t, k in RUNS])
+def test_vulkan_training_step_verifies(runner, lavapipe, tmp_path, model, placement, transfer,
+                                       kernel):
     """Three SGD steps (momentum, weight decay) on lavapipe, each checkpointed step
-    reproduced by the numpy reference; the trace has device times for every command."""
+    reproduced by the numpy reference; the trace has device times for every command. The
+    tiled version runs every GEMM of the model's step through its shared-memory shaders."""
     spec = LowerSpec(model=model, batch_size=4, backend="vulkan", placement=placement,
                      transfer=transfer, warmup=1, iterations=2, num_batches=2, momentum=0.9,
-                     weight_decay=1e-3, dumps="all")
+                     weight_decay=1e-3, dumps="all", kernel=kernel)
     plan_path = write_bundle(spec, tmp_path)
+    if kernel == "tiled":
+        gemm = [p for p in Plan.load(plan_path).programs if p.name.startswith("gemm_")]
+        assert gemm and all("-DTSM=" in p.options for p in gemm)
     out = tmp_path / "out"
     doc = runner_api.run_plan(runner, plan_path, tmp_path, out, device_selector=lavapipe)
     assert doc["status"] == "ok" and doc["backend"] == "vulkan" and len(doc["iters"]) == 3
@@ -162,4 +198,31 @@ def test_no_matching_vulkan_device_lists_the_devices(runner, lavapipe, tmp_path)
     plan_path = write_bundle(spec, tmp_path)
     sel = runner_api.DeviceSelector(vk_device="no-such-gpu")
     with pytest.raises(runner_api.NoDeviceError, match="llvmpipe"):
+        runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out", device_selector=sel)
+
+
+def test_an_option_outside_the_spec_table_is_a_bad_plan(runner, lavapipe, tmp_path):
+    """A program option the Vulkan ABI has no specialization constant for (the OpenCL-only
+    VW) stops the run naming the program and the option."""
+    spec = LowerSpec(model="mlp_16_16", batch_size=4, backend="vulkan", placement="resident",
+                     transfer="copy", warmup=0, iterations=1, num_batches=1, dataset="synthetic",
+                     kernel="tiled")
+    plan_path = write_bundle(spec, tmp_path)
+    doc = json.loads(plan_path.read_text())
+    prog = next(p for p in doc["programs"] if p["name"].startswith("gemm_"))
+    prog["options"] += " -DVW=2"
+    plan_path.write_text(json.dumps(doc))
+    with pytest.raises(runner_api.BadInputError, match=rf'{prog["name"]}.*"-DVW=2"'):
+        runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out",
+                            device_selector=lavapipe)
+
+
+def test_no_vulkan_library_is_a_missing_library(runner, tmp_path):
+    """A device without Vulkan (here: a libvulkan path that does not load) exits with the
+    missing-library status, which the workflow records as a skipped run (as for CLBlast)."""
+    spec = LowerSpec(model="mlp_16_16", batch_size=4, backend="vulkan", placement="resident",
+                     transfer="copy", warmup=0, iterations=1, num_batches=1, dataset="synthetic")
+    plan_path = write_bundle(spec, tmp_path)
+    sel = runner_api.DeviceSelector(vk_lib=str(tmp_path / "libNoSuchVulkan.so"))
+    with pytest.raises(runner_api.MissingLibraryError, match="no Vulkan library"):
         runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out", device_selector=sel)

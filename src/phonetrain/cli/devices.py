@@ -65,8 +65,8 @@ def written_port(adb_port: int | None) -> int | None:
 
 
 def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None:
-    from phonetrain.devices import toolchains
-    from phonetrain.devices import discovery
+    from phonetrain.cli.info import vulkan_lines
+    from phonetrain.devices import discovery, toolchains
 
     failed, used = [], set()
     build_root = Path(build_dir or tempfile.mkdtemp(prefix="phonetrain-devices-"))
@@ -79,13 +79,16 @@ def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None
                                                  build_root / tc_name)
             info = _probe(r.serial, runner, adb_host, adb_port)
             cfg = discovery.device_config(name, r, adb_host, adb_port, info)
-            path, notes, written = discovery.write_config(conf_dir, cfg)
+            path, notes, written = discovery.write_config(conf_dir, cfg,
+                                                          discovery.vulkan_comment(info))
         except PhonetrainError as exc:
             failed.append(r.serial)
             click.echo(f"{r.serial}: not written: {exc}", err=True)
             continue
         for note in notes:
             click.echo(f"{r.serial}: {path}: {note}", err=True)
+        for line in vulkan_lines(info):
+            click.echo(f"{r.serial}: {line}")
         done = "wrote" if written else "left unchanged (already up to date)"
         click.echo(f"{r.serial}: {done} {path} (GPU {cfg['facts']['gpu'] or 'none'}); add it "
                    f"to a sweep with: snakemake --cores 2 all --config "

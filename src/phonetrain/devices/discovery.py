@@ -152,9 +152,25 @@ def merge_config(existing: dict, discovered: dict) -> tuple[dict, list[str]]:
     return merged, notes
 
 
-def write_config(conf_dir: Path, cfg: dict) -> tuple[Path, list[str], bool]:
+def vulkan_comment(info: dict) -> str:
+    """The written config's header lines on the device's Vulkan devices (from ``runner
+    info``): name, type and memory types of each, or why there is none. A comment, not a
+    key: the runner picks the Vulkan device itself (``docs/vulkan.md``)."""
+    devs = info.get("vulkan_devices") or []
+    if not devs:
+        why = info.get("vulkan_error") or "no device with a compute queue"
+        return f"# Vulkan: none ({why}); backend vulkan runs are recorded skipped here.\n"
+    return "".join(
+        f"# Vulkan: {d['name']} ({d['type']}, Vulkan {d['api_version']}); memory types: "
+        + "; ".join("+".join(t["flags"]) or "none" for t in d["memory_types"])
+        + (" (zero-copy: a host-visible device-local type)" if d["host_visible_device_local"]
+           else "") + "\n" for d in devs)
+
+
+def write_config(conf_dir: Path, cfg: dict, vulkan: str = "") -> tuple[Path, list[str], bool]:
     """Write ``conf_dir/device/<name>.yaml`` atomically (temp file + rename), merged into the
     file already there for the same device (:func:`merge_config`; unchanged: not rewritten).
+    ``vulkan`` (:func:`vulkan_comment`) goes into the header.
     Returns (its path, notes on values kept, whether the file was written). Raises
     :class:`ConfigConflict` when the file belongs to another device (another serial or
     transport, e.g. ``host``): it is never replaced."""
@@ -174,6 +190,6 @@ def write_config(conf_dir: Path, cfg: dict) -> tuple[Path, list[str], bool]:
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# Written by 'phonetrain devices --write' for adb serial {cfg['serial']}.\n"
               "# Fill in facts.peak_gflops and facts.bandwidth_gbps from datasheets "
-              "(OpenCL clocks lie on Adreno); a rerun keeps every value set here.\n")
+              "(OpenCL clocks lie on Adreno); a rerun keeps every value set here.\n" + vulkan)
     write_text(path, header + yaml.safe_dump(cfg, sort_keys=False))
     return path, notes, True

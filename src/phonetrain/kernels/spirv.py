@@ -9,6 +9,13 @@ compiled with ``-DPT_KERNEL_<kernel>`` and ``-I src/kernels``, so it includes th
 interface ``vk_abi.glsl`` (:mod:`.vk_abi`: push constants, bindings, the work-group size as
 specialization constants 0..2) and the shared helpers ``common.glsl``. The SPIR-V is what
 a device gets (``spirv/<version>/<kernel>.spv``, :func:`phonetrain.layout.device_spirv`).
+
+A ``vk/`` folder may also hold ``*.glsl`` bodies its shaders include (``tiled``: three
+``gemm_*.comp`` include ``gemm_tiled.glsl``) and ``tuning.yaml``: the tuning candidates of the
+shaders' specialization constants (:func:`shader_candidates`). A version's defines whose names
+are specialization constants of the Vulkan ABI (:data:`.vk_abi.SPEC_CONSTANTS`) reach its
+shaders as the program options ``-DNAME=VALUE`` (:func:`spec_options`), which the runner turns
+into specialization constants: the shader's own defaults are the ``#ifndef`` defaults.
 """
 
 from __future__ import annotations
@@ -18,16 +25,24 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from ..errors import PhonetrainError
 from ..io import make_temp_dir
 from ..layout import device_spirv
-from .versions import KERNELS_ROOT, load_version, swap_in
+from .versions import (KERNELS_ROOT, KernelVersion, constraint_names, eval_constraint,
+                       load_version, parse_constraint, swap_in)
+from .vk_abi import SPEC_CONSTANTS
 
 SHADER_DIR = "vk"
 SHADER_SUFFIX = ".comp"
 # Files beside the version folders that every shader may include.
 SHADER_INCLUDES = ("vk_abi.glsl", "common.glsl", "reduce.glsl")
+# Bodies a version's shaders include from their own folder, and its tuning candidates.
+BODY_SUFFIX = ".glsl"
+SHADER_TUNING = "tuning.yaml"
 # glslc's target: Vulkan 1.0 (SPIR-V 1.0) runs on every Vulkan driver, Android's included.
 GLSLC_FLAGS = ("-fshader-stage=compute", "--target-env=vulkan1.0", "-O")
 
@@ -57,9 +72,55 @@ def has_shaders(version_name: str, kernels_root: Path = KERNELS_ROOT) -> bool:
 
 
 def shader_files(version_name: str, kernels_root: Path = KERNELS_ROOT) -> list[Path]:
-    """Every file a version's SPIR-V is compiled from: the includes, then the shaders."""
-    inc = [Path(kernels_root) / f for f in SHADER_INCLUDES if (Path(kernels_root) / f).is_file()]
+    """Every file a version's SPIR-V is compiled from: the shared includes, the ``vk/*.glsl``
+    bodies along the ``inherits`` chain, then the shaders."""
+    root = Path(kernels_root)
+    inc = [root / f for f in SHADER_INCLUDES if (root / f).is_file()]
+    if has_shaders(version_name, kernels_root):
+        for vname in load_version(version_name, kernels_root).chain:
+            inc += sorted((root / vname / SHADER_DIR).glob(f"*{BODY_SUFFIX}"))
     return inc + list(resolve_shaders(version_name, kernels_root).values())
+
+
+def spec_options(version: KernelVersion) -> str:
+    """The Vulkan program options of a version: ``-DNAME=VALUE`` (sorted by name) for each of
+    its defines that is a specialization constant of the Vulkan ABI
+    (:data:`.vk_abi.SPEC_CONSTANTS`); ``""`` for a version without such defines (baseline)."""
+    return " ".join(f"-D{k}={int(v)}" for k, v in sorted(version.defines.items())
+                    if k in SPEC_CONSTANTS)
+
+
+def shader_candidates(version_name: str, kernels_root: Path = KERNELS_ROOT) -> list[dict[str, Any]]:
+    """The tuning space of a version's shaders: the defaults (the version's defines that are
+    specialization constants), then the ``candidates`` of its ``vk/tuning.yaml`` in file order,
+    each ``{"defines": {...}, "local": None}`` (the geometry rule derives the work-group).
+    Only the defaults when the file is missing. Raises :class:`ShaderError` naming the file
+    for a candidate that is not a mapping of ints, names a define outside
+    :data:`.vk_abi.SPEC_CONSTANTS`, or breaks one of the file's ``constraints``."""
+    version = load_version(version_name, kernels_root)
+    default = {k: int(v) for k, v in version.defines.items() if k in SPEC_CONSTANTS}
+    path = Path(kernels_root) / version_name / SHADER_DIR / SHADER_TUNING
+    out = [{"defines": default, "local": None}]
+    if not path.is_file():
+        return out
+    doc = yaml.safe_load(path.read_text()) or {}
+    try:
+        rules = [(c, parse_constraint(c)) for c in doc.get("constraints") or []]
+    except ValueError as e:
+        raise ShaderError(f"{path}: constraints: {e}") from None
+    for i, cand in enumerate(doc.get("candidates") or []):
+        defs = cand.get("defines") if isinstance(cand, dict) else None
+        if not isinstance(defs, dict) or not all(
+                k in SPEC_CONSTANTS and type(v) is int for k, v in defs.items()):
+            raise ShaderError(f"{path}: candidates[{i}] is {cand!r}; give {{defines: {{NAME: "
+                              f"int}}}} with NAME among {', '.join(SPEC_CONSTANTS)}")
+        names = constraint_names(version, {"defines": {**default, **defs}})
+        broken = [c for c, tree in rules if not eval_constraint(tree, names)]
+        if broken:
+            raise ShaderError(f"{path}: candidates[{i}] {defs} breaks the constraint(s) "
+                              f"{broken}; fix the candidate")
+        out.append({"defines": {**default, **defs}, "local": None})
+    return out
 
 
 def shader_hash(version_name: str, kernels_root: Path = KERNELS_ROOT) -> str:

@@ -12,7 +12,11 @@ Two files are generated from that one rule, so the runner and the shaders cannot
 ``src/runner/vk_abi.h`` (the C table the runner's Vulkan backend binds plan arguments with)
 and ``src/kernels/vk_abi.glsl`` (each kernel's push-constant block, buffer blocks and the
 work-group size as specialization constants 0, 1, 2, under ``#ifdef PT_KERNEL_<name>``: the
-build defines it from the shader's file name). ``python -m phonetrain.kernels.vk_abi``
+build defines it from the shader's file name). Both also carry the ids of the tuning
+parameters a shader may declare as specialization constants (:data:`SPEC_CONSTANTS`: the
+shader writes ``layout(constant_id = PT_SPEC_TSM) const int TSM = 64;``, its default; the
+runner sets it from a ``-DTSM=32`` in the plan program's options, as an OpenCL build option
+overrides an ``#ifndef`` default). ``python -m phonetrain.kernels.vk_abi``
 rewrites both; :func:`stale_files` names those that differ from what this module generates.
 """
 
@@ -30,6 +34,12 @@ GLSL_HEADER = ROOT / "kernels" / "vk_abi.glsl"
 # Buffers holding int32 (by ABI argument name): class labels and max-pool argmax indices,
 # the plan's "i32" tensors. Every other buffer holds float32.
 INT_BUFFERS = frozenset({"labels", "argmax"})
+
+# Tuning parameters a shader may declare as 32-bit int specialization constants, with their
+# constant ids (0, 1, 2 are the work-group size). Names are the kernel versions' define names
+# (src/kernels/<version>/version.yaml ``defines``); a define not listed here never reaches a
+# shader. Append new names: an id, once given, keeps its meaning.
+SPEC_CONSTANTS = {"TSM": 3, "TSN": 4, "TSK": 5, "WPTM": 6, "WPTN": 7, "PAD": 8}
 
 # ABI argument names that are GLSL keywords get a trailing underscore in the shaders.
 GLSL_KEYWORDS = frozenset({"out", "in", "inout", "buffer", "shared", "uniform", "sample",
@@ -82,6 +92,12 @@ def c_header() -> str:
         nbuf = sum(kd not in ("i", "f") for _, kd, _ in lay)
         lines.append(f'    {{"{k}", "{kinds}", {{{slots}}}, {push}, {nbuf}}},')
     lines += ["};", "", "#define VK_ABI_COUNT ((int)(sizeof VK_ABI / sizeof VK_ABI[0]))", "",
+              "/* Tuning parameters as int specialization constants: a program option",
+              " * -DNAME=VALUE sets constant id `id` (a shader that does not declare it ignores it). */",
+              "typedef struct {", "    const char *name;", "    unsigned id;", "} vk_spec_constant;",
+              "", "static const vk_spec_constant VK_SPEC[] = {"]
+    lines += [f'    {{"{n}", {i}}},' for n, i in SPEC_CONSTANTS.items()]
+    lines += ["};", "", "#define VK_SPEC_COUNT ((int)(sizeof VK_SPEC / sizeof VK_SPEC[0]))", "",
               "#endif", ""]
     return "\n".join(lines)
 
@@ -122,6 +138,10 @@ def glsl_header() -> str:
               "#endif", "",
               "// The work-group size: specialization constants 0, 1, 2 (set by the runner).",
               "layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;", "",
+              "// Ids of the tuning parameters a shader may declare as specialization constants",
+              "// (`layout(constant_id = PT_SPEC_TSM) const int TSM = 64;`; the runner sets them",
+              "// from the program's -DNAME=VALUE options).",
+              *[f"#define PT_SPEC_{n} {i}" for n, i in SPEC_CONSTANTS.items()], "",
               "#endif", ""]
     return "\n".join(lines)
 

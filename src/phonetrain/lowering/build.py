@@ -30,7 +30,7 @@ import math
 from pathlib import Path
 
 from .. import data as datasets
-from ..kernels.spirv import resolve_shaders
+from ..kernels.spirv import resolve_shaders, spec_options
 from ..kernels.tuning import conv_key
 from ..kernels import (GEMM_KERNELS, KERNEL_ARGS, KERNELS_ROOT, KernelVersion, bind_args,
                        buffer_access, geometry, kernel_flops, kernels_mentioned, load_version,
@@ -409,8 +409,9 @@ def _place(b: _Builder, spec: LowerSpec, x: int, labels: int, loss: int) -> list
 def _shader_programs(plan_steps: list[Step], version: KernelVersion,
                      kernels_root: Path) -> list[Program]:
     """The Vulkan plan's programs: one per kernel the plan launches, named after it, its
-    SPIR-V at ``spirv/<version>/<kernel>.spv`` (:mod:`phonetrain.kernels.spirv`). A kernel
-    without a shader in the version's ``vk/`` chain raises :class:`LowerError`."""
+    SPIR-V at ``spirv/<version>/<kernel>.spv`` (:mod:`phonetrain.kernels.spirv`), its options
+    the version's specialization constants (:func:`phonetrain.kernels.spirv.spec_options`). A
+    kernel without a shader in the version's ``vk/`` chain raises :class:`LowerError`."""
     needed = sorted({s.name for s in plan_steps if s.op == "kernel"})
     shaders = resolve_shaders(version.name, kernels_root)
     missing = [k for k in needed if k not in shaders]
@@ -418,8 +419,8 @@ def _shader_programs(plan_steps: list[Step], version: KernelVersion,
         raise LowerError(f"kernel version {version.name!r} has no Vulkan shader for {missing} "
                          f"(expected {kernels_root / version.name / 'vk'}/<kernel>.comp or an "
                          "inherited one); write them or use backend opencl/cpu")
-    return [Program(name=k, source=f"{device_spirv(version.name)}/{k}.spv", options="")
-            for k in needed]
+    return [Program(name=k, source=f"{device_spirv(version.name)}/{k}.spv",
+                    options=spec_options(version)) for k in needed]
 
 
 def _programs(plan_steps: list[Step], version: KernelVersion, kernels_root: Path) -> list[Program]:

@@ -32,14 +32,33 @@ def is_cpu(runs: pd.DataFrame) -> pd.Series:
     return runs["placement"].isna() | runs["placement"].isin(["none", ""])
 
 
+def gpu_api(r: pd.Series | dict) -> str:
+    """Takes one run row; returns the API its device ran through: ``Vulkan`` (``device_api``
+    vulkan, or, for a row without it, a backend whose name starts with ``vulkan``), else
+    ``OpenCL``. Meaningful for device-backend rows (not :func:`is_cpu`)."""
+    api = r.get("device_api") if hasattr(r, "get") else None
+    if isinstance(api, str) and api:
+        return "Vulkan" if api == "vulkan" else "OpenCL"
+    return "Vulkan" if str(r.get("backend") or "").startswith("vulkan") else "OpenCL"
+
+
+def gpu_api_label(rows) -> str:
+    """The API name of a set of device-backend run rows (a DataFrame or an iterable of rows):
+    ``OpenCL``, ``Vulkan``, or ``OpenCL or Vulkan`` when both occur (``OpenCL`` for none)."""
+    it = (r for _, r in rows.iterrows()) if isinstance(rows, pd.DataFrame) else rows
+    apis = sorted({gpu_api(r) for r in it})
+    return " or ".join(apis) if apis else "OpenCL"
+
+
 def run_label(r: pd.Series | dict, device: bool = True) -> str:
     """Takes one run row (``device``, ``placement``, ``transfer``, ``kernel``); returns its
-    short label, ``cpu`` or ``<placement>/<transfer> <kernel>``, prefixed with ``<device>: ``
-    when ``device``."""
+    short label, ``cpu`` or ``<placement>/<transfer> <kernel>`` (``Vulkan <placement>/...``
+    for a Vulkan run, :func:`gpu_api`), prefixed with ``<device>: `` when ``device``."""
     dev = f"{r['device']}: " if device else ""
     if r["placement"] in (None, "none", "") or pd.isna(r["placement"]):
         return dev + "cpu"
-    return dev + f"{r['placement']}/{r['transfer']} {r['kernel']}"
+    api = "Vulkan " if gpu_api(r) == "Vulkan" else ""
+    return dev + f"{api}{r['placement']}/{r['transfer']} {r['kernel']}"
 
 
 def run_names(runs: pd.DataFrame) -> list[str]:
@@ -49,19 +68,39 @@ def run_names(runs: pd.DataFrame) -> list[str]:
 
 
 def opencl_label(runs: pd.DataFrame) -> str:
-    """Takes runs.parquet rows; returns how figures name the OpenCL backend, from the OpenCL
-    device type (``device_type``) of the verified OpenCL runs: ``OpenCL GPU`` only when every
-    one is a GPU; ``OpenCL (CPU device: <platforms>)`` when all are CPU devices (a CPU driver
-    such as PoCL, "Portable Computing Language", is not a GPU); otherwise ``OpenCL device``."""
+    """Takes runs.parquet rows; returns how figures name the device backends: the OpenCL
+    runs' label (:func:`_api_label`), and `` + `` the Vulkan runs' (``Vulkan (CPU device:
+    llvmpipe ...)``) when the rows hold Vulkan runs; a Vulkan-only study gets the Vulkan label
+    alone."""
+    dev = runs[~is_cpu(runs)]
+    vk = pd.Series([gpu_api(r) == "Vulkan" for _, r in dev.iterrows()], index=dev.index,
+                   dtype=bool)
+    vulkan, opencl = dev[vk], dev[~vk]
+    if not len(vulkan):
+        return _api_label(runs, "OpenCL")
+    if not len(opencl):
+        return _api_label(vulkan, "Vulkan")
+    return _api_label(opencl, "OpenCL") + " + " + _api_label(vulkan, "Vulkan")
+
+
+def _api_label(runs: pd.DataFrame, api: str) -> str:
+    """How figures name one API's runs, from the device type (``device_type``) of its verified
+    runs: ``<api> GPU`` only when every one is a GPU (Vulkan's ``integrated_gpu``/``discrete_gpu``
+    count); ``<api> (CPU device: <platforms or device names>)`` when all are CPU devices (a
+    CPU driver such as PoCL, "Portable Computing Language", or lavapipe, ``llvmpipe``, is not
+    a GPU); otherwise ``<api> device``."""
     cl = runs[~is_cpu(runs) & (runs["status"] == "ok")] if "status" in runs else runs[~is_cpu(runs)]
-    types = set(cl["device_type"].dropna().str.lower()) if "device_type" in cl else set()
+    types = {"gpu" if t.endswith("gpu") else t
+             for t in cl["device_type"].dropna().str.lower()} if "device_type" in cl else set()
     if types == {"gpu"}:
-        return "OpenCL GPU"
+        return f"{api} GPU"
     if types == {"cpu"}:
-        plats = sorted({"PoCL" if "Portable Computing Language" in p else p
-                        for p in cl["platform_name"].dropna()}) if "platform_name" in cl else []
-        return "OpenCL (CPU device" + (f": {', '.join(plats)})" if plats else ")")
-    return "OpenCL device"
+        col = "platform_name" if api == "OpenCL" else "device_name"
+        plats = sorted({"PoCL" if "Portable Computing Language" in p else
+                        p.split(" (")[0] if api == "Vulkan" else p   # llvmpipe (LLVM ...)
+                        for p in cl[col].dropna()}) if col in cl else []
+        return f"{api} (CPU device" + (f": {', '.join(plats)})" if plats else ")")
+    return f"{api} device"
 
 
 def several_devices(runs: pd.DataFrame) -> bool:

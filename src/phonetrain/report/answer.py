@@ -21,7 +21,7 @@ import pandas as pd
 import phonetrain.report.findings as fd
 import phonetrain.report.glance as glance
 import phonetrain.report.wording as w
-from phonetrain.report.analysis import is_cpu
+from phonetrain.report.analysis import gpu_api_label, is_cpu
 
 
 @dataclass
@@ -74,20 +74,23 @@ def _by(b: pd.DataFrame) -> tuple[str, str, bool]:
         parts[key].append(f"{_ratio(q, lo, hi, v.word)} ({m}{reason})")
     slower = [m for m, x in words.items() if x == "slower"]
     faster = [m for m, x in words.items() if x == "faster"]
+    api = gpu_api_label(list(b["gpu"])) if "gpu" in b else "OpenCL"   # OpenCL, Vulkan or both
+    win = gpu_api_label([g for g, x in zip(b["gpu"], b["verdict"]) if x.word == "faster"]) \
+        if "gpu" in b else "OpenCL"
     if slower and not faster:
         lead = "train on the CPU backend"
     elif faster and not slower:
-        lead = "train on the OpenCL backend"
+        lead = f"train on the {win} backend"
     elif slower and faster:
-        lead = f"train on OpenCL for {', '.join(faster)}, on the CPU for {', '.join(slower)}"
+        lead = f"train on {win} for {', '.join(faster)}, on the CPU for {', '.join(slower)}"
     else:
         lead = "cannot tell yet which backend trains faster"
-    told = [f"OpenCL is {' to '.join(_ends(parts[k]))} {k}" for k in ("slower", "faster")
+    told = [f"{api} is {' to '.join(_ends(parts[k]))} {k}" for k in ("slower", "faster")
             if parts[k]]
-    by = (", ".join(told) + " than the CPU (best OpenCL configuration per model, host clock)"
+    by = (", ".join(told) + f" than the CPU (best {api} configuration per model, host clock)"
           ) if told else ""
     if parts["cannot"]:
-        by += ("; " if by else "") + "OpenCL / CPU time " + ", ".join(parts["cannot"])
+        by += ("; " if by else "") + f"{api} / CPU time " + ", ".join(parts["cannot"])
     return lead, by, contended
 
 
@@ -113,11 +116,13 @@ def _why(runs: pd.DataFrame, dev: str) -> tuple[str, bool]:
     else:
         return "", False
     parts = []
+    api = gpu_api_label(runs[(runs["device"] == dev) & ~is_cpu(runs)])
     if len(move):
         parts.append((move.median(), f"data movement takes {_median(move)} of a staged "
-                                     "OpenCL iteration"))
+                                     f"{api} iteration"))
     if len(gaps):
-        parts.append((gaps.median(), f"launch gaps {_median(gaps)} of an OpenCL iteration"))
+        article = "an" if api.startswith("OpenCL") else "a"
+        parts.append((gaps.median(), f"launch gaps {_median(gaps)} of {article} {api} iteration"))
     parts.sort(key=lambda p: -p[0])
     return ", ".join(t for _, t in parts), contended
 

@@ -40,8 +40,8 @@ import phonetrain.report.findings as findings
 import phonetrain.report.glance as glance
 import phonetrain.report.wording as w
 from phonetrain.io import write_text
-from phonetrain.report.analysis import (TOO_SHORT, UNREADABLE, gemm_table, interval,
-                                        interval_name, roofline_notes, run_label,
+from phonetrain.report.analysis import (TOO_SHORT, UNREADABLE, gemm_table, gpu_api, interval,
+                                        interval_name, is_cpu, roofline_notes, run_label,
                                         several_devices, transfer_time_classes)
 from phonetrain.report.paper import ANCHORS, CITATION
 from phonetrain.report.registry import FIGURES
@@ -181,12 +181,36 @@ def settings_notes(runs: pd.DataFrame) -> list[str]:
 
 
 def opencl_devices(runs: pd.DataFrame) -> list[dict[str, str]]:
-    """Takes runs.parquet; returns the distinct OpenCL devices the runs used, one dict of
-    strings each: ``device`` (configured name), ``device_name``, ``device_type``,
-    ``platform_name`` and ``timer_resolution_ns`` (as the runner reported them)."""
+    """Takes runs.parquet; returns the distinct GPU-API devices the runs used (OpenCL and
+    Vulkan), one dict of strings each: ``device`` (configured name), ``api`` (OpenCL or
+    Vulkan, :func:`~phonetrain.report.analysis.gpu_api`), ``device_name``, ``device_type``,
+    ``platform_name``, ``memory_types`` (a Vulkan device's memory types, ``device_memory_types``;
+    '' for OpenCL) and ``timer_resolution_ns`` (as the runner reported them)."""
     cols = ["device", "device_name", "device_type", "platform_name", "timer_resolution_ns"]
-    cl = runs.dropna(subset=["device_type"])[cols].drop_duplicates()
+    cl = runs.dropna(subset=["device_type"]).copy()
+    cl["api"] = [gpu_api(r) for _, r in cl.iterrows()]
+    cl["memory_types"] = cl["device_memory_types"] if "device_memory_types" in cl else None
+    cols = cols[:1] + ["api"] + cols[1:4] + ["memory_types"] + cols[4:]
+    cl = cl[cols].drop_duplicates()
     return [{c: _str(r[c]) for c in cols} for _, r in cl.iterrows()]
+
+
+def missing_apis(runs: pd.DataFrame) -> list[str]:
+    """Takes runs.parquet; returns one note per device and GPU API the study asked for but the
+    device lacks: every run of that API on it was recorded ``skipped`` (the runner found no
+    OpenCL library or no Vulkan library, driver or device), e.g. ``phone: no Vulkan (no Vulkan
+    library: tried ...); its 2 runs are skipped``."""
+    dev = runs[~is_cpu(runs)].copy()
+    if dev.empty:
+        return []
+    dev["api"] = [gpu_api(r) for _, r in dev.iterrows()]
+    out = []
+    for (device, api), g in dev.groupby(["device", "api"], sort=True):
+        if (g["status"] == "skipped").all():
+            reason = g["status_reason"].dropna()
+            why = f" ({reason.iloc[0]})" if len(reason) and reason.iloc[0] else ""
+            out.append(f"{device}: no {api}{why}; its {len(g)} run(s) are skipped")
+    return out
 
 
 def energy(runs: pd.DataFrame) -> list[dict[str, Any]]:
@@ -326,7 +350,7 @@ def context(tables: dict[str, pd.DataFrame], *, title: str,
         "skipped": [r for r in rows if r["status"] == "skipped"],
         "builds": [_build_row(b) for _, b in tables["builds"].iterrows()],
         "bandwidth": bandwidth_rows(tables["bandwidth"], tables["peaks"]),
-        "settings_notes": settings_notes(runs) + step_time_notes(runs),
+        "settings_notes": settings_notes(runs) + step_time_notes(runs) + missing_apis(runs),
         "provenance": provenance(tables),
         "opencl_devices": opencl_devices(runs), "energy": energy(runs),
         "figure_notes": {"gemm_kernels": roofline_notes(tables["gemm"], tables["peaks"])},

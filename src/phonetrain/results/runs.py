@@ -161,10 +161,23 @@ def _processes(run_dir: Path) -> list[tuple[Path, str]]:
         ([(events, "breakdown")] if apart else [])
 
 
+def memory_types_text(dev: dict[str, Any]) -> str | None:
+    """A Vulkan device object's memory types as one string: each type's flags joined by
+    ``+``, types by ``; `` (e.g. ``device_local+host_visible+host_coherent+host_cached``);
+    None for a device object without them (OpenCL)."""
+    types = dev.get("memory_types")
+    if not isinstance(types, list) or not types:
+        return None
+    return "; ".join("+".join(t.get("flags") or []) or "none" for t in types)
+
+
 def _device_facts(run: dict[str, Any]) -> dict[str, Any]:
     dev = run.get("device") or {}
     return {"device_name": dev.get("name"), "device_type": dev.get("type"),
             "platform_name": dev.get("platform"),
+            # the GPU API of the run's device (null on the CPU backend: no device object)
+            "device_api": (dev.get("api") or "opencl") if dev else None,
+            "device_memory_types": memory_types_text(dev),
             "timer_resolution_ns": run.get("timer_resolution_ns",
                                            dev.get("timer_resolution_ns"))}
 

@@ -146,6 +146,7 @@ RUNS = pa.schema(RUN_KEY + [
     _f("loss_first", F), _f("loss_last", F),
     _f("heldout_loss_last", F), _f("heldout_accuracy_last", F), _f("n_heldout", I),
     _f("device_name", S), _f("device_type", S), _f("platform_name", S),
+    _f("device_api", S), _f("device_memory_types", S),
     _f("timer_resolution_ns", F), _f("clock_offset_uncertainty_ns", F), _f("max_rss_bytes", I),
     _f("device_buffer_bytes", I),
     _f("param_bytes", I), _f("grad_bytes", I), _f("optimizer_state_bytes", I),

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 import phonetrain.report.wording as w
-from phonetrain.report.analysis import (estimate, interval, interval_name, is_cpu, ratio_interval,
-                                        run_label)
+from phonetrain.report.analysis import (estimate, gpu_api_label, interval, interval_name, is_cpu,
+                                        ratio_interval, run_label)
 from phonetrain.report.findings.base import (Finding, Table, baseline_first, measured_runs,
                                              not_measured, run_refs, run_verdict)
 from phonetrain.report.paper import ANCHORS
@@ -82,7 +82,8 @@ def gpu_vs_cpu(runs: pd.DataFrame) -> Finding:
         return not_measured("gpu_vs_cpu", title, "no model has both a CPU run and an OpenCL run "
                         "with an iteration time on the same device", paper)
     best = best_pairs(pairs)
-    stmt = ("Fastest OpenCL configuration over the CPU run, iteration time (host clock, "
+    stmt = (f"Fastest {gpu_api_label(list(best['gpu']))} configuration over the CPU run, "
+            "iteration time (host clock, "
             f"{'; '.join(sorted(set(pairs['interval'])))}): "
             + "; ".join(_device_advice(d, b) for d, b in best.groupby("device")) + ".")
     n = int(pairs["no_difference"].sum())
