@@ -78,7 +78,7 @@ def test_a_unit_test_that_starts_a_process_is_stopped(monkeypatch):
         subprocess.Popen(["true"])
 
 
-def test_the_longest_files_named_first_are_test_files_of_one_tier(request):
+def test_the_longest_files_named_first_are_test_files():
     """tiers.LONGEST_FIRST orders files within their tier: each is a test file here, so a
     renamed or moved file is not silently dropped from the front."""
     from helpers import REPO
