@@ -23,21 +23,28 @@ from phonetrain.devices import toolchains
 from phonetrain.results import provenance
 
 
+@pytest.hookimpl(hookwrapper=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark each test with its tier (helpers.tiers) and run the costly tiers' files first.
+    """Mark each test with its tier (helpers.tiers); then, once ``-m`` has deselected, run the
+    costly tiers' files first and within a tier the files of ``tiers.LONGEST_FIRST`` first.
 
     With ``--dist loadfile`` a worker takes a whole file; files that run Snakemake take
     minutes, so they start first and the short files fill the gaps at the end (the longest
-    processing time first), instead of one worker finishing a workflow file alone.
+    processing time first), instead of one worker finishing a workflow file alone. A file's
+    rank is its costliest selected test's tier, so under ``-m unit`` the long unit files lead.
     """
+    for item in items:
+        item.add_marker(getattr(pytest.mark, tiers.tier(item)))
+    yield   # the other plugins' hooks: -m deselects, -p randomly shuffles
     rank = {t: i for i, t in enumerate(reversed(tiers.TIERS))}  # workflow, runner, unit
+    longest = {f: i for i, f in enumerate(tiers.LONGEST_FIRST)}
     file_rank: dict[str, int] = {}
     for item in items:
-        t = tiers.tier(item)
-        item.add_marker(getattr(pytest.mark, t))
-        file_rank[item.nodeid.split("::")[0]] = min(rank[t], file_rank.get(
-            item.nodeid.split("::")[0], len(rank)))
-    items.sort(key=lambda it: file_rank[it.nodeid.split("::")[0]])  # stable: order kept within
+        f = item.nodeid.split("::")[0]
+        t = next(m.name for m in item.iter_markers() if m.name in rank)
+        file_rank[f] = min(rank[t], file_rank.get(f, len(rank)))
+    items.sort(key=lambda it: (file_rank[it.nodeid.split("::")[0]],
+                               longest.get(it.nodeid.split("::")[0], len(longest))))
 
 
 @pytest.fixture(autouse=True)

@@ -76,3 +76,12 @@ def test_a_unit_test_that_starts_a_process_is_stopped(monkeypatch):
     tiers.refuse_processes(monkeypatch)
     with pytest.raises(AssertionError, match="unit-tier test started a process"):
         subprocess.Popen(["true"])
+
+
+def test_the_longest_files_named_first_are_test_files():
+    """tiers.LONGEST_FIRST orders files within their tier: each is a test file here, so a
+    renamed or moved file is not silently dropped from the front."""
+    from helpers import REPO
+    for f in tiers.LONGEST_FIRST:
+        assert (REPO / f).is_file() and f.startswith("tests/") and f.endswith(".py"), f
+    assert len(set(tiers.LONGEST_FIRST)) == len(tiers.LONGEST_FIRST)

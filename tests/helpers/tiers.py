@@ -32,6 +32,19 @@ from phonetrain.devices import toolchains
 
 TIERS = ("unit", "runner", "workflow")
 
+# The files of a tier that take longest (pytest --durations, summed per file), started before
+# the tier's other files: with one file per worker, a long file started last leaves the other
+# worker idle at the end (the longest first keeps the two workers' ends close). Only the order
+# depends on this list; a file missing from it runs in collection order.
+LONGEST_FIRST = (
+    "tests/report/test_figure_layout.py",
+    "tests/reference/test_reference.py",
+    "tests/report/test_history.py",
+    "tests/report/test_report.py",
+    "tests/config/test_bad_input.py",
+    "tests/report/test_report_lines.py",
+)
+
 # Fixtures whose value took a process to make.
 WORKFLOW_FIXTURES = {"completed_workspace"}
 PROCESS_FIXTURES = {"runner", "pocl", "lavapipe", "adb_server", "vdev", "real_study"}
