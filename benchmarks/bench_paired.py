@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -197,6 +198,58 @@ def table(results: list[dict]) -> None:
                   f"{res['load'][0]:.1f}-{res['load'][1]:.1f} |")
 
 
+def signed_rank_interval(ratios: list[float], confidence: float = 0.95
+                         ) -> tuple[float, float, float] | None:
+    """The Hodges-Lehmann estimate of the pairs' ratio and its distribution-free interval
+    (the Wilcoxon signed-rank interval over the Walsh averages of the log ratios; Hollander
+    & Wolfe, Nonparametric Statistical Methods, 3.2): a robust reading of the same pairs, for
+    comparison with the product's t interval. None below 6 pairs (no 95% interval exists)."""
+    logs = [math.log(r) for r in ratios if r and r > 0]
+    n = len(logs)
+    counts = [1]   # counts[t]: sign patterns whose positive ranks sum to t
+    for k in range(1, n + 1):
+        counts = [(counts[t] if t < len(counts) else 0) + (counts[t - k] if t >= k else 0)
+                  for t in range(len(counts) + k)]
+    total, cum, crit = 2 ** n, 0, 0
+    for t, c in enumerate(counts):
+        cum += c
+        if cum / total > (1 - confidence) / 2:
+            crit = t   # the interval: the (crit+1)-th lowest and highest Walsh averages
+            break
+    if crit == 0:
+        return None
+    walsh = sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n))
+    mid = walsh[len(walsh) // 2] if len(walsh) % 2 else \
+        (walsh[len(walsh) // 2 - 1] + walsh[len(walsh) // 2]) / 2
+    return math.exp(mid), math.exp(walsh[crit - 1]), math.exp(walsh[-crit])
+
+
+def detail(ws: Path, min_dim: int = 256) -> None:
+    """Markdown: every side-by-side run and GEMM shape with a dimension of ``min_dim`` or more
+    in ``ws``'s results: verdict, ratio [t interval], pairs, what stopped them, and the
+    signed-rank reading of the same pairs (:func:`signed_rank_interval`)."""
+    items = []
+    for f in sorted((ws / "results" / "runs").glob("*/*/paired.json")):
+        items.append((f.parent.parent.name, "run", f.parent.name, json.loads(f.read_text())))
+    for f in sorted((ws / "results" / "gemm").glob("*/*.json")):
+        for r in json.loads(f.read_text()).get("rows", []):
+            if r.get("paired") and max(r["M"], r["N"], r["K"]) >= min_dim:
+                items.append((f.parent.name, "gemm", f"{f.stem} {r['kernel']} "
+                              f"{r['M']}x{r['N']}x{r['K']}", r["paired"]))
+    print("| device | kind | subject | verdict | ratio [95% t interval] | pairs | stopped | "
+          "signed-rank ratio [95%] |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dev, kind, subject, v in items:
+        if v.get("identical_build"):
+            print(f"| {dev} | {kind} | {subject} | no change (identical build) | - | 0 | - | - |")
+            continue
+        sr = signed_rank_interval([b / a for a, b in v.get("pairs_ms", []) if a and b])
+        t = f"{v['ratio']:.2f}x [{v['low']:.2f}-{v['high']:.2f}]" if v.get("ratio") else "-"
+        print(f"| {dev} | {kind} | {subject} | {v['verdict']} | {t} | {v['pairs']} | "
+              f"{v.get('stopped', '-')} | "
+              f"{'-' if sr is None else f'{sr[0]:.2f}x [{sr[1]:.2f}-{sr[2]:.2f}]'} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -209,8 +262,13 @@ def main() -> int:
     ap.add_argument("--wait-for", type=Path, help="start the reruns once this file exists")
     ap.add_argument("--table", action="store_true",
                     help="print the table of <out>/rows.jsonl and stop")
+    ap.add_argument("--detail", type=Path, metavar="WORKSPACE",
+                    help="print each side-by-side row of a rerun's workspace and stop")
     ap.add_argument("overrides", nargs="*")
     a = ap.parse_args()
+    if a.detail:
+        detail(a.detail)
+        return 0
     if a.table:
         table([json.loads(x) for x in (a.out / "rows.jsonl").read_text().splitlines()])
         return 0
