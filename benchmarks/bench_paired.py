@@ -71,12 +71,12 @@ def snakemake(ws: Path, overrides: list[str], cores: int) -> float:
     return time.time() - t0
 
 
-def phone(root: Path):
-    """Start a virtual phone with its sandbox under ``root`` and ``adb connect`` it; returns
-    it (stop with ``.stop()``)."""
+def phone(root: Path, port: int = 0):
+    """Start a virtual phone with its sandbox under ``root`` (on ``port``; 0: any) and ``adb
+    connect`` it; returns it (stop with ``.stop()``)."""
     import adbutils
     from phonetrain.devices.virtual import VirtualDevice
-    vd = VirtualDevice(root, port=0).start()
+    vd = VirtualDevice(root, port=port).start()
     answer = adbutils.adb.connect(vd.serial, timeout=10)
     if "connected" not in answer:
         raise RuntimeError(f"adb connect {vd.serial}: {answer}")
@@ -260,6 +260,8 @@ def main() -> int:
                     help="also time each rerun re-measuring the new build alone")
     ap.add_argument("--phone", action="store_true", help="add a virtual phone")
     ap.add_argument("--wait-for", type=Path, help="start the reruns once this file exists")
+    ap.add_argument("--reuse-base", action="store_true",
+                    help="<out>/base holds a completed study (and its virtual phone's port)")
     ap.add_argument("--table", action="store_true",
                     help="print the table of <out>/rows.jsonl and stop")
     ap.add_argument("--detail", type=Path, metavar="WORKSPACE",
@@ -273,10 +275,13 @@ def main() -> int:
         table([json.loads(x) for x in (a.out / "rows.jsonl").read_text().splitlines()])
         return 0
     overrides = ["sweep=test", *a.overrides]
-    base = workspace(a.out / "base")
+    base = a.out / "base" if a.reuse_base else workspace(a.out / "base")
     vd = None
     if a.phone:
-        vd = phone(a.out / "phone")
+        vphone = base / "conf/device/vphone.yaml"
+        port = int(vphone.read_text().split("serial: ")[1].split(":")[1].split()[0]) \
+            if a.reuse_base else 0   # the same serial: the base study's vphone settings
+        vd = phone(a.out / "phone", port)
         add_phone(base, vd.serial)
         overrides.append("sweep.devices=[host,vphone]")
     try:
@@ -290,8 +295,9 @@ def scenarios(a: argparse.Namespace, base: Path, overrides: list[str]) -> int:
     """Run the base study, then every scenario of ``a.only`` under every load of ``a.loads``
     (a revert starts from its plant's rerun under the same load, run first if not asked);
     append each to ``<out>/rows.jsonl``; print the table."""
-    print(f"base study: {snakemake(base, overrides, a.cores):.0f} s; load at start "
-          f"{os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
+    if not a.reuse_base:
+        print(f"base study: {snakemake(base, overrides, a.cores):.0f} s; load at start "
+              f"{os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
     while a.wait_for is not None and not a.wait_for.exists():
         time.sleep(10)
     results = []
