@@ -258,6 +258,8 @@ def main() -> int:
     ap.add_argument("--loads", default="quiet,hog")
     ap.add_argument("--alone", action="store_true",
                     help="also time each rerun re-measuring the new build alone")
+    ap.add_argument("--alone-only", action="store_true",
+                    help="only the reruns re-measuring the new build alone")
     ap.add_argument("--phone", action="store_true", help="add a virtual phone")
     ap.add_argument("--wait-for", type=Path, help="start the reruns once this file exists")
     ap.add_argument("--reuse-base", action="store_true",
@@ -309,9 +311,10 @@ def scenarios(a: argparse.Namespace, base: Path, overrides: list[str]) -> int:
                 if not (start / "results").is_dir():
                     rerun(base, start, "plant-" + scen.split("-", 1)[1], overrides, a.cores,
                           hogged=load == "hog")
-            res = rerun(start, a.out / f"{scen}-{load}", scen, overrides, a.cores,
-                        hogged=load == "hog")
-            if a.alone:
+            res = {"wall_s": float("nan"), "load": [float("nan")] * 2, "rows": []} \
+                if a.alone_only else rerun(start, a.out / f"{scen}-{load}", scen, overrides,
+                                           a.cores, hogged=load == "hog")
+            if a.alone or a.alone_only:
                 res["alone_s"] = rerun(start, a.out / f"{scen}-{load}-alone", scen, overrides,
                                        a.cores, hogged=load == "hog", alone=True)["wall_s"]
             res |= {"scenario": scen, "hog": load}
