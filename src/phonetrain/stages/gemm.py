@@ -304,7 +304,7 @@ def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any]) -> d
     ``paired`` (the verdict, :func:`phonetrain.results.paired.until_decisive`); a new build
     that does not run or verify in some process: that process's document, unpaired."""
     longer = {"repeats": PAIRED_REPEATS,
-              "min_time_ms": max(float(spec.get("min_time_ms") or 0), PAIRED_MIN_TIME_MS)}
+              "min_time_ms": max(float(spec["min_time_ms"]), PAIRED_MIN_TIME_MS)}
     docs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
 
     def case(d: dict[str, Any]) -> dict[str, Any]:
