@@ -8,12 +8,20 @@ t interval: Student 1908; the design of pyperf's ``compare_to`` and of Google Be
 interval. Whatever the host does during a pair falls on both of its processes; what it does
 between pairs widens the interval instead of moving the estimate. A difference is stated only
 when the whole interval lies beyond the minimum effect :data:`MIN_EFFECT`.
+
+How many pairs: :func:`until_decisive` adds one pair at a time after a first look until the
+interval is decisive (beyond the minimum effect on one side, or inside the band), within a
+stated most pairs and time budget -- pyperf and Google Benchmark likewise add repetitions
+until a result is stable, within a bound. Looking after every pair (optional stopping) makes
+a decisive interval slightly likelier than its nominal 95% says; the minimum effect, which a
+false ``slower``/``faster`` must also clear, keeps that small.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+import time
+from typing import Any, Callable, Sequence
 
 
 MIN_EFFECT = 0.05
@@ -60,3 +68,50 @@ def paired_verdict(pairs: Sequence[tuple[float, float]], *, min_effect: float = 
     return doc | {"verdict": "cannot tell",
                   "reason": f"{span} reaches past the minimum effect ({band}): "
                             f"the pairs disagree; more pairs would narrow it"}
+
+
+Pair = Callable[[int], "tuple[float | None, float | None] | None"]
+
+
+def until_decisive(pair: Pair, *, first: int, max_pairs: int, budget_s: float,
+                   clock: Callable[[], float] = time.monotonic,
+                   min_effect: float = MIN_EFFECT) -> dict[str, Any]:
+    """Measure pairs until the verdict is decisive: ``pair(k)`` measures pair ``k`` (0, 1,
+    ...) and returns its (previous, new) figures in ms, or None when the device cannot go on
+    (the caller keeps why). The first look comes after ``first`` pairs (at least
+    :data:`MIN_PAIRS`); then one more pair while :func:`paired_verdict` is ``cannot tell``,
+    fewer than ``max_pairs`` pairs ran and less than ``budget_s`` seconds (``clock``) passed
+    since the first pair began.
+
+    Returns :func:`paired_verdict`'s document with ``pairs_ms`` (the figures), ``max_pairs``,
+    ``budget_s``, ``elapsed_s`` and ``stopped`` (``decisive``, ``most pairs``, ``time
+    budget``, ``device stopped``); an undecided verdict's reason ends with the bound that
+    stopped it. Raises ValueError for ``max_pairs`` < ``first``."""
+    first = max(first, MIN_PAIRS)
+    if max_pairs < first:
+        raise ValueError(f"max_pairs {max_pairs} < the first look's {first} pairs")
+    t0, figs = clock(), []
+    while True:
+        got = pair(len(figs))
+        if got is None:
+            stop = "device stopped"
+        else:
+            figs.append(got)
+            if len(figs) < first:
+                continue
+            doc = paired_verdict(figs, min_effect=min_effect)
+            stop = ("decisive" if doc["verdict"] != "cannot tell" else
+                    "most pairs" if len(figs) >= max_pairs else
+                    "time budget" if clock() - t0 >= budget_s else None)
+            if stop is None:
+                continue
+        doc = paired_verdict(figs, min_effect=min_effect)
+        elapsed = clock() - t0
+        if doc["verdict"] == "cannot tell" and stop != "decisive":
+            bound = {"most pairs": f"stopped at the most pairs, {max_pairs}",
+                     "time budget": f"stopped at the time budget, {elapsed:.0f} s of "
+                                    f"{budget_s:g} s",
+                     "device stopped": "the device stopped"}[stop]
+            doc["reason"] = f"{doc['reason']}; {bound}"
+        return doc | {"pairs_ms": figs, "max_pairs": max_pairs, "budget_s": budget_s,
+                      "elapsed_s": round(elapsed, 3), "stopped": stop}

@@ -38,7 +38,7 @@ from phonetrain.errors import StageError
 from phonetrain.io import read_json, write_json
 from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tuning
 from phonetrain.kernels.gemm import GemmShape, gemm_source, gemm_spec
-from phonetrain.results.paired import paired_verdict
+from phonetrain.results.paired import until_decisive
 from phonetrain.runner import DeviceSelector, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
@@ -256,9 +256,15 @@ def _planned(p: GemmSpec, kv: KernelVersion | None, tuned: dict | None,
     return out
 
 
-PAIRED_ROUNDS = 5
-"""Pairs per GEMM shape of a side-by-side rerun: 2 x 5 processes of one timed repeat each,
-twice the 5 repeats of a shape measured alone."""
+PAIRED_FIRST, PAIRED_MAX, PAIRED_BUDGET_S = 3, 16, 15.0
+"""Pairs per GEMM shape of a side-by-side rerun (:func:`phonetrain.results.paired.
+until_decisive`): a first look after 3 pairs, then one more pair while the verdict is ``cannot
+tell``, at most 16 pairs and 15 s per shape (a shape measured alone: one process)."""
+PAIRED_REPEATS, PAIRED_MIN_TIME_MS = 5, 10.0
+"""Each process of a pair: the median of 5 timed repeats (the 5 of a shape measured alone),
+each repeat at least 10 ms of launches (``measure.gemm_min_time_ms`` when longer): a repeat of
+one ~1 ms launch is at the mercy of one scheduler time slice on a busy host (a Linux CFS slice
+is 0.75-6 ms)."""
 
 
 def _previous_specs(bench: _Bench, prev: dict[str, Any] | None, version: str,
@@ -287,33 +293,52 @@ def _previous_specs(bench: _Bench, prev: dict[str, Any] | None, version: str,
 
 
 def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-    """One GEMM shape measured side by side: :data:`PAIRED_ROUNDS` pairs of bench-gemm
-    processes of one timed repeat each, previous (``old``) and new, the order reversed every
-    round. Returns the new build's ``gemm.json`` with its case's figures over its processes
-    (``median_ms``: the median, ``low_ms``..``high_ms``: the lowest and highest, an interval
-    of the median of 5 at 94% (1 - 2/2^5)) and ``paired`` (the paired verdict,
-    :func:`phonetrain.results.paired.paired_verdict`)."""
+    """One GEMM shape measured side by side: pairs of bench-gemm processes, previous (``old``)
+    and new, the order reversed every pair, until the verdict is decisive
+    (:data:`PAIRED_FIRST`, :data:`PAIRED_MAX`, :data:`PAIRED_BUDGET_S`; each process
+    :data:`PAIRED_REPEATS` repeats of at least :data:`PAIRED_MIN_TIME_MS`). Returns the new
+    build's ``gemm.json`` with its case's figures over its processes (``median_ms``: the
+    median of the processes' medians, ``low_ms``..``high_ms``: the lowest and highest) and
+    ``paired`` (the verdict, :func:`phonetrain.results.paired.until_decisive`); a new build
+    that does not run or verify in some process: that process's document, unpaired."""
+    longer = {"repeats": PAIRED_REPEATS,
+              "min_time_ms": max(float(spec["min_time_ms"]), PAIRED_MIN_TIME_MS)}
     docs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
-    for k in range(PAIRED_ROUNDS):
+
+    def case(d: dict[str, Any]) -> dict[str, Any]:
+        return (d.get("cases") or [{}])[0]
+
+    def pair(k: int) -> tuple[float | None, float | None] | None:
         order = [("old", old), ("new", spec)]
         for side, sp in (order if k % 2 == 0 else order[::-1]):
-            docs[side].append(bench.spec(dict(sp, repeats=1)))
-    first = docs["new"][0]
-    cases = [(d.get("cases") or [{}])[0] for d in docs["new"]]
-    olds = [(d.get("cases") or [{}])[0] for d in docs["old"]]
-    if first.get("status") == "skipped" or any(c.get("status") != "ok" for c in cases):
-        return first
+            docs[side].append(bench.spec(dict(sp, **longer)))
+        new = docs["new"][-1]
+        if new.get("status") == "skipped" or case(new).get("status") != "ok":
+            return None
+        a = case(docs["old"][-1])
+        return (a.get("median_ms") if a.get("status") == "ok" else None,
+                case(new).get("median_ms"))
+
+    verdict = until_decisive(pair, first=PAIRED_FIRST, max_pairs=PAIRED_MAX,
+                             budget_s=PAIRED_BUDGET_S)
+    bad = [d for d in docs["new"] if d.get("status") == "skipped" or case(d).get("status") != "ok"]
+    if bad:
+        return bad[0]
+    cases = [case(d) for d in docs["new"]]
     ms = sorted(c["median_ms"] for c in cases)
-    case = dict(cases[0], median_ms=ms[len(ms) // 2], low_ms=ms[0], high_ms=ms[-1],
-                gflops=cases[0]["gflops"] * cases[0]["median_ms"] / ms[len(ms) // 2],
-                max_err=max(c.get("max_err") or 0.0 for c in cases))
-    pairs = [(a.get("median_ms"), b.get("median_ms")) for a, b in zip(olds, cases)
-             if a.get("status") == "ok"]
-    verdict = paired_verdict(pairs) | {"rounds": PAIRED_ROUNDS}
-    if any(a.get("status") != "ok" for a in olds):
+    mid = ms[len(ms) // 2] if len(ms) % 2 else (ms[len(ms) // 2 - 1] + ms[len(ms) // 2]) / 2
+    one = dict(cases[0], median_ms=mid, low_ms=ms[0], high_ms=ms[-1],
+               gflops=cases[0]["gflops"] * cases[0]["median_ms"] / mid,
+               max_err=max(c.get("max_err") or 0.0 for c in cases))
+    verdict |= {"repeats": PAIRED_REPEATS, "min_time_ms": longer["min_time_ms"]}
+    if any(case(d).get("status") != "ok" for d in docs["old"]):
         verdict |= {"verdict": "cannot tell", "reason": "the previous build did not run or "
                     "verify on every pair"}
-    return dict(first, cases=[case], paired=verdict)
+    print(f"phonetrain: GEMM {one['kernel']} {one['M']}x{one['N']}x{one['K']}, side by side: "
+          f"{verdict['verdict']} ({verdict['reason']}; {verdict['pairs']} pairs of at most "
+          f"{PAIRED_MAX}, {verdict['elapsed_s']:.0f} s of {PAIRED_BUDGET_S:g} s)",
+          file=sys.stderr)
+    return dict(docs["new"][0], cases=[one], paired=verdict)
 
 
 def _identical(job: Job, doc_out: dict[str, Any], prev: dict[str, Any], why: str) -> dict:

@@ -15,11 +15,12 @@ newest copy of it in ``quarantine/``), and:
   :func:`identical_build`): nothing is measured; the previous measurement is the new one's,
   with ``paired.json`` saying ``no change (identical build)`` (:func:`copy_previous`);
 - else the previous build is pushed beside the new one (``kernels/<version>.previous/``,
-  ``plans/<experiment>/plan.previous.json``) and :func:`measure_pairs` runs previous and new
-  in alternating processes, the order reversed every round (ABBA...), ``measure.repeats``
-  pairs per attempt and more attempts (at most ``measure.max_attempts``) while the verdict is
-  ``cannot tell``; the verdict (:func:`phonetrain.results.paired.paired_verdict`) goes to
-  ``paired.json``, the previous build's processes to ``previous/``.
+  ``plans/<experiment>/plan.previous.json``) and :func:`pairs_until_decisive` runs previous
+  and new in alternating processes, the order reversed every pair (ABBA...): a first look
+  after ``measure.repeats`` pairs (at least 2), then one more pair while the verdict is
+  ``cannot tell``, at most :data:`RUN_MAX_PAIRS` pairs and :data:`RUN_BUDGET_S` seconds; the
+  verdict (:func:`phonetrain.results.paired.until_decisive`) goes to ``paired.json``, the
+  previous build's processes to ``previous/``.
 """
 
 from __future__ import annotations
@@ -38,12 +39,16 @@ from phonetrain.io import read_json, sha256_file, write_json, write_text
 from phonetrain.kernels import stage_kernels
 from phonetrain.kernels.build_key import build_key
 from phonetrain.plan import Plan
-from phonetrain.results.paired import paired_verdict
+from phonetrain.results.paired import until_decisive
 
 RAN, PAIRED, PREVIOUS = layout.RAN, layout.PAIRED, layout.PREVIOUS
 RAN_JSON = "ran.json"
 PREVIOUS_SUFFIX = ".previous"
 PREVIOUS_PLAN = "plan.previous.json"
+RUN_MAX_PAIRS, RUN_BUDGET_S = 12, 120.0
+"""The most pairs of processes of one run's side-by-side rerun, and its time budget (s): 12
+pairs are the 2 x 6 processes of ``measure.repeats`` 2 x ``measure.max_attempts`` 3 (the
+most a run measured alone takes, by default) on each side."""
 # not taken from the previous run: the deploy's plan.json is the new (equal) one already
 NOT_COPIED = (layout.FAILED, layout.PERFETTO, layout.PLAN, PAIRED, RAN, PREVIOUS)
 
@@ -240,16 +245,35 @@ def measure_pairs(measure: Measure, manifest: dict[str, Any], prev_plan: str, in
     return out
 
 
-def verdict_of(pairs: list[tuple[Path, Path]]) -> dict[str, Any]:
-    """:func:`paired_verdict` of measured pairs, with each pair's figures (ms)."""
-    figs = [(median_ms(a), median_ms(b)) for a, b in pairs]
-    return paired_verdict(figs) | {"pairs_ms": figs}
+def pairs_until_decisive(measure: Measure, manifest: dict[str, Any], prev_plan: str,
+                         into: Path, first: int, max_pairs: int = RUN_MAX_PAIRS,
+                         budget_s: float = RUN_BUDGET_S
+                         ) -> tuple[list[tuple[Path, Path]], dict[str, Any]] | Path:
+    """Pairs of :func:`measure_pairs` (one at a time) until the verdict is decisive
+    (:func:`phonetrain.results.paired.until_decisive`: the first look after ``first`` pairs,
+    at most ``max_pairs`` pairs and ``budget_s`` seconds). Returns ([(previous, new)], the
+    verdict with each pair's figures in ms) or the run folder (the device cannot do the run:
+    recorded skipped or oom)."""
+    done: list[tuple[Path, Path]] = []
+    stopped: list[Path] = []
+
+    def pair(k: int) -> tuple[float | None, float | None] | None:
+        got = measure_pairs(measure, manifest, prev_plan, into, 1, start=k)
+        if isinstance(got, Path):
+            stopped.append(got)
+            return None
+        done.extend(got)
+        return median_ms(got[0][0]), median_ms(got[0][1])
+
+    doc = until_decisive(pair, first=first, max_pairs=max_pairs, budget_s=budget_s)
+    return stopped[0] if stopped else (done, doc)
 
 
-def note(run: str, attempt: int, doc: dict[str, Any]) -> None:
-    """One stderr line about a paired attempt."""
-    print(f"phonetrain: run {run}, side by side, attempt {attempt}: {doc['verdict']} "
-          f"({doc['reason']}, {doc['pairs']} pairs)", file=sys.stderr)
+def note(run: str, doc: dict[str, Any]) -> None:
+    """One stderr line about a side-by-side measurement."""
+    print(f"phonetrain: run {run}, side by side: {doc['verdict']} ({doc['reason']}; "
+          f"{doc['pairs']} pairs of at most {doc['max_pairs']}, {doc['elapsed_s']:.0f} s of "
+          f"{doc['budget_s']:g} s)", file=sys.stderr)
 
 
 def install_previous(pairs: list[tuple[Path, Path]], main: Path) -> None:

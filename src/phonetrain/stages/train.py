@@ -280,40 +280,30 @@ def _paired_attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec,
                      p: dict[str, Any], rdir: Path, records: list[Path], prev: Path
                      ) -> Path | tuple[dict[str, Any], list[tuple[int, Path]], int,
                                        list[list[str]]]:
-    """The side-by-side measurement (:func:`phonetrain.stages.paired.measure_pairs`): the
-    previous build pushed beside the new one, ``measure.repeats`` alternating pairs per
-    attempt, more attempts (at most ``measure.max_attempts``) while the paired verdict is
-    ``cannot tell``. The new build's processes are judged as :func:`_attempts` judges them;
-    the paired verdict goes to ``tmp/extra/paired.json``, the previous build's processes to
-    ``tmp/extra/previous/``. Returns what :func:`_attempts` returns."""
+    """The side-by-side measurement (:func:`phonetrain.stages.paired.pairs_until_decisive`):
+    the previous build pushed beside the new one, alternating pairs until the paired verdict is
+    decisive (the first look after ``measure.repeats`` pairs). The new build's processes are
+    judged as :func:`_attempts` judges them; the paired verdict goes to
+    ``tmp/extra/paired.json``, the previous build's processes to ``tmp/extra/previous/``.
+    Returns what :func:`_attempts` returns (one attempt)."""
     ms = s.measure
     remote, _ = paired.push_previous(r, prev, s.run_id, s.kernel, tmp)
 
     def one(man: dict[str, Any], into: Path) -> Path:
         return _process(r, man, into, s, p, rdir, tmp, profiling=not s.events_apart)
-    pairs: list[tuple[Path, Path]] = []
-    tags: list[int] = []
-    earlier: list[list[str]] = []
-    for attempt in range(1, ms.max_attempts + 1):
-        got = paired.measure_pairs(one, manifest, remote, tmp / "pairs", ms.repeats,
-                                   start=len(pairs))
-        if isinstance(got, Path):
-            return got
-        pairs += got
-        tags += [attempt] * len(got)
-        doc = paired.verdict_of(pairs)
-        if doc["verdict"] != "cannot tell" or attempt == ms.max_attempts:
-            break
-        earlier.append([doc["reason"]])
-        paired.note(f"{s.device}/{s.run_id}", attempt, doc)
-    kept = list(zip(tags, [b for _, b in pairs]))
+    got = paired.pairs_until_decisive(one, manifest, remote, tmp / "pairs", first=ms.repeats)
+    if isinstance(got, Path):
+        return got
+    pairs, doc = got
+    paired.note(f"{s.device}/{s.run_id}", doc)
+    kept = [(1, b) for _, b in pairs]
     verdict = judge_measurement([b for _, b in pairs], ms, records)
     extra = tmp / EXTRA
     paired.install_previous(pairs, extra)
     shutil.copy2(prev / paired.RAN / paired.RAN_JSON, extra / paired.PREVIOUS / paired.RAN_JSON)
     shutil.copy2(tmp / paired.PREVIOUS_PLAN, extra / paired.PREVIOUS / layout.PLAN)
     write_json(doc | {"device": s.device} | paired.previous_doc(prev), extra / paired.PAIRED)
-    return verdict, kept, attempt, earlier
+    return verdict, kept, 1, []
 
 
 def _verify_previous(extra: Path, root: Path, ms: MeasureSpec, new_ok: bool) -> None:
