@@ -13,6 +13,7 @@
 # Every path comes from phonetrain.layout.Layout; stages take their files by name.
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -29,8 +30,8 @@ from phonetrain.io import write_text
 from phonetrain.stages import cost
 from phonetrain.stages.current import aggregate_params, report_params
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
-                                      squares_job, summary_outputs, sweep_tuning_classes,
-                                      tune_job, tuning_classes)
+                                      summary_outputs, sweep_tuning_classes, tune_version_job,
+                                      tuning_classes, version_tuning_classes)
 from phonetrain.stages.job import PYTHON_ENV, ok_line
 from phonetrain.stages.specs import as_json
 from phonetrain.stages.start import executes_jobs, start
@@ -132,6 +133,19 @@ def exp_kernel(exp_id):
 
 RUN_CLASSES = tuning_classes(SWEEP)  # exp id -> the GEMM tuning classes its plan uses
 GEMM_CLASSES = sweep_tuning_classes(SWEEP)  # the classes of the GEMM study's model shapes
+VERSION_CLASSES = version_tuning_classes(SWEEP)  # tunable version -> its tune job's classes
+
+
+def tune_rule(kernel):
+    """The name of a version's tune rule: `tune_<version>` (non-word characters as _)."""
+    word = re.sub(r"\W", "_", kernel)
+    return f"tune_{word}"
+
+
+def tune_params(kernel):
+    """The params function of a version's tune job (TuneVersionSpec): the version on the
+    job's device, its classes, the GEMM sweep's square sizes and the tuning settings."""
+    return lambda wc: as_json(tune_version_job(JP, wc.device, kernel, VERSION_CLASSES[kernel]))
 
 
 def tuning_files(device, kernel, classes):
@@ -152,7 +166,10 @@ def deploy_inputs(wc):
     elif k:
         d["build"] = L.kernel_build(wc.device, k)
         d["sources"] = version_sources(k)
-        d["tuning"] = tuning_files(wc.device, k, RUN_CLASSES.get(wc.exp, []))
+        # ancient: a tune job rerun for classes the study gained leaves these files as they
+        # were (rules/gemm.smk), so it reruns no deploy of a run already measured
+        d["tuning"] = [ancient(f) for f in tuning_files(wc.device, k,
+                                                         RUN_CLASSES.get(wc.exp, []))]
     return d
 
 

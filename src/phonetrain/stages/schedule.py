@@ -15,7 +15,7 @@ Snakemake as resources; docs/scaling.md, "Parallel jobs and the host").
   (``Transport.lock``), kept as the guard, is not waited on.
 
 With an executor plugin that runs jobs elsewhere (``--executor slurm``, ``cluster-generic``),
-the jobs it submits (runner builds, data, lowering, GEMM shapes, Perfetto traces, aggregate,
+the jobs it submits (runner builds, data, lowering, GEMM shapes, aggregate,
 report) take no ``host_load`` share: they do not run on this host, so ``--jobs N`` runs N of
 them at once beside the jobs that stay here (``localrules``: every job that talks to a
 device), which keep their shares. Every rule also carries :data:`LIMITS` (``runtime`` in
@@ -50,9 +50,9 @@ MEASURE, DEVICE, HOST = "measure", "device", "host"   # the kinds of work a job 
 # submitted; theirs only keep every rule's resources alike.
 LIMITS = {
     "build_runner": (30, 1000), "gemm_shapes": (15, 1000), "data": (30, 2000),
-    "lower": (15, 1000), "perfetto": (15, 2000), "aggregate": (60, 4000),
+    "lower": (15, 1000), "aggregate": (60, 4000),
     "report": (60, 4000),
-    "build_kernels": (60, 1000), "tune": (120, 1000), "tune_squares": (120, 1000),
+    "build_kernels": (60, 1000), "tune": (120, 1000),
     "gemm": (120, 1000), "peaks": (60, 1000), "bandwidth": (60, 1000),
     "deploy": (60, 1000), "train": (240, 2000),
 }

@@ -128,6 +128,40 @@ class SquaresSpec:
 
 
 @dataclass(frozen=True)
+class TuneVersionSpec:
+    """``tune-version``: one kernel version on one device, tuned for each GEMM class of
+    ``classes`` and for the GEMM sweep's square sizes, in one job. Each output file records
+    its own class's spec (:meth:`class_spec`, :meth:`squares_spec`), never this one: a class
+    file stays current whatever other classes the study gains or loses."""
+
+    device: str
+    device_config: dict
+    stage_root: str
+    kernel: str
+    kernel_hash: str
+    classes: list                  # GEMM classes, each one file tuning/<class>.json
+    sizes: list                    # square sizes n (M = N = K), ascending
+    tune: bool
+    tune_min_time_ms: float
+    tune_max_launch_s: float
+
+    def _version(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("device", "device_config", "stage_root",
+                                              "kernel", "kernel_hash")}
+
+    def class_spec(self, cls: str) -> TuneSpec:
+        """The spec of one class's file (the params its stamp records)."""
+        return TuneSpec(**self._version(), cls=cls, tune=self.tune,
+                        tune_min_time_ms=self.tune_min_time_ms)
+
+    def squares_spec(self) -> SquaresSpec:
+        """The spec of the square sizes' file, ``tuning/squares.json``."""
+        return SquaresSpec(**self._version(), sizes=self.sizes, tune=self.tune,
+                           tune_min_time_ms=self.tune_min_time_ms,
+                           tune_max_launch_s=self.tune_max_launch_s)
+
+
+@dataclass(frozen=True)
 class ShapesSpec:
     """``gemm-shapes``: the models whose training GEMMs the study runs, in the sweep's order
     (``[[name, batch size]]``: a list, as the first model of a shared shape names it)."""
@@ -230,14 +264,6 @@ class RunSpec:
     reuse_buffers: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
     # measure.events_apart on an OpenCL run on one queue: True; None (left out) otherwise
     events_apart: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
-
-
-@dataclass(frozen=True)
-class PerfettoSpec:
-    """``perfetto``: the trace's device and title."""
-
-    device: str
-    title: str
 
 
 def to_params(spec: Any) -> dict[str, Any]:
