@@ -51,7 +51,8 @@ def test_edit_to_tiled_reruns_only_tiled_and_its_children(tmp_path):
             versions.add(v)
     assert versions == {"tiled", "tiled_child"}, jobs
     rules = {r for r, _ in jobs}
-    assert {"build_kernels", "tune", "gemm", "deploy", "train", "aggregate", "report"} <= rules
+    assert {"build_kernels", "tune_tiled", "tune_tiled_child", "gemm", "deploy", "train",
+            "aggregate", "report"} <= rules
     assert not rules & {"build_runner", "lower", "data", "bandwidth", "peaks"}, rules
 
 
