@@ -279,7 +279,8 @@ def partial_report(log):
 # resource `host_load` of HOST_SHARES shares and one `device_<name>` resource of limit 1 per
 # device, registered by start(). A job measuring a device that runs on this host's CPU (local,
 # an emulator, a virtual phone: the transport's trait) takes every share, so it runs alone on
-# this host; a job on a phone with its own CPU takes none of them and that phone's resource.
+# this host; a job on a phone with its own CPU takes none of them and that phone's resource,
+# but a phone's train job takes one (it verifies and converts its trace on this host).
 # A job an executor plugin submits elsewhere takes no share (schedule.submitted_share), so
 # `--jobs N` runs N of them; every rule carries runtime and mem_mb (schedule.LIMITS).
 
@@ -296,7 +297,8 @@ def host_job(rule):
 def device_job(work, rule):
     """Resources of a job on one device ({device} wildcard; it stays on this host): its
     host_load shares by whether the device runs on this host's CPU (schedule.host_share;
-    work: schedule.MEASURE or schedule.DEVICE, or schedule.HOST for a deploy), 1 of its
+    work: schedule.MEASURE, schedule.TRAIN or schedule.DEVICE, or schedule.HOST for a
+    deploy), 1 of its
     device_<name> resource, and the rule's runtime and mem_mb."""
     res = {schedule.HOST_LOAD: lambda wc: schedule.host_share(work, ON_HOST_CPU[wc.device],
                                                                HOST_SHARES),

@@ -55,7 +55,7 @@ rule train:
         p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
         expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE, "train"),
+        **device_job(schedule.TRAIN, "train"),
     log:
         L.log("train", "{device}", "{exp}"),
     shell:
