@@ -11,6 +11,7 @@
 # reach the jobs through the environment (phonetrain.stages.job.Runtime), so changing them
 # reruns nothing.
 # Every path comes from phonetrain.layout.Layout; stages take their files by name.
+import functools
 import json
 import os
 import re
@@ -107,12 +108,19 @@ RUNNER_SOURCES = sorted(rel(p) for p in (BASE / "src" / "runner").glob("*.[ch]")
 def version_sources(kernel):
     """A kernel version's .cl files (src/kernels/common.cl and the resolved files) and the
     version.yaml files of its chain: only these feed that version's builds and runs."""
+    return list(_version_sources(kernel))
+
+
+@functools.lru_cache(maxsize=None)
+def _version_sources(kernel):
+    # once per version and parse: each call reads and resolves the chain's version.yaml
+    # files, and every deploy, build, tune and GEMM job asks
     files = [rel(p) for p in source_files(kernel)]
     for v in load_version(kernel).chain:
         y = BASE / "src" / "kernels" / v / "version.yaml"
         if y.exists():
             files.append(rel(y))
-    return files
+    return tuple(files)
 
 
 def kernel_sources(wc):
@@ -148,10 +156,16 @@ def tune_params(kernel):
     return lambda wc: as_json(tune_version_job(JP, wc.device, kernel, VERSION_CLASSES[kernel]))
 
 
+@functools.lru_cache(maxsize=None)
+def tunable(kernel):
+    """tuning.tunable, once per version and parse (it reads the version's chain)."""
+    return tuning.tunable(kernel)
+
+
 def tuning_files(device, kernel, classes):
     """The tuning files of `classes` of a version on a device ([] if untunable): a run's
     deploy takes its own plan's classes only, so adding models changes none of its inputs."""
-    if kernel and kernel != CPU_VERSION and tuning.tunable(kernel):
+    if kernel and kernel != CPU_VERSION and tunable(kernel):
         return [L.tuning(device, kernel, c) for c in classes]
     return []
 
