@@ -85,7 +85,7 @@ def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path, capsys
     dev = {"name": "host", "transport": "local", "opencl_library": None,
            "opencl_platform": pocl.platform, "opencl_device": ""}
     from phonetrain.stages.params import shapes_hash
-    from phonetrain.stages.specs import TuneVersionSpec, to_params
+    from phonetrain.stages.specs import TuneVersionSpec, classes_hash, to_params
 
     shapes = [{"kernel": "gemm_nt", "M": 32, "N": 16, "K": 16, "source": "model:mlp_16_16"},
               {"kernel": "gemm_tn", "M": 16, "N": 16, "K": 32, "source": "model:mlp_16_16"}]
@@ -105,7 +105,8 @@ def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path, capsys
         spec = TuneVersionSpec(**{k: base[k] for k in ("device", "device_config", "stage_root",
                                                          "kernel_hash", "tune",
                                                          "tune_min_time_ms")},
-                               kernel="tiled", classes=cls, sizes=[32, 64, 128],
+                               kernel="tiled", classes_hash=classes_hash(cls),
+                               sizes=[32, 64, 128],
                                tune_max_launch_s=5.0)
         out = files({"tuning": [str(tmp_path / "tuning" / f"{c}.json") for c in cls],
                      "squares": str(tj[-1])})

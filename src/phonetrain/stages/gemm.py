@@ -12,7 +12,7 @@ Stages, with params :class:`~phonetrain.stages.specs.GemmSpec` (``gemm``),
   :func:`read_shapes`, which checks them against the spec's ``shapes_hash``);
 - ``tune-version`` (:class:`~phonetrain.stages.specs.TuneVersionSpec`, the workflow's one tune
   job per device x version): inputs ``runner``, ``sources``; outputs ``tuning`` (one file
-  per class of ``classes``, ``tuning/<class>.json``, :mod:`phonetrain.kernels.tuning`: the
+  per class, ``tuning/<class>.json``, :mod:`phonetrain.kernels.tuning`: the
   GEMM call its name gives) and ``squares`` (``tuning/squares.json``: the sweep's square
   sizes up to ``tune_max_launch_s`` per launch, each its own class). Each file is the one
   :func:`tune` or :func:`tune_squares` writes for its own class's spec, and a file that
@@ -48,7 +48,7 @@ from phonetrain.stages.job import Job, files, main
 from phonetrain.stages import paired as kept
 from phonetrain.stages import tuning_records
 from phonetrain.stages.specs import (DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec, TuneSpec,
-                                     TuneVersionSpec, shapes_hash, to_params)
+                                     TuneVersionSpec, classes_hash, shapes_hash, to_params)
 
 if TYPE_CHECKING:   # pandas is imported by the functions that build frames, not by the jobs
     import pandas as pd
@@ -145,10 +145,11 @@ def tune_squares(job: Job, bench: _Bench | None = None) -> dict:
 
 
 def tune_version(job: Job) -> dict[str, dict]:
-    """Tune one version on one device for each class of ``spec.classes`` (output
-    ``tuning``: their files, ``tuning/<class>.json``) and for the sweep's square sizes
-    (output ``squares``), each file as :func:`tune` or :func:`tune_squares` writes it for its
-    own class's spec (:meth:`~phonetrain.stages.specs.TuneVersionSpec.class_spec`). A file that
+    """Tune one version on one device for each class of its output ``tuning`` (one file per
+    class, ``tuning/<class>.json``, whose names hash to ``spec.classes_hash``) and for the
+    sweep's square sizes (output ``squares``), each file as :func:`tune` or
+    :func:`tune_squares` writes it for its own class's spec
+    (:meth:`~phonetrain.stages.specs.TuneVersionSpec.class_spec`). A file that
     already records its class's spec and this runner (:func:`phonetrain.stages.stamp.made_from`)
     is kept untouched: the workflow leaves these outputs in place while the job runs
     (Snakemake's ``update`` flag), so a study that gains a model tunes only the classes it
@@ -157,10 +158,10 @@ def tune_version(job: Job) -> dict[str, dict]:
     or a class cannot be tuned."""
     p = job.spec(TuneVersionSpec)
     out = {Path(f).stem: f for f in _many(job.output.tuning)}
-    if sorted(out) != sorted(p.classes):
-        raise StageError(f"tune {p.kernel} on {p.device}: the output files "
-                         f"{sorted(out)} are not the spec's classes {sorted(p.classes)}")
-    work = [(c, to_params(p.class_spec(c)), out[c], tune) for c in p.classes]
+    if classes_hash(list(out)) != p.classes_hash:
+        raise StageError(f"tune {p.kernel} on {p.device}: the output files' classes hash to "
+                         f"{classes_hash(list(out))}, not the spec's {p.classes_hash}")
+    work = [(c, to_params(p.class_spec(c)), out[c], tune) for c in sorted(out)]
     work.append((tuning.SQUARES, to_params(p.squares_spec()), job.output.squares, tune_squares))
     bench, docs, unchanged = None, {}, []
     for cls, params, path, stage in work:

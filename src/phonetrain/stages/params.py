@@ -38,7 +38,7 @@ from phonetrain.models import get_model
 from phonetrain.results.schema import TABLES
 from phonetrain.stages.specs import (BandwidthSpec, DataSpec, DeviceSpec, GemmSpec, KernelSpec,
                                      MeasureSpec, PlanSpec, RunnerSpec, RunSpec, ShapesSpec,
-                                     TuneVersionSpec, shapes_hash, to_params)
+                                     TuneVersionSpec, classes_hash, shapes_hash, to_params)
 
 RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
                     "cooldown_threshold_c", "cooldown_limit_s", "verify_atol", "checkpoints",
@@ -300,10 +300,10 @@ def gemm_job(jp: dict[str, Any], device: str, version: str) -> dict[str, Any]:
 def tune_version_spec(jp: dict[str, Any], device: str, kernel: str,
                       classes: list[str]) -> TuneVersionSpec:
     """The spec of one version's tune job on one device (:class:`TuneVersionSpec`): the
-    version on the device, its ``classes`` (:func:`version_tuning_classes`), the GEMM sweep's
-    square sizes and the tuning settings."""
+    version on the device, the hash of its ``classes`` (:func:`version_tuning_classes`), the
+    GEMM sweep's square sizes and the tuning settings."""
     g = jp["gemm"]
-    return TuneVersionSpec(**jp["kernel"][(device, kernel)], classes=list(classes),
+    return TuneVersionSpec(**jp["kernel"][(device, kernel)], classes_hash=classes_hash(classes),
                            **{k: g[k] for k in ("sizes", "tune", "tune_min_time_ms",
                                                 "tune_max_launch_s")})
 

@@ -127,19 +127,28 @@ class SquaresSpec:
     tune_max_launch_s: float
 
 
+def classes_hash(classes: list[str]) -> str:
+    """16 hex digits of a set of GEMM class names (the ``classes_hash`` of
+    :class:`TuneVersionSpec`)."""
+    return short_hash(sorted(classes))
+
+
 @dataclass(frozen=True)
 class TuneVersionSpec:
-    """``tune-version``: one kernel version on one device, tuned for each GEMM class of
-    ``classes`` and for the GEMM sweep's square sizes, in one job. Each output file records
-    its own class's spec (:meth:`class_spec`, :meth:`squares_spec`), never this one: a class
-    file stays current whatever other classes the study gains or loses."""
+    """``tune-version``: one kernel version on one device, tuned for each GEMM class of its
+    outputs (one file per class, ``tuning/<class>.json``; ``classes_hash``: of their names,
+    :func:`classes_hash`, so a changed set reruns the job while the list, a hundred classes
+    for the zoo, stays out of the params) and for the GEMM sweep's square sizes, in one job.
+    Each output file records its own class's spec (:meth:`class_spec`, :meth:`squares_spec`),
+    never this one: a class file stays current whatever other classes the study gains or
+    loses."""
 
     device: str
     device_config: dict
     stage_root: str
     kernel: str
     kernel_hash: str
-    classes: list                  # GEMM classes, each one file tuning/<class>.json
+    classes_hash: str              # classes_hash of the GEMM classes, one file each
     sizes: list                    # square sizes n (M = N = K), ascending
     tune: bool
     tune_min_time_ms: float
