@@ -11,8 +11,10 @@
 # reach the jobs through the environment (phonetrain.stages.job.Runtime), so changing them
 # reruns nothing.
 # Every path comes from phonetrain.layout.Layout; stages take their files by name.
+import functools
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -29,8 +31,8 @@ from phonetrain.io import write_text
 from phonetrain.stages import cost
 from phonetrain.stages.current import aggregate_params, report_params
 from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
-                                      squares_job, summary_outputs, sweep_tuning_classes,
-                                      tune_job, tuning_classes)
+                                      summary_outputs, sweep_tuning_classes, tune_version_job,
+                                      tuning_classes, version_tuning_classes)
 from phonetrain.stages.job import PYTHON_ENV, ok_line
 from phonetrain.stages.specs import as_json
 from phonetrain.stages.start import executes_jobs, start
@@ -106,12 +108,19 @@ RUNNER_SOURCES = sorted(rel(p) for p in (BASE / "src" / "runner").glob("*.[ch]")
 def version_sources(kernel):
     """A kernel version's .cl files (src/kernels/common.cl and the resolved files) and the
     version.yaml files of its chain: only these feed that version's builds and runs."""
+    return list(_version_sources(kernel))
+
+
+@functools.lru_cache(maxsize=None)
+def _version_sources(kernel):
+    # once per version and parse: each call reads and resolves the chain's version.yaml
+    # files, and every deploy, build, tune and GEMM job asks
     files = [rel(p) for p in source_files(kernel)]
     for v in load_version(kernel).chain:
         y = BASE / "src" / "kernels" / v / "version.yaml"
         if y.exists():
             files.append(rel(y))
-    return files
+    return tuple(files)
 
 
 def kernel_sources(wc):
@@ -132,12 +141,31 @@ def exp_kernel(exp_id):
 
 RUN_CLASSES = tuning_classes(SWEEP)  # exp id -> the GEMM tuning classes its plan uses
 GEMM_CLASSES = sweep_tuning_classes(SWEEP)  # the classes of the GEMM study's model shapes
+VERSION_CLASSES = version_tuning_classes(SWEEP)  # tunable version -> its tune job's classes
+
+
+def tune_rule(kernel):
+    """The name of a version's tune rule: `tune_<version>` (non-word characters as _)."""
+    word = re.sub(r"\W", "_", kernel)
+    return f"tune_{word}"
+
+
+def tune_params(kernel):
+    """The params function of a version's tune job (TuneVersionSpec): the version on the
+    job's device, its classes, the GEMM sweep's square sizes and the tuning settings."""
+    return lambda wc: as_json(tune_version_job(JP, wc.device, kernel, VERSION_CLASSES[kernel]))
+
+
+@functools.lru_cache(maxsize=None)
+def tunable(kernel):
+    """tuning.tunable, once per version and parse (it reads the version's chain)."""
+    return tuning.tunable(kernel)
 
 
 def tuning_files(device, kernel, classes):
     """The tuning files of `classes` of a version on a device ([] if untunable): a run's
     deploy takes its own plan's classes only, so adding models changes none of its inputs."""
-    if kernel and kernel != CPU_VERSION and tuning.tunable(kernel):
+    if kernel and kernel != CPU_VERSION and tunable(kernel):
         return [L.tuning(device, kernel, c) for c in classes]
     return []
 
@@ -152,7 +180,10 @@ def deploy_inputs(wc):
     elif k:
         d["build"] = L.kernel_build(wc.device, k)
         d["sources"] = version_sources(k)
-        d["tuning"] = tuning_files(wc.device, k, RUN_CLASSES.get(wc.exp, []))
+        # ancient: a tune job rerun for classes the study gained leaves these files as they
+        # were (rules/gemm.smk), so it reruns no deploy of a run already measured
+        d["tuning"] = [ancient(f) for f in tuning_files(wc.device, k,
+                                                         RUN_CLASSES.get(wc.exp, []))]
     return d
 
 
@@ -262,7 +293,8 @@ def partial_report(log):
 # resource `host_load` of HOST_SHARES shares and one `device_<name>` resource of limit 1 per
 # device, registered by start(). A job measuring a device that runs on this host's CPU (local,
 # an emulator, a virtual phone: the transport's trait) takes every share, so it runs alone on
-# this host; a job on a phone with its own CPU takes none of them and that phone's resource.
+# this host; a job on a phone with its own CPU takes none of them and that phone's resource,
+# but a phone's train job takes one (it verifies and converts its trace on this host).
 # A job an executor plugin submits elsewhere takes no share (schedule.submitted_share), so
 # `--jobs N` runs N of them; every rule carries runtime and mem_mb (schedule.LIMITS).
 
@@ -279,7 +311,8 @@ def host_job(rule):
 def device_job(work, rule):
     """Resources of a job on one device ({device} wildcard; it stays on this host): its
     host_load shares by whether the device runs on this host's CPU (schedule.host_share;
-    work: schedule.MEASURE or schedule.DEVICE, or schedule.HOST for a deploy), 1 of its
+    work: schedule.MEASURE, schedule.TRAIN or schedule.DEVICE, or schedule.HOST for a
+    deploy), 1 of its
     device_<name> resource, and the rule's runtime and mem_mb."""
     res = {schedule.HOST_LOAD: lambda wc: schedule.host_share(work, ON_HOST_CPU[wc.device],
                                                                HOST_SHARES),

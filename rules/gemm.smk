@@ -3,17 +3,16 @@
 # the GEMM sweep per device x version (+ the runner's CPU backend) on the models' GEMM shapes
 # and square sizes, and each device's peaks (roofline).
 #
-# Tuning is kept per shape class (phonetrain.kernels.tuning): `tune` writes one file per
-# device x version x class, `tuning/<class>.json`, where a class is one GEMM call
-# (`gemm_nt_32x256x784`) and its params name only that class, never the sweep; a run's deploy
-# takes the files of its own plan's classes (common.smk: tuning_files). Adding a model thus
-# adds class files and reruns nothing of the runs already measured. `tune_squares` tunes the
-# GEMM sweep's square sizes (`tuning/squares.json`); only the `gemm` rule reads it, with
-# every class of the sweep's models.
+# Tuning is kept per shape class (phonetrain.kernels.tuning): one file per device x version x
+# class, `tuning/<class>.json`, where a class is one GEMM call (`gemm_nt_32x256x784`) and the
+# settings the file records name only that class, never the sweep; a run's deploy takes the
+# files of its own plan's classes (common.smk: tuning_files). Adding a model thus adds class
+# files and reruns nothing of the runs already measured. `tuning/squares.json` holds the GEMM
+# sweep's square sizes; only the `gemm` rule reads it, with every class of the sweep's models.
 
 
 # Jobs that talk to a device stay on the submitting host (its adb server, its locks).
-localrules: tune, tune_squares, gemm, peaks
+localrules: gemm, peaks
 
 
 rule gemm_shapes:
@@ -29,42 +28,37 @@ rule gemm_shapes:
         stage("gemm", "gemm-shapes", outputs=["shapes"])
 
 
-rule tune:
-    input:
-        runner=L.runner("{device}"),
-        sources=kernel_sources,
-        build=L.kernel_build("{device}", "{kernel}"),  # tune only what compiles
-    output:
-        tuning=L.tuning("{device}", "{kernel}", "{cls}"),
-    wildcard_constraints:
-        cls=tuning.CLASS_PATTERN,
-    params:
-        p=lambda wc: as_json(tune_job(JP, wc.device, wc.kernel, wc.cls)),
-        expect=expect_inputs,
-    resources:
-        **device_job(schedule.MEASURE, "tune"),
-    log:
-        L.log("tune", "{device}", "{kernel}", "{cls}"),
-    shell:
-        stage("gemm", "tune", inputs=["runner", "sources"], outputs=["tuning"])
+# One tune job per device x tunable version (rule tune_<version>, its log
+# logs/tune/<device>/<version>.log) tunes every class of that version: its outputs are the
+# class files and squares.json, flagged update() so Snakemake leaves them in place while the
+# job runs, and the job keeps every file that already records its class's settings and this
+# runner untouched (phonetrain.stages.gemm.tune_version). A deploy takes its class files as
+# ancient(), so a tune job that reruns because the study gained classes reruns no deploy
+# whose files exist; a class that must be tuned again (other settings or sources) is moved
+# aside at the workflow's start, so its deploys rerun for the missing file.
+for _kernel, _classes in VERSION_CLASSES.items():
 
-
-rule tune_squares:
-    input:
-        runner=L.runner("{device}"),
-        sources=kernel_sources,
-        build=L.kernel_build("{device}", "{kernel}"),  # tune only what compiles
-    output:
-        tuning=L.tuning("{device}", "{kernel}", tuning.SQUARES),
-    params:
-        p=lambda wc: as_json(squares_job(JP, wc.device, wc.kernel)),
-        expect=expect_inputs,
-    resources:
-        **device_job(schedule.MEASURE, "tune_squares"),
-    log:
-        L.log("tune_squares", "{device}", "{kernel}"),
-    shell:
-        stage("gemm", "tune_squares", inputs=["runner", "sources"], outputs=["tuning"])
+    rule:
+        name:
+            tune_rule(_kernel)
+        localrule: True
+        input:
+            runner=L.runner("{device}"),
+            sources=version_sources(_kernel),
+            build=L.kernel_build("{device}", _kernel),  # tune only what compiles
+        output:
+            tuning=[update(L.tuning("{device}", _kernel, c)) for c in _classes],
+            squares=update(L.tuning("{device}", _kernel, tuning.SQUARES)),
+        params:
+            p=tune_params(_kernel),
+            expect=expect_inputs,
+        resources:
+            **device_job(schedule.MEASURE, "tune"),
+        log:
+            L.log("tune", "{device}", _kernel),
+        shell:
+            stage("gemm", "tune-version", inputs=["runner", "sources"],
+                  outputs=["tuning", "squares"])
 
 
 rule gemm:

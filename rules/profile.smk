@@ -1,5 +1,6 @@
-# Profile stage: the host<->device bandwidth sweep per device (runner bench-bandwidth), and
-# per run the Chrome/Perfetto trace of its commands (phonetrain.results.profiling).
+# Profile stage: the host<->device bandwidth sweep per device (runner bench-bandwidth). Each
+# run's Chrome/Perfetto trace of its commands is written by its train job (rules/train.smk;
+# phonetrain.stages.profile.write_perfetto).
 
 
 # Jobs that talk to a device stay on the submitting host (its adb server, its locks).
@@ -21,20 +22,3 @@ rule bandwidth:
         L.log("bandwidth", "{device}"),
     shell:
         stage("profile", "bandwidth", inputs=["runner"], outputs=["csv", "bench"])
-
-
-rule perfetto:
-    input:
-        run=L.run_file("{device}", "{exp}", layout.RUN),
-        trace=L.run_file("{device}", "{exp}", layout.TRACE),
-    output:
-        json=L.run_file("{device}", "{exp}", layout.PERFETTO),
-    params:
-        p=lambda wc: as_json({"device": wc.device, "title": wc.exp}),
-        expect=expect_inputs,
-    resources:
-        **host_job("perfetto"),
-    log:
-        L.log("perfetto", "{device}", "{exp}"),
-    shell:
-        stage("profile", "perfetto", inputs=["run", "trace"], outputs=["json"])

@@ -2,7 +2,9 @@
 # data:  a dataset split into per-iteration batch files
 # lower: model + batch + backend placement -> plan + tensors (device-independent)
 # train: the runner executes the device's plan (warm-up + measured iterations, per-command
-#        trace), then the numpy reference verifies it
+#        trace), then the numpy reference verifies it; the same job converts the trace for
+#        Perfetto (trace.perfetto.json): three jobs per run, lower, deploy and train
+#        (docs/workflow.md, "Jobs per run")
 
 
 # Jobs that talk to a device stay on the submitting host (its adb server, its locks).
@@ -48,13 +50,14 @@ rule train:
         run=L.run_file("{device}", "{exp}", layout.RUN),
         trace=L.run_file("{device}", "{exp}", layout.TRACE),
         verify=L.run_file("{device}", "{exp}", layout.VERIFY),
+        perfetto=L.run_file("{device}", "{exp}", layout.PERFETTO),
     params:
         p=lambda wc: as_json(JP["run"][(wc.device, wc.exp)]),
         expect=expect_inputs,
     resources:
-        **device_job(schedule.MEASURE, "train"),
+        **device_job(schedule.TRAIN, "train"),
     log:
         L.log("train", "{device}", "{exp}"),
     shell:
         stage("train", "train", inputs=["manifest", "plan", "plan_dir", "data"],
-              outputs=["run", "trace", "verify"])
+              outputs=["run", "trace", "verify", "perfetto"])

@@ -73,15 +73,19 @@ def test_tune_gives_squares_their_own_best_configuration():
     assert doc["classes"]["square512"]["shapes"] == [["gemm_nn", 512, 512, 512]]
 
 
-def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path):
+def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path, capsys):
     """The tune and gemm stage functions on PoCL: every square of the sweep is measured with
-    its own tuned configuration (the same one ``bench_gemm.py --tune`` would pick for it)."""
+    its own tuned configuration (the same one ``bench_gemm.py --tune`` would pick for it).
+    The version's one tune job writes each class's file with that class's own settings, and
+    a second job that gains a class leaves the files it already made untouched."""
     from phonetrain.stages import gemm as gemm_stage
     from phonetrain.stages.job import Job, Runtime, files
+    from phonetrain.stages.stamp import read_stamp
 
     dev = {"name": "host", "transport": "local", "opencl_library": None,
            "opencl_platform": pocl.platform, "opencl_device": ""}
     from phonetrain.stages.params import shapes_hash
+    from phonetrain.stages.specs import TuneVersionSpec, classes_hash, to_params
 
     shapes = [{"kernel": "gemm_nt", "M": 32, "N": 16, "K": 16, "source": "model:mlp_16_16"},
               {"kernel": "gemm_tn", "M": 16, "N": 16, "K": 32, "source": "model:mlp_16_16"}]
@@ -94,16 +98,25 @@ def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path):
          "max_launch_s": 5.0, "tune_max_launch_s": 5.0}
     rt = Runtime(300.0, False, str(tmp_path))
     inputs = files({"runner": str(runner), "sources": []})
-    tj = []
-    for cls in ["gemm_nt_32x16x16", "gemm_tn_16x16x32", tuning.SQUARES]:
-        tj.append(tmp_path / "tuning" / f"{cls}.json")
-        if cls == tuning.SQUARES:
-            stage, params = gemm_stage.tune_squares, {**base, "kernel": "tiled",
-                                                      "sizes": [32, 64, 128],
-                                                      "tune_max_launch_s": 5.0}
-        else:
-            stage, params = gemm_stage.tune, {**base, "kernel": "tiled", "cls": cls}
-        stage(Job(inputs, files({"tuning": str(tj[-1])}), params, tmp_path / f"{cls}.log", rt))
+    classes = ["gemm_nt_32x16x16", "gemm_tn_16x16x32"]
+    tj = [tmp_path / "tuning" / f"{c}.json" for c in classes + [tuning.SQUARES]]
+
+    def tune_version(cls: list[str]) -> TuneVersionSpec:
+        spec = TuneVersionSpec(**{k: base[k] for k in ("device", "device_config", "stage_root",
+                                                         "kernel_hash", "tune",
+                                                         "tune_min_time_ms")},
+                               kernel="tiled", classes_hash=classes_hash(cls),
+                               sizes=[32, 64, 128],
+                               tune_max_launch_s=5.0)
+        out = files({"tuning": [str(tmp_path / "tuning" / f"{c}.json") for c in cls],
+                     "squares": str(tj[-1])})
+        gemm_stage.tune_version(Job(inputs, out, to_params(spec), tmp_path / "tune.log", rt))
+        return spec
+
+    spec = tune_version(classes)
+    for c, f in zip(classes, tj):   # each file records its own class's settings
+        assert read_stamp(f)["params"] == to_params(spec.class_spec(c))
+    assert read_stamp(tj[-1])["params"] == to_params(spec.squares_spec())
     squares_doc = json.loads(tj[-1].read_text())
     assert set(squares_doc["classes"]) == {"square32", "square64", "square128"}
     tuned = tuning.load_tunings(tj)
@@ -119,6 +132,14 @@ def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path):
         want = tuning.candidate_version(load_version("tiled"),
                                         tuned["classes"][r["tuned_class"]]).options
         assert r["options"] == want and r["status"] == "ok"
+
+    made = {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in tj}
+    capsys.readouterr()
+    tune_version(classes + ["gemm_nn_32x16x16"])   # a model that brings one more class
+    assert "kept 3 of 4 tuning files" in capsys.readouterr().err
+    assert {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in tj} == made
+    assert "gemm_nn_32x16x16" in json.loads(
+        (tmp_path / "tuning" / "gemm_nn_32x16x16.json").read_text())["classes"]
 
 
 def _planted_scores(gflops: list[float]):

@@ -129,7 +129,7 @@ def test_same_experiment_on_two_devices_gets_one_run_id_per_device(tmp_path):
 def test_read_run_writes_perfetto_only_on_request(tmp_path):
     d = write_run(tmp_path)
     run_folders.read_run(d)
-    assert not (d / "trace.perfetto.json").exists()  # the workflow's perfetto rule owns it
+    assert not (d / "trace.perfetto.json").exists()  # the workflow's train job writes it
     run_folders.read_run(d, write_perfetto=True)
     assert (d / "trace.perfetto.json").exists()
 

@@ -20,7 +20,8 @@ from phonetrain.config import DatasetConfig, MeasureConfig, ModelConfig, compose
 from phonetrain.errors import StageError
 from phonetrain.lowering import LowerSpec
 from phonetrain.stages import specs
-from phonetrain.stages.params import gemm_job, gemm_versions, job_params
+from phonetrain.stages.params import (gemm_job, gemm_versions, job_params, tune_version_job,
+                                      version_tuning_classes)
 
 CONF = REPO / "conf"
 MAX_PARAM_BYTES = 1024
@@ -33,6 +34,8 @@ def all_params(sweep) -> dict[str, dict]:
            for k, v in group.items()}
     out.update({f"gemm[{d},{v}]": gemm_job(jp, d, v)
                 for d in sweep.devices for v in gemm_versions(sweep)})
+    out.update({f"tune[{d},{k}]": tune_version_job(jp, d, k, classes)
+                for d in sweep.devices for k, classes in version_tuning_classes(sweep).items()})
     out["gemm_shapes"] = jp["shapes"]
     return out
 

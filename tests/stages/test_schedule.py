@@ -8,7 +8,7 @@ import json
 import threading
 
 from phonetrain.stages import schedule
-from phonetrain.stages.schedule import DEVICE, HOST, MEASURE, host_share
+from phonetrain.stages.schedule import DEVICE, HOST, MEASURE, TRAIN, host_share
 
 
 def test_a_measurement_on_this_hosts_cpu_takes_every_share_and_a_phone_none():
@@ -16,6 +16,19 @@ def test_a_measurement_on_this_hosts_cpu_takes_every_share_and_a_phone_none():
     assert host_share(DEVICE, True, 4) == host_share(HOST, False, 4) == 1
     assert host_share(MEASURE, False, 4) == host_share(DEVICE, False, 4) == 0
     assert schedule.device_resource("pixel-7.a") == "device_pixel_7_a"
+
+
+def test_a_phones_train_job_never_runs_beside_a_local_measurement():
+    """A phone's train job verifies its runs and converts its trace on this host's CPU: with
+    any total, it and a job measuring the local device together ask for more shares than
+    there are, so Snakemake never runs them at once; phones still train beside each other
+    (one share each) and their other measuring jobs take none."""
+    for total in (1, 2, 4, 16):
+        local = host_share(MEASURE, True, total)
+        assert local == host_share(TRAIN, True, total) == total
+        assert host_share(TRAIN, False, total) + local > total
+        assert host_share(TRAIN, False, total) * total <= total   # `total` phones at once
+        assert host_share(MEASURE, False, total) == 0
 
 
 def test_a_virtual_phone_on_this_host_takes_the_host_like_the_local_device():
@@ -43,7 +56,7 @@ def test_the_record_says_whether_the_job_held_the_host(monkeypatch):
     monkeypatch.setenv(schedule.SCHEDULE_ENV, json.dumps({"host_shares": 3, "cores": 3}))
     local, phone = schedule.record(True), schedule.record(False)
     assert local["alone_on_host"] and local["host_load"] == 3 and local["snakemake_cores"] == 3
-    assert not phone["alone_on_host"] and phone["host_load"] == 0
+    assert not phone["alone_on_host"] and phone["host_load"] == 1
 
 
 def test_the_scheduler_keeps_one_daemon_reevaluation_timer(monkeypatch):

@@ -32,8 +32,12 @@ def _up_to_date_workspace(root: Path) -> Path:
         else:
             (ws / f).parent.mkdir(parents=True, exist_ok=True)
             (ws / f).touch()
-    p = W.snakemake(ws, "--touch", "all", overrides=OVERRIDES)
-    assert p.returncode == 0, p.stderr[-3000:]
+    # twice: a touched tune job does not make its deploys due (they take its files as
+    # ancient()), so a deploy whose placeholder is older than another input's is touched in
+    # the second pass
+    for _ in range(2):
+        p = W.snakemake(ws, "--touch", "all", overrides=OVERRIDES)
+        assert p.returncode == 0, p.stderr[-3000:]
     assert not W.planned(ws, OVERRIDES), "the touched workspace should be up to date"
     return ws
 
@@ -51,7 +55,8 @@ def test_edit_to_tiled_reruns_only_tiled_and_its_children(tmp_path):
             versions.add(v)
     assert versions == {"tiled", "tiled_child"}, jobs
     rules = {r for r, _ in jobs}
-    assert {"build_kernels", "tune", "gemm", "deploy", "train", "aggregate", "report"} <= rules
+    assert {"build_kernels", "tune_tiled", "tune_tiled_child", "gemm", "deploy", "train",
+            "aggregate", "report"} <= rules
     assert not rules & {"build_runner", "lower", "data", "bandwidth", "peaks"}, rules
 
 

@@ -10,7 +10,7 @@ workflow's start, like a run measured under other settings
 
 A run folder records its whole params (``params.json``) and is checked by
 :mod:`phonetrain.results.check`; a Perfetto trace has no settings beyond its path (device,
-experiment) and is re-made whenever its run is.
+experiment) and is re-made whenever its run is (by the same train job).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from phonetrain.kernels import tuning
 from phonetrain.layout import Layout
 from phonetrain.results.check import Finding, findings
 from phonetrain.results.schema import fingerprint
-from phonetrain.stages.params import (facts, gemm_job, gemm_versions, squares_job,
-                                      sweep_tuning_classes, tune_job, tuning_classes)
+from phonetrain.stages.params import (facts, gemm_job, gemm_versions, squares_job, tune_job,
+                                      version_tuning_classes)
 from phonetrain.stages.stamp import not_current
 
 
@@ -48,12 +48,7 @@ def study_outputs(sweep: Sweep, jp: Mapping[str, Any]) -> dict[str, dict[str, An
     :func:`report_params`). ``jp``: :func:`phonetrain.stages.params.job_params`."""
     L = Layout(sweep.results_dir)
     out: dict[str, dict[str, Any]] = {L.gemm_shapes(): jp["shapes"]}
-    run_classes = tuning_classes(sweep)
-    classes = {k: set(sweep_tuning_classes(sweep)) for k in sweep.kernels
-               if tuning.tunable(k)}
-    for e in sweep.experiments:
-        if e.kernel in classes:
-            classes[e.kernel].update(run_classes.get(e.id, []))
+    classes = version_tuning_classes(sweep)
     for d in sweep.devices:
         out[L.runner(d)] = jp["runner"][d]
         out[L.peaks(d)] = jp["device"][d]
@@ -62,7 +57,7 @@ def study_outputs(sweep: Sweep, jp: Mapping[str, Any]) -> dict[str, dict[str, An
             out[L.gemm(d, v)] = gemm_job(jp, d, v)
         for k in sweep.kernels:
             out[L.kernel_build(d, k)] = jp["kernel"][(d, k)]
-            for c in sorted(classes.get(k, ())):
+            for c in classes.get(k, ()):
                 out[L.tuning(d, k, c)] = tune_job(jp, d, k, c)
             if k in classes:
                 out[L.tuning(d, k, tuning.SQUARES)] = squares_job(jp, d, k)

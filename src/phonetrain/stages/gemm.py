@@ -10,12 +10,15 @@ Stages, with params :class:`~phonetrain.stages.specs.GemmSpec` (``gemm``),
 - ``gemm-shapes``: output ``shapes`` (the models' GEMM calls,
   :func:`phonetrain.stages.params.models_gemm_shapes`; read by gemm through
   :func:`read_shapes`, which checks them against the spec's ``shapes_hash``);
-- ``tune``: inputs ``runner``, ``sources``; output ``tuning`` (``tuning/<class>.json``,
-  :mod:`phonetrain.kernels.tuning`: one class, the GEMM call its name gives); on a local
-  device a tuning this machine measured before for the same spec is reused
+- ``tune-version`` (:class:`~phonetrain.stages.specs.TuneVersionSpec`, the workflow's one tune
+  job per device x version): inputs ``runner``, ``sources``; outputs ``tuning`` (one file
+  per class, ``tuning/<class>.json``, :mod:`phonetrain.kernels.tuning`: the
+  GEMM call its name gives) and ``squares`` (``tuning/squares.json``: the sweep's square
+  sizes up to ``tune_max_launch_s`` per launch, each its own class). Each file is the one
+  :func:`tune` or :func:`tune_squares` writes for its own class's spec, and a file that
+  already records that spec and this runner is kept as it is (:func:`tune_version`); on a
+  local device a tuning this machine measured before for the same spec is reused
   (:mod:`phonetrain.stages.tuning_records`);
-- ``tune_squares``: the same inputs; output ``tuning`` (``tuning/squares.json``: the sweep's
-  square sizes up to ``tune_max_launch_s`` per launch, each its own class);
 - ``gemm``: inputs ``runner``, ``shapes``, ``sources`` (none for ``cpu``), ``tuning`` (the
   version's class files: every class of the models' shapes and ``squares.json``; none for an
   untunable version); output ``gemm`` (the version's measurements: models' GEMM shapes, then
@@ -34,18 +37,19 @@ from typing import TYPE_CHECKING, Any
 
 from phonetrain import layout
 from phonetrain.devices import is_this_host
-from phonetrain.errors import StageError
+from phonetrain.errors import ResultsFileError, StageError
 from phonetrain.io import read_json, write_json
 from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tuning
 from phonetrain.kernels.gemm import GemmShape, gemm_source, gemm_spec
 from phonetrain.results.paired import until_decisive
 from phonetrain.runner import DeviceSelector, Runner, RunnerError
-from phonetrain.stages.stamp import STAMP, stamp
-from phonetrain.stages.job import Job, main
+from phonetrain.stages.stamp import STAMP, made_from, stamp
+from phonetrain.stages.job import Job, files, main
 from phonetrain.stages import paired as kept
 from phonetrain.stages import tuning_records
-from phonetrain.stages.specs import (CPU_VERSION, DeviceSpec, GemmSpec, ShapesSpec,
-                                     SquaresSpec, TuneSpec, shapes_hash, to_params)
+from phonetrain.stages.specs import (CPU_VERSION, DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec,
+                                     TuneSpec, TuneVersionSpec, classes_hash, shapes_hash,
+                                     to_params)
 
 if TYPE_CHECKING:   # pandas is imported by the functions that build frames, not by the jobs
     import pandas as pd
@@ -116,34 +120,86 @@ def _probe(bench: _Bench, version: KernelVersion, source: str, min_time_ms: floa
     return measure
 
 
-def tune(job: Job) -> dict:
+def tune(job: Job, bench: _Bench | None = None) -> dict:
     """Tune one version on one device for one class (``spec.cls``, the GEMM call
     :func:`phonetrain.kernels.tuning.class_shape` gives) and write ``output.tuning``. With
-    ``tune`` false only the version's defaults run (still checked). Raises
+    ``tune`` false only the version's defaults run (still checked). ``bench``: the device's
+    runner with the version deployed, made here when None. Raises
     :class:`~phonetrain.errors.StageError` when no candidate passes."""
     p = job.spec(TuneSpec)
     try:
         shape = tuning.class_shape(p.cls)
     except ValueError as e:
         raise StageError(str(e)) from None
-    return _tune(job, p, [shape], [])
+    return _tune(job, p, [shape], [], bench)
 
 
-def tune_squares(job: Job) -> dict:
+def tune_squares(job: Job, bench: _Bench | None = None) -> dict:
     """Tune one version on one device for each square size of the sweep whose launch is
     expected within ``tune_max_launch_s`` (:func:`phonetrain.kernels.tuning.tunable_squares`),
     each its own class, and write ``output.tuning``; with ``tune`` false no square is tuned
     (the file then holds no class)."""
     p = job.spec(SquaresSpec)
-    return _tune(job, p, [], p.sizes)
+    return _tune(job, p, [], p.sizes, bench)
+
+
+def tune_version(job: Job) -> dict[str, dict]:
+    """Tune one version on one device for each class of its output ``tuning`` (one file per
+    class, ``tuning/<class>.json``, whose names hash to ``spec.classes_hash``) and for the
+    sweep's square sizes (output ``squares``), each file as :func:`tune` or
+    :func:`tune_squares` writes it for its own class's spec
+    (:meth:`~phonetrain.stages.specs.TuneVersionSpec.class_spec`). A file that
+    already records its class's spec and this runner (:func:`phonetrain.stages.stamp.made_from`)
+    is kept untouched: the workflow leaves these outputs in place while the job runs
+    (Snakemake's ``update`` flag), so a study that gains a model tunes only the classes it
+    brings, and the runs that read a kept file rerun nothing. Returns class -> document.
+    Raises :class:`~phonetrain.errors.StageError` when the outputs are not the spec's classes
+    or a class cannot be tuned."""
+    p = job.spec(TuneVersionSpec)
+    out = {Path(f).stem: f for f in _many(job.output.tuning)}
+    if classes_hash(list(out)) != p.classes_hash:
+        raise StageError(f"tune {p.kernel} on {p.device}: the output files' classes hash to "
+                         f"{classes_hash(list(out))}, not the spec's {p.classes_hash}")
+    work = [(c, to_params(p.class_spec(c)), out[c], tune) for c in sorted(out)]
+    work.append((tuning.SQUARES, to_params(p.squares_spec()), job.output.squares, tune_squares))
+    bench, docs, unchanged = None, {}, []
+    for cls, params, path, stage in work:
+        doc = _current(path, params, job.input.runner)
+        if doc is not None:
+            docs[cls] = doc
+            unchanged.append(cls)
+            continue
+        bench = bench or _Bench(job, p, p.kernel)
+        one = Job(job.input, files({"tuning": path}), params, job.log, job.runtime, job.expect)
+        docs[cls] = stage(one, bench)
+    if unchanged:
+        print(f"phonetrain: tune {p.kernel} on {p.device}: kept {len(unchanged)} of {len(work)} "
+              "tuning files made with these settings and this runner", file=sys.stderr)
+    return docs
+
+
+def _many(v: str | list[str]) -> list[str]:
+    return list(v) if isinstance(v, list) else [v]
+
+
+def _current(path: str, params: dict[str, Any], runner: str) -> dict | None:
+    """The tuning document at ``path`` when it records ``params`` and the runner binary at
+    ``runner``; None when it is missing, unreadable or made otherwise."""
+    if not Path(path).is_file():
+        return None
+    try:
+        doc = read_json(path)
+    except ResultsFileError:
+        return None
+    return doc if made_from(doc, params, runner) else None
 
 
 def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
-          sizes: list[int]) -> dict:
+          sizes: list[int], bench: _Bench | None = None) -> dict:
     """Tune ``shapes`` (each its own class) and the tunable squares of ``sizes`` on the device
     and write ``output.tuning``; nothing to tune gives a document without classes."""
     version = load_version(p.kernel)
-    bench = _Bench(job, p, version.name)
+    bench = bench or _Bench(job, p, version.name)
     record = (tuning_records.record_path(bench.r.transport.facts(), to_params(p))
               if is_this_host(p.device_config) else None)
     kept = tuning_records.recall(record) if record is not None else None
@@ -411,8 +467,8 @@ def peaks_here(binary: str | Path, selector: DeviceSelector | None = None, *,
                                         work_items=work_items))
 
 
-STAGES = {"gemm-shapes": write_shapes, "tune": tune, "tune_squares": tune_squares,
-          "gemm": gemm, "peaks": peaks}
+STAGES = {"gemm-shapes": write_shapes, "tune-version": tune_version, "gemm": gemm,
+          "peaks": peaks}
 
 if __name__ == "__main__":
     sys.exit(main(STAGES, sys.argv[1:]))

@@ -38,7 +38,8 @@ from phonetrain.models import get_model
 from phonetrain.results.schema import TABLES
 from phonetrain.stages.specs import (CPU_VERSION, BandwidthSpec, DataSpec, DeviceSpec, GemmSpec,
                                      KernelSpec, MeasureSpec, RunnerSpec, RunSpec, ShapesSpec,
-                                     SquaresSpec, TuneSpec, plan_params, shapes_hash, to_params)
+                                     TuneVersionSpec, classes_hash, plan_params, shapes_hash,
+                                     to_params)
 
 RUN_MEASURE_KEYS = ("warmup", "iterations", "repeats", "seed", "threads", "cooldown_s",
                     "cooldown_threshold_c", "cooldown_limit_s", "verify_atol", "checkpoints",
@@ -291,22 +292,46 @@ def gemm_job(jp: dict[str, Any], device: str, version: str) -> dict[str, Any]:
     return to_params(GemmSpec(**base, version=version, kernel_hash=kh, **jp["gemm"]))
 
 
-def tune_job(jp: dict[str, Any], device: str, kernel: str, cls: str) -> dict[str, Any]:
-    """A tune job's params: one kernel version on one device, the class (the GEMM call it is
-    tuned on, :func:`phonetrain.kernels.tuning.class_shape`) and the tuning settings; nothing
-    of the sweep, so a class's result stays whatever else the study holds."""
+def tune_version_spec(jp: dict[str, Any], device: str, kernel: str,
+                      classes: list[str]) -> TuneVersionSpec:
+    """The spec of one version's tune job on one device (:class:`TuneVersionSpec`): the
+    version on the device, the hash of its ``classes`` (:func:`version_tuning_classes`), the
+    GEMM sweep's square sizes and the tuning settings."""
     g = jp["gemm"]
-    return to_params(TuneSpec(**jp["kernel"][(device, kernel)], cls=cls, tune=g["tune"],
-                              tune_min_time_ms=g["tune_min_time_ms"]))
+    return TuneVersionSpec(**jp["kernel"][(device, kernel)], classes_hash=classes_hash(classes),
+                           **{k: g[k] for k in ("sizes", "tune", "tune_min_time_ms",
+                                                "tune_max_launch_s")})
+
+
+def tune_version_job(jp: dict[str, Any], device: str, kernel: str,
+                     classes: list[str]) -> dict[str, Any]:
+    """A tune job's params (:func:`tune_version_spec` as a dict)."""
+    return to_params(tune_version_spec(jp, device, kernel, classes))
+
+
+def tune_job(jp: dict[str, Any], device: str, kernel: str, cls: str) -> dict[str, Any]:
+    """The params one class's tuning file records: one kernel version on one device, the
+    class (the GEMM call it is tuned on, :func:`phonetrain.kernels.tuning.class_shape`) and
+    the tuning settings; nothing of the sweep, so a class's result stays whatever else the
+    study holds (:meth:`TuneVersionSpec.class_spec`)."""
+    return to_params(tune_version_spec(jp, device, kernel, [cls]).class_spec(cls))
 
 
 def squares_job(jp: dict[str, Any], device: str, kernel: str) -> dict[str, Any]:
-    """A tune_squares job's params: the version on the device, the GEMM sweep's square sizes
-    and the tuning settings."""
-    g = jp["gemm"]
-    return to_params(SquaresSpec(**jp["kernel"][(device, kernel)],
-                                 **{k: g[k] for k in ("sizes", "tune", "tune_min_time_ms",
-                                                      "tune_max_launch_s")}))
+    """The params ``tuning/squares.json`` records: the version on the device, the GEMM
+    sweep's square sizes and the tuning settings (:meth:`TuneVersionSpec.squares_spec`)."""
+    return to_params(tune_version_spec(jp, device, kernel, []).squares_spec())
+
+
+def version_tuning_classes(sweep: Sweep) -> dict[str, list[str]]:
+    """Tunable kernel version of the sweep -> the GEMM classes its tune job tunes (sorted):
+    those of the GEMM study's model shapes and those of the version's runs' plans."""
+    run_classes = tuning_classes(sweep)
+    out = {k: set(sweep_tuning_classes(sweep)) for k in sweep.kernels if tuning.tunable(k)}
+    for e in sweep.experiments:
+        if e.kernel in out:
+            out[e.kernel].update(run_classes.get(e.id, []))
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def gemm_versions(sweep: Sweep) -> list[str]:

@@ -1,11 +1,9 @@
-"""Profile stage: the host<->device bandwidth sweep per device, and per run the
-Chrome/Perfetto trace of its commands (:mod:`phonetrain.results.profiling`).
+"""Profile stage: the host<->device bandwidth sweep per device; and a run's Chrome/Perfetto
+trace of its commands (:mod:`phonetrain.results.profiling`), which the train job writes as
+soon as the run is in its folder (:func:`write_perfetto`).
 
 - ``bandwidth`` (params :class:`~phonetrain.stages.specs.BandwidthSpec`; input ``runner``;
-  outputs ``csv``, ``bench``): runner ``bench-bandwidth`` up to ``bandwidth_max_bytes``;
-- ``perfetto`` (params :class:`~phonetrain.stages.specs.PerfettoSpec`; inputs ``run``,
-  ``trace``; output ``json``): from the run's ``events/`` process where its step time came
-  from processes without per-command events.
+  outputs ``csv``, ``bench``): runner ``bench-bandwidth`` up to ``bandwidth_max_bytes``.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from phonetrain.io import read_json, write_bytes, write_json
 from phonetrain.runner import Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp
 from phonetrain.stages.job import Job, main
-from phonetrain.stages.specs import BandwidthSpec, PerfettoSpec
+from phonetrain.stages.specs import BandwidthSpec
 
 
 def bandwidth(job: Job) -> Path:
@@ -41,37 +39,41 @@ def bandwidth(job: Job) -> Path:
     return Path(job.output.csv)
 
 
-def perfetto(job: Job) -> Path:
-    """A run's command trace as Chrome/Perfetto trace-event JSON; a skipped run (nothing ran)
-    gets a valid trace with no events. The only job of this module that reads a trace
-    with pandas: the bandwidth job does not import it."""
+def write_perfetto(run_json: str | Path, trace_csv: str | Path, out: str | Path, *,
+                   title: str, device: str) -> Path:
+    """A run's command trace (its ``run.json`` and ``trace.csv``) as Chrome/Perfetto
+    trace-event JSON in ``out``, titled ``title`` (the run id) and naming ``device``: from the
+    run's ``events/`` process where its step time came from processes without per-command
+    events; a skipped run (nothing ran) gets a valid trace with no events. Reads the trace
+    with pandas, imported here: the stage modules load none at import. Raises
+    :class:`~phonetrain.errors.StageError` when the run folder is damaged."""
     from phonetrain.results import profiling
     from phonetrain.results.runs import folder_problems, run_iterations, traced_process
 
-    s, out = job.spec(PerfettoSpec), Path(job.output.json)
-    run = read_json(job.input.run)
+    out, rdir = Path(out), Path(run_json).parent
+    run = read_json(run_json)
     if run.get("status") in ("skipped", "oom"):   # nothing was measured
         profiling.write_json_atomic({"traceEvents": [], "displayTimeUnit": "ns",
-                                     "otherData": {"title": s.title, "device": s.device,
+                                     "otherData": {"title": title, "device": device,
                                                    "skipped": run.get("reason") or "skipped"}},
                                     out)
         return out
-    problems = folder_problems(Path(job.input.run).parent)
+    problems = folder_problems(rdir)
     if problems:  # a trace cut short would be drawn as a run with idle gaps
-        raise StageError(f"{Path(job.input.run).parent} is damaged: {'; '.join(problems)}")
-    traced = traced_process(Path(job.input.run).parent)
-    if traced != Path(job.input.run).parent:   # the step ran without events: their process
+        raise StageError(f"{rdir} is damaged: {'; '.join(problems)}")
+    traced = traced_process(rdir)
+    if traced != rdir:   # the step ran without events: their process
         run = read_json(traced / layout.RUN)
         tr = profiling.read_trace_csv(traced / layout.TRACE)
     else:
-        tr = profiling.read_trace_csv(job.input.trace)
+        tr = profiling.read_trace_csv(trace_csv)
     it = run_iterations(run, str(traced / layout.RUN))
-    profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=s.title,
-                                                         device=s.device), out)
+    profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=title, device=device),
+                                out)
     return out
 
 
-STAGES = {"bandwidth": bandwidth, "perfetto": perfetto}
+STAGES = {"bandwidth": bandwidth}
 
 if __name__ == "__main__":
     sys.exit(main(STAGES, sys.argv[1:]))

@@ -7,15 +7,18 @@ Snakemake as resources; docs/scaling.md, "Parallel jobs and the host").
   (the local device, an emulator or a virtual phone on this host: the transport's trait
   :func:`phonetrain.devices.shares_host_cpu`) in a train, GEMM sweep, tuning, bandwidth
   sweep or peaks job takes all of them, so while it measures no other job that loads this
-  host runs, whatever ``--cores`` says. A job measuring a phone with its own CPU takes none:
-  its work runs on the phone (the host only waits on adb and verifies the short run), so
-  such phones keep measuring in parallel with each other and with host jobs.
+  host runs, whatever ``--cores`` says. A GEMM sweep, tuning, bandwidth sweep or peaks job
+  measuring a phone with its own CPU takes none: its work runs on the phone (the host only
+  waits on adb), so such phones keep measuring in parallel with each other and with host
+  jobs. A phone's train job (:data:`TRAIN`) takes one share: after its runs it verifies them
+  with the numpy reference and converts the trace on this host's CPU, which must not happen
+  beside a measurement of this host; up to ``--cores`` phones train at once.
 - ``device_<name>``: one per device of the sweep, limit 1: a phone measures one job at a
   time; Snakemake starts no second job of a phone whose first holds it, so the device lock
   (``Transport.lock``), kept as the guard, is not waited on.
 
 With an executor plugin that runs jobs elsewhere (``--executor slurm``, ``cluster-generic``),
-the jobs it submits (runner builds, data, lowering, GEMM shapes, Perfetto traces, aggregate,
+the jobs it submits (runner builds, data, lowering, GEMM shapes, aggregate,
 report) take no ``host_load`` share: they do not run on this host, so ``--jobs N`` runs N of
 them at once beside the jobs that stay here (``localrules``: every job that talks to a
 device), which keep their shares. Every rule also carries :data:`LIMITS` (``runtime`` in
@@ -40,6 +43,7 @@ from typing import Any
 SCHEDULE_ENV = "PHONETRAIN_SCHEDULE"   # JSON set by the workflow: host_shares, cores
 HOST_LOAD = "host_load"
 MEASURE, DEVICE, HOST = "measure", "device", "host"   # the kinds of work a job does
+TRAIN = "train"   # measures its device, then verifies and converts the trace on this host
 
 
 # Per rule: (runtime in minutes, mem_mb). Peak resident memory measured on the 2-core
@@ -50,9 +54,9 @@ MEASURE, DEVICE, HOST = "measure", "device", "host"   # the kinds of work a job 
 # submitted; theirs only keep every rule's resources alike.
 LIMITS = {
     "build_runner": (30, 1000), "gemm_shapes": (15, 1000), "data": (30, 2000),
-    "lower": (15, 1000), "perfetto": (15, 2000), "aggregate": (60, 4000),
+    "lower": (15, 1000), "aggregate": (60, 4000),
     "report": (60, 4000),
-    "build_kernels": (60, 1000), "tune": (120, 1000), "tune_squares": (120, 1000),
+    "build_kernels": (60, 1000), "tune": (120, 1000),
     "gemm": (120, 1000), "peaks": (60, 1000), "bandwidth": (60, 1000),
     "deploy": (60, 1000), "train": (240, 2000),
 }
@@ -78,27 +82,28 @@ def device_resource(device: str) -> str:
 
 def host_share(work: str, on_host_cpu: bool, shares: int) -> int:
     """Shares of ``host_load`` a job takes. ``work``: :data:`MEASURE` (times something on its
-    device), :data:`DEVICE` (works on its device without timing it: a kernel build) or
-    :data:`HOST` (works on this host: deploy, lowering, aggregation); ``on_host_cpu``: its
-    device runs on this host's CPU (:func:`phonetrain.devices.shares_host_cpu`; ignored for
-    HOST work); ``shares``: the total."""
+    device), :data:`TRAIN` (times its device, then works on this host: verification, trace),
+    :data:`DEVICE` (works on its device without timing it: a kernel build) or :data:`HOST`
+    (works on this host: deploy, lowering, aggregation); ``on_host_cpu``: its device runs on
+    this host's CPU (:func:`phonetrain.devices.shares_host_cpu`; ignored for HOST work);
+    ``shares``: the total."""
     if work == HOST:
         return 1
     if on_host_cpu:
-        return shares if work == MEASURE else 1
-    return 0
+        return shares if work in (MEASURE, TRAIN) else 1
+    return 1 if work == TRAIN else 0
 
 
 def record(on_host_cpu: bool) -> dict[str, Any]:
-    """How a measuring job on a device that does (``on_host_cpu``) or does not share this
-    host's CPU was scheduled: ``host_load`` (its shares) of ``host_shares``,
+    """How a train job on a device that does (``on_host_cpu``) or does not share this host's
+    CPU was scheduled: ``host_load`` (its shares) of ``host_shares``,
     ``alone_on_host`` (it held them all: no other job loading this host ran meanwhile),
     ``snakemake_cores`` (``--cores``; None when unknown) and the ``device_resource`` it
     held; ``{"scheduler": "none"}`` outside a workflow."""
     doc = json.loads(os.environ.get(SCHEDULE_ENV) or "{}")
     if "host_shares" not in doc:
         return {"scheduler": "none"}
-    share = host_share(MEASURE, on_host_cpu, doc["host_shares"])
+    share = host_share(TRAIN, on_host_cpu, doc["host_shares"])
     return {"scheduler": "snakemake", "host_load": share, "host_shares": doc["host_shares"],
             "alone_on_host": share == doc["host_shares"],
             "snakemake_cores": doc.get("cores")}

@@ -93,10 +93,12 @@ def run_single(sweep: Sweep, exp: Experiment) -> Path:
                              "tuning": tuned},
                             {"manifest": manifest, "plan": L.run_file(d, e, layout.PLAN)}),
         "deploy")
-    run(train.train, _job(rp, O.log("train", d, e), rt,
-                          {"manifest": manifest, "plan": L.run_file(d, e, layout.PLAN),
-                           "plan_dir": O.plan_dir(e), "data": O.data_dir(pc["data_dir"])},
-                          {"run": L.run_file(d, e, layout.RUN),
-                           "trace": L.run_file(d, e, layout.TRACE),
-                           "verify": L.run_file(d, e, layout.VERIFY)}), "train")
+    run(train.train_and_trace, _job(rp, O.log("train", d, e), rt,
+                                    {"manifest": manifest, "plan": L.run_file(d, e, layout.PLAN),
+                                     "plan_dir": O.plan_dir(e),
+                                     "data": O.data_dir(pc["data_dir"])},
+                                    {name: L.run_file(d, e, f) for name, f in (
+                                        ("run", layout.RUN), ("trace", layout.TRACE),
+                                        ("verify", layout.VERIFY),
+                                        ("perfetto", layout.PERFETTO))}), "train")
     return Path(L.run_dir(d, e))

@@ -131,6 +131,49 @@ class SquaresSpec:
     tune_max_launch_s: float
 
 
+def classes_hash(classes: list[str]) -> str:
+    """16 hex digits of a set of GEMM class names (the ``classes_hash`` of
+    :class:`TuneVersionSpec`)."""
+    return short_hash(sorted(classes))
+
+
+@dataclass(frozen=True)
+class TuneVersionSpec:
+    """``tune-version``: one kernel version on one device, tuned for each GEMM class of its
+    outputs (one file per class, ``tuning/<class>.json``; ``classes_hash``: of their names,
+    :func:`classes_hash`, so a changed set reruns the job while the list, a hundred classes
+    for the zoo, stays out of the params) and for the GEMM sweep's square sizes, in one job.
+    Each output file records its own class's spec (:meth:`class_spec`, :meth:`squares_spec`),
+    never this one: a class file stays current whatever other classes the study gains or
+    loses."""
+
+    device: str
+    device_config: dict
+    stage_root: str
+    kernel: str
+    kernel_hash: str
+    classes_hash: str              # classes_hash of the GEMM classes, one file each
+    sizes: list                    # square sizes n (M = N = K), ascending
+    tune: bool
+    tune_min_time_ms: float
+    tune_max_launch_s: float
+
+    def _version(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("device", "device_config", "stage_root",
+                                              "kernel", "kernel_hash")}
+
+    def class_spec(self, cls: str) -> TuneSpec:
+        """The spec of one class's file (the params its stamp records)."""
+        return TuneSpec(**self._version(), cls=cls, tune=self.tune,
+                        tune_min_time_ms=self.tune_min_time_ms)
+
+    def squares_spec(self) -> SquaresSpec:
+        """The spec of the square sizes' file, ``tuning/squares.json``."""
+        return SquaresSpec(**self._version(), sizes=self.sizes, tune=self.tune,
+                           tune_min_time_ms=self.tune_min_time_ms,
+                           tune_max_launch_s=self.tune_max_launch_s)
+
+
 @dataclass(frozen=True)
 class ShapesSpec:
     """``gemm-shapes``: the models whose training GEMMs the study runs, in the sweep's order
@@ -260,14 +303,6 @@ class RunSpec:
     reuse_buffers: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
     # measure.events_apart on an OpenCL run on one queue: True; None (left out) otherwise
     events_apart: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
-
-
-@dataclass(frozen=True)
-class PerfettoSpec:
-    """``perfetto``: the trace's device and title."""
-
-    device: str
-    title: str
 
 
 def to_params(spec: Any) -> dict[str, Any]:

@@ -8,7 +8,9 @@
 - ``train`` (params :class:`~phonetrain.stages.specs.RunSpec`, also written as the run's
   ``params.json``; inputs ``manifest`` (deploy's), ``plan`` (the plan that ran on the device),
   ``plan_dir`` (its tensors), ``data``; outputs ``run``, ``trace``,
-  ``verify``, and the run folder around them): the runner executes the plan on the device
+  ``verify``, ``perfetto`` (the run's Chrome/Perfetto trace,
+  :func:`phonetrain.stages.profile.write_perfetto`, written once the run is in its folder:
+  no job of its own), and the run folder around them): the runner executes the plan on the device
   (``repeats`` processes, under the device's lock, after the cool-down; each measures
   adaptively until its estimate's interval is within ``measure.ci_target``, between a
   calibration probe before and after), and the measurement is judged
@@ -159,6 +161,20 @@ def judge_measurement(run_dirs: list[Path], ms: MeasureSpec,
                        max_other_cpu_share=ms.max_other_cpu_share,
                        resamples=ms.bootstrap_resamples, process_walls_ms=procs,
                        quiet_probe_ms=quiet, max_probe_slowdown=ms.max_probe_slowdown)
+
+
+def train_and_trace(job: Job) -> Path:
+    """The ``train`` stage: :func:`train`, then, where the job names an output
+    ``perfetto``, the run's Chrome/Perfetto trace (converted where the trace was just
+    written: the study spends no job per run on it)."""
+    rdir = train(job)
+    out = getattr(job.output, "perfetto", None)
+    if out:
+        from phonetrain.stages.profile import write_perfetto  # reads the trace with pandas
+
+        s = job.spec(RunSpec)
+        write_perfetto(job.output.run, job.output.trace, out, title=s.run_id, device=s.device)
+    return rdir
 
 
 def train(job: Job) -> Path:
@@ -478,7 +494,7 @@ def _install(tmp: Path, rdir: Path) -> None:
         os.replace(f, rdir / f.name)
 
 
-STAGES = {"data": write_data, "lower": lower, "train": train}
+STAGES = {"data": write_data, "lower": lower, "train": train_and_trace}
 
 if __name__ == "__main__":
     sys.exit(main(STAGES, sys.argv[1:]))
