@@ -26,11 +26,11 @@ from .abi import (KERNEL_ARGS, GEMM_KERNELS, baseline_global, bind_args, buffer_
 from .launch import IMAGE_MAX_WIDTH4, geometry, image_width4, mark_image_args, reads_image, \
     register_geometry
 from .versions import (KERNELS_ROOT, KernelVersion, KernelVersionError, assemble_source,
-                       common_source, load_version, resolve_sources, source_files, source_hash,
+                       build_hash, common_source, load_version, resolve_sources, source_files, source_hash,
                        stage_kernels)
 
 __all__ = ["KERNEL_ARGS", "GEMM_KERNELS", "baseline_global", "bind_args", "buffer_access",
            "kernel_flops", "kernels_mentioned", "IMAGE_MAX_WIDTH4", "geometry", "image_width4",
            "mark_image_args", "reads_image", "register_geometry", "KERNELS_ROOT",
-           "KernelVersion", "KernelVersionError", "assemble_source", "common_source",
+           "KernelVersion", "KernelVersionError", "assemble_source", "build_hash", "common_source",
            "load_version", "resolve_sources", "source_files", "source_hash", "stage_kernels"]

@@ -544,6 +544,17 @@ def source_hash(version_name: str, kernels_root: Path = KERNELS_ROOT) -> str:
     return h.hexdigest()
 
 
+def build_hash(version_name: str, kernels_root: Path = KERNELS_ROOT) -> str:
+    """sha256 (hex) of what the device compiles for a version, as
+    :func:`phonetrain.kernels.build_key.build_key` sees it: the assembled sources
+    (:func:`assemble_source`) without comments or white space, and the build options. An edit
+    of comments or white space keeps it (:func:`source_hash` changes with any byte)."""
+    from phonetrain.kernels.build_key import build_key
+    sources = {fname: assemble_source(path, kernels_root)
+               for fname, path in resolve_sources(version_name, kernels_root).items()}
+    return build_key(sources, [load_version(version_name, kernels_root).options])
+
+
 def stage_kernels(version_name: str, dest_root: Path,
                   kernels_root: Path = KERNELS_ROOT) -> Path:
     """Write the resolved sources, each assembled with ``common.cl`` in front

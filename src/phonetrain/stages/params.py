@@ -29,7 +29,7 @@ from typing import Any
 
 from phonetrain.config import Experiment, Sweep, config_hash, plan_config
 from phonetrain.data import HELDOUT_FRACTION, HELDOUT_SEED, batch_dir, dataset_info
-from phonetrain.kernels import source_hash, tuning
+from phonetrain.kernels import build_hash, source_hash, tuning
 from phonetrain.kernels.gemm import GemmShape, plan_shapes
 from phonetrain.kernels.spirv import shader_hash
 from phonetrain.layout import RUNNER_CACHE_REL, Layout, stage_root_rel
@@ -52,6 +52,15 @@ HELDOUT_HOLDS_BACK = ("digits", "synthetic")  # datasets whose held-out split is
 def kernel_hash(version: str) -> str:
     """16 hex digits of the version's resolved sources and build options."""
     return source_hash(version)[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def tuning_hash(version: str) -> str:
+    """16 hex digits of what the device compiles for the version
+    (:func:`phonetrain.kernels.build_hash`): the ``kernel_hash`` a tuning file records, so an
+    edit of comments or white space keeps every tuning file (a tune job that reruns for it
+    re-measures nothing). Cached per process: the sources do not change during a parse."""
+    return build_hash(version)[:16]
 
 
 def exp_kernel_hash(exp: Experiment) -> str | None:
@@ -298,7 +307,8 @@ def tune_version_spec(jp: dict[str, Any], device: str, kernel: str,
     version on the device, the hash of its ``classes`` (:func:`version_tuning_classes`), the
     GEMM sweep's square sizes and the tuning settings."""
     g = jp["gemm"]
-    return TuneVersionSpec(**jp["kernel"][(device, kernel)], classes_hash=classes_hash(classes),
+    version = dict(jp["kernel"][(device, kernel)], kernel_hash=tuning_hash(kernel))
+    return TuneVersionSpec(**version, classes_hash=classes_hash(classes),
                            **{k: g[k] for k in ("sizes", "tune", "tune_min_time_ms",
                                                 "tune_max_launch_s")})
 

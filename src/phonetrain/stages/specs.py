@@ -151,7 +151,7 @@ class TuneVersionSpec:
     device_config: dict
     stage_root: str
     kernel: str
-    kernel_hash: str
+    kernel_hash: str               # stages.params.tuning_hash: comments and white space left out
     classes_hash: str              # classes_hash of the GEMM classes, one file each
     sizes: list                    # square sizes n (M = N = K), ascending
     tune: bool
