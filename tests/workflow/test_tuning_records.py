@@ -52,10 +52,15 @@ def test_a_fresh_study_reuses_the_machine_tuning_and_an_edit_tunes_again(tmp_pat
     assert second["reused_from"] == str(record)
     assert second["classes"][CLASS]["gflops_geomean"] == 12345.0
     assert second["classes"][CLASS]["defines"] == first["classes"][CLASS]["defines"]
-    # an edited source is another kernel hash: measured, and kept beside the first record
+    # a comment edit compiles to the same program: the same build hash, the record reused
     gemm = ws / "src/kernels/regblock/gemm.cl"
     gemm.write_text(gemm.read_text() + "\n// edited\n")
-    third = _tune(ws, "results_c")
+    commented = _tune(ws, "results_c")
+    assert commented["reused_from"] == str(record)
+    assert commented["kernel_hash"] == first["kernel_hash"]
+    # an edit of what is compiled is another build hash: measured, kept beside the first record
+    gemm.write_text(gemm.read_text() + "#define PHONETRAIN_EDITED 1\n")
+    third = _tune(ws, "results_d")
     assert "reused_from" not in third and third["kernel_hash"] != first["kernel_hash"]
     assert len(_records()) == 2 * made
 
