@@ -130,7 +130,8 @@ def test_guideline_numbers_come_from_the_tables(built, real_study):
     assert caveat and "not a GPU" in caveat and str(markupsafe.escape(caveat)) in html
     run_json = real_study["runs"][OK.index(f"{MODEL}.opencl.baseline")] / "run.json"
     name = json.loads(run_json.read_text())["device"]["name"]
-    assert f"| host | {build.md_cell(name)} |" in paths["md"].read_text()  # the device is named
+    # the device is named, with the API that ran it
+    assert f"| host | OpenCL | {build.md_cell(name)} |" in paths["md"].read_text()
 
 
 def test_placement_and_transfer_findings_compare_the_measured_runs(tmp_path):
