@@ -74,7 +74,8 @@ def write_run(root: Path, *, model="mlp_784_256_128_16", device="host", backend=
                       "loss": loss0 - 0.1 * it})
     run = {"status": status, "warmup": warmup, "iterations": iterations, "iters": iters,
            "device": {"name": "pthread-cpu" if not opencl else "pocl-cpu",
-                      "platform": "Portable Computing Language"},
+                      "platform": "Portable Computing Language",
+                      **({"api": "vulkan"} if backend.startswith("vulkan") else {})},
            "runner": {"version": "0.1", "source_hash": "runner-h"},
            "timer_resolution_ns": 1, "peak_rss_bytes": 10_000_000, "device_bytes_allocated": 0}
     pd.DataFrame(rows).to_csv(d / "trace.csv", index=False)

@@ -154,6 +154,28 @@ def test_placement_and_transfer_findings_compare_the_measured_runs(tmp_path):
     assert not f["bandwidth"].measured
 
 
+def test_a_vulkan_run_beside_the_opencl_pair_leaves_the_placement_finding_to_opencl(tmp_path):
+    """The default study has a Vulkan resident/copy baseline run beside the OpenCL one of the
+    same model and device: the placement pair stays OpenCL's and the whole report renders."""
+    raw = tmp_path / "raw"
+    dirs = [write_run(raw, backend="cpu"),
+            write_run(raw, backend="opencl", placement="resident", transfer="copy",
+                      kernel="baseline", unit_ns=100_000),
+            write_run(raw, backend="vulkan", placement="resident", transfer="copy",
+                      kernel="baseline", unit_ns=900_000),
+            write_run(raw, backend="opencl_staged", placement="staged", transfer="copy",
+                      kernel="baseline", unit_ns=400_000)]
+    aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
+    tables = report.load_tables(tmp_path / "summary")
+    f = {x.key: x for x in guidelines.all_findings(tables)}
+    runs = tables["runs"].set_index("run_id")
+    q = (runs.loc["host/mlp_784_256_128_16.opencl_staged.baseline", "iteration_median_ms"]
+         / runs.loc["host/mlp_784_256_128_16.opencl.baseline", "iteration_median_ms"])
+    assert f["placement"].measured and f"{q:.3g}x" in f["placement"].statement
+    out = build.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))
+    assert "Vulkan" in out["md"].read_text()
+
+
 def test_svg_figures_are_embedded_and_bad_format_or_folder_is_refused(tmp_path, built):
     paths, _ = built
     summary = paths["html"].parent.parent / "summary"

@@ -102,6 +102,22 @@ def test_caveat_counts_runs_that_were_not_verified(tmp_path):
     assert "every OpenCL device of this study is a CPU" in findings.opencl_on_cpu(t["runs"])
 
 
+def test_caveat_names_vulkan_beside_opencl_when_both_ran_on_a_cpu(tmp_path):
+    """An OpenCL run on PoCL and a Vulkan run on lavapipe: the caveat names both APIs."""
+    runs = [write_run(tmp_path, backend="cpu"),
+            write_run(tmp_path, backend="opencl", placement="resident", transfer="copy",
+                      kernel="baseline"),
+            write_run(tmp_path, backend="vulkan", placement="resident", transfer="copy",
+                      kernel="baseline")]
+    for r in runs[1:]:
+        _set_device_type(r, "cpu")
+    out = aggregate.aggregate(runs, summary_paths(tmp_path / "summary"))
+    t = report.load_tables(Path(out["runs"]).parent)
+    caveat = findings.opencl_on_cpu(t["runs"])
+    assert "every OpenCL or Vulkan device of this study is a CPU" in caveat
+    assert "cost of the OpenCL or Vulkan path" in caveat
+
+
 def test_caveat_absent_for_a_gpu(tmp_path):
     runs = [write_run(tmp_path, backend="opencl", placement="resident", transfer="copy",
                       kernel="baseline")]

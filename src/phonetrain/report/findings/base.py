@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 import phonetrain.report.wording as w
-from phonetrain.report.analysis import estimate, interval, is_cpu
+from phonetrain.report.analysis import estimate, gpu_api_label, interval, is_cpu
 from phonetrain.report.paper import Anchor
 
 
@@ -128,20 +128,23 @@ def flag_of(r: pd.Series | dict, col: str) -> bool | None:
 
 
 def opencl_on_cpu(runs: pd.DataFrame) -> str | None:
-    """Takes runs.parquet; returns a caveat sentence when OpenCL runs that reached their
+    """Takes runs.parquet; returns a caveat sentence when OpenCL or Vulkan runs that reached their
     device (any status with a recorded ``device_type``: verified, unstable or wrong alike)
-    used a CPU device (``device_type`` cpu, e.g. PoCL), whose numbers measure OpenCL's
-    overheads on the host's cores rather than a GPU; it says "every" when no OpenCL run
-    used anything else. None when no OpenCL run used a CPU device."""
+    used a CPU device (``device_type`` cpu, e.g. PoCL or lavapipe), whose numbers measure the
+    API's overheads on the host's cores rather than a GPU; it says "every" when no such run
+    used anything else, and names the API (:func:`gpu_api_label`). None when none used a CPU
+    device."""
     ran = runs[~is_cpu(runs) & runs["device_type"].notna()]
     cl = ran[ran["device_type"] == "cpu"]
     if cl.empty:
         return None
     names = ", ".join(sorted({f"{d} ({n})" for d, n in zip(cl["device"], cl["device_name"])}))
-    which = ("every OpenCL device of this study is a CPU" if len(cl) == len(ran) else
-             f"the OpenCL device of {len(cl)} of the {len(ran)} OpenCL run(s) is a CPU")
-    return (f"Caveat: {which} ({names}), so 'GPU' below means that OpenCL device sharing the "
-            "host's cores, not a GPU; the comparison shows the cost of the OpenCL path, not "
+    api = gpu_api_label(cl)   # OpenCL, Vulkan, or OpenCL or Vulkan
+    which = (f"every {api} device of this study is a CPU" if len(cl) == len(ran) else
+             f"the {api} device of {len(cl)} of the {len(ran)} {gpu_api_label(ran)} run(s) "
+             "is a CPU")
+    return (f"Caveat: {which} ({names}), so 'GPU' below means that {api} device sharing the "
+            f"host's cores, not a GPU; the comparison shows the cost of the {api} path, not "
             "of GPU hardware.")
 
 

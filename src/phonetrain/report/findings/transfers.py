@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 import phonetrain.report.wording as w
-from phonetrain.report.analysis import estimate, interval, ratio_interval
+from phonetrain.report.analysis import estimate, gpu_api, interval, ratio_interval
 from phonetrain.report.findings.base import (Finding, Table, flag_of, measured_runs, not_measured,
                                              run_refs, run_verdict)
 from phonetrain.report.paper import ANCHORS
@@ -16,8 +16,11 @@ from phonetrain.report.paper import ANCHORS
 def _paired(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> list[tuple]:
     """OpenCL runs with an iteration time (``ok`` or ``unstable``) with (placement, transfer)
     ``a`` and ``b`` on the same model, device and kernel version: a list of ((model, device,
-    kernel), row a, row b)."""
+    kernel), row a, row b). Vulkan runs are left out: a Vulkan run of the same placement,
+    model, device and kernel version is another subject, not a second row of the OpenCL one."""
     ok = measured_runs(runs)
+    ok = ok[pd.Series([gpu_api(r) == "OpenCL" for _, r in ok.iterrows()], index=ok.index,
+                      dtype=bool)]
     key = ["model", "device", "kernel"]
     ra = ok[(ok["placement"] == a[0]) & (ok["transfer"] == a[1])].set_index(key)
     rb = ok[(ok["placement"] == b[0]) & (ok["transfer"] == b[1])].set_index(key)
