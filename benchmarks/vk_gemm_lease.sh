@@ -8,35 +8,14 @@
 #                 candidate of src/kernels/tiled/vk/tuning.yaml, each result checked against
 #                 numpy (bench_vk_gemm.py --json); vk_gemm.md its table, with cuBLAS beside
 #   facts.txt, all.log
-# Run from a copy of the tree whose parent holds gl/ (the .debs of libvulkan1 and of libglvnd0,
-# libglx0, libgl1, libegl1, libopengl0, libgles2: NVIDIA's Vulkan driver libGLX_nvidia needs
-# libglvnd), vkinc/ (the Vulkan headers, so the runner builds with its Vulkan backend) and
-# spv/<version>/gemm_nn.spv for baseline and tiled (no glslc there: compile them on a host
-# that has it, from the same tree, with
+# Run from a copy of the tree whose parent holds gl/ and vkinc/ (lease_setup.sh, which this
+# sources, says what they hold) and spv/<version>/gemm_nn.spv for baseline and tiled (no
+# glslc there: compile them on a host that has it, from the same tree, with
 #   python benchmarks/bench_vk_gemm.py --write-spirv ../spv
 # which also records each version's shader hash, checked here); COMMIT names the copied
 # commit. Example: OUT=/tmp/out bash benchmarks/vk_gemm_lease.sh
 set -u
-OUT=${OUT:?set OUT to the folder for the results}
-export PYTHONUNBUFFERED=1
-REV=$(cat COMMIT 2>/dev/null || echo unknown)
-T0=$(date +%s)
-exec > >(tee -a "$OUT/all.log") 2>&1
-say() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
-
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv
-  uptime; nproc
-  python3 -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__)"
-  echo "copied from $REV"; } > "$OUT/facts.txt" 2>&1
-cat "$OUT/facts.txt"
-
-if ls ../gl/*.deb >/dev/null 2>&1; then for f in ../gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export CPATH=$PWD/../vkinc
-RB=$(timeout 120 python3 -c "import sys; sys.path.insert(0, 'src')
-from pathlib import Path; from phonetrain.devices.toolchains import build_runner
-print(build_runner(Path('/tmp/rb')))") || { say "runner build failed"; exit 1; }
-say "runner $RB"
+source "$(dirname "$0")/lease_setup.sh"
 
 say "cuBLAS FP32"
 timeout -k 5 "${CUBLAS_S:-40}" python3 benchmarks/bench_cublas.py --repeats 5 \
