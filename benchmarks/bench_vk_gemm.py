@@ -59,7 +59,8 @@ from phonetrain.kernels.spirv import (shader_candidates, shader_hash, spec_optio
                                       stage_spirv)
 from phonetrain.layout import device_spirv  # noqa: E402
 from phonetrain.plan import Plan, Program, Step, Tensor, uniform_fill  # noqa: E402
-from phonetrain.runner import DeviceSelector, Runner, RunnerError, read_dump, read_trace  # noqa: E402
+from phonetrain.runner import (DeviceSelector, Runner, RunnerError, read_dump,  # noqa: E402
+                               read_trace)
 
 KERNEL = "gemm_nn"
 SEED_A, SEED_B = 11, 12
@@ -196,7 +197,8 @@ def table_row(n: int, version: str, results: list[Result], cublas: float | None)
 
 
 TABLE_HEAD = ("| n (M=N=K) | version | best verified configuration | GFLOPS median | "
-              "min-max | max_err | verified/tried | of cuBLAS FP32 |\n|---|---|---|---|---|---|---|---|")
+              "min-max | max_err | verified/tried | of cuBLAS FP32 |\n"
+              "|---|---|---|---|---|---|---|---|")
 
 
 def configurations(version: str, every: bool) -> list[dict[str, Any]]:

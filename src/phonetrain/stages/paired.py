@@ -14,13 +14,14 @@ When a rerun re-measures a run whose kernel build changed (another kernel hash, 
 plan: tuning), :func:`previous_run` finds the run it replaces (the run folder itself, or the
 newest copy of it in ``quarantine/``), and:
 
-- the same build after compilation (equal build keys, plans and runner): nothing is measured; the previous measurement is the new one's,
-  with ``paired.json`` saying ``no change (identical build)`` (:func:`copy_previous`);
+- the same build after compilation (equal build keys, plans and runner): nothing is
+  measured; the previous measurement is the new one's, with ``paired.json`` saying ``no
+  change (identical build)`` (:func:`copy_previous`);
 - else the previous build is pushed beside the new one (``kernels/<version>.previous/``, or
-  ``spirv/<version>.previous/`` for Vulkan; ``plans/<experiment>/plan.previous.json``) and :func:`pairs_until_decisive` runs previous
-  and new in alternating processes, the order reversed every pair (ABBA...): a first look
-  after ``measure.repeats`` pairs (at least 2), then one more pair while the verdict is
-  ``cannot tell``, at most :data:`RUN_MAX_PAIRS` pairs and :data:`RUN_BUDGET_S` seconds; the
+  ``spirv/<version>.previous/`` for Vulkan; ``plans/<experiment>/plan.previous.json``) and
+  :func:`pairs_until_decisive` runs previous and new in alternating processes, the order
+  reversed every pair (ABBA...): a first look after ``measure.repeats`` pairs (at least 2),
+  then one more pair while the verdict is ``cannot tell``, at most :data:`RUN_MAX_PAIRS` pairs and :data:`RUN_BUDGET_S` seconds; the
   verdict (:func:`phonetrain.results.paired.until_decisive`) goes to ``paired.json``, the
   previous build's processes to ``previous/``.
 """
