@@ -21,9 +21,10 @@ newest copy of it in ``quarantine/``), and:
   ``spirv/<version>.previous/`` for Vulkan; ``plans/<experiment>/plan.previous.json``) and
   :func:`pairs_until_decisive` runs previous and new in alternating processes, the order
   reversed every pair (ABBA...): a first look after ``measure.repeats`` pairs (at least 2),
-  then one more pair while the verdict is ``cannot tell``, at most :data:`RUN_MAX_PAIRS` pairs and :data:`RUN_BUDGET_S` seconds; the
-  verdict (:func:`phonetrain.results.paired.until_decisive`) goes to ``paired.json``, the
-  previous build's processes to ``previous/``.
+  then one more pair while the verdict is ``cannot tell``, at most :data:`RUN_MAX_PAIRS`
+  pairs and :data:`RUN_BUDGET_S` seconds; the verdict
+  (:func:`phonetrain.results.paired.until_decisive`) goes to ``paired.json``, the previous
+  build's processes to ``previous/``.
 """
 
 from __future__ import annotations
