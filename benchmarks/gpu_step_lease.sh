@@ -11,33 +11,12 @@
 #   vk.log      the baseline step on Vulkan (NVIDIA's driver) beside OpenCL, events off
 #   gemm.log    cuBLAS FP32 and tuned `tiled` at 1024/2048/4096 (bench_cublas.py, bench_gemm.py)
 #   facts.txt, all.log
-# Run from a copy of the tree whose parent holds gl/ (the .debs of libvulkan1 and of libglvnd0,
-# libglx0, libgl1, libegl1, libopengl0, libgles2: NVIDIA's Vulkan driver libGLX_nvidia needs
-# libglvnd, else vkCreateInstance returns VK_ERROR_INCOMPATIBLE_DRIVER), vkinc/ (the Vulkan
-# headers, so the runner builds with its Vulkan backend) and spv/baseline/ (the baseline
-# shaders compiled with glslc where it exists); COMMIT names the copied commit.
+# Run from a copy of the tree whose parent holds gl/ and vkinc/ (lease_setup.sh, which this
+# sources, says what they hold) and spv/baseline/ (the baseline shaders compiled with glslc
+# where it exists); COMMIT names the copied commit.
 set -u
-OUT=${OUT:?set OUT to the folder for the results}
-export PYTHONUNBUFFERED=1
-REV=$(cat COMMIT 2>/dev/null || echo unknown)
-T0=$(date +%s)
-exec > >(tee -a "$OUT/all.log") 2>&1
-say() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
+source "$(dirname "$0")/lease_setup.sh"
 MODELS=mlp_784_256_128_16,lenet5,vgg_small,mobilenetv2_small
-
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv
-  uptime; nproc; grep -m1 "model name" /proc/cpuinfo
-  python3 -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__)"
-  echo "copied from $REV"; } > "$OUT/facts.txt" 2>&1
-cat "$OUT/facts.txt"
-
-if ls ../gl/*.deb >/dev/null 2>&1; then for f in ../gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export CPATH=$PWD/../vkinc
-RB=$(timeout 120 python3 -c "import sys; sys.path.insert(0, 'src')
-from pathlib import Path; from phonetrain.devices.toolchains import build_runner
-print(build_runner(Path('/tmp/rb')))") || { say "runner build failed"; exit 1; }
-say "runner $RB"
 
 AB=(python3 benchmarks/bench_runner_ab.py --source-commit "$REV")
 say "A/B: split-K convolution updates, events off"

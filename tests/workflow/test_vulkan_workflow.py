@@ -1,9 +1,13 @@
 """The workflow with backend vulkan on lavapipe: a shader that does not compile fails only its
 own jobs, with glslc's message naming the shader file and line on the terminal and in the
-deploy job's log (as a kernel version whose OpenCL source does not compile)."""
+deploy job's log (as a kernel version whose OpenCL source does not compile); a shader edit
+reruns its run as a kernel edit does: a comment-only edit is "no change (identical build)"
+without measuring, a change of the SPIR-V is measured in pairs beside the SPIR-V the previous
+run kept."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -38,3 +42,49 @@ def test_a_shader_that_does_not_compile_fails_only_its_runs(lavapipe, tmp_path: 
     assert str(logs[0].relative_to(ws)) in msg          # the terminal names the log
     assert (runs / "mlp_16_16.vulkan.baseline" / "run.json").is_file()
     assert not (runs / "mlp_16_16.vulkan.broken_vk" / "run.json").exists()
+
+
+SPIN = """float spin = 0.0;
+    for (int r = 0; r < 16384; r++) spin += sin(spin + float(r));
+    V[i] = spin == 1.0e30 ? 0.0 : v;"""
+
+
+def test_a_shader_edit_pairs_with_the_spirv_the_previous_run_kept(lavapipe, tmp_path: Path):
+    ws = make_workspace(tmp_path / "ws")
+    over = TINY + ["sweep.models=[mlp_16_16]", "sweep.backends=[vulkan]"]
+    rdir = ws / "results" / "runs" / "host" / "mlp_16_16.vulkan.baseline"
+    target = str((rdir / "run.json").relative_to(ws))
+    p = snakemake(ws, target, overrides=over)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+    first = json.loads((rdir / "ran" / "ran.json").read_text())
+    assert first["spirv"] is True and "sgd_update.spv" in first["sources"], first
+    spv = (rdir / "ran" / "spirv" / "sgd_update.spv").read_bytes()
+    measured = (rdir / "run.json").read_bytes()
+
+    shader = ws / "src" / "kernels" / "baseline" / "vk" / "sgd_update.comp"
+    text = shader.read_text()
+    head, rest = text.split("\n", 1)     # after #version: a comment and a blank line
+    shader.write_text(f"{head}\n// a comment-only edit\n\n" +
+                      rest.replace("V[i] = v;", "V[i] = v;   /* the new velocity */"))
+    p = snakemake(ws, target, overrides=over)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+    doc = json.loads((rdir / "paired.json").read_text())
+    assert doc["identical_build"] is True and doc["verdict"] == "no change", doc
+    assert "SPIR-V" in doc["reason"], doc
+    assert (rdir / "run.json").read_bytes() == measured          # nothing re-measured
+    assert json.loads((rdir / "ran" / "ran.json").read_text())["build_key"] == \
+        first["build_key"]
+
+    # another SPIR-V with the same results, many times slower (so a few pairs decide)
+    shader.write_text(shader.read_text().replace("V[i] = v;", SPIN))
+    p = snakemake(ws, target, overrides=over)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+    doc = json.loads((rdir / "paired.json").read_text())
+    assert not doc.get("identical_build") and doc["pairs"] >= 2, doc
+    assert doc["previous_verified"] is True and doc["verdict"] in ("slower", "cannot tell"), doc
+    assert (rdir / "ran" / "spirv" / "sgd_update.spv").read_bytes() != spv
+    prev = rdir / "previous"
+    assert json.loads((prev / "ran.json").read_text())["build_key"] == first["build_key"]
+    sources = [g["source"] for g in json.loads((prev / "plan.json").read_text())["programs"]]
+    assert sources and all(s.startswith("spirv/baseline.previous/") for s in sources), sources
+    assert len(list(prev.glob("process_*/run.json"))) == doc["pairs"]

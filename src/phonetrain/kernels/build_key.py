@@ -10,6 +10,14 @@ hence the same program on the same compiler and runner: a sufficient (not necess
 criterion, exact for every device. Line numbers are left out because they reach the program
 only through ``__LINE__``/``__FILE__`` (and diagnostics); a source that spells either is
 hashed as it is.
+
+:func:`spirv_key` is the Vulkan counterpart: it hashes the SPIR-V modules themselves, the
+exact bytes a Vulkan driver compiles, and the programs' options (the specialization
+constants' values). Equal keys mean equal driver input, hence the same pipelines: exact, not
+merely sufficient for the shaders' GLSL. glslc runs without ``-g``
+(:data:`phonetrain.kernels.spirv.GLSLC_FLAGS`), so the modules carry neither the source
+text nor line numbers (``OpSource`` without text, no ``OpLine``): an edit of comments or
+white space leaves the bytes as they were.
 """
 
 from __future__ import annotations
@@ -48,6 +56,17 @@ def build_key(sources: Mapping[str, str], options: Sequence[str]) -> str:
     h = hashlib.sha256()
     for name in sorted(sources):
         h.update(name.encode() + b"\0" + normalized(sources[name]).encode() + b"\0")
+    for opt in options:
+        h.update(b"opt\0" + " ".join(str(opt).split()).encode() + b"\0")
+    return h.hexdigest()
+
+
+def spirv_key(modules: Mapping[str, bytes], options: Sequence[str]) -> str:
+    """sha256 (hex) over each SPIR-V module's file name and bytes (sorted by name) and the
+    options of each program (in order, white space collapsed)."""
+    h = hashlib.sha256(b"spirv\0")
+    for name in sorted(modules):
+        h.update(name.encode() + b"\0" + hashlib.sha256(modules[name]).digest())
     for opt in options:
         h.update(b"opt\0" + " ".join(str(opt).split()).encode() + b"\0")
     return h.hexdigest()

@@ -1,26 +1,30 @@
 """What a run ran, and the side-by-side measurement of a changed kernel build.
 
-Every measured OpenCL run keeps what it ran (:func:`keep_ran`) in ``ran/`` of its run folder:
-``plan.json`` (the device's plan: its programs' build options with the tuning choice, the
-launch sizes), ``kernels/<file>.cl`` (the sources the device compiled, after inheritance and
-with ``common.cl`` in front) and ``ran.json`` (the kernel version and its hash, the runner's
-sha256, the tuned class, the :func:`phonetrain.kernels.build_key.build_key`). Small text; the
-quarantine moves it with the run folder.
+Every measured OpenCL or Vulkan run keeps what it ran (:func:`keep_ran`) in ``ran/`` of its
+run folder: ``plan.json`` (the device's plan: its programs' build options with the tuning
+choice, the launch sizes), for OpenCL ``kernels/<file>.cl`` (the sources the device compiled,
+after inheritance and with ``common.cl`` in front), for Vulkan ``spirv/<kernel>.spv`` (the
+plan's shaders compiled as the deploy compiles them: glslc is deterministic, so the same
+bytes), and ``ran.json`` (the kernel version and its hash, the runner's sha256, the tuned
+class, the build key: :func:`phonetrain.kernels.build_key.build_key` of the OpenCL sources,
+:func:`~phonetrain.kernels.build_key.spirv_key` of the SPIR-V). Small files; the quarantine
+moves them with the run folder.
 
 When a rerun re-measures a run whose kernel build changed (another kernel hash, or another
 plan: tuning), :func:`previous_run` finds the run it replaces (the run folder itself, or the
 newest copy of it in ``quarantine/``), and:
 
-- the same build after compilation (equal build keys, plans and runner,
-  :func:`identical_build`): nothing is measured; the previous measurement is the new one's,
-  with ``paired.json`` saying ``no change (identical build)`` (:func:`copy_previous`);
-- else the previous build is pushed beside the new one (``kernels/<version>.previous/``,
-  ``plans/<experiment>/plan.previous.json``) and :func:`pairs_until_decisive` runs previous
-  and new in alternating processes, the order reversed every pair (ABBA...): a first look
-  after ``measure.repeats`` pairs (at least 2), then one more pair while the verdict is
-  ``cannot tell``, at most :data:`RUN_MAX_PAIRS` pairs and :data:`RUN_BUDGET_S` seconds; the
-  verdict (:func:`phonetrain.results.paired.until_decisive`) goes to ``paired.json``, the
-  previous build's processes to ``previous/``.
+- the same build after compilation (equal build keys, plans and runner): nothing is
+  measured; the previous measurement is the new one's, with ``paired.json`` saying ``no
+  change (identical build)`` (:func:`copy_previous`);
+- else the previous build is pushed beside the new one (``kernels/<version>.previous/``, or
+  ``spirv/<version>.previous/`` for Vulkan; ``plans/<experiment>/plan.previous.json``) and
+  :func:`pairs_until_decisive` runs previous and new in alternating processes, the order
+  reversed every pair (ABBA...): a first look after ``measure.repeats`` pairs (at least 2),
+  then one more pair while the verdict is ``cannot tell``, at most :data:`RUN_MAX_PAIRS`
+  pairs and :data:`RUN_BUDGET_S` seconds; the verdict
+  (:func:`phonetrain.results.paired.until_decisive`) goes to ``paired.json``, the previous
+  build's processes to ``previous/``.
 """
 
 from __future__ import annotations
@@ -35,14 +39,16 @@ from typing import Any, Callable
 
 from phonetrain import layout
 from phonetrain.errors import ResultsFileError
-from phonetrain.io import read_json, sha256_file, write_json, write_text
+from phonetrain.io import read_json, sha256_file, write_bytes, write_json, write_text
 from phonetrain.kernels import stage_kernels
-from phonetrain.kernels.build_key import build_key
+from phonetrain.kernels.build_key import build_key, spirv_key
+from phonetrain.kernels.spirv import stage_spirv
 from phonetrain.plan import Plan
 from phonetrain.results.paired import until_decisive
 
 RAN, PAIRED, PREVIOUS = layout.RAN, layout.PAIRED, layout.PREVIOUS
 RAN_JSON = "ran.json"
+RAN_SPIRV = "spirv"          # ran/spirv/<kernel>.spv: a Vulkan run's SPIR-V
 PREVIOUS_SUFFIX = ".previous"
 PREVIOUS_PLAN = "plan.previous.json"
 RUN_MAX_PAIRS, RUN_BUDGET_S = 12, 120.0
@@ -55,20 +61,30 @@ NOT_COPIED = (layout.FAILED, layout.PERFETTO, layout.PLAN, PAIRED, RAN, PREVIOUS
 
 def ran_record(plan_json: Path, kernel: str, kernel_hash: str | None,
                runner_sha256: str | None, tuned_class: str | None, dest: Path) -> dict:
-    """Write ``dest`` (a ``ran/`` folder): the plan, the version's staged sources and
-    ``ran.json``; returns ``ran.json``'s document."""
+    """Write ``dest`` (a ``ran/`` folder): the plan, the version's staged sources (a Vulkan
+    plan: its shaders' SPIR-V, ``"spirv": true``) and ``ran.json``; returns ``ran.json``'s
+    document. A shader that no longer compiles raises
+    :class:`~phonetrain.kernels.spirv.ShaderError` (the deploy compiled it moments before)."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(plan_json, dest / layout.PLAN)
-    with tempfile.TemporaryDirectory(prefix="phonetrain-ran-") as tmp:
-        src = stage_kernels(kernel, Path(tmp))
-        texts = {f.name: f.read_text() for f in sorted(src.glob("*.cl"))}
-    for name, text in texts.items():
-        write_text(dest / "kernels" / name, text)
-    progs = Plan.load(plan_json).programs
+    plan = Plan.load(plan_json)
+    progs = plan.programs
+    options = [f"{Path(p.source).name}:{p.options}" for p in progs]
     doc = {"kernel": kernel, "kernel_hash": kernel_hash, "runner_sha256": runner_sha256,
-           "tuned_class": tuned_class, "sources": sorted(texts),
-           "options": [p.options for p in progs],
-           "build_key": build_key(texts, [f"{Path(p.source).name}:{p.options}" for p in progs])}
+           "tuned_class": tuned_class, "options": [p.options for p in progs]}
+    with tempfile.TemporaryDirectory(prefix="phonetrain-ran-") as tmp:
+        if plan.backend == "vulkan":
+            out = stage_spirv(kernel, Path(tmp), kernels={p.name for p in progs})
+            mods = {f.name: f.read_bytes() for f in sorted(out.glob("*.spv"))}
+            for name, data in mods.items():
+                write_bytes(dest / RAN_SPIRV / name, data)
+            doc |= {"sources": sorted(mods), "spirv": True, "build_key": spirv_key(mods, options)}
+        else:
+            src = stage_kernels(kernel, Path(tmp))
+            texts = {f.name: f.read_text() for f in sorted(src.glob("*.cl"))}
+            for name, text in texts.items():
+                write_text(dest / "kernels" / name, text)
+            doc |= {"sources": sorted(texts), "build_key": build_key(texts, options)}
     write_json(doc, dest / RAN_JSON)
     return doc
 
@@ -122,9 +138,13 @@ def pairing(prev: Path | None, p: dict[str, Any], new_ran: dict | None,
     old_plan, plan = _plan_doc(prev / RAN / layout.PLAN), _plan_doc(new_plan)
     if old.get("kernel_hash") == new_ran["kernel_hash"] and old_plan == plan:
         return None, "same kernel build and plan: a re-measure"
+    if bool(old.get("spirv")) != bool(new_ran.get("spirv")):
+        return None, "the previous run kept no SPIR-V of what it ran" if new_ran.get("spirv") \
+            else "the previous run kept SPIR-V, this one OpenCL sources"
     if old["build_key"] == new_ran["build_key"] and old_plan == plan and \
             old.get("runner_sha256") == new_ran["runner_sha256"]:
-        return "identical", "the kernel sources differ only in comments and white space"
+        return "identical", ("the shaders compile to the same SPIR-V" if new_ran.get("spirv")
+                             else "the kernel sources differ only in comments and white space")
     if old_plan.get("tensors") != plan.get("tensors"):
         return None, "the previous plan's tensors differ: not comparable side by side"
     return "paired", "kernel build changed"
@@ -147,15 +167,17 @@ def copy_previous(prev: Path, tmp: Path) -> None:
 
 def push_previous(r: Any, prev: Path, exp: str, kernel: str, into: Path) -> tuple[str, Path]:
     """Put the previous build on the device beside the new one: its sources in
-    ``kernels/<version>.previous/``, its plan (programs pointed there) as
-    ``plans/<exp>/plan.previous.json``. Returns (the plan's path on the device, its local
-    copy in ``into``)."""
-    remote_k = layout.device_kernels(kernel) + PREVIOUS_SUFFIX
-    r.transport.push(prev / RAN / "kernels", remote_k)
+    ``kernels/<version>.previous/`` (a Vulkan run's SPIR-V in ``spirv/<version>.previous/``),
+    its plan (programs pointed there) as ``plans/<exp>/plan.previous.json``. Returns (the
+    plan's path on the device, its local copy in ``into``)."""
+    spirv = (prev / RAN / RAN_SPIRV).is_dir()
+    home = layout.device_spirv(kernel) if spirv else layout.device_kernels(kernel)
+    remote_k = home + PREVIOUS_SUFFIX
+    r.transport.push(prev / RAN / (RAN_SPIRV if spirv else "kernels"), remote_k)
     doc = _plan_doc(prev / RAN / layout.PLAN)
     for prog in doc.get("programs", []):
         src = prog.get("source", "")
-        if src.startswith(layout.device_kernels(kernel) + "/"):
+        if src.startswith(home + "/"):
             prog["source"] = f"{remote_k}/{Path(src).name}"
     local = into / PREVIOUS_PLAN
     write_json(doc, local)

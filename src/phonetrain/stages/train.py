@@ -37,7 +37,7 @@
   (:mod:`phonetrain.stages.failed`); a device lacking a library the version
   needs (runner exit 8) records the run as *skipped*.
 
-An OpenCL run keeps what it ran (``ran/``), and a rerun whose kernel build changed is measured
+An OpenCL or Vulkan run keeps what it ran (``ran/``), and a rerun whose kernel build changed is measured
 side by side with the previous build, or not measured at all when the two builds are the same
 after compilation (:mod:`phonetrain.stages.paired`: ``paired.json``, ``previous/``).
 """
