@@ -29,8 +29,15 @@ def test_pipelined_backend_takes_copy_transfers_only():
         compose_one(["backend=opencl_pipelined", "backend.transfer=map"])
 
 
-def test_default_sweep_crosses_models_backends_kernels():
-    sweep = compose_sweep()
+@pytest.fixture(scope="module")
+def default_sweep():
+    """The default sweep, composed once for the tests that only read it (a composition of
+    the default sweep is 36 experiments' members: the costliest call of this module)."""
+    return compose_sweep()
+
+
+def test_default_sweep_crosses_models_backends_kernels(default_sweep):
+    sweep = default_sweep
     kernels = sweep.root["sweep"]["kernels"]
     assert "baseline" in kernels
     ids = sorted(e.id for e in sweep.experiments)
@@ -48,8 +55,8 @@ def test_default_sweep_crosses_models_backends_kernels():
     assert "facts" not in staged_map.config["device"]  # facts feed the report only
 
 
-def test_composition_is_deterministic_and_hash_tracks_content():
-    a, b = compose_sweep(), compose_sweep()
+def test_composition_is_deterministic_and_hash_tracks_content(default_sweep):
+    a, b = default_sweep, compose_sweep()   # composed apart, other compositions between
     assert [e.config_hash for e in a.experiments] == [e.config_hash for e in b.experiments]
     assert len({e.config_hash for e in a.experiments}) == len(a.experiments)
     assert config_hash({"x": 1, "y": [1, 2]}) == config_hash({"y": [1, 2], "x": 1})
@@ -65,8 +72,8 @@ def test_overrides_reach_every_experiment_and_select_a_sweep_file():
     assert len(one.experiments) == 2 * len(one.root["sweep"]["kernels"])
 
 
-def test_model_setting_changes_only_that_models_hashes():
-    base = {e.id: e.config_hash for e in compose_sweep().experiments}
+def test_model_setting_changes_only_that_models_hashes(default_sweep):
+    base = {e.id: e.config_hash for e in default_sweep.experiments}
     new = {e.id: e.config_hash for e in compose_sweep(["model.batch_size=16"]).experiments}
     assert all(base[i] != new[i] for i in base)  # applies to every model of the sweep
     conf_edit = compose_sweep(["sweep.models=[lenet5]"])
@@ -82,8 +89,8 @@ def test_model_file_edit_changes_only_that_model(conf: Path):
     assert changed == {i for i in base if i.startswith("lenet5.")}
 
 
-def test_compose_one_matches_the_sweep_cell():
-    sweep = compose_sweep()
+def test_compose_one_matches_the_sweep_cell(default_sweep):
+    sweep = default_sweep
     _, exp = compose_one(["model=lenet5", "backend=opencl_staged", "kernel=baseline"])
     cell = next(e for e in sweep.experiments if e.id == exp.id)
     assert exp.id == "lenet5.opencl_staged.baseline"

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 
 from helpers.results import (mark_unstable, multi_device_study, summary_paths, write_gemm_versions,
@@ -107,11 +108,23 @@ def _check_widths(fig, what: str) -> None:
             f"{what}: panel {ax.get_title()!r} is {share:.0%} of its column's width"
 
 
+def _overlapping_pairs(boxes: list, tol: float = 1.0) -> list[tuple[int, int]]:
+    """Every pair ``i < j`` of ``boxes`` that :func:`_overlap` says overlap, in the order of
+    ``itertools.combinations``; one array operation instead of a call per pair (an 8-device
+    figure has thousands of labels)."""
+    if len(boxes) < 2:
+        return []
+    x0, y0, x1, y1 = np.array([[b.x0, b.y0, b.x1, b.y1] for b in boxes]).T
+    w = np.minimum.outer(x1, x1) - np.maximum.outer(x0, x0)
+    h = np.minimum.outer(y1, y1) - np.maximum.outer(y0, y0)
+    return [(int(i), int(j)) for i, j in np.argwhere(np.triu((w > tol) & (h > tol), 1))]
+
+
 def _check(fig, what: str) -> None:
     texts, legends, data = _boxes(fig)
     _check_widths(fig, what)
-    clashes = [(a.get_text(), b.get_text()) for (a, ba), (b, bb) in
-               itertools.combinations(texts, 2) if _overlap(ba, bb)]
+    clashes = [(texts[i][0].get_text(), texts[j][0].get_text())
+               for i, j in _overlapping_pairs([b for _, b in texts])]
     title = fig._suptitle.get_text() if fig._suptitle is not None else "no title"
     assert not clashes, f"{what} ({title}): overlapping labels {clashes[:5]}"
     inside = [i for i, lb in enumerate(legends) for db in data if _overlap(lb, db)]
@@ -269,3 +282,18 @@ def test_breakdown_figures_draw_unstable_runs_on_a_busy_host(tmp_path):
         assert values and all(v.endswith("(unstable)") for v in values), values
         assert any("unstable run" in x.get_text() for x in fig.legends[0].get_texts())
         plt.close(fig)
+
+
+def test_the_overlap_search_finds_exactly_the_overlapping_pairs():
+    """:func:`_overlapping_pairs` is :func:`_overlap` over every pair: planted boxes that
+    overlap by more than the tolerance, touch, or overlap by less than it."""
+    from matplotlib.transforms import Bbox
+    rng = np.random.default_rng(0)
+    boxes = [Bbox.from_bounds(*rng.uniform(0, 100, 2), *rng.uniform(0.5, 30, 2))
+             for _ in range(60)]
+    boxes += [Bbox.from_extents(0, 0, 10, 10), Bbox.from_extents(10, 0, 20, 10),   # touch
+              Bbox.from_extents(9.5, 0, 20, 10), Bbox.from_extents(8, 8, 20, 20)]  # < tol, > tol
+    expected = [(i, j) for i, j in itertools.combinations(range(len(boxes)), 2)
+                if _overlap(boxes[i], boxes[j])]
+    assert _overlapping_pairs(boxes) == expected and len(expected) > 10
+    assert (60, 63) in expected and (60, 61) not in expected and (60, 62) not in expected
