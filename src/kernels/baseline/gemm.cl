@@ -21,8 +21,8 @@
         if (n >= N || m >= M) return;                                                     \
         float acc = 0.0f;                                                                 \
         for (int k = 0; k < K; ++k)                                                       \
-            acc += (ta ? A[(size_t)k * M + m] : A[(size_t)m * K + k]) *                   \
-                   (tb ? B[(size_t)n * K + k] : B[(size_t)k * N + n]);                    \
+            acc += (ta ? A[(size_t)k * M + m] : (A + (size_t)m * K)[k]) *                 \
+                   (tb ? (B + (size_t)n * K)[k] : B[(size_t)k * N + n]);                  \
         GEMM_STORE(C, (size_t)m * N + n, alpha, acc, beta);                               \
     }
 
