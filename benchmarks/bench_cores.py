@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_workflow import copy_workflow  # noqa: E402
 from phonetrain.devices.cpus import availability  # noqa: E402
 
 TINY = ["sweep=test", "measure.gemm_sizes=[64]", "measure.bandwidth_max_bytes=1048576",
@@ -86,11 +87,7 @@ def main() -> None:
              *[f"{r}:device_host=0" for r in (*MEASURING, "deploy", "build_kernels")]] \
         if a.unscheduled else []
     with tempfile.TemporaryDirectory(prefix="bench-cores-") as tmp:
-        ws = Path(tmp)
-        shutil.copy2(REPO / "Snakefile", ws / "Snakefile")
-        for d in ("rules", "conf", "src"):
-            shutil.copytree(REPO / d, ws / d,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        ws = copy_workflow(Path(tmp))
         study_s = snakemake(ws, a.cores, over, "all", *extra)
         together, crossed = medians(ws), overlaps(ws)
         alone = {}

@@ -24,6 +24,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def copy_workflow(ws: Path) -> Path:
+    """Copy this checkout's Snakefile, rules/, conf/ and src/ into the folder ``ws`` and return
+    it: a workspace whose kernel edits and results leave the checkout alone."""
+    shutil.copy2(REPO / "Snakefile", ws / "Snakefile")
+    for d in ("rules", "conf", "src"):
+        shutil.copytree(REPO / d, ws / d,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return ws
+
+
 def run(ws: Path, cores: int, overrides: list[str]) -> tuple[float, int, int]:
     """(wall seconds, jobs finished, exit status) of one ``snakemake all``."""
     env = dict(os.environ, PYTHONPATH=str(ws / "src"))
@@ -45,11 +55,7 @@ def main() -> None:
     ap.add_argument("--kernel-file", default="src/kernels/baseline/elementwise.cl")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-workflow-") as tmp:
-        ws = Path(tmp)
-        shutil.copy2(REPO / "Snakefile", ws / "Snakefile")
-        for d in ("rules", "conf", "src"):
-            shutil.copytree(REPO / d, ws / d,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        ws = copy_workflow(Path(tmp))
         rows = [("full study", *run(ws, a.cores, a.override)),
                 ("no-op rerun", *run(ws, a.cores, a.override))]
         f = ws / a.kernel_file

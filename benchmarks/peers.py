@@ -210,10 +210,9 @@ def _chain_only(peer: str, d: dict) -> None:
         raise Skip(f"{peer}: no builder here for {', '.join(extra)} (PyTorch rows only)")
 
 
-def _torch_net(layers: list[dict], params: dict):
-    """The PyTorch modules of a layer list (a Residual's body plus its input), parameters
-    (and batch norm's running statistics) loaded from ``params`` by ``<layer>.<name>``."""
-    import torch
+def torch_residual(body):
+    """A PyTorch module computing ``body(x) + x``: phonetrain's Residual layer around the
+    module ``body`` (PyTorch is imported here: it is optional)."""
     import torch.nn as tnn
 
     class _Residual(tnn.Module):
@@ -223,11 +222,19 @@ def _torch_net(layers: list[dict], params: dict):
 
         def forward(self, x):
             return self.body(x) + x
+    return _Residual(body)
+
+
+def _torch_net(layers: list[dict], params: dict):
+    """The PyTorch modules of a layer list (a Residual's body plus its input), parameters
+    (and batch norm's running statistics) loaded from ``params`` by ``<layer>.<name>``."""
+    import torch
+    import torch.nn as tnn
 
     mods = []
     for s in layers:
         t = s["type"]
-        m = (_Residual(_torch_net(s["body"], params)) if t == "Residual" else
+        m = (torch_residual(_torch_net(s["body"], params)) if t == "Residual" else
              tnn.Linear(s["in_features"], s["out_features"]) if t == "Linear" else
              tnn.Conv2d(s["in_channels"], s["out_channels"], s["kernel"], s["stride"],
                         s["pad"], bias=s.get("bias", True)) if t == "Conv2d" else

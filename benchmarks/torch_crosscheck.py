@@ -38,7 +38,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from peers import torch_residual  # noqa: E402
 from phonetrain import reference  # noqa: E402
 from phonetrain import runner as rt  # noqa: E402
 from phonetrain.devices import toolchains  # noqa: E402
@@ -57,16 +59,8 @@ def _torch_layer(layer, plan: Plan, root: Path, named: dict):
     from torch import nn
 
     if isinstance(layer, Residual):
-        body = nn.Sequential(*[_torch_layer(inner, plan, root, named) for inner in layer.body])
-
-        class _Skip(nn.Module):
-            def __init__(self, body):
-                super().__init__()
-                self.body = body
-
-            def forward(self, x):
-                return self.body(x) + x
-        return _Skip(body)
+        return torch_residual(
+            nn.Sequential(*[_torch_layer(inner, plan, root, named) for inner in layer.body]))
     if isinstance(layer, Linear):
         m = nn.Linear(layer.in_features, layer.out_features)
     elif isinstance(layer, Conv2d):

@@ -44,6 +44,21 @@ static inline int conv_tap_output(const int x, const int pad, const int k, const
     return o < n ? o : -1;
 }
 
+/* The gather loop of an input gradient at input coordinates (h, w): for each window tap
+ * (kh, kw), kh then kw ascending, whose output (oh, ow) exists (conv_tap_output), runs the
+ * statements `body` with kh, kw, oh and ow in scope. `body` holds no comma outside
+ * parentheses (a macro argument). The loops of col2im, conv_bwd_data and conv_tap_gather. */
+#define FOR_EACH_CONV_TAP(h, w, KH, KW, stride, pad, OH, OW, body)     \
+    for (int kh = 0; kh < (KH); ++kh) {                               \
+        const int oh = conv_tap_output(h, pad, kh, stride, OH);       \
+        if (oh < 0) continue;                                         \
+        for (int kw = 0; kw < (KW); ++kw) {                           \
+            const int ow = conv_tap_output(w, pad, kw, stride, OW);   \
+            if (ow < 0) continue;                                     \
+            body                                                      \
+        }                                                             \
+    }
+
 /* One output Z[b,oc,oh,ow] of a grouped convolution (groups = 1: a plain one): the sum over
  * the input channels ci of oc's group, then (kh, kw), in that order, of
  * weight[oc,ci,kh,kw] * X[b, g*C/groups+ci, oh*stride-pad+kh, ow*stride-pad+kw] (g the group
@@ -81,15 +96,8 @@ static inline float conv_tap_gather(float acc, const __global float *dy,
                                     const int KH, const int KW, const int stride,
                                     const int pad, const int OH, const int OW)
 {
-    for (int kh = 0; kh < KH; ++kh) {
-        const int oh = conv_tap_output(h, pad, kh, stride, OH);
-        if (oh < 0) continue;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int ow = conv_tap_output(w, pad, kw, stride, OW);
-            if (ow < 0) continue;
-            acc += wt[kh * KW + kw] * dy[oh * OW + ow];
-        }
-    }
+    FOR_EACH_CONV_TAP(h, w, KH, KW, stride, pad, OH, OW,
+                      acc += wt[kh * KW + kw] * dy[oh * OW + ow];)
     return acc;
 }
 

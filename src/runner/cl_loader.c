@@ -114,23 +114,20 @@ _Noreturn void cl_fail(const char *call, cl_int err, const char *ctx)
          (int)err, ctx && *ctx ? " during " : "", ctx ? ctx : "");
 }
 
-char *cl_platform_str(cl_platform_id p, cl_platform_info what)
-{
-    size_t n = 0;
-    if (CL.clGetPlatformInfo(p, what, 0, NULL, &n) != CL_SUCCESS) return xstrdup("");
-    char *s = xcalloc(n + 1, 1);
-    if (CL.clGetPlatformInfo(p, what, n, s, NULL) != CL_SUCCESS) s[0] = '\0';
-    return s;
-}
+/* Defines char *name(obj_type obj, info_type what): the string property `what` of obj, read
+ * with `getter` (clGet*Info) in two calls, its size and then its text; "" when a call fails. */
+#define CL_STRING_QUERY(name, obj_type, info_type, getter)                             \
+    char *name(obj_type obj, info_type what)                                           \
+    {                                                                                  \
+        size_t n = 0;                                                                  \
+        if (CL.getter(obj, what, 0, NULL, &n) != CL_SUCCESS) return xstrdup("");       \
+        char *s = xcalloc(n + 1, 1);                                                   \
+        if (CL.getter(obj, what, n, s, NULL) != CL_SUCCESS) s[0] = '\0';               \
+        return s;                                                                      \
+    }
 
-char *cl_device_str(cl_device_id d, cl_device_info what)
-{
-    size_t n = 0;
-    if (CL.clGetDeviceInfo(d, what, 0, NULL, &n) != CL_SUCCESS) return xstrdup("");
-    char *s = xcalloc(n + 1, 1);
-    if (CL.clGetDeviceInfo(d, what, n, s, NULL) != CL_SUCCESS) s[0] = '\0';
-    return s;
-}
+CL_STRING_QUERY(cl_platform_str, cl_platform_id, cl_platform_info, clGetPlatformInfo)
+CL_STRING_QUERY(cl_device_str, cl_device_id, cl_device_info, clGetDeviceInfo)
 
 cl_ulong cl_device_ulong(cl_device_id d, cl_device_info what)
 {

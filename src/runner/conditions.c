@@ -51,7 +51,7 @@ const char *cond_sysfs_root(void)
     return env && *env ? env : "/sys";
 }
 
-static double read_number(const char *path)
+double cond_read_number(const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f) return NAN;
@@ -61,21 +61,30 @@ static double read_number(const char *path)
     return ok ? x : NAN;
 }
 
+int cond_sysfs_series(const char *prefix, const char *file, double *out, int max)
+{
+    int n = 0;
+    for (; n < max; n++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s%d", cond_sysfs_root(), prefix, n);
+        if (access(path, F_OK) != 0) break;
+        const size_t len = strlen(path);
+        snprintf(path + len, sizeof path - len, "/%s", file);
+        out[n] = cond_read_number(path);
+    }
+    return n;
+}
+
 /* Mean of cpufreq's scaling_cur_freq (kHz) over the CPUs that have one, else of
  * /proc/cpuinfo's "cpu MHz" (x86). */
 static double read_cpu_mhz(void)
 {
-    double sum = 0;
+    double khz[4096], sum = 0;
     int n = 0;
-    for (int c = 0; c < 4096; c++) {
-        char path[600];
-        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d", cond_sysfs_root(), c);
-        if (access(path, F_OK) != 0) break;
-        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq",
-                 cond_sysfs_root(), c);
-        double khz = read_number(path);
-        if (!isnan(khz)) { sum += khz / 1000.0; n++; }
-    }
+    const int cpus = cond_sysfs_series("devices/system/cpu/cpu", "cpufreq/scaling_cur_freq", khz,
+                                       4096);
+    for (int c = 0; c < cpus; c++)
+        if (!isnan(khz[c])) { sum += khz[c] / 1000.0; n++; }
     if (n) return sum / n;
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return NAN;
@@ -96,17 +105,11 @@ static double read_cpu_mhz(void)
  * readings (below -40 or above 150 C) are ignored. */
 static double read_temperature_c(void)
 {
-    double best = NAN;
-    for (int z = 0; z < 256; z++) {
-        char path[600];
-        snprintf(path, sizeof path, "%s/class/thermal/thermal_zone%d/temp", cond_sysfs_root(), z);
-        double t = read_number(path);
-        if (isnan(t)) {
-            char dir[600];
-            snprintf(dir, sizeof dir, "%s/class/thermal/thermal_zone%d", cond_sysfs_root(), z);
-            if (access(dir, F_OK) != 0) break;
-            continue;
-        }
+    double zone[256], best = NAN;
+    const int n = cond_sysfs_series("class/thermal/thermal_zone", "temp", zone, 256);
+    for (int z = 0; z < n; z++) {
+        double t = zone[z];
+        if (isnan(t)) continue;
         if (fabs(t) > 1000) t /= 1000.0;
         if (t < -40 || t > 150) continue;
         if (isnan(best) || t > best) best = t;
@@ -123,7 +126,7 @@ void cond_sample_now(cond_sample *s)
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         s->self_cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
                         (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-    s->load_avg_1m = read_number("/proc/loadavg");
+    s->load_avg_1m = cond_read_number("/proc/loadavg");
     s->cpu_mhz = read_cpu_mhz();
     s->temperature_c = read_temperature_c();
     s->throttled_levels = cpus_throttled(cond_sysfs_root(), s->throttled_s, COND_CGROUP_LEVELS);

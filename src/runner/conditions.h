@@ -29,6 +29,12 @@ void cond_sample_now(cond_sample *s);
  * device point it at a folder of scripted files. */
 void cond_set_sysfs_root(const char *root);
 const char *cond_sysfs_root(void);
+/* The number at the start of a text file (a sysfs or /proc value); NaN when unreadable. */
+double cond_read_number(const char *path);
+/* The numbered sysfs folders <root>/<prefix>0, <prefix>1, ... up to max - 1, stopping at the
+ * first that does not exist (CPUs: prefix "devices/system/cpu/cpu"): their count n, and in
+ * out[0..n) the number in each one's `file` (cond_read_number: NaN when unreadable). */
+int cond_sysfs_series(const char *prefix, const char *file, double *out, int max);
 
 /* Share (0..1) of the CPUs' capacity between a and b that other processes used:
  * (busy - own CPU time) / (wall * cpus), clipped to 0..1; NaN when /proc/stat is unreadable. */

@@ -90,10 +90,8 @@ CPU_KERNEL(bias_grad, iiitt)
 
 CPU_KERNEL(relu_fwd, itt)
 {
-    CHECK(kneed_min(k, 0, 1));
-    const int64_t n = I(0);
-    CHECK(kneed_numel(k, 1, n, "n"));
-    CHECK(kneed_numel(k, 2, n, "n"));
+    int64_t n;
+    CHECK(kneed_elements(k, 1, 2, &n));
     const float *X = PF(1);
     float *Y = PF(2);  /* may alias X */
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
@@ -103,9 +101,8 @@ CPU_KERNEL(relu_fwd, itt)
 
 CPU_KERNEL(relu_bwd, ittt)
 {
-    CHECK(kneed_min(k, 0, 1));
-    const int64_t n = I(0);
-    for (int i = 1; i <= 3; ++i) CHECK(kneed_numel(k, i, n, "n"));
+    int64_t n;
+    CHECK(kneed_elements(k, 1, 3, &n));
     const float *Y = PF(1), *dY = PF(2);
     float *dX = PF(3);  /* may alias dY */
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
@@ -156,9 +153,8 @@ void cpu_sgd_update(int64_t n, float lr, float momentum, float wd, float *W, con
 
 CPU_KERNEL(sgd_update, ifffttt)
 {
-    CHECK(kneed_min(k, 0, 1));
-    const int64_t n = I(0);
-    for (int i = 4; i <= 6; ++i) CHECK(kneed_numel(k, i, n, "n"));
+    int64_t n;
+    CHECK(kneed_elements(k, 4, 6, &n));
     const float lr = F(1), momentum = F(2), wd = F(3);
     cpu_sgd_update(n, lr, momentum, wd, PF(4), PF(5), PF(6));
     return 0;
@@ -166,9 +162,8 @@ CPU_KERNEL(sgd_update, ifffttt)
 
 CPU_KERNEL(fill, ift)
 {
-    CHECK(kneed_min(k, 0, 1));
-    const int64_t n = I(0);
-    CHECK(kneed_numel(k, 2, n, "n"));
+    int64_t n;
+    CHECK(kneed_elements(k, 2, 2, &n));
     const float value = F(1);
     float *X = PF(2);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
@@ -178,10 +173,8 @@ CPU_KERNEL(fill, ift)
 
 CPU_KERNEL(copy, itt)
 {
-    CHECK(kneed_min(k, 0, 1));
-    const int64_t n = I(0);
-    CHECK(kneed_numel(k, 1, n, "n"));
-    CHECK(kneed_numel(k, 2, n, "n"));
+    int64_t n;
+    CHECK(kneed_elements(k, 1, 2, &n));
     memmove(PF(2), PF(1), (size_t)n * sizeof(float));
     return 0;
 }

@@ -182,11 +182,8 @@ CPU_KERNEL(softmax_xent_bwd, iiiittttttt)
     CHECK(kneed_numel(k, 8, (int64_t)B * C, "B*C"));
     CHECK(kneed_numel(k, 9, (int64_t)B * In, "B*I"));
     CHECK(kneed_numel(k, 10, 1, "1"));
+    CHECK(kneed_labels(k, 5, B, C));
     const int *labels = PI(5);
-    for (int b = 0; b < B; ++b)
-        if (labels[b] < 0 || labels[b] >= C)
-            return kfail(k, 5, "holds label %d at row %d; labels must be in [0, C) = [0, %d)",
-                         labels[b], b, C);
     const float *logits = PF(4);
     float *dlogits = PF(8);
     const float inv_b = 1.0f / (float)B;

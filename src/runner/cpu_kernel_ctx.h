@@ -47,6 +47,13 @@ int kfail(const kctx *k, int idx, const char *fmt, ...);
 int kneed_min(const kctx *k, int idx, int lo);
 /* A tensor argument that must hold at least `need` elements (`expr` says why). */
 int kneed_numel(const kctx *k, int idx, int64_t need, const char *expr);
+/* An element-wise kernel's count n, int argument 0 (>= 1), which tensor arguments first..last
+ * must each hold; *n gets it. 0, or -1 after the refusal. */
+int kneed_elements(const kctx *k, int first, int last, int64_t *n);
+
+/* Tensor argument idx holds B int32 labels that must each be in [0, C) (softmax_xent and the
+ * fused softmax_xent_bwd); 0, or -1 after the refusal naming the first label outside. */
+int kneed_labels(const kctx *k, int idx, int B, int C);
 
 /* One row of softmax_xent (max-subtracted softmax of x[0..C), its cross-entropy against label
  * returned, dx = (p - onehot(label)) * inv_b written): shared by softmax_xent and the fused

@@ -63,6 +63,16 @@ int kneed_numel(const kctx *k, int idx, int64_t need, const char *expr)
     return 0;
 }
 
+/* An element-wise kernel's count n, int argument 0 (>= 1), which tensor arguments first..last
+ * must each hold; *n gets it. */
+int kneed_elements(const kctx *k, int first, int last, int64_t *n)
+{
+    CHECK(kneed_min(k, 0, 1));
+    *n = k->a[0].i;
+    for (int i = first; i <= last; ++i) CHECK(kneed_numel(k, i, *n, "n"));
+    return 0;
+}
+
 /* ---- dispatch ------------------------------------------------------------------------ */
 
 typedef struct {

@@ -1,5 +1,6 @@
-/* CPU backend: the kernels of src/kernels/baseline/loss.cl (softmax_xent, mean) and the row
- * of softmax_xent that the fused softmax_xent_bwd shares (softmax_xent_row). */
+/* CPU backend: the kernels of src/kernels/baseline/loss.cl (softmax_xent, mean) and what the
+ * fused softmax_xent_bwd shares with softmax_xent: the label check (kneed_labels) and a row
+ * (softmax_xent_row). */
 #include "cpu_kernel_ctx.h"
 
 #include <math.h>
@@ -14,11 +15,8 @@ CPU_KERNEL(softmax_xent, iitttt)
     CHECK(kneed_numel(k, 3, B, "B"));
     CHECK(kneed_numel(k, 4, (int64_t)B * C, "B*C"));
     CHECK(kneed_numel(k, 5, B, "B"));
+    CHECK(kneed_labels(k, 3, B, C));
     const int *labels = PI(3);
-    for (int b = 0; b < B; ++b)
-        if (labels[b] < 0 || labels[b] >= C)
-            return kfail(k, 3, "holds label %d at row %d; labels must be in [0, C) = [0, %d)",
-                        labels[b], b, C);
     const float *logits = PF(2);
     float *dlogits = PF(4), *row_loss = PF(5);
     const float inv_b = 1.0f / (float)B;
@@ -26,6 +24,16 @@ CPU_KERNEL(softmax_xent, iitttt)
     for (int b = 0; b < B; ++b)
         row_loss[b] = softmax_xent_row(logits + (int64_t)b * C, C, labels[b], inv_b,
                                        dlogits + (int64_t)b * C);
+    return 0;
+}
+
+int kneed_labels(const kctx *k, int idx, int B, int C)
+{
+    const int *labels = PI(idx);
+    for (int b = 0; b < B; ++b)
+        if (labels[b] < 0 || labels[b] >= C)
+            return kfail(k, idx, "holds label %d at row %d; labels must be in [0, C) = [0, %d)",
+                         labels[b], b, C);
     return 0;
 }
 

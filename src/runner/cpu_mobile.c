@@ -566,10 +566,8 @@ CPU_KERNEL(batchnorm_bwd_data, iiitttttttt)
 
 CPU_KERNEL(relu6_fwd, itt)
 {
-    CHECK(kneed_min(k, 0, 1));
-    const int64_t n = I(0);
-    CHECK(kneed_numel(k, 1, n, "n"));
-    CHECK(kneed_numel(k, 2, n, "n"));
+    int64_t n;
+    CHECK(kneed_elements(k, 1, 2, &n));
     const float *X = PF(1);
     float *Y = PF(2);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
@@ -582,9 +580,8 @@ CPU_KERNEL(relu6_fwd, itt)
 
 CPU_KERNEL(relu6_bwd, ittt)
 {
-    CHECK(kneed_min(k, 0, 1));
-    const int64_t n = I(0);
-    for (int i = 1; i <= 3; ++i) CHECK(kneed_numel(k, i, n, "n"));
+    int64_t n;
+    CHECK(kneed_elements(k, 1, 3, &n));
     const float *Y = PF(1), *dY = PF(2);
     float *dX = PF(3);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)
@@ -598,9 +595,8 @@ CPU_KERNEL(relu6_bwd, ittt)
 
 CPU_KERNEL(add, ittt)
 {
-    CHECK(kneed_min(k, 0, 1));
-    const int64_t n = I(0);
-    for (int i = 1; i <= 3; ++i) CHECK(kneed_numel(k, i, n, "n"));
+    int64_t n;
+    CHECK(kneed_elements(k, 1, 3, &n));
     const float *A = PF(1), *B = PF(2);
     float *Y = PF(3);
 #pragma omp parallel for if (n > PAR_MIN) schedule(static)

@@ -66,6 +66,16 @@ static double get_num(const jval *obj, const char *key, const char *where)
     return v->num;
 }
 
+/* Item i of the plan's list `arr`, called `list` in messages ("buffers"): a JSON object, else
+ * a bad plan; `where` gets "list[i]" for the item's messages. */
+static const jval *list_object(const jval *arr, const char *list, int i, char *where, size_t n)
+{
+    snprintf(where, n, "%s[%d]", list, i);
+    const jval *j = &arr->items[i];
+    if (j->type != J_OBJ) BAD("%s must be an object", where);
+    return j;
+}
+
 static int tensor_id(const pt_plan *p, const jval *v, const char *where)
 {
     if (!v || v->type != J_NUM || !v->is_int || v->inum < 0 || v->inum >= p->ntensors)
@@ -82,9 +92,7 @@ static void read_buffers(pt_plan *p, const jval *bufs)
     p->buffers = xcalloc((size_t)bufs->len + 1, sizeof *p->buffers);
     for (int i = 0; i < bufs->len; i++) {
         char where[48];
-        snprintf(where, sizeof where, "buffers[%d]", i);
-        const jval *j = &bufs->items[i];
-        if (j->type != J_OBJ) BAD("%s must be an object", where);
+        const jval *j = list_object(bufs, "buffers", i, where, sizeof where);
         p->buffers[i].name = get_str(j, "name", where, NULL);
         long long n = get_int(j, "size_bytes", where, 1, 0);
         if (n < 1 || n > (1LL << 40)) BAD("%s.size_bytes must be a positive integer", where);
@@ -114,11 +122,10 @@ static void read_tensor_buffer(const pt_plan *p, pt_tensor *t, const jval *j, co
             where);
 }
 
-static void read_tensor(pt_plan *p, pt_tensor *t, const jval *j, int index)
+static void read_tensor(pt_plan *p, pt_tensor *t, const jval *tensors, int index)
 {
     char where[64];
-    snprintf(where, sizeof where, "tensors[%d]", index);
-    if (j->type != J_OBJ) BAD("%s must be an object", where);
+    const jval *j = list_object(tensors, "tensors", index, where, sizeof where);
     t->id = (int)get_int(j, "id", where, 1, 0);
     if (t->id != index) BAD("%s.id is %d; ids must equal their index", where, t->id);
     t->name = get_str(j, "name", where, NULL);
@@ -288,11 +295,10 @@ static void read_queue(pt_plan *p, pt_step *s, const jval *j, int k, const char 
     }
 }
 
-static void read_step(pt_plan *p, pt_step *s, const jval *j, int k)
+static void read_step(pt_plan *p, pt_step *s, const jval *steps, int k)
 {
     char where[64];
-    snprintf(where, sizeof where, "steps[%d]", k);
-    if (j->type != J_OBJ) BAD("%s must be an object", where);
+    const jval *j = list_object(steps, "steps", k, where, sizeof where);
     char *op = get_str(j, "op", where, NULL);
     static const char *ops[] = {"kernel", "h2d", "d2h", "map", "unmap", "load"};
     s->op = -1;
@@ -431,7 +437,7 @@ pt_plan *plan_load(const char *path)
     p->ntensors = tensors->len;
     p->tensors = xcalloc((size_t)p->ntensors, sizeof *p->tensors);
     read_buffers(p, json_get(root, "buffers"));
-    for (int i = 0; i < p->ntensors; i++) read_tensor(p, &p->tensors[i], &tensors->items[i], i);
+    for (int i = 0; i < p->ntensors; i++) read_tensor(p, &p->tensors[i], tensors, i);
 
     const jval *progs = json_get(root, "programs");
     if (progs && progs->type != J_ARR) BAD("plan.programs must be a list");
@@ -439,9 +445,7 @@ pt_plan *plan_load(const char *path)
     p->programs = xcalloc((size_t)p->nprograms, sizeof *p->programs);
     for (int i = 0; i < p->nprograms; i++) {
         char where[48];
-        snprintf(where, sizeof where, "programs[%d]", i);
-        const jval *j = &progs->items[i];
-        if (j->type != J_OBJ) BAD("%s must be an object", where);
+        const jval *j = list_object(progs, "programs", i, where, sizeof where);
         p->programs[i].name = get_str(j, "name", where, NULL);
         p->programs[i].source = get_str(j, "source", where, NULL);
         p->programs[i].options = get_str(j, "options", where, "");
@@ -453,15 +457,13 @@ pt_plan *plan_load(const char *path)
     const jval *steps = req(root, "steps", J_ARR, "plan");
     p->nsteps = steps->len;
     p->steps = xcalloc((size_t)p->nsteps, sizeof *p->steps);
-    for (int k = 0; k < p->nsteps; k++) read_step(p, &p->steps[k], &steps->items[k], k);
+    for (int k = 0; k < p->nsteps; k++) read_step(p, &p->steps[k], steps, k);
 
     const jval *batches = json_get(root, "batches");
     if (batches && batches->type != J_ARR) BAD("plan.batches must be a list");
     for (int b = 0; batches && b < batches->len; b++) {
         char where[48];
-        snprintf(where, sizeof where, "batches[%d]", b);
-        const jval *j = &batches->items[b];
-        if (j->type != J_OBJ) BAD("%s must be an object", where);
+        const jval *j = list_object(batches, "batches", b, where, sizeof where);
         pt_tensor *t = &p->tensors[tensor_id(p, json_get(j, "tensor"), where)];
         if (t->batch_count) BAD("%s: tensor \"%s\" has two batch sources", where, t->name);
         if (t->buffer >= 0) BAD("%s: tensor \"%s\" is in a shared buffer; a batch needs its own",

@@ -20,12 +20,7 @@ static double read_sysfs_number(const char *rel)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", cond_sysfs_root(), rel);
-    FILE *f = fopen(path, "r");
-    if (!f) return NAN;
-    double x;
-    int ok = fscanf(f, "%lf", &x) == 1;
-    fclose(f);
-    return ok ? x : NAN;
+    return cond_read_number(path);
 }
 
 /* The first line of a sysfs text file (e.g. battery/status) into buf; "" when unreadable. */
@@ -79,19 +74,11 @@ static double read_gpu_mhz(void)
 
 static double read_cpu_mhz_max(void)
 {
-    double best = NAN;
-    for (int c = 0; c < 1024; c++) {
-        char rel[96];
-        snprintf(rel, sizeof rel, "devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", c);
-        double khz = read_sysfs_number(rel);
-        if (isnan(khz)) {
-            char dir[600];
-            snprintf(dir, sizeof dir, "%s/devices/system/cpu/cpu%d", cond_sysfs_root(), c);
-            if (access(dir, F_OK) != 0) break;
-            continue;
-        }
-        if (isnan(best) || khz / 1000.0 > best) best = khz / 1000.0;
-    }
+    double khz[1024], best = NAN;
+    const int cpus = cond_sysfs_series("devices/system/cpu/cpu", "cpufreq/scaling_cur_freq", khz,
+                                       1024);
+    for (int c = 0; c < cpus; c++)
+        if (!isnan(khz[c]) && (isnan(best) || khz[c] / 1000.0 > best)) best = khz[c] / 1000.0;
     return best;
 }
 

@@ -11,28 +11,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.case_plans import case_steps, mismatches, read_dumps
 from helpers.kernel_cases import Case, group_cases
 from phonetrain import reference
 from phonetrain import runner as runner_api
-from phonetrain.kernels import bind_args, geometry, kernel_flops, load_version
+from phonetrain.kernels import load_version
 from phonetrain.kernels.spirv import (ShaderError, resolve_shaders, shader_candidates,
                                       spec_options, stage_spirv)
 from phonetrain.kernels.tuning import candidate_version
 from phonetrain.layout import device_spirv
 from phonetrain.lowering import LowerSpec, write_bundle
-from phonetrain.plan import Plan, Program, Step, Tensor
+from phonetrain.plan import Plan, Program
 from phonetrain.results import profiling
 
 # The groups of tests/helpers/kernel_cases.py whose every kernel has a baseline shader.
 GROUPS = ["gemm", "elementwise", "conv", "pool", "loss", "optimizer", "mobile"]
-PADDED_LOCAL = {1: [32], 2: [8, 4]}
 PLACEMENTS = [("resident", "copy"), ("staged", "copy"), ("resident", "map"), ("staged", "map")]
-
-
-def _arg(a: object, ids: dict[str, int]) -> dict:
-    if isinstance(a, str):
-        return {"t": ids[a]}
-    return {"f": float(a)} if isinstance(a, float) else {"i": int(a)}
 
 
 def _kernel_plan(cases: list[Case], root: Path, padded: bool, version: str = "baseline",
@@ -42,32 +36,10 @@ def _kernel_plan(cases: list[Case], root: Path, padded: bool, version: str = "ba
     multiple of an explicit local size (invocations past the edge must return early).
     ``cand``: a tuning candidate of the version's shaders (its specialization constants and
     the launch geometry they imply)."""
-    (root / "tensors").mkdir(parents=True, exist_ok=True)
     kv = load_version(version)
     if cand is not None:
         kv = candidate_version(kv, cand)
-    tensors: list[Tensor] = []
-    steps: list[Step] = []
-    dumps: list[int] = []
-    for ci, case in enumerate(cases):
-        ids = {}
-        for name, arr in case.arrays.items():
-            tname = f"c{ci}_{name}"
-            (root / "tensors" / f"{tname}.bin").write_bytes(arr.astype(arr.dtype.newbyteorder("<")).tobytes())
-            ids[name] = len(tensors)
-            tensors.append(Tensor(id=len(tensors), name=tname, shape=[arr.size], role="scratch",
-                                  dtype="i32" if arr.dtype == np.int32 else "f32", home="device",
-                                  init={"kind": "file", "path": f"tensors/{tname}.bin"}))
-        args = [_arg(a, ids) for a in case.args]
-        bound = bind_args(case.kernel, args)
-        glob, local = geometry(case.kernel, bound, kv)
-        if padded:
-            local = PADDED_LOCAL[len(glob)]
-            glob = [-(-g // ls) * ls for g, ls in zip(glob, local)]
-        steps.append(Step(op="kernel", name=case.kernel, args=args, global_size=glob,
-                          local_size=local, flops=kernel_flops(case.kernel, bound),
-                          layer=case.label, phase="forward"))
-        dumps += [ids[o] for o in case.outputs]
+    tensors, steps, dumps = case_steps(cases, root, kv, "device", padded)
     kernels = sorted({c.kernel for c in cases})
     stage_spirv(version, root, kernels=set(kernels))
     programs = [Program(name=k, source=f"{device_spirv(version)}/{k}.spv",
@@ -86,18 +58,7 @@ def _check_cases(runner, lavapipe, tmp_path: Path, cases: list[Case], plan: Plan
     doc = runner_api.run_plan(runner, root / "plan.json", root, tmp_path / "out",
                               device_selector=lavapipe)
     assert doc["backend"] == "vulkan" and "llvmpipe" in doc["device"]["name"]
-    failures = []
-    for ci, case in enumerate(cases):
-        for out in case.outputs:
-            want = case.expected[out]
-            got = np.fromfile(tmp_path / "out" / "dumps" / f"c{ci}_{out}.f32", dtype=want.dtype)
-            try:
-                if case.exact:
-                    np.testing.assert_array_equal(got, want)
-                else:
-                    np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol)
-            except AssertionError as e:
-                failures.append(f"{case.label} ({out}): {str(e).strip().splitlines()[:4]}")
+    failures = mismatches(cases, read_dumps(cases, tmp_path / "out"))
     assert not failures, "\n".join(failures)
 
 

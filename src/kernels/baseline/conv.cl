@@ -2,8 +2,8 @@
  * col2im (a gather: one work-item per dX element, no atomics), swap01 (NCHW <-> CNHW), and
  * conv2d_fwd, the direct forward convolution the lowering uses instead of im2col + GEMM +
  * swap01 where tuning.json says it is faster. One work-item per output element, global memory
- * only; out-of-range work-items return. col2im finds its taps with common.cl's
- * conv_tap_output (common.cl is staged in front of this file). */
+ * only; out-of-range work-items return. col2im walks its taps with common.cl's
+ * FOR_EACH_CONV_TAP (common.cl is staged in front of this file). */
 
 /* col[(c*KH+kh)*KW+kw, (b*OH+oh)*OW+ow] = X[b, c, oh*stride-pad+kh, ow*stride-pad+kw],
  * 0 outside the image. NDRange [B*OH*OW, C*KH*KW]: global[0] is the column of col. */
@@ -35,16 +35,10 @@ __kernel void col2im(const int B, const int C, const int H, const int W, const i
     const int w = i % W, h = (i / W) % H, c = (i / (W * H)) % C, b = i / (W * H * C);
     const size_t ncols = (size_t)B * OH * OW;
     float acc = 0.0f;
-    for (int kh = 0; kh < KH; ++kh) {
-        const int oh = conv_tap_output(h, pad, kh, stride, OH);
-        if (oh < 0) continue;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int ow = conv_tap_output(w, pad, kw, stride, OW);
-            if (ow < 0) continue;
-            const size_t r = ((size_t)c * KH + kh) * KW + kw;
-            acc += col[r * ncols + ((size_t)b * OH + oh) * OW + ow];
-        }
-    }
+    FOR_EACH_CONV_TAP(h, w, KH, KW, stride, pad, OH, OW, {
+        const size_t r = ((size_t)c * KH + kh) * KW + kw;
+        acc += col[r * ncols + ((size_t)b * OH + oh) * OW + ow];
+    })
     dX[i] = acc;
 }
 

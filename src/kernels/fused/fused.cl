@@ -14,7 +14,7 @@
  *
  * Shared helpers from common.cl (staged in front of this file): wg_sum, RL_MAX,
  * conv_wgrad_share, conv_wgrad_chunk_share, conv_bgrad_chunk_share and SGD_STEP (conv_sgd,
- * conv_wgrad_partial, the *_sgd kernels), conv_output_at (conv_fwd), conv_tap_output
+ * conv_wgrad_partial, the *_sgd kernels), conv_output_at (conv_fwd), FOR_EACH_CONV_TAP
  * (conv_bwd_data), maxpool_grad_at (maxpool_bwd_relu), softmax_xent_row (softmax_xent_bwd).
  *
  * Parameters: LOSS_WG, the largest work-group softmax_xent_bwd uses for its rows (the local
@@ -125,17 +125,11 @@ __kernel void conv_bwd_data(const int B, const int C, const int H, const int W, 
         return;
     }
     float acc = 0.0f;
-    for (int kh = 0; kh < KH; ++kh) {
-        const int oh = conv_tap_output(h, pad, kh, stride, OH);
-        if (oh < 0) continue;
-        for (int kw = 0; kw < KW; ++kw) {
-            const int ow = conv_tap_output(w, pad, kw, stride, OW);
-            if (ow < 0) continue;
-            for (int oc = 0; oc < OC; ++oc)
-                acc += weight[(((size_t)oc * C + c) * KH + kh) * KW + kw] *
-                       dY[(((size_t)b * OC + oc) * OH + oh) * OW + ow];
-        }
-    }
+    FOR_EACH_CONV_TAP(h, w, KH, KW, stride, pad, OH, OW, {
+        for (int oc = 0; oc < OC; ++oc)
+            acc += weight[(((size_t)oc * C + c) * KH + kh) * KW + kw] *
+                   dY[(((size_t)b * OC + oc) * OH + oh) * OW + ow];
+    })
     dX[e] = acc;
 }
 

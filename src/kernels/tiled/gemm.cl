@@ -91,6 +91,36 @@
 
 /* ------------------------------------------------------------ K slices into local memory */
 
+/* (mm, kk) of element i of an op(A) slice and (kk, nn) of an op(B) slice, the
+ * fastest-varying index following the operand's memory order (coalesced loads). */
+#define A_SLICE_AT(i) const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK
+#define B_SLICE_AT(i) const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN
+
+/* The loops of stage_slice: element (mm, kk) of op(A)'s slice k0 to As[kk][mm] and (kk, nn) of
+ * op(B)'s to Bs[kk][nn], loaded by LD_A / LD_B (FAST_* or LOAD_*), work-item tid taking
+ * elements tid, tid + NTHREADS, ... */
+#define STAGE_SLICE(LD_A, LD_B)                                 \
+    for (int i = tid; i < TSM * TSK; i += NTHREADS) {           \
+        A_SLICE_AT(i);                                          \
+        As[kk][mm] = LD_A(m0 + mm, k0 + kk);                    \
+    }                                                           \
+    for (int i = tid; i < TSK * TSN; i += NTHREADS) {           \
+        B_SLICE_AT(i);                                          \
+        Bs[kk][nn] = LD_B(k0 + kk, n0 + nn);                    \
+    }
+
+/* Element l < LPT of work-item tid's share of a slice of SIZE elements (slice index
+ * i = tid + l * NTHREADS, its coordinates declared by SLICE_AT: A_SLICE_AT or B_SLICE_AT):
+ * `body` for each one inside the slice. `body` holds no comma outside parentheses; a
+ * `#pragma unroll` in front of the macro applies to its loop. */
+#define FOR_OWN_ELEMENT(LPT, SLICE_AT, SIZE, body)              \
+    for (int l = 0; l < LPT; l++) {                             \
+        const int i = tid + l * NTHREADS;                       \
+        SLICE_AT(i);                                            \
+        if (SIZE % NTHREADS == 0 || i < SIZE)                   \
+            body                                                \
+    }
+
 /* Slice k0 of op(A) and op(B) straight from global into local memory (PREFETCH = 0): the
  * cooperative loads' fastest-varying index follows the operand's memory order. */
 inline void stage_slice(const int M, const int N, const int K, const int k0, const int m0,
@@ -100,23 +130,9 @@ inline void stage_slice(const int M, const int N, const int K, const int k0, con
                         __local float (*As)[TSM + PAD], __local float (*Bs)[TSN + PAD])
 {
     if (inside && k0 + TSK <= K) {
-        for (int i = tid; i < TSM * TSK; i += NTHREADS) {
-            const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
-            As[kk][mm] = FAST_A(m0 + mm, k0 + kk);
-        }
-        for (int i = tid; i < TSK * TSN; i += NTHREADS) {
-            const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
-            Bs[kk][nn] = FAST_B(k0 + kk, n0 + nn);
-        }
+        STAGE_SLICE(FAST_A, FAST_B)
     } else {
-        for (int i = tid; i < TSM * TSK; i += NTHREADS) {
-            const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
-            As[kk][mm] = LOAD_A(m0 + mm, k0 + kk);
-        }
-        for (int i = tid; i < TSK * TSN; i += NTHREADS) {
-            const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
-            Bs[kk][nn] = LOAD_B(k0 + kk, n0 + nn);
-        }
+        STAGE_SLICE(LOAD_A, LOAD_B)
     }
 }
 
@@ -130,34 +146,14 @@ inline void fetch_slice(const int M, const int N, const int K, const int k0, con
 {
     if (inside && k0 + TSK <= K) {
 #pragma unroll
-        for (int l = 0; l < LPTA; l++) {
-            const int i = tid + l * NTHREADS;
-            const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
-            if (TSM * TSK % NTHREADS == 0 || i < TSM * TSK)
-                ra[l] = FAST_A(m0 + mm, k0 + kk);
-        }
+        FOR_OWN_ELEMENT(LPTA, A_SLICE_AT, TSM * TSK, ra[l] = FAST_A(m0 + mm, k0 + kk);)
 #pragma unroll
-        for (int l = 0; l < LPTB; l++) {
-            const int i = tid + l * NTHREADS;
-            const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
-            if (TSK * TSN % NTHREADS == 0 || i < TSK * TSN)
-                rb[l] = FAST_B(k0 + kk, n0 + nn);
-        }
+        FOR_OWN_ELEMENT(LPTB, B_SLICE_AT, TSK * TSN, rb[l] = FAST_B(k0 + kk, n0 + nn);)
     } else {
 #pragma unroll
-        for (int l = 0; l < LPTA; l++) {
-            const int i = tid + l * NTHREADS;
-            const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
-            if (TSM * TSK % NTHREADS == 0 || i < TSM * TSK)
-                ra[l] = LOAD_A(m0 + mm, k0 + kk);
-        }
+        FOR_OWN_ELEMENT(LPTA, A_SLICE_AT, TSM * TSK, ra[l] = LOAD_A(m0 + mm, k0 + kk);)
 #pragma unroll
-        for (int l = 0; l < LPTB; l++) {
-            const int i = tid + l * NTHREADS;
-            const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
-            if (TSK * TSN % NTHREADS == 0 || i < TSK * TSN)
-                rb[l] = LOAD_B(k0 + kk, n0 + nn);
-        }
+        FOR_OWN_ELEMENT(LPTB, B_SLICE_AT, TSK * TSN, rb[l] = LOAD_B(k0 + kk, n0 + nn);)
     }
 }
 
@@ -167,19 +163,9 @@ inline void store_slice(const int tid, const int ta, const int tb, const float *
                         __local float (*Bs)[TSN + PAD])
 {
 #pragma unroll
-    for (int l = 0; l < LPTA; l++) {
-        const int i = tid + l * NTHREADS;
-        const int mm = ta ? i % TSM : i / TSK, kk = ta ? i / TSM : i % TSK;
-        if (TSM * TSK % NTHREADS == 0 || i < TSM * TSK)
-            As[kk][mm] = ra[l];
-    }
+    FOR_OWN_ELEMENT(LPTA, A_SLICE_AT, TSM * TSK, As[kk][mm] = ra[l];)
 #pragma unroll
-    for (int l = 0; l < LPTB; l++) {
-        const int i = tid + l * NTHREADS;
-        const int nn = tb ? i / TSK : i % TSN, kk = tb ? i % TSK : i / TSN;
-        if (TSK * TSN % NTHREADS == 0 || i < TSK * TSN)
-            Bs[kk][nn] = rb[l];
-    }
+    FOR_OWN_ELEMENT(LPTB, B_SLICE_AT, TSK * TSN, Bs[kk][nn] = rb[l];)
 }
 
 /* ------------------------------------------------------------ register block */

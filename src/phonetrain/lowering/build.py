@@ -141,6 +141,18 @@ def _lower_forward(b: _Builder, layer, x: int, batch: int) -> int:
     raise LowerError(f"layer {layer.name}: type {type(layer).__name__} has no lowering")
 
 
+def _input_grad(b: _Builder, need_dx: bool, dx_tensor, kernel: str, args: list,
+                name: str) -> int | None:
+    """The input gradient of layer ``name`` computed by one backward kernel whose last
+    argument it is (``kernel(*args, dx)``): declared by ``dx_tensor()`` and emitted only when
+    ``need_dx``, else None."""
+    if not need_dx:
+        return None
+    dx = dx_tensor()
+    b.kernel(kernel, [*args, dx], name, "backward")
+    return dx
+
+
 def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
                     batch: int, dx_name: str | None = None) -> int | None:
     """Emit the backward kernels of ``layer``; return the input-gradient id (or None).
@@ -157,21 +169,13 @@ def _lower_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx: bool,
     if isinstance(layer, Flatten):
         return dy
     if isinstance(layer, ReLU):
-        if not need_dx:
-            return None
-        dx = dx_tensor()
-        b.kernel("relu_bwd", [math.prod(xs), y, dy, dx], name, "backward")
-        return dx
+        return _input_grad(b, need_dx, dx_tensor, "relu_bwd", [math.prod(xs), y, dy], name)
     if isinstance(layer, MaxPool2d):
-        if not need_dx:
-            return None
         _, c, h, w = xs
         oh, ow = b.tensors[y].shape[2:]
         am = b.saved[f"{name}.argmax"]
-        dx = dx_tensor()
-        b.kernel("maxpool_bwd", [batch, c, h, w, layer.kernel, layer.stride, oh, ow, dy, am, dx],
-                 name, "backward")
-        return dx
+        return _input_grad(b, need_dx, dx_tensor, "maxpool_bwd",
+                           [batch, c, h, w, layer.kernel, layer.stride, oh, ow, dy, am], name)
     W = b.params[name][0]
     dW, *rest = b.grads[name]
     db = rest[0] if rest else None
@@ -263,46 +267,27 @@ def _lower_mobile_backward(b: _Builder, layer, x: int, y: int, dy: int, need_dx:
             d = _lower_backward(b, layer.body[i], acts[i], acts[i + 1], d,
                                 need_dx if i == 0 else True, batch,
                                 dx_name=f"{name}.body.grad" if i == 0 else None)
-        if not need_dx:
-            return None
-        dx = dx_tensor()   # the input's two uses: the body (d) and the skip (dy)
-        b.kernel("add", [math.prod(xs), d, dy, dx], name, "backward")
-        return dx
+        # the input's two uses: the body (d) and the skip (dy)
+        return _input_grad(b, need_dx, dx_tensor, "add", [math.prod(xs), d, dy], name)
     if isinstance(layer, ReLU6):
-        if not need_dx:
-            return None
-        dx = dx_tensor()
-        b.kernel("relu6_bwd", [math.prod(xs), y, dy, dx], name, "backward")
-        return dx
-    if isinstance(layer, GlobalAvgPool2d):
-        if not need_dx:
-            return None
-        _, c, h, w = xs
-        dx = dx_tensor()
-        b.kernel("gap_bwd", [batch, c, h * w, dy, dx], name, "backward")
-        return dx
+        return _input_grad(b, need_dx, dx_tensor, "relu6_bwd", [math.prod(xs), y, dy], name)
     _, c, h, w = xs
+    if isinstance(layer, GlobalAvgPool2d):
+        return _input_grad(b, need_dx, dx_tensor, "gap_bwd", [batch, c, h * w, dy], name)
     if isinstance(layer, DepthwiseConv2d):
         oh, ow = b.tensors[y].shape[2:]
         dims = [batch, c, h, w, layer.stride, layer.pad, oh, ow]
         b.kernel("dwconv3x3_bwd_weight", dims + [x, dy, b.grads[name][0]], name, "backward")
-        if not need_dx:
-            return None
-        dx = dx_tensor()
-        b.kernel("dwconv3x3_bwd_data", dims + [dy, b.params[name][0], dx], name, "backward")
-        return dx
+        return _input_grad(b, need_dx, dx_tensor, "dwconv3x3_bwd_data",
+                           dims + [dy, b.params[name][0]], name)
     # BatchNorm2d: the batch statistics depend on X, so dX has the two correction terms
     gamma = b.params[name][0]
     dgamma, dbeta = b.grads[name]
     mean, invstd = b.saved[f"{name}.mean"], b.saved[f"{name}.invstd"]
     b.kernel("batchnorm_bwd_reduce", [batch, c, h * w, x, dy, mean, invstd, dgamma, dbeta],
              name, "backward")
-    if not need_dx:
-        return None
-    dx = dx_tensor()
-    b.kernel("batchnorm_bwd_data", [batch, c, h * w, x, dy, mean, invstd, gamma, dgamma, dbeta,
-                                    dx], name, "backward")
-    return dx
+    return _input_grad(b, need_dx, dx_tensor, "batchnorm_bwd_data",
+                       [batch, c, h * w, x, dy, mean, invstd, gamma, dgamma, dbeta], name)
 
 
 def _has_params(b: _Builder, layer) -> bool:
