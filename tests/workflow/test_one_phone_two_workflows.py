@@ -54,6 +54,15 @@ def start(ws: Path, over: list[str], err: Path) -> subprocess.Popen:
                                 text=True)
 
 
+def holder_job(holder: Path) -> str:
+    """The job named by the phone's lock holder note ("" while there is none, or while it is
+    being written)."""
+    try:
+        return json.loads(holder.read_text()).get("job") or ""
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
 def set_temp(sensor: Path, text: str) -> None:
     """Replace the phone's sensor file whole: a reading never sees it half written."""
     tmp = sensor.with_name(sensor.name + ".tmp")
@@ -93,8 +102,7 @@ def test_two_workflows_with_other_lock_folders_take_turns_on_one_phone(adb_serve
         err_a, err_b = tmp_path / "a.err", tmp_path / "b.err"
         procs.append(start(a, over_a, err_a))
         holder = vd.root / "phonetrain-lock" / "holder"
-        wait_for(lambda: holder.exists() and holder.read_text().startswith('{"host"')
-                 and json.loads(holder.read_text())["job"].startswith("train"), procs,
+        wait_for(lambda: holder_job(holder).startswith("train"), procs,
                  "a's train never held the phone")
         procs.append(start(b, over_b, err_b))
         wait_for(lambda: "waiting for device 'vphone'" in err_b.read_text(), procs,
