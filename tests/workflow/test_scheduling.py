@@ -60,16 +60,21 @@ def test_two_virtual_phones_on_this_host_measure_alone_one_job_each(two_phones, 
     tmp, phones = two_phones
     (tmp / "cores").mkdir()
     ws = workspace(tmp / "cores", phones, runner)
-    # each run sleeps 2 s under its phone's lock (cool-down): measuring spans long enough to
-    # meet whenever two phones' jobs were started together
-    over = SMALL + ["sweep.devices=[vphone1,vphone2]", "measure.cooldown_s=2"]
+    # two CPU runs per phone (two models), each sleeping 2 s under its phone's lock
+    # (cool-down): measuring spans long enough to meet whenever two phones' jobs were started
+    # together; each phone's kernel build is asked for by name (no OpenCL run needs it), so
+    # every rule that talks to a phone but tuning runs on both
+    over = SMALL + ["sweep.devices=[vphone1,vphone2]", "sweep.backends=[cpu]",
+                    "sweep.models=[mlp_16_16,mlp_16_16_16_16]", "measure.cooldown_s=2"]
+    builds = [Layout("results").kernel_build(p, "baseline") for p in phones]
     deployed = adb_snakemake(ws, over, "--until", "deploy")
     assert deployed.returncode == 0, deployed.stderr[-4000:]
-    res = adb_snakemake(ws, over, "results/summary/runs.parquet")
+    res = adb_snakemake(ws, over, "results/summary/runs.parquet", *builds)
     assert res.returncode == 0, res.stderr[-4000:]
     jobs = spans(ws / "results")
     by_phone = {p: [j for j in jobs if j.device == p and j.rule in PHONE_RULES] for p in phones}
     for p, own in by_phone.items():
+        assert {j.rule for j in own} == PHONE_RULES - {"tune", "tune_squares"}, own
         assert sum(j.rule == "train" for j in own) == 2, own
         assert overlapping(own, own) == [], p   # one job at a time on a phone
     measuring = [j for j in jobs if j.rule in MEASURING]
