@@ -160,10 +160,11 @@ def vdev(adb_server, tmp_path):
 
 
 @pytest.fixture(scope="session")
-def real_study(tmp_path_factory, worker_id) -> dict[str, list[Path]]:
-    """The small real study of :mod:`helpers.real_study`, run once per test run; the
-    aggregate's inputs (``runs``, ``bandwidth``, ``builds``). Read-only: copy what you change."""
+def real_study(tmp_path_factory, worker_id, runner) -> dict[str, list[Path]]:
+    """The small real study of :mod:`helpers.real_study`, run once per test run (the runner
+    build of ``runner`` reused); the aggregate's inputs (``runs``, ``bandwidth``, ``builds``).
+    Read-only: copy what you change."""
     def build(folder: Path) -> dict[str, list[str]]:
-        return {k: [str(p) for p in v] for k, v in make_real_study(folder).items()}
+        return {k: [str(p) for p in v] for k, v in make_real_study(folder, runner).items()}
     doc = once_per_run(tmp_path_factory, worker_id, "real-study", build)
     return {k: [Path(p) for p in v] for k, v in doc.items()}

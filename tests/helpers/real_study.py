@@ -18,6 +18,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from helpers import STEADY
+from helpers.workflow import seed_runner_cache
 from phonetrain import runner as runner_api
 from phonetrain.cli import main
 
@@ -34,9 +35,13 @@ def _run(R: Path, *overrides: str) -> None:
     assert res.exit_code == 0, (args, res.output, res.exception)
 
 
-def make_real_study(root: Path) -> dict[str, list[Path]]:
-    """Run the study under ``root/results``; return the aggregate's inputs."""
+def make_real_study(root: Path, runner: Path | None = None) -> dict[str, list[Path]]:
+    """Run the study under ``root/results`` (with ``runner``, the session's runner build, in
+    its runner compile cache: :func:`helpers.workflow.seed_runner_cache`); return the
+    aggregate's inputs."""
     R = root / "results"
+    if runner is not None:
+        seed_runner_cache(R, runner)
     _run(R, "backend=cpu")
     for backend in ("opencl", "opencl_staged_map"):
         _run(R, f"backend={backend}", "kernel=baseline")

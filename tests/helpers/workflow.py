@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from helpers import REPO, STEADY
+from phonetrain.layout import RUNNER_CACHE_REL
 
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 # The tiny sweep of the tests: two small models x cpu/opencl x baseline, few iterations.
@@ -28,13 +29,31 @@ TINY = ["sweep=test", "measure.warmup=1", "measure.iterations=3", "dataset.num_b
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
 
 
-def make_workspace(dest: Path) -> Path:
-    """Copy the workflow into ``dest`` (created) and return it."""
+def make_workspace(dest: Path, runner: Path | None = None) -> Path:
+    """Copy the workflow into ``dest`` (created) and return it; with ``runner`` (the session's
+    runner build), its results folder's runner compile cache holds that build
+    (:func:`seed_runner_cache`)."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(REPO / "Snakefile", dest / "Snakefile")
     for d in ("rules", "conf", "src"):
         shutil.copytree(REPO / d, dest / d, ignore=_IGNORE)
+    if runner is not None:
+        seed_runner_cache(dest / "results", runner)
     return dest
+
+
+def seed_runner_cache(results: Path, runner: Path) -> None:
+    """Put the session's runner build (the ``runner`` fixture: ``runner-<key>/runner`` of
+    ``toolchains.build_runner``) into the runner compile cache of the results folder
+    ``results`` (``RUNNER_CACHE_REL``). The workflow's ``build_runner`` job of a device with
+    the host toolchain then finds the same key (sources, ``cc``, flags) there and installs that
+    binary instead of compiling it again; an edited runner source is another key, compiled.
+    For tests whose subject is not the runner's compile."""
+    if not runner.parent.name.startswith("runner-"):   # $PHONETRAIN_TEST_RUNNER: no cache key
+        return
+    dest = results / RUNNER_CACHE_REL / runner.parent.name
+    if not dest.exists():
+        shutil.copytree(runner.parent, dest)
 
 
 def clone_workspace(src: Path, dest: Path) -> Path:

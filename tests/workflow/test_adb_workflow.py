@@ -16,18 +16,22 @@ import yaml
 
 from helpers import REPO, STEADY
 from helpers.adb import connect_vdev, disconnect_vdev
+from helpers.workflow import seed_runner_cache
 from phonetrain.devices.virtual import Faults
 
+# one runner process per run (measure.repeats=1): what these tests check is per device and per
+# job, never the pooling of processes (tests/workflow/test_workflow.py keeps the default 2)
 SMALL = ["sweep=test", "sweep.models=[mlp_16_16]", "model.batch_size=8", "measure.warmup=1",
-         "measure.iterations=2",
+         "measure.iterations=2", "measure.repeats=1",
          "measure.progress=false", "measure.bandwidth_max_bytes=65536",
          "measure.cooldown_limit_s=5", "measure.cooldown_threshold_c=50",
          "measure.gemm_sizes=[64]", "measure.gemm_min_time_ms=1", "measure.tune=false", *STEADY]
 
 
-def workspace(tmp_path: Path, devices: dict[str, str]) -> Path:
+def workspace(tmp_path: Path, devices: dict[str, str], runner: Path | None = None) -> Path:
     """A copy of the workflow (Snakefile, rules, conf; src linked) with one adb device config
-    per ``{name: serial}``."""
+    per ``{name: serial}``; with ``runner`` (the session's runner build) in its results
+    folder's runner compile cache (:func:`helpers.workflow.seed_runner_cache`)."""
     ws = tmp_path / "ws"
     ws.mkdir()
     shutil.copy(REPO / "Snakefile", ws)
@@ -38,6 +42,8 @@ def workspace(tmp_path: Path, devices: dict[str, str]) -> Path:
     for name, serial in devices.items():
         cfg = dict(host, name=name, transport="adb", serial=serial, toolchain="host")
         (ws / "conf/device" / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+    if runner is not None:
+        seed_runner_cache(ws / "results", runner)
     return ws
 
 
@@ -62,12 +68,12 @@ def fake_sysfs(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def study(adb_server, tmp_path_factory):
+def study(adb_server, tmp_path_factory, runner):
     """The test sweep on the host and a virtual phone, run up to the summary tables."""
     tmp_path = tmp_path_factory.mktemp("study")
     vd = connect_vdev(adb_server, tmp_path / "phone", sysfs_root=fake_sysfs(tmp_path / "sys"))
     try:
-        ws = workspace(tmp_path, {"vphone": vd.serial})
+        ws = workspace(tmp_path, {"vphone": vd.serial}, runner)
         # a sampling period far longer than the measured iterations: the battery is read at
         # their start and end only (2 samples a run), however slow the host
         over = SMALL + ["sweep.devices=[host,vphone]", "measure.power_sample_ms=600000"]
@@ -123,7 +129,7 @@ def test_second_deploy_pushes_nothing_unchanged(study):
         assert set(json.loads(manifest.read_text())["files_sent"].values()) == {0}
 
 
-def test_faults_fail_only_the_faulty_devices_jobs(adb_server, tmp_path):
+def test_faults_fail_only_the_faulty_devices_jobs(adb_server, tmp_path, runner):
     faults = {
         "v_drop": Faults(drop_after_bytes=30_000),  # cable pulled mid-push of the runner
         "v_crash": Faults(crash=r"runner run"),  # the runner dies of SIGSEGV
@@ -135,10 +141,11 @@ def test_faults_fail_only_the_faulty_devices_jobs(adb_server, tmp_path):
     offline.stop()  # unplugged: listed as offline
     try:
         serials = {n: vd.serial for n, vd in vds.items()} | {"v_offline": offline.serial}
-        ws = workspace(tmp_path, serials)
+        ws = workspace(tmp_path, serials, runner)
         # the limit applies to every runner call, the healthy devices' too: long enough for
-        # them on a loaded host, short enough that the hung runner does not stall the test
-        over = SMALL + ["sweep.backends=[cpu]", "measure.timeout_s=30",
+        # them on a loaded host (one CPU run of mlp_16_16 each, under a second quiet), short
+        # enough that the hung runner does not stall the test
+        over = SMALL + ["sweep.backends=[cpu]", "measure.timeout_s=15",
                         f"sweep.devices=[host,{','.join(serials)}]"]
         exp = "mlp_16_16.cpu.none"
         # the training runs of every device (the report's other inputs are covered above);
@@ -153,7 +160,7 @@ def test_faults_fail_only_the_faulty_devices_jobs(adb_server, tmp_path):
         logs = {n: "".join(p.read_text() for p in (R / "logs").rglob("*.log") if n in str(p))
                 for n in serials}
         assert "killed by SIGSEGV" in logs["v_crash"], res.stderr[-3000:]  # the signal by name
-        assert "timed out after 30 s" in logs["v_hang"]
+        assert "timed out after 15 s" in logs["v_hang"]
         assert "trace.csv" in logs["v_missing"] and "missing or empty" in logs["v_missing"]
         assert "v_drop" in logs["v_drop"] and ("push of" in logs["v_drop"] or
                                                "not available" in logs["v_drop"])

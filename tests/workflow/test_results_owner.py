@@ -29,8 +29,9 @@ def _wait_for_owner(note: Path, proc: subprocess.Popen, deadline_s: float = 900)
     raise AssertionError(f"{note} not written by pid {proc.pid}")
 
 
-def test_second_workflow_on_one_results_folder_is_refused(tmp_path: Path, monkeypatch):
-    ws = make_workspace(tmp_path / "ws")
+def test_second_workflow_on_one_results_folder_is_refused(tmp_path: Path, monkeypatch,
+                                                          runner):
+    ws = make_workspace(tmp_path / "ws", runner)
     other = make_workspace(tmp_path / "other")
     monkeypatch.setenv("PHONETRAIN_LOCK_DIR", str(ws / "locks"))  # the workflows' device locks
     device = LocalTransport("host", tmp_path / "stage").lock()

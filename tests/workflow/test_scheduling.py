@@ -20,6 +20,8 @@ import pytest
 from helpers.adb import connect_vdev, disconnect_vdev
 from helpers.jobs import MEASURING, overlapping, spans
 from helpers.workflow import SNAKEMAKE, TINY, env, make_workspace
+from phonetrain import layout
+from phonetrain.layout import Layout
 from phonetrain.stages import schedule
 from workflow.test_adb_workflow import SMALL, snakemake as adb_snakemake, workspace
 
@@ -51,23 +53,27 @@ def two_phones(adb_server, tmp_path_factory):
             disconnect_vdev(adb_server, vd)
 
 
-def test_two_virtual_phones_on_this_host_measure_alone_one_job_each(two_phones):
+def test_two_virtual_phones_on_this_host_measure_alone_one_job_each(two_phones, runner):
     """Two virtual phones run their runners on this host's CPU: their measuring jobs take the
     whole host (never at once, and beside no other job), as the local device's do, and each
     phone runs one job at a time."""
     tmp, phones = two_phones
     (tmp / "cores").mkdir()
-    ws = workspace(tmp / "cores", phones)
-    # each run sleeps 2 s under its phone's lock (cool-down): measuring spans long enough to
-    # meet whenever two phones' jobs were started together
-    over = SMALL + ["sweep.devices=[vphone1,vphone2]", "measure.cooldown_s=2"]
-    deployed = adb_snakemake(ws, over, "--until", "deploy")
-    assert deployed.returncode == 0, deployed.stderr[-4000:]
-    res = adb_snakemake(ws, over, "results/summary/runs.parquet")
+    ws = workspace(tmp / "cores", phones, runner)
+    # two CPU runs per phone (two models), each sleeping 2 s under its phone's lock
+    # (cool-down): measuring spans long enough to meet whenever two phones' jobs were started
+    # together; each phone's kernel build is asked for by name (no OpenCL run needs it), so
+    # every rule that talks to a phone but tuning runs on both
+    over = SMALL + ["sweep.devices=[vphone1,vphone2]", "sweep.backends=[cpu]",
+                    "sweep.models=[mlp_16_16,mlp_16_16_16_16]", "measure.cooldown_s=2"]
+    builds = [Layout("results").kernel_build(p, "baseline") for p in phones]
+    # one invocation: the build, deploy and measuring jobs are scheduled together
+    res = adb_snakemake(ws, over, "results/summary/runs.parquet", *builds)
     assert res.returncode == 0, res.stderr[-4000:]
     jobs = spans(ws / "results")
     by_phone = {p: [j for j in jobs if j.device == p and j.rule in PHONE_RULES] for p in phones}
     for p, own in by_phone.items():
+        assert {j.rule for j in own} == PHONE_RULES - {"tune", "tune_squares"}, own
         assert sum(j.rule == "train" for j in own) == 2, own
         assert overlapping(own, own) == [], p   # one job at a time on a phone
     measuring = [j for j in jobs if j.rule in MEASURING]
@@ -86,22 +92,28 @@ echo $!
 """
 
 
-def test_builds_go_through_an_executor_while_phone_jobs_stay_local(two_phones):
+def test_builds_go_through_an_executor_while_phone_jobs_stay_local(two_phones, runner):
     if importlib.util.find_spec("snakemake_executor_plugin_cluster_generic") is None:
         pytest.skip("snakemake-executor-plugin-cluster-generic is not installed "
                     "(pip install -e '.[test]')")
     tmp, phones = two_phones
     one = dict([next(iter(phones.items()))])
     (tmp / "executor").mkdir()
-    ws = workspace(tmp / "executor", one)
+    ws = workspace(tmp / "executor", one, runner)
     seen = tmp / "submitted.txt"
     submit = tmp / "submit.sh"
     submit.write_text(SUBMIT.format(seen=seen))
     submit.chmod(0o755)
-    over = SMALL + [f"sweep.devices=[{next(iter(one))}]"]
+    [phone] = one
+    over = SMALL + [f"sweep.devices=[{phone}]"]
+    # a job of each rule that talks to the phone (the OpenCL run brings its kernel build and
+    # deploy), with the build jobs they need (runner, data, lowering, GEMM shapes); the
+    # summary's aggregate is neither kind
+    L = Layout("results")
+    targets = [L.run_file(phone, "mlp_16_16.opencl.baseline", layout.RUN),
+               L.gemm(phone, "baseline"), L.bandwidth(phone), L.peaks(phone)]
     res = adb_snakemake(ws, over, "--executor", "cluster-generic",
-                        "--cluster-generic-submit-cmd", str(submit), "--jobs", "2",
-                        "results/summary/runs.parquet")
+                        "--cluster-generic-submit-cmd", str(submit), "--jobs", "2", *targets)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-4000:]
     remote = {line.split('"')[-2] for line in seen.read_text().splitlines()}
     assert "build_runner" in remote and "lower" in remote, remote

@@ -21,8 +21,8 @@ TUNING = Path("results/build/host/kernels/regblock/tuning")
 TUNE_RULE = "tune_regblock"   # rules/gemm.smk: one tune rule per tunable version
 
 
-def _finished(root: Path) -> Path:
-    ws = W.make_workspace(root / "ws")
+def _finished(root: Path, runner: Path) -> Path:
+    ws = W.make_workspace(root / "ws", runner)
     targets = [f"results/runs/host/mlp_16_16.opencl.{k}/run.json" for k in ("baseline",
                                                                              "regblock")]
     p = W.snakemake(ws, *targets, overrides=BASE)
@@ -30,8 +30,9 @@ def _finished(root: Path) -> Path:
     return ws
 
 
-def test_adding_a_model_tunes_only_its_new_classes_and_reruns_no_existing_run(tmp_path):
-    ws = _finished(tmp_path)
+def test_adding_a_model_tunes_only_its_new_classes_and_reruns_no_existing_run(tmp_path,
+                                                                            runner):
+    ws = _finished(tmp_path, runner)
     before = {f.name: f.read_bytes() for f in (ws / TUNING).glob("*.json")}
     assert set(before) == {"gemm_nt_32x16x16.json", "gemm_tn_16x16x32.json", "squares.json"}
     jobs = W.planned_jobs(ws, GROWN)

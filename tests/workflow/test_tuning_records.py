@@ -17,8 +17,11 @@ OVERRIDES = W.TINY + ["sweep.kernels=[regblock]", "sweep.backends=[opencl]",
 CLASS = "gemm_nt_32x16x16"
 
 
-def _tune(ws: Path, results: str) -> dict:
+def _tune(ws: Path, results: str, runner: Path) -> dict:
+    """Tune in the fresh results folder ``results`` (its runner compile cache seeded with the
+    session's runner build: the tuning, not the runner's compile, is what these tests watch)."""
     target = f"{results}/build/host/kernels/regblock/tuning/{CLASS}.json"
+    W.seed_runner_cache(ws / results, runner)
     p = W.snakemake(ws, target, overrides=OVERRIDES + [f"results_dir={results}"])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     doc = json.loads((ws / target).read_text())
@@ -39,41 +42,42 @@ def _record(cls: str) -> Path:
     return record
 
 
-def test_a_fresh_study_reuses_the_machine_tuning_and_an_edit_tunes_again(tmp_path):
+def test_a_fresh_study_reuses_the_machine_tuning_and_an_edit_tunes_again(tmp_path, runner):
     ws = W.make_workspace(tmp_path / "ws")
-    first = _tune(ws, "results_a")
+    first = _tune(ws, "results_a", runner)
     assert "reused_from" not in first and first["trials"]
     record, made = _record(CLASS), len(_records())
     # planted: a choice no tuning of this host would make; a reuse carries it
     kept = json.loads(record.read_text())
     kept["classes"][CLASS]["gflops_geomean"] = 12345.0
     record.write_text(json.dumps(kept))
-    second = _tune(ws, "results_b")
+    second = _tune(ws, "results_b", runner)
     assert second["reused_from"] == str(record)
     assert second["classes"][CLASS]["gflops_geomean"] == 12345.0
     assert second["classes"][CLASS]["defines"] == first["classes"][CLASS]["defines"]
     # a comment edit compiles to the same program: the same build hash, the record reused
     gemm = ws / "src/kernels/regblock/gemm.cl"
     gemm.write_text(gemm.read_text() + "\n// edited\n")
-    commented = _tune(ws, "results_c")
+    commented = _tune(ws, "results_c", runner)
     assert commented["reused_from"] == str(record)
     assert commented["kernel_hash"] == first["kernel_hash"]
     # an edit of what is compiled is another build hash: measured, kept beside the first record
     gemm.write_text(gemm.read_text() + "#define PHONETRAIN_EDITED 1\n")
-    third = _tune(ws, "results_d")
+    third = _tune(ws, "results_d", runner)
     assert "reused_from" not in third and third["kernel_hash"] != first["kernel_hash"]
     assert len(_records()) == 2 * made
 
 
-def test_a_damaged_record_is_named_and_tuned_again(tmp_path):
+def test_a_damaged_record_is_named_and_tuned_again(tmp_path, runner):
     """A record whose class is not a tuning (its keys right, its inside not) is never reused:
     named, tuned again, replaced."""
     ws = W.make_workspace(tmp_path / "ws")
-    _tune(ws, "results_a")
+    _tune(ws, "results_a", runner)
     record = _record(CLASS)
     doc = json.loads(record.read_text())
     record.write_text(json.dumps(doc | {"classes": {CLASS: 5}}))
     target = f"results_b/build/host/kernels/regblock/tuning/{CLASS}.json"
+    W.seed_runner_cache(ws / "results_b", runner)
     p = W.snakemake(ws, target, overrides=OVERRIDES + ["results_dir=results_b"])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "tuning again" in p.stderr and str(record) in p.stderr, p.stderr[-3000:]
@@ -83,7 +87,8 @@ def test_a_damaged_record_is_named_and_tuned_again(tmp_path):
     assert json.loads(record.read_text())["classes"]   # replaced by the new tuning
 
 
-def test_an_unwritable_record_folder_is_named_and_the_tuning_kept(tmp_path, monkeypatch):
+def test_an_unwritable_record_folder_is_named_and_the_tuning_kept(tmp_path, monkeypatch,
+                                                                 runner):
     """PHONETRAIN_TUNING_DIR names a file, not a folder: the tune job still writes the study's
     tuning (nothing measured is lost) and names the folder and what to do."""
     blocker = tmp_path / "not_a_folder"
@@ -91,6 +96,7 @@ def test_an_unwritable_record_folder_is_named_and_the_tuning_kept(tmp_path, monk
     monkeypatch.setenv("PHONETRAIN_TUNING_DIR", str(blocker / "tuning"))
     ws = W.make_workspace(tmp_path / "ws")
     target = f"results_a/build/host/kernels/regblock/tuning/{CLASS}.json"
+    W.seed_runner_cache(ws / "results_a", runner)
     p = W.snakemake(ws, target, overrides=OVERRIDES + ["results_dir=results_a"])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "cannot keep this machine's tuning record" in p.stderr

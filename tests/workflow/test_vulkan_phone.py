@@ -15,10 +15,10 @@ from helpers.workflow import TINY, make_workspace, planned, snakemake
 
 
 def test_vulkan_runs_on_the_virtual_phone_and_a_shader_edit_reruns_it(adb_server, lavapipe,
-                                                                      tmp_path):
+                                                                      tmp_path, runner):
     vd = connect_vdev(adb_server, tmp_path / "phone")
     try:
-        ws = make_workspace(tmp_path / "ws")
+        ws = make_workspace(tmp_path / "ws", runner)
         host = yaml.safe_load((REPO / "conf/device/host.yaml").read_text())
         (ws / "conf/device/vphone.yaml").write_text(yaml.safe_dump(
             dict(host, name="vphone", transport="adb", serial=vd.serial, toolchain="host")))

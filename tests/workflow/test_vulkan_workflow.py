@@ -14,8 +14,8 @@ from pathlib import Path
 from helpers.workflow import TINY, make_workspace, snakemake
 
 
-def test_a_shader_that_does_not_compile_fails_only_its_runs(lavapipe, tmp_path: Path):
-    ws = make_workspace(tmp_path / "ws")
+def test_a_shader_that_does_not_compile_fails_only_its_runs(lavapipe, runner, tmp_path: Path):
+    ws = make_workspace(tmp_path / "ws", runner)
     kdir = ws / "src" / "kernels" / "broken_vk"
     (kdir / "vk").mkdir(parents=True)
     (kdir / "version.yaml").write_text("inherits: baseline\n")
