@@ -25,8 +25,12 @@ OUT=${OUT:?set OUT to the folder for the results}
 CORES=${CORES:-4}
 STUDY_S=${STUDY_S:-480}      # the study's own limit, seconds (a call has 600 in all)
 OVERRIDES=${OVERRIDES:-[]}   # Hydra overrides, a JSON list (default: the default study)
+# --keep-going: a job that fails (a Vulkan deploy without glslc, say) costs its own runs, not
+# the lease; the partial report and the closing line follow (rules/common.smk, onerror)
+FLAGS=${FLAGS:---keep-going}
 TREE=$(cd "$(dirname "$0")/.." && pwd)
 WHL=${WHL:-$TREE/../whl}
+[ -d "$WHL" ] || WHL=$(cd "$(dirname "$0")" && pwd)/whl   # the script copied beside whl/
 SITE=${SITE:-/tmp/study-site}
 WS=${WS:-/tmp/study}
 export PYTHONUNBUFFERED=1
@@ -89,13 +93,14 @@ say "planned jobs"
 snakemake --cores "$CORES" -n --quiet rules all "${CFG[@]}" 2>&1 | grep -E "^\S+\s+[0-9]+$"
 say "snakemake --cores $CORES all (limit $STUDY_S s)"
 SINCE=$(date +%s.%N)
-timeout -k 10 "$STUDY_S" snakemake --cores "$CORES" all "${CFG[@]}" > "$OUT/study.log" 2>&1
+timeout -k 10 "$STUDY_S" snakemake --cores "$CORES" $FLAGS all "${CFG[@]}" > "$OUT/study.log" \
+  2>&1
 RC=$?
 WALL=$(python3 -c "import time; print(f'{time.time() - $SINCE:.1f}')")
 tail -n 5 "$OUT/study.log"
 say "study exit $RC after $WALL s"
 
-{ echo "snakemake --cores $CORES all: exit $RC, wall $WALL s (limit $STUDY_S s), overrides $OVERRIDES"
+{ echo "snakemake --cores $CORES $FLAGS all: exit $RC, wall $WALL s (limit $STUDY_S s), overrides $OVERRIDES"
   echo "closing line: $(grep "phonetrain: study:" "$OUT/study.log" | tail -n 1)"
   echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
   python3 - "$TREE" "$WS" "$SINCE" "$WALL" <<'PY'
