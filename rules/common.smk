@@ -1,9 +1,11 @@
 # Shared by every rule: the composed sweep, each job's params, the results layout, the stage
 # command line, and every input function.
 #
-# The sweep is composed once per Snakemake invocation with Hydra (phonetrain.config), from
-# conf/ beside this workflow and the override strings of `--config overrides=[...]`. A bad
-# config stops here, before any job, with a message naming the file and key.
+# The sweep is composed with Hydra (phonetrain.config), from conf/ beside this workflow and the
+# override strings of `--config overrides=[...]`, with each job's params and the tables below;
+# an invocation whose config files, sources, overrides and environment are those of an earlier
+# one reads them from its cache instead (phonetrain.stages.study_cache). A bad config stops
+# here, before any job, with a message naming the file and key.
 # Each job receives, as Snakemake `params`, its spec: exactly what its result depends on
 # (phonetrain.stages.params.job_params, phonetrain.stages.specs), paths relative to the
 # results folder; Snakemake's `params` rerun trigger then reruns exactly the jobs whose
@@ -25,16 +27,11 @@ from phonetrain import layout
 from phonetrain.config import NO_KERNEL
 from phonetrain.errors import PhonetrainError
 from phonetrain.kernels import load_version, source_files, tuning
-from phonetrain.kernels.spirv import shader_files
 from phonetrain.report.registry import FIGURES
 from phonetrain.io import write_text
 from phonetrain.stages import cost
-from phonetrain.stages.current import aggregate_params, report_params
-from phonetrain.stages.params import (CPU_VERSION, expected_files, facts, gemm_job,
-                                      summary_outputs, sweep_tuning_classes, tune_version_job,
-                                      tuning_classes, version_tuning_classes)
 from phonetrain.stages.job import PYTHON_ENV, ok_line
-from phonetrain.stages.specs import as_json
+from phonetrain.stages.specs import CPU_VERSION, as_json
 from phonetrain.stages.start import executes_jobs, start
 from phonetrain.stages.stamp import check_inputs, params_stamp, write_stamp
 from phonetrain.stages import schedule
@@ -48,12 +45,13 @@ BASE = Path(workflow.basedir)
 SWEEP, JP, L = STUDY.sweep, STUDY.job_params, STUDY.layout
 OUTPUTS, EXPECT, OWNER_LOCK = STUDY.outputs, STUDY.expect, STUDY.owner_lock
 HOST_SHARES, ON_HOST_CPU = STUDY.host_shares, STUDY.on_host_cpu
-AGGREGATE_PARAMS = aggregate_params()   # the aggregate's and report's params
-REPORT_PARAMS = report_params(SWEEP)
+COMPOSED = STUDY.composed   # phonetrain.stages.study_cache.Composed: the tables below
+AGGREGATE_PARAMS = COMPOSED.aggregate_params   # the aggregate's and report's params
+REPORT_PARAMS = COMPOSED.report_params
 EXPERIMENTS = SWEEP.experiments
 MEASURE = SWEEP.root["measure"]
-EXPECTED = expected_files(SWEEP)
-SUMMARY = summary_outputs(SWEEP)
+EXPECTED = COMPOSED.expected   # phonetrain.stages.params.expected_files
+SUMMARY = COMPOSED.summary   # phonetrain.stages.params.summary_outputs
 FIG_EXT = SWEEP.root["report"]["figure_format"]
 REPORT_FILES = [L.report_html(), L.report_md(), L.report_complete()]
 
@@ -113,14 +111,14 @@ def version_sources(kernel):
 
 @functools.lru_cache(maxsize=None)
 def _version_sources(kernel):
-    # once per version and parse: each call reads and resolves the chain's version.yaml
-    # files, and every deploy, build, tune and GEMM job asks
-    files = [rel(p) for p in source_files(kernel)]
-    for v in load_version(kernel).chain:
-        y = BASE / "src" / "kernels" / v / "version.yaml"
-        if y.exists():
-            files.append(rel(y))
-    return tuple(files)
+    # once per version and parse (every deploy, build, tune and GEMM job asks); the sweep's
+    # versions come composed (Composed.kernel_files), any other is resolved here
+    files = COMPOSED.kernel_files.get(kernel)
+    if files is None:
+        files = [str(p) for p in source_files(kernel)]
+        files += [str(y) for v in load_version(kernel).chain
+                  if (y := BASE / "src" / "kernels" / v / "version.yaml").exists()]
+    return tuple(rel(p) for p in files)
 
 
 def kernel_sources(wc):
@@ -139,9 +137,9 @@ def exp_kernel(exp_id):
     return None if k == NO_KERNEL else k
 
 
-RUN_CLASSES = tuning_classes(SWEEP)  # exp id -> the GEMM tuning classes its plan uses
-GEMM_CLASSES = sweep_tuning_classes(SWEEP)  # the classes of the GEMM study's model shapes
-VERSION_CLASSES = version_tuning_classes(SWEEP)  # tunable version -> its tune job's classes
+RUN_CLASSES = COMPOSED.run_classes  # exp id -> the GEMM tuning classes its plan uses
+GEMM_CLASSES = COMPOSED.gemm_classes  # the classes of the GEMM study's model shapes
+VERSION_CLASSES = COMPOSED.version_classes  # tunable version -> its tune job's classes
 
 
 def tune_rule(kernel):
@@ -153,13 +151,14 @@ def tune_rule(kernel):
 def tune_params(kernel):
     """The params function of a version's tune job (TuneVersionSpec): the version on the
     job's device, its classes, the GEMM sweep's square sizes and the tuning settings."""
-    return lambda wc: as_json(tune_version_job(JP, wc.device, kernel, VERSION_CLASSES[kernel]))
+    return lambda wc: COMPOSED.tune_json[(wc.device, kernel)]
 
 
 @functools.lru_cache(maxsize=None)
 def tunable(kernel):
-    """tuning.tunable, once per version and parse (it reads the version's chain)."""
-    return tuning.tunable(kernel)
+    """tuning.tunable, composed for the sweep's versions (once per parse for any other)."""
+    got = COMPOSED.tunable.get(kernel)
+    return tuning.tunable(kernel) if got is None else got
 
 
 def tuning_files(device, kernel, classes):
@@ -176,7 +175,7 @@ def deploy_inputs(wc):
          "data": L.data_dir(pc["data_dir"]), "sources": [], "tuning": []}
     k = exp_kernel(wc.exp)
     if k and pc["backend"] == "vulkan":   # SPIR-V compiled by the deploy itself (glslc)
-        d["sources"] = [rel(p) for p in shader_files(k)]
+        d["sources"] = [rel(p) for p in COMPOSED.shader_files[k]]
     elif k:
         d["build"] = L.kernel_build(wc.device, k)
         d["sources"] = version_sources(k)
@@ -198,7 +197,7 @@ def gemm_inputs(wc):
 def gemm_job_params(wc):
     """A tune or GEMM sweep job's params (GemmSpec): the device, the version, the study's GEMM
     settings and its shapes' hash."""
-    return as_json(gemm_job(JP, wc.device, wc.kernel))
+    return COMPOSED.gemm_json[(wc.device, wc.kernel)]
 
 
 def run_outputs(name):
@@ -235,6 +234,7 @@ def aggregate_now(complete=None):
 def report_now(complete=None):
     """Write the report from the summary tables (also used by the partial report)."""
     from phonetrain.stages.aggregate import report_study  # matplotlib: only in these jobs
+    from phonetrain.stages.params import facts
 
     report_study(L, SWEEP.root["report"], facts(SWEEP), complete)
 

@@ -20,9 +20,9 @@ from dataclasses import MISSING, dataclass, fields, is_dataclass
 from typing import Any
 
 import click
-from omegaconf import MISSING as OMEGA_MISSING
 
 from phonetrain import config as cfg
+from phonetrain.config.schema import MISSING as OMEGA_MISSING   # OmegaConf's marker
 
 GROUP_FILES = {"model": "conf/model/<name>.yaml", "device": "conf/device/<name>.yaml",
                "backend": "conf/backend/<name>.yaml", "kernel": "conf/kernel/<name>.yaml",

@@ -22,18 +22,18 @@ import re
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import yaml
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.singleton import Singleton
-from hydra.errors import HydraException, MissingConfigException, OverrideParseException
-from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import OmegaConfBaseException
 
 from phonetrain.config.schema import (AXES, CONF_DIR, NO_KERNEL, Config, ConfigError,
-                                      Experiment, Sweep, schema_class, schema_keys)
+                                      Experiment, Sweep, register_schema, schema_class,
+                                      schema_keys)
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+# Hydra and OmegaConf are imported by the functions that compose: a workflow parse that reads
+# its composed study from the cache (phonetrain.stages.study_cache) loads neither.
 from phonetrain.config.validate import (ADAM_KEYS, _check_batches_fit, _check_dataset_fits,
                                         _check_dataset_source, _check_optimizer_kernels,
                                         _check_override_keys, _did_you_mean, _group_file,
@@ -66,6 +66,8 @@ def _tidy(msg: str) -> str:
 
 def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     """Turn a Hydra/OmegaConf exception into a ConfigError naming the file or override."""
+    from hydra.errors import MissingConfigException, OverrideParseException
+
     msg = str(e).strip()
     if isinstance(e, OverrideParseException):
         return ConfigError(f"malformed override in {overrides}: {_tidy(msg)}. Overrides are "
@@ -177,6 +179,8 @@ def _refuse_volatile(cfg: DictConfig, conf_dir: Path, choices: dict[str, str],
     (a time, a volatile variable): every invocation would see a changed config, plan its jobs
     again and, in ``results_dir``, write into a new folder. Raises :class:`ConfigError`
     naming the key and the file (or override) that set it."""
+    from omegaconf import OmegaConf
+
     hydra_cfg = OmegaConf.to_container(cfg.hydra, resolve=False)
     body = OmegaConf.to_container(cfg, resolve=False)
     body.pop("hydra", None)  # type: ignore[union-attr]
@@ -196,7 +200,13 @@ def _refuse_volatile(cfg: DictConfig, conf_dir: Path, choices: dict[str, str],
 def _private_hydra(conf_dir: Path):
     """Hydra initialized on ``conf_dir`` for the block, whatever the caller had: the global
     Hydra of a Hydra app or of a notebook's ``initialize_config_dir`` is set aside and the
-    same object, initialized as it was, is put back after."""
+    same object, initialized as it was, is put back after. Hydra is imported here, by the
+    compositions only (:func:`phonetrain.config.schema.register_schema`)."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.singleton import Singleton
+
+    register_schema()
     gh = GlobalHydra.instance()
     held = gh.hydra
     gh.clear()
@@ -215,6 +225,8 @@ Reads = dict[str, dict[str, Optional[str]]]   # key -> {variable: value}: Sweep.
 def _environment_reads(cfg: DictConfig) -> Reads:
     """Every value of the unresolved ``cfg`` that an ``${oc.env:VAR}`` interpolation reads:
     dotted key -> {VAR: its value now, None when unset}."""
+    from omegaconf import OmegaConf
+
     body = OmegaConf.to_container(cfg, resolve=False)
     body.pop("hydra", None)  # type: ignore[union-attr]
     out: Reads = {}
@@ -230,6 +242,11 @@ def _compose(conf_dir: Path, overrides: list[str]
              ) -> tuple[dict[str, Any], dict[str, str], Reads]:
     """Compose once; return the resolved config, the chosen option of each group and the
     values read from the environment (:func:`_environment_reads`)."""
+    from hydra import compose
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf, open_dict
+    from omegaconf.errors import OmegaConfBaseException
+
     try:
         cfg: DictConfig = compose(config_name="config", overrides=overrides,
                                   return_hydra_config=True)
@@ -310,12 +327,22 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
                     raise ConfigError(f"sweep '{root['sweep']['name']}' key 'sweep.{axis}s' "
                                       f"lists {name!r}: {e}") from e
                 members[axis][name] = cfg[axis]
-    _check_dataset_source(conf_dir, root, [m.get("dataset") or root["dataset"]["name"]
-                                           for m in members["model"].values()], overrides)
-    _check_batches_fit(conf_dir, root, members["model"], overrides)
+    check_host(conf_dir, root, members, overrides)
     exps = _cross(root, members)
     _check_optimizer_kernels(conf_dir, exps, overrides)
     return Sweep(root=root, members=members, experiments=exps, environment=env)
+
+
+def check_host(conf_dir: Path, root: dict[str, Any], members: dict[str, dict[str, Any]],
+               overrides: Sequence[str]) -> None:
+    """The checks of a composed sweep that read this host beyond ``conf_dir`` and the
+    sources: each model's dataset folder exists and holds its files, and the batch files fit
+    in the memory available. A sweep kept between invocations
+    (:mod:`phonetrain.stages.study_cache`) is checked again with them. Raises
+    :class:`ConfigError` naming the file and key."""
+    _check_dataset_source(conf_dir, root, [m.get("dataset") or root["dataset"]["name"]
+                                           for m in members["model"].values()], overrides)
+    _check_batches_fit(conf_dir, root, members["model"], overrides)
 
 
 def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple[Sweep, Experiment]:

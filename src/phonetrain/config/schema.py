@@ -1,6 +1,7 @@
 """The structured config's schema (Hydra + OmegaConf) and the records of a composed sweep.
 
-The dataclasses below are the schema, registered in Hydra's ConfigStore as ``base_config``:
+The dataclasses below are the schema, registered in Hydra's ConfigStore as ``base_config``
+(:func:`register_schema`, before each composition):
 one group per axis (``model``, ``device``, ``backend``, ``kernel``) plus ``dataset`` and
 ``sweep``, and the ``measure``, ``report`` and ``lower`` sections of ``conf/config.yaml``; a
 wrong key or type in a YAML file is an error naming the file and key. :class:`Experiment` and
@@ -17,13 +18,13 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Optional, get_type_hints
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
-
 from phonetrain.errors import PhonetrainError
 from phonetrain.io import short_hash
 from phonetrain.plan import DEFAULT_ITERATIONS, DEFAULT_WARMUP
 
+# A mandatory value: OmegaConf's spelling (omegaconf.MISSING), written out so that importing
+# the schema loads no OmegaConf (a cached workflow parse composes nothing).
+MISSING: Any = "???"
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CONF_DIR = REPO_ROOT / "conf"
 AXES = ("model", "device", "backend", "kernel")
@@ -306,7 +307,14 @@ class Config:
     would read them as wildcards)."""
 
 
-ConfigStore.instance().store(name="base_config", node=Config)
+def register_schema() -> None:
+    """Register :class:`Config` in Hydra's ConfigStore as ``base_config``, the first entry of
+    ``conf/config.yaml``'s defaults list; composition calls it before Hydra reads the files.
+    Not done at import: a workflow parse that reads its composed study from the cache
+    (:mod:`phonetrain.stages.study_cache`) imports no Hydra."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="base_config", node=Config)
 
 @dataclass(frozen=True)
 class Experiment:

@@ -35,7 +35,9 @@ from phonetrain import layout
 from phonetrain.errors import ResultsFileError
 from phonetrain.io import read_json, utc_stamp, write_json
 from phonetrain.layout import Layout
-from phonetrain.results.runs import changed_params, folder_problems, unstable_reason
+
+# phonetrain.results.runs (pandas) is imported where a measured run folder is read: the
+# workflow's start imports this module on every parse, most often with no run folder yet.
 
 
 class Finding(NamedTuple):
@@ -55,6 +57,8 @@ def run_finding(run_dir: str | Path, params: Mapping[str, Any], *,
         return None
     if (run_dir / layout.FAILED).exists():
         return f"a failed job's record ({layout.FAILED}) beside an older measurement"
+    from phonetrain.results.runs import changed_params, folder_problems
+
     problems = folder_problems(run_dir, hashes=hashes)
     if problems:
         return f"damaged: {'; '.join(problems)}"
@@ -83,6 +87,8 @@ def unstable_runs(L: Layout) -> list[Finding]:
     whose measurement verdict calls it unstable, or whose verdict file cannot be read (no
     verdict to keep it by), sorted by path, with the reasons: what ``phonetrain refresh
     --unstable`` moves aside."""
+    from phonetrain.results.runs import unstable_reason
+
     out = []
     for rdir in sorted(Path(L.root, "runs").glob("*/*")):
         if not (rdir / layout.RUN).exists():

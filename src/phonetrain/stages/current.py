@@ -17,26 +17,30 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from phonetrain.config import Sweep
 from phonetrain.io import short_hash
-from phonetrain.kernels import tuning
 from phonetrain.layout import Layout
 from phonetrain.results.check import Finding, findings
-from phonetrain.results.schema import fingerprint
-from phonetrain.stages.params import (facts, gemm_job, gemm_versions, squares_job, tune_job,
-                                      version_tuning_classes)
 from phonetrain.stages.stamp import not_current
+
+if TYPE_CHECKING:
+    from phonetrain.config import Sweep
+# The params, tuning and schema modules (lowering, pyarrow) are imported where the study is
+# composed (study_outputs and the rules' params), not by the check at every workflow start.
 
 
 def aggregate_params() -> dict[str, Any]:
     """The ``aggregate`` rule's params: the summary tables' schema fingerprint."""
+    from phonetrain.results.schema import fingerprint
+
     return {"schema": fingerprint()}
 
 
 def report_params(sweep: Sweep) -> dict[str, Any]:
     """The ``report`` rule's params: the ``report`` section and the devices' facts."""
+    from phonetrain.stages.params import facts
+
     return {"report": sweep.root["report"], "facts": facts(sweep)}
 
 
@@ -46,6 +50,10 @@ def study_outputs(sweep: Sweep, jp: Mapping[str, Any]) -> dict[str, dict[str, An
     builds, tuning files, GEMM sweeps, peaks, bandwidth sweeps (``bench.json``), deploy
     manifests, and the summary's and report's COMPLETE markers (:func:`aggregate_params`,
     :func:`report_params`). ``jp``: :func:`phonetrain.stages.params.job_params`."""
+    from phonetrain.kernels import tuning
+    from phonetrain.stages.params import (gemm_job, gemm_versions, squares_job, tune_job,
+                                          version_tuning_classes)
+
     L = Layout(sweep.results_dir)
     out: dict[str, dict[str, Any]] = {L.gemm_shapes(): jp["shapes"]}
     classes = version_tuning_classes(sweep)

@@ -5,7 +5,9 @@ itself. In order, :func:`start`:
 
 1. checks that Python imports this checkout's ``phonetrain`` and that ``--config`` holds only
    ``overrides``;
-2. composes the sweep (:func:`phonetrain.config.compose_sweep`) and each job's params;
+2. composes the sweep (:func:`phonetrain.config.compose_sweep`), each job's params and the
+   tables the rules read, or reads them from the last invocation with the same inputs
+   (:mod:`phonetrain.stages.study_cache`);
 3. checks the config's values read from the environment against the study's record
    (:mod:`phonetrain.results.environment`);
 4. takes the results folder's owner lock when this invocation executes jobs
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from phonetrain import layout
-from phonetrain.config import Sweep, compose_sweep
+from phonetrain.config import Sweep
 from phonetrain.devices import shares_host_cpu
 from phonetrain.devices.cpus import usable_cpus
 from phonetrain.errors import PhonetrainError
@@ -39,9 +41,9 @@ from phonetrain.layout import Layout
 from phonetrain.results import environment, owner
 from phonetrain.results.check import quarantine
 from phonetrain.stages import schedule
-from phonetrain.stages.current import expected_hashes, study_findings, study_outputs
+from phonetrain.stages.current import expected_hashes, study_findings
 from phonetrain.stages.job import PYTHON_ENV, RUNTIME_ENV, Runtime
-from phonetrain.stages.params import job_params
+from phonetrain.stages.study_cache import Composed, load_or_compose
 
 # Options under which Snakemake executes no job: the check then only reports. A dry run is
 # read from Snakemake's output settings; the other modes are not known to the Snakefile while
@@ -68,7 +70,9 @@ class Study:
     ``--expect`` (:mod:`phonetrain.stages.current`); ``owner_lock``: held while this
     invocation runs (None when it executes no job); ``host_shares``: the ``host_load`` total;
     ``cores``: ``--cores`` (None under an executor's ``--jobs`` alone); ``on_host_cpu``:
-    device name -> whether it computes on this host's CPU (its transport's trait).
+    device name -> whether it computes on this host's CPU (its transport's trait);
+    ``composed``: everything composed from the config and sources
+    (:class:`phonetrain.stages.study_cache.Composed`).
     """
 
     sweep: Sweep
@@ -80,6 +84,7 @@ class Study:
     host_shares: int
     cores: int | None
     on_host_cpu: dict[str, bool]
+    composed: Composed
 
 
 def executes_jobs(workflow: Any, argv: Sequence[str]) -> bool:
@@ -182,12 +187,11 @@ def start(workflow: Any, cli_config: dict[str, Any], argv: Sequence[str]) -> Stu
     base = Path(workflow.basedir)
     check_checkout(base, cli_config)
     try:
-        sweep = compose_sweep(cli_config.get("overrides"), conf_dir=base / "conf")
-        jp = job_params(sweep)
+        composed, _ = load_or_compose(base, cli_config.get("overrides"))
     except PhonetrainError as e:
         sys.exit(f"phonetrain: configuration error: {e}")
+    sweep, jp, outputs = composed.sweep, composed.job_params, composed.outputs
     L = Layout(sweep.results_dir)
-    outputs = study_outputs(sweep, jp)
     main = workflow.is_main_process
     runs_jobs = executes_jobs(workflow, argv)
     if main:
@@ -206,4 +210,5 @@ def start(workflow: Any, cli_config: dict[str, Any], argv: Sequence[str]) -> Stu
     os.environ[PYTHON_ENV] = sys.executable   # job commands name it, never its path
     shares, cores, on_host = register_resources(workflow, sweep)
     schedule.one_reevaluation_timer()   # Snakemake's scheduler passes stay few
-    return Study(sweep, jp, L, outputs, expected_hashes(outputs), lock, shares, cores, on_host)
+    return Study(sweep, jp, L, outputs, expected_hashes(outputs), lock, shares, cores, on_host,
+                 composed)
