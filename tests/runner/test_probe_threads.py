@@ -65,6 +65,8 @@ def _counts_by_phase(p: subprocess.Popen) -> tuple[list[int], list[int], bytes]:
     the probe nor the closing probe), and everything the runner wrote to stderr."""
     fd, pending, text = p.stderr.fileno(), b"", b""
     warm, measured = [], []
+    more = select.poll()   # poll, not select: a long-lived pytest worker may hold fds >= 1024
+    more.register(fd, select.POLLIN)
     while chunk := os.read(fd, 65536):
         text += chunk
         *lines, pending = (pending + chunk).split(b"\n")
@@ -74,7 +76,7 @@ def _counts_by_phase(p: subprocess.Popen) -> tuple[list[int], list[int], bytes]:
         if n is None or n in (WARMUP, WARMUP + ITERATIONS):
             continue
         count = _runner_threads(p.pid)
-        if count is None or select.select([fd], [], [], 0)[0]:
+        if count is None or more.poll(0):
             continue   # more output arrived while counting: the runner moved on
         (warm if n < WARMUP else measured).append(count)
     return warm, measured, text
