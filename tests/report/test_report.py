@@ -134,21 +134,28 @@ def test_guideline_numbers_come_from_the_tables(built, real_study):
     assert f"| host | OpenCL | {build.md_cell(name)} |" in paths["md"].read_text()
 
 
-def test_placement_and_transfer_findings_compare_the_measured_runs(tmp_path):
+def _placement_study(tmp_path, *extra: dict) -> tuple[dict, dict, float]:
+    """A CPU run, OpenCL resident/copy and staged/copy baseline runs and ``extra`` runs
+    (write_run keywords), aggregated: (tables, findings by key, staged / resident median)."""
     raw = tmp_path / "raw"
-    dirs = [write_run(raw, backend="cpu"),
-            write_run(raw, backend="opencl", placement="resident", transfer="copy",
-                      kernel="baseline", unit_ns=100_000),
-            write_run(raw, backend="opencl_staged", placement="staged", transfer="copy",
-                      kernel="baseline", unit_ns=400_000),
-            write_run(raw, backend="opencl_staged_map", placement="staged", transfer="map",
-                      kernel="baseline", unit_ns=200_000)]
+    dirs = [write_run(raw, **kw) for kw in (
+        {"backend": "cpu"},
+        {"backend": "opencl", "placement": "resident", "transfer": "copy",
+         "kernel": "baseline", "unit_ns": 100_000},
+        {"backend": "opencl_staged", "placement": "staged", "transfer": "copy",
+         "kernel": "baseline", "unit_ns": 400_000}, *extra)]
     aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
     tables = report.load_tables(tmp_path / "summary")
-    f = {x.key: x for x in guidelines.all_findings(tables)}
     runs = tables["runs"].set_index("run_id")
     q = (runs.loc["host/mlp_784_256_128_16.opencl_staged.baseline", "iteration_median_ms"]
          / runs.loc["host/mlp_784_256_128_16.opencl.baseline", "iteration_median_ms"])
+    return tables, {x.key: x for x in guidelines.all_findings(tables)}, q
+
+
+def test_placement_and_transfer_findings_compare_the_measured_runs(tmp_path):
+    _, f, q = _placement_study(tmp_path, {
+        "backend": "opencl_staged_map", "placement": "staged", "transfer": "map",
+        "kernel": "baseline", "unit_ns": 200_000})
     assert f["placement"].measured and f"{q:.3g}x" in f["placement"].statement
     assert "(map/unmap is faster)" in f["transfer_method"].statement
     assert not f["bandwidth"].measured
@@ -157,20 +164,9 @@ def test_placement_and_transfer_findings_compare_the_measured_runs(tmp_path):
 def test_a_vulkan_run_beside_the_opencl_pair_leaves_the_placement_finding_to_opencl(tmp_path):
     """The default study has a Vulkan resident/copy baseline run beside the OpenCL one of the
     same model and device: the placement pair stays OpenCL's and the whole report renders."""
-    raw = tmp_path / "raw"
-    dirs = [write_run(raw, backend="cpu"),
-            write_run(raw, backend="opencl", placement="resident", transfer="copy",
-                      kernel="baseline", unit_ns=100_000),
-            write_run(raw, backend="vulkan", placement="resident", transfer="copy",
-                      kernel="baseline", unit_ns=900_000),
-            write_run(raw, backend="opencl_staged", placement="staged", transfer="copy",
-                      kernel="baseline", unit_ns=400_000)]
-    aggregate.aggregate(dirs, summary_paths(tmp_path / "summary"))
-    tables = report.load_tables(tmp_path / "summary")
-    f = {x.key: x for x in guidelines.all_findings(tables)}
-    runs = tables["runs"].set_index("run_id")
-    q = (runs.loc["host/mlp_784_256_128_16.opencl_staged.baseline", "iteration_median_ms"]
-         / runs.loc["host/mlp_784_256_128_16.opencl.baseline", "iteration_median_ms"])
+    _, f, q = _placement_study(tmp_path, {
+        "backend": "vulkan", "placement": "resident", "transfer": "copy",
+        "kernel": "baseline", "unit_ns": 900_000})
     assert f["placement"].measured and f"{q:.3g}x" in f["placement"].statement
     out = build.build_report(tmp_path / "summary", report_paths(tmp_path / "report"))
     assert "Vulkan" in out["md"].read_text()
