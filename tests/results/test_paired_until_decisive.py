@@ -144,6 +144,57 @@ def test_a_gemm_shape_keeps_a_longer_minimum_time_of_its_own():
     assert {s["min_time_ms"] for s in bench.specs} == {100.0}
 
 
+class LongCallBench:
+    """bench-gemm stand-in for a long call: each process advances a planted clock by its
+    repeats x ``call_ms`` (plus 0.1 s to start) and reports a median near ``call_ms`` (the new
+    build ``ratio`` times it), with per-process noise."""
+
+    def __init__(self, ratio: float, call_ms: float, seed: int = 5):
+        self.rng, self.ratio, self.call_ms = random.Random(seed), ratio, call_ms
+        self.now_s, self.specs = 0.0, []
+
+    def clock(self) -> float:
+        return self.now_s
+
+    def spec(self, spec: dict) -> dict:
+        self.specs.append(spec)
+        self.now_s += 0.1 + spec["repeats"] * self.call_ms / 1e3
+        new = ".previous" not in spec["source"]
+        ms = self.call_ms * (self.ratio if new else 1.0) * self.rng.lognormvariate(0, 0.12)
+        return {"status": "ok", "options": "", "cases": [
+            {"kernel": "gemm_nn", "M": 1024, "N": 1024, "K": 1024, "status": "ok",
+             "median_ms": ms, "gflops": 2 * 1024 ** 3 / ms / 1e6, "max_err": 0.0}]}
+
+
+def test_paired_repeats_and_budget_scale_with_the_call():
+    assert gemm_stage.paired_repeats(None) == gemm_stage.PAIRED_REPEATS
+    assert gemm_stage.paired_repeats(0.5) == gemm_stage.PAIRED_REPEATS
+    assert gemm_stage.paired_repeats(300.0) == 4
+    assert gemm_stage.paired_repeats(1770.0) == 1
+    assert gemm_stage.paired_budget_s(0.5, 5) == gemm_stage.PAIRED_BUDGET_S
+    assert gemm_stage.paired_budget_s(1770.0, 1) == pytest.approx(
+        gemm_stage.PAIRED_BUDGET_PAIRS * 2 * 1.77)
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_long_call_gets_enough_pairs_to_decide(monkeypatch, scaled: bool):
+    """A planted 1.3x on a 1.77 s call: five repeats per process spend the 15 s budget before
+    the first look can narrow (the 1024^3 shape's undecided row); repeats and budget scaled to
+    the call decide it within the time of 8 pairs."""
+    bench = LongCallBench(1.3, 1770.0)
+    monkeypatch.setattr(gemm_stage, "until_decisive",
+                        lambda *a, **k: until_decisive(*a, clock=bench.clock, **k))
+    new, old = _specs()
+    doc = gemm_stage._paired_shape(bench, new, old, call_ms=1770.0 if scaled else None)
+    v = doc["paired"]
+    if not scaled:
+        assert v["stopped"] == "time budget" and v["pairs"] == gemm_stage.PAIRED_FIRST, v
+        return
+    assert {s["repeats"] for s in bench.specs} == {1}
+    assert v["verdict"] == "slower" and v["low"] <= 1.3 <= v["high"], v
+    assert bench.now_s <= v["budget_s"] + 2 * (0.1 + 1.77), (bench.now_s, v)
+
+
 # ---------------------------------------------------------------- a run, side by side
 
 def test_a_run_adds_pairs_of_processes_until_decisive(tmp_path: Path):

@@ -30,6 +30,7 @@ Stages, with params :class:`~phonetrain.stages.specs.GemmSpec` (``gemm``),
 
 from __future__ import annotations
 
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -269,8 +270,10 @@ def gemm(job: Job) -> dict:
                              "status": "skipped", "error": "estimated launch time over "
                              "measure.gemm_max_launch_s"})
                 continue
-            old = before.get((g.kernel, g.M, g.N, g.K))
-            doc = bench.spec(spec) if old is None else _paired_shape(bench, spec, old)
+            key = (g.kernel, g.M, g.N, g.K)
+            old = before.get(key)
+            doc = bench.spec(spec) if old is None else \
+                _paired_shape(bench, spec, old, _previous_call_ms(prev, key))
             if doc.get("status") == "skipped":
                 doc_out.update(status="skipped", reason=doc.get("reason", ""))
                 break
@@ -315,12 +318,33 @@ def _planned(p: GemmSpec, kv: KernelVersion | None, tuned: dict | None,
 PAIRED_FIRST, PAIRED_MAX, PAIRED_BUDGET_S = 3, 16, 15.0
 """Pairs per GEMM shape of a side-by-side rerun (:func:`phonetrain.results.paired.
 until_decisive`): a first look after 3 pairs, then one more pair while the verdict is ``cannot
-tell``, at most 16 pairs and 15 s per shape (a shape measured alone: one process)."""
+tell``, at most 16 pairs and 15 s per shape (a shape measured alone: one process) -- or, for a
+long call, the time of :data:`PAIRED_BUDGET_PAIRS` pairs (:func:`paired_budget_s`)."""
 PAIRED_REPEATS, PAIRED_MIN_TIME_MS = 5, 10.0
-"""Each process of a pair: the median of 5 timed repeats (the 5 of a shape measured alone),
-each repeat at least 10 ms of launches (``measure.gemm_min_time_ms`` when longer): a repeat of
-one ~1 ms launch is at the mercy of one scheduler time slice on a busy host (a Linux CFS slice
-is 0.75-6 ms)."""
+"""Each process of a pair: the median of up to 5 timed repeats (the 5 of a shape measured
+alone), each repeat at least 10 ms of launches (``measure.gemm_min_time_ms`` when longer): a
+repeat of one ~1 ms launch is at the mercy of one scheduler time slice on a busy host (a Linux
+CFS slice is 0.75-6 ms). A long call takes fewer repeats (:func:`paired_repeats`)."""
+PAIRED_PROCESS_MS, PAIRED_BUDGET_PAIRS = 1000.0, 8
+"""A process of a pair times about 1 s of calls (at least one repeat): a 1.8 s call timed 5
+times per process made a pair cost 18 s, so 3 pairs spent a 15 s budget 6 times over and the
+verdict stopped undecided; a long call's shape gets the time of 8 pairs instead."""
+
+
+def paired_repeats(call_ms: float | None) -> int:
+    """Repeats per process of a pair for a shape whose call took ``call_ms`` (ms, the previous
+    sweep's median; None: unknown): ``ceil(PAIRED_PROCESS_MS / call_ms)`` within 1 ..
+    :data:`PAIRED_REPEATS`, so a process of a long call takes about 1 s, not 5 calls."""
+    if not call_ms or call_ms <= 0:
+        return PAIRED_REPEATS
+    return max(1, min(PAIRED_REPEATS, math.ceil(PAIRED_PROCESS_MS / call_ms)))
+
+
+def paired_budget_s(call_ms: float | None, repeats: int) -> float:
+    """Seconds a shape may spend on pairs: :data:`PAIRED_BUDGET_S`, or the timed calls of
+    :data:`PAIRED_BUDGET_PAIRS` pairs (2 processes x ``repeats`` x ``call_ms``) when longer."""
+    calls_s = 2 * repeats * (call_ms or 0.0) / 1e3
+    return max(PAIRED_BUDGET_S, PAIRED_BUDGET_PAIRS * calls_s)
 
 
 def _previous_specs(bench: _Bench, prev: dict[str, Any] | None, version: str,
@@ -348,17 +372,30 @@ def _previous_specs(bench: _Bench, prev: dict[str, Any] | None, version: str,
     return out
 
 
-def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+def _previous_call_ms(prev: dict[str, Any] | None, key: tuple) -> float | None:
+    """The previous sweep's median call (ms) of shape ``key`` ``(kernel, M, N, K)``; None when
+    it has no measured row of that shape."""
+    for r in (prev or {}).get("rows", []):
+        if (r.get("kernel"), r.get("M"), r.get("N"), r.get("K")) == key and \
+                r.get("status") == "ok" and r.get("median_ms"):
+            return float(r["median_ms"])
+    return None
+
+
+def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any],
+                  call_ms: float | None = None) -> dict[str, Any]:
     """One GEMM shape measured side by side: pairs of bench-gemm processes, previous (``old``)
     and new, the order reversed every pair, until the verdict is decisive
-    (:data:`PAIRED_FIRST`, :data:`PAIRED_MAX`, :data:`PAIRED_BUDGET_S`; each process
-    :data:`PAIRED_REPEATS` repeats of at least :data:`PAIRED_MIN_TIME_MS`). Returns the new
+    (:data:`PAIRED_FIRST`, :data:`PAIRED_MAX`, :func:`paired_budget_s`; each process
+    :func:`paired_repeats` repeats of at least :data:`PAIRED_MIN_TIME_MS`; ``call_ms``: the
+    previous sweep's median call of the shape, ms, None when unknown). Returns the new
     build's ``gemm.json`` with its case's figures over its processes (``median_ms``: the
     median of the processes' medians, ``low_ms``..``high_ms``: the lowest and highest) and
     ``paired`` (the verdict, :func:`phonetrain.results.paired.until_decisive`); a new build
     that does not run or verify in some process: that process's document, unpaired."""
-    longer = {"repeats": PAIRED_REPEATS,
+    longer = {"repeats": paired_repeats(call_ms),
               "min_time_ms": max(float(spec["min_time_ms"]), PAIRED_MIN_TIME_MS)}
+    budget_s = paired_budget_s(call_ms, longer["repeats"])
     docs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
 
     def case(d: dict[str, Any]) -> dict[str, Any]:
@@ -376,7 +413,7 @@ def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any]) -> d
                 case(new).get("median_ms"))
 
     verdict = until_decisive(pair, first=PAIRED_FIRST, max_pairs=PAIRED_MAX,
-                             budget_s=PAIRED_BUDGET_S)
+                             budget_s=budget_s)
     bad = [d for d in docs["new"] if d.get("status") == "skipped" or case(d).get("status") != "ok"]
     if bad:
         return bad[0]
@@ -386,13 +423,13 @@ def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any]) -> d
     one = dict(cases[0], median_ms=mid, low_ms=ms[0], high_ms=ms[-1],
                gflops=cases[0]["gflops"] * cases[0]["median_ms"] / mid,
                max_err=max(c.get("max_err") or 0.0 for c in cases))
-    verdict |= {"repeats": PAIRED_REPEATS, "min_time_ms": longer["min_time_ms"]}
+    verdict |= {"repeats": longer["repeats"], "min_time_ms": longer["min_time_ms"]}
     if any(case(d).get("status") != "ok" for d in docs["old"]):
         verdict |= {"verdict": "cannot tell", "reason": "the previous build did not run or "
                     "verify on every pair"}
     print(f"phonetrain: GEMM {one['kernel']} {one['M']}x{one['N']}x{one['K']}, side by side: "
           f"{verdict['verdict']} ({verdict['reason']}; {verdict['pairs']} pairs of at most "
-          f"{PAIRED_MAX}, {verdict['elapsed_s']:.0f} s of {PAIRED_BUDGET_S:g} s)",
+          f"{PAIRED_MAX}, {verdict['elapsed_s']:.0f} s of {budget_s:.0f} s)",
           file=sys.stderr)
     return dict(docs["new"][0], cases=[one], paired=verdict)
 
