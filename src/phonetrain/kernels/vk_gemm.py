@@ -54,7 +54,7 @@ def iterations(spec: dict[str, Any]) -> int:
     return max(MIN_ITERATIONS, int(spec.get("repeats", MIN_ITERATIONS)))
 
 
-def gemm_plan(spec: dict[str, Any], name: str = "gemm/vulkan") -> Plan:
+def gemm_plan(spec: dict[str, Any], name: str = "vk-gemm") -> Plan:
     """The Vulkan plan of a bench-gemm spec (module docstring): tensors ``A<i>``, ``B<i>``,
     ``C<i>`` per case (device-resident), one dispatch per case and iteration, programs
     ``<source>/<kernel>.spv`` with the spec's ``options``, ``C<i>`` dumped. Raises

@@ -62,10 +62,9 @@ class VkBench:
         Raises :class:`~phonetrain.runner.BadInputError` for a configuration that does not
         fit the device, else the runner's error (a tuning trial records either)."""
         if self.device:
-            why = device_misfit(self.version, options_defines(spec.get("options", "")),
-                                self.device)
+            why = device_misfit(self.version, options_defines(spec["options"]), self.device)
             if why:
-                raise BadInputError(f"{self.version} {spec.get('options', '')}: {why}")
+                raise BadInputError(f"{self.version} {spec['options']}: {why}")
         out = self.out()
         name = f"{out.name}-{self.tmp.name.rsplit('-', 1)[-1]}"
         plan_dir = Path(self.tmp.name) / "plans" / name
