@@ -4,19 +4,21 @@
 table: per size and version the best verified configuration's median GFLOPS and its spread.
 
 Method. Each (size, version, configuration) is a one-GEMM plan run by ``runner run`` on the
-Vulkan device: A and B uniform in [-1, 1] (the plan's seeded ``uniform`` fill), C = A @ B
-(alpha 1, beta 0), every tensor resident in device-local memory, ``--warmup`` untimed then
-``--iterations`` timed iterations of one dispatch each. A dispatch's time is its trace row's
-device interval (the two timestamp queries around it, ``src/runner/exec_vk.c``), so
-submission and the wait for the fence are left out (OpenCL's bench-gemm times whole
-launches on the host clock instead). GFLOPS = 2 n^3 / that time; a configuration's figure is
-the median over the timed iterations, its spread their minimum..maximum. C is then read back
-(the plan's dump) and checked against float64 numpy on every row (n <= 256) or on 32 rows
-including the first and last: max_err = max |C - ref| / K, "wrong" above 1e-5 (bench-gemm's
-bound, ``src/runner/bench_gemm.c``). A version's configurations are its defines, then for
-``tiled`` the specialization-constant candidates of ``src/kernels/tiled/vk/tuning.yaml``
+Vulkan device (:mod:`phonetrain.kernels.vk_gemm`, the timer the Vulkan tune job uses): A and
+B uniform in [-1, 1] (the plan's seeded ``uniform`` fill), C = A @ B (alpha 1, beta 0), every
+tensor resident in device-local memory, ``--warmup`` untimed then ``--iterations`` timed
+iterations of one dispatch each. A dispatch's time is its trace row's device interval (the
+two timestamp queries around it, ``src/runner/exec_vk.c``), so submission and the wait for
+the fence are left out (OpenCL's bench-gemm times whole launches on the host clock instead).
+GFLOPS = 2 n^3 / that time; a configuration's figure is the median over the timed
+iterations, its spread their minimum..maximum. C is then read back (the plan's dump) and
+checked against float64 numpy on every row (n <= 256) or on 32 rows including the first and
+last: max_err = max |C - ref| / K, "wrong" above 1e-5 (bench-gemm's bound,
+``src/runner/bench_gemm.c``). A version's configurations are its defaults, then for ``tiled``
+the specialization-constant candidates of ``src/kernels/tiled/vk/tuning.yaml``
 (:func:`phonetrain.kernels.spirv.shader_candidates`; one SPIR-V, specialized per candidate,
-launch geometry by the version's rule); the table reports the fastest verified one.
+launch geometry by the version's rule), or instead of those the ``--config`` ones (each
+checked against that file's constraints); the table reports the fastest verified one.
 
 Needs numpy, pandas, PyYAML, the runner built with the Vulkan headers (built here when
 --runner is not given) and the versions' SPIR-V: compiled here with glslc, or read from
@@ -46,27 +48,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from phonetrain.io import write_json  # noqa: E402
 from phonetrain.kernels import load_version, tuning  # noqa: E402
-from phonetrain.kernels.abi import KERNEL_ARGS  # noqa: E402
-from phonetrain.kernels.launch import geometry  # noqa: E402
-from phonetrain.kernels.spirv import (shader_candidates, shader_hash, spec_options,  # noqa: E402
-                                      stage_spirv)
+from phonetrain.kernels import vk_gemm  # noqa: E402
+from phonetrain.kernels.gemm import GemmShape, gemm_spec  # noqa: E402
+from phonetrain.kernels.spirv import (ShaderError, shader_candidate,  # noqa: E402
+                                      shader_candidates, shader_hash, stage_spirv)
 from phonetrain.layout import device_spirv  # noqa: E402
-from phonetrain.plan import Plan, Program, Step, Tensor, uniform_fill  # noqa: E402
-from phonetrain.runner import (DeviceSelector, Runner, RunnerError, read_dump,  # noqa: E402
-                               read_trace)
+from phonetrain.runner import DeviceSelector, Runner, RunnerError, read_dump  # noqa: E402
 
 KERNEL = "gemm_nn"
-SEED_A, SEED_B = 11, 12
-ERR_TOL = 1e-5          # max |C - ref| / K above this is "wrong" (src/runner/bench_gemm.c)
-CHECK_ALL_UP_TO = 256   # every row of C checked up to this size, else CHECK_ROWS rows
-CHECK_ROWS = 32
 HASH_FILE = "shader_hash.txt"   # beside --write-spirv's SPIR-V: the sources it came from
 
 
@@ -102,79 +97,35 @@ def config_name(defines: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in defines.items())
 
 
-def gemm_plan(version: str, defines: dict[str, Any], n: int, warmup: int,
-              iterations: int) -> Plan:
-    """A Vulkan plan of one ``gemm_nn`` dispatch C[n, n] = A @ B per iteration, the version's
-    SPIR-V at ``spirv/<version>/gemm_nn.spv`` specialized with ``defines`` (launch geometry by
-    the version's rule); A, B seeded uniform in [-1, 1], C dumped at the end. Raises
-    ``ValueError`` (from the geometry rule) for defines that do not fit the version."""
-    kv = tuning.candidate_version(load_version(version), {"defines": defines})
-    tensors = [Tensor(0, "A", [n, n], "param", home="device",
-                      init={"kind": "uniform", "seed": SEED_A, "low": -1.0, "high": 1.0}),
-               Tensor(1, "B", [n, n], "param", home="device",
-                      init={"kind": "uniform", "seed": SEED_B, "low": -1.0, "high": 1.0}),
-               Tensor(2, "C", [n, n], "activation", home="device")]
-    vals = {"M": n, "N": n, "K": n, "alpha": 1.0, "beta": 0.0, "A": 0, "B": 1, "C": 2}
-    args = []
-    for spec in KERNEL_ARGS[KERNEL]:
-        kind, name = spec.split(":")
-        args.append({kind if kind in ("i", "f") else "t": vals[name]})
-    glob, local = geometry(KERNEL, {"M": n, "N": n, "K": n}, kv)
-    step = Step("kernel", name=KERNEL, args=args, global_size=list(glob),
-                local_size=list(local) if local else None, flops=2 * n ** 3,
-                bytes=3 * 4 * n * n, phase="forward")
-    prog = Program(KERNEL, f"{device_spirv(version)}/{KERNEL}.spv", spec_options(kv))
-    return Plan(name=f"gemm/{version}/{n}", backend="vulkan", tensors=tensors, steps=[step],
-                warmup=warmup, iterations=iterations, programs=[prog], dumps=[2])
-
-
-class Reference:
-    """The float64 product of the plan's A and B at one size, on the checked rows."""
-
-    def __init__(self, n: int):
-        self.n = n
-        self.rows = (np.arange(n) if n <= CHECK_ALL_UP_TO else
-                     np.unique(np.linspace(0, n - 1, CHECK_ROWS).round().astype(int)))
-        a = uniform_fill(SEED_A, n * n, -1.0, 1.0).reshape(n, n)[self.rows]
-        b = uniform_fill(SEED_B, n * n, -1.0, 1.0).reshape(n, n)
-        self.ref = a.astype(np.float64) @ b.astype(np.float64)
-
-    def max_err(self, c: np.ndarray) -> float:
-        """max |C - ref| / K on the checked rows (inputs in [-1, 1], alpha 1, beta 0);
-        infinite for a non-finite C."""
-        got = c.reshape(self.n, self.n)[self.rows].astype(np.float64)
-        if not np.isfinite(got).all():
-            return math.inf
-        return float(np.abs(got - self.ref).max() / self.n)
-
-
 def measure(runner: Runner, root: Path, version: str, defines: dict[str, Any], n: int,
-            ref: Reference, a: argparse.Namespace) -> Result:
+            a: argparse.Namespace) -> Result:
     """One configuration at one size (module doc: method)."""
     cfg = config_name(defines)
+    kv = tuning.candidate_version(load_version(version), {"defines": defines})
     try:
-        plan = gemm_plan(version, defines, n, a.warmup, a.iterations)
+        spec = gemm_spec(kv, [GemmShape(KERNEL, n, n, n)], source=device_spirv(version),
+                         backend="vulkan", repeats=a.iterations)
     except ValueError as e:
         return Result(n, version, cfg, "error", [], error=str(e))
     tag = f"{version}.{n}." + (cfg.replace("=", "").replace(" ", "_") or "defaults")
-    pdir = root / "plans" / tag
-    plan.save(pdir / "plan.json")
+    plan = vk_gemm.gemm_plan(spec, f"gemm/{version}/{n}")
+    plan.warmup, plan.iterations = a.warmup, a.iterations
+    plan.save(root / "plans" / tag / "plan.json")
     out = root / "out" / tag
     try:
         run = runner.run(f"plans/{tag}/plan.json", out, profiling=True)
     except RunnerError as e:
         return Result(n, version, cfg, "error", [], error=str(e).splitlines()[0])
-    tr = read_trace(out)
-    rows = tr[(tr["kind"] == "kernel") & ~tr["warmup"]]
-    ns = (rows["end_ns"] - rows["start_ns"]).astype(float).tolist()
-    gflops = [2.0 * n ** 3 / t for t in ns if t > 0]
-    err = ref.max_err(read_dump(out, "C"))
+    case = vk_gemm.gemm_document(spec, run, out / "trace.csv",
+                                 lambda t: read_dump(out, t))["cases"][0]
+    ns = vk_gemm.device_ns(out / "trace.csv").get(0, [])
     shutil.rmtree(out, ignore_errors=True)   # 64 MiB of C at 4096
+    gflops = [2.0 * n ** 3 / t for t in ns if t > 0]
     dev = (run.get("device") or {}).get("name", "")
-    if len(gflops) < len(ns) or not gflops:
-        return Result(n, version, cfg, "error", gflops, err, "no device times (timestamps "
-                      "off or below the timer's resolution)", dev)
-    return Result(n, version, cfg, "ok" if err <= ERR_TOL else "wrong", gflops, err, device=dev)
+    err = math.inf if case["max_err"] is None else case["max_err"]
+    if case["status"] == "error":
+        return Result(n, version, cfg, "error", gflops, err, case["error"], dev)
+    return Result(n, version, cfg, case["status"], gflops, err, device=dev)
 
 
 def best(results: list[Result]) -> Result | None:
@@ -201,11 +152,18 @@ TABLE_HEAD = ("| n (M=N=K) | version | best verified configuration | GFLOPS medi
               "|---|---|---|---|---|---|---|---|")
 
 
-def configurations(version: str, every: bool) -> list[dict[str, Any]]:
-    """The version's defines that are specialization constants, then (``every``) its
-    ``vk/tuning.yaml`` candidates."""
+def configurations(version: str, every: bool, configs: list[str]) -> list[dict[str, Any]]:
+    """The version's defaults, then (``every``) its ``vk/tuning.yaml`` candidates, or instead
+    ``configs`` (``"TSM=128 TSN=128 ..."`` each, over the defaults, checked against that
+    file's constraints; only for a version with specialization constants)."""
     cands = [c["defines"] for c in shader_candidates(version)]
-    return cands if every else cands[:1]
+    if not every:
+        return cands[:1]
+    if not configs or not any(cands[0]):
+        return cands
+    return cands[:1] + [shader_candidate(version, {k: int(v) for k, v in
+                                                   (kv.split("=") for kv in c.split())})
+                        for c in configs]
 
 
 def stage(versions: list[str], root: Path, spirv: str | None) -> None:
@@ -259,6 +217,9 @@ def main() -> int:
     ap.add_argument("--versions", default="baseline,tiled")
     ap.add_argument("--sizes", default="1024,2048,4096", help="square M=N=K sizes")
     ap.add_argument("--defaults-only", action="store_true", help="no tuning candidates")
+    ap.add_argument("--config", action="append", default=[], metavar='"TSM=128 TSN=128 ..."',
+                    help="a configuration of the specialization constants to time (over the "
+                    "defaults; repeatable) instead of tuning.yaml's candidates")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--max-launch-s", type=float, default=5.0, help="skip a version at a size "
@@ -272,6 +233,11 @@ def main() -> int:
                     help="also print every configuration's result (stderr)")
     a = ap.parse_args()
     versions = [v for v in a.versions.split(",") if v]
+    try:   # a --config that is no configuration stops here, before any build
+        for v in versions:
+            configurations(v, not a.defaults_only, a.config)
+    except (ShaderError, ValueError) as e:
+        sys.exit(f"--config: {e}")
     if a.write_spirv:
         write_spirv(versions, a.write_spirv)
         return 0
@@ -287,15 +253,14 @@ def main() -> int:
     print(TABLE_HEAD, flush=True)
     last: dict[str, float] = {}   # version -> best median GFLOPS at the previous size
     for n in (int(s) for s in a.sizes.split(",") if s):
-        ref = Reference(n)
         for v in versions:
             if last.get(v) and 2.0 * n ** 3 / (last[v] * 1e9) > a.max_launch_s:
                 print(f"| {n} | {v} | skipped (~{2.0 * n ** 3 / (last[v] * 1e9):.0f} s per "
                       "dispatch) | | | | | |", flush=True)
                 continue
             results = []
-            for defines in configurations(v, not a.defaults_only):
-                r = measure(runner, root, v, defines, n, ref, a)
+            for defines in configurations(v, not a.defaults_only, a.config):
+                r = measure(runner, root, v, defines, n, a)
                 results.append(r)
                 doc["results"].append(r.to_json())
                 if r.device:

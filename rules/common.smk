@@ -154,6 +154,21 @@ def tune_params(kernel):
     return lambda wc: COMPOSED.tune_json[(wc.device, kernel)]
 
 
+# The Vulkan tune jobs: versions whose shaders have tuning candidates, for their Vulkan runs
+VK_RUN_CLASSES = COMPOSED.vk_run_classes  # exp id -> the classes of its Vulkan plan
+VK_VERSION_CLASSES = COMPOSED.vk_version_classes  # version -> its Vulkan tune job's classes
+
+
+def vk_tune_rule(kernel):
+    """The name of a version's Vulkan tune rule: `tune_vulkan_<version>`."""
+    return "tune_vulkan_" + re.sub(r"\W", "_", kernel)
+
+
+def vk_tune_params(kernel):
+    """The params function of a version's Vulkan tune job (TuneVersionSpec, api vulkan)."""
+    return lambda wc: COMPOSED.vk_tune_json[(wc.device, kernel)]
+
+
 @functools.lru_cache(maxsize=None)
 def tunable(kernel):
     """tuning.tunable, composed for the sweep's versions (once per parse for any other)."""
@@ -176,6 +191,9 @@ def deploy_inputs(wc):
     k = exp_kernel(wc.exp)
     if k and pc["backend"] == "vulkan":   # SPIR-V compiled by the deploy itself (glslc)
         d["sources"] = [rel(p) for p in COMPOSED.shader_files[k]]
+        # the Vulkan tune job's files of its plan's classes, ancient() as OpenCL's below
+        d["tuning"] = [ancient(L.vk_tuning(wc.device, k, c))
+                       for c in VK_RUN_CLASSES.get(wc.exp, [])]
     elif k:
         d["build"] = L.kernel_build(wc.device, k)
         d["sources"] = version_sources(k)

@@ -61,6 +61,35 @@ for _kernel, _classes in VERSION_CLASSES.items():
                   outputs=["tuning", "squares"])
 
 
+# The same per device x version whose Vulkan shaders have tuning candidates (rule
+# tune_vulkan_<version>, log logs/tune/<device>/<version>.vulkan.log): the classes of its
+# Vulkan runs' plans, timed on the device's Vulkan device (phonetrain.stages.vk_bench), one
+# file each under build/<device>/spirv/<version>/tuning/ (squares.json without classes: no
+# GEMM sweep runs on Vulkan). Inputs: the runner and the version's shader files.
+for _kernel, _classes in VK_VERSION_CLASSES.items():
+
+    rule:
+        name:
+            vk_tune_rule(_kernel)
+        localrule: True
+        input:
+            runner=L.runner("{device}"),
+            sources=[rel(p) for p in COMPOSED.shader_files[_kernel]],
+        output:
+            tuning=[update(L.vk_tuning("{device}", _kernel, c)) for c in _classes],
+            squares=update(L.vk_tuning("{device}", _kernel, tuning.SQUARES)),
+        params:
+            p=vk_tune_params(_kernel),
+            expect=expect_inputs,
+        resources:
+            **device_job(schedule.MEASURE, "tune"),
+        log:
+            L.log("tune", "{device}", f"{_kernel}.vulkan"),
+        shell:
+            stage("gemm", "tune-version", inputs=["runner", "sources"],
+                  outputs=["tuning", "squares"])
+
+
 rule gemm:
     input:
         unpack(gemm_inputs),

@@ -10,379 +10,562 @@
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int M; int N; int K; float alpha; float beta; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_A { float A[]; };
+#define PT_BINDING_A 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_B { float B[]; };
+#define PT_BINDING_B 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_C { float C[]; };
+#define PT_BINDING_C 2
 #endif
 #ifdef PT_KERNEL_gemm_nt
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int M; int N; int K; float alpha; float beta; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_A { float A[]; };
+#define PT_BINDING_A 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_B { float B[]; };
+#define PT_BINDING_B 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_C { float C[]; };
+#define PT_BINDING_C 2
 #endif
 #ifdef PT_KERNEL_gemm_tn
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int M; int N; int K; float alpha; float beta; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_A { float A[]; };
+#define PT_BINDING_A 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_B { float B[]; };
+#define PT_BINDING_B 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_C { float C[]; };
+#define PT_BINDING_C 2
 #endif
 #ifdef PT_KERNEL_bias_add
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int HW; };
 layout(std430, set = 0, binding = 0) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_bias { float bias[]; };
+#define PT_BINDING_bias 1
 #endif
 #ifdef PT_KERNEL_bias_grad
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int HW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_db { float db[]; };
+#define PT_BINDING_db 1
 #endif
 #ifdef PT_KERNEL_relu_fwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int n; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 1
 #endif
 #ifdef PT_KERNEL_relu_bwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int n; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 2
 #endif
 #ifdef PT_KERNEL_im2col
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int KH; int KW; int stride; int pad; int OH; int OW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_col { float col[]; };
+#define PT_BINDING_col 1
 #endif
 #ifdef PT_KERNEL_col2im
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int KH; int KW; int stride; int pad; int OH; int OW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_col { float col[]; };
+#define PT_BINDING_col 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 1
 #endif
 #ifdef PT_KERNEL_swap01
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int D0; int D1; int D2; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 1
 #endif
 #ifdef PT_KERNEL_conv2d_fwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int OC; int KH; int KW; int stride; int pad; int OH; int OW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_Wt { float Wt[]; };
+#define PT_BINDING_Wt 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 2
 #endif
 #ifdef PT_KERNEL_maxpool_fwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int K; int stride; int OH; int OW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_argmax { int argmax[]; };
+#define PT_BINDING_argmax 2
 #endif
 #ifdef PT_KERNEL_maxpool_bwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int K; int stride; int OH; int OW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_argmax { int argmax[]; };
+#define PT_BINDING_argmax 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 2
 #endif
 #ifdef PT_KERNEL_softmax_xent
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_logits { float logits[]; };
+#define PT_BINDING_logits 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_labels { int labels[]; };
+#define PT_BINDING_labels 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_dlogits { float dlogits[]; };
+#define PT_BINDING_dlogits 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_row_loss { float row_loss[]; };
+#define PT_BINDING_row_loss 3
 #endif
 #ifdef PT_KERNEL_mean
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int n; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_out { float out_[]; };
+#define PT_BINDING_out 1
 #endif
 #ifdef PT_KERNEL_sgd_update
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int n; float lr; float momentum; float weight_decay; };
 layout(std430, set = 0, binding = 0) buffer PtBuf_W { float W[]; };
+#define PT_BINDING_W 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dW { float dW[]; };
+#define PT_BINDING_dW 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_V { float V[]; };
+#define PT_BINDING_V 2
 #endif
 #ifdef PT_KERNEL_fill
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int n; float value; };
 layout(std430, set = 0, binding = 0) buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 #endif
 #ifdef PT_KERNEL_copy
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int n; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 1
 #endif
 #ifdef PT_KERNEL_adam_step
 #define PT_KERNEL_SELECTED
 layout(std430, set = 0, binding = 0) buffer PtBuf_step { float step[]; };
+#define PT_BINDING_step 0
 #endif
 #ifdef PT_KERNEL_adam_update
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int n; float lr; float beta1; float beta2; float eps; float weight_decay; int decoupled; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_step { float step[]; };
+#define PT_BINDING_step 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_W { float W[]; };
+#define PT_BINDING_W 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_dW { float dW[]; };
+#define PT_BINDING_dW 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_M { float M[]; };
+#define PT_BINDING_M 3
 layout(std430, set = 0, binding = 4) buffer PtBuf_V { float V[]; };
+#define PT_BINDING_V 4
 #endif
 #ifdef PT_KERNEL_dwconv3x3_fwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int stride; int pad; int OH; int OW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_Wt { float Wt[]; };
+#define PT_BINDING_Wt 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 2
 #endif
 #ifdef PT_KERNEL_dwconv3x3_bwd_data
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int stride; int pad; int OH; int OW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_Wt { float Wt[]; };
+#define PT_BINDING_Wt 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 2
 #endif
 #ifdef PT_KERNEL_dwconv3x3_bwd_weight
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int stride; int pad; int OH; int OW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_dWt { float dWt[]; };
+#define PT_BINDING_dWt 2
 #endif
 #ifdef PT_KERNEL_batchnorm_stats
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int HW; float eps; float momentum; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_mean { float mean[]; };
+#define PT_BINDING_mean 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_invstd { float invstd[]; };
+#define PT_BINDING_invstd 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_running_mean { float running_mean[]; };
+#define PT_BINDING_running_mean 3
 layout(std430, set = 0, binding = 4) buffer PtBuf_running_var { float running_var[]; };
+#define PT_BINDING_running_var 4
 #endif
 #ifdef PT_KERNEL_batchnorm_apply
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int HW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_mean { float mean[]; };
+#define PT_BINDING_mean 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_invstd { float invstd[]; };
+#define PT_BINDING_invstd 2
 layout(std430, set = 0, binding = 3) readonly buffer PtBuf_gamma { float gamma[]; };
+#define PT_BINDING_gamma 3
 layout(std430, set = 0, binding = 4) readonly buffer PtBuf_beta { float beta[]; };
+#define PT_BINDING_beta 4
 layout(std430, set = 0, binding = 5) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 5
 #endif
 #ifdef PT_KERNEL_batchnorm_bwd_reduce
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int HW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_mean { float mean[]; };
+#define PT_BINDING_mean 2
 layout(std430, set = 0, binding = 3) readonly buffer PtBuf_invstd { float invstd[]; };
+#define PT_BINDING_invstd 3
 layout(std430, set = 0, binding = 4) buffer PtBuf_dgamma { float dgamma[]; };
+#define PT_BINDING_dgamma 4
 layout(std430, set = 0, binding = 5) buffer PtBuf_dbeta { float dbeta[]; };
+#define PT_BINDING_dbeta 5
 #endif
 #ifdef PT_KERNEL_batchnorm_bwd_data
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int HW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_mean { float mean[]; };
+#define PT_BINDING_mean 2
 layout(std430, set = 0, binding = 3) readonly buffer PtBuf_invstd { float invstd[]; };
+#define PT_BINDING_invstd 3
 layout(std430, set = 0, binding = 4) readonly buffer PtBuf_gamma { float gamma[]; };
+#define PT_BINDING_gamma 4
 layout(std430, set = 0, binding = 5) readonly buffer PtBuf_dgamma { float dgamma[]; };
+#define PT_BINDING_dgamma 5
 layout(std430, set = 0, binding = 6) readonly buffer PtBuf_dbeta { float dbeta[]; };
+#define PT_BINDING_dbeta 6
 layout(std430, set = 0, binding = 7) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 7
 #endif
 #ifdef PT_KERNEL_relu6_fwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int n; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 1
 #endif
 #ifdef PT_KERNEL_relu6_bwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int n; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 2
 #endif
 #ifdef PT_KERNEL_add
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int n; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_A { float A[]; };
+#define PT_BINDING_A 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_B { float B[]; };
+#define PT_BINDING_B 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 2
 #endif
 #ifdef PT_KERNEL_gap_fwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int HW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 1
 #endif
 #ifdef PT_KERNEL_gap_bwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int HW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 1
 #endif
 #ifdef PT_KERNEL_linear_fwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int O; int I; int act; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_W { float W[]; };
+#define PT_BINDING_W 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_bias { float bias[]; };
+#define PT_BINDING_bias 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 3
 #endif
 #ifdef PT_KERNEL_conv_fwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int OC; int KH; int KW; int stride; int pad; int OH; int OW; int act; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_weight { float weight[]; };
+#define PT_BINDING_weight 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_bias { float bias[]; };
+#define PT_BINDING_bias 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 3
 #endif
 #ifdef PT_KERNEL_linear_bwd_data
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int O; int I; int relu; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_W { float W[]; };
+#define PT_BINDING_W 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 3
 #endif
 #ifdef PT_KERNEL_conv_bwd_data
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int OC; int KH; int KW; int stride; int pad; int OH; int OW; int relu; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_weight { float weight[]; };
+#define PT_BINDING_weight 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 3
 #endif
 #ifdef PT_KERNEL_maxpool_bwd_relu
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int K; int stride; int OH; int OW; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_argmax { int argmax[]; };
+#define PT_BINDING_argmax 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 3
 #endif
 #ifdef PT_KERNEL_softmax_xent_bwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int I; int relu; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_logits { float logits[]; };
+#define PT_BINDING_logits 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_labels { int labels[]; };
+#define PT_BINDING_labels 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_W { float W[]; };
+#define PT_BINDING_W 2
 layout(std430, set = 0, binding = 3) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 3
 layout(std430, set = 0, binding = 4) buffer PtBuf_dlogits { float dlogits[]; };
+#define PT_BINDING_dlogits 4
 layout(std430, set = 0, binding = 5) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 5
 layout(std430, set = 0, binding = 6) buffer PtBuf_loss { float loss[]; };
+#define PT_BINDING_loss 6
 #endif
 #ifdef PT_KERNEL_linear_sgd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int O; int I; float lr; float momentum; float weight_decay; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_W { float W[]; };
+#define PT_BINDING_W 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_V { float V[]; };
+#define PT_BINDING_V 3
 layout(std430, set = 0, binding = 4) buffer PtBuf_bias { float bias[]; };
+#define PT_BINDING_bias 4
 layout(std430, set = 0, binding = 5) buffer PtBuf_Vb { float Vb[]; };
+#define PT_BINDING_Vb 5
 #endif
 #ifdef PT_KERNEL_conv_sgd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int OC; int KH; int KW; int stride; int pad; int OH; int OW; float lr; float momentum; float weight_decay; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_weight { float weight[]; };
+#define PT_BINDING_weight 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_V { float V[]; };
+#define PT_BINDING_V 3
 layout(std430, set = 0, binding = 4) buffer PtBuf_bias { float bias[]; };
+#define PT_BINDING_bias 4
 layout(std430, set = 0, binding = 5) buffer PtBuf_Vb { float Vb[]; };
+#define PT_BINDING_Vb 5
 #endif
 #ifdef PT_KERNEL_conv_wgrad_partial
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int OC; int KH; int KW; int stride; int pad; int OH; int OW; int S; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_part { float part[]; };
+#define PT_BINDING_part 2
 #endif
 #ifdef PT_KERNEL_conv_sgd_finish
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int C; int OC; int KH; int KW; int S; float lr; float momentum; float weight_decay; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_part { float part[]; };
+#define PT_BINDING_part 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_weight { float weight[]; };
+#define PT_BINDING_weight 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_V { float V[]; };
+#define PT_BINDING_V 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_bias { float bias[]; };
+#define PT_BINDING_bias 3
 layout(std430, set = 0, binding = 4) buffer PtBuf_Vb { float Vb[]; };
+#define PT_BINDING_Vb 4
 #endif
 #ifdef PT_KERNEL_gconv_stats_fwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int OC; int KH; int KW; int stride; int pad; int OH; int OW; int groups; int tile; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_weight { float weight[]; };
+#define PT_BINDING_weight 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_Z { float Z[]; };
+#define PT_BINDING_Z 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_part { float part[]; };
+#define PT_BINDING_part 3
 #endif
 #ifdef PT_KERNEL_bn_act_fwd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int HW; int tile; int act; int res; float eps; float momentum; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_Z { float Z[]; };
+#define PT_BINDING_Z 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_part { float part[]; };
+#define PT_BINDING_part 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_gamma { float gamma[]; };
+#define PT_BINDING_gamma 2
 layout(std430, set = 0, binding = 3) readonly buffer PtBuf_beta { float beta[]; };
+#define PT_BINDING_beta 3
 layout(std430, set = 0, binding = 4) readonly buffer PtBuf_R { float R[]; };
+#define PT_BINDING_R 4
 layout(std430, set = 0, binding = 5) buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 5
 layout(std430, set = 0, binding = 6) buffer PtBuf_mean { float mean[]; };
+#define PT_BINDING_mean 6
 layout(std430, set = 0, binding = 7) buffer PtBuf_invstd { float invstd[]; };
+#define PT_BINDING_invstd 7
 layout(std430, set = 0, binding = 8) buffer PtBuf_running_mean { float running_mean[]; };
+#define PT_BINDING_running_mean 8
 layout(std430, set = 0, binding = 9) buffer PtBuf_running_var { float running_var[]; };
+#define PT_BINDING_running_var 9
 #endif
 #ifdef PT_KERNEL_bn_bwd_sgd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int HW; int act; float lr; float momentum; float weight_decay; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_Y { float Y[]; };
+#define PT_BINDING_Y 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 2
 layout(std430, set = 0, binding = 3) readonly buffer PtBuf_mean { float mean[]; };
+#define PT_BINDING_mean 3
 layout(std430, set = 0, binding = 4) readonly buffer PtBuf_invstd { float invstd[]; };
+#define PT_BINDING_invstd 4
 layout(std430, set = 0, binding = 5) buffer PtBuf_gamma { float gamma[]; };
+#define PT_BINDING_gamma 5
 layout(std430, set = 0, binding = 6) buffer PtBuf_beta { float beta[]; };
+#define PT_BINDING_beta 6
 layout(std430, set = 0, binding = 7) buffer PtBuf_Vg { float Vg[]; };
+#define PT_BINDING_Vg 7
 layout(std430, set = 0, binding = 8) buffer PtBuf_Vb { float Vb[]; };
+#define PT_BINDING_Vb 8
 layout(std430, set = 0, binding = 9) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 9
 #endif
 #ifdef PT_KERNEL_gconv_bwd_data
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int OC; int KH; int KW; int stride; int pad; int OH; int OW; int groups; int act; int res; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_weight { float weight[]; };
+#define PT_BINDING_weight 1
 layout(std430, set = 0, binding = 2) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 2
 layout(std430, set = 0, binding = 3) readonly buffer PtBuf_R { float R[]; };
+#define PT_BINDING_R 3
 layout(std430, set = 0, binding = 4) buffer PtBuf_dX { float dX[]; };
+#define PT_BINDING_dX 4
 #endif
 #ifdef PT_KERNEL_gconv_sgd
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int OC; int KH; int KW; int stride; int pad; int OH; int OW; int groups; float lr; float momentum; float weight_decay; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_weight { float weight[]; };
+#define PT_BINDING_weight 2
 layout(std430, set = 0, binding = 3) buffer PtBuf_V { float V[]; };
+#define PT_BINDING_V 3
 #endif
 #ifdef PT_KERNEL_gconv_wgrad_partial
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int B; int C; int H; int W; int OC; int KH; int KW; int stride; int pad; int OH; int OW; int groups; int S; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_X { float X[]; };
+#define PT_BINDING_X 0
 layout(std430, set = 0, binding = 1) readonly buffer PtBuf_dY { float dY[]; };
+#define PT_BINDING_dY 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_part { float part[]; };
+#define PT_BINDING_part 2
 #endif
 #ifdef PT_KERNEL_gconv_sgd_finish
 #define PT_KERNEL_SELECTED
 layout(push_constant) uniform PtArgs { int C; int OC; int KH; int KW; int groups; int S; float lr; float momentum; float weight_decay; };
 layout(std430, set = 0, binding = 0) readonly buffer PtBuf_part { float part[]; };
+#define PT_BINDING_part 0
 layout(std430, set = 0, binding = 1) buffer PtBuf_weight { float weight[]; };
+#define PT_BINDING_weight 1
 layout(std430, set = 0, binding = 2) buffer PtBuf_V { float V[]; };
+#define PT_BINDING_V 2
 #endif
 
 #ifndef PT_KERNEL_SELECTED
@@ -401,5 +584,9 @@ layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 #define PT_SPEC_WPTM 6
 #define PT_SPEC_WPTN 7
 #define PT_SPEC_PAD 8
+#define PT_SPEC_VW 9
+#define PT_SPEC_PREFETCH 10
+#define PT_SPEC_DBUF 11
+#define PT_SPEC_GVW 12
 
 #endif

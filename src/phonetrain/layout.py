@@ -11,6 +11,8 @@ Results folder (``results_dir``, default ``results/``)::
     build/<device>/kernels/<version>/           build.json, params.json, failed.json,
                                                 tuning/<class>.json (one per GEMM tuning
                                                 class), tuning/squares.json
+    build/<device>/spirv/<version>/tuning/      the Vulkan tune job's <class>.json and
+                                                squares.json (the version's shaders)
     build/.runner-cache/                        compiled runners keyed by sources and flags
     data/<dataset dir>/b<batch>/                images.f32, labels.i32
     plans/<experiment>/                         plan.json (device-independent), tensors/*.f32
@@ -168,6 +170,11 @@ class Layout:
     def tuning(self, device: str, kernel: str, cls: str) -> str:
         """The tuning file of one class (``cls``: a GEMM class, or ``squares``)."""
         return f"{self.tuning_dir(device, kernel)}/{cls}.json"
+
+    def vk_tuning(self, device: str, kernel: str, cls: str) -> str:
+        """The Vulkan tune job's file of one class: the version's shaders' choice on the
+        device's Vulkan device, apart from its OpenCL choice (:meth:`tuning`)."""
+        return self._p("build", device, "spirv", kernel, "tuning", f"{cls}.json")
 
     # data and plans (mirroring the staging root)
     def data_dir(self, rel: str) -> str:

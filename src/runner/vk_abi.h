@@ -84,6 +84,10 @@ static const vk_spec_constant VK_SPEC[] = {
     {"WPTM", 6},
     {"WPTN", 7},
     {"PAD", 8},
+    {"VW", 9},
+    {"PREFETCH", 10},
+    {"DBUF", 11},
+    {"GVW", 12},
 };
 
 #define VK_SPEC_COUNT ((int)(sizeof VK_SPEC / sizeof VK_SPEC[0]))

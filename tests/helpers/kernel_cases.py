@@ -394,11 +394,13 @@ ORACLE.update({
 
 # ----------------------------------------------------------------------------- cases
 
-def gemm_cases(rng: np.random.Generator) -> list[Case]:
-    """Every transpose x :data:`GEMM_SHAPES`, cycling through :data:`GEMM_SCALARS`."""
+def gemm_cases(rng: np.random.Generator, shapes: list[tuple[int, int, int]] = GEMM_SHAPES
+               ) -> list[Case]:
+    """Every transpose x ``shapes`` (M, N, K; default :data:`GEMM_SHAPES`), cycling through
+    :data:`GEMM_SCALARS`."""
     out = []
     for t, kernel in enumerate(("gemm_nn", "gemm_nt", "gemm_tn")):
-        for s, (M, N, K) in enumerate(GEMM_SHAPES):
+        for s, (M, N, K) in enumerate(shapes):
             alpha, beta = GEMM_SCALARS[(s + t) % len(GEMM_SCALARS)]
             C = _rand(rng, M * N) if beta != 0 else np.full(M * N, np.nan, np.float32)
             out.append(Case(kernel, [M, N, K, alpha, "A", "B", beta, "C"],

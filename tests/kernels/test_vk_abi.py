@@ -31,16 +31,19 @@ def test_layout_numbers_scalars_and_buffers_separately():
 
 def test_tiled_shader_defaults_are_the_version_defines():
     """gemm_tiled.glsl's specialization-constant defaults (its #ifndef defaults) equal
-    tiled/version.yaml's defines of the same names, and it declares each through the
-    generated PT_SPEC_<name> id."""
+    tiled/version.yaml's defines of the same names and, for the constants the OpenCL kernel
+    lacks, vk/tuning.yaml's defaults; it declares each through the generated PT_SPEC_<name>
+    id."""
     import re
 
     from phonetrain.kernels import KERNELS_ROOT, load_version
+    from phonetrain.kernels.spirv import shader_defaults
     text = (KERNELS_ROOT / "tiled" / "vk" / "gemm_tiled.glsl").read_text()
     declared = dict(re.findall(r"constant_id = PT_SPEC_(\w+)\) const int \1 = (\d+);", text))
     assert set(declared) == set(vk_abi.SPEC_CONSTANTS)
     defines = load_version("tiled").defines
-    assert {k: int(v) for k, v in declared.items()} == {k: defines[k] for k in declared}
+    assert {k: int(v) for k, v in declared.items()} == shader_defaults("tiled")
+    assert all(shader_defaults("tiled")[k] == v for k, v in defines.items() if k in declared)
     for name, cid in vk_abi.SPEC_CONSTANTS.items():
         assert f"#define PT_SPEC_{name} {cid}" in vk_abi.glsl_header()
         assert f'{{"{name}", {cid}}},' in vk_abi.c_header()

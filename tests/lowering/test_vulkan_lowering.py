@@ -37,7 +37,8 @@ def test_tiled_gemm_programs_carry_the_specialization_constants():
                            transfer="copy", kernel="tiled"))
     progs = {p.name: p for p in plan.programs}
     assert progs["gemm_nn"].source == "spirv/tiled/gemm_nn.spv"
-    assert progs["gemm_nn"].options == "-DPAD=1 -DTSK=8 -DTSM=64 -DTSN=64 -DWPTM=8 -DWPTN=4"
+    assert progs["gemm_nn"].options == \
+        "-DDBUF=0 -DPAD=1 -DPREFETCH=0 -DTSK=8 -DTSM=64 -DTSN=64 -DVW=1 -DWPTM=8 -DWPTN=4"
     gemm = [s for s in plan.steps if s.op == "kernel" and s.name == "gemm_nn"][0]
     m, n = gemm.args[0]["i"], gemm.args[1]["i"]
     assert gemm.local_size == [16, 8]

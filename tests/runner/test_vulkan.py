@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from helpers.case_plans import case_steps, mismatches, read_dumps
-from helpers.kernel_cases import Case, group_cases
+from helpers.kernel_cases import Case, gemm_cases, group_cases
 from phonetrain import reference
 from phonetrain import runner as runner_api
 from phonetrain.kernels import load_version
-from phonetrain.kernels.spirv import (ShaderError, resolve_shaders, shader_candidates,
-                                      spec_options, stage_spirv)
+from phonetrain.kernels.spirv import (ShaderError, device_misfit, resolve_shaders,
+                                      shader_candidates, spec_options, stage_spirv)
 from phonetrain.kernels.tuning import candidate_version
 from phonetrain.layout import device_spirv
 from phonetrain.lowering import LowerSpec, write_bundle
@@ -71,16 +71,62 @@ def test_vulkan_shaders_match_numpy(runner, lavapipe, tmp_path, group, padded):
 
 
 TILED_CANDIDATES = shader_candidates("tiled")
+# Shapes for gemm_tiled.glsl's vector paths: tiles wholly inside with every size a multiple
+# of 4 (vec4 global loads), edge tiles with aligned sizes, and sizes that are not multiples of
+# 4 (the vec4 loads must give way to checked scalar ones).
+VECTOR_SHAPES = [(64, 96, 40), (128, 128, 64), (68, 132, 36), (65, 66, 67), (132, 4, 8)]
+# Each code path of gemm_tiled.glsl alone and together, all within Vulkan's minimum 16 KiB of
+# shared memory: vec4 shared reads, prefetch, two tiles, vec4 global loads, a slice whose
+# chunks do not divide among the invocations (TSK 12), and VW 2 (pairs of outputs, scalar
+# reads, rows not vec4-aligned)
+TILED_PATHS = [
+    {"TSM": 32, "TSN": 32, "TSK": 8, "WPTM": 4, "WPTN": 4, "PAD": 4, "VW": 4},
+    {"TSM": 32, "TSN": 32, "TSK": 8, "WPTM": 4, "WPTN": 4, "PREFETCH": 1},
+    {"TSM": 32, "TSN": 32, "TSK": 8, "WPTM": 4, "WPTN": 4, "DBUF": 1},
+    {"TSM": 32, "TSN": 32, "TSK": 8, "WPTM": 4, "WPTN": 4, "GVW": 4},
+    {"TSM": 32, "TSN": 64, "TSK": 12, "WPTM": 4, "WPTN": 8, "PAD": 4, "VW": 4, "PREFETCH": 1,
+     "DBUF": 1, "GVW": 4},
+    {"TSM": 64, "TSN": 64, "TSK": 8, "WPTM": 8, "WPTN": 8, "PAD": 4, "VW": 4, "PREFETCH": 1,
+     "DBUF": 1, "GVW": 4},
+    {"TSM": 16, "TSN": 16, "TSK": 4, "WPTM": 2, "WPTN": 2, "PAD": 1, "VW": 2, "PREFETCH": 1,
+     "DBUF": 1, "GVW": 4},
+]
+
+
+def _tiled_cases() -> list[Case]:
+    """The gemm group's cases (edge tiles, K not a multiple of TSK, alpha/beta, all three
+    transposes) and the same kernels at :data:`VECTOR_SHAPES`."""
+    return group_cases("gemm") + gemm_cases(np.random.default_rng(1), VECTOR_SHAPES)
+
+
+@pytest.fixture(scope="module")
+def lavapipe_device(runner, lavapipe) -> dict:
+    """lavapipe's device document as ``runner info`` reports it (its limits)."""
+    return next(d for d in runner_api.info(runner)["vulkan_devices"] if "llvmpipe" in d["name"])
 
 
 @pytest.mark.parametrize("cand", TILED_CANDIDATES,
                          ids=[f"cand{i}" for i in range(len(TILED_CANDIDATES))])
-def test_vulkan_tiled_gemm_matches_numpy(runner, lavapipe, tmp_path, cand):
-    """The tiled GEMM shaders under each tuning candidate (the defaults first): the gemm
-    group's cases (edge tiles, K not a multiple of TSK, alpha/beta, all three transposes) at
-    the tiled rule's launch; the models' own GEMM calls run in the training-step test."""
+def test_vulkan_tiled_gemm_matches_numpy(runner, lavapipe, lavapipe_device, tmp_path, cand):
+    """The tiled GEMM shaders under each tuning candidate (the defaults first) at the tiled
+    rule's launch (:func:`_tiled_cases`); the models' own GEMM calls run in the
+    training-step test. A candidate past lavapipe's limits (device_constraints) is skipped,
+    as the tuner skips it."""
     assert resolve_shaders("tiled")["gemm_nn"].parent.name == "vk"
-    cases = group_cases("gemm")
+    why = device_misfit("tiled", cand["defines"], lavapipe_device)
+    if why:
+        pytest.skip(why)
+    cases = _tiled_cases()
+    _check_cases(runner, lavapipe, tmp_path, cases,
+                 _kernel_plan(cases, tmp_path / "bundle", False, "tiled", cand))
+
+
+@pytest.mark.parametrize("defines", TILED_PATHS,
+                         ids=[f"path{i}" for i in range(len(TILED_PATHS))])
+def test_vulkan_tiled_gemm_paths_match_numpy(runner, lavapipe, tmp_path, defines):
+    """Every code path of the tiled shaders (:data:`TILED_PATHS`) against the numpy oracle."""
+    cand = {"defines": {**shader_candidates("tiled")[0]["defines"], **defines}, "local": None}
+    cases = _tiled_cases()
     _check_cases(runner, lavapipe, tmp_path, cases,
                  _kernel_plan(cases, tmp_path / "bundle", False, "tiled", cand))
 
@@ -163,17 +209,17 @@ def test_no_matching_vulkan_device_lists_the_devices(runner, lavapipe, tmp_path)
 
 
 def test_an_option_outside_the_spec_table_is_a_bad_plan(runner, lavapipe, tmp_path):
-    """A program option the Vulkan ABI has no specialization constant for (the OpenCL-only
-    VW) stops the run naming the program and the option."""
+    """A program option the Vulkan ABI has no specialization constant for (regblock's
+    OpenCL-only RM) stops the run naming the program and the option."""
     spec = LowerSpec(model="mlp_16_16", batch_size=4, backend="vulkan", placement="resident",
                      transfer="copy", warmup=0, iterations=1, num_batches=1, dataset="synthetic",
                      kernel="tiled")
     plan_path = write_bundle(spec, tmp_path)
     doc = json.loads(plan_path.read_text())
     prog = next(p for p in doc["programs"] if p["name"].startswith("gemm_"))
-    prog["options"] += " -DVW=2"
+    prog["options"] += " -DRM=8"
     plan_path.write_text(json.dumps(doc))
-    with pytest.raises(runner_api.BadInputError, match=rf'{prog["name"]}.*"-DVW=2"'):
+    with pytest.raises(runner_api.BadInputError, match=rf'{prog["name"]}.*"-DRM=8"'):
         runner_api.run_plan(runner, plan_path, tmp_path, tmp_path / "out",
                             device_selector=lavapipe)
 

@@ -11,7 +11,9 @@ benchmarks and tuning. One module per concept, each importing only those before 
   backend's ``src/runner/kernel_abi.h``, the README's ABI table; ``python -m
   phonetrain.kernels.abi_gen``);
 - :mod:`~phonetrain.kernels.gemm`: GEMM benchmark specs and tables (needs pandas);
-- :mod:`~phonetrain.kernels.tuning`: per-device tuning over a version's candidates.
+- :mod:`~phonetrain.kernels.tuning`: per-device tuning over a version's candidates;
+- :mod:`~phonetrain.kernels.vk_gemm`: GEMM timing on a Vulkan device (a bench-gemm spec as
+  one plan for the runner's ``run`` mode, its result in bench-gemm's layout; needs numpy).
 
 What a version *is* (defines, local sizes, geometry rule, device requirements, GEMM library,
 image operand, tuning space) lives in ``src/kernels/<version>/version.yaml``; no module here

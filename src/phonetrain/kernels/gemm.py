@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from .abi import GEMM_KERNELS
 from .launch import IMAGE_MAX_WIDTH4, geometry
+from .spirv import spec_options
 from .versions import KERNELS_ROOT, KernelVersion, KernelVersionError
 
 
@@ -56,10 +57,15 @@ def gemm_spec(version: KernelVersion | None, shapes: list[GemmShape], *, source:
               threads: int = 0, seed: int = 1) -> dict[str, Any]:
     """The runner's bench-gemm spec (JSON layout: ``src/runner/bench_gemm.c``).
 
-    ``version`` None with ``backend="cpu"`` benchmarks the runner's CPU GEMM; a version with a
-    ``gemm_library`` routes to that library (the spec's ``source`` is the library's reserved
-    name, no build options); otherwise ``source`` is the path of the version's ``gemm.cl`` as
-    the runner will see it. A version whose ``image_operand`` is B reads B through an
+    ``version`` None with ``backend="cpu"`` benchmarks the runner's CPU GEMM; with
+    ``backend="vulkan"`` ``source`` is the folder of the version's SPIR-V as the runner will
+    see it and ``options`` its specialization constants
+    (:func:`phonetrain.kernels.spirv.spec_options`): a spec that
+    :func:`phonetrain.kernels.vk_gemm.gemm_plan` turns into a plan (the runner's bench-gemm
+    mode has no Vulkan path); a version with a ``gemm_library`` routes to that library (the
+    spec's ``source`` is the library's reserved name, no build options); otherwise
+    ``source`` is the path of the version's ``gemm.cl`` as the runner will see it. A version
+    whose ``image_operand`` is B reads B through an
     image2d_t (``b_image_width4``: the view's maximum width, pixels). Raises ``ValueError``
     when the version's defines do not fit its geometry rule or its image operand is not B.
     """
@@ -77,6 +83,9 @@ def gemm_spec(version: KernelVersion | None, shapes: list[GemmShape], *, source:
         glob, local = geometry(g.kernel, {"M": g.M, "N": g.N, "K": g.K}, version)
         cases.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "global": glob,
                       "local": local})
+    if backend == "vulkan":
+        return {"backend": "vulkan", "source": source, "options": spec_options(version),
+                "min_time_ms": min_time_ms, "repeats": repeats, "seed": seed, "cases": cases}
     return {"backend": "opencl", "source": library or source,
             "options": "" if library else version.options, "min_time_ms": min_time_ms,
             "repeats": repeats, "seed": seed, "cases": cases,

@@ -91,36 +91,102 @@ def spec_options(version: KernelVersion) -> str:
 
 
 def shader_candidates(version_name: str, kernels_root: Path = KERNELS_ROOT) -> list[dict[str, Any]]:
-    """The tuning space of a version's shaders: the defaults (the version's defines that are
-    specialization constants), then the ``candidates`` of its ``vk/tuning.yaml`` in file order,
-    each ``{"defines": {...}, "local": None}`` (the geometry rule derives the work-group).
-    Only the defaults when the file is missing. Raises :class:`ShaderError` naming the file
-    for a candidate that is not a mapping of ints, names a define outside
-    :data:`.vk_abi.SPEC_CONSTANTS`, or breaks one of the file's ``constraints``."""
-    version = load_version(version_name, kernels_root)
-    default = {k: int(v) for k, v in version.defines.items() if k in SPEC_CONSTANTS}
-    path = Path(kernels_root) / version_name / SHADER_DIR / SHADER_TUNING
-    out = [{"defines": default, "local": None}]
-    if not path.is_file():
-        return out
-    doc = yaml.safe_load(path.read_text()) or {}
-    try:
-        rules = [(c, parse_constraint(c)) for c in doc.get("constraints") or []]
-    except ValueError as e:
-        raise ShaderError(f"{path}: constraints: {e}") from None
+    """The tuning space of a version's shaders: the defaults (:func:`shader_defaults`), then
+    the ``candidates`` of its ``vk/tuning.yaml`` in file order, each ``{"defines": {...},
+    "local": None}`` (the defaults updated with the candidate's; the geometry rule derives the
+    work-group). Only the defaults when the file is missing. Raises :class:`ShaderError`
+    naming the file for a candidate that is not ``{defines: {NAME: int}}`` with NAME in
+    :data:`.vk_abi.SPEC_CONSTANTS` or breaks one of the file's ``constraints``, or a
+    constraint (``constraints``, ``device_constraints``: :func:`device_misfit`) that does not
+    parse."""
+    path, doc = _tuning_doc(version_name, kernels_root)
+    out = [{"defines": shader_defaults(version_name, kernels_root), "local": None}]
     for i, cand in enumerate(doc.get("candidates") or []):
         defs = cand.get("defines") if isinstance(cand, dict) else None
-        if not isinstance(defs, dict) or not all(
-                k in SPEC_CONSTANTS and type(v) is int for k, v in defs.items()):
-            raise ShaderError(f"{path}: candidates[{i}] is {cand!r}; give {{defines: {{NAME: "
-                              f"int}}}} with NAME among {', '.join(SPEC_CONSTANTS)}")
-        names = constraint_names(version, {"defines": {**default, **defs}})
-        broken = [c for c, tree in rules if not eval_constraint(tree, names)]
-        if broken:
-            raise ShaderError(f"{path}: candidates[{i}] {defs} breaks the constraint(s) "
-                              f"{broken}; fix the candidate")
-        out.append({"defines": {**default, **defs}, "local": None})
+        try:
+            out.append({"defines": shader_candidate(version_name, defs, kernels_root),
+                        "local": None})
+        except ShaderError as e:
+            raise ShaderError(f"{path}: candidates[{i}] {e}") from None
     return out
+
+
+def shader_defaults(version_name: str, kernels_root: Path = KERNELS_ROOT) -> dict[str, int]:
+    """The defaults of a version's specialization constants: its defines that are
+    specialization constants, plus the ``defaults`` of ``vk/tuning.yaml`` (constants of the
+    shaders alone, which the version's defines lack, as the shader declares them). Raises
+    :class:`ShaderError` naming the file for ``defaults`` that is not ``{NAME: int}``."""
+    version = load_version(version_name, kernels_root)
+    path, doc = _tuning_doc(version_name, kernels_root)
+    default = {k: int(v) for k, v in version.defines.items() if k in SPEC_CONSTANTS}
+    own = doc.get("defaults") or {}
+    if not isinstance(own, dict) or not all(k in SPEC_CONSTANTS and type(v) is int
+                                            for k, v in own.items()):
+        raise ShaderError(f"{path}: defaults is {own!r}; give {{NAME: int}} with NAME among "
+                          f"{', '.join(SPEC_CONSTANTS)}")
+    return {**default, **{k: v for k, v in own.items() if k not in default}}
+
+
+def shader_candidate(version_name: str, defines: Any,
+                     kernels_root: Path = KERNELS_ROOT) -> dict[str, int]:
+    """One configuration of a version's shaders: :func:`shader_defaults` updated with
+    ``defines``. Raises :class:`ShaderError` (saying what to give) for ``defines`` that is not
+    a mapping of ints whose names are in :data:`.vk_abi.SPEC_CONSTANTS`, or that breaks one
+    of the ``constraints`` of ``vk/tuning.yaml`` (or one of those, or of its
+    ``device_constraints``, does not parse)."""
+    path, doc = _tuning_doc(version_name, kernels_root)
+    try:
+        rules = [(c, parse_constraint(c)) for c in doc.get("constraints") or []]
+        for c in doc.get("device_constraints") or []:
+            parse_constraint(c)
+    except ValueError as e:
+        raise ShaderError(f"{path}: constraints: {e}") from None
+    if not isinstance(defines, dict) or not all(
+            k in SPEC_CONSTANTS and type(v) is int for k, v in defines.items()):
+        raise ShaderError(f"is {defines!r}; give {{defines: {{NAME: int}}}} with NAME among "
+                          f"{', '.join(SPEC_CONSTANTS)}")
+    merged = {**shader_defaults(version_name, kernels_root), **defines}
+    names = constraint_names(load_version(version_name, kernels_root), {"defines": merged})
+    broken = [c for c, tree in rules if not eval_constraint(tree, names)]
+    if broken:
+        raise ShaderError(f"{defines} breaks the constraint(s) {broken} of {path}; fix the "
+                          "candidate")
+    return merged
+
+
+def _tuning_doc(version_name: str, kernels_root: Path) -> tuple[Path, dict[str, Any]]:
+    """The version's ``vk/tuning.yaml`` path and contents (``{}`` when it is missing)."""
+    path = Path(kernels_root) / version_name / SHADER_DIR / SHADER_TUNING
+    return path, (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def device_misfit(version_name: str, defines: dict[str, Any], device: dict[str, Any],
+                  kernels_root: Path = KERNELS_ROOT) -> str | None:
+    """Why a configuration of the version's shaders (``defines``: its specialization
+    constants, over the version's defaults) does not fit a Vulkan device, or None when it
+    does: the ``device_constraints`` of ``vk/tuning.yaml`` it breaks, evaluated over the
+    defines and the device's limits as the runner reports them (``run.json`` ``device``:
+    ``max_compute_shared_memory_bytes``, ``max_compute_work_group_invocations``, ...). A
+    constraint naming a limit the device document lacks is not checked. Raises
+    :class:`ShaderError` naming the file for a constraint that does not parse."""
+    path, doc = _tuning_doc(version_name, kernels_root)
+    version = load_version(version_name, kernels_root)
+    names = {**{k: v for k, v in device.items() if type(v) is int},
+             **constraint_names(version, {"defines": defines})}
+    broken = []
+    for text in doc.get("device_constraints") or []:
+        try:
+            if not eval_constraint(parse_constraint(text), names):
+                broken.append(text)
+        except ValueError as e:
+            raise ShaderError(f"{path}: device_constraints: {e}") from None
+        except NameError:
+            continue
+    if not broken:
+        return None
+    limits = ", ".join(f"{k}={v}" for k, v in sorted(device.items())
+                       if k.startswith("max_") and type(v) is int)
+    return f"does not fit device '{device.get('name', '?')}' ({limits}): breaks {'; '.join(broken)}"
 
 
 def shader_hash(version_name: str, kernels_root: Path = KERNELS_ROOT) -> str:

@@ -70,6 +70,7 @@ from ..io import write_text
 from .abi import GEMM_KERNELS
 from .gemm import GemmShape, gemm_spec
 from .launch import geometry
+from .spirv import spec_options
 from .versions import GEMM_LIBRARIES, KernelVersion, load_version
 
 SQUARES = "squares"
@@ -181,20 +182,24 @@ def tunable(version: KernelVersion | str) -> bool:
 def tune(version: KernelVersion, shapes: list[GemmShape],
          run_spec: Callable[[dict[str, Any]], dict[str, Any]], *, source: str,
          min_time_ms: float = 20, repeats: int = 3,
-         defaults_only: bool = False, squares: list[int] = ()) -> dict[str, Any]:
-    """Run every candidate of ``version.candidates`` (only the first, the defaults, with
-    ``defaults_only``; it is still checked) on ``shapes`` (GEMM calls, each its own class,
-    :func:`gemm_class`) and the square sizes ``squares`` (each its own class,
+         defaults_only: bool = False, squares: list[int] = (), backend: str = "opencl",
+         space: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Run every candidate of ``space`` (default ``version.candidates``; only the first, the
+    defaults, with ``defaults_only``; it is still checked) on ``shapes`` (GEMM calls, each its
+    own class, :func:`gemm_class`) and the square sizes ``squares`` (each its own class,
     :func:`square_class`); return the tuning document (module docstring). The default class
     is the models' class with the most FLOPs (None when there is no class).
 
     ``run_spec(spec) -> gemm.json document`` executes one bench-gemm spec on the device (and
     raises a :class:`~phonetrain.errors.PhonetrainError` when the runner fails, e.g. a build
-    error); ``source`` is the version's ``gemm.cl`` path as the runner sees it; ``min_time_ms``
-    (ms per measurement) and ``repeats`` go to the spec. Raises :class:`TuningError` when some
-    class has no correct candidate.
+    error); ``source`` is the version's ``gemm.cl`` path as the runner sees it (``backend``
+    ``"vulkan"``: its SPIR-V folder, the spec of :func:`~phonetrain.kernels.gemm.gemm_spec`
+    for :mod:`~phonetrain.kernels.vk_gemm`, and ``space`` the shaders' candidates,
+    :func:`~phonetrain.kernels.spirv.shader_candidates`); ``min_time_ms`` (ms per
+    measurement) and ``repeats`` go to the spec. Raises :class:`TuningError` when some class
+    has no correct candidate.
     """
-    space = version.candidates
+    space = version.candidates if space is None else space
     if defaults_only:
         space = space[:1]
     labelled = [(gemm_class(g), g) for g in shapes] + \
@@ -205,7 +210,8 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
         v = candidate_version(version, cand)
         trial = {"defines": cand.get("defines") or {}, "local": cand.get("local"), "cases": []}
         try:
-            spec = gemm_spec(v, every, source=source, min_time_ms=min_time_ms, repeats=repeats)
+            spec = gemm_spec(v, every, source=source, backend=backend,
+                             min_time_ms=min_time_ms, repeats=repeats)
             doc = run_spec(spec)
             if doc.get("status") == "skipped":   # the device lacks what the version needs
                 return {"version": version.name, "classes": {}, "default": None,
@@ -360,7 +366,9 @@ def plan_class(plan, tuning: dict[str, Any]) -> str:
 
 def tune_plan(plan, version: KernelVersion, tuning: dict[str, Any]):
     """A copy of ``plan`` using the tuned configuration of :func:`plan_class`: every
-    program's build options and every GEMM step's global/local size. Returns (plan, class);
+    program's build options (a Vulkan plan's: the specialization constants,
+    :func:`~phonetrain.kernels.spirv.spec_options`) and every GEMM step's global/local size.
+    Returns (plan, class);
     a skipped tuning (no classes), or one without any class of the plan and no default,
     returns an unchanged copy and class None."""
     if not tuning["classes"]:   # skipped on this device (module docstring)
@@ -371,7 +379,9 @@ def tune_plan(plan, version: KernelVersion, tuning: dict[str, Any]):
     v = candidate_version(version, tuning["classes"][cls])
     out = copy.deepcopy(plan)
     for p in out.programs:
-        if p.source not in GEMM_LIBRARIES:   # a library's reserved source takes no options
+        if out.backend == "vulkan":   # the shaders' specialization constants only
+            p.options = spec_options(v)
+        elif p.source not in GEMM_LIBRARIES:   # a library's reserved source takes no options
             p.options = v.options
     for s in out.steps:
         if s.op == "kernel" and s.name in GEMM_KERNELS:

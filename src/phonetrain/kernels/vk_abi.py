@@ -10,9 +10,11 @@ A Vulkan compute shader of kernel ``k`` receives the ABI's arguments in ABI orde
 
 Two files are generated from that one rule, so the runner and the shaders cannot disagree:
 ``src/runner/vk_abi.h`` (the C table the runner's Vulkan backend binds plan arguments with)
-and ``src/kernels/vk_abi.glsl`` (each kernel's push-constant block, buffer blocks and the
-work-group size as specialization constants 0, 1, 2, under ``#ifdef PT_KERNEL_<name>``: the
-build defines it from the shader's file name). Both also carry the ids of the tuning
+and ``src/kernels/vk_abi.glsl`` (each kernel's push-constant block, buffer blocks with
+their binding numbers as ``PT_BINDING_<arg>``, so a shader can declare a second view of a
+buffer, e.g. ``vec4`` loads of a ``float`` array, and the work-group size as specialization
+constants 0, 1, 2, under ``#ifdef PT_KERNEL_<name>``: the build defines it from the shader's
+file name). Both also carry the ids of the tuning
 parameters a shader may declare as specialization constants (:data:`SPEC_CONSTANTS`: the
 shader writes ``layout(constant_id = PT_SPEC_TSM) const int TSM = 64;``, its default; the
 runner sets it from a ``-DTSM=32`` in the plan program's options, as an OpenCL build option
@@ -39,7 +41,8 @@ INT_BUFFERS = frozenset({"labels", "argmax"})
 # constant ids (0, 1, 2 are the work-group size). Names are the kernel versions' define names
 # (src/kernels/<version>/version.yaml ``defines``); a define not listed here never reaches a
 # shader. Append new names: an id, once given, keeps its meaning.
-SPEC_CONSTANTS = {"TSM": 3, "TSN": 4, "TSK": 5, "WPTM": 6, "WPTN": 7, "PAD": 8}
+SPEC_CONSTANTS = {"TSM": 3, "TSN": 4, "TSK": 5, "WPTM": 6, "WPTN": 7, "PAD": 8, "VW": 9,
+                  "PREFETCH": 10, "DBUF": 11, "GVW": 12}
 
 # ABI argument names that are GLSL keywords get a trailing underscore in the shaders.
 GLSL_KEYWORDS = frozenset({"out", "in", "inout", "buffer", "shared", "uniform", "sample",
@@ -116,6 +119,7 @@ def _glsl_kernel(kernel: str) -> list[str]:
         elem = "int" if n in INT_BUFFERS else "float"
         out.append(f"layout(std430, set = 0, binding = {slot}) {qual}buffer PtBuf_{n} "
                    f"{{ {elem} {glsl_name(n)}[]; }};")
+        out.append(f"#define PT_BINDING_{n} {slot}")
     out.append("#endif")
     return out
 

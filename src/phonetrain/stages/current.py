@@ -47,16 +47,18 @@ def report_params(sweep: Sweep) -> dict[str, Any]:
 def study_outputs(sweep: Sweep, jp: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Output path (as the study's layout spells it) -> the params its job has now, for every
     output that records a stamp: runners, batch folders, plans, the GEMM shape list, kernel
-    builds, tuning files, GEMM sweeps, peaks, bandwidth sweeps (``bench.json``), deploy
-    manifests, and the summary's and report's COMPLETE markers (:func:`aggregate_params`,
-    :func:`report_params`). ``jp``: :func:`phonetrain.stages.params.job_params`."""
+    builds, tuning files (OpenCL's and the Vulkan tune jobs'), GEMM sweeps, peaks, bandwidth
+    sweeps (``bench.json``), deploy manifests, and the summary's and report's COMPLETE
+    markers (:func:`aggregate_params`, :func:`report_params`). ``jp``:
+    :func:`phonetrain.stages.params.job_params`."""
     from phonetrain.kernels import tuning
     from phonetrain.stages.params import (gemm_job, gemm_versions, squares_job, tune_job,
-                                          version_tuning_classes)
+                                          version_tuning_classes, vk_version_tuning_classes)
 
     L = Layout(sweep.results_dir)
     out: dict[str, dict[str, Any]] = {L.gemm_shapes(): jp["shapes"]}
     classes = version_tuning_classes(sweep)
+    vk_classes = vk_version_tuning_classes(sweep)
     for d in sweep.devices:
         out[L.runner(d)] = jp["runner"][d]
         out[L.peaks(d)] = jp["device"][d]
@@ -69,6 +71,10 @@ def study_outputs(sweep: Sweep, jp: Mapping[str, Any]) -> dict[str, dict[str, An
                 out[L.tuning(d, k, c)] = tune_job(jp, d, k, c)
             if k in classes:
                 out[L.tuning(d, k, tuning.SQUARES)] = squares_job(jp, d, k)
+            for c in vk_classes.get(k, ()):
+                out[L.vk_tuning(d, k, c)] = tune_job(jp, d, k, c, "vulkan")
+            if k in vk_classes:
+                out[L.vk_tuning(d, k, tuning.SQUARES)] = squares_job(jp, d, k, "vulkan")
     for ddir, p in jp["data"].items():
         out[L.data_dir(ddir)] = p
     for exp, p in jp["plan"].items():

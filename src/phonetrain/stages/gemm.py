@@ -18,7 +18,10 @@ Stages, with params :class:`~phonetrain.stages.specs.GemmSpec` (``gemm``),
   :func:`tune` or :func:`tune_squares` writes for its own class's spec, and a file that
   already records that spec and this runner is kept as it is (:func:`tune_version`); on a
   local device a tuning this machine measured before for the same spec is reused
-  (:mod:`phonetrain.stages.tuning_records`);
+  (:mod:`phonetrain.stages.tuning_records`). With ``api`` ``vulkan`` the job tunes the
+  version's GEMM shaders on the device's Vulkan device instead: the candidates of its
+  ``vk/tuning.yaml`` (:func:`phonetrain.kernels.spirv.shader_candidates`), each timed by
+  :class:`~phonetrain.stages.vk_bench.VkBench` and picked per class as on OpenCL;
 - ``gemm``: inputs ``runner``, ``shapes``, ``sources`` (none for ``cpu``), ``tuning`` (the
   version's class files: every class of the models' shapes and ``squares.json``; none for an
   untunable version); output ``gemm`` (the version's measurements: models' GEMM shapes, then
@@ -42,12 +45,14 @@ from phonetrain.errors import ResultsFileError, StageError
 from phonetrain.io import read_json, write_json
 from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tuning
 from phonetrain.kernels.gemm import GemmShape, gemm_source, gemm_spec
+from phonetrain.kernels.spirv import shader_candidates
 from phonetrain.results.paired import until_decisive
 from phonetrain.runner import DeviceSelector, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, made_from, stamp
 from phonetrain.stages.job import Job, files, main
 from phonetrain.stages import paired as kept
 from phonetrain.stages import tuning_records
+from phonetrain.stages.vk_bench import VkBench
 from phonetrain.stages.specs import (CPU_VERSION, DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec,
                                      TuneSpec, TuneVersionSpec, classes_hash, shapes_hash,
                                      to_params)
@@ -106,12 +111,24 @@ class _Bench:
         return self.r.bench_gemm(spec, self.out())
 
 
-def _probe(bench: _Bench, version: KernelVersion, source: str, min_time_ms: float):
+def _tune_bench(job: Job, p: TuneSpec | SquaresSpec | TuneVersionSpec,
+                version: str) -> _Bench | VkBench:
+    """The device's runner for a tune job: bench-gemm on OpenCL, or (``api`` ``vulkan``) the
+    version's GEMM shaders through plans (:class:`~phonetrain.stages.vk_bench.VkBench`)."""
+    if p.api == "vulkan":
+        r = Runner.for_device(p.device_config, job.runtime.at(p.stage_root),
+                              timeout_s=job.runtime.timeout_s)
+        return VkBench(r, job.input.runner, version)
+    return _Bench(job, p, version)
+
+
+def _probe(bench: _Bench | VkBench, version: KernelVersion, source: str, min_time_ms: float,
+           backend: str = "opencl"):
     """``n -> GFLOPS`` of the version's defaults at square size n (None when it fails or the
     device lacks what the version needs)."""
     def measure(n: int) -> float | None:
         spec = gemm_spec(version, [GemmShape("gemm_nn", n, n, n)], source=source,
-                         min_time_ms=min_time_ms, repeats=1)
+                         backend=backend, min_time_ms=min_time_ms, repeats=1)
         try:
             doc = bench.spec(spec)
         except RunnerError:
@@ -170,7 +187,7 @@ def tune_version(job: Job) -> dict[str, dict]:
             docs[cls] = doc
             unchanged.append(cls)
             continue
-        bench = bench or _Bench(job, p, p.kernel)
+        bench = bench or _tune_bench(job, p, p.kernel)
         one = Job(job.input, files({"tuning": path}), params, job.log, job.runtime, job.expect)
         docs[cls] = stage(one, bench)
     if unchanged:
@@ -200,7 +217,7 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
     """Tune ``shapes`` (each its own class) and the tunable squares of ``sizes`` on the device
     and write ``output.tuning``; nothing to tune gives a document without classes."""
     version = load_version(p.kernel)
-    bench = bench or _Bench(job, p, version.name)
+    bench = bench or _tune_bench(job, p, version.name)
     record = (tuning_records.record_path(bench.r.transport.facts(), to_params(p))
               if is_this_host(p.device_config) else None)
     kept = tuning_records.recall(record) if record is not None else None
@@ -211,20 +228,24 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
               f"of the same sources and settings ({record}; tuned {kept.get('tuned_at', '?')})",
               file=sys.stderr)
         return kept
-    source = f"{layout.device_kernels(version.name)}/gemm.cl"
+    vulkan = p.api == "vulkan"   # the shaders' candidates (vk/tuning.yaml), their SPIR-V
+    backend = "vulkan" if vulkan else "opencl"
+    source = layout.device_spirv(version.name) if vulkan else \
+        f"{layout.device_kernels(version.name)}/gemm.cl"
     doc = {"version": version.name, "classes": {}, "default": None, "trials": []}
     with bench.r.lock():
         squares = tuning.tunable_squares(
-            sizes, _probe(bench, version, source, p.tune_min_time_ms),
+            sizes, _probe(bench, version, source, p.tune_min_time_ms, backend),
             p.tune_max_launch_s) if p.tune and sizes else []
         try:
             if shapes or squares:
                 doc = tuning.tune(version, shapes, bench.spec, source=source,
                                   min_time_ms=p.tune_min_time_ms,
-                                  defaults_only=not p.tune, squares=squares)
+                                  defaults_only=not p.tune, squares=squares, backend=backend,
+                                  space=shader_candidates(version.name) if vulkan else None)
         except tuning.TuningError as e:
             raise StageError(str(e)) from None
-    doc.update(device=p.device, kernel_hash=p.kernel_hash)
+    doc.update(device=p.device, kernel_hash=p.kernel_hash, **({"api": p.api} if p.api else {}))
     doc[STAMP] = stamp(job)
     tuning.write_tuning(doc, job.output.tuning)
     if record is not None:

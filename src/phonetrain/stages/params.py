@@ -31,7 +31,7 @@ from phonetrain.config import Experiment, Sweep, config_hash, plan_config
 from phonetrain.data import HELDOUT_FRACTION, HELDOUT_SEED, batch_dir, dataset_info
 from phonetrain.kernels import build_hash, source_hash, tuning
 from phonetrain.kernels.gemm import GemmShape, plan_shapes
-from phonetrain.kernels.spirv import shader_hash
+from phonetrain.kernels.spirv import has_shaders, shader_candidates, shader_hash
 from phonetrain.layout import RUNNER_CACHE_REL, Layout, stage_root_rel
 from phonetrain.lowering import LowerSpec, lower
 from phonetrain.models import get_model
@@ -169,11 +169,12 @@ def reuse_of(exp: Experiment) -> bool | None:
 
 
 @functools.lru_cache(maxsize=None)
-def model_gemm_shapes(model: str, batch_size: int,
-                      kernel: str = "baseline") -> tuple[GemmShape, ...]:
+def model_gemm_shapes(model: str, batch_size: int, kernel: str = "baseline",
+                      backend: str = "opencl") -> tuple[GemmShape, ...]:
     """Distinct GEMM calls of one model's training step at ``batch_size`` as ``kernel``
-    lowers it, in first-use order (the placement and transfer do not change them)."""
-    plan = lower(LowerSpec(model=model, batch_size=int(batch_size), backend="opencl",
+    lowers it for ``backend`` (``opencl`` or ``vulkan``), in first-use order (the placement
+    and transfer do not change them)."""
+    plan = lower(LowerSpec(model=model, batch_size=int(batch_size), backend=backend,
                            placement="resident", transfer="copy", kernel=kernel))
     return tuple(dict.fromkeys(plan_shapes(plan)))
 
@@ -210,6 +211,36 @@ def tuning_classes(sweep: Sweep) -> dict[str, list[str]]:
                                        exp.kernel)
             out[exp.id] = list(dict.fromkeys(tuning.gemm_class(g) for g in shapes))
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def vk_tunable(kernel: str) -> bool:
+    """Whether a version's Vulkan shaders have tuning candidates besides their defaults
+    (:func:`phonetrain.kernels.spirv.shader_candidates`; the Vulkan :func:`tuning.tunable`)."""
+    return has_shaders(kernel) and len(shader_candidates(kernel)) > 1
+
+
+def vk_tuning_classes(sweep: Sweep) -> dict[str, list[str]]:
+    """The GEMM tuning classes each Vulkan experiment of a version with shader candidates
+    uses, by experiment id: its deploy's Vulkan tuning files (:meth:`Layout.vk_tuning`)."""
+    out = {}
+    for exp in sweep.experiments:
+        if exp.is_vulkan and vk_tunable(exp.kernel):
+            shapes = model_gemm_shapes(exp.model, plan_config(exp)["model"]["batch_size"],
+                                       exp.kernel, "vulkan")
+            out[exp.id] = list(dict.fromkeys(tuning.gemm_class(g) for g in shapes))
+    return out
+
+
+def vk_version_tuning_classes(sweep: Sweep) -> dict[str, list[str]]:
+    """Vulkan-tunable kernel version of the sweep -> the classes of its Vulkan runs' plans
+    (sorted): its Vulkan tune job's class files (no GEMM sweep runs on Vulkan)."""
+    run_classes = vk_tuning_classes(sweep)
+    out: dict[str, set[str]] = {}
+    for e in sweep.experiments:
+        if e.id in run_classes:
+            out.setdefault(e.kernel, set()).update(run_classes[e.id])
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def sweep_tuning_classes(sweep: Sweep) -> list[str]:
@@ -302,35 +333,40 @@ def gemm_job(jp: dict[str, Any], device: str, version: str) -> dict[str, Any]:
 
 
 def tune_version_spec(jp: dict[str, Any], device: str, kernel: str,
-                      classes: list[str]) -> TuneVersionSpec:
+                      classes: list[str], api: str | None = None) -> TuneVersionSpec:
     """The spec of one version's tune job on one device (:class:`TuneVersionSpec`): the
     version on the device, the hash of its ``classes`` (:func:`version_tuning_classes`), the
-    GEMM sweep's square sizes and the tuning settings."""
+    GEMM sweep's square sizes and the tuning settings. ``api`` ``vulkan``: its shaders' tune
+    job (:func:`vk_version_tuning_classes`; the shaders' hash, no square sizes)."""
     g = jp["gemm"]
-    version = dict(jp["kernel"][(device, kernel)], kernel_hash=tuning_hash(kernel))
+    kh = tuning_hash(kernel) if api is None else shader_hash(kernel)[:16]
+    version = dict(jp["kernel"][(device, kernel)], kernel_hash=kh)
     return TuneVersionSpec(**version, classes_hash=classes_hash(classes),
-                           **{k: g[k] for k in ("sizes", "tune", "tune_min_time_ms",
-                                                "tune_max_launch_s")})
+                           sizes=g["sizes"] if api is None else [],
+                           **{k: g[k] for k in ("tune", "tune_min_time_ms",
+                                                "tune_max_launch_s")}, api=api)
 
 
 def tune_version_job(jp: dict[str, Any], device: str, kernel: str,
-                     classes: list[str]) -> dict[str, Any]:
+                     classes: list[str], api: str | None = None) -> dict[str, Any]:
     """A tune job's params (:func:`tune_version_spec` as a dict)."""
-    return to_params(tune_version_spec(jp, device, kernel, classes))
+    return to_params(tune_version_spec(jp, device, kernel, classes, api))
 
 
-def tune_job(jp: dict[str, Any], device: str, kernel: str, cls: str) -> dict[str, Any]:
+def tune_job(jp: dict[str, Any], device: str, kernel: str, cls: str,
+             api: str | None = None) -> dict[str, Any]:
     """The params one class's tuning file records: one kernel version on one device, the
     class (the GEMM call it is tuned on, :func:`phonetrain.kernels.tuning.class_shape`) and
     the tuning settings; nothing of the sweep, so a class's result stays whatever else the
     study holds (:meth:`TuneVersionSpec.class_spec`)."""
-    return to_params(tune_version_spec(jp, device, kernel, [cls]).class_spec(cls))
+    return to_params(tune_version_spec(jp, device, kernel, [cls], api).class_spec(cls))
 
 
-def squares_job(jp: dict[str, Any], device: str, kernel: str) -> dict[str, Any]:
+def squares_job(jp: dict[str, Any], device: str, kernel: str,
+                api: str | None = None) -> dict[str, Any]:
     """The params ``tuning/squares.json`` records: the version on the device, the GEMM
     sweep's square sizes and the tuning settings (:meth:`TuneVersionSpec.squares_spec`)."""
-    return to_params(tune_version_spec(jp, device, kernel, []).squares_spec())
+    return to_params(tune_version_spec(jp, device, kernel, [], api).squares_spec())
 
 
 def version_tuning_classes(sweep: Sweep) -> dict[str, list[str]]:

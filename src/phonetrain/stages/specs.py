@@ -113,6 +113,8 @@ class TuneSpec:
     cls: str
     tune: bool
     tune_min_time_ms: float
+    # "vulkan": the version's shaders on the device's Vulkan device; None (left out): OpenCL
+    api: Optional[str] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ class SquaresSpec:
     tune: bool
     tune_min_time_ms: float
     tune_max_launch_s: float
+    api: Optional[str] = dataclasses.field(default=None, metadata=OMIT_NONE)  # as TuneSpec's
 
 
 def classes_hash(classes: list[str]) -> str:
@@ -157,10 +160,11 @@ class TuneVersionSpec:
     tune: bool
     tune_min_time_ms: float
     tune_max_launch_s: float
+    api: Optional[str] = dataclasses.field(default=None, metadata=OMIT_NONE)  # as TuneSpec's
 
     def _version(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("device", "device_config", "stage_root",
-                                              "kernel", "kernel_hash")}
+                                              "kernel", "kernel_hash", "api")}
 
     def class_spec(self, cls: str) -> TuneSpec:
         """The spec of one class's file (the params its stamp records)."""

@@ -37,12 +37,12 @@ import pickle
 import re
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-FORMAT = 1   # bump when Composed changes shape
+FORMAT = 2   # bump when Composed changes shape
 KEEP = 8     # entries kept per working directory
 CACHE_DIR = Path(".snakemake", "phonetrain")
 LIBRARIES = ("hydra-core", "omegaconf", "PyYAML", "numpy")
@@ -64,7 +64,9 @@ class Composed:
     ``kernel_files``: version -> its ``.cl`` files and chain's ``version.yaml`` files
     (absolute); ``shader_files``: version -> its Vulkan shader files (absolute, Vulkan
     versions of the sweep only); ``tune_json``/``gemm_json``: (device, version) -> a tune or
-    GEMM sweep job's params as canonical JSON.
+    GEMM sweep job's params as canonical JSON; ``vk_run_classes``, ``vk_version_classes``,
+    ``vk_tune_json``: the same for the Vulkan tune jobs of versions whose shaders have
+    candidates (:func:`phonetrain.stages.params.vk_version_tuning_classes`).
     """
 
     sweep: Any
@@ -82,6 +84,9 @@ class Composed:
     shader_files: dict[str, tuple[str, ...]]
     tune_json: dict[tuple[str, str], str]
     gemm_json: dict[tuple[str, str], str]
+    vk_run_classes: dict[str, list[str]] = field(default_factory=dict)
+    vk_version_classes: dict[str, list[str]] = field(default_factory=dict)
+    vk_tune_json: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def compose_study(base: Path, overrides: Any) -> Composed:
@@ -104,6 +109,7 @@ def compose_study(base: Path, overrides: Any) -> Composed:
                   if (y := base / "src" / "kernels" / v / "version.yaml").exists()]
         kernel_files[k] = tuple(files)
     vulkan = dict.fromkeys(e.kernel for e in sweep.experiments if e.is_vulkan)
+    vk_classes = params.vk_version_tuning_classes(sweep)
     return Composed(
         sweep=sweep, job_params=jp, outputs=current.study_outputs(sweep, jp),
         aggregate_params=current.aggregate_params(),
@@ -115,7 +121,10 @@ def compose_study(base: Path, overrides: Any) -> Composed:
         tune_json={(d, k): as_json(params.tune_version_job(jp, d, k, c))
                    for d in sweep.devices for k, c in classes.items()},
         gemm_json={(d, v): as_json(params.gemm_job(jp, d, v))
-                   for d in sweep.devices for v in params.gemm_versions(sweep)})
+                   for d in sweep.devices for v in params.gemm_versions(sweep)},
+        vk_run_classes=params.vk_tuning_classes(sweep), vk_version_classes=vk_classes,
+        vk_tune_json={(d, k): as_json(params.tune_version_job(jp, d, k, c, "vulkan"))
+                      for d in sweep.devices for k, c in vk_classes.items()})
 
 
 def source_roots(base: Path) -> list[Path]:
