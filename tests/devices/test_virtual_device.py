@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 
 import adbutils
@@ -193,3 +195,26 @@ def test_an_unplugged_device_leaves_no_getprop_folder(tmp_path, monkeypatch):
     assert len(made) == 1 and (made[0] / "getprop").is_file()
     vd.stop()
     assert not made[0].exists()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_finished_shell_commands_leave_no_thread_or_descriptor_open(adb_server, vdev):
+    """A shell v2 command that ends on its own, the host never closing its stdin, leaves
+    neither the thread feeding its stdin nor the process's pipes open in the device's
+    process: a process serving hundreds of commands (one pytest-xdist worker) once held
+    file descriptors numbered 1024 and more, which select() refuses."""
+    dev = adb_server.device(vdev.serial)
+    assert dev.shell2("true", v2=True).returncode == 0   # the connection is set up
+    fds0, threads0 = _open_fds(), threading.active_count()
+    for _ in range(20):   # each held a thread and three pipes: 60 descriptors
+        assert dev.shell2("echo x; echo y >&2", v2=True).stdout == "x\n"
+    deadline = time.monotonic() + 10
+    while (_open_fds() - fds0 > 5 or threading.active_count() - threads0 > 5) \
+            and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert _open_fds() - fds0 <= 5, f"{_open_fds() - fds0} descriptors more than before"
+    assert threading.active_count() - threads0 <= 5

@@ -377,6 +377,7 @@ class _Stream:
         while len(self._buf) < n:
             chunk = self._inbox.get()
             if chunk is None:
+                self._inbox.put(None)   # closed for every later read too
                 raise StreamClosed()
             self._buf += chunk
         out, self._buf = bytes(self._buf[:n]), self._buf[n:]
@@ -395,12 +396,17 @@ class _Stream:
                 raise StreamClosed() from exc
 
     def close(self) -> None:
+        """Close this side: CLSE to the host, and any reader of the stream woken (its
+        ``read_exact`` raises :class:`StreamClosed`). The host's own CLSE that may follow
+        finds the stream gone, so a reader left waiting here would wait, and keep what it
+        holds (a shell command's process and its pipes), for the life of the process."""
         if self.conn.streams.pop(self.local_id, None) is not None:
             try:
                 self.conn.send(A_CLSE, self.local_id, self.remote_id)
             except OSError:
                 pass
         self.closed.set()
+        self._inbox.put(None)
 
 
 class _ShellService:

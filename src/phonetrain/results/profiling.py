@@ -138,7 +138,11 @@ def host_intervals(trace: pd.DataFrame) -> pd.DataFrame:
     interval falls outside its own enqueue call is placed at the end of that call: its
     device timestamps do not follow the queue's clock, but a blocking command's work ends
     before its call returns (its duration is capped at the call's)."""
-    off, _ = clock_offset(trace)
+    return _placed(trace, clock_offset(trace)[0])
+
+
+def _placed(trace: pd.DataFrame, off: pd.Series) -> pd.DataFrame:
+    """:func:`host_intervals` of a checked ``trace`` whose clock offset is ``off``."""
     dev = _on_device(trace)
     out = trace.copy()
     dur = np.where(dev, trace["end_ns"] - trace["start_ns"],
@@ -209,22 +213,40 @@ def breakdown(trace: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
     the transfers) (all ms; module docstring). An iteration with no trace rows gets
     zeros and ``gap_ms = wall_ms``.
     """
-    iv = host_intervals(check_trace(trace))
-    iv["movement"] = is_movement(iv)
+    return _breakdown(host_intervals(check_trace(trace)), iterations)
+
+
+def _breakdown(iv: pd.DataFrame, iterations: pd.DataFrame) -> pd.DataFrame:
+    """:func:`breakdown` of a checked trace's :func:`host_intervals` ``iv``: each
+    iteration's rows taken by position from plain arrays (a run has thousands of
+    iterations x commands; the sums are of whole nanoseconds, exact in any order)."""
+    at = iv.groupby("iteration", sort=False).indices if len(iv) else {}
+    kind = iv["kind"].to_numpy(dtype=object)
+    dur, begin, end, call_begin, call_end = (
+        iv[c].to_numpy(dtype=float) for c in ("dur_ns", "begin_ns", "end_ns", "host_begin_ns",
+                                              "host_end_ns"))
+    moving = is_movement(iv).to_numpy(dtype=bool)
+    none = np.zeros(0, dtype=np.intp)
     rows = []
     for it in iterations.itertuples(index=False):
-        sub = iv[iv["iteration"] == it.iteration]
-        per_kind = sub.groupby("kind")["dur_ns"].sum()
-        row = {f"{k}_ms": float(per_kind.get(k, 0.0)) / NS_PER_MS for k in KINDS}
-        busy = union_ns(sub["begin_ns"].to_numpy(), sub["end_ns"].to_numpy()) / NS_PER_MS
+        i = at.get(it.iteration, none)
+        k, d, b, e, mv = kind[i], dur[i], begin[i], end[i], moving[i]
+        row = {f"{x}_ms": float(d[k == x].sum()) / NS_PER_MS for x in KINDS}
+        busy_iv = merge_intervals(b, e)
+        busy = sum(q - p for p, q in busy_iv) / NS_PER_MS
+        kern = k == "kernel"
+        calls = merge_intervals(call_begin[i][mv], call_end[i][mv])
         row["busy_ms"] = busy
         row["gap_ms"] = max(float(it.wall_ms) - busy, 0.0)
-        row["transfer_ms"] = float(sub.loc[sub["movement"], "dur_ns"].sum()) / NS_PER_MS
-        row["overlap_ms"] = max(sum(row[f"{k}_ms"] for k in KINDS) - busy, 0.0)
-        row["transfer_kernel_overlap_ms"] = transfer_kernel_overlap_ns(sub) / NS_PER_MS
+        row["transfer_ms"] = float(d[mv].sum()) / NS_PER_MS
+        row["overlap_ms"] = max(sum(row[f"{x}_ms"] for x in KINDS) - busy, 0.0)
+        row["transfer_kernel_overlap_ms"] = intersection_ns(
+            merge_intervals(b[mv], e[mv]), merge_intervals(b[kern], e[kern])) / NS_PER_MS
         row["exposed_transfer_ms"] = max(row["transfer_ms"] - row["transfer_kernel_overlap_ms"],
                                          0.0)
-        row["transfer_overhead_ms"] = _call_overhead_ns(sub) / NS_PER_MS
+        # the time inside data-movement calls during which no command runs
+        row["transfer_overhead_ms"] = (sum(q - p for p, q in calls)
+                                       - intersection_ns(calls, busy_iv)) / NS_PER_MS
         rows.append(row)
     added = pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS), index=iterations.index)
     return pd.concat([iterations, added], axis=1)
@@ -259,14 +281,6 @@ def transfer_kernel_overlap_ns(intervals: pd.DataFrame) -> float:
     return intersection_ns(a, b)
 
 
-def _call_overhead_ns(sub: pd.DataFrame) -> float:
-    """Time inside the host calls of data-movement commands during which no command runs."""
-    mv = sub[sub["movement"]]
-    calls = merge_intervals(mv["host_begin_ns"].to_numpy(), mv["host_end_ns"].to_numpy())
-    busy = merge_intervals(sub["begin_ns"].to_numpy(), sub["end_ns"].to_numpy())
-    return sum(e - b for b, e in calls) - intersection_ns(calls, busy)
-
-
 def data_movement_share(per_iteration: pd.DataFrame, with_overhead: bool = False) -> float:
     """Share (0..1) of measured wall time spent moving data (module docstring); with
     ``with_overhead`` the idle time inside data-movement calls counts too (what a host-side
@@ -290,11 +304,20 @@ def below_resolution(trace: pd.DataFrame, per_iteration: pd.DataFrame,
     "transfer_below_resolution": bool}``: the count, and whether *every* device-timed command
     of that kind (kernels; the data-movement kinds ``h2d, d2h, map, unmap, d2d``) is below
     it. Values are None without a resolution (the CPU backend) or without such commands."""
-    none = {"below_resolution_commands": None, "kernel_below_resolution": None,
-            "transfer_below_resolution": None}
     if resolution_ns is None or not resolution_ns > 0:
-        return none
-    tr = check_trace(trace)
+        return dict(NO_RESOLUTION)
+    return _below_resolution(check_trace(trace), per_iteration, resolution_ns)
+
+
+NO_RESOLUTION = {"below_resolution_commands": None, "kernel_below_resolution": None,
+                 "transfer_below_resolution": None}
+
+
+def _below_resolution(tr: pd.DataFrame, per_iteration: pd.DataFrame,
+                      resolution_ns: float | None) -> dict[str, object]:
+    """:func:`below_resolution` of a checked trace ``tr``."""
+    if resolution_ns is None or not resolution_ns > 0:
+        return dict(NO_RESOLUTION)
     measured = per_iteration.loc[per_iteration["measured"], "iteration"]
     tr = tr[tr["iteration"].isin(measured) & _on_device(tr)]
     short = (tr["end_ns"] - tr["start_ns"]) < resolution_ns
@@ -317,12 +340,21 @@ def launch_stats(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> dict[str, 
     per launch on an in-order queue. ``launch_overhead_us``: median over measured iterations
     of ``gap_ms / launches`` (the iteration time no command covers, per launch), in us. None
     where there is no measured kernel (or no consecutive pair, for the gap)."""
-    none = {"launches_per_iteration": None, "kernel_gap_median_us": None,
-            "launch_overhead_us": None}
+    if not per_iteration["measured"].any():
+        return dict(NO_LAUNCHES)
+    return _launch_stats(host_intervals(check_trace(trace)), per_iteration)
+
+
+NO_LAUNCHES = {"launches_per_iteration": None, "kernel_gap_median_us": None,
+               "launch_overhead_us": None}
+
+
+def _launch_stats(iv: pd.DataFrame, per_iteration: pd.DataFrame) -> dict[str, object]:
+    """:func:`launch_stats` of a checked trace's :func:`host_intervals` ``iv``."""
+    none = dict(NO_LAUNCHES)
     m = per_iteration[per_iteration["measured"]]
     if m.empty:
         return none
-    iv = host_intervals(check_trace(trace))
     iv = iv[iv["iteration"].isin(m["iteration"])].sort_values(["iteration", "seq"])
     counts = iv[iv["kind"] == "kernel"].groupby("iteration").size().reindex(
         m["iteration"], fill_value=0)
@@ -344,10 +376,14 @@ def command_summary(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.Data
     disturbed by other load), ``median_ms`` (one execution),
     ``total_ms``, ``bytes_per_iteration``, ``flops_per_iteration``, ``gflops`` (flops / time,
     kernels), ``gbps`` (bytes / time, 1e9 B/s), ``share_of_wall`` (of measured wall time)."""
+    return _command_summary(host_intervals(check_trace(trace)), per_iteration)
+
+
+def _command_summary(iv: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.DataFrame:
+    """:func:`command_summary` of a checked trace's :func:`host_intervals` ``iv``."""
     measured = per_iteration.loc[per_iteration["measured"], "iteration"]
     n_iter = max(len(measured), 1)
     wall_ns = float(per_iteration.loc[per_iteration["measured"], "wall_ms"].sum()) * NS_PER_MS
-    iv = host_intervals(check_trace(trace))
     iv = iv[iv["iteration"].isin(measured)]
     keys = ["kind", "name", "layer", "phase"]
     g = iv.groupby(keys, sort=False)
@@ -370,6 +406,23 @@ def command_summary(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.Data
                        "total_ms",
                        "bytes_per_iteration", "flops_per_iteration", "gflops", "gbps",
                        "share_of_wall"]]
+
+
+def analyse(trace: pd.DataFrame, iterations: pd.DataFrame,
+            resolution_ns: float | None) -> dict[str, object]:
+    """One process's trace checked and placed on the host clock once, then analysed as
+    :func:`breakdown`, :func:`below_resolution`, :func:`launch_stats` and
+    :func:`command_summary` analyse it (the same values; those functions each check and place
+    the trace anew): ``{"breakdown": DataFrame, "below": dict, "launches": dict, "commands":
+    DataFrame, "clock_offset_uncertainty_ns": float}`` (:func:`clock_offset`'s uncertainty).
+    Raises :class:`TraceError` as :func:`check_trace` does."""
+    tr = check_trace(trace)
+    off, uncertainty = clock_offset(tr)
+    iv = _placed(tr, off)
+    b = _breakdown(iv, iterations)
+    return {"breakdown": b, "below": _below_resolution(tr, b, resolution_ns),
+            "launches": _launch_stats(iv, b), "commands": _command_summary(iv, b),
+            "clock_offset_uncertainty_ns": uncertainty}
 
 
 def perfetto_trace(trace: pd.DataFrame, iterations: pd.DataFrame | None = None, *,

@@ -494,14 +494,12 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
             per_iter.append(profiling.no_breakdown(iters).assign(repeat=rep, role=role))
             continue
         trace = profiling.read_trace_csv(d / layout.TRACE)
-        b = profiling.breakdown(trace, iters)
-        per_iter.append(b.assign(repeat=rep, role=role))
-        below.append(profiling.below_resolution(trace, b, _device_facts(run)["timer_resolution_ns"]))
-        launches.append(profiling.launch_stats(trace, b))
-        c = profiling.command_summary(trace, b)
-        c["repeat"] = rep
-        per_cmd.append(c)
-        uncertain.append(profiling.clock_offset(profiling.check_trace(trace))[1])
+        got = profiling.analyse(trace, iters, _device_facts(run)["timer_resolution_ns"])
+        per_iter.append(got["breakdown"].assign(repeat=rep, role=role))
+        below.append(got["below"])
+        launches.append(got["launches"])
+        per_cmd.append(got["commands"].assign(repeat=rep))
+        uncertain.append(got["clock_offset_uncertainty_ns"])
         if write_perfetto:
             profiling.write_json_atomic(
                 profiling.perfetto_trace(trace, iters, title=f"{params['run_id']} r{rep}",
