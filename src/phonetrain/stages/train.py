@@ -370,19 +370,22 @@ def _measure(r: Runner, manifest: dict[str, Any], into: Path, s: RunSpec, p: dic
 def events_process(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec,
                    p: dict[str, Any], rdir: Path) -> Path | None:
     """The breakdown's process of an ``events_apart`` run: one more runner process after
-    the timed ones, measured the same way but with a profiling event per command, into
+    the timed ones, with a profiling event per command, exactly the plan's iterations
+    (adaptively as the timed ones with ``measure.events_adaptive``), into
     ``tmp/events`` (installed as the run folder's ``events/``). Its per-command device times
     give the breakdown, the commands and the trace; its iteration times, which carry the
     events' host cost, are not the step time. Returns None, or the run folder when the
     device cannot do the run (recorded skipped or oom)."""
-    got = _process(r, manifest, tmp / layout.EVENTS, s, p, rdir, tmp, profiling=True)
+    got = _process(r, manifest, tmp / layout.EVENTS, s, p, rdir, tmp, profiling=True,
+                   fixed=not s.events_adaptive)
     return got if got == rdir else None
 
 
 def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict[str, Any],
-             rdir: Path, tmp: Path, profiling: bool) -> Path:
+             rdir: Path, tmp: Path, profiling: bool, fixed: bool = False) -> Path:
     """One runner process measuring the plan into ``got`` after the cool-down, with or
-    without per-command events (``profiling``). Returns ``got``, or the run folder ``rdir``
+    without per-command events (``profiling``), adaptively (:func:`adaptive`) or, with
+    ``fixed``, exactly the plan's iterations. Returns ``got``, or the run folder ``rdir``
     when the device cannot do the run (recorded skipped or oom, through ``tmp``); raises
     :class:`StageError` (``failed.json`` written) when the runner fails."""
     dev, ms = s.device_config, s.measure
@@ -390,7 +393,8 @@ def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict
         spans.wait("cool-down", ms.cooldown_s)
     conditions = _conditions_before(r.transport, ms)
     try:
-        r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
+        r.run(manifest["plan"], got, threads=ms.threads,
+              adaptive=None if fixed else adaptive(ms),
               power_sample_ms=ms.power_sample_ms, profiling=profiling)
     except MissingLibraryError as e:
         return _skip(s, tmp, rdir, e.message)
