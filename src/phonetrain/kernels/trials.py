@@ -81,10 +81,15 @@ def run_cases(v: KernelVersion, shapes: list[GemmShape],
     except PhonetrainError as e:
         if len(valid) == 1 or _builds_nothing(e):
             return f"error: {_first_line(e)}", []
+        failed = []
         for i in valid:   # one call at a time, as a class of its own
             status, one = run_cases(v, [shapes[i]], run_spec, source=source,
                                     min_time_ms=min_time_ms, repeats=repeats)
             cases[i] = one[0] if one else _error_case(shapes[i], status[len("error: "):])
+            if not one:
+                failed.append(status)
+        if len(failed) == len(valid):   # it fails on every call alone too: the candidate's
+            return failed[0], []
         return "ok", cases
     if doc.get("status") == "skipped":
         raise Skipped(doc.get("reason", ""))
