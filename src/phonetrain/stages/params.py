@@ -109,7 +109,7 @@ def events_adaptive_of(exp: Experiment) -> bool | None:
     """True when an ``events_apart`` run's events process stops adaptively
     (``measure.events_adaptive``); None otherwise (it measures exactly the plan's
     iterations), so the params and hash of every run with the key off stay as they were."""
-    on = events_apart_of(exp) and exp.config["measure"].get("events_adaptive", False)
+    on = events_apart_of(exp) and exp.config["measure"]["events_adaptive"]
     return True if on else None
 
 
