@@ -52,8 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from phonetrain import data as datasets
-from phonetrain import layout, reference, spans
+from phonetrain import layout, spans
 from phonetrain.layout import Layout
 from phonetrain.errors import StageError
 from phonetrain.io import make_temp_dir, read_json, sha256_file, write_json, write_text
@@ -65,7 +64,6 @@ from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutO
 from phonetrain.devices import is_this_host, shares_host_cpu
 from phonetrain.devices.base import TransportError
 from phonetrain.stages import paired, schedule
-from phonetrain.stages.evaluate import evaluate_run
 from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.quiet import check_records, machine_record, quiet_probe
@@ -82,6 +80,8 @@ def write_data(job: Job) -> Path:
     batch size of the params, :data:`DATA_SOURCE` recording the folder they were read
     from (None for digits and synthetic data) and the settings (``inputs.json``,
     :mod:`phonetrain.stages.stamp`)."""
+    from phonetrain import data as datasets   # the data job's only: not in lower or train
+
     s = job.spec(DataSpec)
     dcfg = s.dataset_config
     opts: dict[str, Any] = {}
@@ -120,6 +120,8 @@ def verify_run(plan_json: str | Path, root: str | Path, out_dir: str | Path,
     ``tolerance`` the worst tensor's error and bound), or, for a run without checkpoints, the
     whole trajectory against ``atol`` (``measure.verify_atol``). The trajectory's drift is
     reported under ``trajectory`` either way."""
+    from phonetrain import reference   # the numpy reference: only where a run is verified
+
     doc = dict(reference.verify_run_dir(Plan.load(plan_json), Path(root), Path(out_dir),
                                         atol=atol))
     doc["ok"] = bool(doc.get("ok")) and doc.get("max_abs_err") is not None and \
@@ -231,7 +233,10 @@ def train(job: Job) -> Path:
         write_json(verify, tmp / "main" / layout.VERIFY)
         if mode == "paired":
             _verify_previous(tmp / EXTRA, plan_dir.parent.parent, ms, bool(verify["ok"]))
-        evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", s)
+        if ms.eval_every > 0:   # held-out evaluation: its imports only where it is on
+            from phonetrain.stages.evaluate import evaluate_run
+
+            evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", s)
         write_json(verdict, tmp / "main" / layout.MEASUREMENT)
         # params.json goes in with the measurement: a run interrupted before it finishes
         # leaves the previous measurement beside the settings it was measured with
