@@ -48,11 +48,14 @@ def _error_case(g: GemmShape, why: str) -> dict[str, Any]:
             "gflops": None, "max_err": None, "error": why}
 
 
+BUILD_EXIT = 5
+"""The runner's exit code of a program that did not build (``src/runner/util.h``
+``EXIT_BUILD``; :class:`phonetrain.runner.KernelBuildError`, which this wing may not import)."""
+
+
 def _builds_nothing(e: PhonetrainError) -> bool:
     """True when the failure is the candidate's program (it fails every call alike)."""
-    from phonetrain.runner import KernelBuildError   # the runner module: only on a failure
-
-    return isinstance(e, KernelBuildError)
+    return getattr(e, "exit_code", None) == BUILD_EXIT
 
 
 def run_cases(v: KernelVersion, shapes: list[GemmShape],
