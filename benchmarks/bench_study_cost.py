@@ -6,11 +6,12 @@ split into start-up (Snakemake starts the job -> the stage starts its work: shel
 imports, argument parsing), work and waiting (device locks, cool-downs); measuring time (the
 runner processes that measure: runs, GEMM sweeps and tuning, bandwidth, peaks); then the
 study's wall time, the time outside every job (Snakemake's parse, DAG, bookkeeping), the
-overhead share 1 - measuring / wall and the slowest start-up. A job's start is Snakemake's
-own record (``.snakemake/metadata``: the mtime of the job's incomplete marker); its stage
-span, waits and runner processes come from its log (phonetrain.stages.job,
-phonetrain.stages.cost). Jobs that run inside Snakemake (``run:``: aggregate, report) count
-as work from their start to their last output.
+overhead share 1 - measuring / wall, the slowest start-up, the measuring seconds by runner
+mode and the measuring bounds the study printed (phonetrain.stages.cost.bounds_line). A
+job's start is Snakemake's own record (``.snakemake/metadata``: the mtime of the job's
+incomplete marker); its stage span, waits and runner processes come from its log
+(phonetrain.stages.job, phonetrain.stages.cost). Jobs that run inside Snakemake (``run:``:
+aggregate, report) count as work from their start to their last output.
 
 ``startup``: the median wall time (of ``--repeat``) of ``python -c 'import
 phonetrain.stages.X'`` for every module of src/phonetrain/stages, for one or more checkouts'
@@ -158,10 +159,14 @@ def study(cores: int, overrides: list[str], keep: Path | None) -> None:
     if p.returncode != 0:
         print((p.stdout + p.stderr)[-3000:], file=sys.stderr)
     closing = [ln for ln in p.stderr.splitlines() if ln.startswith("phonetrain: study:")]
+    bounds = [ln for ln in p.stderr.splitlines() if ln.startswith("phonetrain: measuring bounds")]
     rules, slowest, in_jobs = cost_rows(ws, ws / "results", since)
+    print(bounds[0] if bounds else "measuring bounds: (not printed)")
     report(rules, slowest, wall, in_jobs,
            f"overrides: {overrides or 'none'}; --cores {cores}; {os.cpu_count()} CPUs; load "
            f"average {load0:.1f} at start, {os.getloadavg()[0]:.1f} at end; exit {p.returncode}")
+    by_mode = cost.measuring_s(cost.jobs_since(ws / "results" / "logs", since))
+    print("measuring s by runner mode: " + ", ".join(f"{k} {v:.1f}" for k, v in by_mode.items()))
     print(f"closing line: {closing[-1] if closing else '(none)'}")
     if keep is None:
         shutil.rmtree(ws, ignore_errors=True)

@@ -15,7 +15,9 @@
  *               "high_ms", "gflops", "max_err"}]}
  * Method per case: a checked launch with alpha = 1.5, beta = 0.5 against a float64 reference
  * (every element for small C, else 32 rows x 32 columns including the edges), one warm-up
- * launch, calibration (launches per repeat so a repeat lasts min_time_ms, clpeak's method),
+ * launch (none when the checked launch took 2 x min_time_ms or more: it warmed the kernel up,
+ * and a repeat is then one launch whatever the warm launch takes, so a long call spends no
+ * launch on it), calibration (launches per repeat so a repeat lasts min_time_ms, clpeak's method),
  * `repeats` timed repeats (host monotonic clock around the launches and clFinish, so a
  * multi-kernel CLBlast call is timed whole), then a second check of the timed launches'
  * output (alpha = 1, beta = 0). With b_image_width4, each launch is preceded by the refresh of
@@ -248,6 +250,7 @@ static void run_case(int src, cl_env *e, cl_program prog, gemm_case *g, int repe
     char err[512] = "";
     int rc = 0;
     double err1 = 0, err2 = 0, *rep_ms = xcalloc((size_t)repeats, sizeof *rep_ms);
+    double first_ms = 0;
     long iters = 1;
     case_alloc(src, e, g, seed);
     if (src == SRC_KERNEL) {
@@ -260,14 +263,22 @@ static void run_case(int src, cl_env *e, cl_program prog, gemm_case *g, int repe
         if (src != SRC_CPU)
             CL_CHECK(CL.clEnqueueWriteBuffer(e->q, g->C, CL_TRUE, 0, (size_t)g->M * g->N * 4, g->c0,
                                              0, NULL, NULL), "bench-gemm");
+        uint64_t t0 = monotonic_ns();
         rc = launch(src, e, g, 1.5f, 0.5f, err, sizeof err);
-        if (!rc) { finish(src, e); err1 = check(src, e, g, 1.5f, 0.5f); }
+        if (!rc) {
+            finish(src, e);
+            first_ms = (double)(monotonic_ns() - t0) / 1e6;
+            err1 = check(src, e, g, 1.5f, 0.5f);
+        }
     }
     if (!rc) {   /* warm-up, then calibrate launches per repeat */
-        uint64_t t0 = monotonic_ns();
-        rc = launch(src, e, g, 1.0f, 0.0f, err, sizeof err);
-        finish(src, e);
-        double one_ms = (double)(monotonic_ns() - t0) / 1e6;
+        double one_ms = first_ms;
+        if (first_ms < 2 * min_time_ms) {   /* else the checked launch warmed it up: 1 per repeat */
+            uint64_t t0 = monotonic_ns();
+            rc = launch(src, e, g, 1.0f, 0.0f, err, sizeof err);
+            finish(src, e);
+            one_ms = (double)(monotonic_ns() - t0) / 1e6;
+        }
         iters = one_ms > 0 ? (long)(min_time_ms / one_ms) : 1000;
         iters = iters < 1 ? 1 : iters > 100000 ? 100000 : iters;
     }

@@ -107,3 +107,30 @@ def test_the_bounds_line_states_each_limit():
                                         "gemm_sizes": []})
     assert "warm-up 2 + 10 iterations;" in fixed and "no tuning" in fixed
     assert "no GEMM sizes" in fixed and "recording events" not in fixed
+
+
+def test_the_bounds_line_states_the_budgets_of_shapes_tuning_and_the_events_process():
+    line = cost.bounds_line(MEASURE | {"gemm_max_shape_s": 2.0, "tune_finalists": 3,
+                                       "tune_screen_min_time_ms": 5.0})
+    for part in ("(+1 recording events, OpenCL, 10 iterations)",
+                 "(<= 9 s of timed iterations per run",
+                 "3-5 repeats in ~2 s per shape",
+                 "tuning 20 ms per trial x 3 for each class's 3 finalists after a 5 ms screen"):
+        assert part in line
+    adaptive = cost.bounds_line(MEASURE | {"events_adaptive": True})
+    assert "(+1 recording events, OpenCL)" in adaptive and "finalists" not in adaptive
+
+
+def test_a_long_square_gets_fewer_timed_repeats_a_model_call_never():
+    from phonetrain.kernels.gemm import GemmShape
+    from phonetrain.stages.gemm import GEMM_REPEATS, sweep_repeats
+
+    big = GemmShape("gemm_nn", 2048, 2048, 2048)      # 17.2 GFLOP
+    assert sweep_repeats(big, "square", 100.0, 2.0) == GEMM_REPEATS   # 0.17 s a launch
+    assert sweep_repeats(big, "square", 38.0, 2.0) == 4                # 0.45 s
+    assert sweep_repeats(big, "square", 20.0, 2.0) == 3                # 0.86 s
+    assert sweep_repeats(big, "square", 1.0, 2.0) == 3                 # 17 s: never fewer
+    assert sweep_repeats(big, "model:lenet5", 1.0, 2.0) == GEMM_REPEATS
+    assert sweep_repeats(big, "square", None, 2.0) == GEMM_REPEATS     # no square before
+    assert sweep_repeats(big, "square", 1.0, 0.0) == GEMM_REPEATS      # the bound off
+    assert sweep_repeats(big, "square", 1.0, None) == GEMM_REPEATS     # params before it

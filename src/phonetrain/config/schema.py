@@ -241,6 +241,11 @@ class MeasureConfig:
     """OpenCL runs on one queue: the step time comes from runner processes that record no
     per-command events; the per-command breakdown (data movement, launches, Perfetto) from one
     more process of the same run (`events/` in the run folder), fitted into the step."""
+    events_adaptive: bool = False
+    """The `events_apart` process measures exactly `iterations` iterations (false: its
+    iteration times are not the step time; the breakdown averages its per-command times over
+    them) or stops adaptively as the timed processes do (true: up to `max_iterations` or
+    `max_seconds` more). A run measured before this key existed is not measured again."""
     bootstrap_resamples: int = 1000
     """Resamples of the estimate's and the median's bootstrap intervals."""
     power_sample_ms: int = 100
@@ -254,11 +259,23 @@ class MeasureConfig:
     """bench-gemm calibration: each timed repeat lasts this long (ms)."""
     gemm_max_launch_s: float = 5.0
     """Skip a version's larger sizes once one launch would take longer than this (s)."""
+    gemm_max_shape_s: float = 2.0
+    """Timed repeats of one GEMM sweep shape fit in about this (s): a square whose launch is
+    expected (from the GFLOPS of the square before it) to take over a fifth of it gets
+    `floor(this / launch)` of the 5 repeats, at least 3 (a median with an interval); the rows
+    record `repeats`. 0: always 5. A side-by-side rerun keeps its own 5 per process."""
     tune: bool = True
     """Tune the tunable versions per device and GEMM class; a local device's tuning is reused
     from this machine's records (`$PHONETRAIN_TUNING_DIR`) for the same sources."""
     tune_min_time_ms: float = 20.0
-    """Calibration target of each tuning trial (ms)."""
+    """Calibration target of each tuning trial (ms): 3 timed repeats of this each."""
+    tune_finalists: int = 3
+    """Tuning in two passes: every candidate is screened on every class (one repeat of
+    `tune_screen_min_time_ms`, correctness checked), then per class only this many fastest,
+    with the version's defaults, are timed at `tune_min_time_ms`; the choice (ties to the
+    earlier candidate) is among them. 0: every candidate timed in full (one pass)."""
+    tune_screen_min_time_ms: float = 5.0
+    """Calibration target of the screening pass of `tune_finalists` (ms, one repeat)."""
     tune_max_launch_s: float = 0.1
     """Square sizes are tuned as their own class while one launch takes at most this (s);
     larger ones reuse the largest tuned square's configuration."""

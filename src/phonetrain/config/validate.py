@@ -39,12 +39,13 @@ MIN_INT = {("model", "batch_size"): 1, ("measure", "warmup"): 0, ("measure", "it
            ("measure", "bandwidth_max_bytes"): 4096, ("report", "dpi"): 1,
            ("measure", "max_iterations"): 1, ("measure", "bootstrap_resamples"): 2,
            ("measure", "seed"): 0, ("measure", "power_sample_ms"): 0,
-           ("measure", "eval_every"): 0, ("measure", "max_attempts"): 1}
+           ("measure", "eval_every"): 0, ("measure", "max_attempts"): 1,
+           ("measure", "tune_finalists"): 0}
 # Floats that must be > 0 (a limit or calibration target of 0 makes every job fail or spin)
 # or >= 0 (a negative tolerance fails every verification; a negative wait is meaningless).
 POSITIVE = {("model", "eps"), ("measure", "timeout_s"), ("measure", "gemm_min_time_ms"),
             ("measure", "gemm_max_launch_s"), ("measure", "tune_min_time_ms"),
-            ("measure", "tune_max_launch_s")}
+            ("measure", "tune_max_launch_s"), ("measure", "tune_screen_min_time_ms")}
 # Optimizer factors that must stay below 1: momentum >= 1 makes SGD's velocity grow without
 # bound; weight_decay >= 1 removes (or flips) a weight's whole value in one step.
 BELOW_ONE = {("model", "momentum"), ("model", "weight_decay")}
@@ -68,6 +69,8 @@ AT_MOST: dict[tuple[str, str], tuple[float, str]] = {
     ("measure", "tune_max_launch_s"): (WEEK_S, "one week"),
     ("measure", "gemm_min_time_ms"): (3_600_000, "one hour"),
     ("measure", "tune_min_time_ms"): (3_600_000, "one hour"),
+    ("measure", "tune_screen_min_time_ms"): (3_600_000, "one hour"),
+    ("measure", "gemm_max_shape_s"): (WEEK_S, "one week"),
     ("measure", "power_sample_ms"): (3_600_000, "one hour"),
     ("measure", "cooldown_threshold_c"): (150, "degrees C; a phone shuts down well below"),
     ("report", "dpi"): (2400, "dots per inch of the figures"),
@@ -76,7 +79,7 @@ NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldo
                 ("measure", "cooldown_limit_s"), ("model", "momentum"),
                 ("model", "weight_decay"), ("measure", "ci_target"),
                 ("measure", "max_seconds"), ("measure", "max_other_cpu_share"),
-                ("measure", "max_probe_slowdown")}
+                ("measure", "max_probe_slowdown"), ("measure", "gemm_max_shape_s")}
 
 
 def _group_file(conf_dir: Path, group: str, name: str) -> Path:

@@ -11,13 +11,16 @@ call: it is tuned on exactly that call, and its correctness check covers that ca
 The earlier classes by FLOPs (small/medium/large) were tuned on whichever of the sweep's
 shapes fell into them, so adding a model changed the choice of every run.
 
-A build-stage job per device x version x class runs every candidate of the version's tuning
+The tune job of a device x version runs every candidate of the version's tuning
 space (:attr:`phonetrain.kernels.versions.KernelVersion.candidates`: the ``version.yaml``
-defaults, then its ``tuning.candidates``) on the class's call (:func:`class_shape`) through
-the runner's ``bench-gemm`` mode and keeps, among the candidates that passed the correctness
-check (a candidate that does not compile, fails to launch or computes a wrong result is never
-picked), the earliest in the space's order whose GFLOPS are within :data:`TIE_MARGIN` of the
-highest: a near tie is decided by the order, not by the host's noise. The result is
+defaults, then its ``tuning.candidates``) on each class's call (:func:`class_shape`) through
+the runner's ``bench-gemm`` mode -- one process per candidate for all the classes it tunes
+(:mod:`phonetrain.kernels.trials`) -- and keeps, among the candidates that passed the
+correctness check (a candidate that does not compile, fails to launch or computes a wrong
+result is never picked), the earliest in the space's order whose GFLOPS are within
+:data:`TIE_MARGIN` of the highest: a near tie is decided by the order, not by the host's
+noise. With ``measure.tune_finalists`` a short screening pass of every candidate comes
+first, and only each class's finalists are timed in full (:func:`tune`). The result is
 ``results/build/<device>/kernels/<version>/tuning/<class>.json``::
 
     {"version": "regblock", "device": "host", "kernel_hash": "...",
@@ -60,7 +63,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -68,7 +70,8 @@ from typing import Any, Callable
 from ..errors import PhonetrainError, ResultsFileError
 from ..io import write_text
 from .abi import GEMM_KERNELS
-from .gemm import GemmShape, gemm_spec
+from . import trials as trials_mod
+from .gemm import GemmShape
 from .launch import geometry
 from .spirv import spec_options
 from .versions import GEMM_LIBRARIES, KernelVersion, load_version
@@ -167,10 +170,6 @@ def candidate_version(version: KernelVersion, cand: dict[str, Any]) -> KernelVer
     return v
 
 
-def _geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
-
-
 def tunable(version: KernelVersion | str) -> bool:
     """True when the version (a :class:`KernelVersion` or a version name, loaded with
     :func:`~phonetrain.kernels.versions.load_version`) has candidates besides its defaults."""
@@ -182,22 +181,30 @@ def tunable(version: KernelVersion | str) -> bool:
 def tune(version: KernelVersion, shapes: list[GemmShape],
          run_spec: Callable[[dict[str, Any]], dict[str, Any]], *, source: str,
          min_time_ms: float = 20, repeats: int = 3,
-         defaults_only: bool = False, squares: list[int] = (), backend: str = "opencl",
+         defaults_only: bool = False, squares: list[int] = (), finalists: int = 0,
+         screen_min_time_ms: float = 5.0, backend: str = "opencl",
          space: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Run every candidate of ``space`` (default ``version.candidates``; only the first, the
     defaults, with ``defaults_only``; it is still checked) on ``shapes`` (GEMM calls, each its
     own class, :func:`gemm_class`) and the square sizes ``squares`` (each its own class,
     :func:`square_class`); return the tuning document (module docstring). The default class
-    is the models' class with the most FLOPs (None when there is no class).
+    is the models' class with the most FLOPs (None when there is no class). Each candidate
+    runs every call in one process (:func:`phonetrain.kernels.trials.run_cases`).
+
+    ``finalists`` > 0 (and more candidates than ``finalists`` + 1): two passes. The first
+    runs every candidate on every call with one repeat of ``screen_min_time_ms`` (checked as
+    always); then each class's finalists (:func:`phonetrain.kernels.trials.finalists`: its
+    ``finalists`` fastest, and the defaults) run again at ``min_time_ms`` x ``repeats``, and
+    the class's choice is among them, on those figures (a case's ``pass`` says which pass
+    gave it). 0: one pass, every candidate at ``min_time_ms`` x ``repeats``.
 
     ``run_spec(spec) -> gemm.json document`` executes one bench-gemm spec on the device (and
     raises a :class:`~phonetrain.errors.PhonetrainError` when the runner fails, e.g. a build
     error); ``source`` is the version's ``gemm.cl`` path as the runner sees it (``backend``
     ``"vulkan"``: its SPIR-V folder, the spec of :func:`~phonetrain.kernels.gemm.gemm_spec`
     for :mod:`~phonetrain.kernels.vk_gemm`, and ``space`` the shaders' candidates,
-    :func:`~phonetrain.kernels.spirv.shader_candidates`); ``min_time_ms`` (ms per
-    measurement) and ``repeats`` go to the spec. Raises :class:`TuningError` when some class
-    has no correct candidate.
+    :func:`~phonetrain.kernels.spirv.shader_candidates`). Raises :class:`TuningError` when
+    some class has no correct candidate.
     """
     space = version.candidates if space is None else space
     if defaults_only:
@@ -205,47 +212,69 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
     labelled = [(gemm_class(g), g) for g in shapes] + \
         [(square_class(n), GemmShape("gemm_nn", n, n, n)) for n in squares]
     every = [g for _, g in labelled]
+    groups = {cls: [i for i, (c, _) in enumerate(labelled) if c == cls]
+              for cls in dict.fromkeys(c for c, _ in labelled)}
+    two = finalists > 0 and len(space) > finalists + 1
+    versions = [candidate_version(version, cand) for cand in space]
+    timing = {"source": source, "backend": backend,
+              "min_time_ms": screen_min_time_ms if two else min_time_ms,
+              "repeats": 1 if two else repeats}
     trials = []
-    for cand in space:
-        v = candidate_version(version, cand)
-        trial = {"defines": cand.get("defines") or {}, "local": cand.get("local"), "cases": []}
-        try:
-            spec = gemm_spec(v, every, source=source, backend=backend,
-                             min_time_ms=min_time_ms, repeats=repeats)
-            doc = run_spec(spec)
-            if doc.get("status") == "skipped":   # the device lacks what the version needs
-                return {"version": version.name, "classes": {}, "default": None,
-                        "skipped": doc.get("reason", ""), "trials": []}
-            trial["status"] = "ok"
-            trial["cases"] = [{k: c.get(k) for k in ("kernel", "M", "N", "K", "status", "gflops",
-                                                     "max_err", "error")}
-                              for c in doc.get("cases", [])]
-        except (PhonetrainError, ValueError) as e:  # the candidate failed on the device
-            trial["status"] = f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-        trials.append(trial)
-    classes = {}
-    for cls in dict.fromkeys(c for c, _ in labelled):
-        idx = [i for i, (c, _) in enumerate(labelled) if c == cls]
-        members = [labelled[i][1] for i in idx]
-        scored = []
-        for t in trials:
-            cases = [t["cases"][i] for i in idx if i < len(t["cases"])]
-            if t["status"] != "ok" or len(cases) != len(members) or \
-                    any(c["status"] != "ok" for c in cases):
-                continue   # never pick a candidate that failed anything in this class
-            scored.append((t, _geomean([c["gflops"] for c in cases])))
-        top = max((score for _, score in scored), default=0.0)
-        best, best_score = next(((t, score) for t, score in scored
-                                 if score > 0 and score >= top * (1 - TIE_MARGIN)), (None, 0.0))
-        if best is None:
-            raise TuningError(f"kernel version {version.name}: no candidate passed the "
-                              f"correctness check on the {cls} shapes: "
-                              f"{_trial_failures(trials, idx)}")
-        classes[cls] = {"defines": best["defines"], "local": best["local"],
-                        "gflops_geomean": best_score,
-                        "shapes": [[g.kernel, g.M, g.N, g.K] for g in members]}
+    try:
+        for cand, v in zip(space, versions):
+            status, cases = trials_mod.run_cases(v, every, run_spec, **timing)
+            trials.append({"defines": cand.get("defines") or {}, "local": cand.get("local"),
+                           "status": status,
+                           "cases": [c if c is None or not two else dict(c, **{"pass": 1})
+                                     for c in cases]})
+        finals = {cls: trials_mod.finalists(trials, idx, finalists) for cls, idx in
+                  groups.items()} if two else {}
+        if two:
+            trials_mod.second_pass(versions, trials, every, finals, groups, run_spec,
+                                   source=source, backend=backend, min_time_ms=min_time_ms,
+                                   repeats=repeats)
+    except trials_mod.Skipped as e:   # the device lacks what the version needs
+        return {"version": version.name, "classes": {}, "default": None,
+                "skipped": e.reason, "trials": []}
+    classes = {cls: _choose(version, trials, idx, [every[i] for i in idx], cls,
+                            finals.get(cls) if two else None)
+               for cls, idx in groups.items()}
     return {"version": version.name, "classes": classes, "default": _default(classes),
             "trials": trials}
+
+
+def _choose(version: KernelVersion, trials: list[dict[str, Any]], idx: list[int],
+            members: list[GemmShape], cls: str, finals: list[int] | None) -> dict[str, Any]:
+    """One class's choice: among the candidates that passed every case ``idx`` of the class
+    (with ``finals``: only those finalists, on their second pass), the earliest in the
+    space's order within :data:`TIE_MARGIN` of the best geomean GFLOPS. Raises
+    :class:`TuningError` when none passed."""
+    allowed = range(len(trials)) if finals is None else finals
+    scored = [(trials[i], s) for i in allowed
+              if (s := trials_mod.class_score(trials[i], idx,
+                                              None if finals is None else 2)) is not None]
+    top = max((score for _, score in scored), default=0.0)
+    best, best_score = next(((t, score) for t, score in scored
+                             if score > 0 and score >= top * (1 - TIE_MARGIN)), (None, 0.0))
+    if best is None:
+        raise TuningError(f"kernel version {version.name}: no candidate passed the "
+                          f"correctness check on the {cls} shapes: "
+                          f"{_trial_failures(trials, idx)}")
+    return {"defines": best["defines"], "local": best["local"], "gflops_geomean": best_score,
+            "shapes": [[g.kernel, g.M, g.N, g.K] for g in members]}
+
+
+def class_doc(doc: dict[str, Any], cls: str, labels: list[str]) -> dict[str, Any]:
+    """The tuning document of one class out of a document :func:`tune` made for several
+    (``labels``: the class of each call :func:`tune` was given, in its order): that class,
+    its default (itself) and each trial with only that class's cases; a skipped document
+    without classes."""
+    if doc.get("skipped") is not None or cls not in doc["classes"]:
+        return dict(doc, classes={}, default=None, trials=[])
+    idx = [i for i, c in enumerate(labels) if c == cls]
+    trials = [dict(t, cases=[t["cases"][i] for i in idx if i < len(t["cases"])])
+              if t["status"] == "ok" else dict(t) for t in doc["trials"]]
+    return dict(doc, classes={cls: doc["classes"][cls]}, default=cls, trials=trials)
 
 
 def _trial_failures(trials: list[dict[str, Any]], idx: list[int], most: int = 3) -> str:
@@ -258,7 +287,7 @@ def _trial_failures(trials: list[dict[str, Any]], idx: list[int], most: int = 3)
             why = t["status"]
         else:
             bad = [t["cases"][i] for i in idx if i < len(t["cases"])
-                   and t["cases"][i]["status"] != "ok"]
+                   and t["cases"][i] is not None and t["cases"][i]["status"] != "ok"]
             why = (f"{bad[0]['kernel']} {bad[0]['M']}x{bad[0]['N']}x{bad[0]['K']}: "
                    f"{bad[0]['status']} {bad[0].get('error') or ''}".strip()
                    if bad else "no result for this class")

@@ -203,7 +203,9 @@ BUILDS = pa.schema([
 ] + PROVENANCE)
 
 # gemm: one row per device x kernel version (``cpu`` = the runner's CPU backend) x GEMM call
-# (runner bench-gemm: checked, warm-up, calibrated, median of 5 repeats; phonetrain.kernels.gemm);
+# (runner bench-gemm: checked, warm-up, calibrated, median of 5 repeats, 3-4 for a square whose
+# launch takes over a fifth of measure.gemm_max_shape_s: gemm.json's `repeats`;
+# phonetrain.kernels.gemm);
 # low_ms..high_ms the interval of median_ms (null where the runner recorded none).
 # ``shape_source`` is ``model:<name>`` or ``square``; ``tuned_class`` the tuning class
 # used (null: version.yaml defaults); status ok | wrong (failed the float64 check: its speed

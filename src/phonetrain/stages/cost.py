@@ -139,22 +139,39 @@ def closing_line(wall_s: float, jobs_run: int, jobs: list[JobCost]) -> str:
 def bounds_line(measure: dict) -> str:
     """What one invocation may spend measuring, from the ``measure`` settings
     (phonetrain.config.MeasureConfig): per run its runner processes (``repeats`` per attempt,
-    at most ``max_attempts`` attempts, one more recording events with ``events_apart``) and
-    each process's warm-up and adaptive stop; the GEMM sweep's sizes, calibration and launch
-    limit; a tuning trial's calibration; the bandwidth sweep's cap; the cool-down. Printed at
-    the start of every invocation that executes jobs (rules/common.smk)."""
+    at most ``max_attempts`` attempts, one more recording events with ``events_apart``,
+    exactly ``iterations`` unless ``events_adaptive``), each process's warm-up and adaptive
+    stop, and the measured seconds that implies per run at most; the GEMM sweep's sizes,
+    calibration, launch limit and the seconds of a shape's timed repeats
+    (``gemm_max_shape_s``); a tuning trial's calibration and its screening pass
+    (``tune_finalists``); the bandwidth sweep's cap; the cool-down. Printed at the start of
+    every invocation that executes jobs (rules/common.smk) and by
+    ``benchmarks/bench_study_cost.py``."""
     m = measure
+    procs = m["repeats"] * m["max_attempts"]
+    events = ""
+    if m.get("events_apart"):
+        events = (" (+1 recording events, OpenCL" + (")" if m.get("events_adaptive") else
+                                                     f", {m['iterations']} iterations)"))
     if m["ci_target"]:
         stop = (f"{m['iterations']}..{max(m['max_iterations'], m['iterations'])} iterations, "
                 f"stopping at +-{100 * m['ci_target']:g}% or after {m['max_seconds']:g} s")
+        cap = (f" (<= {procs * m['max_seconds']:g} s of timed iterations per run, "
+               "warm-ups and process starts aside)")
     else:
-        stop = f"{m['iterations']} iterations"
-    events = " (+1 recording events, OpenCL)" if m.get("events_apart") else ""
+        stop, cap = f"{m['iterations']} iterations", ""
     sizes = m["gemm_sizes"]
+    shape = m.get("gemm_max_shape_s")
     gemm = (f"GEMM sizes {min(sizes)}..{max(sizes)}, {m['gemm_min_time_ms']:g} ms per timed "
-            f"repeat, launches <= {m['gemm_max_launch_s']:g} s") if sizes else "no GEMM sizes"
+            f"repeat, launches <= {m['gemm_max_launch_s']:g} s"
+            + (f", 3-5 repeats in ~{shape:g} s per shape" if shape else "")) \
+        if sizes else "no GEMM sizes"
     tune = f"tuning {m['tune_min_time_ms']:g} ms per trial" if m["tune"] else "no tuning"
+    if m["tune"] and m.get("tune_finalists"):
+        tune += (f" x 3 for each class's {m['tune_finalists']} finalists after a "
+                 f"{m.get('tune_screen_min_time_ms', 5.0):g} ms screen of every candidate")
     return (f"phonetrain: measuring bounds: per run {m['repeats']} runner processes per "
             f"attempt, <= {m['max_attempts']} attempts{events}, each warm-up {m['warmup']} + "
-            f"{stop}; {gemm}; {tune}; bandwidth <= {m['bandwidth_max_bytes'] / 2**20:g} MiB; "
-            f"cool-down {m['cooldown_s']:g} s before each process")
+            f"{stop}{cap}; {gemm}; {tune}; bandwidth <= "
+            f"{m['bandwidth_max_bytes'] / 2**20:g} MiB; cool-down {m['cooldown_s']:g} s "
+            "before each process")

@@ -170,9 +170,11 @@ def tune_version(job: Job) -> dict[str, dict]:
     already records its class's spec and this runner (:func:`phonetrain.stages.stamp.made_from`)
     is kept untouched: the workflow leaves these outputs in place while the job runs
     (Snakemake's ``update`` flag), so a study that gains a model tunes only the classes it
-    brings, and the runs that read a kept file rerun nothing. Returns class -> document.
-    Raises :class:`~phonetrain.errors.StageError` when the outputs are not the spec's classes
-    or a class cannot be tuned."""
+    brings, and the runs that read a kept file rerun nothing. The classes still to tune are
+    tuned together (:func:`_tune_classes`: one runner process per candidate for all of them,
+    each file still its own class's). Returns class -> document. Raises
+    :class:`~phonetrain.errors.StageError` when the outputs are not the spec's classes or a
+    class cannot be tuned."""
     p = job.spec(TuneVersionSpec)
     out = {Path(f).stem: f for f in _many(job.output.tuning)}
     if classes_hash(list(out)) != p.classes_hash:
@@ -180,7 +182,7 @@ def tune_version(job: Job) -> dict[str, dict]:
                          f"{classes_hash(list(out))}, not the spec's {p.classes_hash}")
     work = [(c, to_params(p.class_spec(c)), out[c], tune) for c in sorted(out)]
     work.append((tuning.SQUARES, to_params(p.squares_spec()), job.output.squares, tune_squares))
-    bench, docs, unchanged = None, {}, []
+    bench, docs, unchanged, models = None, {}, [], {}
     for cls, params, path, stage in work:
         doc = _current(path, params, job.input.runner)
         if doc is not None:
@@ -189,7 +191,12 @@ def tune_version(job: Job) -> dict[str, dict]:
             continue
         bench = bench or _tune_bench(job, p, p.kernel)
         one = Job(job.input, files({"tuning": path}), params, job.log, job.runtime, job.expect)
-        docs[cls] = stage(one, bench)
+        if stage is tune:
+            models[cls] = one   # tuned together below: one process per candidate
+        else:
+            docs[cls] = stage(one, bench)
+    if models:
+        docs |= _tune_classes(p, models, bench)
     if unchanged:
         print(f"phonetrain: tune {p.kernel} on {p.device}: kept {len(unchanged)} of {len(work)} "
               "tuning files made with these settings and this runner", file=sys.stderr)
@@ -218,38 +225,107 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
     and write ``output.tuning``; nothing to tune gives a document without classes."""
     version = load_version(p.kernel)
     bench = bench or _tune_bench(job, p, version.name)
-    record = (tuning_records.record_path(bench.r.transport.facts(), to_params(p))
-              if is_this_host(p.device_config) else None)
-    kept = tuning_records.recall(record) if record is not None else None
-    if kept is not None:   # this machine tuned these sources before: the same choice
-        kept[STAMP] = stamp(job)
-        tuning.write_tuning(kept, job.output.tuning)
-        print(f"phonetrain: tune {version.name} on {p.device}: reused this machine's tuning "
-              f"of the same sources and settings ({record}; tuned {kept.get('tuned_at', '?')})",
-              file=sys.stderr)
+    kept = _reused(job, p, bench)
+    if kept is not None:
         return kept
-    vulkan = p.api == "vulkan"   # the shaders' candidates (vk/tuning.yaml), their SPIR-V
-    backend = "vulkan" if vulkan else "opencl"
-    source = layout.device_spirv(version.name) if vulkan else \
-        f"{layout.device_kernels(version.name)}/gemm.cl"
+    source, target = _target(p, version)
     doc = {"version": version.name, "classes": {}, "default": None, "trials": []}
     with bench.r.lock():
         squares = tuning.tunable_squares(
-            sizes, _probe(bench, version, source, p.tune_min_time_ms, backend),
+            sizes, _probe(bench, version, source, p.tune_min_time_ms,
+                          target.get("backend", "opencl")),
             p.tune_max_launch_s) if p.tune and sizes else []
         try:
             if shapes or squares:
                 doc = tuning.tune(version, shapes, bench.spec, source=source,
                                   min_time_ms=p.tune_min_time_ms,
-                                  defaults_only=not p.tune, squares=squares, backend=backend,
-                                  space=shader_candidates(version.name) if vulkan else None)
+                                  defaults_only=not p.tune, squares=squares,
+                                  **target, **_passes(p))
         except tuning.TuningError as e:
             raise StageError(str(e)) from None
+    return _write_tuning(job, p, doc, bench)
+
+
+def _tune_classes(p: TuneVersionSpec, jobs: dict[str, Job], bench: _Bench) -> dict[str, dict]:
+    """Tune the model classes of ``jobs`` (class -> its one-class job, whose output is the
+    class's file) together: each file as :func:`tune` writes it, reused from this machine's
+    records where one matches; the others from one :func:`phonetrain.kernels.tuning.tune`
+    over all their calls (one runner process per candidate, not per candidate and class),
+    each class's share of it (:func:`phonetrain.kernels.tuning.class_doc`) in its file."""
+    docs, fresh = {}, []
+    for cls, one in jobs.items():
+        kept = _reused(one, one.spec(TuneSpec), bench)
+        if kept is None:
+            fresh.append(cls)
+        else:
+            docs[cls] = kept
+    if not fresh:
+        return docs
+    version = load_version(p.kernel)
+    try:
+        shapes = [tuning.class_shape(c) for c in fresh]
+    except ValueError as e:
+        raise StageError(str(e)) from None
+    source, target = _target(p, version)
+    with bench.r.lock():
+        try:
+            doc = tuning.tune(version, shapes, bench.spec, source=source,
+                              min_time_ms=p.tune_min_time_ms, defaults_only=not p.tune,
+                              **target, **_passes(p))
+        except tuning.TuningError as e:
+            raise StageError(str(e)) from None
+    for cls in fresh:
+        one = jobs[cls]
+        docs[cls] = _write_tuning(one, one.spec(TuneSpec), tuning.class_doc(doc, cls, fresh),
+                                  bench)
+    return docs
+
+
+def _target(p: TuneSpec | SquaresSpec | TuneVersionSpec, version: KernelVersion
+            ) -> tuple[str, dict[str, Any]]:
+    """(the version's source as the runner sees it, :func:`phonetrain.kernels.tuning.tune`'s
+    backend and candidate space): its ``gemm.cl`` on OpenCL; with ``api`` ``vulkan`` its
+    SPIR-V folder and the shaders' candidates (``vk/tuning.yaml``)."""
+    if p.api == "vulkan":
+        return layout.device_spirv(version.name), {
+            "backend": "vulkan", "space": shader_candidates(version.name)}
+    return f"{layout.device_kernels(version.name)}/gemm.cl", {}
+
+
+def _passes(p: TuneSpec | SquaresSpec | TuneVersionSpec) -> dict[str, Any]:
+    """:func:`phonetrain.kernels.tuning.tune`'s screening settings of a spec (none: one pass)."""
+    if not p.tune_finalists:
+        return {}
+    return {"finalists": p.tune_finalists,
+            "screen_min_time_ms": p.tune_screen_min_time_ms or p.tune_min_time_ms}
+
+
+def _reused(job: Job, p: TuneSpec | SquaresSpec, bench: _Bench) -> dict | None:
+    """On a local device, the tuning this machine measured before for the same spec
+    (:mod:`phonetrain.stages.tuning_records`), written to ``output.tuning``; None else."""
+    if not is_this_host(p.device_config):
+        return None
+    record = tuning_records.record_path(bench.r.transport.facts(), to_params(p))
+    kept = tuning_records.recall(record)
+    if kept is None:
+        return None
+    kept[STAMP] = stamp(job)
+    tuning.write_tuning(kept, job.output.tuning)
+    print(f"phonetrain: tune {p.kernel} on {p.device}: reused this machine's tuning "
+          f"of the same sources and settings ({record}; tuned {kept.get('tuned_at', '?')})",
+          file=sys.stderr)
+    return kept
+
+
+def _write_tuning(job: Job, p: TuneSpec | SquaresSpec, doc: dict, bench: _Bench) -> dict:
+    """Write a measured tuning document to ``output.tuning`` (device, kernel hash, stamp
+    added) and, on a local device, keep it in this machine's records."""
     doc.update(device=p.device, kernel_hash=p.kernel_hash, **({"api": p.api} if p.api else {}))
     doc[STAMP] = stamp(job)
     tuning.write_tuning(doc, job.output.tuning)
-    if record is not None:
-        tuning_records.keep(record, doc)
+    if is_this_host(p.device_config):
+        tuning_records.keep(tuning_records.record_path(bench.r.transport.facts(),
+                                                       to_params(p)), doc)
     return doc
 
 
@@ -262,7 +338,8 @@ def _groups(shapes: list[dict[str, Any]], sizes: list[int]) -> list[tuple[str, G
 def gemm(job: Job) -> dict:
     """GFLOPS of one version (``params.version``; ``cpu`` = the runner's CPU backend) on one
     device -> ``output.gemm``. A tuned version uses its tuning files' configuration per shape
-    class."""
+    class; a long square gets fewer timed repeats (:func:`sweep_repeats`, the row's
+    ``repeats``)."""
     p = job.spec(GemmSpec)
     version = p.version
     kv = None if version == CPU_VERSION else load_version(version)
@@ -293,7 +370,8 @@ def gemm(job: Job) -> dict:
                 continue
             key = (g.kernel, g.M, g.N, g.K)
             old = before.get(key)
-            doc = bench.spec(spec) if old is None else \
+            reps = sweep_repeats(g, source, last_gflops, p.max_shape_s)
+            doc = bench.spec(dict(spec, repeats=reps)) if old is None else \
                 _paired_shape(bench, spec, old, _previous_call_ms(prev, key))
             if doc.get("status") == "skipped":
                 doc_out.update(status="skipped", reason=doc.get("reason", ""))
@@ -305,7 +383,7 @@ def gemm(job: Job) -> dict:
                                                       "low_ms", "high_ms", "max_err",
                                                       "iterations")},
                              "source": source, "options": doc.get("options", ""),
-                             "tuned_class": cls,
+                             "tuned_class": cls, **({"repeats": reps} if old is None else {}),
                              **({"paired": doc["paired"] | {
                                  "device": p.device,
                                  "previous_kernel_hash": (prev or {}).get("kernel_hash")}}
@@ -317,6 +395,23 @@ def gemm(job: Job) -> dict:
     doc_out[STAMP] = stamp(job)
     write_json(doc_out, job.output.gemm)
     return doc_out
+
+
+GEMM_REPEATS, GEMM_MIN_REPEATS = 5, 3
+"""Timed repeats of a GEMM sweep shape (each at least ``measure.gemm_min_time_ms``), and the
+fewest a long launch gets (:func:`sweep_repeats`): three give a median and its interval."""
+
+
+def sweep_repeats(g: GemmShape, source: str, last_gflops: float | None,
+                  max_shape_s: float | None) -> int:
+    """Timed repeats of one shape of the sweep: :data:`GEMM_REPEATS`, or for a square whose
+    one launch is expected (at ``last_gflops``, the square before it) to take over a fifth of
+    ``max_shape_s`` (``measure.gemm_max_shape_s``, s) ``floor(max_shape_s / launch)``, at
+    least :data:`GEMM_MIN_REPEATS`. None or 0, a model's call or no square before: 5."""
+    if not max_shape_s or source != "square" or not last_gflops or not last_gflops > 0:
+        return GEMM_REPEATS
+    launch_s = g.flops / (last_gflops * 1e9)
+    return max(GEMM_MIN_REPEATS, min(GEMM_REPEATS, int(max_shape_s / launch_s)))
 
 
 def _planned(p: GemmSpec, kv: KernelVersion | None, tuned: dict | None,

@@ -100,7 +100,17 @@ def run_config_hash(exp: Experiment) -> str:
         c["measure"]["eval_every"] = ms["eval_every"]
     if events_apart_of(exp):
         c["measure"]["events_apart"] = True
+    if events_adaptive_of(exp):
+        c["measure"]["events_adaptive"] = True
     return config_hash(c)
+
+
+def events_adaptive_of(exp: Experiment) -> bool | None:
+    """True when an ``events_apart`` run's events process stops adaptively
+    (``measure.events_adaptive``); None otherwise (it measures exactly the plan's
+    iterations), so the params and hash of every run with the key off stay as they were."""
+    on = events_apart_of(exp) and exp.config["measure"]["events_adaptive"]
+    return True if on else None
 
 
 def events_apart_of(exp: Experiment) -> bool | None:
@@ -129,7 +139,7 @@ def run_spec(exp: Experiment, data_dir: str) -> RunSpec:
         stage_root=stage_root_rel(exp.device), data_dir=data_dir,
         device_config=c["device"], dataset_path=c["dataset"]["path"],
         measure=run_measure(exp), reuse_buffers=reuse_of(exp),
-        events_apart=events_apart_of(exp))
+        events_apart=events_apart_of(exp), events_adaptive=events_adaptive_of(exp))
 
 
 def run_params(exp: Experiment) -> dict[str, Any]:
@@ -259,7 +269,10 @@ def gemm_params(sweep: Sweep) -> dict[str, Any]:
             "min_time_ms": float(ms["gemm_min_time_ms"]),
             "max_launch_s": float(ms["gemm_max_launch_s"]), "tune": bool(ms["tune"]),
             "tune_min_time_ms": float(ms["tune_min_time_ms"]),
-            "tune_max_launch_s": float(ms["tune_max_launch_s"]), "threads": int(ms["threads"])}
+            "tune_max_launch_s": float(ms["tune_max_launch_s"]), "threads": int(ms["threads"]),
+            "max_shape_s": float(ms["gemm_max_shape_s"]),
+            "tune_finalists": int(ms["tune_finalists"]),
+            "tune_screen_min_time_ms": float(ms["tune_screen_min_time_ms"])}
 
 
 def job_params(sweep: Sweep) -> dict[str, Any]:
@@ -344,7 +357,8 @@ def tune_version_spec(jp: dict[str, Any], device: str, kernel: str,
     return TuneVersionSpec(**version, classes_hash=classes_hash(classes),
                            sizes=g["sizes"] if api is None else [],
                            **{k: g[k] for k in ("tune", "tune_min_time_ms",
-                                                "tune_max_launch_s")}, api=api)
+                                                "tune_max_launch_s", "tune_finalists",
+                                                "tune_screen_min_time_ms")}, api=api)
 
 
 def tune_version_job(jp: dict[str, Any], device: str, kernel: str,

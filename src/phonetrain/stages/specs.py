@@ -92,6 +92,12 @@ class GemmSpec:
     tune_min_time_ms: float
     tune_max_launch_s: float
     threads: int
+    # measure.gemm_max_shape_s (None, left out: 5 timed repeats of every shape)
+    max_shape_s: Optional[float] = dataclasses.field(default=None, metadata=OMIT_NONE)
+    # measure.tune_finalists and tune_screen_min_time_ms (None, left out: every candidate timed
+    # in full, one pass, as before the keys existed)
+    tune_finalists: Optional[int] = dataclasses.field(default=None, metadata=OMIT_NONE)
+    tune_screen_min_time_ms: Optional[float] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 def shapes_hash(shapes: list[dict[str, Any]]) -> str:
@@ -115,6 +121,10 @@ class TuneSpec:
     tune_min_time_ms: float
     # "vulkan": the version's shaders on the device's Vulkan device; None (left out): OpenCL
     api: Optional[str] = dataclasses.field(default=None, metadata=OMIT_NONE)
+    # measure.tune_finalists and tune_screen_min_time_ms (None, left out: every candidate timed
+    # in full, one pass, as before the keys existed)
+    tune_finalists: Optional[int] = dataclasses.field(default=None, metadata=OMIT_NONE)
+    tune_screen_min_time_ms: Optional[float] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)
@@ -132,6 +142,10 @@ class SquaresSpec:
     tune_min_time_ms: float
     tune_max_launch_s: float
     api: Optional[str] = dataclasses.field(default=None, metadata=OMIT_NONE)  # as TuneSpec's
+    # measure.tune_finalists and tune_screen_min_time_ms (None, left out: every candidate timed
+    # in full, one pass, as before the keys existed)
+    tune_finalists: Optional[int] = dataclasses.field(default=None, metadata=OMIT_NONE)
+    tune_screen_min_time_ms: Optional[float] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 def classes_hash(classes: list[str]) -> str:
@@ -161,6 +175,10 @@ class TuneVersionSpec:
     tune_min_time_ms: float
     tune_max_launch_s: float
     api: Optional[str] = dataclasses.field(default=None, metadata=OMIT_NONE)  # as TuneSpec's
+    # measure.tune_finalists and tune_screen_min_time_ms (None, left out: every candidate timed
+    # in full, one pass, as before the keys existed)
+    tune_finalists: Optional[int] = dataclasses.field(default=None, metadata=OMIT_NONE)
+    tune_screen_min_time_ms: Optional[float] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
     def _version(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("device", "device_config", "stage_root",
@@ -169,13 +187,17 @@ class TuneVersionSpec:
     def class_spec(self, cls: str) -> TuneSpec:
         """The spec of one class's file (the params its stamp records)."""
         return TuneSpec(**self._version(), cls=cls, tune=self.tune,
-                        tune_min_time_ms=self.tune_min_time_ms)
+                        tune_min_time_ms=self.tune_min_time_ms, **self._passes())
 
     def squares_spec(self) -> SquaresSpec:
         """The spec of the square sizes' file, ``tuning/squares.json``."""
         return SquaresSpec(**self._version(), sizes=self.sizes, tune=self.tune,
                            tune_min_time_ms=self.tune_min_time_ms,
-                           tune_max_launch_s=self.tune_max_launch_s)
+                           tune_max_launch_s=self.tune_max_launch_s, **self._passes())
+
+    def _passes(self) -> dict[str, Any]:
+        return {"tune_finalists": self.tune_finalists,
+                "tune_screen_min_time_ms": self.tune_screen_min_time_ms}
 
 
 @dataclass(frozen=True)
@@ -307,6 +329,9 @@ class RunSpec:
     reuse_buffers: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
     # measure.events_apart on an OpenCL run on one queue: True; None (left out) otherwise
     events_apart: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
+    # measure.events_adaptive on an events_apart run: True; None (left out) otherwise: the
+    # events process measures exactly the plan's iterations
+    events_adaptive: Optional[bool] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 def to_params(spec: Any) -> dict[str, Any]:

@@ -52,8 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from phonetrain import data as datasets
-from phonetrain import layout, reference, spans
+from phonetrain import layout, spans
 from phonetrain.layout import Layout
 from phonetrain.errors import StageError
 from phonetrain.io import make_temp_dir, read_json, sha256_file, write_json, write_text
@@ -65,7 +64,6 @@ from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutO
 from phonetrain.devices import is_this_host, shares_host_cpu
 from phonetrain.devices.base import TransportError
 from phonetrain.stages import paired, schedule
-from phonetrain.stages.evaluate import evaluate_run
 from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.quiet import check_records, machine_record, quiet_probe
@@ -82,6 +80,8 @@ def write_data(job: Job) -> Path:
     batch size of the params, :data:`DATA_SOURCE` recording the folder they were read
     from (None for digits and synthetic data) and the settings (``inputs.json``,
     :mod:`phonetrain.stages.stamp`)."""
+    from phonetrain import data as datasets   # the data job's only: not in lower or train
+
     s = job.spec(DataSpec)
     dcfg = s.dataset_config
     opts: dict[str, Any] = {}
@@ -120,6 +120,8 @@ def verify_run(plan_json: str | Path, root: str | Path, out_dir: str | Path,
     ``tolerance`` the worst tensor's error and bound), or, for a run without checkpoints, the
     whole trajectory against ``atol`` (``measure.verify_atol``). The trajectory's drift is
     reported under ``trajectory`` either way."""
+    from phonetrain import reference   # the numpy reference: only where a run is verified
+
     doc = dict(reference.verify_run_dir(Plan.load(plan_json), Path(root), Path(out_dir),
                                         atol=atol))
     doc["ok"] = bool(doc.get("ok")) and doc.get("max_abs_err") is not None and \
@@ -231,7 +233,10 @@ def train(job: Job) -> Path:
         write_json(verify, tmp / "main" / layout.VERIFY)
         if mode == "paired":
             _verify_previous(tmp / EXTRA, plan_dir.parent.parent, ms, bool(verify["ok"]))
-        evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", s)
+        if ms.eval_every > 0:   # held-out evaluation: its imports only where it is on
+            from phonetrain.stages.evaluate import evaluate_run
+
+            evaluate_run(job.input.plan, plan_dir.parent.parent, tmp / "main", s)
         write_json(verdict, tmp / "main" / layout.MEASUREMENT)
         # params.json goes in with the measurement: a run interrupted before it finishes
         # leaves the previous measurement beside the settings it was measured with
@@ -370,19 +375,22 @@ def _measure(r: Runner, manifest: dict[str, Any], into: Path, s: RunSpec, p: dic
 def events_process(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec,
                    p: dict[str, Any], rdir: Path) -> Path | None:
     """The breakdown's process of an ``events_apart`` run: one more runner process after
-    the timed ones, measured the same way but with a profiling event per command, into
+    the timed ones, with a profiling event per command, exactly the plan's iterations
+    (adaptively as the timed ones with ``measure.events_adaptive``), into
     ``tmp/events`` (installed as the run folder's ``events/``). Its per-command device times
     give the breakdown, the commands and the trace; its iteration times, which carry the
     events' host cost, are not the step time. Returns None, or the run folder when the
     device cannot do the run (recorded skipped or oom)."""
-    got = _process(r, manifest, tmp / layout.EVENTS, s, p, rdir, tmp, profiling=True)
+    got = _process(r, manifest, tmp / layout.EVENTS, s, p, rdir, tmp, profiling=True,
+                   fixed=not s.events_adaptive)
     return got if got == rdir else None
 
 
 def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict[str, Any],
-             rdir: Path, tmp: Path, profiling: bool) -> Path:
+             rdir: Path, tmp: Path, profiling: bool, fixed: bool = False) -> Path:
     """One runner process measuring the plan into ``got`` after the cool-down, with or
-    without per-command events (``profiling``). Returns ``got``, or the run folder ``rdir``
+    without per-command events (``profiling``), adaptively (:func:`adaptive`) or, with
+    ``fixed``, exactly the plan's iterations. Returns ``got``, or the run folder ``rdir``
     when the device cannot do the run (recorded skipped or oom, through ``tmp``); raises
     :class:`StageError` (``failed.json`` written) when the runner fails."""
     dev, ms = s.device_config, s.measure
@@ -390,7 +398,8 @@ def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict
         spans.wait("cool-down", ms.cooldown_s)
     conditions = _conditions_before(r.transport, ms)
     try:
-        r.run(manifest["plan"], got, threads=ms.threads, adaptive=adaptive(ms),
+        r.run(manifest["plan"], got, threads=ms.threads,
+              adaptive=None if fixed else adaptive(ms),
               power_sample_ms=ms.power_sample_ms, profiling=profiling)
     except MissingLibraryError as e:
         return _skip(s, tmp, rdir, e.message)
