@@ -38,6 +38,7 @@ from phonetrain.config.validate import (ADAM_KEYS, _check_batches_fit, _check_da
                                         _check_dataset_source, _check_optimizer_kernels,
                                         _check_override_keys, _did_you_mean, _group_file,
                                         _source, _validate_member, _validate_root)
+from phonetrain.kernels import KERNELS_ROOT
 from phonetrain.kernels.spirv import has_shaders
 
 
@@ -329,8 +330,31 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
                 members[axis][name] = cfg[axis]
     check_host(conf_dir, root, members, overrides)
     exps = _cross(root, members)
+    if not exps:
+        _refuse_empty_sweep(conf_dir, root, members, overrides)
     _check_optimizer_kernels(conf_dir, exps, overrides)
     return Sweep(root=root, members=members, experiments=exps, environment=env)
+
+
+def _refuse_empty_sweep(conf_dir: Path, root: dict[str, Any],
+                        members: dict[str, dict[str, Any]], overrides: Sequence[str]) -> None:
+    """Raise :class:`ConfigError` for a sweep that crosses no experiment: every backend's
+    kernel versions excluded by ``sweep.backend_kernels`` or, for a Vulkan backend, by having
+    no shaders. Names the sweep file, each backend and why it has no kernel."""
+    only = root["sweep"].get("backend_kernels") or {}
+    why = []
+    for b in members["backend"]:
+        if b in only:
+            why.append(f"backend {b!r} is restricted to {list(only[b])} by "
+                       f"sweep.backend_kernels")
+        else:
+            why.append(f"backend {b!r} is Vulkan and no version of sweep.kernels has Vulkan "
+                       "shaders (a vk/ folder)")
+    path = _group_file(conf_dir, "sweep", root["sweep"]["name"])
+    raise ConfigError(f"{_source(path, 'sweep.kernels', overrides)}: sweep "
+                      f"'{root['sweep']['name']}' crosses no experiment: sweep.kernels is "
+                      f"{list(members['kernel'])} and {'; '.join(why)}. Add a kernel version "
+                      "those backends take, or the cpu backend, to the sweep")
 
 
 def check_host(conf_dir: Path, root: dict[str, Any], members: dict[str, dict[str, Any]],
@@ -354,6 +378,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     conf_dir = Path(conf_dir).resolve()
     with _private_hydra(conf_dir):
         root, choices, env = _compose(conf_dir, overrides)
+    _refuse_several(choices, overrides)
     _validate_root(conf_dir, root, overrides)
     for axis in AXES:
         _validate_member(conf_dir, axis, choices[axis], root[axis], overrides)
@@ -364,8 +389,35 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     _check_batches_fit(conf_dir, root, members["model"], overrides)
     root["sweep"] = {"name": "single", **{a + "s": list(members[a]) for a in AXES}}
     exps = _cross(root, members)
+    if not exps:   # the one cell crossed out: a Vulkan backend with a version without shaders
+        _refuse_no_shaders(conf_dir, choices["backend"], choices["kernel"], overrides)
     _check_optimizer_kernels(conf_dir, exps, overrides)
     return Sweep(root=root, members=members, experiments=exps, environment=env), exps[0]
+
+
+def _refuse_several(choices: dict[str, str], overrides: Sequence[str]) -> None:
+    """Raise :class:`ConfigError` for a one-experiment composition where an override chose
+    several members of an axis (``model=[lenet5,mlp_16_16]``: Hydra merges them into one,
+    and the axis has no single choice), naming the override and the sweep key to use."""
+    for axis in AXES:
+        if axis not in choices:
+            said = [o for o in overrides if o.split("=", 1)[0].strip() == axis] or [axis]
+            raise ConfigError(f"override {said[-1]!r} picks a list of {axis}s, but one run is "
+                              f"one experiment: name one {axis} ({axis}=NAME), or run the "
+                              f"list as a sweep: snakemake --cores 1 all --config "
+                              f"'overrides=[\"sweep.{axis}s=[...]\"]'")
+
+
+def _refuse_no_shaders(conf_dir: Path, backend: str, kernel: str,
+                       overrides: Sequence[str]) -> None:
+    """Raise :class:`ConfigError` for a Vulkan ``backend`` chosen with a ``kernel`` version
+    that has no Vulkan shaders (no ``vk/`` folder of its own), naming the versions that have."""
+    have = sorted(d.name for d in KERNELS_ROOT.iterdir() if has_shaders(d.name))
+    raise ConfigError(f"{_source(_group_file(conf_dir, 'kernel', kernel), 'kernel', overrides)}:"
+                      f" kernel version {kernel!r} has no Vulkan shaders (no "
+                      f"{KERNELS_ROOT / kernel / 'vk'}/), so backend {backend!r} cannot run "
+                      f"it; choose a version with shaders ({', '.join(have)}) or an OpenCL or "
+                      "CPU backend")
 
 
 def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) -> list[Experiment]:
