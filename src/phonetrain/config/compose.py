@@ -342,19 +342,16 @@ def _refuse_empty_sweep(conf_dir: Path, root: dict[str, Any],
     kernel versions excluded by ``sweep.backend_kernels`` or, for a Vulkan backend, by having
     no shaders. Names the sweep file, each backend and why it has no kernel."""
     only = root["sweep"].get("backend_kernels") or {}
-    why = []
-    for b in members["backend"]:
-        if b in only:
-            why.append(f"backend {b!r} is restricted to {list(only[b])} by "
-                       f"sweep.backend_kernels")
-        else:
-            why.append(f"backend {b!r} is Vulkan and no version of sweep.kernels has Vulkan "
-                       "shaders (a vk/ folder)")
+    kernels = list(members["kernel"])
+    why = [f"backend {b!r} is restricted to {list(only[b])} by sweep.backend_kernels"
+           if b in only else
+           f"backend {b!r} is Vulkan and none of sweep.kernels {kernels} has Vulkan shaders "
+           "(a vk/ folder)" for b in members["backend"]]
     path = _group_file(conf_dir, "sweep", root["sweep"]["name"])
     raise ConfigError(f"{_source(path, 'sweep.kernels', overrides)}: sweep "
-                      f"'{root['sweep']['name']}' crosses no experiment: sweep.kernels is "
-                      f"{list(members['kernel'])} and {'; '.join(why)}. Add a kernel version "
-                      "those backends take, or the cpu backend, to the sweep")
+                      f"'{root['sweep']['name']}' crosses no experiment: {'; '.join(why)}. "
+                      "Add to sweep.kernels a version those backends take, or the cpu "
+                      "backend to sweep.backends")
 
 
 def check_host(conf_dir: Path, root: dict[str, Any], members: dict[str, dict[str, Any]],
