@@ -315,3 +315,24 @@ def test_phonetrain_run_of_a_list_of_members_names_the_override(override):
     axis = override.split("=")[0]
     for needle in (repr(override), "one experiment", f"sweep.{axis}s=[...]"):
         assert needle in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("line, value, needles", [
+    ("opencl_platform: ${oc.env:PT_TEST_PLATFORM}", None,
+     ["'PT_TEST_PLATFORM' not found", "device.opencl_platform"]),
+    ("android_api: ${oc.env:PT_TEST_API}", "abc",
+     ["'abc'", "Integer", "device.android_api"]),
+])
+def test_an_environment_variable_a_device_file_reads_names_that_file(conf: Path, monkeypatch,
+                                                                     line, value, needles):
+    """``${oc.env:VAR}`` in a device file, the variable unset or of the wrong type: the
+    message names the device file (not the overrides, which set nothing of it) and says to
+    set the variable or write the value."""
+    var = line.split(":")[-1].rstrip("}")
+    monkeypatch.delenv(var, raising=False)
+    if value is not None:
+        monkeypatch.setenv(var, value)
+    msg = _pixel_refused(conf, f"name: pixel\n{line}\n", "[pixel]")
+    for needle in ("device/pixel.yaml", "set that environment variable", *needles):
+        assert needle in msg, msg
+    assert not msg.startswith("override"), msg

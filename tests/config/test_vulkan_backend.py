@@ -38,7 +38,7 @@ def test_one_vulkan_run_of_a_version_without_shaders_is_refused_naming_the_kerne
     (["sweep.backends=[vulkan]", "sweep.kernels=[regblock]"],
      ["'vulkan' is Vulkan", "regblock"]),
     (["sweep.backends=[opencl]", "sweep.kernels=[baseline]",
-      "sweep.backend_kernels={opencl:[tiled]}"],
+      "+sweep.backend_kernels.opencl=[tiled]"],
      ["'opencl' is restricted to ['tiled']", "sweep.backend_kernels"]),
 ])
 def test_a_sweep_that_crosses_no_experiment_is_refused(overrides, needles):

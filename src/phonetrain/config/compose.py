@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 from phonetrain.config.validate import (ADAM_KEYS, _check_batches_fit, _check_dataset_fits,
                                         _check_dataset_source, _check_optimizer_kernels,
                                         _check_override_keys, _did_you_mean, _group_file,
-                                        _source, _validate_member, _validate_root)
+                                        _is_map_field, _override_key, _source,
+                                        _validate_member, _validate_root)
 from phonetrain.kernels import KERNELS_ROOT
 from phonetrain.kernels.spirv import has_shaders
 
@@ -92,20 +93,50 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     m = re.search(r"full_key: (\w+)\.(\w+)", msg)
     if "Missing mandatory value" in msg and m and m.group(1) in AXES + ("sweep",):
         group, key = m.groups()
-        chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == group]
-        where = (_group_file(conf_dir, group, chosen[-1]) if chosen
-                 else f"the {group} chosen in {conf_dir / 'config.yaml'}")
-        return ConfigError(f"{where}: key '{key}' is missing; add '{key}: ...' to the file")
+        return ConfigError(f"{_chosen_file(conf_dir, group, overrides)}: key '{key}' is "
+                           f"missing; add '{key}: ...' to the file")
+    m = re.search(r"full_key: ([\w.\[\]]+)", msg)
+    if m and "interpolation" in msg and not any(_override_key(o) == m.group(1)
+                                                 for o in overrides):
+        # an interpolation written in a config file (${oc.env:VAR} unset or of the wrong
+        # type): the file is to blame, not the overrides
+        group = m.group(1).split(".")[0]
+        where = (_chosen_file(conf_dir, group, overrides)
+                 if (conf_dir / group).is_dir() else conf_dir / "config.yaml")
+        what = ("set that environment variable (to a value of the key's type), or write the "
+                "value itself" if "oc.env" in msg or "Environment variable" in msg
+                else "fix the interpolation, or write the value itself")
+        return ConfigError(f"{where}: {_tidy(msg)}; {what}")
     if e.__cause__ is not None:  # "Error merging override x=y" hides the reason in its cause
         msg = f"{msg}: {e.__cause__}"
+    m = re.search(r"Could not override '([\w.]+)'", msg)
+    if m and "not in struct" in msg and _is_map_field(m.group(1)):
+        # a new entry of a map (sweep.backend_kernels): OmegaConf adds none by merging
+        entry = re.search(r"full_key: ([\w.]+)", msg)
+        entry_key = entry.group(1) if entry else f"{m.group(1)}.NAME"
+        said = [o for o in overrides if _override_key(o) == m.group(1)] or [m.group(1)]
+        return ConfigError(f"override {said[-1]!r}: '{entry_key}' is not an entry of "
+                           f"'{m.group(1)}' yet, and a map gets no new entry from a whole-map "
+                           f"override; add each entry with its own, e.g. "
+                           f"'+{entry_key}=[...]'")
     m = re.search(r"Error merging override (\S+)", msg)
     named = [o for o in overrides if m and o == m.group(1).rstrip(":")]
+    k = re.search(r"full_key: ([\w.\[\]]+)", msg)
+    named = named or [o for o in overrides if k and _override_key(o) == k.group(1)]
     which = f"override {named[-1]!r}" if named else f"override {overrides}"
     key, _, value = named[-1].partition("=") if named else ("sweep.models", "", "lenet5")
     hint = (f"; write a list, e.g. '{key}=[{value.strip(chr(39) + chr(34))}]'"
             if "is not a ListConfig" in msg
             else _null_hint(msg))
     return ConfigError(f"{which} on {conf_dir}: {_tidy(msg)}{hint}")
+
+
+def _chosen_file(conf_dir: Path, group: str, overrides: Sequence[str]) -> Path | str:
+    """The file of ``group`` the composition read: the one the last ``group=NAME`` override
+    chose, else the words for the default that ``config.yaml`` chooses."""
+    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == group]
+    return (_group_file(conf_dir, group, chosen[-1]) if chosen
+            else f"the {group} chosen in {conf_dir / 'config.yaml'}")
 
 
 def _unknown_key_hint(msg: str) -> str:
