@@ -307,6 +307,8 @@ def _undecodable(conf_dir: Path) -> Path | None:
             f.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
             return f
+        except OSError:   # a dangling link (an editor's lock file): not read by Hydra
+            continue
     return None
 
 
