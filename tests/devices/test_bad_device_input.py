@@ -4,6 +4,8 @@ started or written before it."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from click.testing import CliRunner
 
@@ -12,23 +14,41 @@ from phonetrain.devices.adb import DEFAULT_ADB_PORT, AdbTransport
 from phonetrain.devices.base import TransportError
 
 
-@pytest.mark.parametrize("value", ["junk", "70000", "0", "5037x"])
+@pytest.mark.parametrize("value", ["junk", "70000", "0", "5037x", "", " "])
 def test_a_junk_adb_port_variable_is_named(monkeypatch, value):
-    """``ANDROID_ADB_SERVER_PORT`` that is not a TCP port: ``phonetrain devices`` and the adb
-    transport (every phone job) name the variable and its value."""
+    """``ANDROID_ADB_SERVER_PORT`` that is not a TCP port (adbutils itself reads it with int()
+    when imported): ``phonetrain devices``, ``phonetrain adb`` and the adb transport (every
+    phone job) name the variable and its value."""
     monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", value)
-    res = CliRunner().invoke(main, ["devices"])
-    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
-    for needle in ("ANDROID_ADB_SERVER_PORT", repr(value), "1..65535", "unset it"):
-        assert needle in res.output, res.output
+    for args in (["devices"], ["adb", "devices"]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
+        for needle in ("ANDROID_ADB_SERVER_PORT", repr(value), "1..65535", "unset it"):
+            assert needle in res.output, res.output
     with pytest.raises(TransportError, match="ANDROID_ADB_SERVER_PORT"):
         AdbTransport("pixel", "R58M123")
 
 
-def test_an_empty_adb_port_variable_means_the_default_server(monkeypatch):
-    monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", " ")
+def test_the_adb_port_variable_names_the_default_server(monkeypatch):
+    monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", " 5039 ")   # int() takes the spaces too
+    assert AdbTransport("pixel", "R58M123").adb_port == 5039
+    monkeypatch.delenv("ANDROID_ADB_SERVER_PORT")
     assert AdbTransport("pixel", "R58M123").adb_port == DEFAULT_ADB_PORT
-    assert AdbTransport("pixel", "R58M123", adb_port=5039).adb_port == 5039
+    assert AdbTransport("pixel", "R58M123", adb_port=5041).adb_port == 5041
+
+
+def test_a_junk_adb_port_variable_stops_the_import_with_its_name(tmp_path):
+    """A fresh process (a phone job, ``phonetrain devices``): importing the adb transport
+    names the variable; adbutils' own ValueError at import is never reached."""
+    import subprocess
+    import sys
+    code = ("from phonetrain.devices.base import TransportError\n"
+            "try:\n    import phonetrain.devices.adb\n"
+            "except TransportError as e:\n    print('named:', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "ANDROID_ADB_SERVER_PORT": "junk"}, timeout=120)
+    assert out.returncode == 0 and "named: environment variable ANDROID_ADB_SERVER_PORT is "\
+        "'junk'" in out.stdout, out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("name", ["pixel_7", "R58M123=", "=pixel_7", "R58M123=pixel 7",

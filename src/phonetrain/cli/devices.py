@@ -35,9 +35,8 @@ from phonetrain.errors import PhonetrainError
 def devices(write: bool, conf_dir: Path, adb_host: str, adb_port: int | None,
             names: dict[str, str], build_dir: Path | None) -> None:
     """List adb devices (serial, state, model, SoC, ABI, Android version)."""
-    from phonetrain.devices import discovery
-
     try:
+        from phonetrain.devices import discovery   # adbutils: $ANDROID_ADB_SERVER_PORT checked
         rows = discovery.list_devices(adb_host, adb_port)
     except TransportError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -206,7 +205,11 @@ def adb_command(args: tuple[str, ...]) -> None:
     import subprocess
     import sys
 
-    import adbutils
+    try:   # the adb server's port variable, which adbutils and adb read: named when junk
+        from phonetrain.devices.adb import adbutils, default_port
+        default_port()
+    except PhonetrainError as exc:
+        raise click.ClickException(str(exc)) from None
     try:
         adb = adbutils.adb_path()
     except Exception as exc:  # adbutils raises its own errors when the binary is missing

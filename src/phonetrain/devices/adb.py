@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import adbutils
 from phonetrain.devices.base import (CommandResult, TransportError, TransportTimeout,
                                      on_this_host)
 from phonetrain.devices.locks import DeviceLock, HostLock, PhoneLock
@@ -95,16 +94,28 @@ class Cooldown:
 
 def default_port() -> int:
     """The default adb server's port: ``$ANDROID_ADB_SERVER_PORT`` (adb's own variable) when
-    set and not empty, else :data:`DEFAULT_ADB_PORT`. Raises :class:`TransportError` naming
-    the variable when its value is not a TCP port (1..65535, RFC 793)."""
-    raw = os.environ.get(ADB_PORT_ENV, "").strip()
-    if not raw:
+    set, else :data:`DEFAULT_ADB_PORT`. Raises :class:`TransportError` naming the variable when
+    it is set to something that is not a TCP port (1..65535, RFC 793), empty included: adb
+    and adbutils would not start on it either."""
+    raw = os.environ.get(ADB_PORT_ENV)
+    if raw is None:
         return DEFAULT_ADB_PORT
-    if raw.isdigit() and 1 <= int(raw) <= 65535:
+    if raw.strip().isdigit() and 1 <= int(raw) <= 65535:
         return int(raw)
     raise TransportError(f"environment variable {ADB_PORT_ENV} is {raw!r}, not a TCP port "
                          "(1..65535)", f"set it to the port of your adb server, or unset it "
                          f"for the default server on port {DEFAULT_ADB_PORT}")
+
+
+# adbutils makes its default client when imported, reading $ANDROID_ADB_SERVER_PORT with int():
+# a junk value is named here first (TransportError) instead of a ValueError from the import.
+default_port()
+import adbutils  # noqa: E402
+
+
+def server_client(host: str, port: int) -> adbutils.AdbClient:
+    """adbutils' client of the adb server at ``host:port``."""
+    return adbutils.AdbClient(host=host, port=port)
 
 
 def _local_host(host: str) -> bool:

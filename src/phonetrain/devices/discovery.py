@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import adbutils
 import yaml
 
 from phonetrain.devices.adb import (AdbTransport, default_port, ensure_server,
-                                    state_hint)
+                                    server_client, state_hint)
 from phonetrain.devices.base import TransportError
 from phonetrain.errors import PhonetrainError
 from phonetrain.io import write_text
@@ -44,7 +43,7 @@ def list_devices(adb_host: str = "127.0.0.1", adb_port: int | None = None) -> li
     given port without a server raises TransportError ("no adb server at HOST:PORT")."""
     port = int(adb_port) if adb_port else default_port()
     ensure_server(adb_host, port, may_start=adb_port is None)
-    client = adbutils.AdbClient(host=adb_host, port=port)
+    client = server_client(adb_host, port)
     rows = []
     for info in client.list():
         row = DeviceRow(info.serial, info.state)
