@@ -250,8 +250,9 @@ def trace_command(run_dir: Path) -> None:
     from phonetrain.results import profiling
     from phonetrain.results.runs import folder_problems, run_iterations, traced_process
     if not (run_dir / layout.RUN).is_file():
+        where = layout.Layout("RESULTS").run_dir("<device>", "<experiment>")
         raise click.ClickException(f"{run_dir}: not a run folder (no {layout.RUN}); name one "
-                                   "run's folder, RESULTS/runs/<device>/<experiment>")
+                                   f"run's folder, {where}")
     problems = folder_problems(run_dir)
     if problems:
         raise click.ClickException(f"{run_dir} is damaged, not a measurement: "
