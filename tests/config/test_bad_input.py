@@ -304,3 +304,35 @@ def test_a_dataset_folder_without_samples_is_one_error(tmp_path: Path):
     write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros((0,), np.uint8))
     with pytest.raises(datasets.DatasetError, match="holds no samples"):
         datasets.write_batches("mnist", 8, 2, tmp_path / "out", folder=tmp_path)
+
+
+@pytest.mark.parametrize("override", ["model=[lenet5,mlp_16_16]", "kernel=[baseline]"])
+def test_phonetrain_run_of_a_list_of_members_names_the_override(override):
+    """``phonetrain run model=[a,b]``: Hydra merges both models into one and the axis has no
+    single choice; the run is refused naming the override and the sweep key, not a KeyError."""
+    with pytest.raises(ConfigError) as e:
+        compose_one([override, "backend=opencl"])
+    axis = override.split("=")[0]
+    for needle in (repr(override), "one experiment", f"sweep.{axis}s=[...]"):
+        assert needle in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("line, value, needles", [
+    ("opencl_platform: ${oc.env:PT_TEST_PLATFORM}", None,
+     ["'PT_TEST_PLATFORM' not found", "device.opencl_platform"]),
+    ("android_api: ${oc.env:PT_TEST_API}", "abc",
+     ["'abc'", "Integer", "device.android_api"]),
+])
+def test_an_environment_variable_a_device_file_reads_names_that_file(conf: Path, monkeypatch,
+                                                                     line, value, needles):
+    """``${oc.env:VAR}`` in a device file, the variable unset or of the wrong type: the
+    message names the device file (not the overrides, which set nothing of it) and says to
+    set the variable or write the value."""
+    var = line.split(":")[-1].rstrip("}")
+    monkeypatch.delenv(var, raising=False)
+    if value is not None:
+        monkeypatch.setenv(var, value)
+    msg = _pixel_refused(conf, f"name: pixel\n{line}\n", "[pixel]")
+    for needle in ("device/pixel.yaml", "set that environment variable", *needles):
+        assert needle in msg, msg
+    assert not msg.startswith("override"), msg

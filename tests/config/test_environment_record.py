@@ -81,3 +81,22 @@ def test_the_workflow_records_and_a_dry_run_refuses_a_changed_value(tmp_path: Pa
                            capture_output=True, text=True, timeout=900)
     assert later.returncode != 0, later.stdout[-2000:]
     assert "${oc.env:SSH_TTY}, which is '/dev/pts/9' now and was '/dev/pts/3'" in later.stderr
+
+
+@pytest.mark.parametrize("text", ["{", '{"values": [1, 2]}', '{"values": {"report.title": 3}}'])
+def test_a_damaged_record_names_the_file_and_says_to_delete_it(tmp_path: Path, text):
+    """A record that is not ``{"values": {key: {variable: value}}}`` (truncated, hand-edited):
+    one error naming it and what to do (delete it: it is written again), no traceback, and
+    nothing is measured under a record that cannot be compared."""
+    L = Layout(str(tmp_path / "results"))
+    Path(L.root).mkdir()
+    Path(L.environment_record()).write_text(text)
+    with pytest.raises(environment.ResultsFileError) as e:
+        environment.check(L, {"report.title": {"SSH_TTY": "/dev/pts/3"}})
+    for needle in (L.environment_record(), "no record of the config values",
+                   f"delete {L.environment_record()}", "records them again"):
+        assert needle in str(e.value), str(e.value)
+    res = CliRunner().invoke(main, ["run", "model=mlp_16_16", "backend=cpu",
+                                    f"results_dir={L.root}"])
+    assert res.exit_code == 1 and f"delete {L.environment_record()}" in res.output, res.output
+    assert sorted(p.name for p in Path(L.root).iterdir()) == ["environment.json"]

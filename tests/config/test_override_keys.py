@@ -113,3 +113,19 @@ def test_aggregate_help_names_overrides_not_a_folder():
     usage = res.output.splitlines()[0]
     assert usage.endswith("[OVERRIDES]..."), usage
     assert "Hydra overrides the study ran with" in " ".join(res.output.split())
+
+
+def test_a_map_entry_is_added_by_its_own_override_and_the_whole_map_says_how():
+    """``sweep.backend_kernels`` is a map: an entry the sweep file lacks is added with
+    ``+sweep.backend_kernels.<backend>=[...]`` (accepted, not refused as an unknown key); the
+    whole-map override, which OmegaConf cannot add an entry by, names the entry and that
+    form, instead of Hydra's '+' advice that the key check then refused."""
+    base = ["sweep=test", "sweep.models=[mlp_16_16]", "sweep.kernels=[baseline,tiled]"]
+    s = compose_sweep(base + ["+sweep.backend_kernels.opencl=[tiled]"])
+    assert sorted(e.id for e in s.experiments) == ["mlp_16_16.cpu.none", "mlp_16_16.opencl.tiled"]
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(base + ["sweep.backend_kernels={opencl:[tiled]}"])
+    msg = str(e.value)
+    for needle in ("'sweep.backend_kernels={opencl:[tiled]}'", "'sweep.backend_kernels.opencl'",
+                   "'+sweep.backend_kernels.opencl=[...]'"):
+        assert needle in msg, msg

@@ -19,3 +19,34 @@ def test_vulkan_pipelined_is_refused_naming_the_key():
     with pytest.raises(ConfigError, match="placement.*vulkan backend takes one of"):
         compose_one(["model=mlp_16_16", "device=host", "backend=vulkan", "kernel=baseline",
                      "backend.placement=pipelined"], CONF_DIR)
+
+
+def test_one_vulkan_run_of_a_version_without_shaders_is_refused_naming_the_kernel():
+    """`phonetrain run backend=vulkan kernel=regblock`: the one cell is crossed out (regblock
+    has no vk/ folder), so the run is refused naming the kernel and the versions that have
+    shaders, not left to fail on an empty list."""
+    with pytest.raises(ConfigError) as e:
+        compose_one(["model=mlp_16_16", "device=host", "backend=vulkan", "kernel=regblock"],
+                    CONF_DIR)
+    msg = str(e.value)
+    for needle in ("kernel=regblock", "kernel/regblock.yaml", "no Vulkan shaders",
+                   "regblock/vk", "baseline", "tiled", "backend 'vulkan'"):
+        assert needle in msg, msg
+
+
+@pytest.mark.parametrize("overrides, needles", [
+    (["sweep.backends=[vulkan]", "sweep.kernels=[regblock]"],
+     ["'vulkan' is Vulkan", "regblock"]),
+    (["sweep.backends=[opencl]", "sweep.kernels=[baseline]",
+      "+sweep.backend_kernels.opencl=[tiled]"],
+     ["'opencl' is restricted to ['tiled']", "sweep.backend_kernels"]),
+])
+def test_a_sweep_that_crosses_no_experiment_is_refused(overrides, needles):
+    """Every cell crossed out (a Vulkan backend over versions without shaders, a backend
+    restricted to versions the sweep does not list): refused naming the sweep and why, before
+    any job, not composed into an empty study."""
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.models=[mlp_16_16]", *overrides], CONF_DIR)
+    msg = str(e.value)
+    for needle in ("crosses no experiment", "sweep.kernels", *needles):
+        assert needle in msg, msg

@@ -151,3 +151,25 @@ def test_refresh_unstable_names_a_run_whose_verdict_cannot_be_read(run_copy: Pat
     assert res.exit_code == 0, res.output
     assert "host/b: moved aside" in res.output and "host/a" not in res.output
     assert (R / "runs" / "host" / "a").is_dir() and not (R / "runs" / "host" / "b").exists()
+
+
+@pytest.mark.parametrize("plant, needles", [
+    ({}, ["not a run folder (no run.json)", "runs/<device>/<experiment>"]),
+    ({"run.json": '{"status": "skipped", "reason": "no Vulkan device"}'},
+     ["no trace.csv", "'skipped'", "run.json"]),
+    ({"run.json": '{"status": "failed"}', "failed.json": '{"reason": "runner crashed"}'},
+     ["no trace.csv", "'failed'", "failed.json"]),
+], ids=["results-folder", "skipped-run", "failed-run"])
+def test_trace_command_on_a_folder_without_a_trace_says_why(tmp_path: Path, plant, needles):
+    """``phonetrain trace`` given a folder that is not a run's (the results folder) or a run
+    that measured nothing: one message saying so, not a missing-file error."""
+    from click.testing import CliRunner
+
+    from phonetrain.cli import main
+    for name, text in plant.items():
+        (tmp_path / name).write_text(text)
+    res = CliRunner().invoke(main, ["trace", str(tmp_path)])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    for needle in (str(tmp_path), *needles):
+        assert needle in res.output, res.output
+    assert not (tmp_path / "trace.perfetto.json").exists()

@@ -178,3 +178,21 @@ def test_the_schemas_missing_marker_is_omegaconfs():
 
     from phonetrain.config import schema
     assert schema.MISSING == omegaconf.MISSING
+
+
+def test_an_editors_dangling_lock_link_in_conf_is_keyed_not_a_traceback(tmp_path, monkeypatch):
+    """Emacs keeps ``.#host.yaml``, a link to ``user@host.pid`` that does not exist, beside a
+    config file being edited: the workflow's parse reads every file under conf/ for the key,
+    and this one cannot be read. The key takes the link's target instead, so it still moves
+    when the lock comes or goes, and the study composes (Hydra reads the chosen files only)."""
+    base = _tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    k0 = study_key(base, ["sweep=test"])
+    lock = base / "conf" / "device" / ".#host.yaml"
+    lock.symlink_to("someone@host.4242")
+    k1 = study_key(base, ["sweep=test"])
+    assert k1 != k0
+    lock.unlink()
+    lock.symlink_to("someone@host.4343")
+    assert study_key(base, ["sweep=test"]) not in (k0, k1)
+    assert compose_mod.compose_sweep(["sweep=test"], base / "conf").experiments

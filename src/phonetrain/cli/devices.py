@@ -28,15 +28,15 @@ from phonetrain.errors import PhonetrainError
 @click.option("--adb-port", type=click.IntRange(1, 65535), default=None,
               help="adb server port [default: $ANDROID_ADB_SERVER_PORT or 5037].")
 @click.option("--name", "names", multiple=True, metavar="SERIAL=NAME",
+              callback=lambda ctx, param, value: serial_names(value),
               help="Config name for a serial (default: from the model).")
 @click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where runners are built [default: a temporary folder].")
 def devices(write: bool, conf_dir: Path, adb_host: str, adb_port: int | None,
-            names: tuple[str, ...], build_dir: Path | None) -> None:
+            names: dict[str, str], build_dir: Path | None) -> None:
     """List adb devices (serial, state, model, SoC, ABI, Android version)."""
-    from phonetrain.devices import discovery
-
     try:
+        from phonetrain.devices import discovery   # adbutils: $ANDROID_ADB_SERVER_PORT checked
         rows = discovery.list_devices(adb_host, adb_port)
     except TransportError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -52,8 +52,25 @@ def devices(write: bool, conf_dir: Path, adb_host: str, adb_port: int | None,
         if r.hint:
             click.echo(f"  -> {r.hint}")
     if write:
-        _write_configs(rows, conf_dir, adb_host, written_port(adb_port),
-                       dict(n.split("=", 1) for n in names), build_dir)
+        _write_configs(rows, conf_dir, adb_host, written_port(adb_port), names, build_dir)
+
+
+def serial_names(values: tuple[str, ...]) -> dict[str, str]:
+    """``--name SERIAL=NAME`` options as {serial: name}. Raises :class:`click.BadParameter`
+    for one without ``=``, with an empty side, or whose NAME is not a config name (letters,
+    digits, ``_`` and ``-``: it becomes ``conf/device/<NAME>.yaml`` and the device id in the
+    results' paths)."""
+    from phonetrain.config import NAME_RE
+    out = {}
+    for v in values:
+        serial, eq, name = v.partition("=")
+        if not (eq and serial.strip() and NAME_RE.match(name)):
+            raise click.BadParameter(
+                f"{v!r} is not SERIAL=NAME; write e.g. --name R58M123ABC=pixel_7 (the serial "
+                "as 'phonetrain devices' lists it; NAME of letters, digits, '_' and '-', as "
+                "it becomes conf/device/NAME.yaml)", param_hint="--name")
+        out[serial.strip()] = name
+    return out
 
 
 def written_port(adb_port: int | None) -> int | None:
@@ -71,10 +88,10 @@ def _write_configs(rows, conf_dir, adb_host, adb_port, names, build_dir) -> None
     failed, used = [], set()
     build_root = Path(build_dir or tempfile.mkdtemp(prefix="phonetrain-devices-"))
     for r in (r for r in rows if r.state == "device"):
-        name = names.get(r.serial) or _free_name(conf_dir, r, adb_host, adb_port, used)
-        used.add(name)
-        tc_name = discovery.ABI_TOOLCHAIN.get(r.facts.get("abi", ""), "host")
         try:
+            name = names.get(r.serial) or _free_name(conf_dir, r, adb_host, adb_port, used)
+            used.add(name)
+            tc_name = discovery.ABI_TOOLCHAIN.get(r.facts.get("abi", ""), "host")
             runner = toolchains.build_runner_for({"name": name, "toolchain": tc_name},
                                                  build_root / tc_name)
             info = _probe(r.serial, runner, adb_host, adb_port)
@@ -124,7 +141,7 @@ def _probe(serial: str, runner: Path, adb_host: str, adb_port: int | None) -> di
 
 
 @click.command("virtual-device")
-@click.option("--port", type=int, required=True,
+@click.option("--port", type=click.IntRange(1, 65535), required=True,
               help="TCP port (outside 5555-5585, which adb treats as emulators).")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Sandbox folder standing for /data/local/tmp.")
@@ -188,7 +205,11 @@ def adb_command(args: tuple[str, ...]) -> None:
     import subprocess
     import sys
 
-    import adbutils
+    try:   # the adb server's port variable, which adbutils and adb read: named when junk
+        from phonetrain.devices.adb import adbutils, default_port
+        default_port()
+    except PhonetrainError as exc:
+        raise click.ClickException(str(exc)) from None
     try:
         adb = adbutils.adb_path()
     except Exception as exc:  # adbutils raises its own errors when the binary is missing

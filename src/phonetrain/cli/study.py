@@ -249,6 +249,10 @@ def trace_command(run_dir: Path) -> None:
     from phonetrain.io import read_json
     from phonetrain.results import profiling
     from phonetrain.results.runs import folder_problems, run_iterations, traced_process
+    if not (run_dir / layout.RUN).is_file():
+        where = layout.Layout("RESULTS").run_dir("<device>", "<experiment>")
+        raise click.ClickException(f"{run_dir}: not a run folder (no {layout.RUN}); name one "
+                                   f"run's folder, {where}")
     problems = folder_problems(run_dir)
     if problems:
         raise click.ClickException(f"{run_dir} is damaged, not a measurement: "
@@ -256,6 +260,13 @@ def trace_command(run_dir: Path) -> None:
                                    "refresh, then snakemake all)")
     traced = traced_process(run_dir)   # events/ where the step ran without events
     try:
+        if not (traced / layout.TRACE).is_file():
+            status = read_json(traced / layout.RUN).get("status", "?")
+            raise click.ClickException(
+                f"{run_dir}: no {layout.TRACE}: the run's status is {status!r} (a skipped or "
+                f"failed run measured nothing; why: its {layout.RUN}"
+                + (f" and {layout.FAILED}" if (run_dir / layout.FAILED).is_file() else "")
+                + ", or the report's tables)")
         trace = profiling.read_trace_csv(traced / layout.TRACE)
         iters = run_iterations(read_json(traced / layout.RUN), str(traced / layout.RUN))
     except PhonetrainError as e:

@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 from phonetrain.config.validate import (ADAM_KEYS, _check_batches_fit, _check_dataset_fits,
                                         _check_dataset_source, _check_optimizer_kernels,
                                         _check_override_keys, _did_you_mean, _group_file,
-                                        _source, _validate_member, _validate_root)
+                                        _is_map_field, _override_key, _source,
+                                        _validate_member, _validate_root)
+from phonetrain.kernels import KERNELS_ROOT
 from phonetrain.kernels.spirv import has_shaders
 
 
@@ -91,20 +93,50 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     m = re.search(r"full_key: (\w+)\.(\w+)", msg)
     if "Missing mandatory value" in msg and m and m.group(1) in AXES + ("sweep",):
         group, key = m.groups()
-        chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == group]
-        where = (_group_file(conf_dir, group, chosen[-1]) if chosen
-                 else f"the {group} chosen in {conf_dir / 'config.yaml'}")
-        return ConfigError(f"{where}: key '{key}' is missing; add '{key}: ...' to the file")
+        return ConfigError(f"{_chosen_file(conf_dir, group, overrides)}: key '{key}' is "
+                           f"missing; add '{key}: ...' to the file")
+    m = re.search(r"full_key: ([\w.\[\]]+)", msg)
+    if m and "interpolation" in msg and not any(_override_key(o) == m.group(1)
+                                                 for o in overrides):
+        # an interpolation written in a config file (${oc.env:VAR} unset or of the wrong
+        # type): the file is to blame, not the overrides
+        group = m.group(1).split(".")[0]
+        where = (_chosen_file(conf_dir, group, overrides)
+                 if (conf_dir / group).is_dir() else conf_dir / "config.yaml")
+        what = ("set that environment variable (to a value of the key's type), or write the "
+                "value itself" if "oc.env" in msg or "Environment variable" in msg
+                else "fix the interpolation, or write the value itself")
+        return ConfigError(f"{where}: {_tidy(msg)}; {what}")
     if e.__cause__ is not None:  # "Error merging override x=y" hides the reason in its cause
         msg = f"{msg}: {e.__cause__}"
+    m = re.search(r"Could not override '([\w.]+)'", msg)
+    if m and "not in struct" in msg and _is_map_field(m.group(1)):
+        # a new entry of a map (sweep.backend_kernels): OmegaConf adds none by merging
+        entry = re.search(r"full_key: ([\w.]+)", msg)
+        entry_key = entry.group(1) if entry else f"{m.group(1)}.NAME"
+        said = [o for o in overrides if _override_key(o) == m.group(1)] or [m.group(1)]
+        return ConfigError(f"override {said[-1]!r}: '{entry_key}' is not an entry of "
+                           f"'{m.group(1)}' yet, and a map gets no new entry from a whole-map "
+                           f"override; add each entry with its own, e.g. "
+                           f"'+{entry_key}=[...]'")
     m = re.search(r"Error merging override (\S+)", msg)
     named = [o for o in overrides if m and o == m.group(1).rstrip(":")]
+    k = re.search(r"full_key: ([\w.\[\]]+)", msg)
+    named = named or [o for o in overrides if k and _override_key(o) == k.group(1)]
     which = f"override {named[-1]!r}" if named else f"override {overrides}"
     key, _, value = named[-1].partition("=") if named else ("sweep.models", "", "lenet5")
     hint = (f"; write a list, e.g. '{key}=[{value.strip(chr(39) + chr(34))}]'"
             if "is not a ListConfig" in msg
             else _null_hint(msg))
     return ConfigError(f"{which} on {conf_dir}: {_tidy(msg)}{hint}")
+
+
+def _chosen_file(conf_dir: Path, group: str, overrides: Sequence[str]) -> Path | str:
+    """The file of ``group`` the composition read: the one the last ``group=NAME`` override
+    chose, else the words for the default that ``config.yaml`` chooses."""
+    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == group]
+    return (_group_file(conf_dir, group, chosen[-1]) if chosen
+            else f"the {group} chosen in {conf_dir / 'config.yaml'}")
 
 
 def _unknown_key_hint(msg: str) -> str:
@@ -275,6 +307,8 @@ def _undecodable(conf_dir: Path) -> Path | None:
             f.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
             return f
+        except OSError:   # a dangling link (an editor's lock file): not read by Hydra
+            continue
     return None
 
 
@@ -329,8 +363,28 @@ def compose_sweep(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> Swe
                 members[axis][name] = cfg[axis]
     check_host(conf_dir, root, members, overrides)
     exps = _cross(root, members)
+    if not exps:
+        _refuse_empty_sweep(conf_dir, root, members, overrides)
     _check_optimizer_kernels(conf_dir, exps, overrides)
     return Sweep(root=root, members=members, experiments=exps, environment=env)
+
+
+def _refuse_empty_sweep(conf_dir: Path, root: dict[str, Any],
+                        members: dict[str, dict[str, Any]], overrides: Sequence[str]) -> None:
+    """Raise :class:`ConfigError` for a sweep that crosses no experiment: every backend's
+    kernel versions excluded by ``sweep.backend_kernels`` or, for a Vulkan backend, by having
+    no shaders. Names the sweep file, each backend and why it has no kernel."""
+    only = root["sweep"].get("backend_kernels") or {}
+    kernels = list(members["kernel"])
+    why = [f"backend {b!r} is restricted to {list(only[b])} by sweep.backend_kernels"
+           if b in only else
+           f"backend {b!r} is Vulkan and none of sweep.kernels {kernels} has Vulkan shaders "
+           "(a vk/ folder)" for b in members["backend"]]
+    path = _group_file(conf_dir, "sweep", root["sweep"]["name"])
+    raise ConfigError(f"{_source(path, 'sweep.kernels', overrides)}: sweep "
+                      f"'{root['sweep']['name']}' crosses no experiment: {'; '.join(why)}. "
+                      "Add to sweep.kernels a version those backends take, or the cpu "
+                      "backend to sweep.backends")
 
 
 def check_host(conf_dir: Path, root: dict[str, Any], members: dict[str, dict[str, Any]],
@@ -354,6 +408,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     conf_dir = Path(conf_dir).resolve()
     with _private_hydra(conf_dir):
         root, choices, env = _compose(conf_dir, overrides)
+    _refuse_several(choices, overrides)
     _validate_root(conf_dir, root, overrides)
     for axis in AXES:
         _validate_member(conf_dir, axis, choices[axis], root[axis], overrides)
@@ -364,8 +419,35 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     _check_batches_fit(conf_dir, root, members["model"], overrides)
     root["sweep"] = {"name": "single", **{a + "s": list(members[a]) for a in AXES}}
     exps = _cross(root, members)
+    if not exps:   # the one cell crossed out: a Vulkan backend with a version without shaders
+        _refuse_no_shaders(conf_dir, choices["backend"], choices["kernel"], overrides)
     _check_optimizer_kernels(conf_dir, exps, overrides)
     return Sweep(root=root, members=members, experiments=exps, environment=env), exps[0]
+
+
+def _refuse_several(choices: dict[str, str], overrides: Sequence[str]) -> None:
+    """Raise :class:`ConfigError` for a one-experiment composition where an override chose
+    several members of an axis (``model=[lenet5,mlp_16_16]``: Hydra merges them into one,
+    and the axis has no single choice), naming the override and the sweep key to use."""
+    for axis in AXES:
+        if axis not in choices:
+            said = [o for o in overrides if o.split("=", 1)[0].strip() == axis] or [axis]
+            raise ConfigError(f"override {said[-1]!r} picks a list of {axis}s, but one run is "
+                              f"one experiment: name one {axis} ({axis}=NAME), or run the "
+                              f"list as a sweep: snakemake --cores 1 all --config "
+                              f"'overrides=[\"sweep.{axis}s=[...]\"]'")
+
+
+def _refuse_no_shaders(conf_dir: Path, backend: str, kernel: str,
+                       overrides: Sequence[str]) -> None:
+    """Raise :class:`ConfigError` for a Vulkan ``backend`` chosen with a ``kernel`` version
+    that has no Vulkan shaders (no ``vk/`` folder of its own), naming the versions that have."""
+    have = sorted(d.name for d in KERNELS_ROOT.iterdir() if has_shaders(d.name))
+    raise ConfigError(f"{_source(_group_file(conf_dir, 'kernel', kernel), 'kernel', overrides)}:"
+                      f" kernel version {kernel!r} has no Vulkan shaders (no "
+                      f"{KERNELS_ROOT / kernel / 'vk'}/), so backend {backend!r} cannot run "
+                      f"it; choose a version with shaders ({', '.join(have)}) or an OpenCL or "
+                      "CPU backend")
 
 
 def _cross(root: dict[str, Any], members: dict[str, dict[str, dict[str, Any]]]) -> list[Experiment]:

@@ -174,7 +174,8 @@ class SweepConfig:
     backend_kernels: dict[str, list[str]] = field(default_factory=dict)
     """Backend -> the only kernel versions it is crossed with (those also in `kernels`); a
     backend not named runs every kernel. The default study sets `{opencl_pipelined:
-    [baseline]}`: pipelined vs staged is a question about transfers, not kernels."""
+    [baseline]}`: pipelined vs staged is a question about transfers, not kernels. An
+    override adds or replaces one entry: `+sweep.backend_kernels.opencl=[tiled]`."""
     batches: list[int] = field(default_factory=list)
     """Batch sizes crossed with the other axes (run folders `<model>.b<batch>.<backend>.<kernel>`;
     a batch that does not fit the device is recorded `oom`; the report names the largest that

@@ -13,7 +13,7 @@ import difflib
 import math
 import os
 from pathlib import Path
-from typing import Any, Sequence, get_type_hints
+from typing import Any, Sequence, get_origin, get_type_hints
 
 import yaml
 
@@ -401,6 +401,15 @@ def _override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~").strip()
 
 
+def _is_map_field(dotted: str) -> bool:
+    """Whether ``dotted`` (``sweep.backend_kernels``) is a field of the structured config whose
+    type is a map (``dict[str, ...]``): its entries' names are the user's, not the schema's."""
+    section, _, leaf = dotted.rpartition(".")
+    cls = schema_class(section) if section else None
+    hint = get_type_hints(cls).get(leaf) if cls is not None else None
+    return get_origin(hint) is dict
+
+
 def _check_override_keys(overrides: list[str], axes_refused: bool = True) -> None:
     """Refuse, before composing, an override whose key the structured config does not have,
     listing the valid keys of its section; ``+``/``++`` overrides, which Hydra would accept
@@ -418,6 +427,8 @@ def _check_override_keys(overrides: list[str], axes_refused: bool = True) -> Non
         if key.startswith("hydra.") or "=" not in o:
             continue
         section, _, leaf = key.rpartition(".")
+        if _is_map_field(section):   # an entry of a map: '+sweep.backend_kernels.opencl=[..]'
+            continue
         valid = schema_keys(section)
         if valid is not None and leaf in valid:
             if o.startswith("+") and not o.startswith("++"):

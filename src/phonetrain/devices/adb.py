@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import adbutils
 from phonetrain.devices.base import (CommandResult, TransportError, TransportTimeout,
                                      on_this_host)
 from phonetrain.devices.locks import DeviceLock, HostLock, PhoneLock
@@ -45,6 +44,7 @@ from phonetrain.io import make_temp_dir, sha256_file
 DEVICE_ROOT = "/data/local/tmp/phonetrain"
 SYNC_CHUNK_BYTES = 64 * 1024  # SYNC.TXT: a DATA chunk holds at most 64 KiB
 DEFAULT_ADB_PORT = 5037
+ADB_PORT_ENV = "ANDROID_ADB_SERVER_PORT"   # adb's own variable: the default server's port
 FACT_PROPS = {  # fact name -> getprop key
     "model": "ro.product.model",
     "manufacturer": "ro.product.manufacturer",
@@ -90,6 +90,32 @@ class Cooldown:
     threshold_c: float = 45.0
     limit_s: float = 120.0
     poll_s: float = 5.0
+
+
+def default_port() -> int:
+    """The default adb server's port: ``$ANDROID_ADB_SERVER_PORT`` (adb's own variable) when
+    set, else :data:`DEFAULT_ADB_PORT`. Raises :class:`TransportError` naming the variable when
+    it is set to something that is not a TCP port (1..65535, RFC 793), empty included: adb
+    and adbutils would not start on it either."""
+    raw = os.environ.get(ADB_PORT_ENV)
+    if raw is None:
+        return DEFAULT_ADB_PORT
+    if raw.strip().isdigit() and 1 <= int(raw) <= 65535:
+        return int(raw)
+    raise TransportError(f"environment variable {ADB_PORT_ENV} is {raw!r}, not a TCP port "
+                         "(1..65535)", f"set it to the port of your adb server, or unset it "
+                         f"for the default server on port {DEFAULT_ADB_PORT}")
+
+
+# adbutils makes its default client when imported, reading $ANDROID_ADB_SERVER_PORT with int():
+# a junk value is named here first (TransportError) instead of a ValueError from the import.
+default_port()
+import adbutils  # noqa: E402
+
+
+def server_client(host: str, port: int) -> adbutils.AdbClient:
+    """adbutils' client of the adb server at ``host:port``."""
+    return adbutils.AdbClient(host=host, port=port)
 
 
 def _local_host(host: str) -> bool:
@@ -204,8 +230,7 @@ class AdbTransport:
         self.name, self.serial, self.root = name, serial, root.rstrip("/")
         self.adb_host = adb_host or "127.0.0.1"
         self.default_server = adb_port is None  # the one server phonetrain may start
-        self.adb_port = int(adb_port or os.environ.get("ANDROID_ADB_SERVER_PORT",
-                                                       DEFAULT_ADB_PORT))
+        self.adb_port = int(adb_port) if adb_port else default_port()
         self.cooldown_policy = cooldown or Cooldown()
         self._client = adbutils.AdbClient(host=self.adb_host, port=self.adb_port)
         self._device: adbutils.AdbDevice | None = None

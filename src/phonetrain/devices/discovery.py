@@ -8,15 +8,14 @@ there and writes a device config with the OpenCL library, GPU name and compute u
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import adbutils
 import yaml
 
-from phonetrain.devices.adb import AdbTransport, ensure_server, state_hint
+from phonetrain.devices.adb import (AdbTransport, default_port, ensure_server,
+                                    server_client, state_hint)
 from phonetrain.devices.base import TransportError
 from phonetrain.errors import PhonetrainError
 from phonetrain.io import write_text
@@ -42,9 +41,9 @@ def list_devices(adb_host: str = "127.0.0.1", adb_port: int | None = None) -> li
     """Every device known to the adb server, with getprop facts for the online ones. Only
     the default local server (no ``adb_port`` given) is started when nothing listens; a
     given port without a server raises TransportError ("no adb server at HOST:PORT")."""
-    port = int(adb_port or os.environ.get("ANDROID_ADB_SERVER_PORT", 5037))
+    port = int(adb_port) if adb_port else default_port()
     ensure_server(adb_host, port, may_start=adb_port is None)
-    client = adbutils.AdbClient(host=adb_host, port=port)
+    client = server_client(adb_host, port)
     rows = []
     for info in client.list():
         row = DeviceRow(info.serial, info.state)
@@ -117,11 +116,19 @@ class ConfigConflict(PhonetrainError):
 
 
 def read_config(conf_dir: Path, name: str) -> dict | None:
-    """``conf_dir/device/<name>.yaml`` as a dict, or None when there is no such file."""
+    """``conf_dir/device/<name>.yaml`` as a dict, or None when there is no such file. Raises
+    :class:`ConfigConflict` naming the file (and YAML's line) when it cannot be read: a
+    config that may hold values set by hand is never replaced unread."""
     path = Path(conf_dir) / "device" / f"{name}.yaml"
     if not path.is_file():
         return None
-    doc = yaml.safe_load(path.read_text())
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ConfigConflict(f"{path}: cannot read the existing device config "
+                             f"({' '.join(str(e).split())}); it is not replaced",
+                             "fix the file (it may hold values set by hand), or move it away "
+                             "and run again to write a new one") from None
     return doc if isinstance(doc, dict) else {}
 
 

@@ -115,17 +115,23 @@ def default_props() -> dict[str, str]:
 def load_props(path: Path | None) -> dict[str, str]:
     """Props from a JSON or YAML mapping file over :func:`default_props`.
 
-    Raises ValueError naming the file when it is not a mapping of names to scalars."""
+    Raises ValueError naming the file when it is not JSON or YAML (as its suffix says) or
+    not a mapping of names to scalars."""
+    import yaml
+
     props = default_props()
     if path is None:
         return props
-    text = Path(path).read_text()
-    if str(path).endswith((".yaml", ".yml")):
-        import yaml
-
-        data = yaml.safe_load(text)
-    else:
-        data = json.loads(text)
+    try:
+        text = Path(path).read_text()
+        data = (yaml.safe_load(text) if str(path).endswith((".yaml", ".yml"))
+                else json.loads(text))
+    except (yaml.YAMLError, ValueError) as e:
+        kind = ("YAML" if str(path).endswith((".yaml", ".yml"))
+                else "JSON (a YAML file's name ends in .yaml or .yml)")
+        raise ValueError(f"{path}: not valid {kind}: {' '.join(str(e).split())}; give a flat "
+                         "mapping of property name to value, e.g. "
+                         '{"ro.product.model": "Pixel 7"}') from None
     if not isinstance(data, dict) or any(isinstance(v, (dict, list)) for v in data.values()):
         raise ValueError(f"{path}: props must be a flat mapping of property name to value")
     props.update({str(k): str(v) for k, v in data.items()})

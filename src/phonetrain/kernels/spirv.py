@@ -200,8 +200,15 @@ def shader_hash(version_name: str, kernels_root: Path = KERNELS_ROOT) -> str:
 
 def glslc() -> str:
     """The glslc executable (``$GLSLC``, else ``glslc`` on PATH); :class:`ShaderError` saying
-    what to install when there is none."""
-    exe = os.environ.get("GLSLC") or shutil.which("glslc")
+    what to install when there is none, or naming ``GLSLC`` when it names no executable."""
+    given = os.environ.get("GLSLC")
+    if given:
+        if shutil.which(given) is None:
+            raise ShaderError(f"environment variable GLSLC is {given!r}: no executable file of "
+                              "that name or path; set it to glslc's path (e.g. "
+                              "/usr/bin/glslc), or unset it to use glslc on PATH")
+        return given
+    exe = shutil.which("glslc")
     if not exe:
         raise ShaderError("glslc (the GLSL -> SPIR-V compiler) is not installed; install it "
                           "(Debian: apt-get install glslc) or set GLSLC=/path/to/glslc")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Optional
 
-from phonetrain.errors import PhonetrainError
+from phonetrain.errors import PhonetrainError, ResultsFileError
 from phonetrain.io import read_json, write_json
 from phonetrain.layout import Layout
 
@@ -29,11 +29,24 @@ class EnvironmentChanged(PhonetrainError):
 
 
 def recorded(L: Layout) -> dict[str, dict[str, Optional[str]]]:
-    """The values the study's last invocation that executed jobs read ({} when none)."""
+    """The values the study's last invocation that executed jobs read ({} when none). Raises
+    :class:`~phonetrain.errors.ResultsFileError` naming the record and what to do when it
+    cannot be read or is not ``{"values": {key: {variable: value}}}``."""
     path = Path(L.environment_record())
     if not path.is_file():
         return {}
-    return dict(read_json(path).get("values") or {})
+    try:
+        values = read_json(path).get("values") or {}
+    except ResultsFileError as e:
+        values, why = None, e.message
+    else:
+        why = f"{path}: 'values' is not an object of keys"
+    if not isinstance(values, dict) or not all(isinstance(v, dict) for v in values.values()):
+        raise ResultsFileError(f"{why}: no record of the config values this study read from "
+                               "the environment",
+                               f"delete {path}; the next invocation that runs jobs records "
+                               "them again (no measurement is lost)")
+    return dict(values)
 
 
 def check(L: Layout, reads: Reads) -> None:

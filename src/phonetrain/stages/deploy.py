@@ -67,9 +67,10 @@ def _push_spirv(r: Runner, kernel: str, plan: Plan) -> int:
     with tempfile.TemporaryDirectory(prefix="phonetrain-spirv-") as tmp:
         try:
             out = stage_spirv(kernel, Path(tmp), kernels={p.name for p in plan.programs})
-        except ShaderError as e:
+        except ShaderError as e:   # glslc missing (what to do is in the message) or a shader
+            compiled = "does not compile" in e.message
             raise StageError(str(e), "fix the shader; glslc's message names the file and "
-                                     "line") from None
+                                     "line" if compiled else "") from None
         return r.transport.push(out, layout.device_spirv(kernel))
 
 

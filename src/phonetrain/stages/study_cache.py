@@ -149,6 +149,19 @@ def _files(roots: Sequence[Path]) -> list[Path]:
     return sorted(out)
 
 
+def _bytes(f: Path) -> bytes:
+    """A file's bytes for the key; for one that cannot be read (a dangling link such as
+    Emacs's lock file ``.#host.yaml`` beside a config being edited, a file without read
+    permission), what stands there instead (its link target, or the error), so the key still
+    changes when it does. The composition reads only the files a config chooses, which report
+    their own errors."""
+    try:
+        return f.read_bytes()
+    except OSError as e:
+        target = os.readlink(f) if f.is_symlink() else ""
+        return f"<unreadable: {e.strerror or e}; link to {target!r}>".encode()
+
+
 def _library_versions() -> list[str]:
     out = []
     for name in LIBRARIES:
@@ -168,7 +181,7 @@ def study_key(base: Path, overrides: Sequence[str]) -> str:
     head = {"format": FORMAT, "python": sys.version, "libraries": _library_versions(),
             "base": str(base.resolve()), "cwd": os.getcwd(), "overrides": list(overrides)}
     for f in files:
-        data = f.read_bytes()
+        data = _bytes(f)
         h.update(str(f).encode() + b"\0" + len(data).to_bytes(8, "little") + data)
         if f.is_relative_to(conf):
             env_names.update(_ENV_RE.findall(data.decode("utf-8", "replace")))
