@@ -161,7 +161,8 @@ VK_VERSION_CLASSES = COMPOSED.vk_version_classes  # version -> its Vulkan tune j
 
 def vk_tune_rule(kernel):
     """The name of a version's Vulkan tune rule: `tune_vulkan_<version>`."""
-    return "tune_vulkan_" + re.sub(r"\W", "_", kernel)
+    name = re.sub(r"\W", "_", kernel)
+    return f"tune_vulkan_{name}"
 
 
 def vk_tune_params(kernel):
