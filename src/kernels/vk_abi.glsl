@@ -588,5 +588,8 @@ layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 #define PT_SPEC_PREFETCH 10
 #define PT_SPEC_DBUF 11
 #define PT_SPEC_GVW 12
+#define PT_SPEC_LOSS_WG 13
+#define PT_SPEC_LIN_T 14
+#define PT_SPEC_LIN_TK 15
 
 #endif

@@ -88,6 +88,9 @@ static const vk_spec_constant VK_SPEC[] = {
     {"PREFETCH", 10},
     {"DBUF", 11},
     {"GVW", 12},
+    {"LOSS_WG", 13},
+    {"LIN_T", 14},
+    {"LIN_TK", 15},
 };
 
 #define VK_SPEC_COUNT ((int)(sizeof VK_SPEC / sizeof VK_SPEC[0]))

@@ -29,21 +29,35 @@ def test_layout_numbers_scalars_and_buffers_separately():
     assert "buffer PtBuf_out { float out_[]; };" in glsl
 
 
-def test_tiled_shader_defaults_are_the_version_defines():
-    """gemm_tiled.glsl's specialization-constant defaults (its #ifndef defaults) equal
-    tiled/version.yaml's defines of the same names and, for the constants the OpenCL kernel
-    lacks, vk/tuning.yaml's defaults; it declares each through the generated PT_SPEC_<name>
-    id."""
+def _declared(version: str) -> dict[str, int]:
+    """``{NAME: default}`` of the specialization constants a version's own shaders and
+    bodies declare through the generated ``PT_SPEC_<NAME>`` ids."""
     import re
 
-    from phonetrain.kernels import KERNELS_ROOT, load_version
+    from phonetrain.kernels import KERNELS_ROOT
+    out: dict[str, int] = {}
+    for f in sorted((KERNELS_ROOT / version / "vk").glob("*.[cg]*")):
+        for name, val in re.findall(r"constant_id = PT_SPEC_(\w+)\) const int \1 = (\d+);",
+                                    f.read_text()):
+            assert out.setdefault(name, int(val)) == int(val), f"{f}: {name} default differs"
+    return out
+
+
+def test_shader_defaults_are_the_version_defines():
+    """The specialization-constant defaults of gemm_tiled.glsl and of the fused shaders
+    (their #ifndef defaults) equal their version.yaml's defines of the same names and, for
+    the constants the OpenCL kernel lacks, vk/tuning.yaml's defaults; every constant of the
+    table is declared by some shader, each through the generated PT_SPEC_<name> id."""
+    from phonetrain.kernels import load_version
     from phonetrain.kernels.spirv import shader_defaults
-    text = (KERNELS_ROOT / "tiled" / "vk" / "gemm_tiled.glsl").read_text()
-    declared = dict(re.findall(r"constant_id = PT_SPEC_(\w+)\) const int \1 = (\d+);", text))
-    assert set(declared) == set(vk_abi.SPEC_CONSTANTS)
-    defines = load_version("tiled").defines
-    assert {k: int(v) for k, v in declared.items()} == shader_defaults("tiled")
-    assert all(shader_defaults("tiled")[k] == v for k, v in defines.items() if k in declared)
+    seen: set[str] = set()
+    for version in ("tiled", "fused"):
+        declared = _declared(version)
+        assert declared and declared == shader_defaults(version), version
+        defines = load_version(version).defines
+        assert {k for k in defines if k in vk_abi.SPEC_CONSTANTS} <= set(declared), version
+        seen |= set(declared)
+    assert seen == set(vk_abi.SPEC_CONSTANTS)
     for name, cid in vk_abi.SPEC_CONSTANTS.items():
         assert f"#define PT_SPEC_{name} {cid}" in vk_abi.glsl_header()
         assert f'{{"{name}", {cid}}},' in vk_abi.c_header()

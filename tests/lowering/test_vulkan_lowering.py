@@ -62,3 +62,26 @@ def test_pipelined_is_refused_on_vulkan():
     with pytest.raises(LowerError, match="vulkan backend needs one of"):
         LowerSpec(model="mlp_16_16", backend="vulkan", placement="pipelined",
                   transfer="copy").check()
+
+
+def test_fused_plans_take_the_fused_shaders_and_inherit_the_rest():
+    """fused's own vk/ folder: the fused step's kernels from its shaders, maxpool_fwd (which
+    the fused step keeps) from baseline's along `inherits`, all compiled into
+    spirv/fused/; every program gets the version's defines as specialization constants and
+    each launch its version.yaml work-group, as on OpenCL."""
+    vk = lower(LowerSpec(model="lenet5", backend="vulkan", placement="resident",
+                         transfer="copy", kernel="fused"))
+    cl = lower(LowerSpec(model="lenet5", backend="opencl", placement="resident",
+                         transfer="copy", kernel="fused"))
+    launches = [(s.name, s.global_size, s.local_size) for s in vk.steps if s.op == "kernel"]
+    assert launches == [(s.name, s.global_size, s.local_size) for s in cl.steps
+                        if s.op == "kernel"]
+    names = {n for n, _, _ in launches}
+    assert {"conv_fwd", "conv_sgd", "softmax_xent_bwd", "maxpool_fwd"} <= names
+    assert not names & {"gemm_nn", "im2col", "sgd_update"}
+    assert {p.name for p in vk.programs} == names
+    assert all(p.source == f"spirv/fused/{p.name}.spv" for p in vk.programs)
+    assert {p.options for p in vk.programs} == {"-DLIN_T=16 -DLIN_TK=64 -DLOSS_WG=64"}
+    assert (KERNELS_ROOT / "fused" / "vk" / "conv_sgd.comp").is_file()
+    assert not (KERNELS_ROOT / "fused" / "vk" / "maxpool_fwd.comp").exists()
+    assert next(ls for n, _, ls in launches if n == "conv_sgd") == [256, 1]

@@ -1,6 +1,7 @@
-"""The Vulkan backend on Mesa lavapipe: every baseline shader against the numpy oracle, the
-training step of the four study models verified per step against the reference in each
-placement, a shader that does not compile, and the runner's errors for a Vulkan bundle."""
+"""The Vulkan backend on Mesa lavapipe: every baseline and fused shader against the numpy
+oracle, the training step of the four study models verified per step against the reference in
+each placement (and with the tiled and fused versions), a shader that does not compile, and
+the runner's errors for a Vulkan bundle."""
 
 from __future__ import annotations
 
@@ -24,8 +25,11 @@ from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan, Program
 from phonetrain.results import profiling
 
-# The groups of tests/helpers/kernel_cases.py whose every kernel has a baseline shader.
-GROUPS = ["gemm", "elementwise", "conv", "pool", "loss", "optimizer", "mobile"]
+# The groups of tests/helpers/kernel_cases.py whose every kernel has a baseline shader, and
+# those of the fused kernels (src/kernels/fused/vk), each with the version that runs it.
+GROUPS = [(g, "baseline") for g in
+          ["gemm", "elementwise", "conv", "pool", "loss", "optimizer", "mobile"]] + \
+    [("fused", "fused"), ("fused_bn", "fused")]
 PLACEMENTS = [("resident", "copy"), ("staged", "copy"), ("resident", "map"), ("staged", "map")]
 
 
@@ -63,11 +67,14 @@ def _check_cases(runner, lavapipe, tmp_path: Path, cases: list[Case], plan: Plan
 
 
 @pytest.mark.parametrize("padded", [False, True], ids=["abi-launch", "padded"])
-@pytest.mark.parametrize("group", GROUPS)
-def test_vulkan_shaders_match_numpy(runner, lavapipe, tmp_path, group, padded):
+@pytest.mark.parametrize("group,version", GROUPS, ids=[g for g, _ in GROUPS])
+def test_vulkan_shaders_match_numpy(runner, lavapipe, tmp_path, group, version, padded):
+    """Every case of the group, at the version's launch geometry (its version.yaml local
+    sizes: the fused reductions' work-groups of 256) or padded to a small explicit work-group
+    (invocations and, for the reductions, whole work-groups past the edge)."""
     cases = group_cases(group)
-    _check_cases(runner, lavapipe, tmp_path, cases, _kernel_plan(cases, tmp_path / "bundle",
-                                                                 padded))
+    _check_cases(runner, lavapipe, tmp_path, cases,
+                 _kernel_plan(cases, tmp_path / "bundle", padded, version))
 
 
 TILED_CANDIDATES = shader_candidates("tiled")
@@ -133,7 +140,8 @@ def test_vulkan_tiled_gemm_paths_match_numpy(runner, lavapipe, tmp_path, defines
 
 STUDY_MODELS = ["mlp_784_256_128_16", "lenet5", "vgg_small", "mobilenetv2_small"]
 RUNS = [(m, p, t, "baseline") for m in STUDY_MODELS for p, t in PLACEMENTS] + \
-    [(m, "resident", "copy", "tiled") for m in STUDY_MODELS]
+    [(m, "resident", "copy", k) for k in ("tiled", "fused") for m in STUDY_MODELS] + \
+    [("mlp_784_256_128_16", "staged", "map", "fused")]
 
 
 @pytest.mark.parametrize("model,placement,transfer,kernel", RUNS,
@@ -142,7 +150,9 @@ def test_vulkan_training_step_verifies(runner, lavapipe, tmp_path, model, placem
                                        kernel):
     """Three SGD steps (momentum, weight decay) on lavapipe, each checkpointed step
     reproduced by the numpy reference; the trace has device times for every command. The
-    tiled version runs every GEMM of the model's step through its shared-memory shaders."""
+    tiled version runs every GEMM of the model's step through its shared-memory shaders;
+    the fused version runs the fused step (its own shaders, maxpool_fwd and the pooling
+    kernels from baseline), its programs specialized with its defines."""
     spec = LowerSpec(model=model, batch_size=4, backend="vulkan", placement=placement,
                      transfer=transfer, warmup=1, iterations=2, num_batches=2, momentum=0.9,
                      weight_decay=1e-3, dumps="all", kernel=kernel)
@@ -150,6 +160,11 @@ def test_vulkan_training_step_verifies(runner, lavapipe, tmp_path, model, placem
     if kernel == "tiled":
         gemm = [p for p in Plan.load(plan_path).programs if p.name.startswith("gemm_")]
         assert gemm and all("-DTSM=" in p.options for p in gemm)
+    if kernel == "fused":
+        plan = Plan.load(plan_path)
+        names = {s.name for s in plan.steps if s.op == "kernel"}
+        assert "softmax_xent_bwd" in names and not names & {"gemm_nn", "gemm_nt", "gemm_tn"}
+        assert {p.options for p in plan.programs} == {"-DLIN_T=16 -DLIN_TK=64 -DLOSS_WG=64"}
     out = tmp_path / "out"
     doc = runner_api.run_plan(runner, plan_path, tmp_path, out, device_selector=lavapipe)
     assert doc["status"] == "ok" and doc["backend"] == "vulkan" and len(doc["iters"]) == 3

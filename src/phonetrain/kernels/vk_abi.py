@@ -42,7 +42,8 @@ INT_BUFFERS = frozenset({"labels", "argmax"})
 # (src/kernels/<version>/version.yaml ``defines``); a define not listed here never reaches a
 # shader. Append new names: an id, once given, keeps its meaning.
 SPEC_CONSTANTS = {"TSM": 3, "TSN": 4, "TSK": 5, "WPTM": 6, "WPTN": 7, "PAD": 8, "VW": 9,
-                  "PREFETCH": 10, "DBUF": 11, "GVW": 12}
+                  "PREFETCH": 10, "DBUF": 11, "GVW": 12, "LOSS_WG": 13, "LIN_T": 14,
+                  "LIN_TK": 15}
 
 # ABI argument names that are GLSL keywords get a trailing underscore in the shaders.
 GLSL_KEYWORDS = frozenset({"out", "in", "inout", "buffer", "shared", "uniform", "sample",
