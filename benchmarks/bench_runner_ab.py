@@ -42,7 +42,7 @@ from phonetrain import reference  # noqa: E402
 from phonetrain.data import write_batches  # noqa: E402
 from phonetrain.io import write_json  # noqa: E402
 from phonetrain.kernels import bind_args, geometry, load_version, stage_kernels  # noqa: E402
-from phonetrain.kernels.spirv import stage_spirv  # noqa: E402
+from phonetrain.kernels.spirv import spec_options, stage_spirv  # noqa: E402
 from phonetrain.layout import device_spirv, plan_dir_rel  # noqa: E402
 from phonetrain.lowering import LowerSpec, write_plan_dir  # noqa: E402
 from phonetrain.models import get_model  # noqa: E402
@@ -110,13 +110,15 @@ def parse_variant(text: str) -> dict[str, object]:
 
 def variant_plan(pdir: Path, kernel: str, variant: dict, dest: Path) -> None:
     """A copy of the plan folder ``pdir`` at ``dest`` with ``variant`` applied to its plan
-    (every program's build options; the changed kernels' global/local sizes)."""
+    (every program's build options -- a Vulkan plan's: the defines that are specialization
+    constants, :func:`phonetrain.kernels.spirv.spec_options` --; the changed kernels'
+    global/local sizes)."""
     kv = copy.deepcopy(load_version(kernel))
     kv.defines.update(variant["defines"])
     kv.local_sizes.update(variant["local"])
     plan = Plan.load(pdir / "plan.json")
     for prog in plan.programs:
-        prog.options = kv.options
+        prog.options = spec_options(kv) if plan.backend == "vulkan" else kv.options
     for st in plan.steps:
         if st.op == "kernel" and st.name in variant["local"]:
             st.global_size, st.local_size = geometry(st.name, bind_args(st.name, st.args), kv)

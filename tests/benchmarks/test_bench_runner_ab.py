@@ -48,3 +48,19 @@ def test_a_variant_plan_changes_only_the_named_kernels_and_the_options(tmp_path)
     assert changed and all(n.name == "linear_fwd" and n.local_size == [8, 8]
                            and all(g % 8 == 0 for g in n.global_size) for _, n in changed)
     assert len([s for s in new.steps if s.name == "linear_fwd"]) == len(changed)
+
+
+def test_a_vulkan_variant_plan_takes_specialization_constants(tmp_path):
+    """A Vulkan plan's variant gets the changed defines as the specialization-constant
+    options of its programs (the version's defines that the Vulkan ABI knows), not OpenCL
+    build options."""
+    ab = _module()
+    from phonetrain.plan import Plan
+    a = argparse.Namespace(placement="resident-copy", backend="vulkan", kernel="fused",
+                           warmup=1, iterations=2)
+    _, pdir = ab.lower("mlp_784_256_128_16", a, tmp_path)
+    dest = tmp_path / "variant"
+    ab.variant_plan(pdir, "fused", ab.parse_variant("LIN_TK=32,local.linear_fwd=8x8"), dest)
+    new = Plan.load(dest / "plan.json")
+    assert {p.options for p in new.programs} == {"-DLIN_T=16 -DLIN_TK=32 -DLOSS_WG=64"}
+    assert all(s.local_size == [8, 8] for s in new.steps if s.name == "linear_fwd")
