@@ -186,6 +186,27 @@ def test_vulkan_training_step_verifies(runner, lavapipe, tmp_path, model, placem
     assert np.isfinite(profiling.clock_offset(trace)[1])
 
 
+# Batch sizes whose sums are long enough to split (conv_sgd_splits: 1024 products a chunk at
+# least): LeNet-5's conv1 at batch 4, MobileNetV2's first units from batch 10.
+@pytest.mark.parametrize("model,batch,split", [("lenet5", 4, "conv_wgrad_partial"),
+                                               ("mobilenetv2_small", 11, "gconv_wgrad_partial")])
+def test_vulkan_fused_split_k_step_verifies(runner, lavapipe, tmp_path, model, batch, split):
+    """The fused step with split-K weight updates (``splitk_groups``: the partial-sum and
+    finish shaders in place of conv_sgd / gconv_sgd where the sums are long and few) on
+    lavapipe, every step reproduced by the numpy reference."""
+    spec = LowerSpec(model=model, batch_size=batch, backend="vulkan", placement="resident",
+                     transfer="copy", warmup=1, iterations=1, num_batches=2, momentum=0.9,
+                     weight_decay=1e-3, dumps="all", kernel="fused", splitk_groups=1024)
+    plan_path = write_bundle(spec, tmp_path)
+    names = [s.name for s in Plan.load(plan_path).steps if s.op == "kernel"]
+    assert split in names and split.replace("wgrad_partial", "sgd_finish") in names
+    out = tmp_path / "out"
+    doc = runner_api.run_plan(runner, plan_path, tmp_path, out, device_selector=lavapipe)
+    assert doc["status"] == "ok" and doc["backend"] == "vulkan"
+    v = reference.verify_run_dir(Plan.load(plan_path), tmp_path, out)
+    assert v["method"] == "per-step" and v["ok"], (v["worst"], v["max_abs_err"])
+
+
 def test_shader_compile_error_names_file_and_line(tmp_path):
     """A planted syntax error in a copy of the kernels: staging the version's SPIR-V fails
     with glslc's message naming the shader and the line, and leaves no SPIR-V folder."""
