@@ -187,7 +187,7 @@ def test_vulkan_training_step_verifies(runner, lavapipe, tmp_path, model, placem
 
 
 # Batch sizes whose sums are long enough to split (conv_sgd_splits: 1024 products a chunk at
-# least): LeNet-5's conv1 at batch 4, MobileNetV2's first units from batch 10.
+# least): LeNet-5's conv1 at batch 4, MobileNetV2's first units from batch 11.
 @pytest.mark.parametrize("model,batch,split", [("lenet5", 4, "conv_wgrad_partial"),
                                                ("mobilenetv2_small", 11, "gconv_wgrad_partial")])
 def test_vulkan_fused_split_k_step_verifies(runner, lavapipe, tmp_path, model, batch, split):
