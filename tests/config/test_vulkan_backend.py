@@ -15,6 +15,17 @@ def test_vulkan_crosses_only_versions_with_shaders():
     assert not vk.is_opencl and vk.config["backend"]["placement"] == "resident"
 
 
+def test_one_vulkan_run_of_the_fused_version_composes():
+    """`phonetrain run backend=vulkan kernel=fused`: fused has its own vk/ folder, so the one
+    cell is a Vulkan run of the fused step; the default sweep still crosses Vulkan with the
+    baseline shaders only (its backend_kernels), so the default study does not grow."""
+    _, exp = compose_one(["model=lenet5", "device=host", "backend=vulkan", "kernel=fused"],
+                         CONF_DIR)
+    assert exp.id == "lenet5.vulkan.fused" and exp.is_vulkan
+    default = compose_sweep([], CONF_DIR)
+    assert {e.kernel for e in default.experiments if e.is_vulkan} == {"baseline"}
+
+
 def test_vulkan_pipelined_is_refused_naming_the_key():
     with pytest.raises(ConfigError, match="placement.*vulkan backend takes one of"):
         compose_one(["model=mlp_16_16", "device=host", "backend=vulkan", "kernel=baseline",
@@ -30,7 +41,7 @@ def test_one_vulkan_run_of_a_version_without_shaders_is_refused_naming_the_kerne
                     CONF_DIR)
     msg = str(e.value)
     for needle in ("kernel=regblock", "kernel/regblock.yaml", "no Vulkan shaders",
-                   "regblock/vk", "baseline", "tiled", "backend 'vulkan'"):
+                   "regblock/vk", "baseline", "tiled", "fused", "backend 'vulkan'"):
         assert needle in msg, msg
 
 
