@@ -99,6 +99,7 @@ def _interval(logs: list[float], confidence: float) -> tuple[float, float, float
 
 
 Pair = Callable[[int], "tuple[float | None, float | None] | None"]
+Pairs = Callable[[int, list], "dict[Any, tuple[float | None, float | None] | None]"]
 
 
 def until_decisive(pair: Pair, *, first: int, max_pairs: int, budget_s: float,
@@ -118,33 +119,65 @@ def until_decisive(pair: Pair, *, first: int, max_pairs: int, budget_s: float,
     ``budget_s``, ``elapsed_s`` and ``stopped`` (``decisive``, ``most pairs``, ``time
     budget``, ``device stopped``); an undecided verdict's reason ends with the bound that
     stopped it. Raises ValueError for ``max_pairs`` < ``first``."""
+    return many_until_decisive(lambda k, active: {0: pair(k)}, [0], first=first,
+                               max_pairs=max_pairs, budget_s=budget_s, clock=clock,
+                               min_effect=min_effect, confidence=confidence)[0]
+
+
+def many_until_decisive(pairs: Pairs, keys: list, *, first: int, max_pairs: int,
+                        budget_s: float, clock: Callable[[], float] = time.monotonic,
+                        min_effect: float = MIN_EFFECT,
+                        confidence: float = LOOK_CONFIDENCE) -> dict[Any, dict[str, Any]]:
+    """:func:`until_decisive` for several subjects measured in the same processes (a GEMM
+    sweep's shapes, each a case of one bench-gemm process per build): ``pairs(k, active)``
+    measures pair ``k`` of the still undecided subjects ``active`` (a list of ``keys``) and
+    returns ``{key: (previous ms, new ms) or None}`` (None: that subject cannot go on). Each
+    subject has its own looks and stop, as :func:`until_decisive`'s one subject; the time
+    budget ``budget_s`` is the group's, from its first pair. Returns ``{key: document}``
+    (:func:`until_decisive`'s). Raises ValueError for ``max_pairs`` < ``first``."""
     first = max(first, MIN_PAIRS)
     if max_pairs < first:
         raise ValueError(f"max_pairs {max_pairs} < the first look's {first} pairs")
-    t0, figs = clock(), []
-    while True:
-        got = pair(len(figs))
-        if got is None:
-            stop = "device stopped"
-        else:
-            figs.append(got)
-            if len(figs) < first:
+    t0 = clock()
+    figs: dict[Any, list] = {k: [] for k in keys}
+    out: dict[Any, dict[str, Any]] = {}
+    k = 0
+    while len(out) < len(keys):
+        active = [key for key in keys if key not in out]
+        got = pairs(k, active)
+        k += 1
+        over = clock() - t0 >= budget_s
+        for key in active:
+            one = got.get(key)
+            if one is None:
+                out[key] = _closed(figs[key], "device stopped", t0, clock, max_pairs,
+                                   budget_s, min_effect, confidence)
                 continue
-            doc = paired_verdict(figs, min_effect=min_effect, confidence=confidence,
+            figs[key].append(one)
+            if len(figs[key]) < first:
+                continue
+            doc = paired_verdict(figs[key], min_effect=min_effect, confidence=confidence,
                                  no_change_confidence=CONFIDENCE)
             stop = ("decisive" if doc["verdict"] != "cannot tell" else
-                    "most pairs" if len(figs) >= max_pairs else
-                    "time budget" if clock() - t0 >= budget_s else None)
-            if stop is None:
-                continue
-        doc = paired_verdict(figs, min_effect=min_effect, confidence=confidence,
-                             no_change_confidence=CONFIDENCE)
-        elapsed = clock() - t0
-        if doc["verdict"] == "cannot tell" and stop != "decisive":
-            bound = {"most pairs": f"stopped at the most pairs, {max_pairs}",
-                     "time budget": f"stopped at the time budget, {elapsed:.0f} s of "
-                                    f"{budget_s:g} s",
-                     "device stopped": "the device stopped"}[stop]
-            doc["reason"] = f"{doc['reason']}; {bound}"
-        return doc | {"pairs_ms": figs, "max_pairs": max_pairs, "budget_s": budget_s,
-                      "elapsed_s": round(elapsed, 3), "stopped": stop}
+                    "most pairs" if len(figs[key]) >= max_pairs else
+                    "time budget" if over else None)
+            if stop is not None:
+                out[key] = _closed(figs[key], stop, t0, clock, max_pairs, budget_s,
+                                   min_effect, confidence)
+    return out
+
+
+def _closed(figs: list, stop: str, t0: float, clock: Callable[[], float], max_pairs: int,
+            budget_s: float, min_effect: float, confidence: float) -> dict[str, Any]:
+    """One subject's final document of :func:`many_until_decisive`, stopped by ``stop``."""
+    doc = paired_verdict(figs, min_effect=min_effect, confidence=confidence,
+                         no_change_confidence=CONFIDENCE)
+    elapsed = clock() - t0
+    if doc["verdict"] == "cannot tell" and stop != "decisive":
+        bound = {"most pairs": f"stopped at the most pairs, {max_pairs}",
+                 "time budget": f"stopped at the time budget, {elapsed:.0f} s of "
+                                f"{budget_s:g} s",
+                 "device stopped": "the device stopped"}[stop]
+        doc["reason"] = f"{doc['reason']}; {bound}"
+    return doc | {"pairs_ms": list(figs), "max_pairs": max_pairs, "budget_s": budget_s,
+                  "elapsed_s": round(elapsed, 3), "stopped": stop}

@@ -33,11 +33,12 @@ Stages, with params :class:`~phonetrain.stages.specs.GemmSpec` (``gemm``),
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from phonetrain import layout
 from phonetrain.devices import is_this_host
@@ -46,7 +47,7 @@ from phonetrain.io import read_json, write_json
 from phonetrain.kernels import KernelVersion, load_version, stage_kernels, tuning
 from phonetrain.kernels.gemm import GemmShape, gemm_source, gemm_spec
 from phonetrain.kernels.spirv import shader_candidates
-from phonetrain.results.paired import until_decisive
+from phonetrain.results.paired import many_until_decisive, until_decisive
 from phonetrain.runner import DeviceSelector, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, made_from, stamp
 from phonetrain.stages.job import Job, files, main
@@ -361,6 +362,7 @@ def gemm(job: Job) -> dict:
             return _identical(job, doc_out, prev, same)
     with bench.r.lock():
         before = _previous_specs(bench, prev, version, doc_out.get("ran"), p.kernel_hash)
+        batched = _paired_batches(bench, planned, before, prev)
         for source, g, cls, spec in planned:
             if source == "square" and last_gflops and \
                     g.flops / (last_gflops * 1e9) > p.max_launch_s:
@@ -372,6 +374,7 @@ def gemm(job: Job) -> dict:
             old = before.get(key)
             reps = sweep_repeats(g, source, last_gflops, p.max_shape_s)
             doc = bench.spec(dict(spec, repeats=reps)) if old is None else \
+                batched[key]() if key in batched else \
                 _paired_shape(bench, spec, old, _previous_call_ms(prev, key))
             if doc.get("status") == "skipped":
                 doc_out.update(status="skipped", reason=doc.get("reason", ""))
@@ -533,21 +536,129 @@ def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any],
     bad = [d for d in docs["new"] if d.get("status") == "skipped" or case(d).get("status") != "ok"]
     if bad:
         return bad[0]
-    cases = [case(d) for d in docs["new"]]
+    verdict |= {"repeats": longer["repeats"], "min_time_ms": longer["min_time_ms"]}
+    if any(case(d).get("status") != "ok" for d in docs["old"]):
+        verdict |= {"verdict": "cannot tell", "reason": PREVIOUS_FAILED}
+    return _paired_doc(docs["new"][0], [case(d) for d in docs["new"]], verdict, {})
+
+
+PREVIOUS_FAILED = "the previous build did not run or verify on every pair"
+BATCH_MAX_CALL_MS = PAIRED_PROCESS_MS / PAIRED_REPEATS
+"""A shape whose previous call took less than this (ms) is measured side by side as one case
+of a process that holds every such shape of the same program (:func:`_paired_batches`);
+a longer call keeps processes of its own (:func:`_paired_shape`)."""
+BATCH_REPEATS, BATCH_MIN_TIME_MS = 3, 20.0
+"""Each case of a batched pair's process: the median of 3 timed repeats of at least 20 ms of
+launches (a tuning trial's length, ``measure.tune_min_time_ms``): a pair's ratio carries the
+spread between processes, which more launches within one process do not narrow, so a shape
+costs a pair about 2 x 60 ms, not 2 x 5 x ``measure.gemm_min_time_ms``, and the processes'
+start (context, program build) is paid once per pair for all of them."""
+
+
+def _paired_batches(bench: _Bench, planned: list[tuple[str, GemmShape, str | None, dict]],
+                    before: dict[tuple, dict[str, Any]], prev: dict[str, Any] | None
+                    ) -> dict[tuple, Callable[[], dict[str, Any]]]:
+    """The shapes of a side-by-side rerun that are measured in shared processes: every shape
+    with a previous build (``before``) whose previous call was short
+    (:data:`BATCH_MAX_CALL_MS`), grouped by program (the new and the previous spec without
+    their cases). Returns ``{(kernel, M, N, K): thunk}``; a group is measured when the first
+    of its thunks is called (in the sweep's order, under the device lock), each thunk then
+    giving its shape's document as :func:`_paired_shape` does."""
+    groups: dict[str, list[tuple[tuple, dict, dict]]] = {}
+    for _source, g, _cls, spec in planned:
+        key = (g.kernel, g.M, g.N, g.K)
+        old = before.get(key)
+        call_ms = _previous_call_ms(prev, key)
+        if old is None or call_ms is None or call_ms >= BATCH_MAX_CALL_MS:
+            continue
+        program = json.dumps([{k: v for k, v in sp.items() if k not in ("cases", "repeats")}
+                              for sp in (spec, old)], sort_keys=True)
+        groups.setdefault(program, []).append((key, spec, old))
+    out: dict[tuple, Callable[[], dict[str, Any]]] = {}
+    for items in groups.values():
+        done: dict[tuple, dict[str, Any]] = {}
+
+        def get(key: tuple, items=items, done=done) -> dict[str, Any]:
+            if not done:
+                done.update(_paired_group(bench, items))
+            return done[key]
+        for key, _, _ in items:
+            out[key] = lambda key=key, get=get: get(key)
+    return out
+
+
+def _paired_group(bench: _Bench, items: list[tuple[tuple, dict, dict]]
+                  ) -> dict[tuple, dict[str, Any]]:
+    """Shapes of one program measured side by side in shared processes: per pair one
+    bench-gemm process of each build holding every still undecided shape as a case
+    (:data:`BATCH_REPEATS` x :data:`BATCH_MIN_TIME_MS`), the order reversed every pair; each
+    shape's verdict from its own pairs (:func:`phonetrain.results.paired.many_until_decisive`,
+    :data:`PAIRED_FIRST`, :data:`PAIRED_MAX`; the group's budget :data:`PAIRED_BUDGET_S` per
+    shape). Returns ``{key: document}`` as :func:`_paired_shape`'s."""
+    by_key = {key: (spec, old) for key, spec, old in items}
+    timing = {"repeats": BATCH_REPEATS, "min_time_ms": BATCH_MIN_TIME_MS}
+    procs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    cases: dict[tuple, list[dict[str, Any]]] = {key: [] for key in by_key}
+    bad: dict[tuple, dict[str, Any]] = {}
+    old_failed: set[tuple] = set()
+
+    def one_process(side: str, active: list[tuple]) -> dict[tuple, dict[str, Any]]:
+        base = by_key[active[0]][0 if side == "new" else 1]
+        spec = dict(base, **timing,
+                    cases=[by_key[k][0 if side == "new" else 1]["cases"][0] for k in active])
+        doc = bench.spec(spec)
+        procs[side].append(doc)
+        got = doc.get("cases") or []
+        return {k: (got[i] if i < len(got) and doc.get("status") != "skipped" else
+                    {"status": "skipped"}) for i, k in enumerate(active)}
+
+    def pairs(k: int, active: list[tuple]) -> dict[tuple, Any]:
+        sides = ["old", "new"] if k % 2 == 0 else ["new", "old"]
+        got = {side: one_process(side, active) for side in sides}
+        out: dict[tuple, Any] = {}
+        for key in active:
+            new, old = got["new"][key], got["old"][key]
+            if new.get("status") != "ok":
+                bad[key] = dict(procs["new"][-1], cases=[new])
+                out[key] = None
+                continue
+            cases[key].append(new)
+            if old.get("status") != "ok":
+                old_failed.add(key)
+            out[key] = (old.get("median_ms") if old.get("status") == "ok" else None,
+                        new.get("median_ms"))
+        return out
+
+    verdicts = many_until_decisive(pairs, list(by_key), first=PAIRED_FIRST,
+                                   max_pairs=PAIRED_MAX,
+                                   budget_s=PAIRED_BUDGET_S * len(by_key))
+    out = {}
+    for key, verdict in verdicts.items():
+        if key in bad:
+            out[key] = bad[key]
+            continue
+        if key in old_failed:
+            verdict = verdict | {"verdict": "cannot tell", "reason": PREVIOUS_FAILED}
+        out[key] = _paired_doc(procs["new"][0], cases[key], verdict, timing)
+    return out
+
+
+def _paired_doc(first_doc: dict[str, Any], cases: list[dict[str, Any]],
+                verdict: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any]:
+    """A side-by-side shape's ``gemm.json`` document: its case's figures over the new build's
+    processes (``median_ms``: the median of their medians, ``low_ms``..``high_ms``: the lowest
+    and highest) and ``paired`` (``verdict`` with the per-process ``timing``)."""
     ms = sorted(c["median_ms"] for c in cases)
     mid = ms[len(ms) // 2] if len(ms) % 2 else (ms[len(ms) // 2 - 1] + ms[len(ms) // 2]) / 2
     one = dict(cases[0], median_ms=mid, low_ms=ms[0], high_ms=ms[-1],
                gflops=cases[0]["gflops"] * cases[0]["median_ms"] / mid,
                max_err=max(c.get("max_err") or 0.0 for c in cases))
-    verdict |= {"repeats": longer["repeats"], "min_time_ms": longer["min_time_ms"]}
-    if any(case(d).get("status") != "ok" for d in docs["old"]):
-        verdict |= {"verdict": "cannot tell", "reason": "the previous build did not run or "
-                    "verify on every pair"}
+    verdict = verdict | timing
     print(f"phonetrain: GEMM {one['kernel']} {one['M']}x{one['N']}x{one['K']}, side by side: "
           f"{verdict['verdict']} ({verdict['reason']}; {verdict['pairs']} pairs of at most "
-          f"{PAIRED_MAX}, {verdict['elapsed_s']:.0f} s of {budget_s:.0f} s)",
+          f"{PAIRED_MAX}, {verdict['elapsed_s']:.0f} s of {verdict['budget_s']:.0f} s)",
           file=sys.stderr)
-    return dict(docs["new"][0], cases=[one], paired=verdict)
+    return dict(first_doc, cases=[one], paired=verdict)
 
 
 def _identical(job: Job, doc_out: dict[str, Any], prev: dict[str, Any], why: str) -> dict:
