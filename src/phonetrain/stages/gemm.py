@@ -33,6 +33,7 @@ Stages, with params :class:`~phonetrain.stages.specs.GemmSpec` (``gemm``),
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import tempfile
@@ -361,18 +362,31 @@ def gemm(job: Job) -> dict:
             return _identical(job, doc_out, prev, same)
     with bench.r.lock():
         before = _previous_specs(bench, prev, version, doc_out.get("ran"), p.kernel_hash)
+        alone = _model_calls_together(bench, [sp for source, g, _, sp in planned
+                                              if source != "square" and
+                                              (g.kernel, g.M, g.N, g.K) not in before])
+        squares: list[float] = []   # the measured squares' GFLOPS, ascending sizes
         for source, g, cls, spec in planned:
+            why = None
             if source == "square" and last_gflops and \
                     g.flops / (last_gflops * 1e9) > p.max_launch_s:
+                why = "estimated launch time over measure.gemm_max_launch_s"
+            elif source == "square" and plateaued(squares, p.plateau_gain):
+                why = (f"GFLOPS plateaued: {PLATEAU_SQUARES} squares in a row below "
+                       f"(1 + measure.gemm_plateau_gain) x the best before them")
+            if why:
                 rows.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": source,
-                             "status": "skipped", "error": "estimated launch time over "
-                             "measure.gemm_max_launch_s"})
+                             "status": "skipped", "error": why})
                 continue
             key = (g.kernel, g.M, g.N, g.K)
             old = before.get(key)
             reps = sweep_repeats(g, source, last_gflops, p.max_shape_s)
-            doc = bench.spec(dict(spec, repeats=reps)) if old is None else \
-                _paired_shape(bench, spec, old, _previous_call_ms(prev, key))
+            if old is not None:
+                doc = _paired_shape(bench, spec, old, _previous_call_ms(prev, key))
+            elif source != "square":
+                doc = alone.pop(0)
+            else:
+                doc = bench.spec(dict(spec, repeats=reps))
             if doc.get("status") == "skipped":
                 doc_out.update(status="skipped", reason=doc.get("reason", ""))
                 break
@@ -390,11 +404,55 @@ def gemm(job: Job) -> dict:
                                 if "paired" in doc else {})})
                 if source == "square" and c["status"] == "ok":
                     last_gflops = c["gflops"]
+                    squares.append(c["gflops"])
     if kv is not None:
         doc_out["kernel_hash"] = p.kernel_hash
     doc_out[STAMP] = stamp(job)
     write_json(doc_out, job.output.gemm)
     return doc_out
+
+
+def _model_calls_together(bench: _Bench, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run the models' GEMM calls measured alone (one bench-gemm spec of one case each, in
+    sweep order) with one runner process per configuration: the specs that differ only in
+    their case share a process, each case still checked, warmed up, calibrated and timed on
+    its own (``src/runner/bench_gemm.c``), so a call costs its timed repeats, not a process
+    start, an OpenCL set-up and a program build. Returns one document per spec, in order,
+    each holding its own case; a process the runner skips (a missing library) gives that
+    document to each of its specs."""
+    groups: dict[str, list[int]] = {}
+    for i, sp in enumerate(specs):
+        groups.setdefault(json.dumps({k: v for k, v in sp.items() if k != "cases"},
+                                     sort_keys=True), []).append(i)
+    out: list[dict[str, Any] | None] = [None] * len(specs)
+    for idx in groups.values():
+        doc = bench.spec(dict(specs[idx[0]], cases=[c for i in idx for c in specs[i]["cases"]]))
+        cases = doc.get("cases") or []
+        for n, i in enumerate(idx):
+            out[i] = doc if doc.get("status") == "skipped" else \
+                dict(doc, cases=cases[n * len(specs[i]["cases"]):
+                                     (n + 1) * len(specs[i]["cases"])])
+    return [d for d in out if d is not None]
+
+
+PLATEAU_SQUARES = 2
+"""Squares in a row whose GFLOPS stay below ``(1 + measure.gemm_plateau_gain)`` x the best
+square before them, after which a version's square sweep stops (:func:`plateaued`)."""
+
+
+def plateaued(gflops: list[float], gain: float | None) -> bool:
+    """Whether a square sweep whose measured squares reached ``gflops`` (GFLOPS, ascending
+    sizes) has plateaued: each of its last :data:`PLATEAU_SQUARES` squares reached less than
+    ``(1 + gain)`` x the best GFLOPS of the squares before it (``gain``:
+    ``measure.gemm_plateau_gain``; None or 0: never). Like the bandwidth sweep's knee: once
+    doubling the size twice in a row gained less than ``gain``, a larger square is expected
+    to add a costlier point of the same curve, not a higher peak. Two squares, not one: a
+    single flat step (CLBlast on PoCL: 512^3 2% over 256^3, then 1024^3 55% over it) is
+    not yet the plateau."""
+    if not gain or len(gflops) <= PLATEAU_SQUARES:
+        return False
+    n = len(gflops)
+    return all(gflops[i] < (1 + gain) * max(gflops[:i]) for i in range(n - PLATEAU_SQUARES, n))
 
 
 GEMM_REPEATS, GEMM_MIN_REPEATS = 5, 3
