@@ -53,13 +53,14 @@ from phonetrain.stages.stamp import STAMP, made_from, stamp
 from phonetrain.stages.job import Job, files, main
 from phonetrain.stages import paired as kept
 from phonetrain.stages import tuning_records
-from phonetrain.stages.vk_bench import VkBench
 from phonetrain.stages.specs import (CPU_VERSION, DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec,
                                      TuneSpec, TuneVersionSpec, classes_hash, shapes_hash,
                                      to_params)
 
 if TYPE_CHECKING:   # pandas is imported by the functions that build frames, not by the jobs
     import pandas as pd
+
+    from phonetrain.stages.vk_bench import VkBench   # numpy: the Vulkan tune jobs' only
 
 
 def write_shapes(job: Job) -> Path:
@@ -117,6 +118,8 @@ def _tune_bench(job: Job, p: TuneSpec | SquaresSpec | TuneVersionSpec,
     """The device's runner for a tune job: bench-gemm on OpenCL, or (``api`` ``vulkan``) the
     version's GEMM shaders through plans (:class:`~phonetrain.stages.vk_bench.VkBench`)."""
     if p.api == "vulkan":
+        from phonetrain.stages.vk_bench import VkBench
+
         r = Runner.for_device(p.device_config, job.runtime.at(p.stage_root),
                               timeout_s=job.runtime.timeout_s)
         return VkBench(r, job.input.runner, version)
