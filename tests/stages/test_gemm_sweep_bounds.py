@@ -1,7 +1,7 @@
 """The GEMM sweep's measuring bounds (phonetrain.stages.gemm.gemm) with a planted device: a
 square sweep whose GFLOPS curve has plateaued stops (the larger squares are rows `skipped`,
 the peak still measured), one whose curve still rises goes on, and the models' calls that
-share a configuration share one runner process."""
+share a configuration share one runner process on OpenCL (the CPU backend: one each)."""
 
 from __future__ import annotations
 
@@ -40,21 +40,24 @@ class _PlantedBench:
 
 
 def _sweep(tmp_path: Path, monkeypatch, gflops: dict[int, float], plateau_gain: float,
-           shapes: list[dict] | None = None) -> tuple[dict, _PlantedBench]:
+           shapes: list[dict] | None = None, version: str = CPU_VERSION
+           ) -> tuple[dict, _PlantedBench]:
     shapes = shapes or []
     sf = tmp_path / "shapes.json"
     sf.write_text(json.dumps({"shapes": shapes}))
     bench = _PlantedBench(gflops)
     monkeypatch.setattr(gemm_stage, "_Bench", lambda job, p, version: bench)
     p = {"device": "host", "device_config": {"name": "host", "transport": "local"},
-         "stage_root": "stage", "version": CPU_VERSION, "kernel_hash": None,
+         "stage_root": "stage", "version": version,
+         "kernel_hash": None if version == CPU_VERSION else "planted",
          "shapes_hash": shapes_hash(shapes), "sizes": SIZES, "min_time_ms": 1.0,
          "max_launch_s": 1e6, "tune": False, "tune_min_time_ms": 1.0,
          "tune_max_launch_s": 1.0, "threads": 0, "plateau_gain": plateau_gain}
     runner = tmp_path / "runner"
     runner.write_bytes(b"a runner binary")   # the stamp records its hash
     job = Job(files({"runner": str(runner), "shapes": str(sf)}),
-              files({"gemm": str(tmp_path / "gemm.json")}), p, tmp_path / "gemm.log",
+              files({"gemm": str(tmp_path / "results" / "gemm" / "host" / f"{version}.json")}),
+              p, tmp_path / "gemm.log",
               Runtime(60.0, False, str(tmp_path)))
     return gemm_stage.gemm(job), bench
 
@@ -105,16 +108,20 @@ def test_plateaued_needs_two_squares_in_a_row_under_the_gain(gflops, stops):
     assert gemm_stage.plateaued(gflops, None) is False
 
 
-def test_the_models_calls_of_one_configuration_share_one_process(tmp_path, monkeypatch):
+@pytest.mark.parametrize("version, processes", [("baseline", 1), (CPU_VERSION, 3)])
+def test_the_models_calls_of_one_configuration_share_one_opencl_process(
+        tmp_path, monkeypatch, version, processes):
+    # an untuned OpenCL version: its three calls in one process; the CPU backend: one each
     shapes = [{"kernel": k, "M": m, "N": n, "K": kk, "source": "model:mlp_16_16"}
               for k, m, n, kk in (("gemm_nt", 32, 16, 16), ("gemm_tn", 16, 16, 32),
                                   ("gemm_nn", 32, 16, 16))]
-    doc, bench = _sweep(tmp_path, monkeypatch, {n: 10.0 for n in SIZES}, 0.05, shapes)
+    doc, bench = _sweep(tmp_path, monkeypatch, {n: 10.0 for n in SIZES}, 0.0, shapes, version)
     models = [r for r in doc["rows"] if r["source"] != "square"]
     assert [(r["kernel"], r["M"], r["N"], r["K"]) for r in models] == \
         [(s["kernel"], s["M"], s["N"], s["K"]) for s in shapes]
     assert all(r["status"] == "ok" and r["repeats"] == gemm_stage.GEMM_REPEATS for r in models)
-    together = [s for s in bench.specs if len(s["cases"]) > 1]
-    assert len(together) == 1 and len(together[0]["cases"]) == 3
-    assert all(len(s["cases"]) == 1 and s["cases"][0]["M"] == s["cases"][0]["K"]
-               for s in bench.specs if s is not together[0])   # each square alone
+    calls = [s for s in bench.specs if any(c["M"] != c["K"] or c["M"] != c["N"]
+                                           for c in s["cases"])]
+    assert len(calls) == processes and sum(len(s["cases"]) for s in calls) == 3
+    squares = [s for s in bench.specs if s not in calls]
+    assert all(len(s["cases"]) == 1 for s in squares) and len(squares) == len(SIZES)

@@ -365,9 +365,10 @@ def gemm(job: Job) -> dict:
             return _identical(job, doc_out, prev, same)
     with bench.r.lock():
         before = _previous_specs(bench, prev, version, doc_out.get("ran"), p.kernel_hash)
-        alone = _model_calls_together(bench, [sp for source, g, _, sp in planned
-                                              if source != "square" and
-                                              (g.kernel, g.M, g.N, g.K) not in before])
+        calls = [sp for source, g, _, sp in planned
+                 if source != "square" and (g.kernel, g.M, g.N, g.K) not in before]
+        alone = _model_calls_together(bench, calls) if kv is not None else \
+            [bench.spec(sp) for sp in calls]
         squares: list[float] = []   # the measured squares' GFLOPS, ascending sizes
         for source, g, cls, spec in planned:
             why = None
@@ -420,7 +421,11 @@ def _model_calls_together(bench: _Bench, specs: list[dict[str, Any]]) -> list[di
     sweep order) with one runner process per configuration: the specs that differ only in
     their case share a process, each case still checked, warmed up, calibrated and timed on
     its own (``src/runner/bench_gemm.c``), so a call costs its timed repeats, not a process
-    start, an OpenCL set-up and a program build. Returns one document per spec, in order,
+    start, an OpenCL set-up and a program build (OpenCL versions only: the CPU backend's calls
+    keep a process each, as a tiny call calibrated on one launch while its OpenMP threads
+    held their cores ran 37x slower per launch once other load took them, and a process of
+    every call then took 123 s beside 30 s for the calls apart, at load 9-10, not settled).
+    Returns one document per spec, in order,
     each holding its own case; a process the runner skips (a missing library) gives that
     document to each of its specs."""
     groups: dict[str, list[int]] = {}
