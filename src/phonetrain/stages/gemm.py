@@ -422,9 +422,9 @@ def _model_calls_together(bench: _Bench, specs: list[dict[str, Any]]) -> list[di
     their case share a process, each case still checked, warmed up, calibrated and timed on
     its own (``src/runner/bench_gemm.c``), so a call costs its timed repeats, not a process
     start, an OpenCL set-up and a program build (OpenCL versions only: the CPU backend's calls
-    keep a process each, as a tiny call calibrated on one launch while its OpenMP threads
-    held their cores ran 37x slower per launch once other load took them, and a process of
-    every call then took 123 s beside 30 s for the calls apart, at load 9-10, not settled).
+    keep a process each; a tiny call is calibrated on one launch, and once other load takes
+    the cores of its OpenMP threads a launch can run tens of times slower, which stretched
+    one process of every call to 123 s at load 9-10: docs/notebook/2026-12-07.md).
     Returns one document per spec, in order,
     each holding its own case; a process the runner skips (a missing library) gives that
     document to each of its specs."""
