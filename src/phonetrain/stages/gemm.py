@@ -25,8 +25,8 @@ Stages, with params :class:`~phonetrain.stages.specs.GemmSpec` (``gemm``),
 - ``gemm``: inputs ``runner``, ``shapes``, ``sources`` (none for ``cpu``), ``tuning`` (the
   version's class files: every class of the models' shapes and ``squares.json``; none for an
   untunable version); output ``gemm`` (the version's measurements: models' GEMM shapes, then
-  square sizes ascending until one launch would take longer than ``max_launch_s``; each with
-  the configuration tuned for it,
+  square sizes ascending until one launch would take longer than ``max_launch_s`` or the
+  squares' GFLOPS plateaued (:func:`plateaued`); each with the configuration tuned for it,
   :func:`phonetrain.kernels.tuning.class_for`);
 - ``peaks``: input ``runner``; output ``peaks`` (runner bench-peak).
 """
@@ -343,7 +343,8 @@ def gemm(job: Job) -> dict:
     """GFLOPS of one version (``params.version``; ``cpu`` = the runner's CPU backend) on one
     device -> ``output.gemm``. A tuned version uses its tuning files' configuration per shape
     class; a long square gets fewer timed repeats (:func:`sweep_repeats`, the row's
-    ``repeats``)."""
+    ``repeats``); the squares stop where their GFLOPS plateaued (:func:`plateaued`); the
+    models' calls of one OpenCL configuration share a process (:func:`_model_calls_together`)."""
     p = job.spec(GemmSpec)
     version = p.version
     kv = None if version == CPU_VERSION else load_version(version)
