@@ -105,12 +105,13 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from phonetrain.errors import PhonetrainError
 from phonetrain.io import write_text
+
+if TYPE_CHECKING:   # numpy only where a tensor is filled: every stage job reads this module
+    import numpy as np
 
 PLAN_VERSION = 2
 PLAN_VERSIONS = (1, 2)
@@ -120,7 +121,7 @@ EVENT_OPS = ("kernel", "h2d", "d2h")   # steps that have an event and may wait o
 BACKENDS = ("cpu", "opencl", "vulkan")
 ROLES = ("param", "grad", "activation", "input", "label", "scratch", "state", "loss")
 PHASES = ("load", "forward", "loss", "backward", "update", "transfer")
-DTYPES = {"f32": np.float32, "i32": np.int32}
+DTYPES = {"f32": "float32", "i32": "int32"}   # plan dtype -> numpy's name of it
 STEP_OPS = ("kernel", "h2d", "d2h", "map", "unmap", "load")
 
 
@@ -425,6 +426,8 @@ def uniform_fill(seed: int, n: int, low: float, high: float) -> np.ndarray:
     then the three xor-shift-multiply rounds below, all mod 2**64. ``u`` is computed in float64,
     the result rounded to float32.
     """
+    import numpy as np
+
     with np.errstate(over="ignore"):
         z = np.uint64(seed) + (np.arange(n, dtype=np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)

@@ -36,15 +36,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import numpy as np
-
 from phonetrain import layout, spans
 from phonetrain.devices import LocalTransport, get_transport
 from phonetrain.devices.local import pocl_cache_in_use
 from phonetrain.devices.base import CommandResult, TransportTimeout, check_outputs
 from phonetrain.errors import PhonetrainError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:   # numpy and pandas where dumps and traces are read: not in the stage jobs
+    import numpy as np
     import pandas as pd
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -673,6 +672,8 @@ def read_trace(out_dir: Path) -> pd.DataFrame:
 def read_dump(out_dir: Path, tensor_name: str, shape: Sequence[int] | None = None,
               dtype: str = "f32") -> np.ndarray:
     """``out_dir/dumps/<tensor_name>.f32`` (raw little-endian, float32 or int32)."""
+    import numpy as np
+
     arr = np.fromfile(Path(out_dir) / layout.DUMPS / f"{tensor_name}.f32",
                       dtype="<f4" if dtype == "f32" else "<i4")
     return arr.reshape(shape) if shape is not None else arr

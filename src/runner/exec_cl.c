@@ -9,6 +9,7 @@
 #include "exec.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,35 +36,90 @@ static void use_clblast(run_ctx *rc, const pt_program *pg)
     jw_obj_end(w);
 }
 
-static void build_programs(run_ctx *rc)
+/* `src` with its comments blanked (each comment character a space), newly allocated. */
+static char *without_comments(const char *src)
 {
-    pt_plan *p = rc->plan;
-    char *dev = cl_device_str(rc->device, CL_DEVICE_NAME);
-    rc->programs = xcalloc((size_t)p->nprograms, sizeof *rc->programs);
-    jw_init(&rc->build_json);
-    jw_arr_begin(&rc->build_json);
-    for (int i = 0; i < p->nprograms; i++) {
-        pt_program *pg = &p->programs[i];
-        if (!strcmp(pg->source, "clblast")) {
-            use_clblast(rc, pg);
-            continue;
+    char *out = xmalloc(strlen(src) + 1), *o = out;
+    for (const char *c = src; *c;) {
+        if (c[0] == '/' && c[1] == '*') {
+            const char *end = strstr(c + 2, "*/");
+            end = end ? end + 2 : c + strlen(c);
+            while (c < end) { *o++ = ' '; c++; }
+        } else if (c[0] == '/' && c[1] == '/') {
+            while (*c && *c != '\n') { *o++ = ' '; c++; }
+        } else {
+            *o++ = *c++;
         }
-        char *path = path_join(rc->root, pg->source);
-        char *src = read_file(path, NULL);
-        if (!src) fail(EXIT_BUNDLE, "kernel source %s (program \"%s\") cannot be read: %s; deploy "
-                       "the kernel version first", path, pg->name, strerror(errno));
-        double ms;
-        char *log;
-        cl_int e = cl_build_source(rc->context, rc->device, src, pg->options, &rc->programs[i],
-                                   &ms, &log);
-        if (e != CL_SUCCESS) {
-            fprintf(stderr, "%s\n", log);
-            fail(EXIT_BUILD, "kernel build failed: program \"%s\" (%s, options \"%s\") on \"%s\": "
-                 "%s; the compiler log is above", pg->name, path, pg->options, dev, cl_error_name(e));
-        }
+    }
+    *o = '\0';
+    return out;
+}
+
+static int ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* Whether comment-free `code` holds `name` where a kernel is defined: a whole identifier after
+ * `void` (`__kernel void name(`) or after `(` (a macro that defines it: `GEMM_KERNEL(name, ...)`). */
+static int defines(const char *code, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *at = strstr(code, name); at && n; at = strstr(at + 1, name)) {
+        if ((at > code && ident_char(at[-1])) || ident_char(at[n])) continue;
+        const char *b = at;
+        while (b > code && isspace((unsigned char)b[-1])) b--;
+        if (b > code && b[-1] == '(') return 1;
+        if (b - code >= 4 && !strncmp(b - 4, "void", 4) && (b - code == 4 || !ident_char(b[-5])))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether a program's source defines a kernel some step of the plan launches (`defines`). A
+ * plan lists every file of its kernel version, and each build costs tens of ms from PoCL's
+ * cache and seconds cold, so a program that defines none is not built (find_kernel still
+ * builds it should a kernel be defined some other way). */
+static int defines_a_step(const pt_plan *p, const char *src)
+{
+    char *code = without_comments(src);
+    int found = 0;
+    for (int k = 0; k < p->nsteps && !found; k++)
+        found = p->steps[k].op == OP_KERNEL && defines(code, p->steps[k].name);
+    free(code);
+    return found;
+}
+
+/* Builds program i into rc->programs[i]; with `record`, its build.json entry. */
+static void build_program(run_ctx *rc, int i, int record)
+{
+    pt_program *pg = &rc->plan->programs[i];
+    char *path = path_join(rc->root, pg->source);
+    char *src = read_file(path, NULL);
+    if (!src) fail(EXIT_BUNDLE, "kernel source %s (program \"%s\") cannot be read: %s; deploy "
+                   "the kernel version first", path, pg->name, strerror(errno));
+    jwriter *w = &rc->build_json;
+    if (record && !defines_a_step(rc->plan, src)) {
+        jw_obj_begin(w);
+        jw_key(w, "program"); jw_str(w, pg->name);
+        jw_key(w, "source"); jw_str(w, pg->source);
+        jw_key(w, "options"); jw_str(w, pg->options);
+        jw_key(w, "skipped"); jw_str(w, "defines no kernel the plan launches");
+        jw_obj_end(w);
+        free(src);
+        free(path);
+        return;
+    }
+    double ms;
+    char *log;
+    cl_int e = cl_build_source(rc->context, rc->device, src, pg->options, &rc->programs[i],
+                               &ms, &log);
+    if (e != CL_SUCCESS) {
+        char *dev = cl_device_str(rc->device, CL_DEVICE_NAME);
+        fprintf(stderr, "%s\n", log);
+        fail(EXIT_BUILD, "kernel build failed: program \"%s\" (%s, options \"%s\") on \"%s\": "
+             "%s; the compiler log is above", pg->name, path, pg->options, dev, cl_error_name(e));
+    }
+    if (record) {
         size_t bin = 0;
         CL.clGetProgramInfo(rc->programs[i], CL_PROGRAM_BINARY_SIZES, sizeof bin, &bin, NULL);
-        jwriter *w = &rc->build_json;
         jw_obj_begin(w);
         jw_key(w, "program"); jw_str(w, pg->name);
         jw_key(w, "source"); jw_str(w, pg->source);
@@ -72,12 +128,23 @@ static void build_programs(run_ctx *rc)
         jw_key(w, "binary_size_bytes"); jw_int(w, (long long)bin);
         jw_key(w, "log"); jw_str(w, log);
         jw_obj_end(w);
-        free(log);
-        free(src);
-        free(path);
+    }
+    free(log);
+    free(src);
+    free(path);
+}
+
+static void build_programs(run_ctx *rc)
+{
+    pt_plan *p = rc->plan;
+    rc->programs = xcalloc((size_t)p->nprograms, sizeof *rc->programs);
+    jw_init(&rc->build_json);
+    jw_arr_begin(&rc->build_json);
+    for (int i = 0; i < p->nprograms; i++) {
+        if (!strcmp(p->programs[i].source, "clblast")) use_clblast(rc, &p->programs[i]);
+        else build_program(rc, i, 1);
     }
     jw_arr_end(&rc->build_json);
-    free(dev);
 }
 
 /* The image2d_t view of a tensor some kernel argument reads as {"t", "image_width4"}. A device
@@ -172,13 +239,20 @@ static void make_buffers(run_ctx *rc)
     }
 }
 
+/* The kernel of step k from the built programs; failing that, from the programs skipped as
+ * naming none of the plan's kernels (built now, unrecorded: a kernel defined without its name). */
 static cl_kernel find_kernel(run_ctx *rc, const pt_step *s, int k)
 {
-    for (int i = 0; i < rc->plan->nprograms; i++) {
-        cl_int e;
-        cl_kernel kern = CL.clCreateKernel(rc->programs[i], s->name, &e);
-        if (e == CL_SUCCESS) return kern;
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < rc->plan->nprograms; i++) {
+            if (!rc->programs[i]) {
+                if (!pass || !strcmp(rc->plan->programs[i].source, "clblast")) continue;
+                build_program(rc, i, 0);
+            }
+            cl_int e;
+            cl_kernel kern = CL.clCreateKernel(rc->programs[i], s->name, &e);
+            if (e == CL_SUCCESS) return kern;
+        }
     fail(EXIT_BAD_INPUT, "bad plan %s: steps[%d]: kernel \"%s\" is defined by none of the plan's "
          "%d programs; add the .cl file that defines it", rc->plan->path, k, s->name,
          rc->plan->nprograms);

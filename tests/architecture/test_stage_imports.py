@@ -1,8 +1,9 @@
 """A stage job imports only what it uses: the modules the rules run as processes
 (``stage("<module>", ...)`` in rules/*.smk, ``python -m phonetrain.stages.<module>``) load no
-pandas, pyarrow or matplotlib when imported -- each job is a new process, and those libraries
-cost more start-up than most jobs work. A stage function that needs one imports it inside
-(e.g. the perfetto job's trace reading).
+pandas, pyarrow, matplotlib or numpy when imported -- each job is a new process, and those
+libraries cost more start-up than most jobs work (numpy alone about 0.1 s of CPU on the 2-core
+host, every job). A stage function that needs one imports it inside (e.g. the perfetto job's
+trace reading, the lower job's lowering, the train job's statistics).
 
 Two checks: the import statements that run at import time, followed through the package
 (names the chain that reaches a library), and the modules a fresh interpreter really holds
@@ -21,7 +22,7 @@ import pytest
 from helpers import REPO
 
 SRC = REPO / "src"
-HEAVY = ("pandas", "pyarrow", "matplotlib")
+HEAVY = ("pandas", "pyarrow", "matplotlib", "numpy")
 
 
 def stage_modules() -> list[str]:

@@ -134,3 +134,30 @@ def test_more_threads_than_usable_cpus_is_named(runner, tmp_path, capfd):
     assert doc["status"] == "ok" and doc["threads"] == 4 * usable
     err = capfd.readouterr().err
     assert f"runner: warning: {4 * usable} threads on {usable} usable CPUs (oversubscribed" in err
+
+
+def test_only_the_programs_that_define_a_launched_kernel_are_built(runner, pocl, tmp_path):
+    """A plan lists every file of its kernel version; the runner builds those that define a
+    kernel the plan launches (after ``void`` or as a macro's argument, comments aside) and
+    records the others skipped. A kernel defined where that reading cannot see it (a name
+    pasted by the preprocessor) is still found: the skipped programs are built then."""
+    plan = mlp_plan("opencl", "resident", "copy")
+    path = stage(tmp_path / "bundle", plan)
+    kernels = tmp_path / "bundle" / "kernels"
+    ew = (kernels / "elementwise.cl").read_text()
+    start = ew.index("__kernel void bias_add(")
+    end = ew.index("\n}\n", start) + 3
+    (kernels / "elementwise.cl").write_text(ew[:start] + ew[end:])
+    (kernels / "pasted.cl").write_text(
+        "#define KNAME(a, b) a##b\n" +
+        ew[start:end].replace("void bias_add(", "void KNAME(bias_, add)("))
+    plan.programs.append(Program(name="pasted", source="kernels/pasted.cl"))
+    plan.save(path)
+    doc = rt.run_plan(runner, path, tmp_path / "bundle", tmp_path / "out", threads=2,
+                      device_selector=pocl)
+    ref_losses, _, _ = numpy_training(write_bundle(tmp_path / "ref"), plan.warmup + plan.iterations)
+    np.testing.assert_allclose([i["loss"] for i in doc["iters"]], ref_losses, rtol=1e-4, atol=1e-5)
+    built = {b["program"] for b in doc["build"] if "skipped" not in b}
+    skipped = {b["program"] for b in doc["build"] if "skipped" in b}
+    assert built == {"elementwise", "gemm", "loss"}
+    assert skipped == {p.name for p in plan.programs} - built and "pasted" in skipped

@@ -265,6 +265,11 @@ class MeasureConfig:
     expected (from the GFLOPS of the square before it) to take over a fifth of it gets
     `floor(this / launch)` of the 5 repeats, at least 3 (a median with an interval); the rows
     record `repeats`. 0: always 5. A side-by-side rerun keeps its own 5 per process."""
+    gemm_plateau_gain: float = 0.05
+    """A version's square sweep stops once two squares in a row each reached less than (1 +
+    this) x the best GFLOPS of the squares before them (its curve has plateaued or fallen,
+    like the bandwidth sweep's knee); the larger sizes are rows `skipped`. 0: every size up
+    to `gemm_max_launch_s`."""
     tune: bool = True
     """Tune the tunable versions per device and GEMM class; a local device's tuning is reused
     from this machine's records (`$PHONETRAIN_TUNING_DIR`) for the same sources."""

@@ -79,7 +79,8 @@ NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldo
                 ("measure", "cooldown_limit_s"), ("model", "momentum"),
                 ("model", "weight_decay"), ("measure", "ci_target"),
                 ("measure", "max_seconds"), ("measure", "max_other_cpu_share"),
-                ("measure", "max_probe_slowdown"), ("measure", "gemm_max_shape_s")}
+                ("measure", "max_probe_slowdown"), ("measure", "gemm_max_shape_s"),
+                ("measure", "gemm_plateau_gain")}
 
 
 def _group_file(conf_dir: Path, group: str, name: str) -> Path:

@@ -142,8 +142,9 @@ def bounds_line(measure: dict) -> str:
     at most ``max_attempts`` attempts, one more recording events with ``events_apart``,
     exactly ``iterations`` unless ``events_adaptive``), each process's warm-up and adaptive
     stop, and the measured seconds that implies per run at most; the GEMM sweep's sizes,
-    calibration, launch limit and the seconds of a shape's timed repeats
-    (``gemm_max_shape_s``); a tuning trial's calibration and its screening pass
+    calibration, launch limit, the seconds of a shape's timed repeats
+    (``gemm_max_shape_s``) and the squares' plateau stop (``gemm_plateau_gain``); a tuning
+    trial's calibration and its screening pass
     (``tune_finalists``); the bandwidth sweep's cap; the cool-down. Printed at the start of
     every invocation that executes jobs (rules/common.smk) and by
     ``benchmarks/bench_study_cost.py``."""
@@ -164,7 +165,9 @@ def bounds_line(measure: dict) -> str:
     shape = m.get("gemm_max_shape_s")
     gemm = (f"GEMM sizes {min(sizes)}..{max(sizes)}, {m['gemm_min_time_ms']:g} ms per timed "
             f"repeat, launches <= {m['gemm_max_launch_s']:g} s"
-            + (f", 3-5 repeats in ~{shape:g} s per shape" if shape else "")) \
+            + (f", 3-5 repeats in ~{shape:g} s per shape" if shape else "")
+            + (f", squares until 2 in a row gain < {100 * m['gemm_plateau_gain']:g}%"
+               if m.get("gemm_plateau_gain") else "")) \
         if sizes else "no GEMM sizes"
     tune = f"tuning {m['tune_min_time_ms']:g} ms per trial" if m["tune"] else "no tuning"
     if m["tune"] and m.get("tune_finalists"):

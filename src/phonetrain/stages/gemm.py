@@ -25,8 +25,8 @@ Stages, with params :class:`~phonetrain.stages.specs.GemmSpec` (``gemm``),
 - ``gemm``: inputs ``runner``, ``shapes``, ``sources`` (none for ``cpu``), ``tuning`` (the
   version's class files: every class of the models' shapes and ``squares.json``; none for an
   untunable version); output ``gemm`` (the version's measurements: models' GEMM shapes, then
-  square sizes ascending until one launch would take longer than ``max_launch_s``; each with
-  the configuration tuned for it,
+  square sizes ascending until one launch would take longer than ``max_launch_s`` or the
+  squares' GFLOPS plateaued (:func:`plateaued`); each with the configuration tuned for it,
   :func:`phonetrain.kernels.tuning.class_for`);
 - ``peaks``: input ``runner``; output ``peaks`` (runner bench-peak).
 """
@@ -53,13 +53,14 @@ from phonetrain.stages.stamp import STAMP, made_from, stamp
 from phonetrain.stages.job import Job, files, main
 from phonetrain.stages import paired as kept
 from phonetrain.stages import tuning_records
-from phonetrain.stages.vk_bench import VkBench
 from phonetrain.stages.specs import (CPU_VERSION, DeviceSpec, GemmSpec, ShapesSpec, SquaresSpec,
                                      TuneSpec, TuneVersionSpec, classes_hash, shapes_hash,
                                      to_params)
 
 if TYPE_CHECKING:   # pandas is imported by the functions that build frames, not by the jobs
     import pandas as pd
+
+    from phonetrain.stages.vk_bench import VkBench   # numpy: the Vulkan tune jobs' only
 
 
 def write_shapes(job: Job) -> Path:
@@ -117,6 +118,8 @@ def _tune_bench(job: Job, p: TuneSpec | SquaresSpec | TuneVersionSpec,
     """The device's runner for a tune job: bench-gemm on OpenCL, or (``api`` ``vulkan``) the
     version's GEMM shaders through plans (:class:`~phonetrain.stages.vk_bench.VkBench`)."""
     if p.api == "vulkan":
+        from phonetrain.stages.vk_bench import VkBench
+
         r = Runner.for_device(p.device_config, job.runtime.at(p.stage_root),
                               timeout_s=job.runtime.timeout_s)
         return VkBench(r, job.input.runner, version)
@@ -340,7 +343,8 @@ def gemm(job: Job) -> dict:
     """GFLOPS of one version (``params.version``; ``cpu`` = the runner's CPU backend) on one
     device -> ``output.gemm``. A tuned version uses its tuning files' configuration per shape
     class; a long square gets fewer timed repeats (:func:`sweep_repeats`, the row's
-    ``repeats``)."""
+    ``repeats``); the squares stop where their GFLOPS plateaued (:func:`plateaued`); the
+    models' calls of one OpenCL configuration share a process (:func:`_model_calls_together`)."""
     p = job.spec(GemmSpec)
     version = p.version
     kv = None if version == CPU_VERSION else load_version(version)
@@ -363,19 +367,33 @@ def gemm(job: Job) -> dict:
     with bench.r.lock():
         before = _previous_specs(bench, prev, version, doc_out.get("ran"), p.kernel_hash)
         batched = _paired_batches(bench, planned, before, prev)
+        calls = [sp for source, g, _, sp in planned
+                 if source != "square" and (g.kernel, g.M, g.N, g.K) not in before]
+        alone = _model_calls_together(bench, calls) if kv is not None else \
+            [bench.spec(sp) for sp in calls]
+        squares: list[float] = []   # the measured squares' GFLOPS, ascending sizes
         for source, g, cls, spec in planned:
+            why = None
             if source == "square" and last_gflops and \
                     g.flops / (last_gflops * 1e9) > p.max_launch_s:
+                why = "estimated launch time over measure.gemm_max_launch_s"
+            elif source == "square" and plateaued(squares, p.plateau_gain):
+                why = (f"GFLOPS plateaued: {PLATEAU_SQUARES} squares in a row below "
+                       f"(1 + measure.gemm_plateau_gain) x the best before them")
+            if why:
                 rows.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": source,
-                             "status": "skipped", "error": "estimated launch time over "
-                             "measure.gemm_max_launch_s"})
+                             "status": "skipped", "error": why})
                 continue
             key = (g.kernel, g.M, g.N, g.K)
             old = before.get(key)
             reps = sweep_repeats(g, source, last_gflops, p.max_shape_s)
-            doc = bench.spec(dict(spec, repeats=reps)) if old is None else \
-                batched[key]() if key in batched else \
-                _paired_shape(bench, spec, old, _previous_call_ms(prev, key))
+            if old is not None:
+                doc = batched[key]() if key in batched else \
+                    _paired_shape(bench, spec, old, _previous_call_ms(prev, key))
+            elif source != "square":
+                doc = alone.pop(0)
+            else:
+                doc = bench.spec(dict(spec, repeats=reps))
             if doc.get("status") == "skipped":
                 doc_out.update(status="skipped", reason=doc.get("reason", ""))
                 break
@@ -393,11 +411,59 @@ def gemm(job: Job) -> dict:
                                 if "paired" in doc else {})})
                 if source == "square" and c["status"] == "ok":
                     last_gflops = c["gflops"]
+                    squares.append(c["gflops"])
     if kv is not None:
         doc_out["kernel_hash"] = p.kernel_hash
     doc_out[STAMP] = stamp(job)
     write_json(doc_out, job.output.gemm)
     return doc_out
+
+
+def _model_calls_together(bench: _Bench, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run the models' GEMM calls measured alone (one bench-gemm spec of one case each, in
+    sweep order) with one runner process per configuration: the specs that differ only in
+    their case share a process, each case still checked, warmed up, calibrated and timed on
+    its own (``src/runner/bench_gemm.c``), so a call costs its timed repeats, not a process
+    start, an OpenCL set-up and a program build (OpenCL versions only: the CPU backend's calls
+    keep a process each; a tiny call is calibrated on one launch, and once other load takes
+    the cores of its OpenMP threads a launch can run tens of times slower, which stretched
+    one process of every call to 123 s at load 9-10: docs/notebook/2026-12-07.md).
+    Returns one document per spec, in order,
+    each holding its own case; a process the runner skips (a missing library) gives that
+    document to each of its specs."""
+    groups: dict[str, list[int]] = {}
+    for i, sp in enumerate(specs):
+        groups.setdefault(json.dumps({k: v for k, v in sp.items() if k != "cases"},
+                                     sort_keys=True), []).append(i)
+    out: list[dict[str, Any] | None] = [None] * len(specs)
+    for idx in groups.values():
+        doc = bench.spec(dict(specs[idx[0]], cases=[c for i in idx for c in specs[i]["cases"]]))
+        cases = doc.get("cases") or []
+        for n, i in enumerate(idx):
+            out[i] = doc if doc.get("status") == "skipped" else \
+                dict(doc, cases=cases[n * len(specs[i]["cases"]):
+                                     (n + 1) * len(specs[i]["cases"])])
+    return [d for d in out if d is not None]
+
+
+PLATEAU_SQUARES = 2
+"""Squares in a row whose GFLOPS stay below ``(1 + measure.gemm_plateau_gain)`` x the best
+square before them, after which a version's square sweep stops (:func:`plateaued`)."""
+
+
+def plateaued(gflops: list[float], gain: float | None) -> bool:
+    """Whether a square sweep whose measured squares reached ``gflops`` (GFLOPS, ascending
+    sizes) has plateaued: each of its last :data:`PLATEAU_SQUARES` squares reached less than
+    ``(1 + gain)`` x the best GFLOPS of the squares before it (``gain``:
+    ``measure.gemm_plateau_gain``; None or 0: never). Like the bandwidth sweep's knee: once
+    doubling the size twice in a row gained less than ``gain``, a larger square is expected
+    to add a costlier point of the same curve, not a higher peak. Two squares, not one: a
+    single flat step (CLBlast on PoCL: 512^3 2% over 256^3, then 1024^3 55% over it) is
+    not yet the plateau."""
+    if not gain or len(gflops) <= PLATEAU_SQUARES:
+        return False
+    n = len(gflops)
+    return all(gflops[i] < (1 + gain) * max(gflops[:i]) for i in range(n - PLATEAU_SQUARES, n))
 
 
 GEMM_REPEATS, GEMM_MIN_REPEATS = 5, 3

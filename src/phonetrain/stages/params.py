@@ -272,7 +272,8 @@ def gemm_params(sweep: Sweep) -> dict[str, Any]:
             "tune_max_launch_s": float(ms["tune_max_launch_s"]), "threads": int(ms["threads"]),
             "max_shape_s": float(ms["gemm_max_shape_s"]),
             "tune_finalists": int(ms["tune_finalists"]),
-            "tune_screen_min_time_ms": float(ms["tune_screen_min_time_ms"])}
+            "tune_screen_min_time_ms": float(ms["tune_screen_min_time_ms"]),
+            "plateau_gain": float(ms["gemm_plateau_gain"])}
 
 
 def job_params(sweep: Sweep) -> dict[str, Any]:

@@ -98,6 +98,8 @@ class GemmSpec:
     # in full, one pass, as before the keys existed)
     tune_finalists: Optional[int] = dataclasses.field(default=None, metadata=OMIT_NONE)
     tune_screen_min_time_ms: Optional[float] = dataclasses.field(default=None, metadata=OMIT_NONE)
+    # measure.gemm_plateau_gain (None, left out: every square up to max_launch_s)
+    plateau_gain: Optional[float] = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 def shapes_hash(shapes: list[dict[str, Any]]) -> str:

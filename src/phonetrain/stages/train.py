@@ -56,9 +56,7 @@ from phonetrain import layout, spans
 from phonetrain.layout import Layout
 from phonetrain.errors import StageError
 from phonetrain.io import make_temp_dir, read_json, sha256_file, write_json, write_text
-from phonetrain.lowering import write_plan_dir
 from phonetrain.plan import Plan
-from phonetrain.results import stats
 from phonetrain.runner import (TRACE_HEADER, Adaptive, MissingLibraryError, OutOfMemoryError,
                                Runner, RunnerError)
 from phonetrain.devices import is_this_host, shares_host_cpu
@@ -104,6 +102,8 @@ def lower(job: Job) -> Path:
     """Lower one plan into ``output.dir`` (atomic): plan.json and tensors/, then the settings
     it was lowered with (``inputs.json``, :mod:`phonetrain.stages.stamp`)."""
     out = Path(job.output.dir)
+    from phonetrain.lowering import write_plan_dir   # models and numpy: the lower job's only
+
     got = write_plan_dir(parse_plan(job.params, str(job.log)), out.parents[1])  # plans/<id>
     if got.resolve() != out.resolve():
         raise StageError(f"lower: the plan went to {got}, not {out}")
@@ -158,6 +158,8 @@ def judge_measurement(run_dirs: list[Path], ms: MeasureSpec,
                      | {f"probe_{k}": probe.get(k) for k in ("before_ms", "after_ms")}
                      | cooldown | ({"cooldown_threshold_c": ms.cooldown_threshold_c}
                                   if cooldown else {}))
+    from phonetrain.results import stats   # numpy: the train job's, not the lower job's
+
     quiet = quiet_probe(list(probe_records), probes) if probe_records else None
     return stats.judge([w for p in procs for w in p], conds, ci_target=ms.ci_target,
                        max_other_cpu_share=ms.max_other_cpu_share,

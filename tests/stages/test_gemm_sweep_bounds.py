@@ -1,0 +1,127 @@
+"""The GEMM sweep's measuring bounds (phonetrain.stages.gemm.gemm) with a planted device: a
+square sweep whose GFLOPS curve has plateaued stops (the larger squares are rows `skipped`,
+the peak still measured), one whose curve still rises goes on, and the models' calls that
+share a configuration share one runner process on OpenCL (the CPU backend: one each)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+
+from phonetrain.stages import gemm as gemm_stage
+from phonetrain.stages.job import Job, Runtime, files
+from phonetrain.stages.specs import CPU_VERSION, shapes_hash
+
+SIZES = [128, 256, 512, 1024, 2048, 4096]
+
+
+class _PlantedBench:
+    """Stands in for the device's runner: each case of a bench-gemm spec reaches
+    ``gflops[n]`` at square size ``n`` (a model call: 1 GFLOPS); every spec is kept."""
+
+    def __init__(self, gflops: dict[int, float]):
+        self.gflops, self.specs = gflops, []
+        self.r = self
+
+    def lock(self):
+        return contextlib.nullcontext()
+
+    def spec(self, spec: dict) -> dict:
+        self.specs.append(spec)
+        cases = []
+        for c in spec["cases"]:
+            g = self.gflops.get(c["M"], 1.0) if c["M"] == c["N"] == c["K"] else 1.0
+            cases.append({**c, "status": "ok", "gflops": g,
+                          "median_ms": 2e-6 * c["M"] * c["N"] * c["K"] / g, "max_err": 0.0})
+        return {"status": "ok", "options": "", "cases": cases}
+
+
+def _sweep(tmp_path: Path, monkeypatch, gflops: dict[int, float], plateau_gain: float,
+           shapes: list[dict] | None = None, version: str = CPU_VERSION
+           ) -> tuple[dict, _PlantedBench]:
+    shapes = shapes or []
+    sf = tmp_path / "shapes.json"
+    sf.write_text(json.dumps({"shapes": shapes}))
+    bench = _PlantedBench(gflops)
+    monkeypatch.setattr(gemm_stage, "_Bench", lambda job, p, version: bench)
+    p = {"device": "host", "device_config": {"name": "host", "transport": "local"},
+         "stage_root": "stage", "version": version,
+         "kernel_hash": None if version == CPU_VERSION else "planted",
+         "shapes_hash": shapes_hash(shapes), "sizes": SIZES, "min_time_ms": 1.0,
+         "max_launch_s": 1e6, "tune": False, "tune_min_time_ms": 1.0,
+         "tune_max_launch_s": 1.0, "threads": 0, "plateau_gain": plateau_gain}
+    runner = tmp_path / "runner"
+    runner.write_bytes(b"a runner binary")   # the stamp records its hash
+    job = Job(files({"runner": str(runner), "shapes": str(sf)}),
+              files({"gemm": str(tmp_path / "results" / "gemm" / "host" / f"{version}.json")}),
+              p, tmp_path / "gemm.log",
+              Runtime(60.0, False, str(tmp_path)))
+    return gemm_stage.gemm(job), bench
+
+
+def _squares(doc: dict) -> dict[int, str]:
+    return {r["M"]: r["status"] for r in doc["rows"] if r["source"] == "square"}
+
+
+def test_a_square_sweep_whose_gflops_plateaued_stops_with_its_peak_measured(
+        tmp_path, monkeypatch):
+    # the curve of regblock on PoCL (quiet study, 1a2b8e6): peak at 512^3, then falling
+    doc, bench = _sweep(tmp_path, monkeypatch,
+                        {128: 61.0, 256: 87.7, 512: 90.1, 1024: 83.7, 2048: 56.1, 4096: 53.5},
+                        0.05)
+    assert _squares(doc) == {128: "ok", 256: "ok", 512: "ok", 1024: "ok",
+                             2048: "skipped", 4096: "skipped"}
+    assert [s["cases"][0]["M"] for s in bench.specs] == [128, 256, 512, 1024]
+    ok = [r for r in doc["rows"] if r["status"] == "ok"]
+    assert max(r["gflops"] for r in ok) == 90.1   # the peak is still the peak
+    skipped = [r for r in doc["rows"] if r["status"] == "skipped"]
+    assert all("plateaued" in r["error"] and "gemm_plateau_gain" in r["error"]
+               for r in skipped)
+
+
+def test_a_square_sweep_whose_gflops_still_rise_goes_on(tmp_path, monkeypatch):
+    # one flat step is not the plateau (CLBlast on PoCL: 512^3 2% over 256^3, then +55%),
+    # and a curve that gains 6-10% per doubling is measured to the end
+    doc, _ = _sweep(tmp_path, monkeypatch,
+                    {128: 10.5, 256: 14.9, 512: 15.2, 1024: 23.5, 2048: 25.0, 4096: 26.6},
+                    0.05)
+    assert set(_squares(doc).values()) == {"ok"}
+
+
+def test_the_plateau_stop_off_measures_every_square(tmp_path, monkeypatch):
+    doc, _ = _sweep(tmp_path, monkeypatch, {n: 10.0 for n in SIZES}, 0.0)
+    assert set(_squares(doc).values()) == {"ok"}
+
+
+@pytest.mark.parametrize("gflops, stops", [
+    ([2.7, 2.1, 1.3], True),            # baseline: best at the first square, then falling
+    ([10.9, 11.5, 12.0, 11.3], True),   # image: +6%, then +4% and -6%: two under 5%
+    ([6.2, 10.9, 11.9, 13.1, 14.1], False),   # tiled: +77%, +9%, +10%, +8%
+    ([93.6, 145.4, 148.7, 174.2, 181.9], False),   # the CPU backend: 2%, then 17%
+    ([5.0, 5.0], False),                # too few squares to tell
+])
+def test_plateaued_needs_two_squares_in_a_row_under_the_gain(gflops, stops):
+    assert gemm_stage.plateaued(gflops, 0.05) is stops
+    assert gemm_stage.plateaued(gflops, None) is False
+
+
+@pytest.mark.parametrize("version, processes", [("baseline", 1), (CPU_VERSION, 3)])
+def test_the_models_calls_of_one_configuration_share_one_opencl_process(
+        tmp_path, monkeypatch, version, processes):
+    # an untuned OpenCL version: its three calls in one process; the CPU backend: one each
+    shapes = [{"kernel": k, "M": m, "N": n, "K": kk, "source": "model:mlp_16_16"}
+              for k, m, n, kk in (("gemm_nt", 32, 16, 16), ("gemm_tn", 16, 16, 32),
+                                  ("gemm_nn", 32, 16, 16))]
+    doc, bench = _sweep(tmp_path, monkeypatch, {n: 10.0 for n in SIZES}, 0.0, shapes, version)
+    models = [r for r in doc["rows"] if r["source"] != "square"]
+    assert [(r["kernel"], r["M"], r["N"], r["K"]) for r in models] == \
+        [(s["kernel"], s["M"], s["N"], s["K"]) for s in shapes]
+    assert all(r["status"] == "ok" and r["repeats"] == gemm_stage.GEMM_REPEATS for r in models)
+    calls = [s for s in bench.specs if any(c["M"] != c["K"] or c["M"] != c["N"]
+                                           for c in s["cases"])]
+    assert len(calls) == processes and sum(len(s["cases"]) for s in calls) == 3
+    squares = [s for s in bench.specs if s not in calls]
+    assert all(len(s["cases"]) == 1 for s in squares) and len(squares) == len(SIZES)
