@@ -18,6 +18,10 @@ from phonetrain.config import ConfigError, compose_sweep
     ("measure.ci_target=nan", "it must be a finite number"),
     ("measure.checkpoints=[100]", "lists [100], outside the run's iterations"),
     ("measure.checkpoints=[-100]", "lists [-100], outside the run's iterations"),
+    # a key without a lower bound: nan passed every comparison (the cooldown waited for it)
+    ("measure.cooldown_threshold_c=nan", "'measure.cooldown_threshold_c' is nan; it must be "
+                                         "a finite number"),
+    ("measure.gemm_sizes=[128,99999999]", "lists [99999999]; sizes must be 1..65536"),
 ])
 def test_values_no_run_could_use_are_refused_at_composition(override, needle):
     with pytest.raises(ConfigError, match="override") as e:

@@ -75,6 +75,8 @@ AT_MOST: dict[tuple[str, str], tuple[float, str]] = {
     ("measure", "cooldown_threshold_c"): (150, "degrees C; a phone shuts down well below"),
     ("report", "dpi"): (2400, "dots per inch of the figures"),
 }
+# The largest square of the GEMM sweep (measure.gemm_sizes): 65536^2 floats are 16 GiB.
+MAX_GEMM_SIZE = 65536
 NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldown_s"),
                 ("measure", "cooldown_limit_s"), ("model", "momentum"),
                 ("model", "weight_decay"), ("measure", "ci_target"),
@@ -227,6 +229,9 @@ def _check_at_most(path: Path, group: str, node: dict[str, Any], prefix: str,
         v = node.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
+        if not math.isfinite(v):   # nan passes every comparison below
+            raise ConfigError(f"{_source(path, f'{group}.{key}', overrides)}: key "
+                              f"'{prefix}{key}' is {v}; it must be a finite number")
         high, why = AT_MOST.get((group, key), (INT_MAX, "the runner reads it as a C int")
                                 if hint is int else (math.inf, ""))
         if v > high:
@@ -335,10 +340,11 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
     if ms["max_other_cpu_share"] > 1:
         raise ConfigError(f"{src('measure.max_other_cpu_share')}: key 'measure.max_other_cpu_share' "
                           f"is {ms['max_other_cpu_share']}; it is a share, 0..1 (1 judges none)")
-    bad = [s for s in root["measure"]["gemm_sizes"] if s < 1]
+    bad = [s for s in root["measure"]["gemm_sizes"] if not 1 <= s <= MAX_GEMM_SIZE]
     if bad:
         raise ConfigError(f"{src('measure.gemm_sizes')}: key 'measure.gemm_sizes' lists {bad}; "
-                          "sizes must be >= 1")
+                          f"sizes must be 1..{MAX_GEMM_SIZE} (one {MAX_GEMM_SIZE}^2 float "
+                          "matrix is 16 GiB, and a GEMM holds three)")
     if not str(root["results_dir"]).strip():
         raise ConfigError(f"{src('results_dir')}: key 'results_dir' is empty; name the output "
                           "folder")
