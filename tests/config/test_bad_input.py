@@ -336,3 +336,19 @@ def test_an_environment_variable_a_device_file_reads_names_that_file(conf: Path,
     for needle in ("device/pixel.yaml", "set that environment variable", *needles):
         assert needle in msg, msg
     assert not msg.startswith("override"), msg
+
+
+@pytest.mark.parametrize("line, needles", [
+    ("cc: [cc]", ["key 'device.cc'", "takes one string: write it without brackets"]),
+    ("facts: {gpu: {name: adreno}}", ["key 'device.facts.gpu'", "takes one string"]),
+    ("adb_port: abc", ["key 'device.adb_port'", "write an integer"]),
+    ("facts: {peak_gflops: fast}", ["key 'device.facts.peak_gflops'", "write a number"]),
+], ids=["list-for-string", "map-for-string", "word-for-int", "word-for-float"])
+def test_device_values_of_the_wrong_type_say_what_to_write(conf: Path, line, needles):
+    (conf / "device" / "badphone.yaml").write_text(
+        f"name: badphone\ntransport: adb\nserial: emulator-5554\n{line}\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[host,badphone]"], conf_dir=conf)
+    assert f"{conf / 'device' / 'badphone.yaml'}: key" in str(e.value), str(e.value)
+    for n in needles:
+        assert n in str(e.value), str(e.value)

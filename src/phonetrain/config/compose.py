@@ -87,7 +87,7 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     if m:
         where, why = m.groups()
         hint = ("; write a YAML list, e.g. [a, b]" if "is not a ListConfig" in why
-                else _null_hint(why))
+                else _null_hint(why) or _scalar_hint(why))
         return ConfigError(f"{conf_dir / (where + '.yaml')}: {_tidy(why)}{hint}"
                            f"{_unknown_key_hint(why)}")
     m = re.search(r"full_key: (\w+)\.(\w+)", msg)
@@ -149,6 +149,16 @@ def _unknown_key_hint(msg: str) -> str:
                     if getattr(schema_class(f.name), "__name__", None) == m.group(2)), None)
     guess = _did_you_mean(m.group(1), schema_keys(section) or []) if section else None
     return f". Did you mean '{guess}'?" if guess else ""
+
+
+def _scalar_hint(msg: str) -> str:
+    """What to do about a list or mapping, or a word, given to a key of one value."""
+    if re.search(r"Cannot convert '(ListConfig|DictConfig)' to string", msg):
+        return "; this key takes one string: write it without brackets or braces"
+    m = re.search(r"could not be converted to (Integer|Float)", msg)
+    if m:
+        return f"; write {'an integer' if m.group(1) == 'Integer' else 'a number'}"
+    return ""
 
 
 def _null_hint(msg: str) -> str:
