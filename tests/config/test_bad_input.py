@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from phonetrain.config import validate as C
 from phonetrain.cli import main
-from phonetrain.config import ConfigError, compose_one, compose_sweep
+from phonetrain.config import ConfigError, compose_one, compose_sweep, normalize_overrides
 from phonetrain.data import DatasetError, load
 from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version
 
@@ -352,3 +352,16 @@ def test_device_values_of_the_wrong_type_say_what_to_write(conf: Path, line, nee
     assert f"{conf / 'device' / 'badphone.yaml'}: key" in str(e.value), str(e.value)
     for n in needles:
         assert n in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("given", ['["measure.iterations=2",', "[measure.iterations=2",
+                                   ' ["a=1"'])
+def test_an_unclosed_overrides_list_is_named_as_a_list(given):
+    """Snakemake's --config parses a value as YAML and gives an unclosed list back as its
+    string; that string was read as one override with key '["measure.iterations'."""
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(given)
+    assert str(e.value).startswith(f"overrides is the string {given!r}: a list that did not "
+                                   "parse"), str(e.value)
+    assert "--config 'overrides=[" in str(e.value)
+    assert normalize_overrides("measure.iterations=2") == ["measure.iterations=2"]

@@ -44,10 +44,16 @@ from phonetrain.kernels.spirv import has_shaders
 
 
 def normalize_overrides(overrides: Any) -> list[str]:
-    """Accept ``None``, one string or a list of strings (Snakemake ``--config overrides=...``)."""
+    """Accept ``None``, one string or a list of strings (Snakemake ``--config overrides=...``).
+    Raises :class:`ConfigError` for anything else, or a string starting with ``[`` (a list
+    that Snakemake's YAML parse gave back as the string it was)."""
     if overrides is None:
         return []
     if isinstance(overrides, str):
+        if overrides.lstrip().startswith("["):   # no Hydra override starts with '['
+            raise ConfigError(f"overrides is the string {overrides!r}: a list that did not "
+                              "parse (an unclosed bracket or quote?); write e.g. --config "
+                              "'overrides=[\"measure.iterations=20\", \"sweep=zoo\"]'")
         return [overrides]
     if isinstance(overrides, (list, tuple)) and all(isinstance(o, str) for o in overrides):
         return list(overrides)
