@@ -48,6 +48,9 @@ def test_adb_port_out_of_range_is_refused():
 
 @pytest.mark.parametrize("override, needle", [
     ("measure.iterations=abc", "override 'measure.iterations=abc' on"),
+    ("measure.iterations=abc", "could not be converted to Integer; write an integer"),
+    ("model.lr=fast", "could not be converted to Float; write a number"),
+    ("backend.placement=[a]", "this key takes one string: write it without brackets"),
     ("sweep.models=lenet5", "write a list, e.g. 'sweep.models=[lenet5]'"),
 ])
 def test_a_value_of_the_wrong_type_names_its_own_override(override, needle):

@@ -133,7 +133,7 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     key, _, value = named[-1].partition("=") if named else ("sweep.models", "", "lenet5")
     hint = (f"; write a list, e.g. '{key}=[{value.strip(chr(39) + chr(34))}]'"
             if "is not a ListConfig" in msg
-            else _null_hint(msg))
+            else _null_hint(msg) or _scalar_hint(msg))
     return ConfigError(f"{which} on {conf_dir}: {_tidy(msg)}{hint}")
 
 
@@ -159,7 +159,7 @@ def _unknown_key_hint(msg: str) -> str:
 
 def _scalar_hint(msg: str) -> str:
     """What to do about a list or mapping, or a word, given to a key of one value."""
-    if re.search(r"Cannot convert '(ListConfig|DictConfig)' to string", msg):
+    if re.search(r"Cannot convert '(ListConfig|DictConfig|list|dict)' to string", msg):
         return "; this key takes one string: write it without brackets or braces"
     m = re.search(r"could not be converted to (Integer|Float)", msg)
     if m:
