@@ -365,3 +365,17 @@ def test_an_unclosed_overrides_list_is_named_as_a_list(given):
                                    "parse"), str(e.value)
     assert "--config 'overrides=[" in str(e.value)
     assert normalize_overrides("measure.iterations=2") == ["measure.iterations=2"]
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("sweep.models=[mlp_16_16,mlp_16_16]", "lists a model twice: ['mlp_16_16', 'mlp_16_16']; "
+                                           "list each once"),
+    ("+sweep.backend_kernels.nosuch=[baseline]", "names backend 'nosuch', which has no "),
+    ("sweep.backend_kernels.vulkan=[nosuch]", "is ['nosuch']; list one or more kernel"),
+])
+def test_a_bad_sweep_value_names_its_override_not_the_sweep_file(override, needle):
+    """The sweep file was named though it holds no such value."""
+    with pytest.raises(ConfigError) as e:
+        compose_sweep([override])
+    assert str(e.value).startswith(f"override {override!r} (on "), str(e.value)
+    assert needle in str(e.value)

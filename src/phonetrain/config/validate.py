@@ -365,19 +365,22 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
     spath = _group_file(conf_dir, "sweep", sweep["name"])
     for axis in AXES:
         names = sweep[axis + "s"]
+        where = _source(spath, f"sweep.{axis}s", overrides)
         if not names:
-            raise ConfigError(f"{spath}: key 'sweep.{axis}s' is empty; list at least one {axis}")
+            raise ConfigError(f"{where}: key 'sweep.{axis}s' is empty; list at least one {axis}")
         if len(set(names)) != len(names):
-            raise ConfigError(f"{spath}: key 'sweep.{axis}s' lists a {axis} twice: {names}")
+            raise ConfigError(f"{where}: key 'sweep.{axis}s' lists a {axis} twice: {names}; "
+                              "list each once")
     for b, ks in (sweep.get("backend_kernels") or {}).items():
         # Checked against conf/, not the sweep's lists, so shrinking sweep.backends or
         # sweep.kernels by override never trips over the file's restriction.
+        where = _source(spath, f"sweep.backend_kernels.{b}", overrides)
         if not _group_file(conf_dir, "backend", b).is_file():
-            raise ConfigError(f"{spath}: key 'sweep.backend_kernels' names backend {b!r}, "
+            raise ConfigError(f"{where}: key 'sweep.backend_kernels' names backend {b!r}, "
                               f"which has no {_group_file(conf_dir, 'backend', b)}")
         bad = [k for k in ks if not _group_file(conf_dir, "kernel", k).is_file()]
         if not ks or bad:
-            raise ConfigError(f"{spath}: key 'sweep.backend_kernels.{b}' is {list(ks)}; list "
+            raise ConfigError(f"{where}: key 'sweep.backend_kernels.{b}' is {list(ks)}; list "
                               f"one or more kernel versions of {conf_dir / 'kernel'}")
     batches = list(sweep.get("batches") or [])
     if any(not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in batches) or \
