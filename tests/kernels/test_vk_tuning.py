@@ -119,3 +119,14 @@ def test_a_candidate_that_is_not_a_mapping_is_quoted(tmp_path):
     (root / "tiled" / "vk" / "tuning.yaml").write_text("candidates:\n  - TSM=64\n")
     with pytest.raises(ShaderError, match=r"candidates\[0\] is 'TSM=64'; give \{defines"):
         shader_candidates("tiled", root)
+
+
+def test_a_candidate_with_an_opencl_local_size_is_refused(tmp_path):
+    """A candidate copied from version.yaml with its `local`: the key was ignored."""
+    root = tmp_path / "kernels"
+    shutil.copytree(KERNELS_ROOT, root)
+    (root / "tiled" / "vk" / "tuning.yaml").write_text(
+        "candidates:\n  - {defines: {TSM: 32, TSN: 32, WPTM: 4, WPTN: 4}, local: [8, 8]}\n")
+    with pytest.raises(ShaderError, match=r"candidates\[0\] has key\(s\) \['local'\]; a shader "
+                                          r"candidate is \{defines: \{NAME: int\}\} alone"):
+        shader_candidates("tiled", root)

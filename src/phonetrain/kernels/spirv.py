@@ -97,13 +97,19 @@ def shader_candidates(version_name: str, kernels_root: Path = KERNELS_ROOT) -> l
     the ``candidates`` of its ``vk/tuning.yaml`` in file order, each ``{"defines": {...},
     "local": None}`` (the defaults updated with the candidate's; the geometry rule derives the
     work-group). Only the defaults when the file is missing. Raises :class:`ShaderError`
-    naming the file for a candidate that is not ``{defines: {NAME: int}}`` with NAME in
+    naming the file for a file that is not YAML of that shape (:func:`_tuning_doc`), a
+    candidate that is not ``{defines: {NAME: int}}`` (no other key) with NAME in
     :data:`.vk_abi.SPEC_CONSTANTS` or breaks one of the file's ``constraints``, or a
     constraint (``constraints``, ``device_constraints``: :func:`device_misfit`) that does not
     parse."""
     path, doc = _tuning_doc(version_name, kernels_root)
     out = [{"defines": shader_defaults(version_name, kernels_root), "local": None}]
     for i, cand in enumerate(doc.get("candidates") or []):
+        extra = sorted(map(str, set(cand) - {"defines"})) if isinstance(cand, dict) else []
+        if extra:   # e.g. an OpenCL candidate's `local`: the geometry rule sets work-groups
+            raise ShaderError(f"{path}: candidates[{i}] has key(s) {extra}; a shader "
+                              "candidate is {defines: {NAME: int}} alone (its work-group "
+                              "follows from the tile)")
         defs = cand.get("defines") if isinstance(cand, dict) else cand
         try:
             out.append({"defines": shader_candidate(version_name, defs, kernels_root),
