@@ -379,3 +379,18 @@ def test_a_bad_sweep_value_names_its_override_not_the_sweep_file(override, needl
         compose_sweep([override])
     assert str(e.value).startswith(f"override {override!r} (on "), str(e.value)
     assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("rel, needle", [
+    ("config.yaml", "config.yaml: is a list, not a mapping of the config's sections"),
+    ("sweep/test.yaml", "sweep/test.yaml: Invalid type assigned: list is not a subclass of "
+                        "SweepConfig. value: ['a']; the file must be a mapping of keys"),
+    ("kernel/baseline.yaml", "kernel/baseline.yaml: Invalid type assigned: list is not a "
+                             "subclass of KernelConfig"),
+])
+def test_a_config_file_that_is_a_list_names_itself_and_the_shape(conf: Path, rel, needle):
+    """config.yaml as a list blamed the overrides; a group file said no remedy."""
+    (conf / rel).write_text("- a\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test"], conf_dir=conf)
+    assert str(e.value).startswith(str(conf)) and needle in str(e.value), str(e.value)

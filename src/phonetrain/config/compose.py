@@ -89,11 +89,17 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
             return ConfigError(f"{_group_file(conf_dir, group, name)} does not exist: "
                                f"'{name}' is not a {group} (key '{group}'); available: {avail}. "
                                f"Add the file or fix the name")
+    m = re.search(r"primary config '([^']+)' must be a DictConfig, got (\w+)", msg)
+    if m:
+        got = {"ListConfig": "list"}.get(m.group(2), m.group(2))
+        return ConfigError(f"{conf_dir / (m.group(1) + '.yaml')}: is a {got}, not a "
+                           "mapping of the config's sections (measure:, sweep:, ...); fix the "
+                           "file")
     m = re.search(r"In '([^']+)': (.*)", msg, re.S)
     if m:
         where, why = m.groups()
         hint = ("; write a YAML list, e.g. [a, b]" if "is not a ListConfig" in why
-                else _null_hint(why) or _scalar_hint(why))
+                else _null_hint(why) or _scalar_hint(why) or _shape_hint(why))
         return ConfigError(f"{conf_dir / (where + '.yaml')}: {_tidy(why)}{hint}"
                            f"{_unknown_key_hint(why)}")
     m = re.search(r"full_key: (\w+)\.(\w+)", msg)
@@ -164,6 +170,14 @@ def _scalar_hint(msg: str) -> str:
     m = re.search(r"could not be converted to (Integer|Float)", msg)
     if m:
         return f"; write {'an integer' if m.group(1) == 'Integer' else 'a number'}"
+    return ""
+
+
+def _shape_hint(msg: str) -> str:
+    """What to do about a config file that is a list or one value, not ``key: value`` lines."""
+    if re.search(r"Invalid type assigned: \w+ is not a subclass of \w+Config", msg):
+        return "; the file must be a mapping of keys ('key: value' lines), as the other files " \
+               "of its folder are"
     return ""
 
 
