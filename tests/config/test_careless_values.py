@@ -22,6 +22,7 @@ from phonetrain.config import ConfigError, compose_sweep
     ("measure.cooldown_threshold_c=nan", "'measure.cooldown_threshold_c' is nan; it must be "
                                          "a finite number"),
     ("measure.gemm_sizes=[128,99999999]", "lists [99999999]; sizes must be 1..65536"),
+    ("measure.gemm_sizes=[256,128,256]", "lists a size twice: [256, 128, 256]; list each once"),
 ])
 def test_values_no_run_could_use_are_refused_at_composition(override, needle):
     with pytest.raises(ConfigError, match="override") as e:

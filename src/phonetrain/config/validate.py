@@ -345,6 +345,10 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
         raise ConfigError(f"{src('measure.gemm_sizes')}: key 'measure.gemm_sizes' lists {bad}; "
                           f"sizes must be 1..{MAX_GEMM_SIZE} (one {MAX_GEMM_SIZE}^2 float "
                           "matrix is 16 GiB, and a GEMM holds three)")
+    sizes = list(root["measure"]["gemm_sizes"])
+    if len(set(sizes)) != len(sizes):   # each square is one tuning class and one table row
+        raise ConfigError(f"{src('measure.gemm_sizes')}: key 'measure.gemm_sizes' lists a "
+                          f"size twice: {sizes}; list each once")
     if not str(root["results_dir"]).strip():
         raise ConfigError(f"{src('results_dir')}: key 'results_dir' is empty; name the output "
                           "folder")
