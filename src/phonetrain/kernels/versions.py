@@ -435,8 +435,9 @@ def load_version(version_name: str, kernels_root: Path = KERNELS_ROOT) -> Kernel
         folder = kernels_root / name
         if name in chain:
             raise KernelVersionError(f"{parent_yml}: key 'inherits' names {name!r}, closing the "
-                                     f"inheritance cycle {' -> '.join(chain + [name])}; make one of them "
-                                     "inherit from another version or nothing")
+                                     f"inheritance cycle {' -> '.join(chain + [name])}; "
+                                     "make one of them inherit from another version or "
+                                     "nothing")
         if not folder.is_dir():
             known = sorted(p.name for p in kernels_root.iterdir() if p.is_dir()) \
                 if kernels_root.is_dir() else []
