@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from phonetrain.config import validate as C
 from phonetrain.cli import main
-from phonetrain.config import ConfigError, compose_one, compose_sweep
+from phonetrain.config import ConfigError, compose_one, compose_sweep, normalize_overrides
 from phonetrain.data import DatasetError, load
 from phonetrain.kernels import KERNELS_ROOT, KernelVersionError, load_version
 
@@ -336,3 +336,61 @@ def test_an_environment_variable_a_device_file_reads_names_that_file(conf: Path,
     for needle in ("device/pixel.yaml", "set that environment variable", *needles):
         assert needle in msg, msg
     assert not msg.startswith("override"), msg
+
+
+@pytest.mark.parametrize("line, needles", [
+    ("cc: [cc]", ["key 'device.cc'", "takes one string: write it without brackets"]),
+    ("facts: {gpu: {name: adreno}}", ["key 'device.facts.gpu'", "takes one string"]),
+    ("adb_port: abc", ["key 'device.adb_port'", "write an integer"]),
+    ("facts: {peak_gflops: fast}", ["key 'device.facts.peak_gflops'", "write a number"]),
+], ids=["list-for-string", "map-for-string", "word-for-int", "word-for-float"])
+def test_device_values_of_the_wrong_type_say_what_to_write(conf: Path, line, needles):
+    (conf / "device" / "badphone.yaml").write_text(
+        f"name: badphone\ntransport: adb\nserial: emulator-5554\n{line}\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[host,badphone]"], conf_dir=conf)
+    assert f"{conf / 'device' / 'badphone.yaml'}: key" in str(e.value), str(e.value)
+    for n in needles:
+        assert n in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("given", ['["measure.iterations=2",', "[measure.iterations=2",
+                                   ' ["a=1"'])
+def test_an_unclosed_overrides_list_is_named_as_a_list(given):
+    """Snakemake's --config parses a value as YAML and gives an unclosed list back as its
+    string; that string was read as one override with key '["measure.iterations'."""
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(given)
+    assert str(e.value).startswith(f"overrides is the string {given!r}: a list that did not "
+                                   "parse"), str(e.value)
+    assert "--config 'overrides=[" in str(e.value)
+    assert normalize_overrides("measure.iterations=2") == ["measure.iterations=2"]
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("sweep.models=[mlp_16_16,mlp_16_16]", "lists a model twice: ['mlp_16_16', 'mlp_16_16']; "
+                                           "list each once"),
+    ("+sweep.backend_kernels.nosuch=[baseline]", "names backend 'nosuch', which has no "),
+    ("sweep.backend_kernels.vulkan=[nosuch]", "is ['nosuch']; list one or more kernel"),
+])
+def test_a_bad_sweep_value_names_its_override_not_the_sweep_file(override, needle):
+    """The sweep file was named though it holds no such value."""
+    with pytest.raises(ConfigError) as e:
+        compose_sweep([override])
+    assert str(e.value).startswith(f"override {override!r} (on "), str(e.value)
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("rel, needle", [
+    ("config.yaml", "config.yaml: is a list, not a mapping of the config's sections"),
+    ("sweep/test.yaml", "sweep/test.yaml: Invalid type assigned: list is not a subclass of "
+                        "SweepConfig. value: ['a']; the file must be a mapping of keys"),
+    ("kernel/baseline.yaml", "kernel/baseline.yaml: Invalid type assigned: list is not a "
+                             "subclass of KernelConfig"),
+])
+def test_a_config_file_that_is_a_list_names_itself_and_the_shape(conf: Path, rel, needle):
+    """config.yaml as a list blamed the overrides; a group file said no remedy."""
+    (conf / rel).write_text("- a\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test"], conf_dir=conf)
+    assert str(e.value).startswith(str(conf)) and needle in str(e.value), str(e.value)

@@ -18,6 +18,11 @@ from phonetrain.config import ConfigError, compose_sweep
     ("measure.ci_target=nan", "it must be a finite number"),
     ("measure.checkpoints=[100]", "lists [100], outside the run's iterations"),
     ("measure.checkpoints=[-100]", "lists [-100], outside the run's iterations"),
+    # a key without a lower bound: nan passed every comparison (the cooldown waited for it)
+    ("measure.cooldown_threshold_c=nan", "'measure.cooldown_threshold_c' is nan; it must be "
+                                         "a finite number"),
+    ("measure.gemm_sizes=[128,99999999]", "lists [99999999]; sizes must be 1..65536"),
+    ("measure.gemm_sizes=[256,128,256]", "lists a size twice: [256, 128, 256]; list each once"),
 ])
 def test_values_no_run_could_use_are_refused_at_composition(override, needle):
     with pytest.raises(ConfigError, match="override") as e:
@@ -44,6 +49,9 @@ def test_adb_port_out_of_range_is_refused():
 
 @pytest.mark.parametrize("override, needle", [
     ("measure.iterations=abc", "override 'measure.iterations=abc' on"),
+    ("measure.iterations=abc", "could not be converted to Integer; write an integer"),
+    ("model.lr=fast", "could not be converted to Float; write a number"),
+    ("backend.placement=[a]", "this key takes one string: write it without brackets"),
     ("sweep.models=lenet5", "write a list, e.g. 'sweep.models=[lenet5]'"),
 ])
 def test_a_value_of_the_wrong_type_names_its_own_override(override, needle):

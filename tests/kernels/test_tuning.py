@@ -150,7 +150,14 @@ def test_a_file_that_is_not_a_tuning_is_named_with_what_is_wrong(tmp_path):
              json.dumps({"classes": {}}): "no key 'default'",
              json.dumps({"classes": 5, "default": None}): "'classes' is not an object",
              json.dumps({"classes": {"c": 5}, "default": "c"}): "class 'c' has no 'defines'",
-             json.dumps(good | {"default": "d"}): "default 'd' is not one of its classes"}
+             json.dumps(good | {"default": "d"}): "default 'd' is not one of its classes",
+             # each was a TypeError or ValueError traceback in the deploy
+             json.dumps(good | {"default": []}): "default [] is not one of its classes",
+             json.dumps({"classes": {"c": {"defines": {"TSM": "abc"}}}, "default": "c"}):
+                 "class 'c' has defines that are not integers: {'TSM': 'abc'}",
+             json.dumps({"classes": {"c": {"defines": {}, "local": "ab"}}, "default": "c"}):
+                 "class 'c' has local 'ab', not null or [LX, LY]",
+             json.dumps(good | {"conv": [1]}): "'conv' is not an object"}
     for text, problem in cases.items():
         f = tmp_path / "t.json"
         f.write_text(text)

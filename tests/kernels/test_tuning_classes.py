@@ -122,3 +122,18 @@ def test_runs_classes_and_class_params_do_not_depend_on_the_other_models():
         p = tune_job(jp_small, "host", "regblock", cls)
         assert p == tune_job(jp_grown, "host", "regblock", cls)
         assert "shapes" not in p and "models" not in p
+
+
+def test_deploy_refuses_a_class_that_breaks_the_version_constraints(tmp_path):
+    """A hand-edited class file (RM 0: the launch geometry divides by it; RN 3: no OpenCL
+    vector type) is named with the constraint it breaks, before anything builds."""
+    plan_json = write_bundle(LowerSpec(model="mlp_16_16", batch_size=32, backend="opencl",
+                                       placement="resident", transfer="copy",
+                                       kernel="regblock"), tmp_path)
+    classes = tuning.plan_classes(Plan.load(plan_json))
+    for key, value in (("RM", 0), ("RN", 3)):
+        bad = {"defines": {**CANDS[0]["defines"], key: value}, "local": [16, 16]}
+        files = _class_files(tmp_path / key, classes, lambda c: bad)
+        with pytest.raises(StageError, match=rf"class gemm_\w+: .* breaks \['{key} ") as e:
+            device_plan(plan_json, "regblock", files, every_class=True)
+        assert str(files[0]) in str(e.value) and "rerun the tune job" in str(e.value)

@@ -104,6 +104,11 @@ def _write(root: Path, name: str, yaml_text: str | None) -> Path:
      "'tuning.constraints[0]'", ["LX", "does not define"]),
     ("defines: {A: 0}\ntuning: {constraints: ['8 % A == 0']}\n", "'tuning.constraints[0]'",
      ["cannot be evaluated"]),
+    ("inherits: ''\n", "'inherits'", ["folder name"]),          # was: the kernels root itself
+    ("inherits: .\n", "'inherits'", ["folder name"]),
+    ("inherits: ../v\n", "'inherits'", ["folder name"]),
+    ("defines: {A: true}\n", "'defines.A'", ["number or string"]),   # was: -DA=True
+    ("defines: {1: 2}\n", "'defines.1'", ["not a name"]),
 ])
 def test_version_yaml_error_names_file_and_key(tmp_path, yaml_text, key, needles):
     yml = _write(tmp_path, "v", yaml_text)
@@ -280,3 +285,20 @@ def test_no_module_names_a_kernel_version():
     # the registries do hold the names (the exemption is not vacuous)
     assert any(_registry_literals(ast.parse((SRC / "kernels" / m).read_text()))
                for m in ("launch.py", "versions.py"))
+
+
+def test_an_inheritance_cycle_names_the_file_that_closes_it(tmp_path):
+    _write(tmp_path, "a", "inherits: b\n")
+    yml_b = _write(tmp_path, "b", "inherits: a\n")
+    with pytest.raises(KernelVersionError) as e:
+        load_version("a", tmp_path)
+    assert str(e.value).startswith(f"{yml_b}: key 'inherits' names 'a', closing the "
+                                   "inheritance cycle a -> b -> a; make one")
+
+
+def test_a_version_yaml_that_is_not_text_names_the_file(tmp_path):
+    yml = _write(tmp_path, "v", None)
+    yml.write_bytes(b"\xff\xfe\x00inherits: baseline\n")
+    with pytest.raises(KernelVersionError, match="not a UTF-8 text file") as e:
+        load_version("v", tmp_path)
+    assert str(e.value).startswith(str(yml))

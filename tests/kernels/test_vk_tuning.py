@@ -90,3 +90,43 @@ def test_a_bad_candidate_names_the_file(tmp_path, bad, match):
     with pytest.raises(ShaderError, match=match) as e:
         shader_candidates("tiled", root)
     assert str(yml) in str(e.value)
+
+
+@pytest.mark.parametrize("text,match", [
+    ("candidates: [\n  - {defines: {TSM: 64}\n", "not valid YAML"),
+    ("- {defines: {TSM: 64}}\n", "must be a mapping"),
+    ("candidate:\n  - {defines: {TSM: 64}}\n", r"unknown key\(s\) \['candidate'\]"),
+    ("candidates: {defines: {TSM: 64}}\n", "key 'candidates' is .*give a list"),
+    ("constraints: TSM >= 1\n", "key 'constraints' is .*give a list"),
+])
+def test_a_tuning_file_of_the_wrong_shape_names_the_file(tmp_path, text, match):
+    """vk/tuning.yaml that is not YAML, or YAML of the wrong shape: one ShaderError naming
+    the file, from every reader of it (the tuning space, the defaults, the device check)."""
+    root = tmp_path / "kernels"
+    shutil.copytree(KERNELS_ROOT, root)
+    yml = root / "tiled" / "vk" / "tuning.yaml"
+    yml.write_text(text)
+    for read in (lambda: shader_candidates("tiled", root),
+                 lambda: device_misfit("tiled", {}, {"name": "gpu"}, root)):
+        with pytest.raises(ShaderError, match=match) as e:
+            read()
+        assert str(e.value).startswith(str(yml))
+
+
+def test_a_candidate_that_is_not_a_mapping_is_quoted(tmp_path):
+    root = tmp_path / "kernels"
+    shutil.copytree(KERNELS_ROOT, root)
+    (root / "tiled" / "vk" / "tuning.yaml").write_text("candidates:\n  - TSM=64\n")
+    with pytest.raises(ShaderError, match=r"candidates\[0\] is 'TSM=64'; give \{defines"):
+        shader_candidates("tiled", root)
+
+
+def test_a_candidate_with_an_opencl_local_size_is_refused(tmp_path):
+    """A candidate copied from version.yaml with its `local`: the key was ignored."""
+    root = tmp_path / "kernels"
+    shutil.copytree(KERNELS_ROOT, root)
+    (root / "tiled" / "vk" / "tuning.yaml").write_text(
+        "candidates:\n  - {defines: {TSM: 32, TSN: 32, WPTM: 4, WPTN: 4}, local: [8, 8]}\n")
+    with pytest.raises(ShaderError, match=r"candidates\[0\] has key\(s\) \['local'\]; a shader "
+                                          r"candidate is \{defines: \{NAME: int\}\} alone"):
+        shader_candidates("tiled", root)

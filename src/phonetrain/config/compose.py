@@ -44,10 +44,16 @@ from phonetrain.kernels.spirv import has_shaders
 
 
 def normalize_overrides(overrides: Any) -> list[str]:
-    """Accept ``None``, one string or a list of strings (Snakemake ``--config overrides=...``)."""
+    """Accept ``None``, one string or a list of strings (Snakemake ``--config overrides=...``).
+    Raises :class:`ConfigError` for anything else, or a string starting with ``[`` (a list
+    that Snakemake's YAML parse gave back as the string it was)."""
     if overrides is None:
         return []
     if isinstance(overrides, str):
+        if overrides.lstrip().startswith("["):   # no Hydra override starts with '['
+            raise ConfigError(f"overrides is the string {overrides!r}: a list that did not "
+                              "parse (an unclosed bracket or quote?); write e.g. --config "
+                              "'overrides=[\"measure.iterations=20\", \"sweep=zoo\"]'")
         return [overrides]
     if isinstance(overrides, (list, tuple)) and all(isinstance(o, str) for o in overrides):
         return list(overrides)
@@ -83,11 +89,17 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
             return ConfigError(f"{_group_file(conf_dir, group, name)} does not exist: "
                                f"'{name}' is not a {group} (key '{group}'); available: {avail}. "
                                f"Add the file or fix the name")
+    m = re.search(r"primary config '([^']+)' must be a DictConfig, got (\w+)", msg)
+    if m:
+        got = {"ListConfig": "list"}.get(m.group(2), m.group(2))
+        return ConfigError(f"{conf_dir / (m.group(1) + '.yaml')}: is a {got}, not a "
+                           "mapping of the config's sections (measure:, sweep:, ...); fix the "
+                           "file")
     m = re.search(r"In '([^']+)': (.*)", msg, re.S)
     if m:
         where, why = m.groups()
         hint = ("; write a YAML list, e.g. [a, b]" if "is not a ListConfig" in why
-                else _null_hint(why))
+                else _null_hint(why) or _scalar_hint(why) or _shape_hint(why))
         return ConfigError(f"{conf_dir / (where + '.yaml')}: {_tidy(why)}{hint}"
                            f"{_unknown_key_hint(why)}")
     m = re.search(r"full_key: (\w+)\.(\w+)", msg)
@@ -127,7 +139,7 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     key, _, value = named[-1].partition("=") if named else ("sweep.models", "", "lenet5")
     hint = (f"; write a list, e.g. '{key}=[{value.strip(chr(39) + chr(34))}]'"
             if "is not a ListConfig" in msg
-            else _null_hint(msg))
+            else _null_hint(msg) or _scalar_hint(msg))
     return ConfigError(f"{which} on {conf_dir}: {_tidy(msg)}{hint}")
 
 
@@ -149,6 +161,24 @@ def _unknown_key_hint(msg: str) -> str:
                     if getattr(schema_class(f.name), "__name__", None) == m.group(2)), None)
     guess = _did_you_mean(m.group(1), schema_keys(section) or []) if section else None
     return f". Did you mean '{guess}'?" if guess else ""
+
+
+def _scalar_hint(msg: str) -> str:
+    """What to do about a list or mapping, or a word, given to a key of one value."""
+    if re.search(r"Cannot convert '(ListConfig|DictConfig|list|dict)' to string", msg):
+        return "; this key takes one string: write it without brackets or braces"
+    m = re.search(r"could not be converted to (Integer|Float)", msg)
+    if m:
+        return f"; write {'an integer' if m.group(1) == 'Integer' else 'a number'}"
+    return ""
+
+
+def _shape_hint(msg: str) -> str:
+    """What to do about a config file that is a list or one value, not ``key: value`` lines."""
+    if re.search(r"Invalid type assigned: \w+ is not a subclass of \w+Config", msg):
+        return "; the file must be a mapping of keys ('key: value' lines), as the other files " \
+               "of its folder are"
+    return ""
 
 
 def _null_hint(msg: str) -> str:

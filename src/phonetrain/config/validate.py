@@ -75,6 +75,8 @@ AT_MOST: dict[tuple[str, str], tuple[float, str]] = {
     ("measure", "cooldown_threshold_c"): (150, "degrees C; a phone shuts down well below"),
     ("report", "dpi"): (2400, "dots per inch of the figures"),
 }
+# The largest square of the GEMM sweep (measure.gemm_sizes): 65536^2 floats are 16 GiB.
+MAX_GEMM_SIZE = 65536
 NON_NEGATIVE = {("model", "lr"), ("measure", "verify_atol"), ("measure", "cooldown_s"),
                 ("measure", "cooldown_limit_s"), ("model", "momentum"),
                 ("model", "weight_decay"), ("measure", "ci_target"),
@@ -228,6 +230,9 @@ def _check_at_most(path: Path, group: str, node: dict[str, Any], prefix: str,
         v = node.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
+        if not math.isfinite(v):   # nan passes every comparison below
+            raise ConfigError(f"{_source(path, f'{group}.{key}', overrides)}: key "
+                              f"'{prefix}{key}' is {v}; it must be a finite number")
         high, why = AT_MOST.get((group, key), (INT_MAX, "the runner reads it as a C int")
                                 if hint is int else (math.inf, ""))
         if v > high:
@@ -336,10 +341,15 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
     if ms["max_other_cpu_share"] > 1:
         raise ConfigError(f"{src('measure.max_other_cpu_share')}: key 'measure.max_other_cpu_share' "
                           f"is {ms['max_other_cpu_share']}; it is a share, 0..1 (1 judges none)")
-    bad = [s for s in root["measure"]["gemm_sizes"] if s < 1]
+    bad = [s for s in root["measure"]["gemm_sizes"] if not 1 <= s <= MAX_GEMM_SIZE]
     if bad:
         raise ConfigError(f"{src('measure.gemm_sizes')}: key 'measure.gemm_sizes' lists {bad}; "
-                          "sizes must be >= 1")
+                          f"sizes must be 1..{MAX_GEMM_SIZE} (one {MAX_GEMM_SIZE}^2 float "
+                          "matrix is 16 GiB, and a GEMM holds three)")
+    sizes = list(root["measure"]["gemm_sizes"])
+    if len(set(sizes)) != len(sizes):   # each square is one tuning class and one table row
+        raise ConfigError(f"{src('measure.gemm_sizes')}: key 'measure.gemm_sizes' lists a "
+                          f"size twice: {sizes}; list each once")
     if not str(root["results_dir"]).strip():
         raise ConfigError(f"{src('results_dir')}: key 'results_dir' is empty; name the output "
                           "folder")
@@ -360,19 +370,22 @@ def _validate_root(conf_dir: Path, root: dict[str, Any], overrides: Sequence[str
     spath = _group_file(conf_dir, "sweep", sweep["name"])
     for axis in AXES:
         names = sweep[axis + "s"]
+        where = _source(spath, f"sweep.{axis}s", overrides)
         if not names:
-            raise ConfigError(f"{spath}: key 'sweep.{axis}s' is empty; list at least one {axis}")
+            raise ConfigError(f"{where}: key 'sweep.{axis}s' is empty; list at least one {axis}")
         if len(set(names)) != len(names):
-            raise ConfigError(f"{spath}: key 'sweep.{axis}s' lists a {axis} twice: {names}")
+            raise ConfigError(f"{where}: key 'sweep.{axis}s' lists a {axis} twice: {names}; "
+                              "list each once")
     for b, ks in (sweep.get("backend_kernels") or {}).items():
         # Checked against conf/, not the sweep's lists, so shrinking sweep.backends or
         # sweep.kernels by override never trips over the file's restriction.
+        where = _source(spath, f"sweep.backend_kernels.{b}", overrides)
         if not _group_file(conf_dir, "backend", b).is_file():
-            raise ConfigError(f"{spath}: key 'sweep.backend_kernels' names backend {b!r}, "
+            raise ConfigError(f"{where}: key 'sweep.backend_kernels' names backend {b!r}, "
                               f"which has no {_group_file(conf_dir, 'backend', b)}")
         bad = [k for k in ks if not _group_file(conf_dir, "kernel", k).is_file()]
         if not ks or bad:
-            raise ConfigError(f"{spath}: key 'sweep.backend_kernels.{b}' is {list(ks)}; list "
+            raise ConfigError(f"{where}: key 'sweep.backend_kernels.{b}' is {list(ks)}; list "
                               f"one or more kernel versions of {conf_dir / 'kernel'}")
     batches = list(sweep.get("batches") or [])
     if any(not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in batches) or \

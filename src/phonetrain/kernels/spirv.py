@@ -43,6 +43,8 @@ SHADER_INCLUDES = ("vk_abi.glsl", "common.glsl", "reduce.glsl")
 # Bodies a version's shaders include from their own folder, and its tuning candidates.
 BODY_SUFFIX = ".glsl"
 SHADER_TUNING = "tuning.yaml"
+# The keys of tuning.yaml: ``defaults`` a mapping, the others lists.
+TUNING_FILE_KEYS = ("defaults", "candidates", "constraints", "device_constraints")
 # glslc's target: Vulkan 1.0 (SPIR-V 1.0) runs on every Vulkan driver, Android's included.
 GLSLC_FLAGS = ("-fshader-stage=compute", "--target-env=vulkan1.0", "-O")
 
@@ -95,14 +97,20 @@ def shader_candidates(version_name: str, kernels_root: Path = KERNELS_ROOT) -> l
     the ``candidates`` of its ``vk/tuning.yaml`` in file order, each ``{"defines": {...},
     "local": None}`` (the defaults updated with the candidate's; the geometry rule derives the
     work-group). Only the defaults when the file is missing. Raises :class:`ShaderError`
-    naming the file for a candidate that is not ``{defines: {NAME: int}}`` with NAME in
+    naming the file for a file that is not YAML of that shape (:func:`_tuning_doc`), a
+    candidate that is not ``{defines: {NAME: int}}`` (no other key) with NAME in
     :data:`.vk_abi.SPEC_CONSTANTS` or breaks one of the file's ``constraints``, or a
     constraint (``constraints``, ``device_constraints``: :func:`device_misfit`) that does not
     parse."""
     path, doc = _tuning_doc(version_name, kernels_root)
     out = [{"defines": shader_defaults(version_name, kernels_root), "local": None}]
     for i, cand in enumerate(doc.get("candidates") or []):
-        defs = cand.get("defines") if isinstance(cand, dict) else None
+        extra = sorted(map(str, set(cand) - {"defines"})) if isinstance(cand, dict) else []
+        if extra:   # e.g. an OpenCL candidate's `local`: the geometry rule sets work-groups
+            raise ShaderError(f"{path}: candidates[{i}] has key(s) {extra}; a shader "
+                              "candidate is {defines: {NAME: int}} alone (its work-group "
+                              "follows from the tile)")
+        defs = cand.get("defines") if isinstance(cand, dict) else cand
         try:
             out.append({"defines": shader_candidate(version_name, defs, kernels_root),
                         "local": None})
@@ -155,9 +163,30 @@ def shader_candidate(version_name: str, defines: Any,
 
 
 def _tuning_doc(version_name: str, kernels_root: Path) -> tuple[Path, dict[str, Any]]:
-    """The version's ``vk/tuning.yaml`` path and contents (``{}`` when it is missing)."""
+    """The version's ``vk/tuning.yaml`` path and contents (``{}`` when it is missing or
+    empty). Raises :class:`ShaderError` naming the file when it is not YAML, not a mapping,
+    has a key outside :data:`TUNING_FILE_KEYS`, or a ``candidates``/``constraints``/
+    ``device_constraints`` that is not a list."""
     path = Path(kernels_root) / version_name / SHADER_DIR / SHADER_TUNING
-    return path, (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    if not path.is_file():
+        return path, {}
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ShaderError(f"{path}: not valid YAML ({' '.join(str(e).split())}); fix the "
+                          "file") from None
+    doc = {} if doc is None else doc
+    if not isinstance(doc, dict):
+        raise ShaderError(f"{path}: must be a mapping of {list(TUNING_FILE_KEYS)}, got "
+                          f"{type(doc).__name__}; fix the file")
+    unknown = sorted(map(str, set(doc) - set(TUNING_FILE_KEYS)))
+    if unknown:
+        raise ShaderError(f"{path}: unknown key(s) {unknown}; allowed: "
+                          f"{list(TUNING_FILE_KEYS)}")
+    for key in TUNING_FILE_KEYS[1:]:
+        if doc.get(key) is not None and not isinstance(doc[key], list):
+            raise ShaderError(f"{path}: key '{key}' is {doc[key]!r}; give a list")
+    return path, doc
 
 
 def device_misfit(version_name: str, defines: dict[str, Any], device: dict[str, Any],

@@ -74,7 +74,8 @@ from . import trials as trials_mod
 from .gemm import GemmShape
 from .launch import geometry
 from .spirv import spec_options
-from .versions import GEMM_LIBRARIES, KernelVersion, load_version
+from .versions import (GEMM_LIBRARIES, KernelVersion, constraint_names, eval_constraint,
+                       load_version, parse_constraint)
 
 SQUARES = "squares"
 """The file name (without ``.json``) of a device x version's square classes."""
@@ -168,6 +169,30 @@ def candidate_version(version: KernelVersion, cand: dict[str, Any]) -> KernelVer
     if cand.get("local"):
         v.local_sizes.update({k: list(cand["local"]) for k in GEMM_KERNELS})
     return v
+
+
+def class_misfit(version: KernelVersion, cand: dict[str, Any], backend: str) -> str | None:
+    """Why a tuned class's configuration (``{"defines": ..., "local": ...}``) cannot build the
+    version on ``backend``, or None: the ``tuning.constraints`` of its ``version.yaml`` it
+    breaks (OpenCL), or what :func:`~phonetrain.kernels.spirv.shader_candidate` rejects
+    (Vulkan: ``vk/tuning.yaml``). A tuning file edited by hand, or written by other sources,
+    is caught here rather than by the compiler or the launch geometry."""
+    if backend == "vulkan":
+        from .spirv import ShaderError, shader_candidate
+        try:
+            shader_candidate(version.name, cand.get("defines") or {}, version.root)
+        except ShaderError as e:
+            return e.message
+        return None
+    names = constraint_names(version, cand)
+    broken = []
+    for text in version.constraints:
+        try:
+            if not eval_constraint(parse_constraint(text), names):
+                broken.append(text)
+        except (NameError, ArithmeticError, TypeError):
+            broken.append(text)
+    return f"{cand} breaks {broken} of the version's tuning.constraints" if broken else None
 
 
 def tunable(version: KernelVersion | str) -> bool:
@@ -328,8 +353,9 @@ def load_tuning(path: str | Path) -> dict[str, Any]:
 
 def tuning_problem(doc: Any) -> str | None:
     """What keeps ``doc`` from being a tuning document, or None: an object with ``classes``
-    (class name -> an object whose ``defines`` is an object) and ``default`` (null, or one of
-    the classes)."""
+    (class name -> an object whose ``defines`` maps names to integers and whose optional
+    ``local`` is null or ``[LX, LY]``), ``default`` (null, or one of the classes) and an
+    optional ``conv`` object."""
     if not isinstance(doc, dict):
         return f"a JSON {type(doc).__name__}, not an object"
     missing = [k for k in ("classes", "default") if k not in doc]
@@ -340,8 +366,18 @@ def tuning_problem(doc: Any) -> str | None:
     for name, c in doc["classes"].items():
         if not isinstance(c, dict) or not isinstance(c.get("defines"), dict):
             return f"class '{name}' has no 'defines' object"
-    if doc["default"] is not None and doc["default"] not in doc["classes"]:
-        return f"default '{doc['default']}' is not one of its classes"
+        bad = {k: v for k, v in c["defines"].items() if type(v) is not int}
+        if bad:
+            return f"class '{name}' has defines that are not integers: {bad}"
+        local = c.get("local")
+        if local is not None and not (isinstance(local, list) and len(local) == 2 and
+                                      all(type(x) is int and x >= 1 for x in local)):
+            return f"class '{name}' has local {local!r}, not null or [LX, LY] (positive ints)"
+    default = doc["default"]
+    if default is not None and (not isinstance(default, str) or default not in doc["classes"]):
+        return f"default {default!r} is not one of its classes"
+    if "conv" in doc and doc["conv"] is not None and not isinstance(doc["conv"], dict):
+        return "'conv' is not an object"
     return None
 
 

@@ -245,6 +245,9 @@ def _read_version_yaml(yml: Path) -> dict:
     the file when it is not valid YAML or not a mapping."""
     try:
         cfg = yaml.safe_load(yml.read_text())
+    except UnicodeDecodeError as e:
+        raise KernelVersionError(f"{yml}: not a UTF-8 text file ({e.reason} at byte "
+                                 f"{e.start}); fix the file") from None
     except yaml.YAMLError as e:
         raise KernelVersionError(f"{yml}: not valid YAML ({' '.join(str(e).split())}); "
                                  "fix the file") from None
@@ -262,7 +265,7 @@ def _positive_ints(v: Any, n: int | None = None) -> bool:
 
 
 def _scalar(v: Any) -> bool:
-    return isinstance(v, (int, float, str)) and v is not None
+    return isinstance(v, (int, float, str)) and not isinstance(v, bool)
 
 
 def _check_layer(yml: Path, cfg: dict) -> None:
@@ -276,8 +279,11 @@ def _check_layer(yml: Path, cfg: dict) -> None:
     def fail(key: str, msg: str) -> None:
         raise KernelVersionError(f"{yml}: key '{key}' {msg}")
 
-    if "inherits" in cfg and cfg["inherits"] is not None and not isinstance(cfg["inherits"], str):
-        fail("inherits", f"is {cfg['inherits']!r}; name one version (a folder name)")
+    parent = cfg.get("inherits")
+    if parent is not None and (not isinstance(parent, str) or parent in ("", ".", "..") or
+                               "/" in parent or "\\" in parent):
+        fail("inherits", f"is {parent!r}; name one version (a folder name beside this one's, "
+             "e.g. baseline) or remove the key")
     if "build_options" in cfg and cfg["build_options"] is not None and \
             not isinstance(cfg["build_options"], str):
         fail("build_options", f"is {cfg['build_options']!r}; give one string of options")
@@ -286,7 +292,9 @@ def _check_layer(yml: Path, cfg: dict) -> None:
         if not isinstance(defines, dict):
             fail("defines", f"is {defines!r}; give a mapping NAME: value")
         for k, v in defines.items():
-            if not isinstance(k, str) or not _scalar(v):
+            if not isinstance(k, str):
+                fail(f"defines.{k}", "is not a name; a define's name is a C identifier (TSM)")
+            if not _scalar(v):
                 fail(f"defines.{k}", f"is {v!r}; give a number or string")
     local_sizes = cfg.get("local_sizes")
     if local_sizes is not None:
@@ -426,8 +434,10 @@ def load_version(version_name: str, kernels_root: Path = KERNELS_ROOT) -> Kernel
     while name is not None:
         folder = kernels_root / name
         if name in chain:
-            raise KernelVersionError(f"kernel version {version_name}: inheritance cycle "
-                                     f"{' -> '.join(chain + [name])}")
+            raise KernelVersionError(f"{parent_yml}: key 'inherits' names {name!r}, closing the "
+                                     f"inheritance cycle {' -> '.join(chain + [name])}; "
+                                     "make one of them inherit from another version or "
+                                     "nothing")
         if not folder.is_dir():
             known = sorted(p.name for p in kernels_root.iterdir() if p.is_dir()) \
                 if kernels_root.is_dir() else []

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 
@@ -51,6 +52,20 @@ def read_bandwidth(csv_path: str | Path) -> pd.DataFrame:
     return schema.frame(df.assign(device=params["device"], **prov), "bandwidth")
 
 
+@contextmanager
+def _shaped(path: str | Path, what: str) -> Iterator[None]:
+    """Turn a missing key or a value of the wrong type met while reading the JSON object at
+    ``path`` (a hand-edited or foreign file) into a :class:`ResultsFileError` naming it."""
+    try:
+        yield
+    except KeyError as e:
+        raise ResultsFileError(f"{path}: not {what} (no key {e.args[0]!r})",
+                               "delete it: the next snakemake all makes it again") from None
+    except (TypeError, AttributeError, ValueError) as e:
+        raise ResultsFileError(f"{path}: not {what} ({e})",
+                               "delete it: the next snakemake all makes it again") from None
+
+
 def _side_params(path: Path) -> dict[str, Any]:
     p = path.parent / layout.PARAMS
     params = read_json(p) if p.exists() else {}
@@ -64,6 +79,11 @@ def read_build(json_path: str | Path) -> pd.DataFrame:
     ``kernel_hash``, ``runner``) plus its ``params.json`` -> one builds row per program."""
     json_path = Path(json_path)
     doc = read_json(json_path)
+    with _shaped(json_path, "a kernel build record"):
+        return _build_frame(json_path, doc)
+
+
+def _build_frame(json_path: Path, doc: dict[str, Any]) -> pd.DataFrame:
     params = {**_side_params(json_path),
               **{k: doc[k] for k in ("device", "kernel", "kernel_hash") if doc.get(k)}}
     params.setdefault("kernel", json_path.parent.name)
@@ -101,9 +121,11 @@ def gemm_not_current(path: str | Path, reason: str) -> pd.DataFrame:
     reason in ``status_reason``, no measurement."""
     doc = read_json(path)
     row = {f.name: None for f in schema.schema("gemm")}
-    row.update(device=doc["device"], kernel=doc["version"], status="error",
+    with _shaped(path, "a GEMM sweep file"):
+        device, version = str(doc["device"]), str(doc["version"])
+    row.update(device=device, kernel=version, status="error",
                status_reason=reason, kernel_hash=doc.get("kernel_hash"),
-               config_hash=short_hash({"device": doc["device"], "version": doc["version"]}),
+               config_hash=short_hash({"device": device, "version": version}),
                git_rev=provenance.git_rev())
     return pd.DataFrame([row])
 
@@ -169,6 +191,11 @@ def read_gemm(path: str | Path) -> pd.DataFrame:
     """Rows of the ``gemm`` table from one ``gemm/<device>/<version>.json``; a skipped
     version (CLBlast absent) gives one row with status ``skipped`` and the reason."""
     doc = read_json(path)
+    with _shaped(path, "a GEMM sweep file"):
+        return _gemm_rows(doc)
+
+
+def _gemm_rows(doc: dict[str, Any]) -> pd.DataFrame:
     info = doc.get("device_info") or {}
     prov = _prov(doc, info, {"device": doc["device"], "version": doc["version"]})
     base = {"device": doc["device"], "kernel": doc["version"],
@@ -193,6 +220,11 @@ def read_gemm(path: str | Path) -> pd.DataFrame:
 def read_peaks(path: str | Path) -> pd.DataFrame:
     """Rows of the ``peaks`` table from one ``peaks/<device>.json``."""
     doc = read_json(path)
+    with _shaped(path, "a peaks file"):
+        return _peaks_rows(doc)
+
+
+def _peaks_rows(doc: dict[str, Any]) -> pd.DataFrame:
     df = peaks_frame(doc)
     info = doc.get("device") or {}
     prov = _prov(doc, info, {"device": doc.get("device_id")})

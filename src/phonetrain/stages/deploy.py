@@ -46,7 +46,9 @@ def device_plan(plan_json: str | Path, kernel: str | None,
     GEMM launch sizes. Returns (plan, the shape class used, or None). With ``every_class``
     (the deploy stage: the workflow gives exactly the plan's classes) raises
     :class:`~phonetrain.errors.StageError` when the files lack a class of the plan's GEMM
-    calls; without, such a plan takes the tuning's default class."""
+    calls; without, such a plan takes the tuning's default class. A class whose configuration
+    breaks the version's constraints (:func:`phonetrain.kernels.tuning.class_misfit`) raises
+    :class:`~phonetrain.errors.StageError` naming the files."""
     plan = Plan.load(plan_json)
     paths = tuning_json if isinstance(tuning_json, list) else [tuning_json] if tuning_json \
         else []
@@ -57,7 +59,13 @@ def device_plan(plan_json: str | Path, kernel: str | None,
     if every_class and tuned["classes"] and missing:
         raise StageError(f"the tuning files given ({', '.join(map(str, paths))}) lack the "
                          f"plan's GEMM class(es) {', '.join(missing)}")
-    return tuning.tune_plan(plan, load_version(kernel), tuned)
+    version = load_version(kernel)
+    for cls, cand in tuned["classes"].items():
+        why = tuning.class_misfit(version, cand, plan.backend)
+        if why:
+            raise StageError(f"the tuning files given ({', '.join(map(str, paths))}): class "
+                             f"{cls}: {why}", "delete the file(s) and rerun the tune job")
+    return tuning.tune_plan(plan, version, tuned)
 
 
 def _push_spirv(r: Runner, kernel: str, plan: Plan) -> int:
