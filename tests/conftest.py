@@ -18,6 +18,7 @@ from helpers import tiers
 from helpers.adb import connect_vdev, disconnect_vdev, free_port
 from helpers.real_study import make_real_study
 from helpers.shared import once_per_run
+from helpers.workflow import seed_runner_cache
 from phonetrain import runner as runner_api
 from phonetrain.devices import toolchains
 from phonetrain.results import provenance
@@ -102,6 +103,17 @@ def runner(tmp_path_factory, worker_id) -> Path:
         pytest.skip("no C compiler (cc) on this machine")
     return Path(once_per_run(tmp_path_factory, worker_id, "runner-build",
                              lambda d: str(toolchains.build_runner(d))))
+
+
+@pytest.fixture
+def seeded_results(tmp_path, runner) -> Path:
+    """``tmp_path/results``, not made yet but for its runner compile cache, which holds the
+    session's runner build (:func:`helpers.workflow.seed_runner_cache`): a ``phonetrain run``
+    or a workflow into this results folder installs that binary instead of compiling the
+    runner again (7-9 s of CPU each). For tests whose subject is not the runner's compile."""
+    results = tmp_path / "results"
+    seed_runner_cache(results, runner)
+    return results
 
 
 @pytest.fixture(scope="session")

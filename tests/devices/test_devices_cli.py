@@ -7,15 +7,28 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from helpers import REPO
 from helpers.adb import connect_vdev, disconnect_vdev, free_port
+from helpers.workflow import seed_runner_build
 from phonetrain.cli import main
 from phonetrain.config import DeviceConfig
 from phonetrain.devices.discovery import config_name, pick_opencl
+
+
+@pytest.fixture
+def build_dir(tmp_path, runner) -> Path:
+    """``devices --write --build-dir``: its host toolchain's folder (``host/``) holds the
+    session's runner build, which a virtual phone's write installs instead of compiling the
+    runner again (the compile is not what these tests watch)."""
+    build = tmp_path / "build"
+    seed_runner_build(build / "host", runner)
+    return build
 
 
 def test_devices_lists_online_and_offline_with_hints(adb_server, tmp_path):
@@ -81,7 +94,7 @@ def test_config_name_is_a_slug_and_opencl_pick_prefers_the_gpu():
     assert pick_opencl({"opencl": None}) == (None, None)
 
 
-def test_devices_write_gives_a_valid_device_config(adb_server, tmp_path):
+def test_devices_write_gives_a_valid_device_config(adb_server, tmp_path, build_dir):
     import shutil
 
     from phonetrain.config import compose_sweep
@@ -92,7 +105,7 @@ def test_devices_write_gives_a_valid_device_config(adb_server, tmp_path):
     try:
         res = CliRunner().invoke(main, ["devices", "--write", "--conf", str(conf), "--adb-port",
                                         str(adb_server.port), "--build-dir",
-                                        str(tmp_path / "build")])
+                                        str(build_dir)])
         assert res.exit_code == 0, res.output
         cfg = yaml.safe_load((conf / "device/virtual_9.yaml").read_text())
         assert cfg["transport"] == "adb" and cfg["serial"] == vd.serial
@@ -110,7 +123,7 @@ def test_devices_write_gives_a_valid_device_config(adb_server, tmp_path):
         disconnect_vdev(adb_server, vd)
 
 
-def test_devices_write_names_two_phones_of_one_model_apart(adb_server, tmp_path):
+def test_devices_write_names_two_phones_of_one_model_apart(adb_server, tmp_path, build_dir):
     conf = tmp_path / "conf"
     props = {"ro.product.model": "Twin"}
     a = connect_vdev(adb_server, tmp_path / "a", props=props)
@@ -118,7 +131,7 @@ def test_devices_write_names_two_phones_of_one_model_apart(adb_server, tmp_path)
     try:
         res = CliRunner().invoke(main, ["devices", "--write", "--conf", str(conf), "--adb-port",
                                         str(adb_server.port), "--build-dir",
-                                        str(tmp_path / "build")])
+                                        str(build_dir)])
         # --write writes every online device of the server: judge this test's two only
         for vd in (a, b):
             assert f"{vd.serial}: wrote " in res.output, res.output
@@ -134,7 +147,8 @@ def test_devices_write_names_two_phones_of_one_model_apart(adb_server, tmp_path)
         disconnect_vdev(adb_server, b)
 
 
-def test_devices_write_records_the_port_of_the_environment(adb_server, tmp_path, monkeypatch):
+def test_devices_write_records_the_port_of_the_environment(adb_server, tmp_path, build_dir,
+                                                           monkeypatch):
     """Under ANDROID_ADB_SERVER_PORT (set by the adb_server fixture, no --adb-port) the
     written config names that port, so it reaches the phone without the variable."""
     conf = tmp_path / "conf"
@@ -143,7 +157,7 @@ def test_devices_write_records_the_port_of_the_environment(adb_server, tmp_path,
     try:
         assert os.environ["ANDROID_ADB_SERVER_PORT"] == str(adb_server.port)
         res = CliRunner().invoke(main, ["devices", "--write", "--conf", str(conf),
-                                        "--build-dir", str(tmp_path / "build")])
+                                        "--build-dir", str(build_dir)])
         assert res.exit_code == 0, res.output
         cfg = yaml.safe_load((conf / "device/envport_1.yaml").read_text())
         assert cfg["adb_port"] == adb_server.port, cfg

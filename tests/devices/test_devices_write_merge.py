@@ -12,14 +12,18 @@ import yaml
 from helpers.adb import connect_vdev, disconnect_vdev
 from click.testing import CliRunner
 
+from helpers.workflow import seed_runner_build
 from phonetrain.cli import main
 from phonetrain.config import CONF_DIR
 
 
 @pytest.fixture(scope="module")
-def build_dir(tmp_path_factory) -> Path:
-    """One runner build shared by the module's --write calls."""
-    return tmp_path_factory.mktemp("runner-build")
+def build_dir(tmp_path_factory, runner) -> Path:
+    """One runner build shared by the module's --write calls: the session's, in the host
+    toolchain's folder (the compile is not what these tests watch)."""
+    build = tmp_path_factory.mktemp("runner-build")
+    seed_runner_build(build / "host", runner)
+    return build
 
 
 def _write(client, conf: Path, build_dir: Path, *names: str):

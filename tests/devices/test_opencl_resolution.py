@@ -46,7 +46,7 @@ def wheel_only(tmp_path, monkeypatch, pocl) -> Path:
     return loader
 
 
-def test_info_and_run_load_the_same_library(wheel_only, tmp_path, monkeypatch):
+def test_info_and_run_load_the_same_library(wheel_only, tmp_path, seeded_results, monkeypatch):
     monkeypatch.chdir(tmp_path)
     info = CliRunner().invoke(main, ["info", "--json"])
     assert info.exit_code == 0, info.output
@@ -55,9 +55,9 @@ def test_info_and_run_load_the_same_library(wheel_only, tmp_path, monkeypatch):
     res = CliRunner().invoke(main, ["run", "model=mlp_16_16", "device=host", "backend=opencl",
                                     "kernel=baseline", "measure.warmup=0",
                                     "measure.iterations=1", "measure.progress=false",
-                                    f"results_dir={tmp_path / 'results'}"])
+                                    f"results_dir={seeded_results}"])
     assert res.exit_code == 0, res.output
-    run = json.loads((tmp_path / "results/runs/host/mlp_16_16.opencl.baseline/run.json")
+    run = json.loads((seeded_results / "runs/host/mlp_16_16.opencl.baseline/run.json")
                      .read_text())
     assert run["runner"]["opencl_library"] == str(wheel_only)
 

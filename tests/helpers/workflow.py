@@ -49,9 +49,16 @@ def seed_runner_cache(results: Path, runner: Path) -> None:
     the host toolchain then finds the same key (sources, ``cc``, flags) there and installs that
     binary instead of compiling it again; an edited runner source is another key, compiled.
     For tests whose subject is not the runner's compile."""
+    seed_runner_build(results / RUNNER_CACHE_REL, runner)
+
+
+def seed_runner_build(build_dir: Path, runner: Path) -> None:
+    """Put the session's runner build into ``build_dir``, a folder that
+    ``toolchains.build_runner`` compiles into (``build_dir/runner-<key>/runner``): a build
+    there with the same key (sources, ``cc``, flags) finds it and compiles nothing."""
     if not runner.parent.name.startswith("runner-"):   # $PHONETRAIN_TEST_RUNNER: no cache key
         return
-    dest = results / RUNNER_CACHE_REL / runner.parent.name
+    dest = build_dir / runner.parent.name
     if not dest.exists():
         shutil.copytree(runner.parent, dest)
 

@@ -14,8 +14,8 @@ from phonetrain.results import aggregate, schema
 MODEL = "mlp_784_256_128_16"
 
 
-def test_runs_parquet_carries_the_pipelined_placement(runner, pocl, tmp_path):
-    R = tmp_path / "results"
+def test_runs_parquet_carries_the_pipelined_placement(seeded_results, pocl, tmp_path):
+    R = seeded_results
     args = ["run", f"model={MODEL}", "device=host", f"results_dir={R}",
             "backend=opencl_pipelined", "kernel=baseline", "measure.warmup=1",
             "measure.iterations=2", "measure.progress=false", *STEADY]

@@ -83,8 +83,8 @@ def _counts_by_phase(p: subprocess.Popen) -> tuple[list[int], list[int], bytes]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
-def test_the_probe_leaves_no_openmp_thread_beside_an_opencl_run(tmp_path: Path, pocl):
-    cmd = [sys.executable, "-m", "phonetrain.cli", *RUN, f"results_dir={tmp_path / 'r'}"]
+def test_the_probe_leaves_no_openmp_thread_beside_an_opencl_run(seeded_results: Path, pocl):
+    cmd = [sys.executable, "-m", "phonetrain.cli", *RUN, f"results_dir={seeded_results}"]
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     p = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE,
                          stdout=subprocess.DEVNULL)

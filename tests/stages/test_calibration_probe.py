@@ -13,6 +13,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from helpers.workflow import seed_runner_cache
 from phonetrain import layout
 from phonetrain.cli import main
 
@@ -28,10 +29,10 @@ def _run(R: Path, *extra: str) -> dict:
     return json.loads((R / "runs/host" / f"{MODEL}.cpu.none" / layout.MEASUREMENT).read_text())
 
 
-def test_a_first_run_records_the_quiet_figure(tmp_path: Path):
+def test_a_first_run_records_the_quiet_figure(seeded_results: Path):
     # (the probe is not judged here: this host's load may change between its two readings)
-    m = _run(tmp_path / "results", "measure.max_probe_slowdown=0")
-    record = json.loads((tmp_path / "results/probe/host.json").read_text())
+    m = _run(seeded_results, "measure.max_probe_slowdown=0")
+    record = json.loads((seeded_results / "probe/host.json").read_text())
     assert record["quiet_ms"]["1"] == m["quiet_probe_ms"] > 0
     assert m["probe_slowdown"] >= 1 and m["attempts"] == 1
     assert _machine_record()["quiet_ms"]["1"] == m["quiet_probe_ms"]
@@ -44,8 +45,8 @@ def _machine_record() -> dict:
     return json.loads(records[0].read_text())
 
 
-def test_a_probe_slower_than_the_quiet_figure_is_unstable_and_kept(tmp_path: Path):
-    R = tmp_path / "results"
+def test_a_probe_slower_than_the_quiet_figure_is_unstable_and_kept(seeded_results: Path):
+    R = seeded_results
     (R / "probe").mkdir(parents=True)
     (R / "probe/host.json").write_text(json.dumps({"quiet_ms": {"1": 1e-6}}))
     m = _run(R)
@@ -58,9 +59,12 @@ def test_a_probe_slower_than_the_quiet_figure_is_unstable_and_kept(tmp_path: Pat
     assert _machine_record()["quiet_ms"]["1"] > 1e-6
 
 
-def test_a_fresh_results_folder_on_a_busy_machine_uses_the_machine_figure(tmp_path: Path):
+def test_a_fresh_results_folder_on_a_busy_machine_uses_the_machine_figure(tmp_path: Path,
+                                                                          runner: Path):
     """A first study in a new folder: the machine's record (planted far faster than this host
     can be) already says how fast the probe runs quiet, so the run is unstable for it."""
+    for folder in ("first", "fresh"):   # fresh but for the runner build (not the subject)
+        seed_runner_cache(tmp_path / folder, runner)
     _run(tmp_path / "first", "measure.max_probe_slowdown=0")
     machine = next(Path(os.environ["PHONETRAIN_PROBE_DIR"]).glob("*.json"))
     machine.write_text(json.dumps({"quiet_ms": {"1": 1e-6}}))
@@ -72,11 +76,12 @@ def test_a_fresh_results_folder_on_a_busy_machine_uses_the_machine_figure(tmp_pa
     assert json.loads((tmp_path / "fresh/probe/host.json").read_text())["quiet_ms"]["1"] > 1e-6
 
 
-def test_a_bad_probe_record_is_refused_before_measuring(tmp_path: Path, monkeypatch):
+def test_a_bad_probe_record_is_refused_before_measuring(tmp_path: Path, seeded_results: Path,
+                                                        monkeypatch):
     """A machine record that is not JSON, holds no numbers or cannot be written (the probe
     folder a file): one message naming it and what to do, before the runner starts, so the
     run measured before is kept as it was."""
-    R = tmp_path / "results"
+    R = seeded_results
     _run(R, "measure.max_probe_slowdown=0")
     kept = (R / "runs/host" / f"{MODEL}.cpu.none" / layout.MEASUREMENT).read_bytes()
     machine = next(Path(os.environ["PHONETRAIN_PROBE_DIR"]).glob("*.json"))

@@ -43,10 +43,11 @@ def run(conf: Path, results: Path):
 
 
 def test_connection_lost_mid_run_leaves_failed_json_and_nothing_complete(adb_server,
-                                                                          tmp_path):
+                                                                          tmp_path,
+                                                                          seeded_results):
     vd = connect_vdev(adb_server, tmp_path / "phone")
     try:
-        conf, R = conf_with_phone(tmp_path, vd.serial), tmp_path / "results"
+        conf, R = conf_with_phone(tmp_path, vd.serial), seeded_results
         res = run(conf, R)
         assert res.exit_code == 0, res.output
         rdir = R / "runs" / "vphone" / EXP
@@ -71,9 +72,9 @@ def test_connection_lost_mid_run_leaves_failed_json_and_nothing_complete(adb_ser
         disconnect_vdev(adb_server, vd)
 
 
-def test_a_stopped_adb_server_is_the_reason_given(tmp_path):
+def test_a_stopped_adb_server_is_the_reason_given(tmp_path, seeded_results):
     port = free_port()  # the phone's own server, stopped: nothing listens there
-    conf, R = conf_with_phone(tmp_path, "127.0.0.1:17301", adb_port=port), tmp_path / "results"
+    conf, R = conf_with_phone(tmp_path, "127.0.0.1:17301", adb_port=port), seeded_results
     try:
         res = run(conf, R)
         assert not listening(port), f"an adb server was started on the configured port {port}"
@@ -89,11 +90,11 @@ def test_a_stopped_adb_server_is_the_reason_given(tmp_path):
     assert "plan.json" not in row["status_reason"] and "no run.json" not in row["status_reason"]
 
 
-def test_a_kernel_build_behind_a_stopped_server_records_why(tmp_path):
+def test_a_kernel_build_behind_a_stopped_server_records_why(tmp_path, seeded_results):
     """An OpenCL run's first job on the phone is its kernel build: the build's failed.json
     (which the summary gives for the version's builds and runs) names the server."""
     port = free_port()
-    conf, R = conf_with_phone(tmp_path, "127.0.0.1:17301", adb_port=port), tmp_path / "results"
+    conf, R = conf_with_phone(tmp_path, "127.0.0.1:17301", adb_port=port), seeded_results
     try:
         res = CliRunner().invoke(main, [*BASE, "backend=opencl", "kernel=baseline",
                                         f"results_dir={R}", "--conf", str(conf)])

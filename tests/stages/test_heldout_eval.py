@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import STEADY
+from helpers.workflow import seed_runner_cache
 from phonetrain import data as datasets
 from phonetrain import layout
 from phonetrain.cli import main
@@ -74,8 +75,9 @@ def test_mnist_heldout_is_the_t10k_files(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
+def run(tmp_path_factory, runner) -> Path:
     R = tmp_path_factory.mktemp("heldout") / "results"
+    seed_runner_cache(R, runner)   # the runner's compile is not what these tests watch
     args = ["run", f"model={MODEL}", "device=host", f"results_dir={R}", "backend=cpu",
             "dataset=digits", "model.batch_size=16", "measure.threads=1", "measure.warmup=1",
             "measure.iterations=100", "measure.max_iterations=100", "measure.progress=false",

@@ -57,8 +57,9 @@ def _processes_naming(path: Path) -> list[str]:
     return out
 
 
-def test_interrupted_run_keeps_the_measurement_beside_its_own_settings(tmp_path: Path):
-    R = tmp_path / "results"
+def test_interrupted_run_keeps_the_measurement_beside_its_own_settings(tmp_path: Path,
+                                                                      seeded_results: Path):
+    R = seeded_results
     # a private lock folder: never wait on another workflow's measurement of this host
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"),
            "PHONETRAIN_LOCK_DIR": str(tmp_path / "locks")}

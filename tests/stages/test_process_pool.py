@@ -33,8 +33,8 @@ def _repeats(run_dir: Path) -> list[str]:
     return sorted(d.name for d in run_dir.glob("repeat_*"))
 
 
-def test_wide_attempts_pool_their_processes(tmp_path: Path):
-    m, run_dir = _run(tmp_path / "results", "measure.ci_target=1e-9",
+def test_wide_attempts_pool_their_processes(seeded_results: Path):
+    m, run_dir = _run(seeded_results, "measure.ci_target=1e-9",
                       "measure.max_probe_slowdown=0")
     assert not m["unstable"] and m["wide_interval"] and "usable" in m["notes"][0]
     assert m["attempts"] == 3 and len(m["earlier_reasons"]) == 2
@@ -48,10 +48,10 @@ def test_wide_attempts_pool_their_processes(tmp_path: Path):
     assert walls.min() <= m["estimate_ms"] <= walls.max()
 
 
-def test_contended_attempts_are_set_aside(tmp_path: Path):
+def test_contended_attempts_are_set_aside(seeded_results: Path):
     """Every attempt's probe reads far slower than a planted quiet figure: nothing is pooled,
     and the last attempt's processes are kept with the reason."""
-    R = tmp_path / "results"
+    R = seeded_results
     (R / "probe").mkdir(parents=True)
     (R / "probe/host.json").write_text(json.dumps({"quiet_ms": {"1": 1e-6}}))
     m, run_dir = _run(R, "measure.ci_target=0")
@@ -60,7 +60,7 @@ def test_contended_attempts_are_set_aside(tmp_path: Path):
     assert m["process_attempts"] == [3, 3] and _repeats(run_dir) == ["repeat_1"]
 
 
-def test_a_contended_first_attempt_is_left_out_of_the_pool(tmp_path: Path, monkeypatch):
+def test_a_contended_first_attempt_is_left_out_of_the_pool(seeded_results: Path, monkeypatch):
     """The first attempt's verdict says the host was contended (planted); the pool holds the
     later attempts' processes only, and the verdict is theirs."""
     real = train.judge_measurement
@@ -72,7 +72,7 @@ def test_a_contended_first_attempt_is_left_out_of_the_pool(tmp_path: Path, monke
         return v
 
     monkeypatch.setattr(train, "judge_measurement", judged)
-    m, run_dir = _run(tmp_path / "results", "measure.ci_target=1e-9",
+    m, run_dir = _run(seeded_results, "measure.ci_target=1e-9",
                       "measure.max_probe_slowdown=0")
     assert m["process_attempts"] == [2, 2, 3, 3] and m["processes"] == 4
     assert m["earlier_reasons"][0][0] == "planted contention"

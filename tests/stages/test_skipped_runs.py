@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import STEADY
+from helpers.workflow import seed_runner_cache
 from phonetrain import report
 from phonetrain.report import build
 from phonetrain.runner import TRACE_HEADER
@@ -36,8 +37,9 @@ def _run(R: Path, *overrides: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory, pocl) -> tuple[Path, str]:
+def study(tmp_path_factory, runner, pocl) -> tuple[Path, str]:
     R = tmp_path_factory.mktemp("skipped") / "results"
+    seed_runner_cache(R, runner)   # the runner's compile is not what these tests watch
     _run(R, "backend=cpu")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PHONETRAIN_CLBLAST", "/nonexistent/libclblast.so")

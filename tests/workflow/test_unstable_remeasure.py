@@ -40,8 +40,8 @@ RUN = ["run", f"model={MODEL}", "device=host", "backend=cpu", "measure.warmup=1"
        "measure.max_attempts=2", "measure.progress=false"]
 
 
-def test_a_contended_run_is_measured_again_then_kept_unstable_and_shown(tmp_path: Path):
-    R = tmp_path / "results"
+def test_a_contended_run_is_measured_again_then_kept_unstable_and_shown(seeded_results: Path):
+    R = seeded_results
     _plant_quiet_figure(R)
     res = CliRunner().invoke(main, RUN + [f"results_dir={R}", "measure.ci_target=0"])
     assert res.exit_code == 0, (res.output, res.exception)
@@ -64,8 +64,9 @@ def test_a_contended_run_is_measured_again_then_kept_unstable_and_shown(tmp_path
     assert "UNSTABLE: for the record only" in res.output and "attempts 2" in res.output
 
 
-def test_a_too_wide_interval_is_measured_again_then_kept_usable_with_a_note(tmp_path: Path):
-    R = tmp_path / "results"
+def test_a_too_wide_interval_is_measured_again_then_kept_usable_with_a_note(
+        seeded_results: Path):
+    R = seeded_results
     res = CliRunner().invoke(main, RUN + [f"results_dir={R}", "measure.ci_target=1e-9",
                                           "measure.max_probe_slowdown=0"])
     assert res.exit_code == 0, (res.output, res.exception)
@@ -81,8 +82,8 @@ def test_a_too_wide_interval_is_measured_again_then_kept_usable_with_a_note(tmp_
     assert "UNSTABLE" not in res.output
 
 
-def test_a_stable_run_is_measured_once(tmp_path: Path):
-    R = tmp_path / "results"
+def test_a_stable_run_is_measured_once(seeded_results: Path):
+    R = seeded_results
     res = CliRunner().invoke(main, ["run", f"model={MODEL}", "device=host", "backend=cpu",
                                     f"results_dir={R}", "measure.warmup=1",
                                     "measure.iterations=3", "measure.ci_target=0",

@@ -49,8 +49,9 @@ SPIN = """float spin = 0.0;
     V[i] = spin == 1.0e30 ? 0.0 : v;"""
 
 
-def test_a_shader_edit_pairs_with_the_spirv_the_previous_run_kept(lavapipe, tmp_path: Path):
-    ws = make_workspace(tmp_path / "ws")
+def test_a_shader_edit_pairs_with_the_spirv_the_previous_run_kept(lavapipe, tmp_path: Path,
+                                                                  runner: Path):
+    ws = make_workspace(tmp_path / "ws", runner)   # the runner's compile is not the subject
     over = TINY + ["sweep.models=[mlp_16_16]", "sweep.backends=[vulkan]"]
     rdir = ws / "results" / "runs" / "host" / "mlp_16_16.vulkan.baseline"
     target = str((rdir / "run.json").relative_to(ws))
