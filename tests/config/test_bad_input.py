@@ -265,6 +265,16 @@ def test_stale_run_is_not_reported_as_current(tmp_path: Path):
     assert run_finding(rdir, jp[4]["run"][key])  # (this hollow run.json is damaged, too)
 
 
+def _bad_phone(conf: Path, line: str) -> pytest.ExceptionInfo:
+    """Compose the test sweep with a phone whose device file carries ``line``; the
+    ConfigError it raises."""
+    (conf / "device" / "badphone.yaml").write_text(
+        f"name: badphone\ntransport: adb\nserial: emulator-5554\n{line}\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[host,badphone]"], conf_dir=conf)
+    return e
+
+
 @pytest.mark.parametrize("line, needles", [
     ("adb_port: 99999", ["device/badphone.yaml", "adb_port", "99999", "1..65535"]),
     ("adb_port: 0", ["adb_port", "1..65535"]),
@@ -272,10 +282,7 @@ def test_stale_run_is_not_reported_as_current(tmp_path: Path):
     ("facts: {bandwidth_gbps: .nan}", ["facts.bandwidth_gbps", "finite"]),
 ], ids=["port-too-high", "port-zero", "negative-peak", "nan-bandwidth"])
 def test_device_numbers_out_of_range_name_file_and_key(conf: Path, line, needles):
-    (conf / "device" / "badphone.yaml").write_text(
-        f"name: badphone\ntransport: adb\nserial: emulator-5554\n{line}\n")
-    with pytest.raises(ConfigError) as e:
-        compose_sweep(["sweep=test", "sweep.devices=[host,badphone]"], conf_dir=conf)
+    e = _bad_phone(conf, line)
     for n in needles:
         assert n in str(e.value), str(e.value)
 
@@ -345,10 +352,7 @@ def test_an_environment_variable_a_device_file_reads_names_that_file(conf: Path,
     ("facts: {peak_gflops: fast}", ["key 'device.facts.peak_gflops'", "write a number"]),
 ], ids=["list-for-string", "map-for-string", "word-for-int", "word-for-float"])
 def test_device_values_of_the_wrong_type_say_what_to_write(conf: Path, line, needles):
-    (conf / "device" / "badphone.yaml").write_text(
-        f"name: badphone\ntransport: adb\nserial: emulator-5554\n{line}\n")
-    with pytest.raises(ConfigError) as e:
-        compose_sweep(["sweep=test", "sweep.devices=[host,badphone]"], conf_dir=conf)
+    e = _bad_phone(conf, line)
     assert f"{conf / 'device' / 'badphone.yaml'}: key" in str(e.value), str(e.value)
     for n in needles:
         assert n in str(e.value), str(e.value)
