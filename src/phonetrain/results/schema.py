@@ -315,6 +315,12 @@ def frame(rows: Iterable[dict] | pd.DataFrame, table: str) -> pd.DataFrame:
     return df[names]
 
 
+def _values(col: pd.Series) -> list:
+    """The column's values as Python objects (``Series.tolist``), each missing one (NaN, NaT,
+    ``pd.NA``, None: ``Series.notna``) as None; one list per column, no pandas copy of it."""
+    return [v if filled else None for v, filled in zip(col.tolist(), col.notna().tolist())]
+
+
 def conform(df: pd.DataFrame, table: str) -> pa.Table:
     """Check ``df`` against ``table``'s schema and return it as a pyarrow Table, columns in
     schema order.
@@ -331,10 +337,8 @@ def conform(df: pd.DataFrame, table: str) -> pa.Table:
                           f"{extra}; the schema lives in phonetrain.results.schema")
     arrays = []
     for fld in sch:
-        col = df[fld.name]
         try:
-            arr = pa.array(col.astype(object).where(col.notna(), None).tolist(), type=fld.type,
-                           from_pandas=True)
+            arr = pa.array(_values(df[fld.name]), type=fld.type, from_pandas=True)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
             raise SchemaError(f"table {table!r}, column {fld.name!r}: values do not fit "
                               f"{fld.type}: {e}") from None
