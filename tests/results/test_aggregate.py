@@ -179,6 +179,21 @@ def test_schema_refuses_extra_missing_and_mistyped_columns(tmp_path):
         schema.read_table(tmp_path / "runs.parquet", "iterations")
 
 
+def test_conform_takes_missing_values_of_every_kind_as_null():
+    """The values conform hands to Arrow: each missing one (NaN, NaT, pd.NA, None) as None,
+    the others as pandas' own Python objects, a list cell kept whole, for numpy, masked,
+    string and object columns alike."""
+    df = pd.DataFrame({"f": [1.5, np.nan, 2.0], "i": pd.array([1, None, 3], dtype="Int64"),
+                       "s": pd.array(["a", None, "c"], dtype="str"),
+                       "t": pd.to_datetime(["2026-12-07", None, "2026-12-08"]),
+                       "o": [[1, 2], None, "x"], "b": [True, False, True]})
+    for c in df.columns:
+        want = df[c].astype(object).where(df[c].notna(), None).tolist()
+        got = schema._values(df[c])
+        assert got == want and [type(v) for v in got] == [type(v) for v in want], c
+        assert (got[1] is None) == (c != "b"), c
+
+
 def test_bad_params_json_error_names_the_file_and_key(tmp_path):
     d = write_run(tmp_path)
     (d / "params.json").write_text('{"model": "m"}')
