@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define REPLAY_LAUNCHES 32
 #define REPLAY_WARMUP 2
@@ -30,6 +31,7 @@ typedef struct {
     cl_finalize_command_buffer_khr_fn finalize;
     cl_enqueue_command_buffer_khr_fn enqueue;
     cl_release_command_buffer_khr_fn release;
+    cl_get_command_buffer_info_khr_fn info;   /* optional: 0 leaves out the wait below */
 } command_buffer_api;
 
 /* The extension's entry points, or 0 when the device does not list it or an entry is missing. */
@@ -42,8 +44,27 @@ static int command_buffer_lookup(cl_platform_id plat, cl_device_id dev, command_
 #define CB_FN(field, name) (*(void **)&api->field = CL.clGetExtensionFunctionAddressForPlatform(plat, name))
     return CB_FN(create, "clCreateCommandBufferKHR") && CB_FN(ndrange, "clCommandNDRangeKernelKHR") &&
            CB_FN(finalize, "clFinalizeCommandBufferKHR") && CB_FN(enqueue, "clEnqueueCommandBufferKHR") &&
-           CB_FN(release, "clReleaseCommandBufferKHR");
+           CB_FN(release, "clReleaseCommandBufferKHR") &&
+           (CB_FN(info, "clGetCommandBufferInfoKHR"), 1);
 #undef CB_FN
+}
+
+/* Wait (outside the timed span) until cb has left the Pending state: after clFinish an
+ * implementation may move a finished buffer back to Executable a moment later (PoCL does it
+ * from its event notification), and enqueueing it while Pending is CL_INVALID_OPERATION
+ * (cl_khr_command_buffer, clEnqueueCommandBufferKHR). At most about 2 s; then the enqueue
+ * reports the state as the error it is. */
+static void wait_executable(const command_buffer_api *api, cl_command_buffer_khr cb)
+{
+    if (!api->info) return;
+    for (int tries = 0; tries < 20000; tries++) {
+        cl_uint state = 0;
+        if (api->info(cb, CL_COMMAND_BUFFER_STATE_KHR, sizeof state, &state, NULL) != CL_SUCCESS ||
+            state != CL_COMMAND_BUFFER_STATE_PENDING_KHR)
+            return;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* One mode's iterations: returns the median host us per iteration; fails when the kernel's
@@ -57,6 +78,7 @@ static double time_mode(cl_command_queue q, cl_kernel k, cl_mem count, const com
     double *us = xcalloc((size_t)iterations, sizeof *us);
     for (int i = -REPLAY_WARMUP; i < iterations; i++) {
         cl_event ev[REPLAY_LAUNCHES] = {0};
+        if (cb) wait_executable(api, cb);
         uint64_t t0 = monotonic_ns();
         if (cb) {
             CL_CHECK(api->enqueue(1, &q, cb, 0, NULL, NULL), mode);

@@ -212,6 +212,16 @@ typedef cl_int (*cl_enqueue_command_buffer_khr_fn)(cl_uint, cl_command_queue *,
                                                    cl_command_buffer_khr, cl_uint,
                                                    const cl_event *, cl_event *);
 typedef cl_int (*cl_release_command_buffer_khr_fn)(cl_command_buffer_khr);
+/* clGetCommandBufferInfoKHR with CL_COMMAND_BUFFER_STATE_KHR: a buffer enqueued without the
+ * simultaneous-use flag may be enqueued again only once it left the Pending state. */
+typedef cl_int (*cl_get_command_buffer_info_khr_fn)(cl_command_buffer_khr, cl_uint, size_t, void *,
+                                                    size_t *);
+#ifndef CL_COMMAND_BUFFER_STATE_KHR
+#define CL_COMMAND_BUFFER_STATE_KHR 0x1297
+#endif
+#ifndef CL_COMMAND_BUFFER_STATE_PENDING_KHR
+#define CL_COMMAND_BUFFER_STATE_PENDING_KHR 2
+#endif
 
 #define CL_DECLARE_PTR(ret, name, params) ret (*name) params;
 typedef struct { CL_FUNCTIONS(CL_DECLARE_PTR) } cl_api;
