@@ -5,8 +5,11 @@
  *    "source": "kernels/tiled/gemm.cl" | "clblast",  (a .cl path, or CLBlast's SGEMM)
  *    "options": "-DTSM=64 ...", "min_time_ms": 100, "repeats": 5, "seed": 1,
  *    "b_image_width4": 1024,   (optional: B as an image2d_t view, min(ceil(K*N/4), this) wide)
+ *    "previous": {"source": "kernels/tiled.previous/gemm.cl", "options": "...",
+ *                 "b_image_width4": 0, "first": 1},   (optional: a previous build, below)
  *    "cases": [{"kernel": "gemm_nn", "M": 32, "N": 256, "K": 784,
- *               "global": [64, 8], "local": [16, 4] | null}]}
+ *               "global": [64, 8], "local": [16, 4] | null,
+ *               "previous": {...}}]}   (optional: the previous build's case, its own sizes)
  * Output DIR/gemm.json:
  *   {"mode": "bench-gemm", "status": "ok" | "skipped", "reason": "...", "device": {...},
  *    "backend", "source", "options", "build_ms",
@@ -26,6 +29,12 @@
  * uniform in [-1, 1]; above 1e-5 the case is "wrong". GFLOPS = 2 M N K / median time.
  * low_ms..high_ms: the 95% percentile-bootstrap interval of the median over the repeats
  * (stats.h, 1000 resamples; with few repeats it spans nearly their range).
+ * With "previous" (an OpenCL source only), that build is compiled in the same process and
+ * every case is measured on both builds with their repeats alternating (the previous build
+ * first in even repeats when "first" is 1, else the new one first; same inputs, own buffers,
+ * own calibration); the previous build's case keys go under the case's "previous" and its
+ * build under the document's "previous". Side-by-side reruns use it so that the host's state
+ * during a case falls on both builds alike.
  */
 #include <errno.h>
 #include <math.h>
@@ -243,68 +252,122 @@ static void case_free(int src, gemm_case *g)
     free(g->a); free(g->b); free(g->c0); free(g->c);
 }
 
-/* Runs one case and writes its result object (module comment for the method). */
-static void run_case(int src, cl_env *e, cl_program prog, gemm_case *g, int repeats,
-                     double min_time_ms, long seed, jwriter *w)
+/* One build's side of a case: its buffers and kernel, the checked launch, the calibrated
+ * launches per repeat and the timed repeats (module comment for the method). */
+typedef struct {
+    gemm_case g;
+    cl_program prog;
+    int rc;
+    char err[512];
+    double err1, err2, *rep_ms;
+    long iters;
+} gemm_side;
+
+/* Allocates the side's case, makes its kernel, runs the checked launch, the warm-up and the
+ * calibration; a failure leaves rc and err set. */
+static void side_setup(int src, cl_env *e, gemm_side *s, int repeats, double min_time_ms,
+                       long seed)
 {
-    char err[512] = "";
-    int rc = 0;
-    double err1 = 0, err2 = 0, *rep_ms = xcalloc((size_t)repeats, sizeof *rep_ms);
+    gemm_case *g = &s->g;
     double first_ms = 0;
-    long iters = 1;
+    s->rep_ms = xcalloc((size_t)repeats, sizeof *s->rep_ms);
+    s->iters = 1;
     case_alloc(src, e, g, seed);
     if (src == SRC_KERNEL) {
         cl_int ke;
-        g->k = CL.clCreateKernel(prog, g->kernel, &ke);
-        if (ke) { snprintf(err, sizeof err, "clCreateKernel(%s): %s", g->kernel, cl_error_name(ke)); rc = ke; }
+        g->k = CL.clCreateKernel(s->prog, g->kernel, &ke);
+        if (ke) {
+            snprintf(s->err, sizeof s->err, "clCreateKernel(%s): %s", g->kernel, cl_error_name(ke));
+            s->rc = ke;
+        }
     }
-    if (!rc) {
+    if (!s->rc) {
         memcpy(g->c, g->c0, (size_t)g->M * g->N * 4);
         if (src != SRC_CPU)
             CL_CHECK(CL.clEnqueueWriteBuffer(e->q, g->C, CL_TRUE, 0, (size_t)g->M * g->N * 4, g->c0,
                                              0, NULL, NULL), "bench-gemm");
         uint64_t t0 = monotonic_ns();
-        rc = launch(src, e, g, 1.5f, 0.5f, err, sizeof err);
-        if (!rc) {
+        s->rc = launch(src, e, g, 1.5f, 0.5f, s->err, sizeof s->err);
+        if (!s->rc) {
             finish(src, e);
             first_ms = (double)(monotonic_ns() - t0) / 1e6;
-            err1 = check(src, e, g, 1.5f, 0.5f);
+            s->err1 = check(src, e, g, 1.5f, 0.5f);
         }
     }
-    if (!rc) {   /* warm-up, then calibrate launches per repeat */
+    if (!s->rc) {   /* warm-up, then calibrate launches per repeat */
         double one_ms = first_ms;
         if (first_ms < 2 * min_time_ms) {   /* else the checked launch warmed it up: 1 per repeat */
             uint64_t t0 = monotonic_ns();
-            rc = launch(src, e, g, 1.0f, 0.0f, err, sizeof err);
+            s->rc = launch(src, e, g, 1.0f, 0.0f, s->err, sizeof s->err);
             finish(src, e);
             one_ms = (double)(monotonic_ns() - t0) / 1e6;
         }
-        iters = one_ms > 0 ? (long)(min_time_ms / one_ms) : 1000;
-        iters = iters < 1 ? 1 : iters > 100000 ? 100000 : iters;
+        s->iters = one_ms > 0 ? (long)(min_time_ms / one_ms) : 1000;
+        s->iters = s->iters < 1 ? 1 : s->iters > 100000 ? 100000 : s->iters;
     }
-    for (int r = 0; r < repeats && !rc; r++) {
-        uint64_t t0 = monotonic_ns();
-        for (long i = 0; i < iters && !rc; i++) rc = launch(src, e, g, 1.0f, 0.0f, err, sizeof err);
-        finish(src, e);
-        rep_ms[r] = (double)(monotonic_ns() - t0) / 1e6 / (double)iters;
-    }
-    if (!rc) err2 = check(src, e, g, 1.0f, 0.0f);
-    double worst = err1 > err2 || isnan(err1) ? err1 : err2;
-    jw_key(w, "status"); jw_str(w, rc ? "error" : (worst <= ERR_TOL ? "ok" : "wrong"));
-    jw_key(w, "error"); jw_str(w, rc ? err : NULL);
-    jw_key(w, "iterations"); jw_int(w, iters);
+}
+
+/* Timed repeat r of the side: its calibrated launches, then clFinish; ms per launch. */
+static void side_repeat(int src, cl_env *e, gemm_side *s, int r)
+{
+    if (s->rc) return;
+    uint64_t t0 = monotonic_ns();
+    for (long i = 0; i < s->iters && !s->rc; i++)
+        s->rc = launch(src, e, &s->g, 1.0f, 0.0f, s->err, sizeof s->err);
+    finish(src, e);
+    s->rep_ms[r] = (double)(monotonic_ns() - t0) / 1e6 / (double)s->iters;
+}
+
+/* The second check, then the side's result keys (status .. max_err); frees the side. */
+static void side_write(int src, cl_env *e, gemm_side *s, int repeats, jwriter *w)
+{
+    gemm_case *g = &s->g;
+    if (!s->rc) s->err2 = check(src, e, g, 1.0f, 0.0f);
+    double worst = s->err1 > s->err2 || isnan(s->err1) ? s->err1 : s->err2;
+    jw_key(w, "status"); jw_str(w, s->rc ? "error" : (worst <= ERR_TOL ? "ok" : "wrong"));
+    jw_key(w, "error"); jw_str(w, s->rc ? s->err : NULL);
+    jw_key(w, "iterations"); jw_int(w, s->iters);
     jw_key(w, "repeat_ms"); jw_arr_begin(w);
-    for (int r = 0; r < repeats && !rc; r++) jw_num(w, rep_ms[r]);
+    for (int r = 0; r < repeats && !s->rc; r++) jw_num(w, s->rep_ms[r]);
     jw_arr_end(w);
-    double med = rc ? NAN : stats_median(rep_ms, repeats), lo = NAN, hi = NAN;
-    if (!rc) stats_median_ci(rep_ms, repeats, 1000, BOOTSTRAP_SEED, &lo, &hi);
+    double med = s->rc ? NAN : stats_median(s->rep_ms, repeats), lo = NAN, hi = NAN;
+    if (!s->rc) stats_median_ci(s->rep_ms, repeats, 1000, BOOTSTRAP_SEED, &lo, &hi);
     jw_key(w, "median_ms"); jw_num(w, med);
     jw_key(w, "low_ms"); jw_num(w, lo);
     jw_key(w, "high_ms"); jw_num(w, hi);
     jw_key(w, "gflops"); jw_num(w, 2.0 * g->M * g->N * (double)g->K / (med * 1e6));
-    jw_key(w, "max_err"); jw_num(w, rc ? NAN : worst);
-    free(rep_ms);
+    jw_key(w, "max_err"); jw_num(w, s->rc ? NAN : worst);
+    free(s->rep_ms);
     case_free(src, g);
+}
+
+/* Runs one case and writes its result keys. With a previous build (`prev`, its program
+ * built in this process), the two builds' repeats alternate within the process -- previous
+ * first in even repeats when `previous_first`, else new first -- so whatever the host does
+ * during the case falls on both; the previous build's keys go under "previous". */
+static void run_case(int src, cl_env *e, cl_program prog, const gemm_case *g, int repeats,
+                     double min_time_ms, long seed, jwriter *w, cl_program prev,
+                     const gemm_case *gprev, int previous_first)
+{
+    gemm_side now = {.g = *g, .prog = prog}, old = {0};
+    side_setup(src, e, &now, repeats, min_time_ms, seed);
+    if (prev) {
+        old.g = *gprev;
+        old.prog = prev;
+        side_setup(src, e, &old, repeats, min_time_ms, seed);
+    }
+    for (int r = 0; r < repeats; r++) {
+        int old_first = prev && ((r % 2 == 0) == (previous_first != 0));
+        if (old_first) side_repeat(src, e, &old, r);
+        side_repeat(src, e, &now, r);
+        if (prev && !old_first) side_repeat(src, e, &old, r);
+    }
+    side_write(src, e, &now, repeats, w);
+    if (prev) {
+        jw_key(w, "previous"); jw_obj_begin(w);
+        side_write(src, e, &old, repeats, w);
+        jw_obj_end(w);
+    }
 }
 
 static int jint(const jval *o, const char *key, const char *where)
@@ -383,9 +446,19 @@ int mode_bench_gemm(const runner_opts *o)
     const jval *cases = json_get(spec, "cases");
     if (!cases || cases->type != J_ARR) fail(EXIT_BAD_INPUT, "bench-gemm: %s: cases must be a list", o->spec);
     if (repeats < 1) repeats = 1;
+    const jval *pv = json_get(spec, "previous");
+    if (pv && pv->type != J_OBJ)
+        fail(EXIT_BAD_INPUT, "bench-gemm: %s: previous must be an object", o->spec);
+    const char *prev_source = pv ? jstr(pv, "source", "") : NULL;
+    const char *prev_options = pv ? jstr(pv, "options", "") : NULL;
+    int prev_width4 = pv ? (int)jnum(pv, "b_image_width4", 0) : 0;
+    int previous_first = pv ? (int)jnum(pv, "first", 1) : 0;
     int src = !strcmp(backend, "cpu") ? SRC_CPU : !strcmp(source, "clblast") ? SRC_CLBLAST : SRC_KERNEL;
     if (strcmp(backend, "cpu") && strcmp(backend, "opencl"))
         fail(EXIT_BAD_INPUT, "bench-gemm: %s: backend \"%s\" must be cpu or opencl", o->spec, backend);
+    if (pv && src != SRC_KERNEL)
+        fail(EXIT_BAD_INPUT, "bench-gemm: %s: previous needs an OpenCL kernel source, not %s",
+             o->spec, src == SRC_CPU ? "the cpu backend" : "clblast");
     make_out_dir(o->out);
 
     jwriter w;
@@ -428,11 +501,33 @@ int mode_bench_gemm(const runner_opts *o)
         jw_key(&w, "build_ms"); jw_num(&w, (double)(monotonic_ns() - t0) / 1e6);
         free(cl_src);
     }
+    cl_program prev = NULL;
+    if (pv) {   /* the previous build, measured beside this one case by case */
+        char *cl_src = read_file(prev_source, &len);
+        if (!cl_src)
+            fail(EXIT_BAD_INPUT, "bench-gemm: %s: cannot read previous source %s", o->spec, prev_source);
+        uint64_t t0 = monotonic_ns();
+        prev = build(&e, cl_src, prev_options, prev_source);
+        jw_key(&w, "previous"); jw_obj_begin(&w);
+        jw_key(&w, "source"); jw_str(&w, prev_source);
+        jw_key(&w, "options"); jw_str(&w, prev_options);
+        jw_key(&w, "build_ms"); jw_num(&w, (double)(monotonic_ns() - t0) / 1e6);
+        jw_key(&w, "first"); jw_int(&w, previous_first != 0);
+        jw_obj_end(&w);
+        free(cl_src);
+    }
     jw_key(&w, "status"); jw_str(&w, "ok");
     jw_key(&w, "cases"); jw_arr_begin(&w);
     for (int i = 0; i < cases->len; i++) {
-        gemm_case g;
+        gemm_case g, gp;
         parse_case(&cases->items[i], i, o->spec, src == SRC_KERNEL ? b_width4 : 0, &g);
+        if (prev) {   /* the previous build's launch sizes: the case's "previous", if any */
+            const jval *cp = json_get(&cases->items[i], "previous");
+            parse_case(cp && cp->type == J_OBJ ? cp : &cases->items[i], i, o->spec, prev_width4, &gp);
+            if (gp.M != g.M || gp.N != g.N || gp.K != g.K || strcmp(gp.kernel, g.kernel))
+                fail(EXIT_BAD_INPUT, "bench-gemm: %s cases[%d]: previous must be the same kernel "
+                     "and M, N, K", o->spec, i);
+        }
         jw_obj_begin(&w);
         jw_key(&w, "kernel"); jw_str(&w, g.kernel);
         jw_key(&w, "M"); jw_int(&w, g.M);
@@ -444,7 +539,8 @@ int mode_bench_gemm(const runner_opts *o)
         if (g.has_local) { jw_arr_begin(&w); jw_int(&w, (long long)g.local[0]);
                            jw_int(&w, (long long)g.local[1]); jw_arr_end(&w); }
         else jw_null(&w);
-        run_case(src, &e, prog, &g, repeats, min_ms, seed + 3 * i, &w);
+        run_case(src, &e, prog, &g, repeats, min_ms, seed + 3 * i, &w, prev, prev ? &gp : NULL,
+                 previous_first);
         jw_obj_end(&w);
     }
     jw_arr_end(&w);

@@ -18,27 +18,28 @@ PLANTED = {("gemm_nn", 32, 128, 16): 1.3, ("gemm_tn", 256, 784, 32): 1.0,
 
 
 class MultiCaseBench:
-    """bench-gemm stand-in: each case's median is 0.5 ms x its planted ratio (new build) x the
-    host's state of this pair x log-normal noise; ``fail``: (side, key) pairs whose case
-    fails verification."""
+    """bench-gemm stand-in for side-by-side processes: each process holds both builds (the
+    previous under ``previous``); each case's median is 0.5 ms x its planted ratio (new build)
+    x the host's state during this process (on both builds alike) x log-normal noise;
+    ``fail``: (side, key) pairs whose case fails verification."""
 
     def __init__(self, seed: int = 11, fail: set | None = None):
         self.rng, self.specs, self.fail = random.Random(seed), [], fail or set()
-        self.host = 1.0
 
     def spec(self, spec: dict) -> dict:
         self.specs.append(spec)
-        new = ".previous" not in spec["source"]
-        if len(self.specs) % 2 == 1:      # the first process of a pair: a new host state
-            self.host = 1 + 2 * self.rng.random()
-        cases = []
-        for c in spec["cases"]:
+        assert ".previous" in spec["previous"]["source"] and ".previous" not in spec["source"]
+        host = 1 + 2 * self.rng.random()
+
+        def side(c: dict, new: bool) -> dict:
             key = (c["kernel"], c["M"], c["N"], c["K"])
-            ms = 0.5 * self.host * (PLANTED[key] if new else 1.0) * \
-                self.rng.lognormvariate(0, 0.02)
+            ms = 0.5 * host * (PLANTED[key] if new else 1.0) * self.rng.lognormvariate(0, 0.02)
             ok = ("new" if new else "old", key) not in self.fail
-            cases.append(dict(c, status="ok" if ok else "wrong", median_ms=ms,
-                              gflops=2 * c["M"] * c["N"] * c["K"] / ms / 1e6, max_err=0.0))
+            return dict({k: v for k, v in c.items() if k != "previous"},
+                        status="ok" if ok else "wrong", median_ms=ms,
+                        gflops=2 * c["M"] * c["N"] * c["K"] / ms / 1e6, max_err=0.0)
+        cases = [dict(side(c, True), previous=side(c["previous"], False))
+                 for c in spec["cases"]]
         return {"status": "ok", "options": spec["options"], "cases": cases}
 
 
@@ -69,9 +70,9 @@ def test_short_shapes_of_one_program_share_each_pairs_processes():
     assert v[("gemm_nn", 32, 128, 16)]["low"] <= 1.3 <= v[("gemm_nn", 32, 128, 16)]["high"]
     assert v[("gemm_tn", 256, 784, 32)]["verdict"] == "no change"
     assert v[("gemm_nt", 32, 256, 784)]["verdict"] == "slower"
-    # processes: two per pair of the shape that took most pairs, not two per pair per shape
+    # processes: one per pair of the shape that took most pairs, not one per pair per shape
     most = max(x["pairs"] for x in v.values())
-    assert len(bench.specs) == 2 * most < 2 * sum(x["pairs"] for x in v.values())
+    assert len(bench.specs) == most < sum(x["pairs"] for x in v.values())
     assert all(s["repeats"] == gemm_stage.BATCH_REPEATS and
                s["min_time_ms"] == gemm_stage.BATCH_MIN_TIME_MS for s in bench.specs)
     # a decided shape leaves the later processes; the first ones hold all three
@@ -79,10 +80,11 @@ def test_short_shapes_of_one_program_share_each_pairs_processes():
     for key, x in v.items():
         holding = [s for s in bench.specs
                    if any((c["kernel"], c["M"], c["N"], c["K"]) == key for c in s["cases"])]
-        assert len(holding) == 2 * x["pairs"]
+        assert len(holding) == x["pairs"]
     # the order of the builds reverses every pair
-    sides = [".previous" in s["source"] for s in bench.specs]
-    assert sides[:4] == [True, False, False, True]
+    assert [s["previous"]["first"] for s in bench.specs] == [1 - k % 2 for k in range(most)]
+    # every case carries the previous build's own case (its launch sizes)
+    assert all(c["previous"]["M"] == c["M"] for s in bench.specs for c in s["cases"])
     for key, d in docs.items():
         assert d["cases"][0]["low_ms"] <= d["cases"][0]["median_ms"] <= d["cases"][0]["high_ms"]
 
@@ -103,7 +105,7 @@ def test_two_programs_are_two_groups():
     planned[2] = (*planned[2][:3], dict(planned[2][3], options="-DX=2"))
     thunks = gemm_stage._paired_batches(bench, planned, before, prev)
     thunks[("gemm_nn", 32, 128, 16)]()
-    assert {len(s["cases"]) for s in bench.specs[:2]} == {2}
+    assert {len(s["cases"]) for s in bench.specs[:1]} == {2}
     assert all(s["options"] == "-DX=1" for s in bench.specs)
     thunks[("gemm_nt", 32, 256, 784)]()
     assert bench.specs[-1]["options"] == "-DX=2" and len(bench.specs[-1]["cases"]) == 1

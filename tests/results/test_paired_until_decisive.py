@@ -99,9 +99,20 @@ def test_the_bounds_must_allow_the_first_look():
 
 # ---------------------------------------------------------------- a GEMM shape, side by side
 
+def _both(spec: dict, ms_of) -> dict:
+    """A side-by-side process's document: ``ms_of(new)`` for each build's case."""
+    def case(new: bool) -> dict:
+        ms = ms_of(new)
+        return {"kernel": "gemm_nn", "M": 256, "N": 256, "K": 256, "status": "ok",
+                "median_ms": ms, "gflops": 2 * 256 ** 3 / ms / 1e6, "max_err": 0.0}
+    assert ".previous" in spec["previous"]["source"]
+    return {"status": "ok", "options": "", "cases": [dict(case(True), previous=case(False))]}
+
+
 class StandInBench:
     """bench-gemm stand-in: the previous build's kernel (source under ``.previous``) takes
-    ``base_ms``, the new one ``ratio`` times that, each process with noise and drift."""
+    ``base_ms``, the new one ``ratio`` times that, each process with noise and drift (on both
+    builds alike)."""
 
     def __init__(self, ratio: float, seed: int = 3):
         self.rng, self.ratio, self.specs = random.Random(seed), ratio, []
@@ -109,15 +120,14 @@ class StandInBench:
     def spec(self, spec: dict) -> dict:
         self.specs.append(spec)
         host = 2.0 * (1 + self.rng.random())
-        new = ".previous" not in spec["source"]
-        ms = host * (self.ratio if new else 1.0) * self.rng.lognormvariate(0, 0.1)
-        return {"status": "ok", "options": "", "cases": [
-            {"kernel": "gemm_nn", "M": 256, "N": 256, "K": 256, "status": "ok",
-             "median_ms": ms, "gflops": 2 * 256 ** 3 / ms / 1e6, "max_err": 0.0}]}
+        return _both(spec, lambda new: host * (self.ratio if new else 1.0) *
+                     self.rng.lognormvariate(0, 0.1))
 
 
 def _specs(min_time_ms: float = 1.0) -> tuple[dict, dict]:
-    new = {"source": "kernels/baseline/gemm.cl", "min_time_ms": min_time_ms, "repeats": 5}
+    case = {"kernel": "gemm_nn", "M": 256, "N": 256, "K": 256, "global": [256, 256]}
+    new = {"source": "kernels/baseline/gemm.cl", "min_time_ms": min_time_ms, "repeats": 5,
+           "cases": [case]}
     return new, dict(new, source="kernels/baseline.previous/gemm.cl")
 
 
@@ -128,13 +138,13 @@ def test_a_gemm_shape_planted_1_3x_is_slower_with_longer_processes():
     v = doc["paired"]
     assert v["verdict"] == "slower" and v["low"] <= 1.3 <= v["high"], v
     assert v["max_pairs"] == gemm_stage.PAIRED_MAX and v["budget_s"] == gemm_stage.PAIRED_BUDGET_S
-    assert len(bench.specs) == 2 * v["pairs"]
+    assert len(bench.specs) == v["pairs"]      # one process per pair, both builds in it
     # each process: several repeats of at least the paired minimum time
     assert all(s["repeats"] == gemm_stage.PAIRED_REPEATS and
                s["min_time_ms"] == gemm_stage.PAIRED_MIN_TIME_MS for s in bench.specs)
     # alternating order: previous first in even pairs, new first in odd ones
-    firsts = [".previous" in s["source"] for s in bench.specs[::2]]
-    assert firsts == [k % 2 == 0 for k in range(v["pairs"])]
+    assert [s["previous"]["first"] for s in bench.specs] == \
+        [int(k % 2 == 0) for k in range(v["pairs"])]
 
 
 def test_a_gemm_shape_keeps_a_longer_minimum_time_of_its_own():
@@ -146,7 +156,7 @@ def test_a_gemm_shape_keeps_a_longer_minimum_time_of_its_own():
 
 class LongCallBench:
     """bench-gemm stand-in for a long call: each process advances a planted clock by its
-    repeats x ``call_ms`` (plus 0.1 s to start) and reports a median near ``call_ms`` (the new
+    2 builds x repeats x ``call_ms`` (plus 0.1 s to start) and reports a median near ``call_ms`` (the new
     build ``ratio`` times it), with per-process noise."""
 
     def __init__(self, ratio: float, call_ms: float, seed: int = 5):
@@ -158,12 +168,9 @@ class LongCallBench:
 
     def spec(self, spec: dict) -> dict:
         self.specs.append(spec)
-        self.now_s += 0.1 + spec["repeats"] * self.call_ms / 1e3
-        new = ".previous" not in spec["source"]
-        ms = self.call_ms * (self.ratio if new else 1.0) * self.rng.lognormvariate(0, 0.12)
-        return {"status": "ok", "options": "", "cases": [
-            {"kernel": "gemm_nn", "M": 1024, "N": 1024, "K": 1024, "status": "ok",
-             "median_ms": ms, "gflops": 2 * 1024 ** 3 / ms / 1e6, "max_err": 0.0}]}
+        self.now_s += 0.1 + 2 * spec["repeats"] * self.call_ms / 1e3
+        return _both(spec, lambda new: self.call_ms * (self.ratio if new else 1.0) *
+                     self.rng.lognormvariate(0, 0.12))
 
 
 def test_paired_repeats_and_budget_scale_with_the_call():

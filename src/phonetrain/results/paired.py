@@ -1,7 +1,9 @@
-"""The verdict on a change from a side-by-side measurement: previous and new build measured in
-alternating processes on one device, each process giving one figure (its median step time).
+"""The verdict on a change from a side-by-side measurement: previous and new build measured
+side by side on one device, each pair giving one figure per build -- a training run's pair is
+two processes in alternating order (each its median step time), a GEMM shape's pair is one
+process that times both builds with alternating repeats (each build's median call).
 
-Each pair (one process of each build, adjacent in time) gives the ratio new / previous; the
+Each pair (both builds, adjacent in time) gives the ratio new / previous; the
 verdict comes from the Student t interval of the mean of the ratios' logarithms (the paired
 t interval: Student 1908; the design of pyperf's ``compare_to`` and of Google Benchmark's
 ``compare.py``, which compare interleaved repetitions), returned as a ratio with its

@@ -506,13 +506,13 @@ until_decisive`): a first look after 3 pairs, then one more pair while the verdi
 tell``, at most 16 pairs and 15 s per shape (a shape measured alone: one process) -- or, for a
 long call, the time of :data:`PAIRED_BUDGET_PAIRS` pairs (:func:`paired_budget_s`)."""
 PAIRED_REPEATS, PAIRED_MIN_TIME_MS = 5, 10.0
-"""Each process of a pair: the median of up to 5 timed repeats (the 5 of a shape measured
-alone), each repeat at least 10 ms of launches (``measure.gemm_min_time_ms`` when longer): a
+"""Each build in a pair's process: the median of up to 5 timed repeats (the 5 of a shape
+measured alone), each repeat at least 10 ms of launches (``measure.gemm_min_time_ms`` when longer): a
 repeat of one ~1 ms launch is at the mercy of one scheduler time slice on a busy host (a Linux
 CFS slice is 0.75-6 ms). A long call takes fewer repeats (:func:`paired_repeats`)."""
 PAIRED_PROCESS_MS, PAIRED_BUDGET_PAIRS = 1000.0, 8
-"""A process of a pair times about 1 s of calls (at least one repeat): a 1.8 s call timed 5
-times per process made a pair cost 18 s, so 3 pairs spent a 15 s budget 6 times over and the
+"""A pair's process times about 1 s of calls per build (at least one repeat): a 1.8 s call
+timed 5 times per process made a pair cost 18 s, so 3 pairs spent a 15 s budget 6 times over and the
 verdict stopped undecided; a long call's shape gets the time of 8 pairs instead."""
 
 
@@ -527,7 +527,7 @@ def paired_repeats(call_ms: float | None) -> int:
 
 def paired_budget_s(call_ms: float | None, repeats: int) -> float:
     """Seconds a shape may spend on pairs: :data:`PAIRED_BUDGET_S`, or the timed calls of
-    :data:`PAIRED_BUDGET_PAIRS` pairs (2 processes x ``repeats`` x ``call_ms``) when longer."""
+    :data:`PAIRED_BUDGET_PAIRS` pairs (2 builds x ``repeats`` x ``call_ms``) when longer."""
     calls_s = 2 * repeats * (call_ms or 0.0) / 1e3
     return max(PAIRED_BUDGET_S, PAIRED_BUDGET_PAIRS * calls_s)
 
@@ -567,45 +567,70 @@ def _previous_call_ms(prev: dict[str, Any] | None, key: tuple) -> float | None:
     return None
 
 
+def side_by_side(spec: dict[str, Any], old: dict[str, Any], k: int,
+                 cases: list[tuple[dict, dict]] | None = None) -> dict[str, Any]:
+    """The bench-gemm spec of pair ``k`` of a side-by-side rerun: ``spec`` (the new build) with
+    ``old`` (the previous build's spec) under ``previous``, so that one process measures every
+    case on both builds with their repeats alternating (``src/runner/bench_gemm.c``), the
+    previous build first in the even repeats of even pairs, the new one first in odd pairs.
+    ``cases``: [(new case, previous case)] (default: each spec's first case); the previous
+    case rides in the new one under ``previous`` (its launch sizes may differ: another
+    tuning)."""
+    pairs = cases if cases is not None else [(spec["cases"][0], old["cases"][0])]
+    return dict(spec, cases=[dict(new, previous=prev) for new, prev in pairs],
+                previous={"source": old["source"], "options": old.get("options", ""),
+                          "b_image_width4": old.get("b_image_width4", 0),
+                          "first": 1 if k % 2 == 0 else 0})
+
+
+def _sides(doc: dict[str, Any], i: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(new, previous) case ``i`` of a side-by-side process's document; a skipped or short
+    document gives ``{"status": "skipped"}`` for both."""
+    got = doc.get("cases") or []
+    if doc.get("status") == "skipped" or i >= len(got):
+        return {"status": "skipped"}, {"status": "skipped"}
+    new = {k: v for k, v in got[i].items() if k != "previous"}
+    return new, got[i].get("previous") or {"status": "skipped"}
+
+
 def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any],
                   call_ms: float | None = None) -> dict[str, Any]:
-    """One GEMM shape measured side by side: pairs of bench-gemm processes, previous (``old``)
-    and new, the order reversed every pair, until the verdict is decisive
-    (:data:`PAIRED_FIRST`, :data:`PAIRED_MAX`, :func:`paired_budget_s`; each process
-    :func:`paired_repeats` repeats of at least :data:`PAIRED_MIN_TIME_MS`; ``call_ms``: the
-    previous sweep's median call of the shape, ms, None when unknown). Returns the new
-    build's ``gemm.json`` with its case's figures over its processes (``median_ms``: the
-    median of the processes' medians, ``low_ms``..``high_ms``: the lowest and highest) and
-    ``paired`` (the verdict, :func:`phonetrain.results.paired.until_decisive`); a new build
-    that does not run or verify in some process: that process's document, unpaired."""
+    """One GEMM shape measured side by side: bench-gemm processes that each measure the
+    previous (``old``) and the new build with alternating repeats (:func:`side_by_side`), one
+    process per pair, until the verdict is decisive (:data:`PAIRED_FIRST`,
+    :data:`PAIRED_MAX`, :func:`paired_budget_s`; each process :func:`paired_repeats` repeats
+    per build of at least :data:`PAIRED_MIN_TIME_MS`; ``call_ms``: the previous sweep's
+    median call of the shape, ms, None when unknown). Returns the new build's ``gemm.json``
+    with its case's figures over its processes (``median_ms``: the median of the processes'
+    medians, ``low_ms``..``high_ms``: the lowest and highest) and ``paired`` (the verdict,
+    :func:`phonetrain.results.paired.until_decisive`); a new build that does not run or
+    verify in some process: that process's document, unpaired."""
     longer = {"repeats": paired_repeats(call_ms),
               "min_time_ms": max(float(spec["min_time_ms"]), PAIRED_MIN_TIME_MS)}
     budget_s = paired_budget_s(call_ms, longer["repeats"])
-    docs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
-
-    def case(d: dict[str, Any]) -> dict[str, Any]:
-        return (d.get("cases") or [{}])[0]
+    docs: list[dict[str, Any]] = []
+    news: list[dict[str, Any]] = []
+    old_ok: list[bool] = []
 
     def pair(k: int) -> tuple[float | None, float | None] | None:
-        order = [("old", old), ("new", spec)]
-        for side, sp in (order if k % 2 == 0 else order[::-1]):
-            docs[side].append(bench.spec(dict(sp, **longer)))
-        new = docs["new"][-1]
-        if new.get("status") == "skipped" or case(new).get("status") != "ok":
+        doc = bench.spec(side_by_side(dict(spec, **longer), old, k))
+        docs.append(doc)
+        new, prev = _sides(doc)
+        if new.get("status") != "ok":
             return None
-        a = case(docs["old"][-1])
-        return (a.get("median_ms") if a.get("status") == "ok" else None,
-                case(new).get("median_ms"))
+        news.append(new)
+        old_ok.append(prev.get("status") == "ok")
+        return (prev.get("median_ms") if old_ok[-1] else None, new.get("median_ms"))
 
     verdict = until_decisive(pair, first=PAIRED_FIRST, max_pairs=PAIRED_MAX,
                              budget_s=budget_s)
-    bad = [d for d in docs["new"] if d.get("status") == "skipped" or case(d).get("status") != "ok"]
-    if bad:
-        return bad[0]
+    if len(news) < len(docs):
+        bad = next(d for d in docs if _sides(d)[0].get("status") != "ok")
+        return bad if bad.get("status") == "skipped" else dict(bad, cases=[_sides(bad)[0]])
     verdict |= {"repeats": longer["repeats"], "min_time_ms": longer["min_time_ms"]}
-    if any(case(d).get("status") != "ok" for d in docs["old"]):
+    if not all(old_ok):
         verdict |= {"verdict": "cannot tell", "reason": PREVIOUS_FAILED}
-    return _paired_doc(docs["new"][0], [case(d) for d in docs["new"]], verdict, {})
+    return _paired_doc(docs[0], news, verdict, {})
 
 
 PREVIOUS_FAILED = "the previous build did not run or verify on every pair"
@@ -614,11 +639,12 @@ BATCH_MAX_CALL_MS = PAIRED_PROCESS_MS / PAIRED_REPEATS
 of a process that holds every such shape of the same program (:func:`_paired_batches`);
 a longer call keeps processes of its own (:func:`_paired_shape`)."""
 BATCH_REPEATS, BATCH_MIN_TIME_MS = 3, 20.0
-"""Each case of a batched pair's process: the median of 3 timed repeats of at least 20 ms of
-launches (a tuning trial's length, ``measure.tune_min_time_ms``): a pair's ratio carries the
-spread between processes, which more launches within one process do not narrow, so a shape
-costs a pair about 2 x 60 ms, not 2 x 5 x ``measure.gemm_min_time_ms``, and the processes'
-start (context, program build) is paid once per pair for all of them."""
+"""Each case of a batched pair's process, per build: the median of 3 timed repeats of at
+least 20 ms of launches (a tuning trial's length, ``measure.tune_min_time_ms``), the builds'
+repeats alternating: a pair's ratio carries the spread between processes, which more launches
+within one process do not narrow, so a shape costs a pair about 2 x 60 ms, not 2 x 5 x
+``measure.gemm_min_time_ms``, and the process's start (context, two program builds) is paid
+once per pair for all of them."""
 
 
 def _paired_batches(bench: _Bench, planned: list[tuple[str, GemmShape, str | None, dict]],
@@ -656,42 +682,35 @@ def _paired_batches(bench: _Bench, planned: list[tuple[str, GemmShape, str | Non
 def _paired_group(bench: _Bench, items: list[tuple[tuple, dict, dict]]
                   ) -> dict[tuple, dict[str, Any]]:
     """Shapes of one program measured side by side in shared processes: per pair one
-    bench-gemm process of each build holding every still undecided shape as a case
-    (:data:`BATCH_REPEATS` x :data:`BATCH_MIN_TIME_MS`), the order reversed every pair; each
-    shape's verdict from its own pairs (:func:`phonetrain.results.paired.many_until_decisive`,
-    :data:`PAIRED_FIRST`, :data:`PAIRED_MAX`; the group's budget :data:`PAIRED_BUDGET_S` per
-    shape). Returns ``{key: document}`` as :func:`_paired_shape`'s."""
+    bench-gemm process holding every still undecided shape as a case, each case measured on
+    both builds with alternating repeats (:func:`side_by_side`; :data:`BATCH_REPEATS` x
+    :data:`BATCH_MIN_TIME_MS` per build); each shape's verdict from its own pairs
+    (:func:`phonetrain.results.paired.many_until_decisive`, :data:`PAIRED_FIRST`,
+    :data:`PAIRED_MAX`; the group's budget :data:`PAIRED_BUDGET_S` per shape). Returns
+    ``{key: document}`` as :func:`_paired_shape`'s."""
     by_key = {key: (spec, old) for key, spec, old in items}
     timing = {"repeats": BATCH_REPEATS, "min_time_ms": BATCH_MIN_TIME_MS}
-    procs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    procs: list[dict[str, Any]] = []
     cases: dict[tuple, list[dict[str, Any]]] = {key: [] for key in by_key}
     bad: dict[tuple, dict[str, Any]] = {}
     old_failed: set[tuple] = set()
 
-    def one_process(side: str, active: list[tuple]) -> dict[tuple, dict[str, Any]]:
-        base = by_key[active[0]][0 if side == "new" else 1]
-        spec = dict(base, **timing,
-                    cases=[by_key[k][0 if side == "new" else 1]["cases"][0] for k in active])
-        doc = bench.spec(spec)
-        procs[side].append(doc)
-        got = doc.get("cases") or []
-        return {k: (got[i] if i < len(got) and doc.get("status") != "skipped" else
-                    {"status": "skipped"}) for i, k in enumerate(active)}
-
     def pairs(k: int, active: list[tuple]) -> dict[tuple, Any]:
-        sides = ["old", "new"] if k % 2 == 0 else ["new", "old"]
-        got = {side: one_process(side, active) for side in sides}
+        spec, old = by_key[active[0]]
+        doc = bench.spec(side_by_side(dict(spec, **timing), old, k, cases=[
+            (by_key[key][0]["cases"][0], by_key[key][1]["cases"][0]) for key in active]))
+        procs.append(doc)
         out: dict[tuple, Any] = {}
-        for key in active:
-            new, old = got["new"][key], got["old"][key]
+        for i, key in enumerate(active):
+            new, prev = _sides(doc, i)
             if new.get("status") != "ok":
-                bad[key] = dict(procs["new"][-1], cases=[new])
+                bad[key] = doc if doc.get("status") == "skipped" else dict(doc, cases=[new])
                 out[key] = None
                 continue
             cases[key].append(new)
-            if old.get("status") != "ok":
+            if prev.get("status") != "ok":
                 old_failed.add(key)
-            out[key] = (old.get("median_ms") if old.get("status") == "ok" else None,
+            out[key] = (prev.get("median_ms") if prev.get("status") == "ok" else None,
                         new.get("median_ms"))
         return out
 
@@ -705,7 +724,7 @@ def _paired_group(bench: _Bench, items: list[tuple[tuple, dict, dict]]
             continue
         if key in old_failed:
             verdict = verdict | {"verdict": "cannot tell", "reason": PREVIOUS_FAILED}
-        out[key] = _paired_doc(procs["new"][0], cases[key], verdict, timing)
+        out[key] = _paired_doc(procs[0], cases[key], verdict, timing)
     return out
 
 
@@ -724,7 +743,8 @@ def _paired_doc(first_doc: dict[str, Any], cases: list[dict[str, Any]],
           f"{verdict['verdict']} ({verdict['reason']}; {verdict['pairs']} pairs of at most "
           f"{PAIRED_MAX}, {verdict['elapsed_s']:.0f} s of {verdict['budget_s']:.0f} s)",
           file=sys.stderr)
-    return dict(first_doc, cases=[one], paired=verdict)
+    doc = {k: v for k, v in first_doc.items() if k != "previous"}   # the new build's keys only
+    return dict(doc, cases=[one], paired=verdict)
 
 
 def _identical(job: Job, doc_out: dict[str, Any], prev: dict[str, Any], why: str) -> dict:
