@@ -51,6 +51,21 @@ SHAPES = [GemmShape("gemm_nn", 32, 128, 16), GemmShape("gemm_nt", 32, 256, 784),
           GemmShape("gemm_nn", 256, 256, 256)]
 
 
+REPEATS: dict[tuple, list[tuple[list[float], list[float]]]] = {}
+"""The interleaved processes' repeats per shape: [(previous repeat_ms, new repeat_ms)]."""
+
+
+def estimators(key: tuple) -> str:
+    """The spread (sd of log ratio) of the interleaved pairs under three per-process
+    estimators: ratio of medians (the product's), of minimums, median of adjacent ratios."""
+    out = []
+    for f in (lambda o, n: statistics.median(n) / statistics.median(o),
+              lambda o, n: min(n) / min(o),
+              lambda o, n: statistics.median([b / a for a, b in zip(o, n)])):
+        out.append(statistics.stdev([math.log(f(o, n)) for o, n in REPEATS[key]]))
+    return " / ".join(f"{x:.3f}" for x in out)
+
+
 def _busy() -> None:
     while True:
         pass
@@ -76,6 +91,8 @@ def measure(r: rt.Runner, spec: dict, old: Path, new: Path, k: int, way: str,
     if way == "interleaved":
         doc = r.bench_gemm(side_by_side(sp_new, sp_old, k, cases=[
             (c, c) for c in spec["cases"]]), out)
+        for key, c in zip(keys, doc["cases"]):
+            REPEATS.setdefault(key, []).append((c["previous"]["repeat_ms"], c["repeat_ms"]))
         return {key: (c["previous"]["median_ms"], c["median_ms"])
                 for key, c in zip(keys, doc["cases"])}
     got = {}
@@ -128,8 +145,9 @@ def main() -> None:
           f"load {load0:.1f}-{os.getloadavg()[0]:.1f}, "
           f"{time.monotonic() - t0:.0f} s (processes {wall['processes']:.0f} s, "
           f"interleaved {wall['interleaved']:.0f} s)\n")
-    print("| shape | way | median ratio | spread (sd of log ratio) | verdict | pairs | interval |")
-    print("|---|---|---:|---:|---|---:|---|")
+    print("| shape | way | median ratio | spread (sd of log ratio) | verdict | pairs | interval "
+          "| interleaved spread: medians / minimums / adjacent ratios |")
+    print("|---|---|---:|---:|---|---:|---|---|")
     for g in SHAPES:
         key = (g.kernel, g.M, g.N, g.K)
         for way in ("processes", "interleaved"):
@@ -138,7 +156,8 @@ def main() -> None:
             v = verdict(ps, a.pairs)
             print(f"| {g.kernel} {g.M}x{g.N}x{g.K} | {way} | {math.exp(statistics.median(logs)):.3f} "
                   f"| {statistics.stdev(logs):.3f} | {v['verdict']} | {v['pairs']} "
-                  f"| {v['low']:.2f}-{v['high']:.2f} |")
+                  f"| {v['low']:.2f}-{v['high']:.2f} "
+                  f"| {estimators(key) if way == 'interleaved' else ''} |")
     shutil.rmtree(tmp, ignore_errors=True)
 
 
