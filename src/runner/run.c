@@ -429,6 +429,10 @@ int mode_run(const runner_opts *o)
     rc.sel = o->sel;
     rc.profiling = !o->no_profiling;
     pt_plan *p = rc.plan;
+    /* --no-checkpoints: a process whose steps nobody verifies (the train job verifies one
+     * process per run) keeps no state, so it neither copies the checkpoint tensors back nor
+     * measures the iterations the checkpoints counted from the end would add after a decision */
+    if (o->no_checkpoints) p->nckpt_iters = 0;
     /* a transfer queue's commands wait for events of queue 0: they cannot go without them */
     if (o->no_profiling && p->backend == BACKEND_OPENCL && p->nqueues > 1)
         fail(EXIT_BAD_INPUT, "--no-profiling: plan %s uses a transfer queue (pipelined placement), "
