@@ -502,7 +502,7 @@ class Runner:
             threads: int = 0, clblast_lib: str | None = None,
             adaptive: Adaptive | None = None, power_sample_ms: int = 0,
             sysfs_root: str | None = None, profiling: bool = True,
-            checkpoints: bool = True) -> dict:
+            checkpoints: bool = True, probe: bool = True) -> dict:
         """Execute a plan (``plan`` and ``root``, the folder its relative paths resolve under,
         as the runner sees them); outputs land in ``out``. ``adaptive``: measure until the
         estimate's interval is narrow enough (:class:`Adaptive`); None: exactly the plan's
@@ -514,7 +514,8 @@ class Runner:
         only and an iteration's ``wall_ms`` lacks the events' host cost. ``checkpoints=False``
         runs ``--no-checkpoints``: none of the plan's checkpoints is kept (a process whose steps
         are not verified; it also measures no iteration after the adaptive decision for the
-        checkpoints counted from the end). Returns the parsed
+        checkpoints counted from the end). ``probe=False`` runs ``--no-probe``: no calibration
+        probe (``run.json``'s ``probe`` null; a process no verdict judges). Returns the parsed
         ``run.json``. Raises a :class:`RunnerError` subclass on failure (the runner's own
         ``run.json`` then says "failed" where the output folder is on this host); a
         :class:`BadInputError` for ``profiling=False`` with a pipelined plan."""
@@ -533,6 +534,8 @@ class Runner:
             args.append("--no-profiling")
         if not checkpoints:
             args.append("--no-checkpoints")
+        if not probe:
+            args.append("--no-probe")
         if clblast_lib:
             args += ["--clblast-lib", str(clblast_lib)]
         self.invoke("run", args, out=out, expect=[layout.RUN, layout.TRACE])

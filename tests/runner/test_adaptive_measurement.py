@@ -22,9 +22,10 @@ def _bundle(tmp_path, **kw):
     return write_bundle(spec, tmp_path, seed=0)
 
 
-def _run(runner, tmp_path, plan, adaptive=None, out="out", checkpoints=True):
+def _run(runner, tmp_path, plan, adaptive=None, out="out", checkpoints=True, probe=True):
     r = runner_api.Runner.local_binary(runner, tmp_path)
-    return r.run(plan.resolve(), tmp_path / out, adaptive=adaptive, checkpoints=checkpoints)
+    return r.run(plan.resolve(), tmp_path / out, adaptive=adaptive, checkpoints=checkpoints,
+                 probe=probe)
 
 
 def _measured(doc):
@@ -89,9 +90,11 @@ def test_a_process_without_checkpoints_stops_at_its_decision(runner, tmp_path):
     assert not any(d.startswith("checkpoints/") for d in bare["dumps"])
     assert sorted(bare["dumps"]) == sorted(d for d in kept["dumps"]
                                           if not d.startswith("checkpoints/"))
-    # a fixed count measures the plan's iterations either way
-    fixed = _run(runner, tmp_path, plan, out="fixed", checkpoints=False)
+    # a fixed count measures the plan's iterations either way; --no-probe (the events
+    # process, which no verdict judges) records no probe, where the others read it
+    fixed = _run(runner, tmp_path, plan, out="fixed", checkpoints=False, probe=False)
     assert fixed["iterations"] == 3 and fixed["checkpoints"] == []
+    assert fixed["probe"] is None and bare["probe"]["before_ms"] > 0
 
 
 def test_a_rerun_leaves_no_stale_checkpoints(runner, tmp_path):
