@@ -501,7 +501,8 @@ class Runner:
     def run(self, plan: str | Path, out: str | Path, *, root: str | Path = ".",
             threads: int = 0, clblast_lib: str | None = None,
             adaptive: Adaptive | None = None, power_sample_ms: int = 0,
-            sysfs_root: str | None = None, profiling: bool = True) -> dict:
+            sysfs_root: str | None = None, profiling: bool = True,
+            checkpoints: bool = True, probe: bool = True) -> dict:
         """Execute a plan (``plan`` and ``root``, the folder its relative paths resolve under,
         as the runner sees them); outputs land in ``out``. ``adaptive``: measure until the
         estimate's interval is narrow enough (:class:`Adaptive`); None: exactly the plan's
@@ -510,7 +511,11 @@ class Runner:
         folder the runner reads as ``/sys`` (None: ``$PHONETRAIN_SYSFS_ROOT`` on the device,
         else ``/sys``). ``profiling=False`` (OpenCL plans on one queue) runs
         ``--no-profiling``: no profiling event per command, so ``trace.csv`` has host times
-        only and an iteration's ``wall_ms`` lacks the events' host cost. Returns the parsed
+        only and an iteration's ``wall_ms`` lacks the events' host cost. ``checkpoints=False``
+        runs ``--no-checkpoints``: none of the plan's checkpoints is kept (a process whose steps
+        are not verified; it also measures no iteration after the adaptive decision for the
+        checkpoints counted from the end). ``probe=False`` runs ``--no-probe``: no calibration
+        probe (``run.json``'s ``probe`` null; a process no verdict judges). Returns the parsed
         ``run.json``. Raises a :class:`RunnerError` subclass on failure (the runner's own
         ``run.json`` then says "failed" where the output folder is on this host); a
         :class:`BadInputError` for ``profiling=False`` with a pipelined plan."""
@@ -527,6 +532,10 @@ class Runner:
             args.append("--progress")
         if not profiling:
             args.append("--no-profiling")
+        if not checkpoints:
+            args.append("--no-checkpoints")
+        if not probe:
+            args.append("--no-probe")
         if clblast_lib:
             args += ["--clblast-lib", str(clblast_lib)]
         self.invoke("run", args, out=out, expect=[layout.RUN, layout.TRACE])

@@ -3,6 +3,7 @@
  *   runner info [--cl-lib PATH]
  *   runner build --source A.cl [--source B.cl ...] [--options "..."] --out DIR [selectors]
  *   runner run --plan PLAN.json --root DIR --out DIR [--threads N] [--progress] [--no-profiling]
+ *              [--no-checkpoints] [--no-probe]
  *              [--ci-target F --max-iterations N --min-seconds S --max-seconds S]
  *              [--resamples B]
  *              [--power-sample-ms MS] [--sysfs-root DIR] [selectors]
@@ -29,7 +30,7 @@
 
 static const char usage[] =
     "usage: runner info|build|run|bench-bandwidth|bench-gemm|bench-peak [options]\n"
-    "  run --plan FILE --root DIR --out DIR [--threads N] [--progress] [--no-profiling] [--clblast-lib PATH]\n"
+    "  run --plan FILE --root DIR --out DIR [--threads N] [--progress] [--no-profiling] [--no-checkpoints] [--no-probe] [--clblast-lib PATH]\n"
     "      [--vk-lib PATH] [--vk-device SUBSTR] (backend vulkan: its library and device; without\n"
     "      --vk-device the first GPU, else the first device; the OpenCL selectors are ignored)\n"
     "      [--ci-target F] [--max-iterations N] [--min-seconds S] [--max-seconds S]\n"
@@ -98,6 +99,8 @@ static void parse(int argc, char **argv, const runner_mode *m, runner_opts *o)
         const char *k = argv[i];
         if (!strcmp(k, "--progress")) { o->progress = 1; continue; }
         if (!strcmp(k, "--no-profiling")) { o->no_profiling = 1; continue; }
+        if (!strcmp(k, "--no-checkpoints")) { o->no_checkpoints = 1; continue; }
+        if (!strcmp(k, "--no-probe")) { o->no_probe = 1; continue; }
         if (i + 1 >= argc) fail(EXIT_BAD_INPUT, "%s %s needs a value\n%s", argv[1], k, usage);
         const char *v = argv[++i];
         if (!strcmp(k, "--plan")) o->plan = v;

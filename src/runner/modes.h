@@ -16,6 +16,10 @@ typedef struct {
     int progress;            /* one stderr line per iteration */
     int no_profiling;        /* run, OpenCL: a queue without profiling and no event per
                                 command (trace rows keep host times only) */
+    int no_checkpoints;      /* run: keep none of the plan's checkpoints (a process whose
+                                steps are not verified: no snapshot, no tail iterations) */
+    int no_probe;            /* run: no calibration probe (a process no verdict judges);
+                                run.json's "probe" is null */
     double ci_target;        /* run: > 0 measures adaptively until the 95% interval of the
                                 location estimate (stats.h ESTIMATE_QUANTILE) is within
                                 +-ci_target (relative); 0 = exactly the plan's count */

@@ -9,7 +9,8 @@
  * iterations after the decision; a decision whose final interval is still too wide (and no
  * limit reached) is taken back and measuring goes on.
  * The calibration probe (probe.h) runs just before the first and just after the last
- * measured iteration; run.json records it under "probe".
+ * measured iteration; run.json records it under "probe" (null with --no-probe: a process
+ * no verdict judges, such as the train job's events process).
  * On any failure after the output folder is known, the fail hook removes trace.csv and the
  * plan's dumps and writes run.json with "status": "failed", the exit code and the message.
  * A previous run.json and trace.csv are removed at the start, so a run killed midway (timeout,
@@ -280,7 +281,9 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     jw_key(&w, "plan_iterations"); jw_int(&w, p->iterations);
     jw_key(&w, "measurement"); write_measure_json(&w, o, m);
     jw_key(&w, "conditions"); cond_write_json(&w, &m->before, &m->after, rc->threads);
-    jw_key(&w, "probe"); probe_write_json(&w, &m->probe);
+    jw_key(&w, "probe");
+    if (o->no_probe) jw_null(&w);
+    else probe_write_json(&w, &m->probe);
     double measured_ms = 0;
     for (int i = p->warmup; i < total; i++) measured_ms += iters[i].wall_ms;
     jw_key(&w, "power"); power_write_json(&w, &m->power, measured_ms, total - p->warmup);
@@ -429,6 +432,10 @@ int mode_run(const runner_opts *o)
     rc.sel = o->sel;
     rc.profiling = !o->no_profiling;
     pt_plan *p = rc.plan;
+    /* --no-checkpoints: a process whose steps nobody verifies (the train job verifies one
+     * process per run) keeps no state, so it neither copies the checkpoint tensors back nor
+     * measures the iterations the checkpoints counted from the end would add after a decision */
+    if (o->no_checkpoints) p->nckpt_iters = 0;
     /* a transfer queue's commands wait for events of queue 0: they cannot go without them */
     if (o->no_profiling && p->backend == BACKEND_OPENCL && p->nqueues > 1)
         fail(EXIT_BAD_INPUT, "--no-profiling: plan %s uses a transfer queue (pipelined placement), "
@@ -459,8 +466,10 @@ int mode_run(const runner_opts *o)
         int warm = it < p->warmup;
         if (it == p->warmup) {
             m.probe.threads = rc.threads;
-            m.probe.before_ms = probe_ms(rc.threads);
-            if (p->backend != BACKEND_CPU) probe_release_threads();
+            if (!o->no_probe) {
+                m.probe.before_ms = probe_ms(rc.threads);
+                if (p->backend != BACKEND_CPU) probe_release_threads();
+            }
             cond_sample_now(&m.before);
             power_start(&m.power, o->power_sample_ms);
             measure_t0 = monotonic_ns();
@@ -502,7 +511,7 @@ int mode_run(const runner_opts *o)
     }
     power_stop(&m.power);
     cond_sample_now(&m.after);
-    m.probe.after_ms = probe_ms(rc.threads);
+    if (!o->no_probe) m.probe.after_ms = probe_ms(rc.threads);
     measured_ci(iters, p->warmup, total, o->resamples, &m.median_ms, &m.ci_low_ms, &m.ci_high_ms);
     estimate_ci(iters, p->warmup, total, o->resamples, &m.estimate_ms, &m.low_ms, &m.high_ms);
     write_dumps(&rc, o->out);

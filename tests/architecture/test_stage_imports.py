@@ -146,3 +146,23 @@ def test_stage_processes_load_no_heavy_library():
     assert "pandas" in loaded_heavy("phonetrain.results.runs")
     bad = {m: got for m in stage_modules() if (got := loaded_heavy(m))}
     assert bad == {}, f"stage modules that load {HEAVY} at import: {bad}"
+
+
+# Libraries a stage job loads only where its work uses them: YAML (a kernel version's
+# version.yaml or vk/tuning.yaml, read by the functions that load them), filelock (a device's
+# host lock, taken by a measuring job) and ctypes (finding the OpenCL library). Each costs a
+# few ms of every job's start on the 2-core host; together about 0.03 s of CPU.
+AT_WORK = ("yaml", "filelock", "ctypes")
+
+
+def test_stage_processes_load_yaml_filelock_ctypes_only_at_work():
+    """A fresh interpreter's modules after importing each stage module: none of
+    :data:`AT_WORK`; the same probe sees yaml where a module does import it."""
+    probe = ("import sys, {m}; print(' '.join(x for x in {libs!r} if x in sys.modules))")
+    run = lambda m: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", probe.format(m=m, libs=AT_WORK)], capture_output=True,
+        text=True, check=True, cwd=REPO).stdout.split()
+    assert "yaml" in run("phonetrain.config.compose")
+    bad = {m: got for m in stage_modules() if (got := run(m))}
+    assert bad == {}, f"stage modules that load {AT_WORK} at import (import it inside the " \
+        f"function that uses it): {bad}"

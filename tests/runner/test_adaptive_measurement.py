@@ -22,9 +22,10 @@ def _bundle(tmp_path, **kw):
     return write_bundle(spec, tmp_path, seed=0)
 
 
-def _run(runner, tmp_path, plan, adaptive=None, out="out"):
+def _run(runner, tmp_path, plan, adaptive=None, out="out", checkpoints=True, probe=True):
     r = runner_api.Runner.local_binary(runner, tmp_path)
-    return r.run(plan.resolve(), tmp_path / out, adaptive=adaptive)
+    return r.run(plan.resolve(), tmp_path / out, adaptive=adaptive, checkpoints=checkpoints,
+                 probe=probe)
 
 
 def _measured(doc):
@@ -72,6 +73,28 @@ def test_adaptive_stops_at_the_interval_or_a_limit(runner, tmp_path):
     m = narrow["measurement"]
     med, lo, hi = stats.median_ci(_measured(narrow), m["resamples"])
     assert (m["ci_low_ms"], m["ci_high_ms"]) == pytest.approx((lo, hi), rel=1e-12)
+
+
+def test_a_process_without_checkpoints_stops_at_its_decision(runner, tmp_path):
+    """``--no-checkpoints`` (the train job's processes that are not verified): no state kept,
+    and an interval reached at the first check ends the process there, where a process with
+    the plan's checkpoints measures the two counted from the end after its decision."""
+    plan = _bundle(tmp_path, iterations=3)
+    first_check = runner_api.Adaptive(ci_target=1e9, max_iterations=50)
+    kept = _run(runner, tmp_path, plan, first_check, out="kept")
+    bare = _run(runner, tmp_path, plan, first_check, out="bare", checkpoints=False)
+    assert kept["measurement"]["stopped"] == bare["measurement"]["stopped"] == "ci"
+    assert kept["iterations"] == 3 + 2 and bare["iterations"] == 3
+    assert [c["iteration"] for c in kept["checkpoints"]] == [0, 1, 4, 5]
+    assert bare["checkpoints"] == [] and not (tmp_path / "bare" / "checkpoints").exists()
+    assert not any(d.startswith("checkpoints/") for d in bare["dumps"])
+    assert sorted(bare["dumps"]) == sorted(d for d in kept["dumps"]
+                                          if not d.startswith("checkpoints/"))
+    # a fixed count measures the plan's iterations either way; --no-probe (the events
+    # process, which no verdict judges) records no probe, where the others read it
+    fixed = _run(runner, tmp_path, plan, out="fixed", checkpoints=False, probe=False)
+    assert fixed["iterations"] == 3 and fixed["checkpoints"] == []
+    assert fixed["probe"] is None and bare["probe"]["before_ms"] > 0
 
 
 def test_a_rerun_leaves_no_stale_checkpoints(runner, tmp_path):

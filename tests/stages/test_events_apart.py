@@ -59,6 +59,13 @@ def test_step_processes_record_no_events_and_one_more_does(apart):
     ev = apart / layout.EVENTS                        # the breakdown's: an event per command
     assert json.loads((ev / layout.RUN).read_text())["profiling"] is True and _device_timed(ev)
     assert runs.traced_process(apart) == ev and runs.folder_problems(apart) == []
+    # only the verified process keeps the plan's checkpoints
+    kept = {d.name: json.loads((d / layout.RUN).read_text())["checkpoints"]
+            for d in (apart, apart / "repeat_1", ev)}
+    assert kept[apart.name] and kept["repeat_1"] == kept[layout.EVENTS] == []
+    # and no verdict judges the events process: it runs no calibration probe
+    assert json.loads((ev / layout.RUN).read_text())["probe"] is None
+    assert json.loads((apart / layout.RUN).read_text())["probe"]["after_ms"] > 0
 
 
 def test_tables_take_the_step_from_its_processes_and_the_breakdown_from_events(apart):

@@ -78,3 +78,10 @@ def test_a_contended_first_attempt_is_left_out_of_the_pool(seeded_results: Path,
     assert m["earlier_reasons"][0][0] == "planted contention"
     assert not m["unstable"] and m["wide_interval"] and "wider than" in m["notes"][0]
     assert _repeats(run_dir) == ["repeat_1", "repeat_2", "repeat_3"]
+    # the verified process is an attempt's first, the only one of each attempt that keeps
+    # the plan's checkpoints (repeat_2 is attempt 3's first)
+    ckpt = lambda d: json.loads((d / layout.RUN).read_text())["checkpoints"]  # noqa: E731
+    assert ckpt(run_dir) and (run_dir / "checkpoints").is_dir()
+    assert json.loads((run_dir / layout.VERIFY).read_text())["ok"]
+    assert ckpt(run_dir / "repeat_1") == ckpt(run_dir / "repeat_3") == []
+    assert ckpt(run_dir / "repeat_2")

@@ -13,7 +13,6 @@ loads (the system ICD loader, else a pyopencl wheel's loader with the environmen
 
 from __future__ import annotations
 
-import ctypes.util
 import importlib.util
 import os
 import platform
@@ -48,6 +47,8 @@ def locate_opencl() -> OpenCLLocation:
     ``ocl-icd-libopencl1`` + ``pocl-opencl-icd``); else, as a fallback, the loader bundled in
     a pyopencl wheel, which needs ``PYOPENCL_HOME`` and its ``.libs`` folder on the library
     path (its PoCL 3.0/LLVM 14 cannot compile kernels on AMD Zen 5, so prefer the system one)."""
+    import ctypes.util   # here: finding the library is work, not every job's start
+
     if ctypes.util.find_library("OpenCL"):
         return OpenCLLocation(None, {}, "system")
     spec = importlib.util.find_spec("pyopencl")

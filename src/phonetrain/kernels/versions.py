@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
 
 from ..errors import PhonetrainError
 from ..io import make_temp_dir
@@ -243,6 +242,8 @@ def constraint_names(version: KernelVersion, cand: dict[str, Any]) -> dict[str, 
 def _read_version_yaml(yml: Path) -> dict:
     """A version.yaml as a dict (an empty file is ``{}``); :class:`KernelVersionError` naming
     the file when it is not valid YAML or not a mapping."""
+    import yaml   # here, not at import: a stage job that reads no version.yaml skips it
+
     try:
         cfg = yaml.safe_load(yml.read_text())
     except UnicodeDecodeError as e:

@@ -361,13 +361,17 @@ def _measure(r: Runner, manifest: dict[str, Any], into: Path, s: RunSpec, p: dic
              rdir: Path, tmp: Path) -> list[Path] | Path:
     """One attempt: the runner measures the plan ``measure.repeats`` times (each after the
     cool-down; without per-command events when ``events_apart``) into ``into/process_<k>``,
-    under the device's lock held by the caller. Returns those folders, or the run folder
-    when the device cannot do the run (recorded skipped or oom, through ``tmp``); raises
-    :class:`StageError` (``failed.json`` written) when the runner fails."""
+    under the device's lock held by the caller. Only ``process_0`` keeps the plan's
+    checkpoints: the run's verified process (``main``) is the first process of the first
+    attempt kept (:func:`_attempts` keeps or sets aside whole attempts), and the others'
+    checkpoints were never read (each LeNet-5 process wrote 19 MB of them). Returns those
+    folders, or the run folder when the device cannot do the run (recorded skipped or oom,
+    through ``tmp``); raises :class:`StageError` (``failed.json`` written) when the runner
+    fails."""
     outs = []
     for rep in range(s.measure.repeats):
         got = _process(r, manifest, into / f"process_{rep}", s, p, rdir, tmp,
-                       profiling=not s.events_apart)
+                       profiling=not s.events_apart, checkpoints=rep == 0)
         if got == rdir:   # recorded skipped or oom
             return got
         outs.append(got)
@@ -381,18 +385,23 @@ def events_process(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec,
     (adaptively as the timed ones with ``measure.events_adaptive``), into
     ``tmp/events`` (installed as the run folder's ``events/``). Its per-command device times
     give the breakdown, the commands and the trace; its iteration times, which carry the
-    events' host cost, are not the step time. Returns None, or the run folder when the
-    device cannot do the run (recorded skipped or oom)."""
+    events' host cost, are not the step time; it keeps no checkpoint (not verified) and runs
+    no calibration probe (no verdict judges it).
+    Returns None, or the run folder when the device cannot do the run (recorded skipped or
+    oom)."""
     got = _process(r, manifest, tmp / layout.EVENTS, s, p, rdir, tmp, profiling=True,
-                   fixed=not s.events_adaptive)
+                   fixed=not s.events_adaptive, checkpoints=False, probe=False)
     return got if got == rdir else None
 
 
 def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict[str, Any],
-             rdir: Path, tmp: Path, profiling: bool, fixed: bool = False) -> Path:
+             rdir: Path, tmp: Path, profiling: bool, fixed: bool = False,
+             checkpoints: bool = True, probe: bool = True) -> Path:
     """One runner process measuring the plan into ``got`` after the cool-down, with or
     without per-command events (``profiling``), adaptively (:func:`adaptive`) or, with
-    ``fixed``, exactly the plan's iterations. Returns ``got``, or the run folder ``rdir``
+    ``fixed``, exactly the plan's iterations; ``checkpoints=False``: none of the plan's
+    checkpoints kept (a process that is not verified); ``probe=False``: no calibration probe
+    (a process no verdict judges). Returns ``got``, or the run folder ``rdir``
     when the device cannot do the run (recorded skipped or oom, through ``tmp``); raises
     :class:`StageError` (``failed.json`` written) when the runner fails."""
     dev, ms = s.device_config, s.measure
@@ -402,7 +411,8 @@ def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict
     try:
         r.run(manifest["plan"], got, threads=ms.threads,
               adaptive=None if fixed else adaptive(ms),
-              power_sample_ms=ms.power_sample_ms, profiling=profiling)
+              power_sample_ms=ms.power_sample_ms, profiling=profiling,
+              checkpoints=checkpoints, probe=probe)
     except MissingLibraryError as e:
         return _skip(s, tmp, rdir, e.message)
     except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
