@@ -267,6 +267,13 @@ def measure_pairs(measure: Measure, manifest: dict[str, Any], prev_plan: str, in
     return out
 
 
+def verified_process(into: Path) -> bool:
+    """Whether ``into``, a process folder of :func:`measure_pairs`, is one that is verified
+    per step (the first pair's: ``previous_0``, ``process_0``); the other pairs' processes
+    need no checkpoints."""
+    return into.name in ("previous_0", "process_0")
+
+
 def pairs_until_decisive(measure: Measure, manifest: dict[str, Any], prev_plan: str,
                          into: Path, first: int, max_pairs: int = RUN_MAX_PAIRS,
                          budget_s: float = RUN_BUDGET_S

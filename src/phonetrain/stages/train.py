@@ -312,8 +312,9 @@ def _paired_attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec,
     ms = s.measure
     remote, _ = paired.push_previous(r, prev, s.run_id, s.kernel, tmp)
 
-    def one(man: dict[str, Any], into: Path) -> Path:
-        return _process(r, man, into, s, p, rdir, tmp, profiling=not s.events_apart)
+    def one(man: dict[str, Any], into: Path) -> Path:   # checkpoints only where verified
+        return _process(r, man, into, s, p, rdir, tmp, profiling=not s.events_apart,
+                        checkpoints=paired.verified_process(into))
     got = paired.pairs_until_decisive(one, manifest, remote, tmp / "pairs", first=ms.repeats)
     if isinstance(got, Path):
         return got
