@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers.adb import connect_vdev, disconnect_vdev
+from helpers.workflow import seed_runner_build
 from click.testing import CliRunner
 
 from phonetrain.cli import main
@@ -46,11 +47,16 @@ def wheel_only(tmp_path, monkeypatch, pocl) -> Path:
     return loader
 
 
-def test_info_and_run_load_the_same_library(wheel_only, tmp_path, seeded_results, monkeypatch):
+def test_info_and_run_load_the_same_library(wheel_only, tmp_path, seeded_results, runner,
+                                            monkeypatch):
     monkeypatch.chdir(tmp_path)
+    # `info` runs the runner of phonetrain's cache folder: a private one holding the session's
+    # runner build (the user's is not touched; the runner's compile is not the subject)
+    monkeypatch.setenv("PHONETRAIN_CACHE", str(tmp_path / "cache"))
+    seed_runner_build(tmp_path / "cache" / "runner", runner)
     info = CliRunner().invoke(main, ["info", "--json"])
     assert info.exit_code == 0, info.output
-    # stdout is the JSON; a first call says on stderr that it compiles the runner
+    # stdout is the JSON (a first call says on stderr when it compiles the runner)
     assert json.loads(info.stdout)["runner"]["opencl_library"] == str(wheel_only)
     res = CliRunner().invoke(main, ["run", "model=mlp_16_16", "device=host", "backend=opencl",
                                     "kernel=baseline", "measure.warmup=0",

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.workflow import seed_runner_build
 
 NOBODY = 65534
 
@@ -51,6 +52,18 @@ def _folder(base: Path, name: str, mode: int) -> Path:
     return d
 
 
+def _seeded_cache(base: Path, runner: Path) -> Path:
+    """phonetrain's own cache folder, writable, its runner folder holding the session's runner
+    build (the same key: sources, ``cc``, flags), so ``phonetrain info`` compiles nothing: the
+    subject here is PoCL's cache, not the runner's compile."""
+    cache = _folder(base, "phonetrain-cache", 0o755)
+    seed_runner_build(cache / "runner", runner)
+    if os.geteuid() == 0:
+        for p in [cache, *cache.rglob("*")]:
+            os.chown(p, NOBODY, NOBODY)
+    return cache
+
+
 def _info(env_extra: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items()
            if k not in ("XDG_CACHE_HOME", "POCL_CACHE_DIR", "PHONETRAIN_CACHE")}
@@ -68,9 +81,9 @@ def test_unwritable_home_names_phonetrains_cache_not_an_option(base):
     assert "--results" not in err and "results_dir" not in err
 
 
-def test_pocl_keeps_its_device_when_its_cache_folder_is_unwritable(base):
+def test_pocl_keeps_its_device_when_its_cache_folder_is_unwritable(base, runner):
     home = _folder(base, "home", 0o555)               # PoCL's ~/.cache/pocl cannot be made
-    cache = _folder(base, "phonetrain-cache", 0o755)  # phonetrain's own cache is fine
+    cache = _seeded_cache(base, runner)               # phonetrain's own cache is fine
     p = _info({"HOME": str(home), "PHONETRAIN_CACHE": str(cache)}, "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
@@ -80,8 +93,8 @@ def test_pocl_keeps_its_device_when_its_cache_folder_is_unwritable(base):
     assert pocl[0]["devices"], "PoCL hid its device: its cache folder was not writable"
 
 
-def test_an_unwritable_pocl_cache_dir_is_named(base):
-    cache = _folder(base, "phonetrain-cache", 0o755)
+def test_an_unwritable_pocl_cache_dir_is_named(base, runner):
+    cache = _seeded_cache(base, runner)
     pocl = _folder(base, "pocl", 0o555)
     p = _info({"HOME": str(base), "PHONETRAIN_CACHE": str(cache),
                "POCL_CACHE_DIR": str(pocl)})

@@ -25,6 +25,9 @@ from phonetrain.layout import Layout
 from phonetrain.stages import schedule
 from workflow.test_adb_workflow import SMALL, snakemake as adb_snakemake, workspace
 
+# how often Snakemake looks whether an executor's jobs ended (its default, 10 s, suits a
+# cluster's queue; these jobs run on this host and end within seconds)
+STATUS_EVERY_S = ("--seconds-between-status-checks", "1")
 PHONE_RULES = {"build_kernels", "deploy", "train", "gemm", "tune", "tune_squares",
                "bandwidth", "peaks"}
 
@@ -113,7 +116,8 @@ def test_builds_go_through_an_executor_while_phone_jobs_stay_local(two_phones, r
     targets = [L.run_file(phone, "mlp_16_16.opencl.baseline", layout.RUN),
                L.gemm(phone, "baseline"), L.bandwidth(phone), L.peaks(phone)]
     res = adb_snakemake(ws, over, "--executor", "cluster-generic",
-                        "--cluster-generic-submit-cmd", str(submit), "--jobs", "2", *targets)
+                        "--cluster-generic-submit-cmd", str(submit), "--jobs", "2",
+                        *STATUS_EVERY_S, *targets)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-4000:]
     remote = {line.split('"')[-2] for line in seen.read_text().splitlines()}
     assert "build_runner" in remote and "lower" in remote, remote
@@ -153,7 +157,7 @@ def test_an_executor_runs_its_jobs_beside_the_hosts_limit(tmp_path: Path):
     two = sorted(os.sched_getaffinity(0))[:2]   # the host's limit: 2 (or 1) CPUs
     p = subprocess.run(
         [str(SNAKEMAKE), "--executor", "cluster-generic", "--cluster-generic-submit-cmd",
-         f"{submit} {{resources.runtime}} {{resources.mem_mb}}", "--jobs", "4",
+         f"{submit} {{resources.runtime}} {{resources.mem_mb}}", "--jobs", "4", *STATUS_EVERY_S,
          *[f"results/plans/{e}" for e in exps], "--config", f"overrides={json.dumps(TINY)}"],
         cwd=ws, env=env(ws), capture_output=True, text=True, timeout=900,
         preexec_fn=lambda: os.sched_setaffinity(0, two))

@@ -43,6 +43,9 @@ def _record(cls: str) -> Path:
 
 
 def test_a_fresh_study_reuses_the_machine_tuning_and_an_edit_tunes_again(tmp_path, runner):
+    """Reused by a fresh study and after a comment edit; a damaged record (its keys right, its
+    inside not) is never reused: named, tuned again, replaced; an edit of what is compiled
+    tunes again beside the first record."""
     ws = W.make_workspace(tmp_path / "ws")
     first = _tune(ws, "results_a", runner)
     assert "reused_from" not in first and first["trials"]
@@ -61,30 +64,25 @@ def test_a_fresh_study_reuses_the_machine_tuning_and_an_edit_tunes_again(tmp_pat
     commented = _tune(ws, "results_c", runner)
     assert commented["reused_from"] == str(record)
     assert commented["kernel_hash"] == first["kernel_hash"]
-    # an edit of what is compiled is another build hash: measured, kept beside the first record
-    gemm.write_text(gemm.read_text() + "#define PHONETRAIN_EDITED 1\n")
-    third = _tune(ws, "results_d", runner)
-    assert "reused_from" not in third and third["kernel_hash"] != first["kernel_hash"]
-    assert len(_records()) == 2 * made
-
-
-def test_a_damaged_record_is_named_and_tuned_again(tmp_path, runner):
-    """A record whose class is not a tuning (its keys right, its inside not) is never reused:
-    named, tuned again, replaced."""
-    ws = W.make_workspace(tmp_path / "ws")
-    _tune(ws, "results_a", runner)
-    record = _record(CLASS)
+    # a record whose class is not a tuning (its keys right, its inside not) for the same build
+    # hash: named, tuned again, replaced
     doc = json.loads(record.read_text())
     record.write_text(json.dumps(doc | {"classes": {CLASS: 5}}))
-    target = f"results_b/build/host/kernels/regblock/tuning/{CLASS}.json"
-    W.seed_runner_cache(ws / "results_b", runner)
-    p = W.snakemake(ws, target, overrides=OVERRIDES + ["results_dir=results_b"])
+    target = f"results_e/build/host/kernels/regblock/tuning/{CLASS}.json"
+    W.seed_runner_cache(ws / "results_e", runner)
+    p = W.snakemake(ws, target, overrides=OVERRIDES + ["results_dir=results_e"])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "tuning again" in p.stderr and str(record) in p.stderr, p.stderr[-3000:]
     assert f"class '{CLASS}' has no 'defines' object" in p.stderr
     again = json.loads((ws / target).read_text())
     assert "reused_from" not in again and again["trials"]
-    assert json.loads(record.read_text())["classes"]   # replaced by the new tuning
+    assert json.loads(record.read_text())["classes"][CLASS]["defines"]   # replaced
+    assert len(_records()) == made
+    # an edit of what is compiled is another build hash: measured, kept beside the first record
+    gemm.write_text(gemm.read_text() + "#define PHONETRAIN_EDITED 1\n")
+    third = _tune(ws, "results_d", runner)
+    assert "reused_from" not in third and third["kernel_hash"] != first["kernel_hash"]
+    assert len(_records()) == 2 * made
 
 
 def test_an_unwritable_record_folder_is_named_and_the_tuning_kept(tmp_path, monkeypatch,

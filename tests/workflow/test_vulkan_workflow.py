@@ -14,7 +14,16 @@ from pathlib import Path
 from helpers.workflow import TINY, make_workspace, snakemake
 
 
-def test_a_shader_that_does_not_compile_fails_only_its_runs(lavapipe, runner, tmp_path: Path):
+SPIN = """float spin = 0.0;
+    for (int r = 0; r < 16384; r++) spin += sin(spin + float(r));
+    V[i] = spin == 1.0e30 ? 0.0 : v;"""
+
+
+def test_a_broken_shader_fails_only_its_runs_and_an_edit_pairs_with_the_kept_spirv(
+        lavapipe, runner, tmp_path: Path):
+    """One workspace (the runner's compile is not the subject): a version whose shader does
+    not compile beside ``baseline``, then edits of ``baseline``'s shader on the run that
+    measured beside the failed one."""
     ws = make_workspace(tmp_path / "ws", runner)
     kdir = ws / "src" / "kernels" / "broken_vk"
     (kdir / "vk").mkdir(parents=True)
@@ -26,11 +35,11 @@ def test_a_shader_that_does_not_compile_fails_only_its_runs(lavapipe, runner, tm
     (kdir / "vk" / "sgd_update.comp").write_text("".join(lines))
     (ws / "conf" / "kernel" / "broken_vk.yaml").write_text("name: broken_vk\n")
     runs = ws / "results" / "runs" / "host"
+    over = TINY + ["sweep.models=[mlp_16_16]", "sweep.backends=[vulkan]",
+                   "sweep.kernels=[baseline,broken_vk]"]
     targets = [f"results/runs/host/mlp_16_16.vulkan.{k}/run.json"
                for k in ("baseline", "broken_vk")]
-    p = snakemake(ws, *targets, "--keep-going",
-                  overrides=TINY + ["sweep.models=[mlp_16_16]", "sweep.backends=[vulkan]",
-                                    "sweep.kernels=[baseline,broken_vk]"])
+    p = snakemake(ws, *targets, "--keep-going", overrides=over)
     msg = p.stdout + p.stderr
     assert p.returncode != 0
     # glslc reports the error on the line after the missing semicolon or on it
@@ -43,20 +52,9 @@ def test_a_shader_that_does_not_compile_fails_only_its_runs(lavapipe, runner, tm
     assert (runs / "mlp_16_16.vulkan.baseline" / "run.json").is_file()
     assert not (runs / "mlp_16_16.vulkan.broken_vk" / "run.json").exists()
 
-
-SPIN = """float spin = 0.0;
-    for (int r = 0; r < 16384; r++) spin += sin(spin + float(r));
-    V[i] = spin == 1.0e30 ? 0.0 : v;"""
-
-
-def test_a_shader_edit_pairs_with_the_spirv_the_previous_run_kept(lavapipe, tmp_path: Path,
-                                                                  runner: Path):
-    ws = make_workspace(tmp_path / "ws", runner)   # the runner's compile is not the subject
-    over = TINY + ["sweep.models=[mlp_16_16]", "sweep.backends=[vulkan]"]
-    rdir = ws / "results" / "runs" / "host" / "mlp_16_16.vulkan.baseline"
-    target = str((rdir / "run.json").relative_to(ws))
-    p = snakemake(ws, target, overrides=over)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+    # the shader edits of baseline's run
+    rdir = runs / "mlp_16_16.vulkan.baseline"
+    target = targets[0]
     first = json.loads((rdir / "ran" / "ran.json").read_text())
     assert first["spirv"] is True and "sgd_update.spv" in first["sources"], first
     spv = (rdir / "ran" / "spirv" / "sgd_update.spv").read_bytes()
