@@ -68,8 +68,9 @@ def _save(fig: plt.Figure, path: Path, dpi: int) -> Path:
     box that ``bbox_inches="tight"`` would find (:meth:`Figure.get_tightbbox`, padded by
     :rc:`savefig.pad_inches`, in inches) are computed at ``dpi`` with Agg's text metrics, then
     the engine is switched off and both files are cut to that box. ``savefig`` with
-    ``bbox_inches="tight"`` would repeat the layout pass and the box search for each format;
-    the pictures are the same (both formats share the layout in figure fractions)."""
+    ``bbox_inches="tight"`` would repeat the layout pass and the box search for each format.
+    The PNG is the picture that did (pixel for pixel); the SVG shares its layout (in figure
+    fractions) and its box, where it had searched its own with the SVG renderer's metrics."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     other = path.with_suffix({".png": ".svg", ".svg": ".png"}[path.suffix])
