@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import load_digits
 
 from helpers import REPO
 from phonetrain.kernels import assemble_source
@@ -104,6 +103,7 @@ def steps_for(backend: str, placement: str, method: str) -> list[Step]:
 
 def write_bundle(root: Path) -> dict[str, np.ndarray]:
     """Writes data and initial tensors under root; returns the numpy arrays used."""
+    from sklearn.datasets import load_digits   # scikit-learn (with SciPy) only where used
     digits = load_digits()
     n = B * N_BATCHES
     x = (digits.data[:n] / 16.0).astype(np.float32)

@@ -230,3 +230,29 @@ def test_real_nvidia_trace_is_aligned_within_microseconds():
     assert (on_dev["begin_ns"] >= on_dev["host_begin_ns"] - unc).all()
     assert (on_dev["end_ns"] <= on_dev["host_end_ns"] + unc).all()
     assert 0 < profiling.data_movement_share(b) < 1
+
+
+def test_check_trace_normalises_once_and_a_checked_trace_passes_unchanged():
+    """Text columns: missing values become "" (also in a column already of the text dtype);
+    number columns: "" and missing become 0, as int64; rows sorted by iteration and seq. A
+    checked trace comes back equal, values and dtypes (normalised columns are left as they
+    are)."""
+    trace, _ = hand_trace()
+    raw = trace.astype({"name": object, "bytes": object, "flops": float}).iloc[::-1].copy()
+    raw.loc[0, "name"] = None                  # the warm-up h2d (iteration 0, seq 0)
+    raw.loc[1, "bytes"] = ""                   # the measured h2d
+    raw.loc[2, "flops"] = np.nan               # the kernel
+    raw["layer"] = raw["layer"].astype(str).where(raw["seq"] != 1, np.nan)
+    raw["op"] = pd.Series([None, "map_copy"] * 3, index=raw.index, dtype=object)
+    checked = profiling.check_trace(raw)
+    assert list(zip(checked["iteration"], checked["seq"])) == \
+        sorted(zip(trace["iteration"], trace["seq"]))
+    for c in ("name", "layer", "phase", "kind", "op"):
+        assert checked[c].dtype == profiling._STR and checked[c].notna().all(), c
+    for c in profiling.TRACE_COLUMNS:
+        if c not in ("kind", "name", "layer", "phase"):
+            assert checked[c].dtype == "int64", c
+    assert checked.loc[0, "name"] == "" and checked.loc[1, "bytes"] == 0
+    assert checked.loc[2, "flops"] == 0 and checked.loc[2, "layer"] == ""
+    assert sorted(set(checked["op"])) == ["", "map_copy"]
+    pd.testing.assert_frame_equal(profiling.check_trace(checked), checked, check_exact=True)

@@ -62,15 +62,28 @@ NOT_OK = {"wrong": "verification failed", "skipped": "skipped (no library)", "oo
 def _save(fig: plt.Figure, path: Path, dpi: int) -> Path:
     """Write ``fig`` to ``path`` and, in the other format, beside it (SVG beside PNG, PNG
     beside SVG), each atomically (temp file in the same folder, then rename); close it and
-    return ``path``."""
+    return ``path``.
+
+    Laid out once for both files: the layout engine's pass (constrained layout) and the tight
+    box that ``bbox_inches="tight"`` would find (:meth:`Figure.get_tightbbox`, padded by
+    :rc:`savefig.pad_inches`, in inches) are computed at ``dpi`` with Agg's text metrics, then
+    the engine is switched off and both files are cut to that box. ``savefig`` with
+    ``bbox_inches="tight"`` would repeat the layout pass and the box search for each format.
+    The PNG is the picture that did (pixel for pixel); the SVG shares its layout (in figure
+    fractions) and its box, where it had searched its own with the SVG renderer's metrics."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     other = path.with_suffix({".png": ".svg", ".svg": ".png"}[path.suffix])
     try:
+        fig.set_dpi(dpi)
+        fig.draw_without_rendering()
+        box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(
+            plt.rcParams["savefig.pad_inches"])
+        fig.set_layout_engine(None)     # laid out above; None keeps the positions as they are
         for out in (path, other):
             tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp{out.suffix}")
             try:
-                fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+                fig.savefig(tmp, dpi=dpi, bbox_inches=box)
                 tmp.replace(out)
             finally:
                 tmp.unlink(missing_ok=True)

@@ -69,6 +69,7 @@ TRACE_COLUMNS = ("iteration", "seq", "kind", "name", "layer", "phase", "bytes", 
 KINDS = ("kernel", "h2d", "d2h", "map", "unmap", "d2d", "host")
 MOVEMENT_KINDS = ("h2d", "d2h", "map", "unmap", "d2d")
 NS_PER_MS = 1e6
+_STR = pd.Series([""]).astype(str).dtype   # what ``astype(str)`` gives: a checked text column
 
 
 class TraceError(PhonetrainError, ValueError):
@@ -98,12 +99,13 @@ def check_trace(df: pd.DataFrame, where: str = "trace") -> pd.DataFrame:
                          "rebuild the runner and rerun)")
     df = df.copy()
     for c in [c for c in ("name", "layer", "phase", "kind", "op") if c in df]:
-        df[c] = df[c].astype(object).where(df[c].notna(), "").astype(str)
+        if not (df[c].dtype == _STR and df[c].notna().all()):  # else already normalised
+            df[c] = df[c].astype(object).where(df[c].notna(), "").astype(str)
     bad = sorted(set(df["kind"]) - set(KINDS))
     if bad:
         raise TraceError(f"{where}: unknown command kinds {bad}; expected one of {KINDS}")
     for c in TRACE_COLUMNS:
-        if c not in ("kind", "name", "layer", "phase"):
+        if c not in ("kind", "name", "layer", "phase") and df[c].dtype != "int64":
             df[c] = pd.to_numeric(df[c].replace("", 0), errors="raise").fillna(0).astype("int64")
     return df.sort_values(["iteration", "seq"], kind="stable").reset_index(drop=True)
 
