@@ -593,6 +593,13 @@ def _sides(doc: dict[str, Any], i: int = 0) -> tuple[dict[str, Any], dict[str, A
     return new, got[i].get("previous") or {"status": "skipped"}
 
 
+def _new_build(doc: dict[str, Any], case: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A side-by-side process's document as the new build's alone: without the previous
+    build's keys, with ``cases=[case]`` when given."""
+    out = {k: v for k, v in doc.items() if k != "previous"}
+    return out if case is None else dict(out, cases=[case])
+
+
 def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any],
                   call_ms: float | None = None) -> dict[str, Any]:
     """One GEMM shape measured side by side: bench-gemm processes that each measure the
@@ -626,7 +633,7 @@ def _paired_shape(bench: _Bench, spec: dict[str, Any], old: dict[str, Any],
                              budget_s=budget_s)
     if len(news) < len(docs):
         bad = next(d for d in docs if _sides(d)[0].get("status") != "ok")
-        return bad if bad.get("status") == "skipped" else dict(bad, cases=[_sides(bad)[0]])
+        return _new_build(bad, None if bad.get("status") == "skipped" else _sides(bad)[0])
     verdict |= {"repeats": longer["repeats"], "min_time_ms": longer["min_time_ms"]}
     if not all(old_ok):
         verdict |= {"verdict": "cannot tell", "reason": PREVIOUS_FAILED}
@@ -704,7 +711,7 @@ def _paired_group(bench: _Bench, items: list[tuple[tuple, dict, dict]]
         for i, key in enumerate(active):
             new, prev = _sides(doc, i)
             if new.get("status") != "ok":
-                bad[key] = doc if doc.get("status") == "skipped" else dict(doc, cases=[new])
+                bad[key] = _new_build(doc, None if doc.get("status") == "skipped" else new)
                 out[key] = None
                 continue
             cases[key].append(new)
@@ -743,8 +750,7 @@ def _paired_doc(first_doc: dict[str, Any], cases: list[dict[str, Any]],
           f"{verdict['verdict']} ({verdict['reason']}; {verdict['pairs']} pairs of at most "
           f"{PAIRED_MAX}, {verdict['elapsed_s']:.0f} s of {verdict['budget_s']:.0f} s)",
           file=sys.stderr)
-    doc = {k: v for k, v in first_doc.items() if k != "previous"}   # the new build's keys only
-    return dict(doc, cases=[one], paired=verdict)
+    return dict(_new_build(first_doc, one), paired=verdict)
 
 
 def _identical(job: Job, doc_out: dict[str, Any], prev: dict[str, Any], why: str) -> dict:
