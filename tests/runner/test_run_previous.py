@@ -12,8 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from helpers.adb import connect_vdev, disconnect_vdev
 from phonetrain import reference
 from phonetrain import runner as rt
+from phonetrain.devices.adb import AdbTransport
 from phonetrain.lowering import LowerSpec, write_bundle
 from phonetrain.plan import Plan
 
@@ -60,6 +62,29 @@ def test_two_plans_in_one_process_alternate_and_each_verifies(runner, pocl, tmp_
     a, b = _iteration_starts(prev_out), _iteration_starts(new_out)
     order = sorted([(t, "p") for t in a] + [(t, "n") for t in b])
     assert "".join(s for _, s in order) == "pnnppnnp"
+
+
+def test_a_phone_pair_brings_both_folders(runner, pocl, adb_server, tmp_path):
+    """Over adb (the virtual phone): one process on the device, both sides' folders pulled."""
+    root = tmp_path / "root"
+    plan = write_bundle(_spec("mlp_16_16", iterations=2), root)
+    vd = connect_vdev(adb_server, tmp_path / "phone")
+    try:
+        r = rt.Runner(AdbTransport("vphone", vd.serial, adb_port=adb_server.port), pocl,
+                      timeout_s=300)
+        r.push_runner(runner)
+        for d in root.iterdir():
+            r.transport.push(d, d.name)
+        rel = str(plan.relative_to(root))
+        doc = r.run(rel, tmp_path / "new", threads=1, previous=(rel, tmp_path / "previous"))
+    finally:
+        disconnect_vdev(adb_server, vd)
+    prev = json.loads((tmp_path / "previous" / "run.json").read_text())
+    assert doc["status"] == prev["status"] == "ok"
+    assert (doc["side_by_side"]["side"], prev["side_by_side"]["side"]) == ("new", "previous")
+    for out in (tmp_path / "new", tmp_path / "previous"):
+        v = reference.verify_run_dir(Plan.load(plan), root, out)
+        assert v["method"] == "per-step" and v["ok"], (out, v["worst"])
 
 
 def test_one_plan_writes_no_side_by_side_record(runner, pocl, tmp_path):
