@@ -69,6 +69,7 @@ typedef struct {
     const char *plan_path, *out;
     const char *name;        /* side by side: "previous" | "new"; NULL: the one plan */
     run_ctx rc;
+    uint64_t setup_t0;       /* when loading its plan began (setup_ms counts from it) */
     double setup_ms;
     measure_rec m;
     iter_rec *iters;
@@ -478,10 +479,10 @@ static void side_open(side *s, const char *plan_path, const char *out, const cha
     remove_outputs(s);
 }
 
-/* Loads side s's plan and sets up its backend (untimed uploads, builds). */
-static void side_setup(side *s, const runner_opts *o)
+/* Loads side s's plan and checks it against the options. */
+static void side_load(side *s, const runner_opts *o)
 {
-    uint64_t t0 = monotonic_ns();
+    s->setup_t0 = monotonic_ns();
     run_ctx *rc = &s->rc;
     rc->plan = plan_load(s->plan_path);
     rc->root = o->root ? o->root : ".";
@@ -510,11 +511,18 @@ static void side_setup(side *s, const runner_opts *o)
         fail(EXIT_BAD_INPUT, "--max-iterations %d is below the plan's %d measured iterations%s%s",
              o->max_iterations, p->iterations, s->name ? " in plan " : "",
              s->name ? s->plan_path : "");
+}
+
+/* Sets up side s's backend (its data, untimed uploads, builds) and its iteration records. */
+static void side_setup(side *s, const runner_opts *o)
+{
+    run_ctx *rc = &s->rc;
+    pt_plan *p = rc->plan;
     plan_load_data(p, rc->root);
     if (p->backend == BACKEND_CPU) cpu_setup(rc);
     else if (p->backend == BACKEND_VULKAN) { omp_set_num_threads(rc->threads); vk_setup(rc); }
     else { omp_set_num_threads(rc->threads); cl_setup(rc); }
-    s->setup_ms = (double)(monotonic_ns() - t0) / 1e6;
+    s->setup_ms = (double)(monotonic_ns() - s->setup_t0) / 1e6;
     s->m = (measure_rec){.adaptive = o->ci_target > 0, .stopped = "fixed"};
     s->total = s->m.adaptive ? -1 : p->warmup + p->iterations;
     s->cap = p->warmup + (s->m.adaptive ? o->max_iterations : p->iterations) + 1;
@@ -633,15 +641,16 @@ int mode_run(const runner_opts *o)
     if (paired && access(o->previous_plan, R_OK) != 0)
         fail(EXIT_BAD_INPUT, "run: --previous-plan %s: %s; give the previous build's plan as "
              "the runner sees it", o->previous_plan, strerror(errno));
-    side_setup(nw, o);
+    side_load(nw, o);
     if (paired) {
-        side_setup(&sides[0], o);
+        side_load(&sides[0], o);
         int a = sides[0].rc.plan->backend, b = nw->rc.plan->backend;
         if (a != b)
             fail(EXIT_BAD_INPUT, "run: --previous-plan %s is for backend %s, --plan %s for %s; "
                  "a side-by-side pair runs both plans on one backend and device",
                  o->previous_plan, backend_name(a), o->plan, backend_name(b));
     }
+    for (int i = 0; i < g_nsides; i++) side_setup(&sides[i], o);
 
     /* warm-up, then the measured iterations: one of each running side per round, the
      * order reversed every round */
