@@ -21,7 +21,7 @@ from phonetrain.plan import Plan
 
 
 def _spec(model: str, backend: str = "opencl", iterations: int = 4) -> LowerSpec:
-    placement = "resident" if backend == "opencl" else None
+    placement = "resident" if backend in ("opencl", "vulkan") else None
     return LowerSpec(model=model, batch_size=8, backend=backend, placement=placement,
                      transfer="copy" if placement else None, warmup=1, iterations=iterations,
                      num_batches=2, dumps="all", dataset="synthetic")
@@ -62,6 +62,19 @@ def test_two_plans_in_one_process_alternate_and_each_verifies(runner, pocl, tmp_
     a, b = _iteration_starts(prev_out), _iteration_starts(new_out)
     order = sorted([(t, "p") for t in a] + [(t, "n") for t in b])
     assert "".join(s for _, s in order) == "pnnppnnp"
+
+
+def test_two_vulkan_plans_in_one_process_each_verify(runner, lavapipe, tmp_path):
+    """Two Vulkan run contexts (each its own device, pipelines, buffers) in one process."""
+    root = tmp_path / "root"
+    a = write_bundle(_spec("lenet5", backend="vulkan", iterations=2), root)
+    b = write_bundle(_spec("mlp_16_16", backend="vulkan", iterations=2), root)
+    doc = _runner(runner, lavapipe, root).run(b, tmp_path / "new", threads=1,
+                                              previous=(a, tmp_path / "previous"))
+    assert doc["status"] == "ok" and doc["device"]["api"] == "vulkan"
+    for plan, out in ((a, tmp_path / "previous"), (b, tmp_path / "new")):
+        v = reference.verify_run_dir(Plan.load(plan), root, out)
+        assert v["method"] == "per-step" and v["ok"], (out, v["worst"], v["max_abs_err"])
 
 
 def test_a_phone_pair_brings_both_folders(runner, pocl, adb_server, tmp_path):
