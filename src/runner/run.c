@@ -472,7 +472,8 @@ static void side_open(side *s, const char *plan_path, const char *out, const cha
     s->plan_path = plan_path;
     s->out = out;
     s->name = name;
-    if (make_dirs(out) != 0) fail(EXIT_INTERNAL, "cannot create output folder %s: %s", out, strerror(errno));
+    if (make_dirs(out) != 0)
+        fail(EXIT_INTERNAL, "cannot create output folder %s: %s", out, strerror(errno));
     char *stale = path_join(out, "run.json");
     unlink(stale);
     free(stale);
