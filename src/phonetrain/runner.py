@@ -502,7 +502,8 @@ class Runner:
             threads: int = 0, clblast_lib: str | None = None,
             adaptive: Adaptive | None = None, power_sample_ms: int = 0,
             sysfs_root: str | None = None, profiling: bool = True,
-            checkpoints: bool = True, probe: bool = True) -> dict:
+            checkpoints: bool = True, probe: bool = True,
+            previous: tuple[str | Path, str | Path] | None = None) -> dict:
         """Execute a plan (``plan`` and ``root``, the folder its relative paths resolve under,
         as the runner sees them); outputs land in ``out``. ``adaptive``: measure until the
         estimate's interval is narrow enough (:class:`Adaptive`); None: exactly the plan's
@@ -515,8 +516,12 @@ class Runner:
         runs ``--no-checkpoints``: none of the plan's checkpoints is kept (a process whose steps
         are not verified; it also measures no iteration after the adaptive decision for the
         checkpoints counted from the end). ``probe=False`` runs ``--no-probe``: no calibration
-        probe (``run.json``'s ``probe`` null; a process no verdict judges). Returns the parsed
-        ``run.json``. Raises a :class:`RunnerError` subclass on failure (the runner's own
+        probe (``run.json``'s ``probe`` null; a process no verdict judges). ``previous``
+        (a plan as the runner sees it, a folder on this host) measures that plan side by side
+        in the same process (``--previous-plan``/``--previous-out``: both set up on one
+        backend and device, their measured iterations alternating, the order reversed every
+        round; ``src/runner/run.c``), its outputs in that folder in the same format (brought
+        from a device as ``out`` is). Returns the parsed ``run.json``. Raises a :class:`RunnerError` subclass on failure (the runner's own
         ``run.json`` then says "failed" where the output folder is on this host); a
         :class:`BadInputError` for ``profiling=False`` with a pipelined plan."""
         args = ["--plan", str(plan), "--root", str(root)]
@@ -538,7 +543,22 @@ class Runner:
             args.append("--no-probe")
         if clblast_lib:
             args += ["--clblast-lib", str(clblast_lib)]
-        self.invoke("run", args, out=out, expect=[layout.RUN, layout.TRACE])
+        prev_remote = None
+        if previous is not None:
+            prev_out = Path(previous[1])
+            if self.local:
+                prev_arg = str(prev_out.resolve())
+            else:
+                prev_arg = prev_remote = layout.device_out(
+                    f"run-previous-{next(self._names)}-{uuid.uuid4().hex[:8]}")
+                self.transport.run(["rm", "-rf", prev_remote], timeout_s=60)
+            args += ["--previous-plan", str(previous[0]), "--previous-out", prev_arg]
+        expect = [layout.RUN, layout.TRACE]
+        self.invoke("run", args, out=out, expect=expect)
+        if prev_remote is not None:
+            self.transport.pull(prev_remote, prev_out, expect)
+        elif previous is not None:
+            check_outputs(prev_out, expect, self.device)
         return read_run(Path(out))
 
     def bench_bandwidth(self, out: str | Path, *, min_bytes: int = 4096,

@@ -33,6 +33,7 @@ typedef struct {
     const char *vk_lib;        /* explicit libvulkan path, or NULL */
     const char *vk_select;     /* substring of the Vulkan device name, or NULL */
     void *vk_device;           /* vk_device * (vk_api.h) once vk_setup chose it */
+    void *vk_state;            /* the executor's state (exec_vk.c vk_state), from vk_setup */
 } run_ctx;
 
 /* CPU backend: thread count; each iteration runs every step with cpu_kernel_run. */

@@ -80,7 +80,10 @@ typedef struct {
     vk_timed *timed; int ntimed;
 } vk_state;
 
-static vk_state S;
+/* The state of the run context being executed (rc->vk_state): every public entry point below
+ * selects its context's first, so that one process can hold two (a side-by-side run). */
+static vk_state *g_vk;
+#define S (*g_vk)
 
 /* ------------------------------------------------------------------ memory */
 
@@ -584,6 +587,7 @@ void vk_setup(run_ctx *rc)
             fail(EXIT_NO_LIBRARY, "program \"%s\" routes GEMM to CLBlast, an OpenCL library; the "
                  "Vulkan backend has none (drop the clblast kernel version for backend vulkan)",
                  p->programs[i].name);
+    rc->vk_state = g_vk = xcalloc(1, sizeof *g_vk);
     vk_open_device(rc->vk_lib, rc->vk_select, NULL, &S.d);
     rc->vk_device = &S.d;
     VkCommandPoolCreateInfo cpi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -699,6 +703,7 @@ uint64_t vk_iteration(run_ctx *rc, int iteration, int warmup)
 {
     pt_plan *p = rc->plan;
     int seq = 0;
+    g_vk = rc->vk_state;
     S.ntimed = 0;
     S.qnext = 0;
     for (int k = 0; k < p->nsteps; k++) {
@@ -725,6 +730,7 @@ uint64_t vk_iteration(run_ctx *rc, int iteration, int warmup)
 
 void vk_read_home(run_ctx *rc, pt_tensor *t, void *dst)
 {
+    g_vk = rc->vk_state;
     vk_store *st = store_of(rc->plan, t);
     if (!t->home_device || !st) {
         memcpy(dst, t->host, t->size_bytes);

@@ -85,6 +85,12 @@ void ledger_record(const char *rel, const void *data, size_t len)
     sha256_hex(data, len, e->sha);
 }
 
+void ledger_reset(void)
+{
+    for (int i = 0; i < g_n; i++) free(g_entries[i].rel);
+    g_n = 0;
+}
+
 void ledger_write_json(jwriter *w)
 {
     jw_obj_begin(w);

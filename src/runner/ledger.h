@@ -14,6 +14,10 @@ void sha256_hex(const void *data, size_t len, char hex[65]);
 /* Records that `rel` (a path relative to the output folder) now holds `data`. */
 void ledger_record(const char *rel, const void *data, size_t len);
 
+/* Forgets every recorded file: the next output folder's ledger starts empty (a side-by-side
+ * run writes two folders, one after the other). */
+void ledger_reset(void);
+
 /* Writes {"<rel>": {"size_bytes": n, "sha256": "..."}, ...} for every recorded file. */
 void ledger_write_json(jwriter *w);
 

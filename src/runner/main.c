@@ -3,7 +3,7 @@
  *   runner info [--cl-lib PATH]
  *   runner build --source A.cl [--source B.cl ...] [--options "..."] --out DIR [selectors]
  *   runner run --plan PLAN.json --root DIR --out DIR [--threads N] [--progress] [--no-profiling]
- *              [--no-checkpoints] [--no-probe]
+ *              [--no-checkpoints] [--no-probe] [--previous-plan PLAN.json --previous-out DIR]
  *              [--ci-target F --max-iterations N --min-seconds S --max-seconds S]
  *              [--resamples B]
  *              [--power-sample-ms MS] [--sysfs-root DIR] [selectors]
@@ -35,6 +35,8 @@ static const char usage[] =
     "      --vk-device the first GPU, else the first device; the OpenCL selectors are ignored)\n"
     "      [--ci-target F] [--max-iterations N] [--min-seconds S] [--max-seconds S]\n"
     "      [--resamples B] [--power-sample-ms MS] [--sysfs-root DIR]\n"
+    "      [--previous-plan FILE --previous-out DIR] (a second plan of the same backend measured\n"
+    "      side by side in this process, iterations alternating; its outputs in its own folder)\n"
     "  build --source FILE.cl [--source ...] [--options STR] --out DIR\n"
     "  bench-bandwidth --out DIR [--min-bytes N] [--max-bytes N] [--min-time-ms T] [--repeats R]\n"
     "  bench-gemm --spec FILE --out DIR [--clblast-lib PATH] [--min-time-ms T]\n"
@@ -106,6 +108,8 @@ static void parse(int argc, char **argv, const runner_mode *m, runner_opts *o)
         if (!strcmp(k, "--plan")) o->plan = v;
         else if (!strcmp(k, "--root")) o->root = v;
         else if (!strcmp(k, "--out")) o->out = v;
+        else if (!strcmp(k, "--previous-plan")) o->previous_plan = v;
+        else if (!strcmp(k, "--previous-out")) o->previous_out = v;
         else if (!strcmp(k, "--threads")) o->threads = parse_int(k, v, 0);
         else if (!strcmp(k, "--platform")) o->sel.platform = v;
         else if (!strcmp(k, "--device")) o->sel.device = v;

@@ -7,6 +7,8 @@
 
 typedef struct {
     const char *plan, *root, *out;
+    const char *previous_plan, *previous_out;  /* run: a second plan measured side by side
+                                (run.c), its outputs in previous_out; NULL: one plan */
     const char *cl_lib;
     const char *clblast_lib; /* run: explicit libclblast path */
     const char *vk_lib;      /* run, backend vulkan: explicit libvulkan path */

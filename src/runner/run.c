@@ -14,7 +14,18 @@
  * On any failure after the output folder is known, the fail hook removes trace.csv and the
  * plan's dumps and writes run.json with "status": "failed", the exit code and the message.
  * A previous run.json and trace.csv are removed at the start, so a run killed midway (timeout,
- * crash) leaves no run.json at all. */
+ * crash) leaves no run.json at all.
+ *
+ * Side by side (--previous-plan P --previous-out D): a second plan, of the same backend, is
+ * loaded and set up beside the first on the same device (two run contexts: a `side` each).
+ * Both warm up, then their measured iterations alternate, the order reversed every round
+ * (previous, new, new, previous, ...), so that what the host does while measuring falls on
+ * both. Each side decides its own adaptive stop as above (one --max-seconds for the
+ * process: both sides' clocks start together) and, once stopped, waits while the other goes
+ * on. The probe, the conditions and the power sampler run once, around both sides' measured
+ * iterations, and go into both run.json. Each side writes its own folder exactly as a
+ * one-plan run does, plus run.json "side_by_side"; a failure writes a failed run.json into
+ * both folders. */
 #define _POSIX_C_SOURCE 200809L
 #include "conditions.h"
 #include "cpus.h"
@@ -35,14 +46,54 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *g_out;
-static pt_plan *g_plan;
-static const char *g_plan_path;
+typedef struct { double wall_ms, loss; } iter_rec;
+
+/* The checkpoint tensors' contents after one iteration, concatenated in plan order. */
+typedef struct { int iteration; char *data; } ckpt_snap;
+
+/* What the measured iterations were: how the count was decided, the median and its interval,
+ * and the conditions around them. */
+typedef struct {
+    int adaptive;
+    const char *stopped;     /* fixed | ci | max_iterations | max_seconds */
+    double median_ms, ci_low_ms, ci_high_ms;
+    double estimate_ms, low_ms, high_ms;   /* the ESTIMATE_QUANTILE and its interval */
+    cond_sample before, after;
+    probe_rec probe;
+    power_sampler power;     /* battery power and clocks over the measured iterations */
+} measure_rec;
+
+/* One plan measured in this process: its run context, output folder, iterations and
+ * checkpoints, and the adaptive decision. A side-by-side run has two. */
+typedef struct {
+    const char *plan_path, *out;
+    const char *name;        /* side by side: "previous" | "new"; NULL: the one plan */
+    run_ctx rc;
+    uint64_t setup_t0;       /* when loading its plan began (setup_ms counts from it) */
+    double setup_ms;
+    measure_rec m;
+    iter_rec *iters;
+    int cap;                 /* iters' length */
+    int it;                  /* the next iteration */
+    int total;               /* warm-up + measured iterations; -1 while adaptively undecided */
+    int next_check;          /* adaptive: the measured count of the next interval check */
+    ckpt_snap *snaps;
+    int nsnaps;
+} side;
+
+/* The sides whose folders the fail hook writes (set before any plan is loaded). */
+static side *g_sides[2];
+static int g_nsides;
+
+static const char *backend_name(int backend)
+{
+    return backend == BACKEND_CPU ? "cpu" : backend == BACKEND_OPENCL ? "opencl" : "vulkan";
+}
 
 /* Removes the files checkpoints/<iteration>/<tensor>.f32 and their folders (a previous run's). */
-static void remove_checkpoints(void)
+static void remove_checkpoints(const char *out)
 {
-    char *root = path_join(g_out, "checkpoints");
+    char *root = path_join(out, "checkpoints");
     DIR *d = opendir(root);
     struct dirent *e;
     while (d && (e = readdir(d))) {
@@ -65,57 +116,47 @@ static void remove_checkpoints(void)
     free(root);
 }
 
-static void remove_outputs(void)
+static void remove_outputs(const side *s)
 {
-    char *p = path_join(g_out, "trace.csv");
+    const pt_plan *plan = s->rc.plan;
+    char *p = path_join(s->out, "trace.csv");
     unlink(p);
     free(p);
-    remove_checkpoints();
-    for (int i = 0; g_plan && i < g_plan->ndumps; i++) {
+    remove_checkpoints(s->out);
+    for (int i = 0; plan && i < plan->ndumps; i++) {
         char rel[600];
-        snprintf(rel, sizeof rel, "dumps/%s.f32", g_plan->tensors[g_plan->dumps[i]].name);
-        p = path_join(g_out, rel);
+        snprintf(rel, sizeof rel, "dumps/%s.f32", plan->tensors[plan->dumps[i]].name);
+        p = path_join(s->out, rel);
         unlink(p);
         free(p);
     }
 }
 
-static void write_failed(int code, const char *message)
+static void write_failed_side(const side *s, int code, const char *message)
 {
-    remove_outputs();
+    remove_outputs(s);
     jwriter w;
     jw_init(&w);
     jw_obj_begin(&w);
     jw_key(&w, "status"); jw_str(&w, "failed");
     jw_key(&w, "exit_code"); jw_int(&w, code);
     jw_key(&w, "error"); jw_str(&w, message);
-    jw_key(&w, "plan_path"); jw_str(&w, g_plan_path);
+    jw_key(&w, "plan_path"); jw_str(&w, s->plan_path);
     jw_key(&w, "runner"); write_runner_json(&w);
     jw_obj_end(&w);
     jw_raw(&w, "\n", 1);
-    char *path = path_join(g_out, "run.json");
+    char *path = path_join(s->out, "run.json");
     if (write_file_atomic(path, w.buf, w.len) != 0)
         fprintf(stderr, "runner: also could not write %s: %s\n", path, strerror(errno));
     free(path);
     jw_free(&w);
 }
 
-typedef struct { double wall_ms, loss; } iter_rec;
-
-/* The checkpoint tensors' contents after one iteration, concatenated in plan order. */
-typedef struct { int iteration; char *data; } ckpt_snap;
-
-/* What the measured iterations were: how the count was decided, the median and its interval,
- * and the conditions around them. */
-typedef struct {
-    int adaptive;
-    const char *stopped;     /* fixed | ci | max_iterations | max_seconds */
-    double median_ms, ci_low_ms, ci_high_ms;
-    double estimate_ms, low_ms, high_ms;   /* the ESTIMATE_QUANTILE and its interval */
-    cond_sample before, after;
-    probe_rec probe;
-    power_sampler power;     /* battery power and clocks over the measured iterations */
-} measure_rec;
+/* The fail hook: a failed run.json in every side's folder. */
+static void write_failed(int code, const char *message)
+{
+    for (int i = 0; i < g_nsides; i++) write_failed_side(g_sides[i], code, message);
+}
 
 static void read_home(run_ctx *rc, pt_tensor *t, void *dst)
 {
@@ -245,22 +286,37 @@ static void write_measure_json(jwriter *w, const runner_opts *o, const measure_r
     jw_obj_end(w);
 }
 
-static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *iters, int total,
-                           double setup_ms, const measure_rec *m, const ckpt_snap *snaps,
-                           int nsnaps)
+/* run.json "side_by_side": which side this folder is and where the other one's is. */
+static void write_side_json(jwriter *w, const side *s, const side *other)
 {
+    jw_obj_begin(w);
+    jw_key(w, "side"); jw_str(w, s->name);
+    jw_key(w, "first"); jw_str(w, "previous");   /* round 0's first; reversed every round */
+    jw_key(w, "other_plan_path"); jw_str(w, other->plan_path);
+    jw_key(w, "other_out"); jw_str(w, other->out);
+    jw_obj_end(w);
+}
+
+/* Side s's run.json; `other`: the other side of a side-by-side run, else NULL. */
+static void write_run_json(side *s, const side *other, const runner_opts *o)
+{
+    run_ctx *rc = &s->rc;
     pt_plan *p = rc->plan;
+    const iter_rec *iters = s->iters;
+    const measure_rec *m = &s->m;
+    const ckpt_snap *snaps = s->snaps;
+    int total = s->total, nsnaps = s->nsnaps;
     jwriter w;
     jw_init(&w);
     jw_obj_begin(&w);
     jw_key(&w, "status"); jw_str(&w, "ok");
     jw_key(&w, "exit_code"); jw_int(&w, 0);
     jw_key(&w, "runner"); write_runner_json(&w);
-    jw_key(&w, "plan_path"); jw_str(&w, o->plan);
+    jw_key(&w, "plan_path"); jw_str(&w, s->plan_path);
     jw_key(&w, "plan_name"); jw_str(&w, p->name);
     jw_key(&w, "plan_version"); jw_int(&w, p->version);
     jw_key(&w, "backend");
-    jw_str(&w, p->backend == BACKEND_CPU ? "cpu" : p->backend == BACKEND_OPENCL ? "opencl" : "vulkan");
+    jw_str(&w, backend_name(p->backend));
     jw_key(&w, "threads"); jw_int(&w, rc->threads);
     jw_key(&w, "profiling"); jw_bool(&w, p->backend != BACKEND_CPU && rc->profiling);
     jw_key(&w, "host"); write_host_json(&w);
@@ -287,7 +343,8 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     double measured_ms = 0;
     for (int i = p->warmup; i < total; i++) measured_ms += iters[i].wall_ms;
     jw_key(&w, "power"); power_write_json(&w, &m->power, measured_ms, total - p->warmup);
-    jw_key(&w, "setup_ms"); jw_num(&w, setup_ms);
+    jw_key(&w, "setup_ms"); jw_num(&w, s->setup_ms);
+    if (other) { jw_key(&w, "side_by_side"); write_side_json(&w, s, other); }
     jw_key(&w, "iters");
     jw_arr_begin(&w);
     for (int i = 0; i < total; i++) {
@@ -332,7 +389,7 @@ static void write_run_json(run_ctx *rc, const runner_opts *o, const iter_rec *it
     jw_arr_end(&w);
     jw_obj_end(&w);
     jw_raw(&w, "\n", 1);
-    write_output(o->out, "run.json", w.buf, w.len);
+    write_output(s->out, "run.json", w.buf, w.len);
     jw_free(&w);
 }
 
@@ -408,30 +465,35 @@ static int decide(const runner_opts *o, const pt_plan *p, const iter_rec *iters,
     return total;
 }
 
-int mode_run(const runner_opts *o)
+/* Prepares side s's output folder: created, and a stale run.json (it would make a killed or
+ * crashed run look complete) and the outputs of an earlier run removed. */
+static void side_open(side *s, const char *plan_path, const char *out, const char *name)
 {
-    if (!o->plan || !o->out) fail(EXIT_BAD_INPUT, "run needs --plan FILE and --out DIR");
-    if (make_dirs(o->out) != 0) fail(EXIT_INTERNAL, "cannot create output folder %s: %s", o->out, strerror(errno));
-    g_out = o->out;
-    g_plan_path = o->plan;
-    /* A stale run.json would make a killed or crashed run look complete: remove it first. */
-    char *stale = path_join(o->out, "run.json");
+    s->plan_path = plan_path;
+    s->out = out;
+    s->name = name;
+    if (make_dirs(out) != 0)
+        fail(EXIT_INTERNAL, "cannot create output folder %s: %s", out, strerror(errno));
+    char *stale = path_join(out, "run.json");
     unlink(stale);
     free(stale);
-    remove_outputs();
-    set_fail_hook(write_failed);
-    uint64_t t0 = monotonic_ns();
-    run_ctx rc;
-    memset(&rc, 0, sizeof rc);
-    rc.plan = g_plan = plan_load(o->plan);
-    rc.root = o->root ? o->root : ".";
-    rc.cl_lib = o->cl_lib;
-    rc.clblast_lib = o->clblast_lib;
-    rc.vk_lib = o->vk_lib;
-    rc.vk_select = o->vk_device;
-    rc.sel = o->sel;
-    rc.profiling = !o->no_profiling;
-    pt_plan *p = rc.plan;
+    remove_outputs(s);
+}
+
+/* Loads side s's plan and checks it against the options. */
+static void side_load(side *s, const runner_opts *o)
+{
+    s->setup_t0 = monotonic_ns();
+    run_ctx *rc = &s->rc;
+    rc->plan = plan_load(s->plan_path);
+    rc->root = o->root ? o->root : ".";
+    rc->cl_lib = o->cl_lib;
+    rc->clblast_lib = o->clblast_lib;
+    rc->vk_lib = o->vk_lib;
+    rc->vk_select = o->vk_device;
+    rc->sel = o->sel;
+    rc->profiling = !o->no_profiling;
+    pt_plan *p = rc->plan;
     /* --no-checkpoints: a process whose steps nobody verifies (the train job verifies one
      * process per run) keeps no state, so it neither copies the checkpoint tensors back nor
      * measures the iterations the checkpoints counted from the end would add after a decision */
@@ -439,92 +501,189 @@ int mode_run(const runner_opts *o)
     /* a transfer queue's commands wait for events of queue 0: they cannot go without them */
     if (o->no_profiling && p->backend == BACKEND_OPENCL && p->nqueues > 1)
         fail(EXIT_BAD_INPUT, "--no-profiling: plan %s uses a transfer queue (pipelined placement), "
-             "whose wait lists need every command's event; run it with profiling", o->plan);
+             "whose wait lists need every command's event; run it with profiling", s->plan_path);
     int usable = cpus_usable(cond_sysfs_root());
-    rc.threads = o->threads > 0 ? o->threads : usable;
-    if (p->backend == BACKEND_CPU && rc.threads > usable)
+    rc->threads = o->threads > 0 ? o->threads : usable;
+    if (p->backend == BACKEND_CPU && rc->threads > usable)
         fprintf(stderr, "runner: warning: %d threads on %d usable CPUs (oversubscribed: "
                 "threads wait for each other); --threads 0 takes the CPUs available\n",
-                rc.threads, usable);
+                rc->threads, usable);
     if (o->ci_target > 0 && o->max_iterations < p->iterations)
-        fail(EXIT_BAD_INPUT, "--max-iterations %d is below the plan's %d measured iterations",
-             o->max_iterations, p->iterations);
-    plan_load_data(p, rc.root);
-    if (p->backend == BACKEND_CPU) cpu_setup(&rc);
-    else if (p->backend == BACKEND_VULKAN) { omp_set_num_threads(rc.threads); vk_setup(&rc); }
-    else { omp_set_num_threads(rc.threads); cl_setup(&rc); }
-    double setup_ms = (double)(monotonic_ns() - t0) / 1e6;
+        fail(EXIT_BAD_INPUT, "--max-iterations %d is below the plan's %d measured iterations%s%s",
+             o->max_iterations, p->iterations, s->name ? " in plan " : "",
+             s->name ? s->plan_path : "");
+}
 
-    measure_rec m = {.adaptive = o->ci_target > 0, .stopped = "fixed"};
-    int total = m.adaptive ? -1 : p->warmup + p->iterations;
-    int cap = p->warmup + (m.adaptive ? o->max_iterations : p->iterations) + 1;
-    iter_rec *iters = xcalloc((size_t)cap, sizeof *iters);
-    ckpt_snap *snaps = NULL;
-    int nsnaps = 0, next_check = 1;
-    uint64_t measure_t0 = 0;
-    for (int it = 0; total < 0 || it < total; it++) {
-        int warm = it < p->warmup;
-        if (it == p->warmup) {
-            m.probe.threads = rc.threads;
-            if (!o->no_probe) {
-                m.probe.before_ms = probe_ms(rc.threads);
-                if (p->backend != BACKEND_CPU) probe_release_threads();
-            }
-            cond_sample_now(&m.before);
-            power_start(&m.power, o->power_sample_ms);
-            measure_t0 = monotonic_ns();
-        }
-        if (it >= cap) {
-            iters = realloc(iters, (size_t)(cap *= 2) * sizeof *iters);
-            if (!iters) fail(EXIT_INTERNAL, "out of host memory recording iterations");
-        }
-        uint64_t begin = monotonic_ns();
-        uint64_t end = p->backend == BACKEND_CPU ? cpu_iteration(&rc, it, warm)
-                       : p->backend == BACKEND_VULKAN ? vk_iteration(&rc, it, warm)
-                                                      : cl_iteration(&rc, it, warm);
-        iters[it].wall_ms = (double)(end - begin) / 1e6;
-        iters[it].loss = NAN;
-        if (p->loss_tensor >= 0) {
-            iters[it].loss = ((const float *)p->tensors[p->loss_tensor].host)[0];
-            if (!isfinite(iters[it].loss))
-                fail(EXIT_NONFINITE, "loss tensor \"%s\" is %s after iteration %d%s; lower the learning "
-                     "rate or check the kernels", p->tensors[p->loss_tensor].name,
-                     isnan(iters[it].loss) ? "NaN" : "infinite", it, warm ? " (warm-up)" : "");
-        }
-        if (o->progress && total > 0)
-            fprintf(stderr, "iteration %d/%d%s wall_ms=%.3f loss=%.6g\n", it + 1, total,
-                    warm ? " (warm-up)" : "", iters[it].wall_ms, iters[it].loss);
-        else if (o->progress)
-            fprintf(stderr, "iteration %d (measuring until the interval is within +-%g%%)%s "
-                    "wall_ms=%.3f loss=%.6g\n", it + 1, 100 * o->ci_target,
-                    warm ? " (warm-up)" : "", iters[it].wall_ms, iters[it].loss);
-        if (m.adaptive && !warm) {
-            int was = total;
-            total = decide(o, p, iters, it, total, measure_t0, power_energy_pending(&m.power),
-                           &next_check, &m.stopped);
-            if (was > 0 && total < 0) {   /* taken back: its tail is no longer the end */
-                next_check = it - p->warmup + 2;
-                drop_tail(p, snaps, &nsnaps, was - ckpt_tail(p));
-            }
-        }
-        if (is_checkpoint(p, it, total)) snapshot(&rc, &snaps, &nsnaps, it);
+/* Sets up side s's backend (its data, untimed uploads, builds) and its iteration records. */
+static void side_setup(side *s, const runner_opts *o)
+{
+    run_ctx *rc = &s->rc;
+    pt_plan *p = rc->plan;
+    plan_load_data(p, rc->root);
+    if (p->backend == BACKEND_CPU) cpu_setup(rc);
+    else if (p->backend == BACKEND_VULKAN) { omp_set_num_threads(rc->threads); vk_setup(rc); }
+    else { omp_set_num_threads(rc->threads); cl_setup(rc); }
+    s->setup_ms = (double)(monotonic_ns() - s->setup_t0) / 1e6;
+    s->m = (measure_rec){.adaptive = o->ci_target > 0, .stopped = "fixed"};
+    s->total = s->m.adaptive ? -1 : p->warmup + p->iterations;
+    s->cap = p->warmup + (s->m.adaptive ? o->max_iterations : p->iterations) + 1;
+    s->iters = xcalloc((size_t)s->cap, sizeof *s->iters);
+    s->next_check = 1;
+}
+
+static int side_warming(const side *s) { return s->it < s->rc.plan->warmup; }
+static int side_running(const side *s) { return s->total < 0 || s->it < s->total; }
+
+/* Runs side s's next iteration: its wall time and loss, the adaptive decision (the clock
+ * started at measure_t0), a checkpoint's snapshot. */
+static void side_iteration(side *s, const runner_opts *o, uint64_t measure_t0, int energy_pending)
+{
+    run_ctx *rc = &s->rc;
+    pt_plan *p = rc->plan;
+    int it = s->it++, warm = it < p->warmup;
+    if (it >= s->cap) {
+        s->iters = realloc(s->iters, (size_t)(s->cap *= 2) * sizeof *s->iters);
+        if (!s->iters) fail(EXIT_INTERNAL, "out of host memory recording iterations");
     }
-    power_stop(&m.power);
-    cond_sample_now(&m.after);
-    if (!o->no_probe) m.probe.after_ms = probe_ms(rc.threads);
-    measured_ci(iters, p->warmup, total, o->resamples, &m.median_ms, &m.ci_low_ms, &m.ci_high_ms);
-    estimate_ci(iters, p->warmup, total, o->resamples, &m.estimate_ms, &m.low_ms, &m.high_ms);
-    write_dumps(&rc, o->out);
-    write_checkpoints(p, o->out, snaps, nsnaps);
+    iter_rec *r = &s->iters[it];
+    uint64_t begin = monotonic_ns();
+    uint64_t end = p->backend == BACKEND_CPU ? cpu_iteration(rc, it, warm)
+                   : p->backend == BACKEND_VULKAN ? vk_iteration(rc, it, warm)
+                                                  : cl_iteration(rc, it, warm);
+    r->wall_ms = (double)(end - begin) / 1e6;
+    r->loss = NAN;
+    if (p->loss_tensor >= 0) {
+        r->loss = ((const float *)p->tensors[p->loss_tensor].host)[0];
+        if (!isfinite(r->loss))
+            fail(EXIT_NONFINITE, "loss tensor \"%s\" is %s after iteration %d%s%s%s; lower the "
+                 "learning rate or check the kernels", p->tensors[p->loss_tensor].name,
+                 isnan(r->loss) ? "NaN" : "infinite", it, warm ? " (warm-up)" : "",
+                 s->name ? " of plan " : "", s->name ? s->plan_path : "");
+    }
+    const char *tag = s->name ? s->name : "", *gap = s->name ? " " : "";
+    if (o->progress && s->total > 0)
+        fprintf(stderr, "%s%siteration %d/%d%s wall_ms=%.3f loss=%.6g\n", tag, gap, it + 1,
+                s->total, warm ? " (warm-up)" : "", r->wall_ms, r->loss);
+    else if (o->progress)
+        fprintf(stderr, "%s%siteration %d (measuring until the interval is within +-%g%%)%s "
+                "wall_ms=%.3f loss=%.6g\n", tag, gap, it + 1, 100 * o->ci_target,
+                warm ? " (warm-up)" : "", r->wall_ms, r->loss);
+    if (s->m.adaptive && !warm) {
+        int was = s->total;
+        s->total = decide(o, p, s->iters, it, s->total, measure_t0, energy_pending,
+                          &s->next_check, &s->m.stopped);
+        if (was > 0 && s->total < 0) {   /* taken back: its tail is no longer the end */
+            s->next_check = it - p->warmup + 2;
+            drop_tail(p, s->snaps, &s->nsnaps, was - ckpt_tail(p));
+        }
+    }
+    if (is_checkpoint(p, it, s->total)) snapshot(rc, &s->snaps, &s->nsnaps, it);
+}
+
+/* Side s's figures (with the process's probe, conditions and power, `shared`) and its
+ * folder: dumps, checkpoints, trace.csv and, last, run.json. */
+static void side_write(side *s, const side *other, const runner_opts *o, const measure_rec *shared)
+{
+    pt_plan *p = s->rc.plan;
+    s->m.probe = shared->probe;
+    s->m.before = shared->before;
+    s->m.after = shared->after;
+    s->m.power = shared->power;
+    measured_ci(s->iters, p->warmup, s->total, o->resamples, &s->m.median_ms, &s->m.ci_low_ms,
+                &s->m.ci_high_ms);
+    estimate_ci(s->iters, p->warmup, s->total, o->resamples, &s->m.estimate_ms, &s->m.low_ms,
+                &s->m.high_ms);
+    ledger_reset();
+    write_dumps(&s->rc, s->out);
+    write_checkpoints(p, s->out, s->snaps, s->nsnaps);
     size_t len;
-    char *csv = trace_csv(&rc.tr, &len);
-    write_output(o->out, "trace.csv", csv, len);
+    char *csv = trace_csv(&s->rc.tr, &len);
+    write_output(s->out, "trace.csv", csv, len);
     ledger_record("trace.csv", csv, len);
     free(csv);
-    write_run_json(&rc, o, iters, total, setup_ms, &m, snaps, nsnaps);
-    for (int k = 0; k < nsnaps; k++) free(snaps[k].data);
-    free(snaps);
-    free(iters);
-    power_free(&m.power);
+    write_run_json(s, other, o);
+}
+
+static void side_free(side *s)
+{
+    for (int k = 0; k < s->nsnaps; k++) free(s->snaps[k].data);
+    free(s->snaps);
+    free(s->iters);
+}
+
+/* The side-by-side options: both given, another folder, a plan that can be read. */
+static void check_previous(const runner_opts *o)
+{
+    if (!o->previous_plan && !o->previous_out) return;
+    if (!o->previous_plan || !o->previous_out)
+        fail(EXIT_BAD_INPUT, "run: %s needs %s too (the previous build's plan and its own "
+             "output folder, measured side by side)",
+             o->previous_plan ? "--previous-plan" : "--previous-out",
+             o->previous_plan ? "--previous-out DIR" : "--previous-plan FILE");
+    if (!strcmp(o->previous_out, o->out))
+        fail(EXIT_BAD_INPUT, "run: --previous-out %s is the --out folder; give each side its "
+             "own folder", o->previous_out);
+}
+
+int mode_run(const runner_opts *o)
+{
+    if (!o->plan || !o->out) fail(EXIT_BAD_INPUT, "run needs --plan FILE and --out DIR");
+    check_previous(o);
+    int paired = o->previous_plan != NULL;
+    /* side by side: sides[0] the previous plan, the first of round 0; sides[1] the new one */
+    side sides[2];
+    memset(sides, 0, sizeof sides);
+    side *nw = &sides[paired];
+    if (paired) side_open(&sides[0], o->previous_plan, o->previous_out, "previous");
+    side_open(nw, o->plan, o->out, paired ? "new" : NULL);
+    g_nsides = paired + 1;
+    for (int i = 0; i < g_nsides; i++) g_sides[i] = &sides[i];
+    set_fail_hook(write_failed);
+    if (paired && access(o->previous_plan, R_OK) != 0)
+        fail(EXIT_BAD_INPUT, "run: --previous-plan %s: %s; give the previous build's plan as "
+             "the runner sees it", o->previous_plan, strerror(errno));
+    side_load(nw, o);
+    if (paired) {
+        side_load(&sides[0], o);
+        int a = sides[0].rc.plan->backend, b = nw->rc.plan->backend;
+        if (a != b)
+            fail(EXIT_BAD_INPUT, "run: --previous-plan %s is for backend %s, --plan %s for %s; "
+                 "a side-by-side pair runs both plans on one backend and device",
+                 o->previous_plan, backend_name(a), o->plan, backend_name(b));
+    }
+    for (int i = 0; i < g_nsides; i++) side_setup(&sides[i], o);
+
+    /* warm-up, then the measured iterations: one of each running side per round, the
+     * order reversed every round */
+    measure_rec shared = {0};
+    uint64_t measure_t0 = 0;
+    for (int measuring = 0; measuring < 2; measuring++) {
+        if (measuring) {
+            shared.probe.threads = nw->rc.threads;
+            if (!o->no_probe) {
+                shared.probe.before_ms = probe_ms(nw->rc.threads);
+                if (nw->rc.plan->backend != BACKEND_CPU) probe_release_threads();
+            }
+            cond_sample_now(&shared.before);
+            power_start(&shared.power, o->power_sample_ms);
+            measure_t0 = monotonic_ns();
+        }
+        for (int round = 0, busy = 1; busy; round++) {
+            busy = 0;
+            for (int k = 0; k < g_nsides; k++) {
+                side *s = &sides[round % 2 ? g_nsides - 1 - k : k];
+                if (!side_running(s) || (!measuring && !side_warming(s))) continue;
+                side_iteration(s, o, measure_t0, power_energy_pending(&shared.power));
+                busy = 1;
+            }
+        }
+    }
+    power_stop(&shared.power);
+    cond_sample_now(&shared.after);
+    if (!o->no_probe) shared.probe.after_ms = probe_ms(nw->rc.threads);
+    for (int i = 0; i < g_nsides; i++)
+        side_write(&sides[i], paired ? &sides[1 - i] : NULL, o, &shared);
+    for (int i = 0; i < g_nsides; i++) side_free(&sides[i]);
+    power_free(&shared.power);
     return EXIT_OK;
 }

@@ -205,21 +205,22 @@ def test_a_long_call_gets_enough_pairs_to_decide(monkeypatch, scaled: bool):
 # ---------------------------------------------------------------- a run, side by side
 
 def test_a_run_adds_pairs_of_processes_until_decisive(tmp_path: Path):
+    """Each pair is one process (one call) measuring both sides into their own folders."""
     rng = random.Random(9)
-    order = []
+    calls = []
 
-    def measure(manifest: dict, into: Path) -> Path:
-        new = manifest["plan"] == "new.json"
-        order.append("new" if new else "previous")
-        host = 5.0 * (1 + rng.random())
-        walls = [host * (2.0 if new else 1.0) * rng.lognormvariate(0, 0.05) for _ in range(3)]
-        write_json({"iters": [{"wall_ms": w} for w in walls]}, into / "run.json")
+    def measure(manifest: dict, into: Path, previous: tuple[str, Path]) -> Path:
+        calls.append((manifest["plan"], previous[0]))
+        host = 5.0 * (1 + rng.random())       # one process: the host's state falls on both
+        for d, f in ((into, 2.0), (previous[1], 1.0)):
+            walls = [host * f * rng.lognormvariate(0, 0.05) for _ in range(3)]
+            write_json({"iters": [{"wall_ms": w} for w in walls]}, d / "run.json")
         return into
 
     got = kept.pairs_until_decisive(measure, {"plan": "new.json"}, "old.json", tmp_path,
                                     first=2)
     pairs, v = got
     assert v["verdict"] == "slower" and v["low"] <= 2.0 <= v["high"]
-    assert len(pairs) == v["pairs"] >= 2 and v["max_pairs"] == kept.RUN_MAX_PAIRS
-    assert order[:4] == ["previous", "new", "new", "previous"]
+    assert len(pairs) == v["pairs"] == len(calls) >= 2 and v["max_pairs"] == kept.RUN_MAX_PAIRS
+    assert set(calls) == {("new.json", "old.json")}
     assert all(a.name.startswith("previous_") and b.name.startswith("process_") for a, b in pairs)

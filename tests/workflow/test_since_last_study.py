@@ -86,6 +86,8 @@ def test_kernel_edit_then_rerun_reports_before_and_after(completed_workspace, tm
         assert doc["pairs"] >= 2 and doc["previous_verified"] is True, doc
         assert (rd / "ran" / "kernels" / "elementwise.cl").read_text().count("unused_probe")
         assert len(list((rd / "previous").glob("process_*/run.json"))) == doc["pairs"]
+        for f in (rd / "previous").glob("process_*/run.json"):   # a pair: one process, 2 sides
+            assert json.loads(f.read_text())["side_by_side"]["side"] == "previous"
     # gemm.cl did not change: the GEMM sweep is the same build, not re-measured
     gemm = [[c.strip() for c in line.strip("|").split("|")] for line in since.splitlines()
             if line.startswith("| gemm | baseline gemm_")]

@@ -87,3 +87,5 @@ def test_a_broken_shader_fails_only_its_runs_and_an_edit_pairs_with_the_kept_spi
     sources = [g["source"] for g in json.loads((prev / "plan.json").read_text())["programs"]]
     assert sources and all(s.startswith("spirv/baseline.previous/") for s in sources), sources
     assert len(list(prev.glob("process_*/run.json"))) == doc["pairs"]
+    for f in prev.glob("process_*/run.json"):   # each pair: one process, both sides
+        assert json.loads(f.read_text())["side_by_side"]["side"] == "previous"

@@ -19,12 +19,15 @@ newest copy of it in ``quarantine/``), and:
   change (identical build)`` (:func:`copy_previous`);
 - else the previous build is pushed beside the new one (``kernels/<version>.previous/``, or
   ``spirv/<version>.previous/`` for Vulkan; ``plans/<experiment>/plan.previous.json``) and
-  :func:`pairs_until_decisive` runs previous and new in alternating processes, the order
-  reversed every pair (ABBA...): a first look after ``measure.repeats`` pairs (at least 2),
-  then one more pair while the verdict is ``cannot tell``, at most :data:`RUN_MAX_PAIRS`
-  pairs and :data:`RUN_BUDGET_S` seconds; the verdict
+  :func:`pairs_until_decisive` measures pairs, each pair ONE runner process holding both
+  plans (``runner run --previous-plan``, ``src/runner/run.c``): both set up on the same
+  device, their measured iterations alternating, the order reversed every round (ABBA...),
+  so that what the host does during the pair falls on both sides; each side adapts its own
+  count and writes its own folder. A first look after ``measure.repeats`` pairs (at least
+  2), then one more pair while the verdict is ``cannot tell``, at most
+  :data:`RUN_MAX_PAIRS` pairs and :data:`RUN_BUDGET_S` seconds; the verdict
   (:func:`phonetrain.results.paired.until_decisive`) goes to ``paired.json``, the previous
-  build's processes to ``previous/``.
+  build's folders to ``previous/``.
 """
 
 from __future__ import annotations
@@ -52,9 +55,9 @@ RAN_SPIRV = "spirv"          # ran/spirv/<kernel>.spv: a Vulkan run's SPIR-V
 PREVIOUS_SUFFIX = ".previous"
 PREVIOUS_PLAN = "plan.previous.json"
 RUN_MAX_PAIRS, RUN_BUDGET_S = 12, 120.0
-"""The most pairs of processes of one run's side-by-side rerun, and its time budget (s): 12
-pairs are the 2 x 6 processes of ``measure.repeats`` 2 x ``measure.max_attempts`` 3 (the
-most a run measured alone takes, by default) on each side."""
+"""The most pairs (runner processes measuring both sides) of one run's side-by-side rerun, and
+its time budget (s): 12 pairs are the 2 x 6 measurements of ``measure.repeats`` 2 x
+``measure.max_attempts`` 3 (the most a run measured alone takes, by default) on each side."""
 # not taken from the previous run: the deploy's plan.json is the new (equal) one already
 NOT_COPIED = (layout.FAILED, layout.PERFETTO, layout.PLAN, PAIRED, RAN, PREVIOUS)
 
@@ -244,41 +247,40 @@ def median_ms(run_dir: Path) -> float | None:
     return walls[n // 2] if n % 2 else (walls[n // 2 - 1] + walls[n // 2]) / 2
 
 
-Measure = Callable[[dict[str, Any], Path], Path]   # (manifest, folder) -> folder or run dir
+Measure = Callable[[dict[str, Any], Path, tuple[str, Path]], Path]
+"""(manifest, the new side's folder, (the previous plan as the device sees it, the previous
+side's folder)) -> the new side's folder, or the run folder: one runner process measuring
+both sides (:meth:`phonetrain.runner.Runner.run` ``previous=``)."""
 
 
 def measure_pairs(measure: Measure, manifest: dict[str, Any], prev_plan: str, into: Path,
                   rounds: int, start: int = 0) -> list[tuple[Path, Path]] | Path:
-    """``rounds`` pairs of processes, previous (plan ``prev_plan`` on the device) and new,
-    into ``into/previous_<k>`` and ``into/process_<k>``; the first process of round ``k`` is
-    the previous build's when ``k`` is even, the new one's when odd. Returns [(previous, new)]
-    or the run folder (the device cannot do the run: recorded skipped or oom)."""
-    old = dict(manifest, plan=prev_plan)
+    """``rounds`` pairs, each one runner process measuring previous (plan ``prev_plan`` on
+    the device) and new side by side, into ``into/previous_<k>`` and ``into/process_<k>``.
+    Returns [(previous, new)] or the run folder (the device cannot do the run: recorded
+    skipped or oom)."""
     out = []
     for k in range(start, start + rounds):
-        sides = [("previous", old), ("process", manifest)]
-        got = {}
-        for name, man in (sides if k % 2 == 0 else sides[::-1]):
-            want = into / f"{name}_{k}"
-            got[name] = measure(man, want)
-            if got[name] != want:   # recorded skipped or oom
-                return got[name]
-        out.append((got["previous"], got["process"]))
+        old, new = into / f"previous_{k}", into / f"process_{k}"
+        got = measure(manifest, new, (prev_plan, old))
+        if got != new:   # recorded skipped or oom
+            return got
+        out.append((old, new))
     return out
 
 
 def verified_process(into: Path) -> bool:
-    """Whether ``into``, a process folder of :func:`measure_pairs`, is one that is verified
-    per step (the first pair's: ``previous_0``, ``process_0``); the other pairs' processes
-    need no checkpoints."""
-    return into.name in ("previous_0", "process_0")
+    """Whether ``into``, the new side's folder of a :func:`measure_pairs` process, is the
+    process verified per step (the first pair's, ``process_0``, with ``previous_0``: both
+    sides keep checkpoints); the other pairs' processes need none."""
+    return into.name == "process_0"
 
 
 def pairs_until_decisive(measure: Measure, manifest: dict[str, Any], prev_plan: str,
                          into: Path, first: int, max_pairs: int = RUN_MAX_PAIRS,
                          budget_s: float = RUN_BUDGET_S
                          ) -> tuple[list[tuple[Path, Path]], dict[str, Any]] | Path:
-    """Pairs of :func:`measure_pairs` (one at a time) until the verdict is decisive
+    """Pairs of :func:`measure_pairs` (one process at a time) until the verdict is decisive
     (:func:`phonetrain.results.paired.until_decisive`: the first look after ``first`` pairs,
     at most ``max_pairs`` pairs and ``budget_s`` seconds). Returns ([(previous, new)], the
     verdict with each pair's figures in ms) or the run folder (the device cannot do the run:
@@ -306,7 +308,8 @@ def note(run: str, doc: dict[str, Any]) -> None:
 
 
 def install_previous(pairs: list[tuple[Path, Path]], main: Path) -> None:
-    """Move the previous build's processes to ``main/previous/process_<k>``."""
+    """Move the previous build's folders (its side of each pair's process) to
+    ``main/previous/process_<k>``."""
     dest = main / PREVIOUS
     dest.mkdir(parents=True, exist_ok=True)
     for k, (a, _) in enumerate(pairs):

@@ -304,17 +304,18 @@ def _paired_attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec,
                      ) -> Path | tuple[dict[str, Any], list[tuple[int, Path]], int,
                                        list[list[str]]]:
     """The side-by-side measurement (:func:`phonetrain.stages.paired.pairs_until_decisive`):
-    the previous build pushed beside the new one, alternating pairs until the paired verdict is
-    decisive (the first look after ``measure.repeats`` pairs). The new build's processes are
-    judged as :func:`_attempts` judges them; the paired verdict goes to
-    ``tmp/extra/paired.json``, the previous build's processes to ``tmp/extra/previous/``.
+    the previous build pushed beside the new one, pairs (one runner process each, measuring
+    both builds with their iterations alternating) until the paired verdict is decisive (the
+    first look after ``measure.repeats`` pairs). The new build's sides are judged as
+    :func:`_attempts` judges processes; the paired verdict goes to ``tmp/extra/paired.json``,
+    the previous build's sides to ``tmp/extra/previous/``.
     Returns what :func:`_attempts` returns (one attempt)."""
     ms = s.measure
     remote, _ = paired.push_previous(r, prev, s.run_id, s.kernel, tmp)
 
-    def one(man: dict[str, Any], into: Path) -> Path:   # checkpoints only where verified
+    def one(man: dict[str, Any], into: Path, previous: tuple[str, Path]) -> Path:
         return _process(r, man, into, s, p, rdir, tmp, profiling=not s.events_apart,
-                        checkpoints=paired.verified_process(into))
+                        checkpoints=paired.verified_process(into), previous=previous)
     got = paired.pairs_until_decisive(one, manifest, remote, tmp / "pairs", first=ms.repeats)
     if isinstance(got, Path):
         return got
@@ -397,12 +398,15 @@ def events_process(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec,
 
 def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict[str, Any],
              rdir: Path, tmp: Path, profiling: bool, fixed: bool = False,
-             checkpoints: bool = True, probe: bool = True) -> Path:
+             checkpoints: bool = True, probe: bool = True,
+             previous: tuple[str, Path] | None = None) -> Path:
     """One runner process measuring the plan into ``got`` after the cool-down, with or
     without per-command events (``profiling``), adaptively (:func:`adaptive`) or, with
     ``fixed``, exactly the plan's iterations; ``checkpoints=False``: none of the plan's
     checkpoints kept (a process that is not verified); ``probe=False``: no calibration probe
-    (a process no verdict judges). Returns ``got``, or the run folder ``rdir``
+    (a process no verdict judges); ``previous`` (a plan on the device, a folder): the same
+    process measures that plan side by side into that folder (:meth:`Runner.run`). Returns
+    ``got``, or the run folder ``rdir``
     when the device cannot do the run (recorded skipped or oom, through ``tmp``); raises
     :class:`StageError` (``failed.json`` written) when the runner fails."""
     dev, ms = s.device_config, s.measure
@@ -413,7 +417,7 @@ def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict
         r.run(manifest["plan"], got, threads=ms.threads,
               adaptive=None if fixed else adaptive(ms),
               power_sample_ms=ms.power_sample_ms, profiling=profiling,
-              checkpoints=checkpoints, probe=probe)
+              checkpoints=checkpoints, probe=probe, previous=previous)
     except MissingLibraryError as e:
         return _skip(s, tmp, rdir, e.message)
     except OutOfMemoryError as e:   # an outcome of the batch size, not a crash
@@ -426,8 +430,9 @@ def _process(r: Runner, manifest: dict[str, Any], got: Path, s: RunSpec, p: dict
             sys.stderr.write(stderr)
         raise StageError(reason + _tail(stderr)) from None
     if conditions is not None:
-        write_json(conditions | {"after": r.transport.readings()},
-                   got / layout.DEVICE_READINGS)
+        readings = conditions | {"after": r.transport.readings()}
+        for d in [got] + ([Path(previous[1])] if previous else []):   # one process, both sides
+            write_json(readings, d / layout.DEVICE_READINGS)
     return got
 
 
