@@ -1,13 +1,14 @@
 """The verdict on a change from a side-by-side measurement: previous and new build measured
 side by side on one device, each pair giving one figure per build -- a training run's pair is
-two processes in alternating order (each its median step time), a GEMM shape's pair is one
-process that times both builds with alternating repeats (each build's median call).
+one runner process holding both plans, their iterations alternating (each side's median step
+time), a GEMM shape's pair is one process that times both builds with alternating repeats
+(each build's median call).
 
 Each pair (both builds, adjacent in time) gives the ratio new / previous; the
 verdict comes from the Student t interval of the mean of the ratios' logarithms (the paired
 t interval: Student 1908; the design of pyperf's ``compare_to`` and of Google Benchmark's
 ``compare.py``, which compare interleaved repetitions), returned as a ratio with its
-interval. Whatever the host does during a pair falls on both of its processes; what it does
+interval. Whatever the host does during a pair falls on both of its sides; what it does
 between pairs widens the interval instead of moving the estimate. A difference is stated only
 when the whole interval lies beyond the minimum effect :data:`MIN_EFFECT`.
 
