@@ -43,7 +43,7 @@ from phonetrain.devices.toolchains import build_runner  # noqa: E402
 from phonetrain.lowering import LowerSpec, write_bundle  # noqa: E402
 from phonetrain.plan import DEFAULT_ITERATIONS, DEFAULT_WARMUP  # noqa: E402
 from phonetrain.results.paired import until_decisive  # noqa: E402
-from phonetrain.stages.paired import median_ms  # noqa: E402
+from phonetrain.stages.paired import side_medians  # noqa: E402
 
 MODELS = ["mlp_16_16", "mlp_784_256_128_16"]
 
@@ -60,7 +60,7 @@ def _children_cpu_s() -> float:
 
 def measure(r: rt.Runner, plan: Path, k: int, way: str, out: Path) -> tuple[float, float]:
     """One pair of ``plan`` against itself, ``way`` "processes" or "one": (previous_ms, new_ms),
-    each side's median step time."""
+    each side's median step time over the rounds both ran (``side_medians``)."""
     ms = MeasureConfig()
     kw = {"threads": 0, "profiling": False, "checkpoints": False,
           "adaptive": rt.Adaptive(ci_target=ms.ci_target, max_iterations=ms.max_iterations,
@@ -72,7 +72,7 @@ def measure(r: rt.Runner, plan: Path, k: int, way: str, out: Path) -> tuple[floa
     else:
         for d in ([old, new] if k % 2 == 0 else [new, old]):
             r.run(plan, d, **kw)
-    return median_ms(old), median_ms(new)
+    return side_medians(old, new)
 
 
 def verdict(pairs: list[tuple[float, float]], max_pairs: int) -> dict:

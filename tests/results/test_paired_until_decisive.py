@@ -224,3 +224,15 @@ def test_a_run_adds_pairs_of_processes_until_decisive(tmp_path: Path):
     assert len(pairs) == v["pairs"] == len(calls) >= 2 and v["max_pairs"] == kept.RUN_MAX_PAIRS
     assert set(calls) == {("new.json", "old.json")}
     assert all(a.name.startswith("previous_") and b.name.startswith("process_") for a, b in pairs)
+
+
+def test_a_pair_counts_only_the_rounds_both_sides_ran(tmp_path: Path):
+    """The side that went on alone after the other stopped ran through a planted 10x drift
+    that the other side never saw: its lone iterations are not part of the pair."""
+    old, new = tmp_path / "previous_0", tmp_path / "process_0"
+    warm = [{"wall_ms": 50.0, "warmup": True}]
+    write_json({"iters": warm + [{"wall_ms": w} for w in (1.0, 1.2, 1.1)]}, old / "run.json")
+    write_json({"iters": warm + [{"wall_ms": w} for w in (2.0, 2.4, 2.2)]
+                + [{"wall_ms": 20.0}] * 5}, new / "run.json")
+    assert kept.side_medians(old, new) == (1.1, 2.2)
+    assert kept.side_medians(new, old) == (2.2, 1.1)

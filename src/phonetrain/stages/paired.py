@@ -237,14 +237,29 @@ def previous_doc(prev: Path) -> dict[str, Any]:
             "previous_kernel_hash": read_json(prev / RAN / RAN_JSON).get("kernel_hash")}
 
 
-def median_ms(run_dir: Path) -> float | None:
-    """The median measured step time (ms) of one runner process's ``run.json``."""
-    walls = sorted(i["wall_ms"] for i in read_json(run_dir / layout.RUN).get("iters", [])
-                   if not i.get("warmup"))
-    if not walls:
+def measured_walls(run_dir: Path) -> list[float]:
+    """The measured (not warm-up) iterations' wall times (ms), in order, of one side's
+    ``run.json``."""
+    return [i["wall_ms"] for i in read_json(run_dir / layout.RUN).get("iters", [])
+            if not i.get("warmup")]
+
+
+def _median(x: list[float]) -> float | None:
+    if not x:
         return None
-    n = len(walls)
-    return walls[n // 2] if n % 2 else (walls[n // 2 - 1] + walls[n // 2]) / 2
+    x, n = sorted(x), len(x)
+    return x[n // 2] if n % 2 else (x[n // 2 - 1] + x[n // 2]) / 2
+
+
+def side_medians(previous: Path, new: Path) -> tuple[float | None, float | None]:
+    """One pair's figures (ms): the median step time of each side of one side-by-side
+    process over the rounds both sides ran -- the first ``min(n_previous, n_new)`` measured
+    iterations of each. A side that reached its interval sooner stops while the other goes on
+    (``src/runner/run.c``); the other's later iterations ran alone, so whatever the host did
+    then would fall on one side only, and they are left out of the pair."""
+    a, b = measured_walls(previous), measured_walls(new)
+    n = min(len(a), len(b))
+    return _median(a[:n]), _median(b[:n])
 
 
 Measure = Callable[[dict[str, Any], Path, tuple[str, Path]], Path]
@@ -294,7 +309,7 @@ def pairs_until_decisive(measure: Measure, manifest: dict[str, Any], prev_plan: 
             stopped.append(got)
             return None
         done.extend(got)
-        return median_ms(got[0][0]), median_ms(got[0][1])
+        return side_medians(*got[0])
 
     doc = until_decisive(pair, first=first, max_pairs=max_pairs, budget_s=budget_s)
     return stopped[0] if stopped else (done, doc)
