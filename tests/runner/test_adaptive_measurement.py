@@ -106,9 +106,12 @@ def test_a_rerun_leaves_no_stale_checkpoints(runner, tmp_path):
 
 
 def test_conditions_are_recorded_and_see_other_processes(runner, tmp_path):
-    plan = _bundle(tmp_path, model="mlp_784_256_128_16", dataset="digits", batch_size=32,
-                   iterations=400)
-    quiet = _run(runner, tmp_path, plan)["conditions"]
+    """The conditions of a run (20 iterations: what they record needs no long run), then of
+    a run long enough (400 iterations) to be measured beside one busy process per CPU."""
+    shape = {"model": "mlp_784_256_128_16", "dataset": "digits", "batch_size": 32}
+    quiet = _run(runner, tmp_path / "quiet", _bundle(tmp_path / "quiet", **shape,
+                                                      iterations=20))["conditions"]
+    plan = _bundle(tmp_path, **shape, iterations=400)
     assert quiet["omp_wait_policy"] == runner_api.OMP_WAIT_POLICY == "ACTIVE"
     assert quiet["cpus"] == os.cpu_count() and 0 <= quiet["other_cpu_share"] <= 1
     assert quiet["load_avg_1m_end"] >= 0 and quiet["wall_s"] > 0

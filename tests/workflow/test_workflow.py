@@ -109,8 +109,14 @@ def test_bad_config_fails_before_any_job(tmp_path: Path, overrides, edit, needle
     assert not (ws / "results").exists()  # nothing ran, nothing written
 
 
-def test_kernel_that_does_not_compile_fails_only_its_jobs(completed_workspace: Path,
-                                                          tmp_path: Path):
+def test_kernels_that_do_not_compile_fail_only_their_jobs_and_tuning_waits(
+        completed_workspace: Path, tmp_path: Path):
+    """Two versions that do not compile, in one workflow run: ``broken`` (an elementwise
+    kernel) and ``broken_tiled`` (a tunable version whose gemm.cl does not compile). Each
+    fails only its own jobs (its build, no run of it, its runs ``failed`` in the summary and
+    listed in the report); the compiler's message, located in the kernel source (not a staged
+    or temporary file), is on the terminal and in the build job's log, which the message
+    names; no tune job runs for the tunable one; the baseline's runs stay."""
     ws = clone_workspace(completed_workspace, tmp_path / "ws")
     broken = ws / "src" / "kernels" / "broken"
     broken.mkdir()
@@ -119,29 +125,6 @@ def test_kernel_that_does_not_compile_fails_only_its_jobs(completed_workspace: P
         "__kernel void relu_fwd(int n, __global const float *X, __global float *Y) {\n"
         "  int i = get_global_id(0) if (i < n) Y[i] = X[i];\n}\n")
     (ws / "conf" / "kernel" / "broken.yaml").write_text("name: broken\n")
-    p = snakemake(ws, "all", "--keep-going", overrides=TINY + ["sweep.kernels=[baseline,broken]"])
-    msg = p.stdout + p.stderr
-    assert p.returncode != 0
-    assert "kernel version 'broken' failed to build" in msg
-    assert "error" in msg.lower() and "elementwise" in msg  # the compiler log is shown
-    R = ws / "results"
-    assert not (R / "build" / "host" / "kernels" / "broken" / "build.json").exists()
-    for m in ("mlp_16_16", "mlp_784_256_128_16"):
-        assert not (R / "runs" / "host" / f"{m}.opencl.broken" / "run.json").exists()
-        assert (R / "runs" / "host" / f"{m}.opencl.baseline" / "run.json").exists()
-    runs = pd.read_parquet(R / "summary" / "runs.parquet").set_index("run_id")
-    assert set(runs.loc[[i for i in runs.index if i.endswith(".broken")], "status"]) == {"failed"}
-    assert (runs.loc[[f"host/{i}" for i in IDS], "status"] == "ok").all()
-    md = (R / "report" / "report.md").read_text()
-    assert "mlp_16_16.opencl.broken" in md
-
-
-def test_compile_error_reaches_the_build_log_and_terminal_and_tuning_waits(
-        completed_workspace: Path, tmp_path: Path):
-    """A tunable version whose gemm.cl does not compile: the compiler's message, located in
-    the kernel source (not a staged or temporary file), is on the terminal and in the build
-    job's log, which the message names; no tune job runs for it; other versions' jobs run."""
-    ws = clone_workspace(completed_workspace, tmp_path / "ws")
     kdir = ws / "src" / "kernels" / "broken_tiled"
     shutil.copytree(ws / "src" / "kernels" / "tiled", kdir)
     lines = (kdir / "gemm.cl").read_text().splitlines(keepends=True)
@@ -150,9 +133,11 @@ def test_compile_error_reaches_the_build_log_and_terminal_and_tuning_waits(
     (kdir / "gemm.cl").write_text("".join(lines))
     (ws / "conf" / "kernel" / "broken_tiled.yaml").write_text("name: broken_tiled\n")
     p = snakemake(ws, "all", "--keep-going",
-                  overrides=TINY + ["sweep.kernels=[baseline,broken_tiled]"])
+                  overrides=TINY + ["sweep.kernels=[baseline,broken,broken_tiled]"])
     msg = p.stdout + p.stderr
     assert p.returncode != 0
+    assert "kernel version 'broken' failed to build" in msg
+    assert "error" in msg.lower() and "elementwise" in msg  # the compiler log is shown
     where = f"src/kernels/broken_tiled/gemm.cl:{bad + 1}:"
     assert f"{where}1: error: unknown type name 'this'" in msg or \
         re.search(re.escape(where) + r"\d+: .*unknown type name 'this'", msg), msg[-4000:]
@@ -164,12 +149,23 @@ def test_compile_error_reaches_the_build_log_and_terminal_and_tuning_waits(
     assert not list((ws / "results" / "logs").glob("tune*/host/broken_tiled*")), \
         "tune ran for a version that does not compile"
     assert "no candidate passed" not in msg
+    R = ws / "results"
+    for k in ("broken", "broken_tiled"):
+        assert not (R / "build" / "host" / "kernels" / k / "build.json").exists(), k
     for m in ("mlp_16_16", "mlp_784_256_128_16"):
-        assert (ws / "results" / "runs" / "host" / f"{m}.opencl.baseline" / "run.json").exists()
+        for k in ("broken", "broken_tiled"):
+            assert not (R / "runs" / "host" / f"{m}.opencl.{k}" / "run.json").exists(), k
+        assert (R / "runs" / "host" / f"{m}.opencl.baseline" / "run.json").exists()
+    runs = pd.read_parquet(R / "summary" / "runs.parquet").set_index("run_id")
+    assert set(runs.loc[[i for i in runs.index if ".broken" in i], "status"]) == {"failed"}
+    assert len([i for i in runs.index if ".broken" in i]) == 4, runs.index
+    assert (runs.loc[[f"host/{i}" for i in IDS], "status"] == "ok").all()
+    md = (R / "report" / "report.md").read_text()
+    assert "mlp_16_16.opencl.broken" in md and "mlp_16_16.opencl.broken_tiled" in md
     # the partial report's line: where it is and how many runs are usable
     assert re.search(r"phonetrain: partial report: results/report/report\.html \(and "
-                     r"results/report/report\.md\); 6 runs: 4 ok \(verified: usable\), "
-                     r"0 unstable .*, 0 wrong .*, 2 failed \(missing\)", msg), msg[-3000:]
+                     r"results/report/report\.md\); 8 runs: 4 ok \(verified: usable\), "
+                     r"0 unstable .*, 0 wrong .*, 4 failed \(missing\)", msg), msg[-3000:]
 
 
 def test_end_of_study_says_where_the_report_is(completed_workspace: Path, tmp_path: Path):
