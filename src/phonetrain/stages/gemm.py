@@ -344,7 +344,9 @@ def gemm(job: Job) -> dict:
     device -> ``output.gemm``. A tuned version uses its tuning files' configuration per shape
     class; a long square gets fewer timed repeats (:func:`sweep_repeats`, the row's
     ``repeats``); the squares stop where their GFLOPS plateaued (:func:`plateaued`); the
-    models' calls of one OpenCL configuration share a process (:func:`_model_calls_together`)."""
+    models' calls of one OpenCL configuration share a process (:func:`_model_calls_together`),
+    and so do an OpenCL version's squares when none is measured side by side
+    (:func:`_squares_together`)."""
     p = job.spec(GemmSpec)
     version = p.version
     kv = None if version == CPU_VERSION else load_version(version)
@@ -371,15 +373,26 @@ def gemm(job: Job) -> dict:
                  if source != "square" and (g.kernel, g.M, g.N, g.K) not in before]
         alone = _model_calls_together(bench, calls) if kv is not None else \
             [bench.spec(sp) for sp in calls]
+        square_specs = [sp for source, _, _, sp in planned if source == "square"]
+        together = kv is not None and not any(
+            (g.kernel, g.M, g.N, g.K) in before for source, g, _, _ in planned
+            if source == "square")
+        swept: list[dict[str, Any]] | None = None   # the squares' documents, run together
         squares: list[float] = []   # the measured squares' GFLOPS, ascending sizes
         for source, g, cls, spec in planned:
+            doc = None
+            if together and source == "square":
+                if swept is None:
+                    swept = _squares_together(bench, square_specs, p)
+                doc = swept.pop(0)
             why = None
-            if source == "square" and last_gflops and \
+            if doc is not None:
+                why = SKIPPED_BY.get((doc.get("cases") or [{}])[0].get("skipped_by"))
+            elif source == "square" and last_gflops and \
                     g.flops / (last_gflops * 1e9) > p.max_launch_s:
-                why = "estimated launch time over measure.gemm_max_launch_s"
+                why = SKIPPED_BY["max_launch_s"]
             elif source == "square" and plateaued(squares, p.plateau_gain):
-                why = (f"GFLOPS plateaued: {PLATEAU_SQUARES} squares in a row below "
-                       f"(1 + measure.gemm_plateau_gain) x the best before them")
+                why = SKIPPED_BY["plateau"]
             if why:
                 rows.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": source,
                              "status": "skipped", "error": why})
@@ -387,7 +400,9 @@ def gemm(job: Job) -> dict:
             key = (g.kernel, g.M, g.N, g.K)
             old = before.get(key)
             reps = sweep_repeats(g, source, last_gflops, p.max_shape_s)
-            if old is not None:
+            if doc is not None:
+                reps = (doc.get("cases") or [{}])[0].get("repeats", reps)
+            elif old is not None:
                 doc = batched[key]() if key in batched else \
                     _paired_shape(bench, spec, old, _previous_call_ms(prev, key))
             elif source != "square":
@@ -403,7 +418,8 @@ def gemm(job: Job) -> dict:
                                                       "status", "error", "gflops", "median_ms",
                                                       "low_ms", "high_ms", "max_err",
                                                       "iterations")},
-                             "source": source, "options": doc.get("options", ""),
+                             "source": source,
+                             "options": c.get("options", doc.get("options", "")),
                              "tuned_class": cls, **({"repeats": reps} if old is None else {}),
                              **({"paired": doc["paired"] | {
                                  "device": p.device,
@@ -446,9 +462,42 @@ def _model_calls_together(bench: _Bench, specs: list[dict[str, Any]]) -> list[di
     return [d for d in out if d is not None]
 
 
+def _squares_together(bench: _Bench, specs: list[dict[str, Any]], p: GemmSpec
+                      ) -> list[dict[str, Any]]:
+    """An OpenCL version's squares (their bench-gemm specs of one case each, ascending sizes)
+    in one runner process: one spec whose cases carry their own build options (the runner
+    builds each distinct configuration once) and whose ``sweep`` makes the runner apply
+    :func:`plateaued` and :func:`sweep_repeats` between the squares (``src/runner/
+    bench_gemm.c``; ``max_launch_s``, ``plateau_gain``, ``max_shape_s`` of ``p``), so the
+    squares cost one process start, one OpenCL context and one build per configuration, not
+    one of each per square. Returns one document per spec, in order, each holding its own case
+    (a case the runner skipped: ``status`` ``skipped``, ``skipped_by`` naming the rule,
+    :data:`SKIPPED_BY`); a process the runner skips (a missing library) gives that document
+    to each spec."""
+    if not specs:
+        return []
+    first = specs[0]
+    doc = bench.spec(dict(first, cases=[dict(sp["cases"][0], options=sp["options"])
+                                        for sp in specs],
+                          sweep={"max_launch_s": p.max_launch_s,
+                                 "plateau_gain": p.plateau_gain or 0.0,
+                                 "plateau_cases": PLATEAU_SQUARES,
+                                 "max_case_s": p.max_shape_s or 0.0,
+                                 "min_repeats": GEMM_MIN_REPEATS}))
+    if doc.get("status") == "skipped":
+        return [doc] * len(specs)
+    return [dict(doc, cases=[c]) for c in doc.get("cases") or []]
+
+
 PLATEAU_SQUARES = 2
 """Squares in a row whose GFLOPS stay below ``(1 + measure.gemm_plateau_gain)`` x the best
 square before them, after which a version's square sweep stops (:func:`plateaued`)."""
+SKIPPED_BY = {
+    "max_launch_s": "estimated launch time over measure.gemm_max_launch_s",
+    "plateau": (f"GFLOPS plateaued: {PLATEAU_SQUARES} squares in a row below "
+                f"(1 + measure.gemm_plateau_gain) x the best before them")}
+"""A skipped square's row ``error`` by the rule that skipped it (the runner's ``skipped_by``):
+one launch estimated over ``measure.gemm_max_launch_s``, or :func:`plateaued`."""
 
 
 def plateaued(gflops: list[float], gain: float | None) -> bool:
