@@ -21,7 +21,11 @@
  *               "high_ms", "gflops", "max_err"}]}
  * A case's "options" (an OpenCL kernel source, without "previous") builds the source with
  * those options for that case: each distinct string is built once per process, when the first
- * case that needs it runs, and such a case echoes "options" and, when it built, "build_ms".
+ * case that needs it runs, and such a case echoes "options" and, when it built, "build_ms";
+ * a build that fails makes each case of those options status "error", "build_failed": true,
+ * "error" naming the options (the compiler log goes to stderr), and the process goes on. The
+ * spec's own "options" are built (up front; a failure fails the process with the runner's
+ * build exit code) only when some case has no options of its own.
  * With "sweep" the cases are a GEMM sweep's squares in ascending size, measured in order,
  * and before each case two rules may skip it (status "skipped", "skipped_by" naming the
  * rule; no other keys): "max_launch_s" when one launch, estimated at the GFLOPS of the last
@@ -101,23 +105,37 @@ static void env_open(cl_env *e, const runner_opts *o)
     if (err != CL_SUCCESS) cl_fail("clCreateCommandQueue", err, "bench");
 }
 
-/* Builds `src` with `options`; a compiler error fails with EXIT_BUILD and the log. */
-static cl_program build(cl_env *e, const char *src, const char *options, const char *what)
+/* Builds `src` with `options`; a compiler error prints the log and returns NULL with the
+ * message in `why` (n bytes) when `why` is given, else fails with EXIT_BUILD. */
+static cl_program try_build(cl_env *e, const char *src, const char *options, const char *what,
+                            char *why, size_t n)
 {
     cl_int err;
     cl_program p = CL.clCreateProgramWithSource(e->ctx, 1, &src, NULL, &err);
     if (err != CL_SUCCESS) cl_fail("clCreateProgramWithSource", err, what);
     err = CL.clBuildProgram(p, 1, &e->dev, options, NULL, NULL);
     if (err != CL_SUCCESS) {
-        size_t n = 0;
-        CL.clGetProgramBuildInfo(p, e->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
-        char *log = xcalloc(n + 1, 1);
-        CL.clGetProgramBuildInfo(p, e->dev, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+        size_t len = 0;
+        CL.clGetProgramBuildInfo(p, e->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
+        char *log = xcalloc(len + 1, 1);
+        CL.clGetProgramBuildInfo(p, e->dev, CL_PROGRAM_BUILD_LOG, len, log, NULL);
         fprintf(stderr, "%s\n", log);
-        fail(EXIT_BUILD, "building %s with options \"%s\" failed (%s); compiler log above",
-             what, options, cl_error_name(err));
+        free(log);
+        if (!why)
+            fail(EXIT_BUILD, "building %s with options \"%s\" failed (%s); compiler log above",
+                 what, options, cl_error_name(err));
+        snprintf(why, n, "building %s with options \"%s\" failed (%s); compiler log in the "
+                 "runner's stderr", what, options, cl_error_name(err));
+        CL.clReleaseProgram(p);
+        return NULL;
     }
     return p;
+}
+
+/* Builds `src` with `options`; a compiler error fails with EXIT_BUILD and the log. */
+static cl_program build(cl_env *e, const char *src, const char *options, const char *what)
+{
+    return try_build(e, src, options, what, NULL, 0);
 }
 
 static cl_mem make_buffer(cl_env *e, const float *host, long n)
@@ -494,23 +512,32 @@ static int sweep_repeats(const gemm_sweep *sw, const gemm_case *g, int repeats)
     return r > sw->min_repeats ? r : sw->min_repeats;
 }
 
-/* The programs of one process, one per distinct build options string (built on first use). */
+/* The programs of one process, one per distinct build options string (built on first use);
+ * a build that failed is kept as NULL with its message. */
 typedef struct {
     const char **options;
     cl_program *progs;
+    char (*why)[512];
     int n;
 } program_cache;
 
 /* The program of `source` built with `options`: from the cache, else built now, its build
- * time written as the case's "build_ms". */
+ * time written as the current object's "build_ms". With `why_out` a failed build returns
+ * NULL and its message there; without, it fails the process (EXIT_BUILD). */
 static cl_program cached_build(program_cache *pc, cl_env *e, const char *cl_src,
-                               const char *options, const char *source, jwriter *w)
+                               const char *options, const char *source, jwriter *w,
+                               const char **why_out)
 {
     for (int i = 0; i < pc->n; i++)
-        if (!strcmp(pc->options[i], options)) return pc->progs[i];
+        if (!strcmp(pc->options[i], options)) {
+            if (why_out) *why_out = pc->why[i];
+            return pc->progs[i];
+        }
     uint64_t t0 = monotonic_ns();
-    cl_program p = build(e, cl_src, options, source);
-    jw_key(w, "build_ms"); jw_num(w, (double)(monotonic_ns() - t0) / 1e6);
+    cl_program p = try_build(e, cl_src, options, source, why_out ? pc->why[pc->n] : NULL,
+                             sizeof pc->why[pc->n]);
+    if (p) { jw_key(w, "build_ms"); jw_num(w, (double)(monotonic_ns() - t0) / 1e6); }
+    if (why_out) *why_out = pc->why[pc->n];
     pc->options[pc->n] = options;
     pc->progs[pc->n++] = p;
     return p;
@@ -606,11 +633,15 @@ int mode_bench_gemm(const runner_opts *o)
     }
     char *kernel_src = NULL;
     program_cache pc = {xcalloc((size_t)cases->len + 1, sizeof(char *)),
-                        xcalloc((size_t)cases->len + 1, sizeof(cl_program)), 0};
+                        xcalloc((size_t)cases->len + 1, sizeof(cl_program)),
+                        xcalloc((size_t)cases->len + 1, sizeof *pc.why), 0};
     if (src == SRC_KERNEL) {
         kernel_src = read_file(source, &len);
         if (!kernel_src) fail(EXIT_BAD_INPUT, "bench-gemm: %s: cannot read source %s", o->spec, source);
-        prog = cached_build(&pc, &e, kernel_src, options, source, &w);
+        int spec_options_used = 0;
+        for (int i = 0; i < cases->len && !spec_options_used; i++)
+            spec_options_used = !json_get(&cases->items[i], "options");
+        if (spec_options_used) prog = cached_build(&pc, &e, kernel_src, options, source, &w, NULL);
     }
     cl_program prev = NULL;
     if (pv) {   /* the previous build, measured beside this one case by case */
@@ -654,8 +685,16 @@ int mode_bench_gemm(const runner_opts *o)
         cl_program case_prog = prog;
         const jval *co = json_get(&cases->items[i], "options");
         if (co && src == SRC_KERNEL) {
+            const char *why = NULL;
             jw_key(&w, "options"); jw_str(&w, co->str);
-            case_prog = cached_build(&pc, &e, kernel_src, co->str, source, &w);
+            case_prog = cached_build(&pc, &e, kernel_src, co->str, source, &w, &why);
+            if (!case_prog) {
+                jw_key(&w, "status"); jw_str(&w, "error");
+                jw_key(&w, "build_failed"); jw_bool(&w, 1);
+                jw_key(&w, "error"); jw_str(&w, why);
+                jw_obj_end(&w);
+                continue;
+            }
         }
         int case_repeats = sweep_repeats(&sweep, &g, repeats);
         if (sweep.on) { jw_key(&w, "repeats"); jw_int(&w, case_repeats); }
@@ -674,8 +713,8 @@ int mode_bench_gemm(const runner_opts *o)
     jw_obj_end(&w);
     write_output(o->out, "gemm.json", w.buf, w.len);
     jw_free(&w);
-    for (int i = 0; i < pc.n; i++) CL.clReleaseProgram(pc.progs[i]);
-    free(pc.options); free(pc.progs); free(kernel_src); free(sweep.gflops);
+    for (int i = 0; i < pc.n; i++) if (pc.progs[i]) CL.clReleaseProgram(pc.progs[i]);
+    free(pc.options); free(pc.progs); free(pc.why); free(kernel_src); free(sweep.gflops);
     json_free(spec);
     free(text);
     return EXIT_OK;

@@ -152,9 +152,9 @@ def test_the_stage_runs_a_versions_squares_in_one_process_to_a_planted_plateau(
     specs = []
     real = rt.Runner.bench_gemm
 
-    def counted(self, spec, out):
+    def counted(self, spec, out, **kw):
         specs.append(spec)
-        return real(self, spec, out)
+        return real(self, spec, out, **kw)
     monkeypatch.setattr(rt.Runner, "bench_gemm", counted)
     doc = gemm_stage.gemm(Job(files({"runner": str(runner), "sources": [], "shapes": str(sf)}),
                               files({"gemm": str(tmp_path / "results" / "gemm" / "host"
@@ -167,3 +167,18 @@ def test_the_stage_runs_a_versions_squares_in_one_process_to_a_planted_plateau(
     assert all(r["error"] == gemm_stage.SKIPPED_BY["plateau"] for r in rows[3:])
     assert all(r["repeats"] == gemm_stage.GEMM_REPEATS and r["max_err"] <= 1e-5
                for r in rows[:3])
+
+
+def test_a_case_whose_own_options_do_not_build_fails_alone(runner, pocl, tmp_path):
+    spec = _spec(tmp_path, None, ["-DBROKEN=1", "", "-DBROKEN=1", "", ""])
+    Path(spec["source"]).write_text("#ifdef BROKEN\n#error planted\n#endif\n" + NAIVE)
+    spec["options"] = "-DBROKEN=1"   # the spec's own options: no case uses them, not built
+    for c in spec["cases"]:
+        c.setdefault("options", "")
+    doc = _bench(runner, pocl, tmp_path, spec)
+    assert doc["status"] == "ok" and "build_ms" not in doc
+    cases = doc["cases"]
+    assert [c["status"] for c in cases] == ["error", "ok", "error", "ok", "ok"]
+    assert cases[0]["build_failed"] is True and "-DBROKEN=1" in cases[0]["error"]
+    assert cases[2]["error"] == cases[0]["error"] and "build_ms" not in cases[2]
+    assert ["build_ms" in c for c in cases] == [False, True, False, False, False]

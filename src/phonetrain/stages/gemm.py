@@ -109,8 +109,12 @@ class _Bench:
 
     def spec(self, spec: dict[str, Any]) -> dict[str, Any]:
         """Run one bench-gemm spec (a failure raises the runner's error: a tuning trial
-        records it; the gemm stage fails with it)."""
-        return self.r.bench_gemm(spec, self.out())
+        records it; the gemm stage fails with it). A spec whose cases carry n distinct build
+        options (the configurations of several processes in one) gets n times the runner's
+        ``timeout_s``."""
+        configs = len({c["options"] for c in spec.get("cases") or [] if "options" in c})
+        return self.r.bench_gemm(spec, self.out(),
+                                 timeout_s=self.r.timeout_s * max(1, configs))
 
 
 def _tune_bench(job: Job, p: TuneSpec | SquaresSpec | TuneVersionSpec,
@@ -175,8 +179,8 @@ def tune_version(job: Job) -> dict[str, dict]:
     is kept untouched: the workflow leaves these outputs in place while the job runs
     (Snakemake's ``update`` flag), so a study that gains a model tunes only the classes it
     brings, and the runs that read a kept file rerun nothing. The classes still to tune are
-    tuned together (:func:`_tune_classes`: one runner process per candidate for all of them,
-    each file still its own class's). Returns class -> document. Raises
+    tuned together (:func:`_tune_classes`: on OpenCL one runner process per tuning pass for
+    every candidate and all of them, each file still its own class's). Returns class -> document. Raises
     :class:`~phonetrain.errors.StageError` when the outputs are not the spec's classes or a
     class cannot be tuned."""
     p = job.spec(TuneVersionSpec)
@@ -196,7 +200,7 @@ def tune_version(job: Job) -> dict[str, dict]:
         bench = bench or _tune_bench(job, p, p.kernel)
         one = Job(job.input, files({"tuning": path}), params, job.log, job.runtime, job.expect)
         if stage is tune:
-            models[cls] = one   # tuned together below: one process per candidate
+            models[cls] = one   # tuned together below: one process per pass
         else:
             docs[cls] = stage(one, bench)
     if models:
@@ -244,7 +248,7 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
                 doc = tuning.tune(version, shapes, bench.spec, source=source,
                                   min_time_ms=p.tune_min_time_ms,
                                   defaults_only=not p.tune, squares=squares,
-                                  **target, **_passes(p))
+                                  together=True, **target, **_passes(p))
         except tuning.TuningError as e:
             raise StageError(str(e)) from None
     return _write_tuning(job, p, doc, bench)
@@ -254,8 +258,9 @@ def _tune_classes(p: TuneVersionSpec, jobs: dict[str, Job], bench: _Bench) -> di
     """Tune the model classes of ``jobs`` (class -> its one-class job, whose output is the
     class's file) together: each file as :func:`tune` writes it, reused from this machine's
     records where one matches; the others from one :func:`phonetrain.kernels.tuning.tune`
-    over all their calls (one runner process per candidate, not per candidate and class),
-    each class's share of it (:func:`phonetrain.kernels.tuning.class_doc`) in its file."""
+    over all their calls (on OpenCL one runner process per pass for every candidate,
+    :func:`phonetrain.kernels.trials.run_candidates`; else one per candidate), each class's
+    share of it (:func:`phonetrain.kernels.tuning.class_doc`) in its file."""
     docs, fresh = {}, []
     for cls, one in jobs.items():
         kept = _reused(one, one.spec(TuneSpec), bench)
@@ -275,7 +280,7 @@ def _tune_classes(p: TuneVersionSpec, jobs: dict[str, Job], bench: _Bench) -> di
         try:
             doc = tuning.tune(version, shapes, bench.spec, source=source,
                               min_time_ms=p.tune_min_time_ms, defaults_only=not p.tune,
-                              **target, **_passes(p))
+                              together=True, **target, **_passes(p))
         except tuning.TuningError as e:
             raise StageError(str(e)) from None
     for cls in fresh:
