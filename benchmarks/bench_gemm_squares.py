@@ -3,7 +3,10 @@
 measures them (phonetrain.stages.gemm.gemm, the default ``measure.gemm_*`` settings of
 src/phonetrain/config/schema.py, the version's defaults untuned, no models' calls): prints
 one line per round with the bench-gemm processes it started, its wall time and CPU time
-(this process and its children, user + sys), and the squares' statuses.
+(this process and its children, user + sys), and the squares' statuses. With ``--tune``
+the version's tune job instead (phonetrain.stages.gemm.tune_version, the default
+``measure.tune_*`` settings, the paper MLP's GEMM classes and the squares, this machine's
+tuning records in an empty folder), with the configurations it chose.
 
 Compare two commits by pointing PYTHONPATH at each one's ``src`` (the runner is compiled
 from the ``src/runner`` beside the imported package)::
@@ -81,6 +84,55 @@ def _why(row: dict) -> str:
     return "plateau" if "plateau" in err else "launch" if "launch" in err else row["status"]
 
 
+MLP_CLASSES = ["gemm_nt_32x256x784", "gemm_tn_256x784x32", "gemm_nn_32x784x256",
+               "gemm_nt_32x128x256", "gemm_tn_128x256x32", "gemm_nn_32x256x128",
+               "gemm_nt_32x16x128", "gemm_tn_16x128x32", "gemm_nn_32x128x16"]
+"""The paper MLP's (784-256-128-16, batch 32) GEMM calls as tuning classes."""
+
+
+def one_tune(binary: Path, version: str, platform: str, work: Path) -> dict:
+    """One tune job of ``version`` in ``work`` -> {processes, wall_s, cpu_s, squares}
+    (``squares``: each class and the TSM x TSN (or defines) it chose)."""
+    from phonetrain.stages.specs import TuneVersionSpec, classes_hash, to_params
+
+    m = MeasureConfig()
+    dev = {"name": "host", "transport": "local", "opencl_library": None,
+           "opencl_platform": platform, "opencl_device": ""}
+    spec = TuneVersionSpec(device="host", device_config=dev, stage_root="stage",
+                           kernel=version, kernel_hash="bench",
+                           classes_hash=classes_hash(MLP_CLASSES), sizes=list(m.gemm_sizes),
+                           tune=True, tune_min_time_ms=m.tune_min_time_ms,
+                           tune_max_launch_s=m.tune_max_launch_s,
+                           tune_finalists=m.tune_finalists,
+                           tune_screen_min_time_ms=m.tune_screen_min_time_ms)
+    out = files({"tuning": [str(work / "tuning" / f"{c}.json") for c in MLP_CLASSES],
+                 "squares": str(work / "tuning" / "squares.json")})
+    os.environ["PHONETRAIN_TUNING_DIR"] = str(work / "records")
+    calls = []
+    real = rt.Runner.bench_gemm
+
+    def counted(self, spec, out, *a, **kw):
+        calls.append(len(spec["cases"]))
+        return real(self, spec, out, *a, **kw)
+    rt.Runner.bench_gemm = counted
+    cpu0, t0 = _cpu_s(), time.monotonic()
+    try:
+        docs = gemm_stage.tune_version(Job(files({"runner": str(binary), "sources": []}), out,
+                                           to_params(spec), work / "tune.log",
+                                           Runtime(600.0, False, str(work))))
+    finally:
+        rt.Runner.bench_gemm = real
+    chosen = []
+    for cls, doc in sorted(docs.items()):
+        for name, c in sorted((doc.get("classes") or {}).items()):
+            d = c["defines"]
+            chosen.append(f"{name}:" + ("x".join(str(d[k]) for k in ("TSM", "TSN", "TSK"))
+                                        if "TSM" in d else ",".join(f"{k}{v}"
+                                                                    for k, v in d.items())))
+    return {"processes": len(calls), "wall_s": time.monotonic() - t0,
+            "cpu_s": _cpu_s() - cpu0, "squares": " ".join(chosen)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--version", default="tiled", help="kernel version (src/kernels/<name>)")
@@ -89,6 +141,7 @@ def main() -> int:
     ap.add_argument("--sizes", help="square sizes, comma-separated (default: the study's)")
     ap.add_argument("--min-time-ms", type=float, help="measure.gemm_min_time_ms (ms)")
     ap.add_argument("--plateau-gain", type=float, help="measure.gemm_plateau_gain (0: off)")
+    ap.add_argument("--tune", action="store_true", help="the version's tune job instead")
     a = ap.parse_args()
     settings = {k: v for k, v in (
         ("gemm_sizes", [int(x) for x in a.sizes.split(",")] if a.sizes else None),
@@ -99,7 +152,8 @@ def main() -> int:
     print(f"# {gemm_stage.__file__}; runner {binary}; load {os.getloadavg()[0]:.1f}")
     for k in range(a.rounds):
         with tempfile.TemporaryDirectory(prefix="bench-gemm-squares-") as tmp:
-            r = one_sweep(binary, a.version, a.platform, Path(tmp), settings)
+            r = one_tune(binary, a.version, a.platform, Path(tmp)) if a.tune else \
+                one_sweep(binary, a.version, a.platform, Path(tmp), settings)
         print(f"{a.version} round {k}: {r['processes']} bench-gemm processes, "
               f"{r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} CPU s; {r['squares']} "
               f"(load {os.getloadavg()[0]:.1f})", flush=True)
