@@ -112,7 +112,7 @@ class _Bench:
         records it; the gemm stage fails with it). A spec whose cases carry n distinct build
         options (the configurations of several processes in one) gets n times the runner's
         ``timeout_s``."""
-        configs = len({c["options"] for c in spec.get("cases") or [] if "options" in c})
+        configs = len({c["options"] for c in spec["cases"] if "options" in c})
         return self.r.bench_gemm(spec, self.out(),
                                  timeout_s=self.r.timeout_s * max(1, configs))
 
