@@ -56,11 +56,12 @@ class _PlantedBench:
 
 def _sweep(tmp_path: Path, monkeypatch, gflops: dict[int, float], plateau_gain: float,
            shapes: list[dict] | None = None, version: str = CPU_VERSION,
-           max_launch_s: float = 1e6) -> tuple[dict, _PlantedBench]:
+           max_launch_s: float = 1e6, bench: _PlantedBench | None = None
+           ) -> tuple[dict, _PlantedBench]:
     shapes = shapes or []
     sf = tmp_path / "shapes.json"
     sf.write_text(json.dumps({"shapes": shapes}))
-    bench = _PlantedBench(gflops)
+    bench = bench or _PlantedBench(gflops)
     monkeypatch.setattr(gemm_stage, "_Bench", lambda job, p, version: bench)
     p = {"device": "host", "device_config": {"name": "host", "transport": "local"},
          "stage_root": "stage", "version": version,
@@ -161,3 +162,20 @@ def test_a_square_over_the_launch_limit_is_skipped_naming_it(tmp_path, monkeypat
     assert all(r["error"] == gemm_stage.SKIPPED_BY["max_launch_s"]
                for r in doc["rows"] if r["status"] == "skipped")
 
+
+
+def test_a_configuration_that_does_not_build_fails_the_sweep(tmp_path, monkeypatch):
+    # the runner answers a case whose own options do not build with build_failed and goes
+    # on; the stage fails as it does when a process of one configuration does not build
+    broken = _PlantedBench({n: 10.0 for n in SIZES})
+    real = broken.spec
+
+    def spec(sp: dict) -> dict:
+        doc = real(sp)
+        doc["cases"][-1] = {**sp["cases"][-1], "status": "error", "build_failed": True,
+                            "error": 'building gemm.cl with options "-DTSM=7" failed'}
+        return doc
+    broken.spec = spec
+    with pytest.raises(gemm_stage.StageError, match='options "-DTSM=7" failed; fix the kernel'):
+        _sweep(tmp_path, monkeypatch, {n: 10.0 for n in SIZES}, 0.0, version="baseline",
+               bench=broken)

@@ -442,23 +442,27 @@ def gemm(job: Job) -> dict:
 
 def _model_calls_together(bench: _Bench, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run the models' GEMM calls measured alone (one bench-gemm spec of one case each, in
-    sweep order) with one runner process per configuration: the specs that differ only in
-    their case share a process, each case still checked, warmed up, calibrated and timed on
-    its own (``src/runner/bench_gemm.c``), so a call costs its timed repeats, not a process
-    start, an OpenCL set-up and a program build (OpenCL versions only: the CPU backend's calls
+    sweep order) in one runner process: the specs that differ only in their case and build
+    options (another tuned configuration) share a process, each case carrying its options
+    (the runner builds each configuration once) and still checked, warmed up, calibrated and
+    timed on its own (``src/runner/bench_gemm.c``), so a call costs its timed repeats, not a
+    process start, an OpenCL set-up and a program build (OpenCL versions only: the CPU backend's calls
     keep a process each; a tiny call is calibrated on one launch, and once other load takes
     the cores of its OpenMP threads a launch can run tens of times slower, which stretched
     one process of every call to 123 s at load 9-10: docs/notebook/2026-12-07.md).
     Returns one document per spec, in order,
     each holding its own case; a process the runner skips (a missing library) gives that
-    document to each of its specs."""
+    document to each of its specs. Raises :class:`StageError` when a configuration does not
+    build (:func:`_built`)."""
     groups: dict[str, list[int]] = {}
     for i, sp in enumerate(specs):
-        groups.setdefault(json.dumps({k: v for k, v in sp.items() if k != "cases"},
+        groups.setdefault(json.dumps({k: v for k, v in sp.items()
+                                      if k not in ("cases", "options")},
                                      sort_keys=True), []).append(i)
     out: list[dict[str, Any] | None] = [None] * len(specs)
     for idx in groups.values():
-        doc = bench.spec(dict(specs[idx[0]], cases=[c for i in idx for c in specs[i]["cases"]]))
+        doc = _built(bench.spec(dict(specs[idx[0]], cases=[
+            dict(c, options=specs[i]["options"]) for i in idx for c in specs[i]["cases"]])))
         cases = doc.get("cases") or []
         for n, i in enumerate(idx):
             out[i] = doc if doc.get("status") == "skipped" else \
@@ -478,20 +482,33 @@ def _squares_together(bench: _Bench, specs: list[dict[str, Any]], p: GemmSpec
     one of each per square. Returns one document per spec, in order, each holding its own case
     (a case the runner skipped: ``status`` ``skipped``, ``skipped_by`` naming the rule,
     :data:`SKIPPED_BY`); a process the runner skips (a missing library) gives that document
-    to each spec."""
+    to each spec. Raises :class:`StageError` when a configuration does not build
+    (:func:`_built`)."""
     if not specs:
         return []
     first = specs[0]
-    doc = bench.spec(dict(first, cases=[dict(sp["cases"][0], options=sp["options"])
+    doc = _built(bench.spec(dict(first, cases=[dict(sp["cases"][0], options=sp["options"])
                                         for sp in specs],
                           sweep={"max_launch_s": p.max_launch_s,
                                  "plateau_gain": p.plateau_gain or 0.0,
                                  "plateau_cases": PLATEAU_SQUARES,
                                  "max_case_s": p.max_shape_s or 0.0,
-                                 "min_repeats": GEMM_MIN_REPEATS}))
+                                 "min_repeats": GEMM_MIN_REPEATS})))
     if doc.get("status") == "skipped":
         return [doc] * len(specs)
     return [dict(doc, cases=[c]) for c in doc.get("cases") or []]
+
+
+def _built(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc``, a bench-gemm document whose cases carry their own build options; raises
+    :class:`StageError` with the runner's message when one of them did not build (the sweep
+    fails as it does when a process of one configuration does not build; the compiler log is
+    in the runner's stderr, the stage's log)."""
+    bad = next((c for c in doc.get("cases") or [] if c.get("build_failed")), None)
+    if bad is not None:
+        raise StageError(f"bench-gemm: {bad.get('error')}; fix the kernel source; the "
+                         "compiler log is in the stage's log")
+    return doc
 
 
 PLATEAU_SQUARES = 2
