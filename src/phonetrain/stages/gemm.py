@@ -390,14 +390,7 @@ def gemm(job: Job) -> dict:
                 if swept is None:
                     swept = _squares_together(bench, square_specs, p)
                 doc = swept.pop(0)
-            why = None
-            if doc is not None:
-                why = SKIPPED_BY.get((doc.get("cases") or [{}])[0].get("skipped_by"))
-            elif source == "square" and last_gflops and \
-                    g.flops / (last_gflops * 1e9) > p.max_launch_s:
-                why = SKIPPED_BY["max_launch_s"]
-            elif source == "square" and plateaued(squares, p.plateau_gain):
-                why = SKIPPED_BY["plateau"]
+            why = _skipped_why(doc, source, g, last_gflops, squares, p)
             if why:
                 rows.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": source,
                              "status": "skipped", "error": why})
@@ -419,17 +412,8 @@ def gemm(job: Job) -> dict:
                 break
             doc_out["device_info"] = doc.get("device") or {}
             for c in doc["cases"]:
-                rows.append({**{k: c.get(k) for k in ("kernel", "M", "N", "K", "global", "local",
-                                                      "status", "error", "gflops", "median_ms",
-                                                      "low_ms", "high_ms", "max_err",
-                                                      "iterations")},
-                             "source": source,
-                             "options": c.get("options", doc.get("options", "")),
-                             "tuned_class": cls, **({"repeats": reps} if old is None else {}),
-                             **({"paired": doc["paired"] | {
-                                 "device": p.device,
-                                 "previous_kernel_hash": (prev or {}).get("kernel_hash")}}
-                                if "paired" in doc else {})})
+                rows.append(_row(c, doc, source, cls, None if old is not None else reps,
+                                 p.device, prev))
                 if source == "square" and c["status"] == "ok":
                     last_gflops = c["gflops"]
                     squares.append(c["gflops"])
@@ -438,6 +422,38 @@ def gemm(job: Job) -> dict:
     doc_out[STAMP] = stamp(job)
     write_json(doc_out, job.output.gemm)
     return doc_out
+
+
+def _skipped_why(doc: dict[str, Any] | None, source: str, g: GemmShape,
+                 last_gflops: float | None, squares: list[float], p: GemmSpec) -> str | None:
+    """Why a shape of the sweep is skipped (:data:`SKIPPED_BY`), or None: the rule the runner
+    named in ``doc`` (a square of :func:`_squares_together`); else, for a square measured on
+    its own, one launch estimated at ``last_gflops`` (the square before) over
+    ``p.max_launch_s``, or the ``squares``' GFLOPS (ascending sizes) :func:`plateaued`."""
+    if doc is not None:
+        return SKIPPED_BY.get((doc.get("cases") or [{}])[0].get("skipped_by"))
+    if source != "square":
+        return None
+    if last_gflops and g.flops / (last_gflops * 1e9) > p.max_launch_s:
+        return SKIPPED_BY["max_launch_s"]
+    return SKIPPED_BY["plateau"] if plateaued(squares, p.plateau_gain) else None
+
+
+def _row(c: dict[str, Any], doc: dict[str, Any], source: str, cls: str | None,
+         reps: int | None, device: str, prev: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``gemm.json`` row of case ``c`` of the bench-gemm document ``doc``: its figures,
+    the shape's ``source``, its build options, its tuned class, ``repeats`` (``reps``; None
+    for a shape measured side by side, whose ``paired`` holds its timing) and ``paired``
+    where the document has a verdict (with ``device`` and the ``prev`` sweep's kernel
+    hash)."""
+    return {**{k: c.get(k) for k in ("kernel", "M", "N", "K", "global", "local", "status",
+                                     "error", "gflops", "median_ms", "low_ms", "high_ms",
+                                     "max_err", "iterations")},
+            "source": source, "options": c.get("options", doc.get("options", "")),
+            "tuned_class": cls, **({"repeats": reps} if reps is not None else {}),
+            **({"paired": doc["paired"] | {
+                "device": device, "previous_kernel_hash": (prev or {}).get("kernel_hash")}}
+               if "paired" in doc else {})}
 
 
 def _model_calls_together(bench: _Bench, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
