@@ -35,7 +35,8 @@
  * A measured case takes `repeats`, or, when max_case_s > 0 and a case passed before it,
  * floor(max_case_s / estimated launch s) within min_repeats .. repeats, and echoes it as
  * "repeats". These are the rules of phonetrain.stages.gemm (plateaued, sweep_repeats),
- * applied here so that a version's squares share one process, context and program build.
+ * applied here (gemm_sweep.c) so that a version's squares share one process, context and
+ * program build.
  * Method per case: a checked launch with alpha = 1.5, beta = 0.5 against a float64 reference
  * (every element for small C, else 32 rows x 32 columns including the edges), one warm-up
  * launch (none when the checked launch took 2 x min_time_ms or more: it warmed the kernel up,
@@ -71,6 +72,7 @@
 #include "cpu_kernels.h"
 #include "conditions.h"
 #include "cpus.h"
+#include "gemm_sweep.h"
 #include "json.h"
 #include "modes.h"
 #include "plan.h"
@@ -454,64 +456,6 @@ static void parse_case(const jval *c, int idx, const char *spec, int b_width4, g
 }
 
 
-/* A square sweep's stop and repeat rules (module comment; phonetrain.stages.gemm's plateaued
- * and sweep_repeats): the settings, and the GFLOPS of the cases that passed so far. */
-typedef struct {
-    int on, plateau_cases, min_repeats;
-    double max_launch_s, plateau_gain, max_case_s;
-    double *gflops;    /* the passed cases' GFLOPS, in order */
-    int n;
-} gemm_sweep;
-
-static void sweep_parse(const jval *spec, const char *path, int ncases, gemm_sweep *sw)
-{
-    memset(sw, 0, sizeof *sw);
-    const jval *v = json_get(spec, "sweep");
-    if (!v || v->type == J_NULL) return;
-    if (v->type != J_OBJ) fail(EXIT_BAD_INPUT, "bench-gemm: %s: sweep must be an object", path);
-    const jval *ml = json_get(v, "max_launch_s");
-    if (!ml || ml->type != J_NUM || !(ml->num > 0))
-        fail(EXIT_BAD_INPUT, "bench-gemm: %s: sweep.max_launch_s must be a number > 0 (s)", path);
-    sw->on = 1;
-    sw->max_launch_s = ml->num;
-    sw->plateau_gain = jnum(v, "plateau_gain", 0);
-    sw->plateau_cases = (int)jnum(v, "plateau_cases", 2);
-    sw->max_case_s = jnum(v, "max_case_s", 0);
-    sw->min_repeats = (int)jnum(v, "min_repeats", 1);
-    if (sw->plateau_cases < 1 || sw->min_repeats < 1)
-        fail(EXIT_BAD_INPUT, "bench-gemm: %s: sweep.plateau_cases and sweep.min_repeats must be "
-             ">= 1", path);
-    sw->gflops = xcalloc((size_t)(ncases > 0 ? ncases : 1), sizeof *sw->gflops);
-}
-
-/* The rule that skips case g of the sweep ("max_launch_s" or "plateau"), or NULL. */
-static const char *sweep_skip(const gemm_sweep *sw, const gemm_case *g)
-{
-    if (!sw->on) return NULL;
-    double last = sw->n ? sw->gflops[sw->n - 1] : 0;
-    if (last > 0 && 2.0 * g->M * g->N * (double)g->K / (last * 1e9) > sw->max_launch_s)
-        return "max_launch_s";
-    int n = sw->n, k = sw->plateau_cases;
-    if (!(sw->plateau_gain != 0) || n <= k) return NULL;
-    for (int i = n - k; i < n; i++) {
-        double best = sw->gflops[0];
-        for (int j = 1; j < i; j++) best = sw->gflops[j] > best ? sw->gflops[j] : best;
-        if (!(sw->gflops[i] < (1 + sw->plateau_gain) * best)) return NULL;
-    }
-    return "plateau";
-}
-
-/* Timed repeats of case g: `repeats`, or within a sweep with max_case_s the module comment's
- * floor(max_case_s / estimated launch) within min_repeats .. repeats. */
-static int sweep_repeats(const gemm_sweep *sw, const gemm_case *g, int repeats)
-{
-    double last = sw->n ? sw->gflops[sw->n - 1] : 0;
-    if (!sw->on || !(sw->max_case_s != 0) || !(last > 0)) return repeats;
-    double q = floor(sw->max_case_s / (2.0 * g->M * g->N * (double)g->K / (last * 1e9)));
-    int r = q < repeats ? (int)q : repeats;
-    return r > sw->min_repeats ? r : sw->min_repeats;
-}
-
 /* The programs of one process, one per distinct build options string (built on first use);
  * a build that failed is kept as NULL with its message. */
 typedef struct {
@@ -675,7 +619,7 @@ int mode_bench_gemm(const runner_opts *o)
         jw_key(&w, "M"); jw_int(&w, g.M);
         jw_key(&w, "N"); jw_int(&w, g.N);
         jw_key(&w, "K"); jw_int(&w, g.K);
-        const char *rule = sweep_skip(&sweep, &g);
+        const char *rule = sweep_skip(&sweep, g.M, g.N, g.K);
         if (rule) {
             jw_key(&w, "status"); jw_str(&w, "skipped");
             jw_key(&w, "skipped_by"); jw_str(&w, rule);
@@ -696,7 +640,7 @@ int mode_bench_gemm(const runner_opts *o)
                 continue;
             }
         }
-        int case_repeats = sweep_repeats(&sweep, &g, repeats);
+        int case_repeats = sweep_repeats(&sweep, g.M, g.N, g.K, repeats);
         if (sweep.on) { jw_key(&w, "repeats"); jw_int(&w, case_repeats); }
         jw_key(&w, "global"); jw_arr_begin(&w); jw_int(&w, (long long)g.global[0]);
         jw_int(&w, (long long)g.global[1]); jw_arr_end(&w);
