@@ -572,10 +572,12 @@ class Runner:
         self.invoke("bench-bandwidth", args, out=out, expect=["bandwidth.csv"])
         return Path(out) / "bandwidth.csv"
 
-    def bench_gemm(self, spec: dict[str, Any], out: str | Path) -> dict:
+    def bench_gemm(self, spec: dict[str, Any], out: str | Path, *,
+                   timeout_s: float | None = None) -> dict:
         """``runner bench-gemm`` on a spec (layout: ``src/runner/bench_gemm.c``; built by
         :func:`phonetrain.kernels.gemm.gemm_spec`); returns ``gemm.json``. The spec is pushed
-        to the device's ``specs/`` folder; its ``source`` is a path as the runner sees it."""
+        to the device's ``specs/`` folder; its ``source`` is a path as the runner sees it.
+        ``timeout_s``: the process's limit (s; default the runner's ``timeout_s``)."""
         name = f"spec-{os.getpid()}-{next(self._names)}.json"
         local = Path(out).parent / f".{name}"
         local.parent.mkdir(parents=True, exist_ok=True)
@@ -586,7 +588,8 @@ class Runner:
             else:
                 spec_arg = layout.device_spec(name)
                 self.transport.push(local, spec_arg)
-            self.invoke("bench-gemm", ["--spec", spec_arg], out=out, expect=["gemm.json"])
+            self.invoke("bench-gemm", ["--spec", spec_arg], out=out, expect=["gemm.json"],
+                        timeout_s=timeout_s)
         finally:
             local.unlink(missing_ok=True)
         return json.loads((Path(out) / "gemm.json").read_text())

@@ -7,8 +7,11 @@
  *    "b_image_width4": 1024,   (optional: B as an image2d_t view, min(ceil(K*N/4), this) wide)
  *    "previous": {"source": "kernels/tiled.previous/gemm.cl", "options": "...",
  *                 "b_image_width4": 0, "first": 1},   (optional: a previous build, below)
+ *    "sweep": {"max_launch_s": 5, "plateau_gain": 0.05, "plateau_cases": 2,
+ *              "max_case_s": 2, "min_repeats": 3},   (optional: a square sweep, below)
  *    "cases": [{"kernel": "gemm_nn", "M": 32, "N": 256, "K": 784,
  *               "global": [64, 8], "local": [16, 4] | null,
+ *               "options": "-DTSM=32 ...",   (optional: this case's build options, below)
  *               "previous": {...}}]}   (optional: the previous build's case, its own sizes)
  * Output DIR/gemm.json:
  *   {"mode": "bench-gemm", "status": "ok" | "skipped", "reason": "...", "device": {...},
@@ -16,6 +19,24 @@
  *    "cases": [{kernel, M, N, K, global, local, "status": "ok" | "wrong" | "error",
  *               "error": "...", "iterations", "repeat_ms": [...], "median_ms", "low_ms",
  *               "high_ms", "gflops", "max_err"}]}
+ * A case's "options" (an OpenCL kernel source, without "previous") builds the source with
+ * those options for that case: each distinct string is built once per process, when the first
+ * case that needs it runs, and such a case echoes "options" and, when it built, "build_ms";
+ * a build that fails makes each case of those options status "error", "build_failed": true,
+ * "error" naming the options (the compiler log goes to stderr), and the process goes on. The
+ * spec's own "options" are built (up front; a failure fails the process with the runner's
+ * build exit code) only when some case has no options of its own.
+ * With "sweep" the cases are a GEMM sweep's squares in ascending size, measured in order,
+ * and before each case two rules may skip it (status "skipped", "skipped_by" naming the
+ * rule; no other keys): "max_launch_s" when one launch, estimated at the GFLOPS of the last
+ * case that passed (2 M N K / GFLOPS), would take longer than max_launch_s; else "plateau"
+ * when each of the last plateau_cases cases that passed reached less than (1 + plateau_gain)
+ * x the best GFLOPS of the passed cases before it (plateau_gain absent, null or 0: never).
+ * A measured case takes `repeats`, or, when max_case_s > 0 and a case passed before it,
+ * floor(max_case_s / estimated launch s) within min_repeats .. repeats, and echoes it as
+ * "repeats". These are the rules of phonetrain.stages.gemm (plateaued, sweep_repeats),
+ * applied here (gemm_sweep.c) so that a version's squares share one process, context and
+ * program build.
  * Method per case: a checked launch with alpha = 1.5, beta = 0.5 against a float64 reference
  * (every element for small C, else 32 rows x 32 columns including the edges), one warm-up
  * launch (none when the checked launch took 2 x min_time_ms or more: it warmed the kernel up,
@@ -51,6 +72,7 @@
 #include "cpu_kernels.h"
 #include "conditions.h"
 #include "cpus.h"
+#include "gemm_sweep.h"
 #include "json.h"
 #include "modes.h"
 #include "plan.h"
@@ -85,23 +107,37 @@ static void env_open(cl_env *e, const runner_opts *o)
     if (err != CL_SUCCESS) cl_fail("clCreateCommandQueue", err, "bench");
 }
 
-/* Builds `src` with `options`; a compiler error fails with EXIT_BUILD and the log. */
-static cl_program build(cl_env *e, const char *src, const char *options, const char *what)
+/* Builds `src` with `options`; a compiler error prints the log and returns NULL with the
+ * message in `why` (n bytes) when `why` is given, else fails with EXIT_BUILD. */
+static cl_program try_build(cl_env *e, const char *src, const char *options, const char *what,
+                            char *why, size_t n)
 {
     cl_int err;
     cl_program p = CL.clCreateProgramWithSource(e->ctx, 1, &src, NULL, &err);
     if (err != CL_SUCCESS) cl_fail("clCreateProgramWithSource", err, what);
     err = CL.clBuildProgram(p, 1, &e->dev, options, NULL, NULL);
     if (err != CL_SUCCESS) {
-        size_t n = 0;
-        CL.clGetProgramBuildInfo(p, e->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
-        char *log = xcalloc(n + 1, 1);
-        CL.clGetProgramBuildInfo(p, e->dev, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+        size_t len = 0;
+        CL.clGetProgramBuildInfo(p, e->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
+        char *log = xcalloc(len + 1, 1);
+        CL.clGetProgramBuildInfo(p, e->dev, CL_PROGRAM_BUILD_LOG, len, log, NULL);
         fprintf(stderr, "%s\n", log);
-        fail(EXIT_BUILD, "building %s with options \"%s\" failed (%s); compiler log above",
-             what, options, cl_error_name(err));
+        free(log);
+        if (!why)
+            fail(EXIT_BUILD, "building %s with options \"%s\" failed (%s); compiler log above",
+                 what, options, cl_error_name(err));
+        snprintf(why, n, "building %s with options \"%s\" failed (%s); compiler log in the "
+                 "runner's stderr", what, options, cl_error_name(err));
+        CL.clReleaseProgram(p);
+        return NULL;
     }
     return p;
+}
+
+/* Builds `src` with `options`; a compiler error fails with EXIT_BUILD and the log. */
+static cl_program build(cl_env *e, const char *src, const char *options, const char *what)
+{
+    return try_build(e, src, options, what, NULL, 0);
 }
 
 static cl_mem make_buffer(cl_env *e, const float *host, long n)
@@ -318,8 +354,9 @@ static void side_repeat(int src, cl_env *e, gemm_side *s, int r)
     s->rep_ms[r] = (double)(monotonic_ns() - t0) / 1e6 / (double)s->iters;
 }
 
-/* The second check, then the side's result keys (status .. max_err); frees the side. */
-static void side_write(int src, cl_env *e, gemm_side *s, int repeats, jwriter *w)
+/* The second check, then the side's result keys (status .. max_err); frees the side.
+ * Returns the side's GFLOPS when its status is "ok", else NAN. */
+static double side_write(int src, cl_env *e, gemm_side *s, int repeats, jwriter *w)
 {
     gemm_case *g = &s->g;
     if (!s->rc) s->err2 = check(src, e, g, 1.0f, 0.0f);
@@ -339,13 +376,15 @@ static void side_write(int src, cl_env *e, gemm_side *s, int repeats, jwriter *w
     jw_key(w, "max_err"); jw_num(w, s->rc ? NAN : worst);
     free(s->rep_ms);
     case_free(src, g);
+    return !s->rc && worst <= ERR_TOL ? 2.0 * g->M * g->N * (double)g->K / (med * 1e6) : NAN;
 }
 
 /* Runs one case and writes its result keys. With a previous build (`prev`, its program
  * built in this process), the two builds' repeats alternate within the process -- previous
  * first in even repeats when `previous_first`, else new first -- so whatever the host does
- * during the case falls on both; the previous build's keys go under "previous". */
-static void run_case(int src, cl_env *e, cl_program prog, const gemm_case *g, int repeats,
+ * during the case falls on both; the previous build's keys go under "previous". Returns the
+ * new build's GFLOPS when its status is "ok", else NAN. */
+static double run_case(int src, cl_env *e, cl_program prog, const gemm_case *g, int repeats,
                      double min_time_ms, long seed, jwriter *w, cl_program prev,
                      const gemm_case *gprev, int previous_first)
 {
@@ -362,12 +401,13 @@ static void run_case(int src, cl_env *e, cl_program prog, const gemm_case *g, in
         side_repeat(src, e, &now, r);
         if (prev && !old_first) side_repeat(src, e, &old, r);
     }
-    side_write(src, e, &now, repeats, w);
+    double gflops = side_write(src, e, &now, repeats, w);
     if (prev) {
         jw_key(w, "previous"); jw_obj_begin(w);
         side_write(src, e, &old, repeats, w);
         jw_obj_end(w);
     }
+    return gflops;
 }
 
 static int jint(const jval *o, const char *key, const char *where)
@@ -416,6 +456,37 @@ static void parse_case(const jval *c, int idx, const char *spec, int b_width4, g
 }
 
 
+/* The programs of one process, one per distinct build options string (built on first use);
+ * a build that failed is kept as NULL with its message. */
+typedef struct {
+    const char **options;
+    cl_program *progs;
+    char (*why)[512];
+    int n;
+} program_cache;
+
+/* The program of `source` built with `options`: from the cache, else built now, its build
+ * time written as the current object's "build_ms". With `why_out` a failed build returns
+ * NULL and its message there; without, it fails the process (EXIT_BUILD). */
+static cl_program cached_build(program_cache *pc, cl_env *e, const char *cl_src,
+                               const char *options, const char *source, jwriter *w,
+                               const char **why_out)
+{
+    for (int i = 0; i < pc->n; i++)
+        if (!strcmp(pc->options[i], options)) {
+            if (why_out) *why_out = pc->why[i];
+            return pc->progs[i];
+        }
+    uint64_t t0 = monotonic_ns();
+    cl_program p = try_build(e, cl_src, options, source, why_out ? pc->why[pc->n] : NULL,
+                             sizeof pc->why[pc->n]);
+    if (p) { jw_key(w, "build_ms"); jw_num(w, (double)(monotonic_ns() - t0) / 1e6); }
+    if (why_out) *why_out = pc->why[pc->n];
+    pc->options[pc->n] = options;
+    pc->progs[pc->n++] = p;
+    return p;
+}
+
 /* A version the device cannot run (no CLBlast, no image support): gemm.json says skipped and
  * why, so the pipeline records the reason instead of failing. */
 static int write_skipped(jwriter *w, const char *out, const char *why)
@@ -459,6 +530,17 @@ int mode_bench_gemm(const runner_opts *o)
     if (pv && src != SRC_KERNEL)
         fail(EXIT_BAD_INPUT, "bench-gemm: %s: previous needs an OpenCL kernel source, not %s",
              o->spec, src == SRC_CPU ? "the cpu backend" : "clblast");
+    for (int i = 0; i < cases->len; i++) {   /* a case's own options: kernel sources alone */
+        const jval *co = cases->items[i].type == J_OBJ ? json_get(&cases->items[i], "options") : NULL;
+        if (!co) continue;
+        if (co->type != J_STR)
+            fail(EXIT_BAD_INPUT, "bench-gemm: %s cases[%d]: options must be a string", o->spec, i);
+        if (pv || (src != SRC_KERNEL && co->str[0]))
+            fail(EXIT_BAD_INPUT, "bench-gemm: %s cases[%d]: a case's own options need an OpenCL "
+                 "kernel source and no previous build; leave options out of the case", o->spec, i);
+    }
+    gemm_sweep sweep;
+    sweep_parse(spec, o->spec, cases->len, &sweep);
     make_out_dir(o->out);
 
     jwriter w;
@@ -493,13 +575,17 @@ int mode_bench_gemm(const runner_opts *o)
                  "false); the image version needs it");
         return write_skipped(&w, o->out, why);
     }
+    char *kernel_src = NULL;
+    program_cache pc = {xcalloc((size_t)cases->len + 1, sizeof(char *)),
+                        xcalloc((size_t)cases->len + 1, sizeof(cl_program)),
+                        xcalloc((size_t)cases->len + 1, sizeof *pc.why), 0};
     if (src == SRC_KERNEL) {
-        char *cl_src = read_file(source, &len);
-        if (!cl_src) fail(EXIT_BAD_INPUT, "bench-gemm: %s: cannot read source %s", o->spec, source);
-        uint64_t t0 = monotonic_ns();
-        prog = build(&e, cl_src, options, source);
-        jw_key(&w, "build_ms"); jw_num(&w, (double)(monotonic_ns() - t0) / 1e6);
-        free(cl_src);
+        kernel_src = read_file(source, &len);
+        if (!kernel_src) fail(EXIT_BAD_INPUT, "bench-gemm: %s: cannot read source %s", o->spec, source);
+        int spec_options_used = 0;
+        for (int i = 0; i < cases->len && !spec_options_used; i++)
+            spec_options_used = !json_get(&cases->items[i], "options");
+        if (spec_options_used) prog = cached_build(&pc, &e, kernel_src, options, source, &w, NULL);
     }
     cl_program prev = NULL;
     if (pv) {   /* the previous build, measured beside this one case by case */
@@ -533,20 +619,46 @@ int mode_bench_gemm(const runner_opts *o)
         jw_key(&w, "M"); jw_int(&w, g.M);
         jw_key(&w, "N"); jw_int(&w, g.N);
         jw_key(&w, "K"); jw_int(&w, g.K);
+        const char *rule = sweep_skip(&sweep, g.M, g.N, g.K);
+        if (rule) {
+            jw_key(&w, "status"); jw_str(&w, "skipped");
+            jw_key(&w, "skipped_by"); jw_str(&w, rule);
+            jw_obj_end(&w);
+            continue;
+        }
+        cl_program case_prog = prog;
+        const jval *co = json_get(&cases->items[i], "options");
+        if (co && src == SRC_KERNEL) {
+            const char *why = NULL;
+            jw_key(&w, "options"); jw_str(&w, co->str);
+            case_prog = cached_build(&pc, &e, kernel_src, co->str, source, &w, &why);
+            if (!case_prog) {
+                jw_key(&w, "status"); jw_str(&w, "error");
+                jw_key(&w, "build_failed"); jw_bool(&w, 1);
+                jw_key(&w, "error"); jw_str(&w, why);
+                jw_obj_end(&w);
+                continue;
+            }
+        }
+        int case_repeats = sweep_repeats(&sweep, g.M, g.N, g.K, repeats);
+        if (sweep.on) { jw_key(&w, "repeats"); jw_int(&w, case_repeats); }
         jw_key(&w, "global"); jw_arr_begin(&w); jw_int(&w, (long long)g.global[0]);
         jw_int(&w, (long long)g.global[1]); jw_arr_end(&w);
         jw_key(&w, "local");
         if (g.has_local) { jw_arr_begin(&w); jw_int(&w, (long long)g.local[0]);
                            jw_int(&w, (long long)g.local[1]); jw_arr_end(&w); }
         else jw_null(&w);
-        run_case(src, &e, prog, &g, repeats, min_ms, seed + 3 * i, &w, prev, prev ? &gp : NULL,
-                 previous_first);
+        double gflops = run_case(src, &e, case_prog, &g, case_repeats, min_ms, seed + 3 * i, &w,
+                                 prev, prev ? &gp : NULL, previous_first);
+        if (sweep.on && !isnan(gflops)) sweep.gflops[sweep.n++] = gflops;
         jw_obj_end(&w);
     }
     jw_arr_end(&w);
     jw_obj_end(&w);
     write_output(o->out, "gemm.json", w.buf, w.len);
     jw_free(&w);
+    for (int i = 0; i < pc.n; i++) if (pc.progs[i]) CL.clReleaseProgram(pc.progs[i]);
+    free(pc.options); free(pc.progs); free(pc.why); free(kernel_src); free(sweep.gflops);
     json_free(spec);
     free(text);
     return EXIT_OK;

@@ -73,9 +73,11 @@ def test_tune_gives_squares_their_own_best_configuration():
     assert doc["classes"]["square512"]["shapes"] == [["gemm_nn", 512, 512, 512]]
 
 
-def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path, capsys):
+def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path, capsys, monkeypatch):
     """The tune and gemm stage functions on PoCL: every square of the sweep is measured with
-    its own tuned configuration (the same one ``bench_gemm.py --tune`` would pick for it).
+    its own tuned configuration (the same one ``bench_gemm.py --tune`` would pick for it);
+    the models' calls share one bench-gemm process and the squares another, whatever
+    configurations they were tuned to.
     The version's one tune job writes each class's file with that class's own settings, and
     a second job that gains a class leaves the files it already made untouched."""
     from phonetrain.stages import gemm as gemm_stage
@@ -120,6 +122,13 @@ def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path, capsys
     squares_doc = json.loads(tj[-1].read_text())
     assert set(squares_doc["classes"]) == {"square32", "square64", "square128"}
     tuned = tuning.load_tunings(tj)
+    from phonetrain import runner as runner_api
+    specs, real = [], runner_api.Runner.bench_gemm
+
+    def counted(self, spec, out, **kw):
+        specs.append(spec)
+        return real(self, spec, out, **kw)
+    monkeypatch.setattr(runner_api.Runner, "bench_gemm", counted)
     doc = gemm_stage.gemm(Job(files({"runner": str(runner), "sources": [],
                                      "tuning": [str(t) for t in tj], "shapes": str(sf)}),
                               files({"gemm": str(tmp_path / "gemm.json")}), p,
@@ -132,6 +141,7 @@ def test_gemm_stage_squares_use_their_tuned_class(runner, pocl, tmp_path, capsys
         want = tuning.candidate_version(load_version("tiled"),
                                         tuned["classes"][r["tuned_class"]]).options
         assert r["options"] == want and r["status"] == "ok"
+    assert [len(s["cases"]) for s in specs] == [2, 3]   # the models' calls, the squares
 
     made = {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in tj}
     capsys.readouterr()

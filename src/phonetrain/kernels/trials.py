@@ -11,6 +11,12 @@ concerns: a program that does not build fails every call (one program, one set o
 options); any other failure (a crash, a timeout) runs each call again in a process of its own,
 so one call cannot take the candidate away from the others.
 
+On OpenCL the candidates of a pass share one process too (:func:`run_candidates`): each case
+carries its candidate's build options, the runner builds each candidate's program once and a
+candidate whose program does not build fails only its own cases, so a pass costs one process
+start and one device set-up, not one per candidate; a process that fails as a whole runs
+each candidate again in a process of its own (:func:`run_cases`).
+
 Screening (:func:`finalists`): with a pass of one short repeat per call behind it, a class's
 finalists are its ``k`` fastest candidates that passed the check there, and the version's
 defaults (the space's first candidate) when they passed: a near tie, which the tuner gives to
@@ -104,6 +110,63 @@ def run_cases(v: KernelVersion, shapes: list[GemmShape],
     return "ok", cases
 
 
+def run_candidates(vs: list[KernelVersion], shapes: list[list[GemmShape]],
+                   run_spec: Callable[[dict[str, Any]], dict[str, Any]], *, source: str,
+                   min_time_ms: float, repeats: int, backend: str = "opencl",
+                   together: bool = False
+                   ) -> list[tuple[str, list[dict[str, Any] | None]]]:
+    """Run each candidate ``vs[j]`` on its calls ``shapes[j]``; returns one ``(status,
+    cases)`` per candidate, as :func:`run_cases` gives it. With ``together`` on OpenCL, and
+    more than one candidate whose specs differ only in their build options and cases, all of
+    them in one bench-gemm process (module docstring; each case with its candidate's
+    ``options``: ``run_spec`` must run such a spec, as the runner does); else, or when that
+    process fails as a whole, one :func:`run_cases` per candidate. Raises :class:`Skipped`
+    when the device lacks what the version needs."""
+    def alone() -> list[tuple[str, list[dict[str, Any] | None]]]:
+        return [run_cases(v, sh, run_spec, source=source, min_time_ms=min_time_ms,
+                          repeats=repeats, backend=backend) for v, sh in zip(vs, shapes)]
+    if not together or backend != "opencl" or len(vs) < 2:
+        return alone()
+    out: list[list[dict[str, Any] | None]] = [[None] * len(sh) for sh in shapes]
+    why = [""] * len(vs)
+    plan: list[tuple[int, int]] = []   # (candidate, call) of each case of the process
+    cases: list[dict[str, Any]] = []
+    common = None
+    for j, (v, sh) in enumerate(zip(vs, shapes)):
+        for i, g in enumerate(sh):
+            try:
+                one = gemm_spec(v, [g], source=source, backend=backend,
+                                min_time_ms=min_time_ms, repeats=repeats)
+            except ValueError as e:   # a geometry the candidate cannot launch: that call
+                why[j] = why[j] or _first_line(e)
+                out[j][i] = _error_case(g, why[j])
+                continue
+            rest = {k: x for k, x in one.items() if k not in ("cases", "options")}
+            if common is None:
+                common = rest
+            elif rest != common:   # not one program source and timing: each its own
+                return alone()
+            plan.append((j, i))
+            cases.append(dict(one["cases"][0], options=one["options"]))
+    planned = {j for j, _ in plan}
+    status = ["ok" if j in planned else f"error: {why[j]}" for j in range(len(vs))]
+    if cases:
+        try:
+            doc = run_spec(dict(common, options=cases[0]["options"], cases=cases))
+        except PhonetrainError:
+            return alone()
+        if doc.get("status") == "skipped":
+            raise Skipped(doc.get("reason", ""))
+        got = doc.get("cases") or []
+        for k, (j, i) in enumerate(plan):
+            c = got[k] if k < len(got) else None
+            if c is not None and c.get("build_failed"):
+                status[j] = f"error: {c.get('error')}"
+            elif c is not None:
+                out[j][i] = {key: c.get(key) for key in CASE_KEYS}
+    return [(st, out[j] if st == "ok" else []) for j, st in enumerate(status)]
+
+
 def class_score(trial: dict[str, Any], idx: list[int], want_pass: int | None = None
                 ) -> float | None:
     """The geometric mean GFLOPS of ``trial`` over the cases ``idx`` (one class's calls), or
@@ -134,18 +197,24 @@ def second_pass(versions: list[KernelVersion], trials: list[dict[str, Any]],
                 shapes: list[GemmShape], finals: dict[str, list[int]],
                 groups: dict[str, list[int]],
                 run_spec: Callable[[dict[str, Any]], dict[str, Any]], *, source: str,
-                min_time_ms: float, repeats: int, backend: str = "opencl") -> None:
-    """Time each finalist again on the classes it is a finalist of (one process per
-    candidate, :func:`run_cases`) at ``min_time_ms`` x ``repeats``; its cases in ``trials``
+                min_time_ms: float, repeats: int, backend: str = "opencl",
+                together: bool = False) -> None:
+    """Time each finalist again on the classes it is a finalist of (:func:`run_candidates`,
+    the finalists in one process with ``together``) at ``min_time_ms`` x ``repeats``; its
+    cases in ``trials``
     are replaced and marked ``pass`` 2. ``versions``: the candidates, in the order of
     ``trials``; ``finals``/``groups``: class -> finalist indices / case indices."""
-    for ci, v in enumerate(versions):
+    todo = []
+    for ci in range(len(versions)):
         idx = sorted(i for cls, case_idx in groups.items() if ci in finals[cls]
                      for i in case_idx)
-        if not idx:
-            continue
-        status, cases = run_cases(v, [shapes[i] for i in idx], run_spec, source=source,
-                                  min_time_ms=min_time_ms, repeats=repeats, backend=backend)
+        if idx:
+            todo.append((ci, idx))
+    ran = run_candidates([versions[ci] for ci, _ in todo],
+                         [[shapes[i] for i in idx] for _, idx in todo], run_spec,
+                         source=source, min_time_ms=min_time_ms, repeats=repeats,
+                         backend=backend, together=together)
+    for (ci, idx), (status, cases) in zip(todo, ran):
         for j, i in enumerate(idx):
             c = cases[j] if cases else _error_case(shapes[i], status[len("error: "):])
             trials[ci]["cases"][i] = None if c is None else dict(c, **{"pass": 2})

@@ -208,13 +208,17 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
          min_time_ms: float = 20, repeats: int = 3,
          defaults_only: bool = False, squares: list[int] = (), finalists: int = 0,
          screen_min_time_ms: float = 5.0, backend: str = "opencl",
-         space: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+         space: list[dict[str, Any]] | None = None, together: bool = False
+         ) -> dict[str, Any]:
     """Run every candidate of ``space`` (default ``version.candidates``; only the first, the
     defaults, with ``defaults_only``; it is still checked) on ``shapes`` (GEMM calls, each its
     own class, :func:`gemm_class`) and the square sizes ``squares`` (each its own class,
     :func:`square_class`); return the tuning document (module docstring). The default class
     is the models' class with the most FLOPs (None when there is no class). Each candidate
-    runs every call in one process (:func:`phonetrain.kernels.trials.run_cases`).
+    runs every call in one process (:func:`phonetrain.kernels.trials.run_cases`); with
+    ``together`` (``run_spec`` being the runner's, which builds a case's own options) on
+    OpenCL the candidates of a pass share one process
+    (:func:`phonetrain.kernels.trials.run_candidates`).
 
     ``finalists`` > 0 (and more candidates than ``finalists`` + 1): two passes. The first
     runs every candidate on every call with one repeat of ``screen_min_time_ms`` (checked as
@@ -246,8 +250,9 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
               "repeats": 1 if two else repeats}
     trials = []
     try:
-        for cand, v in zip(space, versions):
-            status, cases = trials_mod.run_cases(v, every, run_spec, **timing)
+        ran = trials_mod.run_candidates(versions, [every] * len(versions), run_spec,
+                                        together=together, **timing)
+        for cand, (status, cases) in zip(space, ran):
             trials.append({"defines": cand.get("defines") or {}, "local": cand.get("local"),
                            "status": status,
                            "cases": [c if c is None or not two else dict(c, **{"pass": 1})
@@ -257,7 +262,7 @@ def tune(version: KernelVersion, shapes: list[GemmShape],
         if two:
             trials_mod.second_pass(versions, trials, every, finals, groups, run_spec,
                                    source=source, backend=backend, min_time_ms=min_time_ms,
-                                   repeats=repeats)
+                                   repeats=repeats, together=together)
     except trials_mod.Skipped as e:   # the device lacks what the version needs
         return {"version": version.name, "classes": {}, "default": None,
                 "skipped": e.reason, "trials": []}

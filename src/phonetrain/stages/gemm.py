@@ -109,8 +109,12 @@ class _Bench:
 
     def spec(self, spec: dict[str, Any]) -> dict[str, Any]:
         """Run one bench-gemm spec (a failure raises the runner's error: a tuning trial
-        records it; the gemm stage fails with it)."""
-        return self.r.bench_gemm(spec, self.out())
+        records it; the gemm stage fails with it). A spec whose cases carry n distinct build
+        options (the configurations of several processes in one) gets n times the runner's
+        ``timeout_s``."""
+        configs = len({c["options"] for c in spec["cases"] if "options" in c})
+        return self.r.bench_gemm(spec, self.out(),
+                                 timeout_s=self.r.timeout_s * max(1, configs))
 
 
 def _tune_bench(job: Job, p: TuneSpec | SquaresSpec | TuneVersionSpec,
@@ -175,8 +179,8 @@ def tune_version(job: Job) -> dict[str, dict]:
     is kept untouched: the workflow leaves these outputs in place while the job runs
     (Snakemake's ``update`` flag), so a study that gains a model tunes only the classes it
     brings, and the runs that read a kept file rerun nothing. The classes still to tune are
-    tuned together (:func:`_tune_classes`: one runner process per candidate for all of them,
-    each file still its own class's). Returns class -> document. Raises
+    tuned together (:func:`_tune_classes`: on OpenCL one runner process per tuning pass for
+    every candidate and all of them, each file still its own class's). Returns class -> document. Raises
     :class:`~phonetrain.errors.StageError` when the outputs are not the spec's classes or a
     class cannot be tuned."""
     p = job.spec(TuneVersionSpec)
@@ -196,7 +200,7 @@ def tune_version(job: Job) -> dict[str, dict]:
         bench = bench or _tune_bench(job, p, p.kernel)
         one = Job(job.input, files({"tuning": path}), params, job.log, job.runtime, job.expect)
         if stage is tune:
-            models[cls] = one   # tuned together below: one process per candidate
+            models[cls] = one   # tuned together below: one process per pass
         else:
             docs[cls] = stage(one, bench)
     if models:
@@ -244,7 +248,7 @@ def _tune(job: Job, p: TuneSpec | SquaresSpec, shapes: list[GemmShape],
                 doc = tuning.tune(version, shapes, bench.spec, source=source,
                                   min_time_ms=p.tune_min_time_ms,
                                   defaults_only=not p.tune, squares=squares,
-                                  **target, **_passes(p))
+                                  together=True, **target, **_passes(p))
         except tuning.TuningError as e:
             raise StageError(str(e)) from None
     return _write_tuning(job, p, doc, bench)
@@ -254,8 +258,9 @@ def _tune_classes(p: TuneVersionSpec, jobs: dict[str, Job], bench: _Bench) -> di
     """Tune the model classes of ``jobs`` (class -> its one-class job, whose output is the
     class's file) together: each file as :func:`tune` writes it, reused from this machine's
     records where one matches; the others from one :func:`phonetrain.kernels.tuning.tune`
-    over all their calls (one runner process per candidate, not per candidate and class),
-    each class's share of it (:func:`phonetrain.kernels.tuning.class_doc`) in its file."""
+    over all their calls (on OpenCL one runner process per pass for every candidate,
+    :func:`phonetrain.kernels.trials.run_candidates`; else one per candidate), each class's
+    share of it (:func:`phonetrain.kernels.tuning.class_doc`) in its file."""
     docs, fresh = {}, []
     for cls, one in jobs.items():
         kept = _reused(one, one.spec(TuneSpec), bench)
@@ -275,7 +280,7 @@ def _tune_classes(p: TuneVersionSpec, jobs: dict[str, Job], bench: _Bench) -> di
         try:
             doc = tuning.tune(version, shapes, bench.spec, source=source,
                               min_time_ms=p.tune_min_time_ms, defaults_only=not p.tune,
-                              **target, **_passes(p))
+                              together=True, **target, **_passes(p))
         except tuning.TuningError as e:
             raise StageError(str(e)) from None
     for cls in fresh:
@@ -344,7 +349,9 @@ def gemm(job: Job) -> dict:
     device -> ``output.gemm``. A tuned version uses its tuning files' configuration per shape
     class; a long square gets fewer timed repeats (:func:`sweep_repeats`, the row's
     ``repeats``); the squares stop where their GFLOPS plateaued (:func:`plateaued`); the
-    models' calls of one OpenCL configuration share a process (:func:`_model_calls_together`)."""
+    models' calls of one OpenCL configuration share a process (:func:`_model_calls_together`),
+    and so do an OpenCL version's squares when none is measured side by side
+    (:func:`_squares_together`)."""
     p = job.spec(GemmSpec)
     version = p.version
     kv = None if version == CPU_VERSION else load_version(version)
@@ -371,15 +378,19 @@ def gemm(job: Job) -> dict:
                  if source != "square" and (g.kernel, g.M, g.N, g.K) not in before]
         alone = _model_calls_together(bench, calls) if kv is not None else \
             [bench.spec(sp) for sp in calls]
+        square_specs = [sp for source, _, _, sp in planned if source == "square"]
+        together = kv is not None and not any(
+            (g.kernel, g.M, g.N, g.K) in before for source, g, _, _ in planned
+            if source == "square")
+        swept: list[dict[str, Any]] | None = None   # the squares' documents, run together
         squares: list[float] = []   # the measured squares' GFLOPS, ascending sizes
         for source, g, cls, spec in planned:
-            why = None
-            if source == "square" and last_gflops and \
-                    g.flops / (last_gflops * 1e9) > p.max_launch_s:
-                why = "estimated launch time over measure.gemm_max_launch_s"
-            elif source == "square" and plateaued(squares, p.plateau_gain):
-                why = (f"GFLOPS plateaued: {PLATEAU_SQUARES} squares in a row below "
-                       f"(1 + measure.gemm_plateau_gain) x the best before them")
+            doc = None
+            if together and source == "square":
+                if swept is None:
+                    swept = _squares_together(bench, square_specs, p)
+                doc = swept.pop(0)
+            why = _skipped_why(doc, source, g, last_gflops, squares, p)
             if why:
                 rows.append({"kernel": g.kernel, "M": g.M, "N": g.N, "K": g.K, "source": source,
                              "status": "skipped", "error": why})
@@ -387,7 +398,9 @@ def gemm(job: Job) -> dict:
             key = (g.kernel, g.M, g.N, g.K)
             old = before.get(key)
             reps = sweep_repeats(g, source, last_gflops, p.max_shape_s)
-            if old is not None:
+            if doc is not None:
+                reps = (doc.get("cases") or [{}])[0].get("repeats", reps)
+            elif old is not None:
                 doc = batched[key]() if key in batched else \
                     _paired_shape(bench, spec, old, _previous_call_ms(prev, key))
             elif source != "square":
@@ -399,16 +412,8 @@ def gemm(job: Job) -> dict:
                 break
             doc_out["device_info"] = doc.get("device") or {}
             for c in doc["cases"]:
-                rows.append({**{k: c.get(k) for k in ("kernel", "M", "N", "K", "global", "local",
-                                                      "status", "error", "gflops", "median_ms",
-                                                      "low_ms", "high_ms", "max_err",
-                                                      "iterations")},
-                             "source": source, "options": doc.get("options", ""),
-                             "tuned_class": cls, **({"repeats": reps} if old is None else {}),
-                             **({"paired": doc["paired"] | {
-                                 "device": p.device,
-                                 "previous_kernel_hash": (prev or {}).get("kernel_hash")}}
-                                if "paired" in doc else {})})
+                rows.append(_row(c, doc, source, cls, None if old is not None else reps,
+                                 p.device, prev))
                 if source == "square" and c["status"] == "ok":
                     last_gflops = c["gflops"]
                     squares.append(c["gflops"])
@@ -419,25 +424,61 @@ def gemm(job: Job) -> dict:
     return doc_out
 
 
+def _skipped_why(doc: dict[str, Any] | None, source: str, g: GemmShape,
+                 last_gflops: float | None, squares: list[float], p: GemmSpec) -> str | None:
+    """Why a shape of the sweep is skipped (:data:`SKIPPED_BY`), or None: the rule the runner
+    named in ``doc`` (a square of :func:`_squares_together`); else, for a square measured on
+    its own, one launch estimated at ``last_gflops`` (the square before) over
+    ``p.max_launch_s``, or the ``squares``' GFLOPS (ascending sizes) :func:`plateaued`."""
+    if doc is not None:
+        return SKIPPED_BY.get((doc.get("cases") or [{}])[0].get("skipped_by"))
+    if source != "square":
+        return None
+    if last_gflops and g.flops / (last_gflops * 1e9) > p.max_launch_s:
+        return SKIPPED_BY["max_launch_s"]
+    return SKIPPED_BY["plateau"] if plateaued(squares, p.plateau_gain) else None
+
+
+def _row(c: dict[str, Any], doc: dict[str, Any], source: str, cls: str | None,
+         reps: int | None, device: str, prev: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``gemm.json`` row of case ``c`` of the bench-gemm document ``doc``: its figures,
+    the shape's ``source``, its build options, its tuned class, ``repeats`` (``reps``; None
+    for a shape measured side by side, whose ``paired`` holds its timing) and ``paired``
+    where the document has a verdict (with ``device`` and the ``prev`` sweep's kernel
+    hash)."""
+    return {**{k: c.get(k) for k in ("kernel", "M", "N", "K", "global", "local", "status",
+                                     "error", "gflops", "median_ms", "low_ms", "high_ms",
+                                     "max_err", "iterations")},
+            "source": source, "options": c.get("options", doc.get("options", "")),
+            "tuned_class": cls, **({"repeats": reps} if reps is not None else {}),
+            **({"paired": doc["paired"] | {
+                "device": device, "previous_kernel_hash": (prev or {}).get("kernel_hash")}}
+               if "paired" in doc else {})}
+
+
 def _model_calls_together(bench: _Bench, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run the models' GEMM calls measured alone (one bench-gemm spec of one case each, in
-    sweep order) with one runner process per configuration: the specs that differ only in
-    their case share a process, each case still checked, warmed up, calibrated and timed on
-    its own (``src/runner/bench_gemm.c``), so a call costs its timed repeats, not a process
-    start, an OpenCL set-up and a program build (OpenCL versions only: the CPU backend's calls
+    sweep order) in one runner process: the specs that differ only in their case and build
+    options (another tuned configuration) share a process, each case carrying its options
+    (the runner builds each configuration once) and still checked, warmed up, calibrated and
+    timed on its own (``src/runner/bench_gemm.c``), so a call costs its timed repeats, not a
+    process start, an OpenCL set-up and a program build (OpenCL versions only: the CPU backend's calls
     keep a process each; a tiny call is calibrated on one launch, and once other load takes
     the cores of its OpenMP threads a launch can run tens of times slower, which stretched
     one process of every call to 123 s at load 9-10: docs/notebook/2026-12-07.md).
     Returns one document per spec, in order,
     each holding its own case; a process the runner skips (a missing library) gives that
-    document to each of its specs."""
+    document to each of its specs. Raises :class:`StageError` when a configuration does not
+    build (:func:`_built`)."""
     groups: dict[str, list[int]] = {}
     for i, sp in enumerate(specs):
-        groups.setdefault(json.dumps({k: v for k, v in sp.items() if k != "cases"},
+        groups.setdefault(json.dumps({k: v for k, v in sp.items()
+                                      if k not in ("cases", "options")},
                                      sort_keys=True), []).append(i)
     out: list[dict[str, Any] | None] = [None] * len(specs)
     for idx in groups.values():
-        doc = bench.spec(dict(specs[idx[0]], cases=[c for i in idx for c in specs[i]["cases"]]))
+        doc = _built(bench.spec(dict(specs[idx[0]], cases=[
+            dict(c, options=specs[i]["options"]) for i in idx for c in specs[i]["cases"]])))
         cases = doc.get("cases") or []
         for n, i in enumerate(idx):
             out[i] = doc if doc.get("status") == "skipped" else \
@@ -446,9 +487,55 @@ def _model_calls_together(bench: _Bench, specs: list[dict[str, Any]]) -> list[di
     return [d for d in out if d is not None]
 
 
+def _squares_together(bench: _Bench, specs: list[dict[str, Any]], p: GemmSpec
+                      ) -> list[dict[str, Any]]:
+    """An OpenCL version's squares (their bench-gemm specs of one case each, ascending sizes)
+    in one runner process: one spec whose cases carry their own build options (the runner
+    builds each distinct configuration once) and whose ``sweep`` makes the runner apply
+    :func:`plateaued` and :func:`sweep_repeats` between the squares (``src/runner/
+    bench_gemm.c``; ``max_launch_s``, ``plateau_gain``, ``max_shape_s`` of ``p``), so the
+    squares cost one process start, one OpenCL context and one build per configuration, not
+    one of each per square. Returns one document per spec, in order, each holding its own case
+    (a case the runner skipped: ``status`` ``skipped``, ``skipped_by`` naming the rule,
+    :data:`SKIPPED_BY`); a process the runner skips (a missing library) gives that document
+    to each spec. Raises :class:`StageError` when a configuration does not build
+    (:func:`_built`)."""
+    if not specs:
+        return []
+    first = specs[0]
+    doc = _built(bench.spec(dict(first, cases=[dict(sp["cases"][0], options=sp["options"])
+                                        for sp in specs],
+                          sweep={"max_launch_s": p.max_launch_s,
+                                 "plateau_gain": p.plateau_gain or 0.0,
+                                 "plateau_cases": PLATEAU_SQUARES,
+                                 "max_case_s": p.max_shape_s or 0.0,
+                                 "min_repeats": GEMM_MIN_REPEATS})))
+    if doc.get("status") == "skipped":
+        return [doc] * len(specs)
+    return [dict(doc, cases=[c]) for c in doc.get("cases") or []]
+
+
+def _built(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc``, a bench-gemm document whose cases carry their own build options; raises
+    :class:`StageError` with the runner's message when one of them did not build (the sweep
+    fails as it does when a process of one configuration does not build; the compiler log is
+    in the runner's stderr, the stage's log)."""
+    bad = next((c for c in doc.get("cases") or [] if c.get("build_failed")), None)
+    if bad is not None:
+        raise StageError(f"bench-gemm: {bad.get('error')}; fix the kernel source; the "
+                         "compiler log is in the stage's log")
+    return doc
+
+
 PLATEAU_SQUARES = 2
 """Squares in a row whose GFLOPS stay below ``(1 + measure.gemm_plateau_gain)`` x the best
 square before them, after which a version's square sweep stops (:func:`plateaued`)."""
+SKIPPED_BY = {
+    "max_launch_s": "estimated launch time over measure.gemm_max_launch_s",
+    "plateau": (f"GFLOPS plateaued: {PLATEAU_SQUARES} squares in a row below "
+                f"(1 + measure.gemm_plateau_gain) x the best before them")}
+"""A skipped square's row ``error`` by the rule that skipped it (the runner's ``skipped_by``):
+one launch estimated over ``measure.gemm_max_launch_s``, or :func:`plateaued`."""
 
 
 def plateaued(gflops: list[float], gain: float | None) -> bool:
