@@ -14,11 +14,16 @@ while every environment variable its ``${oc.env:...}`` interpolations read has t
 had. A composition that raised is not stored (each call raises anew), nor is one whose folder
 could not be read whole. Tests whose subject is composition itself (determinism, a caller's
 own Hydra) are marked ``fresh_compose`` and compose every time.
+
+Compositions that differ still read the same files: :func:`memoized_load` keeps what YAML
+made of each file's text (``OmegaConf.load``'s parse, the costliest step of reading a config
+file), keyed by that text, and builds the config object anew from a copy each time.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import pickle
 from collections.abc import Callable
@@ -27,6 +32,8 @@ from typing import Any
 
 # key -> (the pickled result, the variables it read and their values)
 _MEMO: dict[tuple, tuple[bytes, dict[str, str | None]]] = {}
+# a config file's text -> its YAML parse, pickled
+_PARSED: dict[str, bytes] = {}
 
 
 def _conf_key(conf_dir: Path, overrides: list[str]) -> tuple | None:
@@ -68,3 +75,34 @@ def memoized(compose: Callable[[Path, list[str]], tuple[dict[str, Any], dict[str
             _MEMO[key] = (pickle.dumps(result), read)
         return result
     return wrapper
+
+
+def memoized_load(load: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``OmegaConf.load`` (``load``, a path or an open text file -> DictConfig or ListConfig)
+    with the YAML parse of each file's text kept: the text is parsed by OmegaConf's own YAML
+    loader the first time, and ``OmegaConf.create`` builds every answer from a copy of that
+    parse. A path, a file that is not read as text, and a text that does not parse or is not
+    a mapping, list or string go to ``load`` itself (from where the file was: its error names
+    the file); nothing of them is kept."""
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf._utils import get_yaml_loader
+
+    def wrapper(file_):
+        if isinstance(file_, (str, Path)) or not hasattr(file_, "read"):
+            return load(file_)
+        start = file_.tell()
+        text = file_.read()
+        if isinstance(text, str) and text not in _PARSED:
+            try:
+                obj = yaml.load(io.StringIO(text), Loader=get_yaml_loader())
+            except Exception:
+                obj = load   # not a parse: load itself reads the file again, below
+            if obj is None or isinstance(obj, (list, dict, str)):
+                _PARSED[text] = pickle.dumps(obj)
+        if not isinstance(text, str) or text not in _PARSED:
+            file_.seek(start)
+            return load(file_)
+        obj = pickle.loads(_PARSED[text])
+        return OmegaConf.create() if obj is None else OmegaConf.create(obj)
+    return staticmethod(wrapper)
