@@ -14,7 +14,7 @@ from pathlib import Path
 import adbutils
 import pytest
 
-from helpers import tiers
+from helpers import compose_memo, tiers
 from helpers.adb import connect_vdev, disconnect_vdev, free_port
 from helpers.real_study import make_real_study
 from helpers.shared import once_per_run
@@ -56,6 +56,21 @@ def unit_tests_start_no_process(request, monkeypatch):
         return
 
     tiers.refuse_processes(monkeypatch)
+
+
+@pytest.fixture(autouse=True)
+def compose_memo_of_this_process(request, monkeypatch):
+    """Hydra compositions answered from this process's memo (helpers.compose_memo): the same
+    conf files, overrides and environment values compose once per test process, and the
+    same config file text is parsed as YAML once (OmegaConf.load). A test
+    marked ``fresh_compose`` (its subject is composition itself) composes every time."""
+    if request.node.get_closest_marker("fresh_compose") is not None:
+        return
+    from omegaconf import OmegaConf
+
+    from phonetrain.config import compose
+    monkeypatch.setattr(compose, "_compose", compose_memo.memoized(compose._compose))
+    monkeypatch.setattr(OmegaConf, "load", compose_memo.memoized_load(OmegaConf.load))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -55,6 +55,7 @@ def test_default_sweep_crosses_models_backends_kernels(default_sweep):
     assert "facts" not in staged_map.config["device"]  # facts feed the report only
 
 
+@pytest.mark.fresh_compose   # two compositions apart, each by Hydra
 def test_composition_is_deterministic_and_hash_tracks_content(default_sweep):
     a, b = default_sweep, compose_sweep()   # composed apart, other compositions between
     assert [e.config_hash for e in a.experiments] == [e.config_hash for e in b.experiments]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
@@ -18,6 +19,7 @@ def _callers_conf(tmp_path: Path) -> Path:
     return d
 
 
+@pytest.mark.fresh_compose   # each composition by Hydra, inside and after the caller's
 def test_compose_inside_and_after_a_callers_hydra(tmp_path: Path):
     alone = compose_sweep(["sweep=test"])
     with initialize_config_dir(version_base=None, config_dir=str(_callers_conf(tmp_path)),
