@@ -19,6 +19,7 @@ from the ``src/runner`` beside the imported package)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -56,27 +57,34 @@ def one_sweep(binary: Path, version: str, platform: str, work: Path,
          "tune": False, "tune_min_time_ms": m.tune_min_time_ms,
          "tune_max_launch_s": m.tune_max_launch_s, "threads": 0,
          "plateau_gain": m.gemm_plateau_gain, "max_shape_s": m.gemm_max_shape_s}
-    calls = []
+    cpu0, t0 = _cpu_s(), time.monotonic()
+    with _counted() as calls:
+        doc = gemm_stage.gemm(Job(files({"runner": str(binary), "sources": [],
+                                         "shapes": str(sf)}),
+                                  files({"gemm": str(work / "results" / "gemm" / "host"
+                                                     / f"{version}.json")}),
+                                  p, work / "gemm.log", Runtime(600.0, False, str(work))))
+    return {"processes": len(calls), "wall_s": time.monotonic() - t0,
+            "cpu_s": _cpu_s() - cpu0,
+            "squares": " ".join(f"{r['M']}:{r['gflops']:.1f}" if r["status"] == "ok" else
+                                f"{r['M']}:{_why(r)}" for r in doc["rows"])}
+
+
+@contextlib.contextmanager
+def _counted():
+    """Count the bench-gemm processes started inside the block: yields a list that gets each
+    process's number of cases."""
+    calls: list[int] = []
     real = rt.Runner.bench_gemm
 
     def counted(self, spec, out, *a, **kw):
         calls.append(len(spec["cases"]))
         return real(self, spec, out, *a, **kw)
     rt.Runner.bench_gemm = counted
-    cpu0, t0 = _cpu_s(), time.monotonic()
     try:
-        doc = gemm_stage.gemm(Job(files({"runner": str(binary), "sources": [],
-                                         "shapes": str(sf)}),
-                                  files({"gemm": str(work / "results" / "gemm" / "host"
-                                                     / f"{version}.json")}),
-                                  p, work / "gemm.log", Runtime(600.0, False, str(work))))
+        yield calls
     finally:
         rt.Runner.bench_gemm = real
-    return {"processes": len(calls), "wall_s": time.monotonic() - t0,
-            "cpu_s": _cpu_s() - cpu0,
-            "squares": " ".join(f"{r['M']}:{r['gflops']:.1f}" if r["status"] == "ok" else
-                                f"{r['M']}:{_why(r)}" for r in doc["rows"])}
-
 
 def _why(row: dict) -> str:
     """A square's status, and for a skipped one the rule that skipped it."""
@@ -108,20 +116,11 @@ def one_tune(binary: Path, version: str, platform: str, work: Path) -> dict:
     out = files({"tuning": [str(work / "tuning" / f"{c}.json") for c in MLP_CLASSES],
                  "squares": str(work / "tuning" / "squares.json")})
     os.environ["PHONETRAIN_TUNING_DIR"] = str(work / "records")
-    calls = []
-    real = rt.Runner.bench_gemm
-
-    def counted(self, spec, out, *a, **kw):
-        calls.append(len(spec["cases"]))
-        return real(self, spec, out, *a, **kw)
-    rt.Runner.bench_gemm = counted
     cpu0, t0 = _cpu_s(), time.monotonic()
-    try:
+    with _counted() as calls:
         docs = gemm_stage.tune_version(Job(files({"runner": str(binary), "sources": []}), out,
                                            to_params(spec), work / "tune.log",
                                            Runtime(600.0, False, str(work))))
-    finally:
-        rt.Runner.bench_gemm = real
     chosen = []
     for cls, doc in sorted(docs.items()):
         for name, c in sorted((doc.get("classes") or {}).items()):
