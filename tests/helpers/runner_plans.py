@@ -186,3 +186,11 @@ def numpy_training(arrays: dict[str, np.ndarray], steps: int):
             V[k] = MOMENTUM * V[k] + g
             P[k] = P[k] - LR * V[k]
     return np.array(losses), P, G["W1"]
+
+
+def bench_gemm_here(runner, pocl, tmp_path: Path, spec: dict) -> dict:
+    """One ``runner bench-gemm`` process of ``spec`` on this host's PoCL (``runner``, ``pocl``:
+    the session fixtures), its output under ``tmp_path``: the runner's document."""
+    from phonetrain import runner as rt
+    r = rt.Runner.local_binary(runner, tmp_path / "root", pocl, timeout_s=120)
+    return r.bench_gemm(spec, tmp_path / "out")

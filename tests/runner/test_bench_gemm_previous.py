@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.runner_plans import bench_gemm_here
 from phonetrain import runner as rt
 
 NAIVE = """__kernel void gemm_nn(int M, int N, int K, float alpha, __global const float *A,
@@ -45,9 +46,7 @@ def _spec(new: str, previous: dict | None, case_previous: dict | None = None,
     return spec
 
 
-def _bench(runner, pocl, tmp_path: Path, spec: dict) -> dict:
-    r = rt.Runner.local_binary(runner, tmp_path / "root", pocl, timeout_s=120)
-    return r.bench_gemm(spec, tmp_path / "out")
+_bench = bench_gemm_here
 
 
 def test_both_builds_are_measured_and_checked_in_one_process(runner, pocl, tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.runner_plans import bench_gemm_here
 from phonetrain import runner as rt
 from phonetrain.stages import gemm as gemm_stage
 from phonetrain.stages.job import Job, Runtime, files
@@ -48,9 +49,7 @@ def _spec(tmp_path: Path, sweep: dict | None, options: list[str | None] | None =
     return spec
 
 
-def _bench(runner, pocl, tmp_path: Path, spec: dict) -> dict:
-    r = rt.Runner.local_binary(runner, tmp_path / "root", pocl, timeout_s=120)
-    return r.bench_gemm(spec, tmp_path / "out")
+_bench = bench_gemm_here
 
 
 def _agrees_with_the_stage(doc: dict, sweep: dict, repeats: int) -> None:
