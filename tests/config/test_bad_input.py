@@ -400,3 +400,13 @@ def test_a_config_file_that_is_a_list_names_itself_and_the_shape(conf: Path, rel
     with pytest.raises(ConfigError) as e:
         compose_sweep(["sweep=test"], conf_dir=conf)
     assert str(e.value).startswith(str(conf)) and needle in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("override, group", [("kernel.name=zzz", "kernel"),
+                                             ("device.name=pixel", "device")])
+def test_a_name_set_by_an_override_is_blamed_on_the_override(override, group):
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", override])
+    msg = str(e.value)
+    assert f"override '{override}'" in msg and "drop the override" in msg, msg
+    assert f"sweep.{group}s" in msg and "rename the file" not in msg, msg

@@ -103,8 +103,11 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
     if node.get("name") != name:
         what = (" (the model of phonetrain.models the file trains, which the workflow looks up "
                 "by the file name)" if group == "model" else "")
-        raise ConfigError(f"{path}: key 'name' is {node.get('name')!r}; it must equal the "
-                          f"file name {name!r}{what}: rename the file or fix key 'name'")
+        by_override = src("name") != str(path)
+        todo = (f"drop the override (choose another {group} by name in 'sweep.{group}s')"
+                if by_override else "rename the file or fix key 'name'")
+        raise ConfigError(f"{src('name')}: key 'name' is {node.get('name')!r}; it must equal "
+                          f"the file name {name!r}{what}: {todo}")
     if not NAME_RE.match(name):
         raise ConfigError(f"{path}: name {name!r} may use only letters, digits, '_' and '-'")
     for (g, key), allowed in CHOICES.items():
