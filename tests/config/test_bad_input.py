@@ -410,3 +410,14 @@ def test_a_name_set_by_an_override_is_blamed_on_the_override(override, group):
     msg = str(e.value)
     assert f"override '{override}'" in msg and "drop the override" in msg, msg
     assert f"sweep.{group}s" in msg and "rename the file" not in msg, msg
+
+
+@pytest.mark.parametrize("serial", ["null", "''"])
+def test_an_adb_device_without_a_serial_is_refused_before_any_job(conf: Path, serial: str):
+    (conf / "device" / "noserial.yaml").write_text(
+        f"name: noserial\ntransport: adb\nserial: {serial}\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[host,noserial]"], conf_dir=conf)
+    msg = str(e.value)
+    assert str(conf / "device" / "noserial.yaml") in msg and "key 'serial'" in msg, msg
+    assert "phonetrain devices" in msg, msg

@@ -180,7 +180,12 @@ def _check_optimizer_kernels(conf_dir: Path, exps: list[Experiment],
 
 
 def _check_device_numbers(path: Path, node: dict[str, Any], overrides: Sequence[str]) -> None:
-    """``adb_port`` a TCP port (1..65535, RFC 793), datasheet facts positive, when set."""
+    """An adb device names its ``serial``; ``adb_port`` a TCP port (1..65535, RFC 793),
+    datasheet facts positive, when set."""
+    if node.get("transport") == "adb" and not node.get("serial"):
+        raise ConfigError(f"{_source(path, 'device.serial', overrides)}: key 'serial' is "
+                          f"{node.get('serial')!r}; an adb device needs its phone's serial: "
+                          "set it to the serial that 'phonetrain devices' lists")
     port = node.get("adb_port")
     if port is not None and not 1 <= port <= 65535:
         raise ConfigError(f"{_source(path, 'device.adb_port', overrides)}: key 'adb_port' is "
