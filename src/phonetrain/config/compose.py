@@ -153,14 +153,21 @@ def _chosen_file(conf_dir: Path, group: str, overrides: Sequence[str]) -> Path |
 
 def _unknown_key_hint(msg: str) -> str:
     """". Did you mean 'iterations'?" for OmegaConf's "Key 'iteratoins' not in
-    'MeasureConfig'" when a key of that section is close, else ''."""
+    'MeasureConfig'" when a key of that section is close, else the section's valid keys;
+    '' for another message."""
     m = re.search(r"Key '([^']+)' not in '(\w+)'", msg)
     if not m:
         return ""
-    section = next((f.name for f in fields(Config)
-                    if getattr(schema_class(f.name), "__name__", None) == m.group(2)), None)
-    guess = _did_you_mean(m.group(1), schema_keys(section) or []) if section else None
-    return f". Did you mean '{guess}'?" if guess else ""
+    full = re.search(r"full_key: ([\w.]+)", msg)
+    section = (full.group(1).rpartition(".")[0] if full else
+               next((f.name for f in fields(Config)
+                     if getattr(schema_class(f.name), "__name__", None) == m.group(2)), None))
+    valid = schema_keys(section) if section is not None else None
+    if not valid:
+        return ""
+    guess = _did_you_mean(m.group(1), valid)
+    return (f". Did you mean '{guess}'?" if guess else
+            f". Valid keys{' of ' + repr(section) if section else ''}: {valid}")
 
 
 def _scalar_hint(msg: str) -> str:
