@@ -421,3 +421,11 @@ def test_an_adb_device_without_a_serial_is_refused_before_any_job(conf: Path, se
     msg = str(e.value)
     assert str(conf / "device" / "noserial.yaml") in msg and "key 'serial'" in msg, msg
     assert "phonetrain devices" in msg, msg
+
+
+def test_kernel_none_for_one_run_says_a_cpu_run_takes_no_kernel():
+    with pytest.raises(ConfigError) as e:
+        compose_one(["model=mlp_16_16", "backend=cpu", "kernel=none"])
+    msg = str(e.value)
+    assert "kernel/none.yaml" in msg and "leave the kernel out" in msg, msg
+    assert "'baseline'" in msg, msg

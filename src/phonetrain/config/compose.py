@@ -86,9 +86,13 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
         if m:
             group, name = m.groups()
             avail = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+            todo = (f"'{NO_KERNEL}' is the kernel part of a CPU run's id (the CPU backend runs "
+                    "no kernel version): for a CPU run leave the kernel out; any other "
+                    "backend takes one of the kernels available"
+                    if (group, name) == ("kernel", NO_KERNEL) else "Add the file or fix the name")
             return ConfigError(f"{_group_file(conf_dir, group, name)} does not exist: "
                                f"'{name}' is not a {group} (key '{group}'); available: {avail}. "
-                               f"Add the file or fix the name")
+                               f"{todo}")
     m = re.search(r"primary config '([^']+)' must be a DictConfig, got (\w+)", msg)
     if m:
         got = {"ListConfig": "list"}.get(m.group(2), m.group(2))
