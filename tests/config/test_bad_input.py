@@ -429,3 +429,11 @@ def test_kernel_none_for_one_run_says_a_cpu_run_takes_no_kernel():
     msg = str(e.value)
     assert "kernel/none.yaml" in msg and "leave the kernel out" in msg, msg
     assert "'baseline'" in msg, msg
+
+
+@pytest.mark.parametrize("command", ["stale", "check", "aggregate", "report", "run"])
+def test_an_unknown_option_of_a_study_command_is_named(command):
+    got = CliRunner().invoke(main, [command, "--bogus", "measure.iterations=3"])
+    assert got.exit_code == 2, got.output
+    assert "No such option: --bogus" in got.output and "--conf" in got.output, got.output
+    assert "Traceback" not in got.output and "Hydra" not in got.output, got.output
