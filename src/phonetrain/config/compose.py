@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 # its composed study from the cache (phonetrain.stages.study_cache) loads neither.
 from phonetrain.config.validate import (ADAM_KEYS, _check_batches_fit, _check_dataset_fits,
                                         _check_dataset_source, _check_optimizer_kernels,
-                                        _check_override_keys, _did_you_mean, _group_file,
+                                        _check_override_keys, _check_results_folder,
+                                        _did_you_mean, _group_file,
                                         _is_map_field, _override_key, _source,
                                         _validate_member, _validate_root)
 from phonetrain.kernels import KERNELS_ROOT
@@ -431,13 +432,14 @@ def _refuse_empty_sweep(conf_dir: Path, root: dict[str, Any],
 def check_host(conf_dir: Path, root: dict[str, Any], members: dict[str, dict[str, Any]],
                overrides: Sequence[str]) -> None:
     """The checks of a composed sweep that read this host beyond ``conf_dir`` and the
-    sources: each model's dataset folder exists and holds its files, and the batch files fit
-    in the memory available. A sweep kept between invocations
+    sources: each model's dataset folder exists and holds its files, the batch files fit
+    in the memory available, and ``results_dir`` is not a file. A sweep kept between invocations
     (:mod:`phonetrain.stages.study_cache`) is checked again with them. Raises
     :class:`ConfigError` naming the file and key."""
     _check_dataset_source(conf_dir, root, [m.get("dataset") or root["dataset"]["name"]
                                            for m in members["model"].values()], overrides)
     _check_batches_fit(conf_dir, root, members["model"], overrides)
+    _check_results_folder(conf_dir, root, overrides)
 
 
 def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple[Sweep, Experiment]:

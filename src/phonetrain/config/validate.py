@@ -280,6 +280,22 @@ def _check_dataset_source(conf_dir: Path, root: dict[str, Any], datasets: list[s
             raise ConfigError(f"{where}: key 'dataset.path': {e}") from None
 
 
+def _check_results_folder(conf_dir: Path, root: dict[str, Any],
+                          overrides: Sequence[str]) -> None:
+    """``results_dir`` (relative to the working folder) is a folder or can become one: no
+    existing part of its path is a file (Snakemake would fail listing it, even in a dry
+    run)."""
+    want = Path(str(root["results_dir"]))
+    for p in (want, *want.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "names a file" if p == want else f"lies under the file {p}"
+                raise ConfigError(f"{_source(conf_dir / 'config.yaml', 'results_dir', overrides)}"
+                                  f": results_dir {str(want)!r} {what}, not a folder; give "
+                                  "results_dir a folder (new or existing)")
+            return
+
+
 def available_memory_bytes() -> int:
     """Memory this host can give a new process without swapping, in bytes: ``MemAvailable``
     of ``/proc/meminfo`` (Linux), else the free physical pages (``os.sysconf``)."""
