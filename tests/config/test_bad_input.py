@@ -437,3 +437,12 @@ def test_an_unknown_option_of_a_study_command_is_named(command):
     assert got.exit_code == 2, got.output
     assert "No such option: --bogus" in got.output and "--conf" in got.output, got.output
     assert "Traceback" not in got.output and "Hydra" not in got.output, got.output
+
+
+def test_a_new_map_entry_without_a_plus_says_add_the_plus():
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.backend_kernels.opencl=[baseline]"])
+    msg = str(e.value)
+    assert msg.startswith("override 'sweep.backend_kernels.opencl=[baseline]': "), msg
+    assert "not an entry of 'sweep.backend_kernels' yet" in msg, msg
+    assert "'+sweep.backend_kernels.opencl=[baseline]'" in msg, msg

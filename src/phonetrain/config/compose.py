@@ -127,6 +127,13 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     if e.__cause__ is not None:  # "Error merging override x=y" hides the reason in its cause
         msg = f"{msg}: {e.__cause__}"
     m = re.search(r"Could not override '([\w.]+)'", msg)
+    if m and "not in struct" in msg and not _is_map_field(m.group(1)) \
+            and _is_map_field(m.group(1).rpartition(".")[0]):
+        # one new entry of a map (sweep.backend_kernels.opencl=[...]): Hydra wants a '+'
+        said = [o for o in overrides if _override_key(o) == m.group(1)] or [m.group(1)]
+        return ConfigError(f"override {said[-1]!r}: '{m.group(1)}' is not an entry of "
+                           f"'{m.group(1).rpartition('.')[0]}' yet; add it with a '+': "
+                           f"'+{said[-1]}'")
     if m and "not in struct" in msg and _is_map_field(m.group(1)):
         # a new entry of a map (sweep.backend_kernels): OmegaConf adds none by merging
         entry = re.search(r"full_key: ([\w.]+)", msg)
