@@ -142,3 +142,10 @@ def test_an_unknown_key_in_a_device_file_names_the_valid_keys(conf, lines, needl
         compose_sweep(["sweep=test", "sweep.devices=[host,odd]"], conf_dir=conf)
     msg = str(e.value)
     assert "odd.yaml" in msg and all(n in msg for n in needles), msg
+
+
+def test_a_misspelled_bool_says_write_true_or_false():
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "measure.progress=flase"])
+    msg = str(e.value)
+    assert "override 'measure.progress=flase'" in msg and "write true or false" in msg, msg

@@ -189,6 +189,8 @@ def _scalar_hint(msg: str) -> str:
     m = re.search(r"could not be converted to (Integer|Float)", msg)
     if m:
         return f"; write {'an integer' if m.group(1) == 'Integer' else 'a number'}"
+    if "is not a valid bool" in msg:
+        return "; write true or false"
     return ""
 
 
