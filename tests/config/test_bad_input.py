@@ -446,3 +446,12 @@ def test_a_new_map_entry_without_a_plus_says_add_the_plus():
     assert msg.startswith("override 'sweep.backend_kernels.opencl=[baseline]': "), msg
     assert "not an entry of 'sweep.backend_kernels' yet" in msg, msg
     assert "'+sweep.backend_kernels.opencl=[baseline]'" in msg, msg
+
+
+def test_a_kernel_named_for_a_cpu_run_is_refused_not_ignored():
+    with pytest.raises(ConfigError) as e:
+        compose_one(["model=mlp_16_16", "backend=cpu", "kernel=tiled"])
+    msg = str(e.value)
+    assert msg.startswith("override 'kernel=tiled': backend 'cpu'"), msg
+    assert "mlp_16_16.cpu.none" in msg and "leave the kernel out" in msg, msg
+    compose_one(["model=mlp_16_16", "backend=cpu"])   # no kernel named: fine

@@ -464,6 +464,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     _validate_root(conf_dir, root, overrides)
     for axis in AXES:
         _validate_member(conf_dir, axis, choices[axis], root[axis], overrides)
+    _refuse_cpu_kernel(root, choices, overrides)
     _check_dataset_fits(conf_dir, root, choices["model"], root["model"], overrides)
     _check_dataset_source(conf_dir, root, [root["model"].get("dataset") or
                                            root["dataset"]["name"]], overrides)
@@ -475,6 +476,19 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
         _refuse_no_shaders(conf_dir, choices["backend"], choices["kernel"], overrides)
     _check_optimizer_kernels(conf_dir, exps, overrides)
     return Sweep(root=root, members=members, experiments=exps, environment=env), exps[0]
+
+
+def _refuse_cpu_kernel(root: dict[str, Any], choices: dict[str, str],
+                       overrides: Sequence[str]) -> None:
+    """Raise :class:`ConfigError` for a one-experiment composition whose override names a
+    kernel version for a CPU backend, which runs the runner's C kernels and no version (the
+    run would silently be ``<model>.cpu.none``)."""
+    said = [o for o in overrides if o.split("=", 1)[0].strip() == "kernel"]
+    if said and root["backend"]["kind"] == "cpu":
+        raise ConfigError(f"override {said[-1]!r}: backend '{choices['backend']}' runs the "
+                          f"runner's C kernels, no kernel version (its run is "
+                          f"{choices['model']}.{choices['backend']}.{NO_KERNEL}): leave the "
+                          "kernel out, or pick an OpenCL or Vulkan backend")
 
 
 def _refuse_several(choices: dict[str, str], overrides: Sequence[str]) -> None:
