@@ -223,6 +223,9 @@ class Step:
                    wait=list(d.get("wait") or []))
 
 
+# what to do about a damaged plan file: the lower stage writes it again
+_RELOWER = ("a plan is written by the lower stage, not by hand: delete its folder and rerun "
+            "(snakemake ... all lowers it again)")
 DEFAULT_WARMUP = 2       # warm-up iterations: ``measure.warmup``'s default (phonetrain.config)
 DEFAULT_ITERATIONS = 10  # measured iterations: ``measure.iterations``'s default
 
@@ -315,6 +318,9 @@ class Plan:
         """Check ids, roles, dtypes, ops and references; raise :class:`PlanError` naming the field."""
         if self.backend not in BACKENDS:
             raise PlanError(f"backend {self.backend!r} must be one of {BACKENDS}")
+        if self.warmup < 0 or self.iterations < 1:
+            raise PlanError(f"warmup {self.warmup} and iterations {self.iterations}: a plan "
+                            "runs >= 0 warm-up and >= 1 measured iterations")
         for i, t in enumerate(self.tensors):
             if t.id != i:
                 raise PlanError(f"tensors[{i}].id is {t.id}; ids must equal their index")
@@ -413,8 +419,14 @@ class Plan:
         """Read and validate a plan; :class:`PlanError` names the file on any defect."""
         try:
             return cls.from_json(json.loads(Path(path).read_text()))
-        except (KeyError, TypeError, ValueError) as e:   # ValueError: not JSON, not UTF-8
-            raise PlanError(f"{path}: {e}") from e
+        except PlanError as e:
+            raise PlanError(f"{path}: {e.message}", e.hint or _RELOWER) from e
+        except json.JSONDecodeError as e:
+            raise PlanError(f"{path}: not JSON ({e})", _RELOWER) from e
+        except KeyError as e:
+            raise PlanError(f"{path}: key {e} is missing", _RELOWER) from e
+        except (TypeError, ValueError) as e:   # ValueError: not UTF-8, a field of a bad type
+            raise PlanError(f"{path}: {e}", _RELOWER) from e
 
 
 def uniform_fill(seed: int, n: int, low: float, high: float) -> np.ndarray:

@@ -400,3 +400,58 @@ def test_a_config_file_that_is_a_list_names_itself_and_the_shape(conf: Path, rel
     with pytest.raises(ConfigError) as e:
         compose_sweep(["sweep=test"], conf_dir=conf)
     assert str(e.value).startswith(str(conf)) and needle in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("override, group", [("kernel.name=zzz", "kernel"),
+                                             ("device.name=pixel", "device")])
+def test_a_name_set_by_an_override_is_blamed_on_the_override(override, group):
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", override])
+    msg = str(e.value)
+    assert f"override '{override}'" in msg and "drop the override" in msg, msg
+    assert f"sweep.{group}s" in msg and "rename the file" not in msg, msg
+
+
+@pytest.mark.parametrize("serial", ["null", "''"])
+def test_an_adb_device_without_a_serial_is_refused_before_any_job(conf: Path, serial: str):
+    (conf / "device" / "noserial.yaml").write_text(
+        f"name: noserial\ntransport: adb\nserial: {serial}\n")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[host,noserial]"], conf_dir=conf)
+    msg = str(e.value)
+    assert str(conf / "device" / "noserial.yaml") in msg and "key 'serial'" in msg, msg
+    assert "phonetrain devices" in msg, msg
+
+
+def test_kernel_none_for_one_run_says_a_cpu_run_takes_no_kernel():
+    with pytest.raises(ConfigError) as e:
+        compose_one(["model=mlp_16_16", "backend=cpu", "kernel=none"])
+    msg = str(e.value)
+    assert "kernel/none.yaml" in msg and "leave the kernel out" in msg, msg
+    assert "'baseline'" in msg, msg
+
+
+@pytest.mark.parametrize("command", ["stale", "check", "aggregate", "report", "run"])
+def test_an_unknown_option_of_a_study_command_is_named(command):
+    got = CliRunner().invoke(main, [command, "--bogus", "measure.iterations=3"])
+    assert got.exit_code == 2, got.output
+    assert "No such option: --bogus" in got.output and "--conf" in got.output, got.output
+    assert "Traceback" not in got.output and "Hydra" not in got.output, got.output
+
+
+def test_a_new_map_entry_without_a_plus_says_add_the_plus():
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.backend_kernels.opencl=[baseline]"])
+    msg = str(e.value)
+    assert msg.startswith("override 'sweep.backend_kernels.opencl=[baseline]': "), msg
+    assert "not an entry of 'sweep.backend_kernels' yet" in msg, msg
+    assert "'+sweep.backend_kernels.opencl=[baseline]'" in msg, msg
+
+
+def test_a_kernel_named_for_a_cpu_run_is_refused_not_ignored():
+    with pytest.raises(ConfigError) as e:
+        compose_one(["model=mlp_16_16", "backend=cpu", "kernel=tiled"])
+    msg = str(e.value)
+    assert msg.startswith("override 'kernel=tiled': backend 'cpu'"), msg
+    assert "mlp_16_16.cpu.none" in msg and "leave the kernel out" in msg, msg
+    compose_one(["model=mlp_16_16", "backend=cpu"])   # no kernel named: fine

@@ -58,3 +58,17 @@ def test_a_value_of_the_wrong_type_names_its_own_override(override, needle):
     with pytest.raises(ConfigError) as e:
         compose_sweep(["sweep=test", "measure.warmup=1", override])
     assert needle in str(e.value) and "measure.warmup=1" not in str(e.value)
+
+
+@pytest.mark.parametrize("under", [False, True], ids=["the-file", "under-the-file"])
+def test_a_results_folder_that_is_a_file_is_refused_at_composition(tmp_path: Path, under):
+    """Before any job, a dry run included (Snakemake would fail listing the folder)."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    results = afile / "sub" if under else afile
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", f"results_dir={results}"])
+    msg = str(e.value)
+    assert f"override 'results_dir={results}'" in msg and "not a folder" in msg, msg
+    assert (f"lies under the file {afile}" in msg) == under, msg
+    assert afile.read_text() == "not a folder"

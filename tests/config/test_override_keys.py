@@ -129,3 +129,23 @@ def test_a_map_entry_is_added_by_its_own_override_and_the_whole_map_says_how():
     for needle in ("'sweep.backend_kernels={opencl:[tiled]}'", "'sweep.backend_kernels.opencl'",
                    "'+sweep.backend_kernels.opencl=[...]'"):
         assert needle in msg, msg
+
+
+@pytest.mark.parametrize("lines, needles", [
+    ("cc_compiler: cc\n", ["'cc_compiler'", "Valid keys of 'device'", "'toolchain'"]),
+    ("facts:\n  peak_gflop: 2.0\n", ["'peak_gflop'", "Did you mean 'peak_gflops'?"]),
+    ("facts:\n  vendor: x\n", ["'vendor'", "Valid keys of 'device.facts'", "'bandwidth_gbps'"]),
+])
+def test_an_unknown_key_in_a_device_file_names_the_valid_keys(conf, lines, needles):
+    (conf / "device" / "odd.yaml").write_text(f"name: odd\n{lines}")
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "sweep.devices=[host,odd]"], conf_dir=conf)
+    msg = str(e.value)
+    assert "odd.yaml" in msg and all(n in msg for n in needles), msg
+
+
+def test_a_misspelled_bool_says_write_true_or_false():
+    with pytest.raises(ConfigError) as e:
+        compose_sweep(["sweep=test", "measure.progress=flase"])
+    msg = str(e.value)
+    assert "override 'measure.progress=flase'" in msg and "write true or false" in msg, msg

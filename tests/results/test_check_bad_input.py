@@ -55,7 +55,7 @@ def test_a_results_folder_that_is_a_file_is_refused(tmp_path: Path):
     for cmd in ("check", "stale"):  # spelled as an override: --results is refused by click
         r = _cli(cmd, *TINY, f"results_dir={tmp_path / 'afile'}")
         assert r.exit_code == 1, cmd
-        assert "is a file, not a results folder" in r.output
+        assert "names a file, not a folder" in r.output, r.output
 
 
 def test_check_of_an_empty_results_folder_says_nothing_is_measured(tmp_path: Path):

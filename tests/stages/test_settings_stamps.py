@@ -14,8 +14,8 @@ from phonetrain.errors import StageError
 from phonetrain.io import short_hash, write_json
 from phonetrain.stages import job as jobs
 from phonetrain.stages.current import expected_hashes, output_findings
-from phonetrain.stages.stamp import (STAMP, check_inputs, not_current, read_stamp, stamp,
-                                     stamp_path, write_stamp)
+from phonetrain.stages.stamp import (STAMP, check_inputs, files_record, not_current,
+                                     read_stamp, stamp, stamp_path, write_stamp)
 
 PLAN = {"id": "m.cpu.none", "lr": 0.05, "seed": 0, "measure": {"warmup": 1}}
 
@@ -85,3 +85,22 @@ def test_a_job_refuses_an_input_made_under_other_settings(tmp_path, capsys):
     assert log.read_text().startswith("deploy: FAILED")
     argv[-1] = json.dumps({str(plan): short_hash(PLAN)})
     assert jobs.main({"deploy": ran.append}, argv) == 0 and len(ran) == 1
+
+
+def test_a_plan_edited_by_hand_is_made_again(tmp_path):
+    """The lower stage records plan.json's size and SHA-256: the workflow's start (sizes)
+    and ``phonetrain check`` (SHA-256 too) find a hand edit and name the file."""
+    plan = tmp_path / "plans" / "m.cpu.none"
+    plan.mkdir(parents=True)
+    (plan / "plan.json").write_text('{"iterations": 10}')
+    st = stamp(SimpleNamespace(params=PLAN, input=SimpleNamespace()))
+    write_stamp(plan, st | {"files": files_record(plan, ["plan.json"])})
+    assert not_current(plan, PLAN) is None and not_current(plan, PLAN, hashes=True) is None
+    (plan / "plan.json").write_text('{"iterations": 99}')   # same size: only the hash sees it
+    assert not_current(plan, PLAN) is None
+    why = not_current(plan, PLAN, hashes=True)
+    assert "plan.json differs from what its job wrote" in why, why
+    (plan / "plan.json").write_text('{"iterations": 5, "x": 1}')
+    assert [f.path for f in output_findings({str(plan): PLAN})] == [str(plan)]
+    (plan / "plan.json").unlink()
+    assert "plan.json missing" in not_current(plan, PLAN)

@@ -14,7 +14,22 @@ import click
 
 from phonetrain.errors import PhonetrainError
 
-OVERRIDES = click.argument("overrides", nargs=-1)
+
+
+def _no_options(ctx: click.Context, param: click.Parameter,
+                value: tuple[str, ...]) -> tuple[str, ...]:
+    """Refuse an unknown option that ``ignore_unknown_options`` passed on as an override (a
+    Hydra override never starts with '-'): click's usage error names it and the options."""
+    bad = [v for v in value if v.startswith("-")]
+    if bad:
+        opts = sorted(o for p in ctx.command.params if isinstance(p, click.Option)
+                      for o in p.opts)
+        raise click.UsageError(f"No such option: {bad[0]} (options: {', '.join(opts)}; "
+                               "overrides are KEY=VALUE, e.g. measure.iterations=20)", ctx)
+    return value
+
+
+OVERRIDES = click.argument("overrides", nargs=-1, callback=_no_options)
 CONF = click.option("--conf", "conf_dir", type=click.Path(file_okay=False), default=None,
                     help="Hydra config folder (default: conf/ of this checkout).")
 RESULTS = click.option("--results", "results", type=click.Path(file_okay=False), default=None,

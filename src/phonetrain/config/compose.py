@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 # its composed study from the cache (phonetrain.stages.study_cache) loads neither.
 from phonetrain.config.validate import (ADAM_KEYS, _check_batches_fit, _check_dataset_fits,
                                         _check_dataset_source, _check_optimizer_kernels,
-                                        _check_override_keys, _did_you_mean, _group_file,
+                                        _check_override_keys, _check_results_folder,
+                                        _did_you_mean, _group_file,
                                         _is_map_field, _override_key, _source,
                                         _validate_member, _validate_root)
 from phonetrain.kernels import KERNELS_ROOT
@@ -86,9 +87,13 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
         if m:
             group, name = m.groups()
             avail = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+            todo = (f"'{NO_KERNEL}' is the kernel part of a CPU run's id (the CPU backend runs "
+                    "no kernel version): for a CPU run leave the kernel out; any other "
+                    "backend takes one of the kernels available"
+                    if (group, name) == ("kernel", NO_KERNEL) else "Add the file or fix the name")
             return ConfigError(f"{_group_file(conf_dir, group, name)} does not exist: "
                                f"'{name}' is not a {group} (key '{group}'); available: {avail}. "
-                               f"Add the file or fix the name")
+                               f"{todo}")
     m = re.search(r"primary config '([^']+)' must be a DictConfig, got (\w+)", msg)
     if m:
         got = {"ListConfig": "list"}.get(m.group(2), m.group(2))
@@ -122,6 +127,13 @@ def _explain(e: Exception, conf_dir: Path, overrides: list[str]) -> ConfigError:
     if e.__cause__ is not None:  # "Error merging override x=y" hides the reason in its cause
         msg = f"{msg}: {e.__cause__}"
     m = re.search(r"Could not override '([\w.]+)'", msg)
+    if m and "not in struct" in msg and not _is_map_field(m.group(1)) \
+            and _is_map_field(m.group(1).rpartition(".")[0]):
+        # one new entry of a map (sweep.backend_kernels.opencl=[...]): Hydra wants a '+'
+        said = [o for o in overrides if _override_key(o) == m.group(1)] or [m.group(1)]
+        return ConfigError(f"override {said[-1]!r}: '{m.group(1)}' is not an entry of "
+                           f"'{m.group(1).rpartition('.')[0]}' yet; add it with a '+': "
+                           f"'+{said[-1]}'")
     if m and "not in struct" in msg and _is_map_field(m.group(1)):
         # a new entry of a map (sweep.backend_kernels): OmegaConf adds none by merging
         entry = re.search(r"full_key: ([\w.]+)", msg)
@@ -153,14 +165,21 @@ def _chosen_file(conf_dir: Path, group: str, overrides: Sequence[str]) -> Path |
 
 def _unknown_key_hint(msg: str) -> str:
     """". Did you mean 'iterations'?" for OmegaConf's "Key 'iteratoins' not in
-    'MeasureConfig'" when a key of that section is close, else ''."""
+    'MeasureConfig'" when a key of that section is close, else the section's valid keys;
+    '' for another message."""
     m = re.search(r"Key '([^']+)' not in '(\w+)'", msg)
     if not m:
         return ""
-    section = next((f.name for f in fields(Config)
-                    if getattr(schema_class(f.name), "__name__", None) == m.group(2)), None)
-    guess = _did_you_mean(m.group(1), schema_keys(section) or []) if section else None
-    return f". Did you mean '{guess}'?" if guess else ""
+    full = re.search(r"full_key: ([\w.]+)", msg)
+    section = (full.group(1).rpartition(".")[0] if full else
+               next((f.name for f in fields(Config)
+                     if getattr(schema_class(f.name), "__name__", None) == m.group(2)), None))
+    valid = schema_keys(section) if section is not None else None
+    if not valid:
+        return ""
+    guess = _did_you_mean(m.group(1), valid)
+    return (f". Did you mean '{guess}'?" if guess else
+            f". Valid keys{' of ' + repr(section) if section else ''}: {valid}")
 
 
 def _scalar_hint(msg: str) -> str:
@@ -170,6 +189,8 @@ def _scalar_hint(msg: str) -> str:
     m = re.search(r"could not be converted to (Integer|Float)", msg)
     if m:
         return f"; write {'an integer' if m.group(1) == 'Integer' else 'a number'}"
+    if "is not a valid bool" in msg:
+        return "; write true or false"
     return ""
 
 
@@ -420,13 +441,14 @@ def _refuse_empty_sweep(conf_dir: Path, root: dict[str, Any],
 def check_host(conf_dir: Path, root: dict[str, Any], members: dict[str, dict[str, Any]],
                overrides: Sequence[str]) -> None:
     """The checks of a composed sweep that read this host beyond ``conf_dir`` and the
-    sources: each model's dataset folder exists and holds its files, and the batch files fit
-    in the memory available. A sweep kept between invocations
+    sources: each model's dataset folder exists and holds its files, the batch files fit
+    in the memory available, and ``results_dir`` is not a file. A sweep kept between invocations
     (:mod:`phonetrain.stages.study_cache`) is checked again with them. Raises
     :class:`ConfigError` naming the file and key."""
     _check_dataset_source(conf_dir, root, [m.get("dataset") or root["dataset"]["name"]
                                            for m in members["model"].values()], overrides)
     _check_batches_fit(conf_dir, root, members["model"], overrides)
+    _check_results_folder(conf_dir, root, overrides)
 
 
 def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple[Sweep, Experiment]:
@@ -442,6 +464,7 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
     _validate_root(conf_dir, root, overrides)
     for axis in AXES:
         _validate_member(conf_dir, axis, choices[axis], root[axis], overrides)
+    _refuse_cpu_kernel(root, choices, overrides)
     _check_dataset_fits(conf_dir, root, choices["model"], root["model"], overrides)
     _check_dataset_source(conf_dir, root, [root["model"].get("dataset") or
                                            root["dataset"]["name"]], overrides)
@@ -453,6 +476,19 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
         _refuse_no_shaders(conf_dir, choices["backend"], choices["kernel"], overrides)
     _check_optimizer_kernels(conf_dir, exps, overrides)
     return Sweep(root=root, members=members, experiments=exps, environment=env), exps[0]
+
+
+def _refuse_cpu_kernel(root: dict[str, Any], choices: dict[str, str],
+                       overrides: Sequence[str]) -> None:
+    """Raise :class:`ConfigError` for a one-experiment composition whose override names a
+    kernel version for a CPU backend, which runs the runner's C kernels and no version (the
+    run would silently be ``<model>.cpu.none``)."""
+    said = [o for o in overrides if o.split("=", 1)[0].strip() == "kernel"]
+    if said and root["backend"]["kind"] == "cpu":
+        raise ConfigError(f"override {said[-1]!r}: backend '{choices['backend']}' runs the "
+                          f"runner's C kernels, no kernel version (its run is "
+                          f"{choices['model']}.{choices['backend']}.{NO_KERNEL}): leave the "
+                          "kernel out, or pick an OpenCL or Vulkan backend")
 
 
 def _refuse_several(choices: dict[str, str], overrides: Sequence[str]) -> None:

@@ -103,8 +103,11 @@ def _validate_member(conf_dir: Path, group: str, name: str, node: dict[str, Any]
     if node.get("name") != name:
         what = (" (the model of phonetrain.models the file trains, which the workflow looks up "
                 "by the file name)" if group == "model" else "")
-        raise ConfigError(f"{path}: key 'name' is {node.get('name')!r}; it must equal the "
-                          f"file name {name!r}{what}: rename the file or fix key 'name'")
+        by_override = src("name") != str(path)
+        todo = (f"drop the override (choose another {group} by name in 'sweep.{group}s')"
+                if by_override else "rename the file or fix key 'name'")
+        raise ConfigError(f"{src('name')}: key 'name' is {node.get('name')!r}; it must equal "
+                          f"the file name {name!r}{what}: {todo}")
     if not NAME_RE.match(name):
         raise ConfigError(f"{path}: name {name!r} may use only letters, digits, '_' and '-'")
     for (g, key), allowed in CHOICES.items():
@@ -177,7 +180,12 @@ def _check_optimizer_kernels(conf_dir: Path, exps: list[Experiment],
 
 
 def _check_device_numbers(path: Path, node: dict[str, Any], overrides: Sequence[str]) -> None:
-    """``adb_port`` a TCP port (1..65535, RFC 793), datasheet facts positive, when set."""
+    """An adb device names its ``serial``; ``adb_port`` a TCP port (1..65535, RFC 793),
+    datasheet facts positive, when set."""
+    if node.get("transport") == "adb" and not node.get("serial"):
+        raise ConfigError(f"{_source(path, 'device.serial', overrides)}: key 'serial' is "
+                          f"{node.get('serial')!r}; an adb device needs its phone's serial: "
+                          "set it to the serial that 'phonetrain devices' lists")
     port = node.get("adb_port")
     if port is not None and not 1 <= port <= 65535:
         raise ConfigError(f"{_source(path, 'device.adb_port', overrides)}: key 'adb_port' is "
@@ -270,6 +278,22 @@ def _check_dataset_source(conf_dir: Path, root: dict[str, Any], datasets: list[s
             source_folder(name, d["path"], d["allow_download"])
         except ValueError as e:
             raise ConfigError(f"{where}: key 'dataset.path': {e}") from None
+
+
+def _check_results_folder(conf_dir: Path, root: dict[str, Any],
+                          overrides: Sequence[str]) -> None:
+    """``results_dir`` (relative to the working folder) is a folder or can become one: no
+    existing part of its path is a file (Snakemake would fail listing it, even in a dry
+    run)."""
+    want = Path(str(root["results_dir"]))
+    for p in (want, *want.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "names a file" if p == want else f"lies under the file {p}"
+                raise ConfigError(f"{_source(conf_dir / 'config.yaml', 'results_dir', overrides)}"
+                                  f": results_dir {str(want)!r} {what}, not a folder; give "
+                                  "results_dir a folder (new or existing)")
+            return
 
 
 def available_memory_bytes() -> int:

@@ -86,12 +86,14 @@ def study_outputs(sweep: Sweep, jp: Mapping[str, Any]) -> dict[str, dict[str, An
     return out
 
 
-def output_findings(outputs: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
+def output_findings(outputs: Mapping[str, Mapping[str, Any]],
+                    hashes: bool = False) -> list[Finding]:
     """The outputs of ``outputs`` (:func:`study_outputs`) that exist but do not record the
-    settings their job has now (:func:`phonetrain.stages.stamp.not_current`), in its order."""
+    settings their job has now, or whose recorded files changed since (by size, and with
+    ``hashes`` by SHA-256: :func:`phonetrain.stages.stamp.not_current`), in its order."""
     out = []
     for path, params in outputs.items():
-        why = not_current(path, params)
+        why = not_current(path, params, hashes)
         if why:
             out.append(Finding(path, why))
     return out
@@ -102,7 +104,7 @@ def study_findings(run_params: Mapping[tuple[str, str], Mapping[str, Any]], L: L
                    hashes: bool = True) -> list[Finding]:
     """Everything the check moves aside: the run folders of
     :func:`phonetrain.results.check.findings`, then the outputs of :func:`output_findings`."""
-    return findings(run_params, L, hashes=hashes) + output_findings(outputs)
+    return findings(run_params, L, hashes=hashes) + output_findings(outputs, hashes)
 
 
 def expected_hashes(outputs: Mapping[str, Mapping[str, Any]]):

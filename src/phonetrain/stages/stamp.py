@@ -110,9 +110,33 @@ def _short(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def not_current(output: str | Path, params: Mapping[str, Any]) -> str | None:
-    """Why ``output`` was not made with ``params`` (the settings its job has now), or None
-    (also when it does not exist: Snakemake makes it anyway)."""
+def files_record(folder: str | Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """``{name: {"size_bytes", "sha256"}}`` of the files ``names`` of a folder output, as its
+    job wrote them: a stamp's ``files`` (:func:`edited_files` compares them later)."""
+    return {n: {"size_bytes": (Path(folder) / n).stat().st_size,
+                "sha256": sha256_file(Path(folder) / n)} for n in names}
+
+
+def edited_files(folder: str | Path, record: Mapping[str, Any], hashes: bool) -> list[str]:
+    """The files of a stamp's ``files`` record (:func:`files_record`) that are missing or
+    differ from what the job wrote: in size, and with ``hashes`` in SHA-256 too."""
+    out = []
+    for name, entry in record.items():
+        f = Path(folder) / name
+        if not f.is_file():
+            out.append(f"{name} missing")
+        elif f.stat().st_size != entry.get("size_bytes") or (
+                hashes and sha256_file(f) != entry.get("sha256")):
+            out.append(f"{name} differs from what its job wrote (edited by hand?)")
+    return out
+
+
+def not_current(output: str | Path, params: Mapping[str, Any],
+                hashes: bool = False) -> str | None:
+    """Why ``output`` was not made with ``params`` (the settings its job has now), or the
+    files its stamp records (``files``) that changed since its job wrote them (by size, and
+    with ``hashes`` by SHA-256), or None (also when it does not exist: Snakemake makes it
+    anyway)."""
     if not Path(output).exists():
         return None
     st = read_stamp(output)
@@ -120,6 +144,10 @@ def not_current(output: str | Path, params: Mapping[str, Any]) -> str | None:
     if st is None:
         return ("no record of the settings it was made with (an older phonetrain made it, "
                 "or its record is damaged)")
+    edited = edited_files(output, st.get("files") or {}, hashes) if Path(output).is_dir() \
+        else []
+    if edited:
+        return f"{'; '.join(edited)}: its job makes it again"
     if st["params_hash"] == want:
         return None
     diff = differences(st.get("params") or {}, json.loads(json.dumps(dict(params),

@@ -66,7 +66,7 @@ from phonetrain.stages.failed import record_failure
 from phonetrain.stages.job import Job, main
 from phonetrain.stages.quiet import check_records, machine_record, quiet_probe
 from phonetrain.stages.specs import DataSpec, MeasureSpec, RunSpec, parse_plan, to_params
-from phonetrain.stages.stamp import stamp, write_stamp
+from phonetrain.stages.stamp import files_record, stamp, write_stamp
 
 
 EXTRA = "extra"   # in a train job's working folder: ran/, previous/, paired.json
@@ -100,14 +100,15 @@ def write_data(job: Job) -> Path:
 
 def lower(job: Job) -> Path:
     """Lower one plan into ``output.dir`` (atomic): plan.json and tensors/, then the settings
-    it was lowered with (``inputs.json``, :mod:`phonetrain.stages.stamp`)."""
+    it was lowered with and plan.json's size and SHA-256 (``inputs.json``,
+    :mod:`phonetrain.stages.stamp`: a plan edited by hand is made again)."""
     out = Path(job.output.dir)
     from phonetrain.lowering import write_plan_dir   # models and numpy: the lower job's only
 
     got = write_plan_dir(parse_plan(job.params, str(job.log)), out.parents[1])  # plans/<id>
     if got.resolve() != out.resolve():
         raise StageError(f"lower: the plan went to {got}, not {out}")
-    write_stamp(out, stamp(job))
+    write_stamp(out, stamp(job) | {"files": files_record(out, [layout.PLAN])})
     return out
 
 
