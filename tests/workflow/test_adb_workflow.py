@@ -20,9 +20,12 @@ from helpers.workflow import seed_runner_cache
 from phonetrain.devices.virtual import Faults
 
 # one runner process per run (measure.repeats=1): what these tests check is per device and per
-# job, never the pooling of processes (tests/workflow/test_workflow.py keeps the default 2)
+# job, never the pooling of processes (tests/workflow/test_workflow.py keeps the default 2);
+# no checkpoints (the trajectory verifies each run): a phone's run pulls each checkpoint's
+# tensors file by file (about 120 files a run of mlp_16_16_16_16), and the step-by-step
+# verification of a phone's run is tests/workflow/test_vulkan_phone.py's
 SMALL = ["sweep=test", "sweep.models=[mlp_16_16]", "model.batch_size=8", "measure.warmup=1",
-         "measure.iterations=2", "measure.repeats=1",
+         "measure.iterations=2", "measure.repeats=1", "measure.checkpoints=[]",
          "measure.progress=false", "measure.bandwidth_max_bytes=65536",
          "measure.cooldown_limit_s=5", "measure.cooldown_threshold_c=50",
          "measure.gemm_sizes=[64]", "measure.gemm_min_time_ms=1", "measure.tune=false", *STEADY]
