@@ -74,6 +74,18 @@ def compose_memo_of_this_process(request, monkeypatch):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def blas_on_one_thread():
+    """numpy's BLAS on one thread in each test process (threadpoolctl; the processes a test
+    starts keep their own): the ``-n 2`` workers already keep both cores of a 2-core host
+    busy, and OpenBLAS's own threads beside them spin waiting for work -- CPU time for no
+    answer sooner (the float64 reference checks took twice the CPU with them)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def git_revision_read_once():
     """The project's git revision (results provenance) read before any test, so the test that
     happens to aggregate first is not the one that starts ``git`` (it is cached)."""

@@ -13,7 +13,7 @@ from phonetrain.config import compose
 
 
 def test_members_composed_together_equal_members_composed_alone(monkeypatch):
-    for overrides in ([], ["sweep=zoo"], ["sweep.batches=[8,16]", "measure.iterations=3"]):
+    for overrides in ([], ["sweep=test", "sweep.batches=[8,16]", "measure.iterations=3"]):
         together = compose_sweep(overrides)
         with monkeypatch.context() as m:
             m.setattr(compose, "_members_independent", lambda *a: False)
