@@ -66,6 +66,9 @@ CLI_COMMANDS = {"run": "runner", "info": "runner", "devices": "runner", "adb": "
                 "virtual-device": "runner", "stale": "workflow", "refresh": "workflow"}
 
 
+IMPORT_NAME = dis.opmap["IMPORT_NAME"]
+
+
 @dataclass(frozen=True)
 class Imported:
     """A module a function imports (``import x`` / ``from x import y`` inside it), named even
@@ -105,8 +108,9 @@ def _direct(func) -> tuple:
     found: list[object] = []
     for code in _codes(func.__code__):
         found += [c for c in code.co_consts if isinstance(c, str)]
-        found += [Imported(i.argval) for i in dis.get_instructions(code)
-                  if i.opname == "IMPORT_NAME"]
+        if IMPORT_NAME in code.co_code[::2]:   # an opcode of the code's 2-byte units
+            found += [Imported(i.argval) for i in dis.get_instructions(code)
+                      if i.opname == "IMPORT_NAME"]
         for obj in _read(code, func.__globals__):
             found.append(obj)
             if isinstance(obj, (list, tuple)):
@@ -117,7 +121,13 @@ def _direct(func) -> tuple:
 def reached(funcs) -> list[object]:
     """What the functions ``funcs`` read (objects and strings), followed through the tests'
     own functions."""
-    todo, seen, found = [f for f in funcs if hasattr(f, "__code__")], set(), []
+    return [obj for f in funcs if hasattr(f, "__code__") for obj in _reached_from(f)]
+
+
+@functools.cache
+def _reached_from(func) -> tuple:
+    """:func:`reached` of one function (kept: the tests share their helpers and fixtures)."""
+    todo, seen, found = [func], set(), []
     while todo:
         f = todo.pop()
         if f in seen:
@@ -128,7 +138,7 @@ def reached(funcs) -> list[object]:
             if (callable(obj) and hasattr(obj, "__code__") and _in_tests(obj)
                     and obj.__module__ != __name__):   # these rules name what they look for
                 todo.append(obj)
-    return found
+    return tuple(found)
 
 
 def _starts_process(obj) -> bool:
@@ -147,6 +157,12 @@ def _starts_process(obj) -> bool:
 def tier_of(funcs, fixtures: set[str]) -> str:
     """The tier of a test whose function and fixtures' functions are ``funcs`` and whose
     fixture closure is ``fixtures``."""
+    return _tier_of(tuple(funcs), frozenset(fixtures))
+
+
+@functools.cache
+def _tier_of(funcs: tuple, fixtures: frozenset[str]) -> str:
+    """:func:`tier_of`, kept (a parametrized test's items share their functions)."""
     objs = reached(funcs)
     strings = {o for o in objs if isinstance(o, str)}
     objs = [o for o in objs if not isinstance(o, str)]
