@@ -38,11 +38,14 @@ TIERS = ("unit", "runner", "workflow")
 # depends on this list; a file missing from it runs in collection order.
 LONGEST_FIRST = (
     "tests/report/test_figure_layout.py",
-    "tests/reference/test_reference.py",
+    "tests/config/test_config.py",
     "tests/report/test_history.py",
+    "tests/reference/test_reference.py",
     "tests/report/test_report.py",
     "tests/config/test_bad_input.py",
     "tests/report/test_report_lines.py",
+    "tests/config/test_measure_settings.py",
+    "tests/report/test_default_study_shape.py",
 )
 
 # Fixtures whose value took a process to make.
