@@ -235,19 +235,15 @@ def _raw_strings(node: Any, prefix: str = ""):
             yield key, v
 
 
-def _refuse_volatile(cfg: DictConfig, conf_dir: Path, choices: dict[str, str],
-                     overrides: Sequence[str]) -> None:
+def _refuse_volatile(body: dict[str, Any], hydra_cfg: dict[str, Any], conf_dir: Path,
+                     choices: dict[str, str], overrides: Sequence[str]) -> None:
     """Refuse a value whose interpolation may resolve differently on the next composition
     (a time, a volatile variable): every invocation would see a changed config, plan its jobs
-    again and, in ``results_dir``, write into a new folder. Raises :class:`ConfigError`
-    naming the key and the file (or override) that set it."""
-    from omegaconf import OmegaConf
-
-    hydra_cfg = OmegaConf.to_container(cfg.hydra, resolve=False)
-    body = OmegaConf.to_container(cfg, resolve=False)
-    body.pop("hydra", None)  # type: ignore[union-attr]
+    again and, in ``results_dir``, write into a new folder. ``body`` is the unresolved
+    config without its ``hydra`` node, ``hydra_cfg`` that node (plain containers). Raises
+    :class:`ConfigError` naming the key and the file (or override) that set it."""
     for key, raw in _raw_strings(body):
-        why = _volatile_reason(raw, hydra_cfg)  # type: ignore[arg-type]
+        why = _volatile_reason(raw, hydra_cfg)
         if why is None:
             continue
         group = key.split(".", 1)[0].split("[", 1)[0]
@@ -284,13 +280,10 @@ def _private_hydra(conf_dir: Path):
 Reads = dict[str, dict[str, Optional[str]]]   # key -> {variable: value}: Sweep.environment
 
 
-def _environment_reads(cfg: DictConfig) -> Reads:
-    """Every value of the unresolved ``cfg`` that an ``${oc.env:VAR}`` interpolation reads:
-    dotted key -> {VAR: its value now, None when unset}."""
-    from omegaconf import OmegaConf
-
-    body = OmegaConf.to_container(cfg, resolve=False)
-    body.pop("hydra", None)  # type: ignore[union-attr]
+def _environment_reads(body: dict[str, Any]) -> Reads:
+    """Every value of the unresolved config ``body`` (plain containers, without its ``hydra``
+    node) that an ``${oc.env:VAR}`` interpolation reads: dotted key -> {VAR: its value now,
+    None when unset}."""
     out: Reads = {}
     for key, raw in _raw_strings(body):
         names = [arg.strip().strip("'\"") for name, arg in _RESOLVER_RE.findall(raw)
@@ -313,8 +306,10 @@ def _compose(conf_dir: Path, overrides: list[str]
         cfg: DictConfig = compose(config_name="config", overrides=overrides,
                                   return_hydra_config=True)
         choices = {g: str(v) for g, v in cfg.hydra.runtime.choices.items() if "/" not in g}
-        _refuse_volatile(cfg, conf_dir, choices, overrides)
-        reads = _environment_reads(cfg)
+        body = OmegaConf.to_container(cfg, resolve=False)   # unresolved: read once
+        hydra_cfg = body.pop("hydra")  # type: ignore[union-attr]
+        _refuse_volatile(body, hydra_cfg, conf_dir, choices, overrides)  # type: ignore[arg-type]
+        reads = _environment_reads(body)  # type: ignore[arg-type]
         with open_dict(cfg):
             del cfg["hydra"]
         return (OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True),  # type: ignore
