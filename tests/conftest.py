@@ -74,6 +74,27 @@ def compose_memo_of_this_process(request, monkeypatch):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def pools_on_one_thread():
+    """numpy's BLAS (threadpoolctl) and Arrow's CPU and I/O pools on one thread in each test
+    process (the processes a test starts keep their own): the ``-n 2`` workers already keep
+    both cores of a 2-core host busy, and the libraries' own threads beside them wait for
+    work -- CPU time for no answer sooner (OpenBLAS's threads spin: the float64 reference
+    checks took twice the CPU with them)."""
+    import pyarrow as pa
+    from threadpoolctl import threadpool_limits
+
+    cpu, io = pa.cpu_count(), pa.io_thread_count()
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield
+    finally:
+        pa.set_cpu_count(cpu)
+        pa.set_io_thread_count(io)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def git_revision_read_once():
     """The project's git revision (results provenance) read before any test, so the test that
     happens to aggregate first is not the one that starts ``git`` (it is cached)."""

@@ -38,11 +38,14 @@ TIERS = ("unit", "runner", "workflow")
 # depends on this list; a file missing from it runs in collection order.
 LONGEST_FIRST = (
     "tests/report/test_figure_layout.py",
-    "tests/reference/test_reference.py",
+    "tests/config/test_config.py",
     "tests/report/test_history.py",
+    "tests/reference/test_reference.py",
     "tests/report/test_report.py",
     "tests/config/test_bad_input.py",
     "tests/report/test_report_lines.py",
+    "tests/config/test_measure_settings.py",
+    "tests/report/test_default_study_shape.py",
 )
 
 # Fixtures whose value took a process to make.
@@ -64,6 +67,9 @@ PROCESS_USES = (toolchains.build_runner, toolchains.which_cc)
 # `phonetrain COMMAND` through click's CliRunner: the commands that start a process.
 CLI_COMMANDS = {"run": "runner", "info": "runner", "devices": "runner", "adb": "runner",
                 "virtual-device": "runner", "stale": "workflow", "refresh": "workflow"}
+
+
+IMPORT_NAME = dis.opmap["IMPORT_NAME"]
 
 
 @dataclass(frozen=True)
@@ -105,8 +111,9 @@ def _direct(func) -> tuple:
     found: list[object] = []
     for code in _codes(func.__code__):
         found += [c for c in code.co_consts if isinstance(c, str)]
-        found += [Imported(i.argval) for i in dis.get_instructions(code)
-                  if i.opname == "IMPORT_NAME"]
+        if IMPORT_NAME in code.co_code[::2]:   # an opcode of the code's 2-byte units
+            found += [Imported(i.argval) for i in dis.get_instructions(code)
+                      if i.opname == "IMPORT_NAME"]
         for obj in _read(code, func.__globals__):
             found.append(obj)
             if isinstance(obj, (list, tuple)):
@@ -117,7 +124,13 @@ def _direct(func) -> tuple:
 def reached(funcs) -> list[object]:
     """What the functions ``funcs`` read (objects and strings), followed through the tests'
     own functions."""
-    todo, seen, found = [f for f in funcs if hasattr(f, "__code__")], set(), []
+    return [obj for f in funcs if hasattr(f, "__code__") for obj in _reached_from(f)]
+
+
+@functools.cache
+def _reached_from(func) -> tuple:
+    """:func:`reached` of one function (kept: the tests share their helpers and fixtures)."""
+    todo, seen, found = [func], set(), []
     while todo:
         f = todo.pop()
         if f in seen:
@@ -128,7 +141,7 @@ def reached(funcs) -> list[object]:
             if (callable(obj) and hasattr(obj, "__code__") and _in_tests(obj)
                     and obj.__module__ != __name__):   # these rules name what they look for
                 todo.append(obj)
-    return found
+    return tuple(found)
 
 
 def _starts_process(obj) -> bool:
@@ -147,6 +160,12 @@ def _starts_process(obj) -> bool:
 def tier_of(funcs, fixtures: set[str]) -> str:
     """The tier of a test whose function and fixtures' functions are ``funcs`` and whose
     fixture closure is ``fixtures``."""
+    return _tier_of(tuple(funcs), frozenset(fixtures))
+
+
+@functools.cache
+def _tier_of(funcs: tuple, fixtures: frozenset[str]) -> str:
+    """:func:`tier_of`, kept (a parametrized test's items share their functions)."""
     objs = reached(funcs)
     strings = {o for o in objs if isinstance(o, str)}
     objs = [o for o in objs if not isinstance(o, str)]

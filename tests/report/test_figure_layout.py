@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 import numpy as np
 import pytest
 
@@ -138,11 +139,21 @@ def _says_no_data(fig) -> bool:
 
 def _draw(name: str, t: dict, path: Path, save: bool = True):
     """Every figure of ``t``, each checked; written to files only with ``save`` (rendering
-    the pixels of eight devices' panels costs minutes and proves nothing of their layout)."""
+    the pixels of eight devices' panels costs minutes and proves nothing of their layout).
+    A saved figure is checked as saved: ``figures._save`` lays it out and fixes that layout,
+    so the check reads the files' layout without laying the figure out again."""
     drawn = []
     orig = figures._save
-    figures._save = lambda fig, p, dpi: (drawn.append(fig), _check(fig, f"{name} {path.stem}"),
-                                         orig(fig, p, dpi) if save else (plt.close(fig), p)[1])[2]
+
+    def save_and_check(fig, p, dpi):
+        drawn.append(fig)
+        if save:
+            out = orig(fig, p, dpi)
+            FigureCanvasAgg(fig)   # closing it took its canvas: Agg's text metrics, as saved
+        _check(fig, f"{name} {path.stem}")
+        plt.close(fig)
+        return out if save else p
+    figures._save = save_and_check
     try:
         build.draw_figures(t, {n: path.parent / f"{n}.{path.stem}.png" for n in build.FIGURES})
     finally:

@@ -1,6 +1,6 @@
 """The composed study, kept between invocations of the workflow.
 
-Parsing the Snakefile composes the sweep with Hydra (one composition per axis member), works
+Parsing the Snakefile composes the sweep with Hydra (compositions of the axis members), works
 out every job's params (lowering each model to find its GEMM shapes) and the tables the rules
 read. All of that is a function of files and strings only: :func:`compose_study` computes it,
 :func:`load_or_compose` keeps its result, a :class:`Composed`, in one pickle file under the
