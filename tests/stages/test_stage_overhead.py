@@ -1,6 +1,8 @@
 """What a stage job spends outside its measurements: the train stage's numpy reference runs
-its small GEMMs on one BLAS thread, and the train job converts its run's trace for Perfetto
-without pandas, to the same JSON as the pandas analysis gives."""
+its small GEMMs on one BLAS thread, the train job converts its run's trace for Perfetto
+without pandas, to the same JSON as the pandas analysis gives, and a kernel build whose
+compile equals an earlier one (another version's, or this version's before a comment edit)
+takes that compile's record instead of compiling again."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from threadpoolctl import threadpool_info
 
 from phonetrain import reference
 from phonetrain.results import profiling, tracefile
-from phonetrain.stages import train
+from phonetrain.stages import build, train
 
 
 def _blas_threads() -> list[int]:
@@ -103,3 +105,41 @@ def test_the_train_job_writes_the_perfetto_trace_without_loading_pandas():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"
+
+
+# ------------------------------------------------------------------ kernel builds by compile key
+
+def test_a_compile_is_kept_by_its_key_and_reused_for_another_version(tmp_path, capsys):
+    """A version whose sources (but comments and white space), options, runner and device
+    equal another's takes that compile's record, its program sources renamed to its own."""
+    kernels = tmp_path / "build" / "host" / "kernels"
+    doc = {"status": "ok", "options": "", "programs": [
+        {"program": "gemm", "source": "kernels/baseline/gemm.cl", "build_ms": 12.5,
+         "binary_size_bytes": 100, "cached": False}]}
+    build.keep_build(kernels / "baseline" / "build.json", "k1", doc, "baseline")
+    assert build.reused_build(kernels / "clblast" / "build.json", "k2", "clblast") is None
+    got = build.reused_build(kernels / "clblast" / "build.json", "k1", "clblast")
+    assert got["reused_from"] == "baseline" and got["programs"][0]["build_ms"] == 12.5
+    assert got["programs"][0]["source"] == "kernels/clblast/gemm.cl"
+    assert "the same compile as baseline" in capsys.readouterr().err
+
+
+def test_the_compile_key_follows_the_build_key_runner_and_device(tmp_path, monkeypatch):
+    runner = tmp_path / "runner"
+    runner.write_bytes(b"runner 1")
+    keys = {"baseline": "a", "clblast": "a", "tiled": "b"}
+    monkeypatch.setattr(build, "build_hash", lambda version: keys[version])
+    dev = {"name": "host", "opencl_platform": "Portable Computing Language"}
+    base = build.compile_key("baseline", dev, runner)
+    assert build.compile_key("clblast", dev, runner) == base   # same sources and options
+    assert build.compile_key("tiled", dev, runner) != base
+    assert build.compile_key("baseline", dict(dev, name="phone"), runner) != base
+    runner.write_bytes(b"runner 2")
+    assert build.compile_key("baseline", dev, runner) != base
+
+
+def test_a_damaged_build_record_is_compiled_again(tmp_path):
+    kernels = tmp_path / "build" / "host" / "kernels"
+    (kernels / build.BUILDS).mkdir(parents=True)
+    (kernels / build.BUILDS / "k1.json").write_text("{not json")
+    assert build.reused_build(kernels / "tiled" / "build.json", "k1", "tiled") is None
