@@ -43,6 +43,24 @@ def processes(run_dir: Path) -> list[tuple[Path, str]]:
 
 
 
+EVAL_COLUMNS = ("heldout_loss", "heldout_accuracy")
+EVAL_POINT_KEYS = ("iteration", "cumulative_wall_ms", *EVAL_COLUMNS, "n_heldout")
+
+
+def eval_points(run_dir: str | Path) -> list[dict[str, Any]]:
+    """``eval.json``'s points (each with :data:`EVAL_POINT_KEYS`), in order; empty when the
+    folder has none. Raises :class:`ResultsFileError` naming a damaged file."""
+    p = Path(run_dir) / layout.EVAL
+    if not p.exists():
+        return []
+    pts = read_json(p).get("points")
+    cols = list(EVAL_POINT_KEYS)
+    if not isinstance(pts, list) or any(not isinstance(q, dict) or
+                                         any(c not in q for c in cols) for q in pts):
+        raise ResultsFileError(f"{p}: 'points' must be a list of objects with {cols}")
+    return pts
+
+
 def _eval_expected(params: Mapping[str, Any]) -> bool:
     """Whether the run evaluated: ``measure.eval_every`` of its ``params.json`` (a run spec;
     in a folder written before run specs, under ``config``)."""
@@ -137,9 +155,7 @@ def _companion_problems(run_dir: Path, hashes: bool = True) -> list[str]:
             out.append(str(e))
     if _eval_expected(docs.get(layout.PARAMS, {})):   # measure.eval_every > 0: eval.json too
         try:
-            from phonetrain.results.runs import read_eval   # pandas: evaluated runs only
-
-            if read_eval(run_dir).empty:
+            if not eval_points(run_dir):
                 out.append(f"{run_dir / layout.EVAL}: missing or without points "
                            "(measure.eval_every > 0)")
         except ResultsFileError as e:

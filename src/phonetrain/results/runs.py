@@ -50,7 +50,8 @@ from phonetrain import layout
 from phonetrain.errors import ResultsFileError
 from phonetrain.io import read_json, sha256_file, short_hash
 from phonetrain.results import memory, profiling, provenance, schema, stats
-from phonetrain.results.folders import (RUN_KEYS, folder_problems, processes,  # noqa: F401
+from phonetrain.results.folders import (EVAL_COLUMNS, EVAL_POINT_KEYS,  # noqa: F401
+                                        RUN_KEYS, eval_points, folder_problems, processes,
                                         traced_process)
 
 KEY_COLUMNS = ("run_id", "model", "device", "backend", "placement", "transfer", "kernel")
@@ -188,22 +189,12 @@ def _verify(run_dir: Path) -> tuple[dict[str, Any], str | None]:
     return cols, None
 
 
-EVAL_COLUMNS = ("heldout_loss", "heldout_accuracy")
-
-
 def read_eval(run_dir: str | Path) -> pd.DataFrame:
     """``eval.json``'s points as ``iteration, cumulative_wall_ms, heldout_loss,
     heldout_accuracy, n_heldout`` (one row per evaluation, in order); empty (those columns)
-    when the folder has none. Raises :class:`ResultsFileError` naming a damaged file."""
-    cols = ["iteration", "cumulative_wall_ms", *EVAL_COLUMNS, "n_heldout"]
-    p = Path(run_dir) / layout.EVAL
-    if not p.exists():
-        return pd.DataFrame(columns=cols)
-    pts = read_json(p).get("points")
-    if not isinstance(pts, list) or any(not isinstance(q, dict) or
-                                         any(c not in q for c in cols) for q in pts):
-        raise ResultsFileError(f"{p}: 'points' must be a list of objects with {cols}")
-    return pd.DataFrame(pts, columns=cols)
+    when the folder has none. Raises :class:`ResultsFileError` naming a damaged file
+    (:func:`phonetrain.results.folders.eval_points`)."""
+    return pd.DataFrame(eval_points(run_dir), columns=list(EVAL_POINT_KEYS))
 
 
 def _measurement(run_dir: Path, walls: pd.Series, runs: list[dict]) -> dict[str, Any]:
