@@ -55,25 +55,18 @@ between consecutive kernels, and ``gap_ms`` per launch.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from phonetrain.errors import PhonetrainError
+from phonetrain.results import tracefile
+from phonetrain.results.tracefile import (KINDS, TRACE_COLUMNS, TraceError,  # noqa: F401
+                                          write_json_atomic)
 
-TRACE_COLUMNS = ("iteration", "seq", "kind", "name", "layer", "phase", "bytes", "flops",
-                 "queued_ns", "submit_ns", "start_ns", "end_ns", "host_begin_ns", "host_end_ns")
-KINDS = ("kernel", "h2d", "d2h", "map", "unmap", "d2d", "host")
 MOVEMENT_KINDS = ("h2d", "d2h", "map", "unmap", "d2d")
 NS_PER_MS = 1e6
 _STR = pd.Series([""]).astype(str).dtype   # what ``astype(str)`` gives: a checked text column
-
-
-class TraceError(PhonetrainError, ValueError):
-    """A trace that cannot be analysed; the message names the file or column."""
 
 
 def read_trace_csv(path: str | Path) -> pd.DataFrame:
@@ -93,17 +86,12 @@ def read_trace_csv(path: str | Path) -> pd.DataFrame:
 
 def check_trace(df: pd.DataFrame, where: str = "trace") -> pd.DataFrame:
     """Validate and normalise a trace DataFrame (see :func:`read_trace_csv`)."""
-    missing = [c for c in TRACE_COLUMNS if c not in df.columns]
-    if missing:
-        raise TraceError(f"{where}: missing trace columns {missing} (runner outputs changed? "
-                         "rebuild the runner and rerun)")
+    tracefile.missing_columns(df.columns, where)
     df = df.copy()
     for c in [c for c in ("name", "layer", "phase", "kind", "op") if c in df]:
         if not (df[c].dtype == _STR and df[c].notna().all()):  # else already normalised
             df[c] = df[c].astype(object).where(df[c].notna(), "").astype(str)
-    bad = sorted(set(df["kind"]) - set(KINDS))
-    if bad:
-        raise TraceError(f"{where}: unknown command kinds {bad}; expected one of {KINDS}")
+    tracefile.unknown_kinds(df["kind"], where)
     for c in TRACE_COLUMNS:
         if c not in ("kind", "name", "layer", "phase") and df[c].dtype != "int64":
             df[c] = pd.to_numeric(df[c].replace("", 0), errors="raise").fillna(0).astype("int64")
@@ -117,19 +105,13 @@ def _on_device(trace: pd.DataFrame) -> pd.Series:
 def clock_offset(trace: pd.DataFrame) -> tuple[pd.Series, float]:
     """Per-row offset (ns) mapping device timestamps onto the host monotonic clock, and the
     uncertainty (half-width of the bracket, ns; NaN when brackets disagree; 0 when no row has
-    device timestamps). Method in the module docstring."""
-    dev = _on_device(trace)
-    if not dev.any():
-        return pd.Series(0.0, index=trace.index), 0.0
-    anchored = dev & (trace["queued_ns"] > 0)
-    rows = anchored if anchored.any() else dev
-    anchor = trace["queued_ns"].where(anchored, trace["start_ns"])
-    lo = (trace["host_begin_ns"] - anchor)[rows].astype(float)
-    hi = (trace["host_end_ns"] - anchor)[rows].astype(float)
-    if lo.max() <= hi.min():
-        return pd.Series((lo.max() + hi.min()) / 2, index=trace.index), (hi.min() - lo.max()) / 2
-    mid = (lo + hi) / 2
-    return mid.reindex(trace.index).fillna(float(mid.median())), float("nan")
+    device timestamps). Method in the module docstring (:func:`tracefile.clock_offset`)."""
+    off, unc = tracefile.clock_offset(_columns(trace))
+    return pd.Series(off, index=trace.index), unc
+
+
+def _columns(trace: pd.DataFrame) -> tracefile.Columns:
+    return {c: trace[c].to_numpy() for c in trace.columns}
 
 
 def host_intervals(trace: pd.DataFrame) -> pd.DataFrame:
@@ -145,19 +127,9 @@ def host_intervals(trace: pd.DataFrame) -> pd.DataFrame:
 
 def _placed(trace: pd.DataFrame, off: pd.Series) -> pd.DataFrame:
     """:func:`host_intervals` of a checked ``trace`` whose clock offset is ``off``."""
-    dev = _on_device(trace)
     out = trace.copy()
-    dur = np.where(dev, trace["end_ns"] - trace["start_ns"],
-                   trace["host_end_ns"] - trace["host_begin_ns"]).astype(float)
-    begin = np.where(dev, trace["start_ns"] + off, trace["host_begin_ns"]).astype(float)
-    end = np.where(dev, trace["end_ns"] + off, trace["host_end_ns"]).astype(float)
-    stray = (dev & (trace["queued_ns"] <= 0) & ((begin < trace["host_begin_ns"])
-                                                | (end > trace["host_end_ns"]))).to_numpy()
-    call = (trace["host_end_ns"] - trace["host_begin_ns"]).to_numpy(dtype=float)
-    dur = np.where(stray, np.minimum(dur, call), dur)
-    end = np.where(stray, trace["host_end_ns"], end)
-    begin = np.where(stray, end - dur, begin)
-    out["begin_ns"], out["end_ns"], out["dur_ns"] = begin, end, dur
+    out["begin_ns"], out["end_ns"], out["dur_ns"] = tracefile.placed(
+        _columns(trace), off.to_numpy(dtype=float))
     return out
 
 
@@ -440,55 +412,8 @@ def perfetto_trace(trace: pd.DataFrame, iterations: pd.DataFrame | None = None, 
     ``dur`` are microseconds from the first event (format: "Trace Event Format", Google, 2016).
     ``args`` carry bytes, flops, layer, phase, seq, iteration and the raw device/host ns.
     """
-    iv = host_intervals(check_trace(trace))
-    dev = _on_device(iv)
-    t0 = float(iv["begin_ns"].min()) if len(iv) else 0.0
-    events: list[dict] = [
-        {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": device}},
-        {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "command queue"}},
-        {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name",
-         "args": {"name": "transfer queue (1)"}},
-        {"ph": "M", "pid": 2, "tid": 0, "name": "process_name", "args": {"name": "host"}},
-        {"ph": "M", "pid": 2, "tid": 1, "name": "thread_name", "args": {"name": "runner thread"}},
-        {"ph": "M", "pid": 2, "tid": 2, "name": "thread_name", "args": {"name": "iterations"}},
-    ]
-    queues = iv["queue"] if "queue" in iv else pd.Series(0, index=iv.index)
-    for r, on_dev, q in zip(iv.itertuples(index=False), dev, queues):
-        args = {"bytes": int(r.bytes), "flops": int(r.flops), "layer": r.layer, "phase": r.phase,
-                "seq": int(r.seq), "iteration": int(r.iteration)}
-        if on_dev:
-            args.update(queued_ns=int(r.queued_ns), submit_ns=int(r.submit_ns),
-                        start_ns=int(r.start_ns), end_ns=int(r.end_ns))
-        args.update(host_begin_ns=int(r.host_begin_ns), host_end_ns=int(r.host_end_ns))
-        events.append({"ph": "X", "pid": 1 if on_dev else 2,
-                       "tid": 1 + int(q) if on_dev else 1,
-                       "name": r.name or r.kind, "cat": r.kind,
-                       "ts": (r.begin_ns - t0) / 1e3, "dur": max(r.dur_ns, 0.0) / 1e3,
-                       "args": args})
-    walls = {} if iterations is None else dict(
-        zip(iterations["iteration"], zip(iterations["wall_ms"], iterations["measured"])))
-    for it, sub in iv.groupby("iteration"):
-        b, e = float(sub["begin_ns"].min()), float(sub["end_ns"].max())
-        wall, measured = walls.get(it, (float("nan"), True))
-        label = f"iteration {it}" + ("" if measured else " (warm-up)")
-        events.append({"ph": "X", "pid": 2, "tid": 2, "name": label, "cat": "iteration",
-                       "ts": (b - t0) / 1e3, "dur": (e - b) / 1e3,
-                       "args": {"wall_ms": None if np.isnan(wall) else float(wall),
-                                "measured": bool(measured)}})
-    _, unc = clock_offset(iv)
-    meta = {"title": title, "clock": "host monotonic; device rows shifted by one offset",
-            "clock_offset_uncertainty_ns": None if np.isnan(unc) else float(unc)}
-    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta}
-
-
-def write_json_atomic(obj: object, path: str | Path) -> Path:
-    """Write ``obj`` as JSON to ``path`` atomically (temp file in the same folder, rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(obj, allow_nan=False))
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    walls = None if iterations is None else {
+        int(i): (float(w), bool(m)) for i, w, m in
+        zip(iterations["iteration"], iterations["wall_ms"], iterations["measured"])}
+    return tracefile.perfetto_trace(_columns(check_trace(trace)), walls, device=device,
+                                    title=title)

@@ -8,12 +8,19 @@ Stages: ``build-runner`` (params :class:`~phonetrain.stages.specs.RunnerSpec`; o
 version that does not compile fails its job with the compiler log, and leaves ``failed.json``
 beside the would-be build.json: the aggregate reads it to say why the version's builds and runs
 are missing. build.json stays missing, so the next ``snakemake all`` reruns the build (and a
-build that succeeds removes ``failed.json``). A device that cannot be reached (its adb server
+build that succeeds removes ``failed.json``). A compile that equals an earlier one in the same
+results folder (:func:`compile_key`: the same sources but comments and white space, options,
+runner and device; e.g. ``clblast``, which compiles ``baseline``'s sources, or a version after
+an edit of its comments) is not compiled again: its build.json is that compile's record, with
+``reused_from`` naming the version that compiled (records under
+``build/<device>/kernels/.builds/``). A device that cannot be reached (its adb server
 stopped, the connection lost) leaves ``failed.json`` with the transport's reason the same way.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import sys
 import tempfile
@@ -22,9 +29,9 @@ from pathlib import Path
 from phonetrain import layout
 from phonetrain.devices import toolchains
 from phonetrain.devices.base import TransportError
-from phonetrain.errors import StageError
-from phonetrain.io import write_json
-from phonetrain.kernels import load_version, stage_kernels
+from phonetrain.errors import PhonetrainError, StageError
+from phonetrain.io import read_json, sha256_file, write_json
+from phonetrain.kernels import build_hash, load_version, stage_kernels
 from phonetrain.kernels.buildlog import compiler_messages, explain, line_table
 from phonetrain.runner import KernelBuildError, Runner, RunnerError
 from phonetrain.stages.stamp import STAMP, stamp, write_stamp
@@ -73,6 +80,10 @@ def compile_kernels(job: Job) -> dict:
     dev, version = s.device_config, s.kernel
     out = Path(job.output.build)
     failed = out.with_name(layout.FAILED)
+    key = compile_key(version, dev, job.input.runner)
+    doc = reused_build(out, key, version)
+    if doc is not None:
+        return _finish(job, s, out, doc)
     r = Runner.for_device(dev, job.runtime.at(s.stage_root), timeout_s=job.runtime.timeout_s)
     with tempfile.TemporaryDirectory(prefix="phonetrain-kernels-") as tmp, r.lock():
         r.push_runner(job.input.runner)
@@ -91,12 +102,58 @@ def compile_kernels(job: Job) -> dict:
                                      f"{job.log}") from None
         except RunnerError as e:
             raise StageError(f"device '{dev['name']}': kernel version '{version}': {e}") from None
-    doc.update(device=dev["name"], kernel=version, kernel_hash=s.kernel_hash)
+    keep_build(out, key, doc, version)
+    return _finish(job, s, out, doc)
+
+
+def _finish(job: Job, s: KernelSpec, out: Path, doc: dict) -> dict:
+    doc.update(device=s.device_config["name"], kernel=s.kernel, kernel_hash=s.kernel_hash)
     doc[STAMP] = stamp(job)
     write_json(to_params(s), out.with_name(layout.PARAMS))
-    failed.unlink(missing_ok=True)
+    out.with_name(layout.FAILED).unlink(missing_ok=True)
     write_json(doc, out)
     return doc
+
+
+BUILDS = ".builds"   # beside the versions' folders: one record per compile key
+
+
+def compile_key(version: str, device_config: dict, runner: str | Path) -> str:
+    """What decides a version's compile on a device: its build key
+    (:func:`phonetrain.kernels.build_hash`: the assembled sources without comments or white
+    space, and the build options), the runner binary (SHA-256) and the device's settings.
+    Equal keys compile the same programs with the same compiler (sha256 hex)."""
+    return hashlib.sha256(json.dumps(
+        [build_hash(version), sha256_file(runner), device_config],
+        sort_keys=True).encode()).hexdigest()
+
+
+def reused_build(out: Path, key: str, version: str) -> dict | None:
+    """The build record of an earlier compile with the same :func:`compile_key` on this
+    device in this results folder (another version with the same sources and options, or
+    this version before an edit of comments or white space), as this version's: its programs'
+    build times, sizes and logs are that compile's, ``reused_from`` names the version that
+    compiled; None when there is none. A build that failed is not kept, so it compiles again."""
+    rec = out.parents[1] / BUILDS / f"{key}.json"
+    try:
+        doc = read_json(rec)
+    except (OSError, ValueError, PhonetrainError):
+        return None
+    src = doc.get("kernel")
+    doc["reused_from"] = doc.get("reused_from") or src
+    for prog in doc.get("programs", []):   # this version's staged sources, not the other's
+        prog["source"] = str(prog.get("source", "")).replace(
+            f"{layout.device_kernels(src)}/", f"{layout.device_kernels(version)}/")
+    print(f"phonetrain: kernel build {version}: the same compile as {doc['reused_from']} "
+          f"(same sources but comments and white space, options, runner and device): its "
+          f"build record, not compiled again", file=sys.stderr)
+    return doc
+
+
+def keep_build(out: Path, key: str, doc: dict, version: str) -> None:
+    """Keep a successful compile's record under its :func:`compile_key` for
+    :func:`reused_build`."""
+    write_json(dict(doc, kernel=version), out.parents[1] / BUILDS / f"{key}.json")
 
 
 def compile_error(e: KernelBuildError, staged: Path) -> tuple[str, str]:

@@ -45,18 +45,17 @@ def write_perfetto(run_json: str | Path, trace_csv: str | Path, out: str | Path,
     trace-event JSON in ``out``, titled ``title`` (the run id) and naming ``device``: from the
     run's ``events/`` process where its step time came from processes without per-command
     events; a skipped run (nothing ran) gets a valid trace with no events. Reads the trace
-    with pandas, imported here: the stage modules load none at import. Raises
+    without pandas (:mod:`phonetrain.results.tracefile`). Raises
     :class:`~phonetrain.errors.StageError` when the run folder is damaged."""
-    from phonetrain.results import profiling
-    from phonetrain.results.runs import folder_problems, run_iterations, traced_process
+    from phonetrain.results import tracefile
+    from phonetrain.results.folders import folder_problems, traced_process
 
     out, rdir = Path(out), Path(run_json).parent
     run = read_json(run_json)
     if run.get("status") in ("skipped", "oom"):   # nothing was measured
-        profiling.write_json_atomic({"traceEvents": [], "displayTimeUnit": "ns",
-                                     "otherData": {"title": title, "device": device,
-                                                   "skipped": run.get("reason") or "skipped"}},
-                                    out)
+        tracefile.write_json_atomic({"traceEvents": [], "displayTimeUnit": "ns",
+                            "otherData": {"title": title, "device": device,
+                                          "skipped": run.get("reason") or "skipped"}}, out)
         return out
     problems = folder_problems(rdir)
     if problems:  # a trace cut short would be drawn as a run with idle gaps
@@ -64,12 +63,11 @@ def write_perfetto(run_json: str | Path, trace_csv: str | Path, out: str | Path,
     traced = traced_process(rdir)
     if traced != rdir:   # the step ran without events: their process
         run = read_json(traced / layout.RUN)
-        tr = profiling.read_trace_csv(traced / layout.TRACE)
+        cols = tracefile.read_columns(traced / layout.TRACE)
     else:
-        tr = profiling.read_trace_csv(trace_csv)
-    it = run_iterations(run, str(traced / layout.RUN))
-    profiling.write_json_atomic(profiling.perfetto_trace(tr, it, title=title, device=device),
-                                out)
+        cols = tracefile.read_columns(trace_csv)
+    tracefile.write_json_atomic(tracefile.perfetto_trace(cols, tracefile.iteration_walls(run),
+                                                title=title, device=device), out)
     return out
 
 

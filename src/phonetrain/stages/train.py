@@ -120,11 +120,18 @@ def verify_run(plan_json: str | Path, root: str | Path, out_dir: str | Path,
     (``ok``: every checked step within its float32-rounding bound; ``max_abs_err`` and
     ``tolerance`` the worst tensor's error and bound), or, for a run without checkpoints, the
     whole trajectory against ``atol`` (``measure.verify_atol``). The trajectory's drift is
-    reported under ``trajectory`` either way."""
+    reported under ``trajectory`` either way.
+
+    numpy's BLAS runs on one thread here (threadpoolctl): the reference's GEMMs are small
+    (lenet5's largest 6 x 25088 x 25), and a BLAS thread pool spinning beside other work on a
+    busy host made them several times slower than one thread."""
+    from threadpoolctl import threadpool_limits
+
     from phonetrain import reference   # the numpy reference: only where a run is verified
 
-    doc = dict(reference.verify_run_dir(Plan.load(plan_json), Path(root), Path(out_dir),
-                                        atol=atol))
+    with threadpool_limits(limits=1, user_api="blas"):
+        doc = dict(reference.verify_run_dir(Plan.load(plan_json), Path(root), Path(out_dir),
+                                            atol=atol))
     doc["ok"] = bool(doc.get("ok")) and doc.get("max_abs_err") is not None and \
         math.isfinite(doc["max_abs_err"])
     return doc
