@@ -14,7 +14,8 @@
   deadline; on expiry the stream is closed, which makes adbd kill the command. Devices without
   ``shell_v2`` run the command with its stdout, stderr and exit status redirected into files
   that are then read with sync: nothing parses output that an early exit could cut short.
-- Pull: into a temporary sibling folder, every file's size checked against the device's
+- Pull: into a temporary sibling folder over one sync connection (LIST and RECV requests in
+  sequence on it, not a connection per file), every file's size checked against the device's
   listing, every expected file checked present and non-empty, then renamed into place.
 - Facts and readings: getprop, sysfs clocks/temperatures/battery (docs/device-sensors.md).
 """
@@ -506,11 +507,11 @@ class AdbTransport:
         remote = f"{self.root}/{remote_rel}".rstrip("/")
         tmp = make_temp_dir(local.parent, f".{local.name}.pull-")
         try:
-            sync = self.device().sync
-            if not stat.S_ISDIR(self.stat(remote)[0]):
-                raise self._fail("output folder missing", remote,
-                                 "the runner did not write its outputs; see its stderr")
-            self._pull_tree(sync, remote, tmp)
+            with self._sync_open() as c:
+                if not stat.S_ISDIR(self._stat_on(c, remote)[0]):
+                    raise self._fail("output folder missing", remote,
+                                     "the runner did not write its outputs; see its stderr")
+                self._pull_tree(c, remote, tmp)
             for name in expect:
                 f = tmp / name
                 if not f.is_file() or f.stat().st_size == 0:
@@ -524,48 +525,92 @@ class AdbTransport:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _pull_tree(self, sync, remote: str, dest: Path) -> None:
+    def _pull_tree(self, c, remote: str, dest: Path) -> None:
+        """Every file under the device folder ``remote`` into ``dest``, by LIST and RECV
+        requests in sequence on the one sync connection ``c`` (a new connection per file
+        costs a round trip through the adb server each); each file's size is checked against
+        the listing (TransportError "pull incomplete" naming the file and both sizes)."""
         dest.mkdir(exist_ok=True)
-        for name, mode, expected in self.listdir(remote):
+        for name, mode, expected in self._list_on(c, remote):
             src = f"{remote}/{name}"
             if stat.S_ISDIR(mode):
-                self._pull_tree(sync, src, dest / name)
+                self._pull_tree(c, src, dest / name)
             elif stat.S_ISREG(mode):
-                size = sync.pull_file(src, dest / name)
+                size = self._recv_on(c, src, dest / name)
                 if size != expected:
                     raise self._fail("pull incomplete", f"{src}: {size} of {expected} bytes")
 
-    # -- sync v1 STAT and LIST, read exactly (adbutils' versions assume whole recv()s) ------
-    def _sync(self, request: bytes, path: str):
+    # -- sync v1 STAT, LIST and RECV, read exactly (adbutils' versions assume whole recv()s) -
+    def _sync_open(self):
+        """A new ``sync:`` connection; requests may follow one another on it (SYNC.TXT)."""
         conn = self.device().open_transport(timeout=60)
         conn.send_command("sync:")
         conn.check_okay()
-        raw = path.encode()
-        conn.conn.sendall(request + struct.pack("<I", len(raw)) + raw)
         return conn
+
+    @staticmethod
+    def _request(c, request: bytes, path: str) -> None:
+        raw = path.encode()
+        c.conn.sendall(request + struct.pack("<I", len(raw)) + raw)
+
+    def _sync(self, request: bytes, path: str):
+        conn = self._sync_open()
+        self._request(conn, request, path)
+        return conn
+
+    @staticmethod
+    def _stat_on(c, path: str) -> tuple[int, int]:
+        AdbTransport._request(c, b"STAT", path)
+        if c.read_exact(4) != b"STAT":
+            raise adbutils.AdbError(f"bad sync STAT reply for {path}")
+        mode, size, _mtime = struct.unpack("<III", c.read_exact(12))
+        return mode, size
+
+    @staticmethod
+    def _list_on(c, path: str) -> list[tuple[str, int, int]]:
+        AdbTransport._request(c, b"LIST", path)
+        out = []
+        while True:
+            ident = c.read_exact(4)
+            mode, size, _mtime, namelen = struct.unpack("<IIII", c.read_exact(16))
+            if ident == b"DONE":
+                return out
+            if ident != b"DENT":
+                raise adbutils.AdbError(f"bad sync LIST reply {ident!r} for {path}")
+            name = c.read_exact(namelen).decode("utf-8", "replace")
+            if name not in (".", ".."):
+                out.append((name, mode, size))
+
+    @staticmethod
+    def _recv_on(c, path: str, dest: Path) -> int:
+        """RECV ``path`` into the file ``dest`` (SYNC.TXT: ``DATA`` chunks then ``DONE``, or
+        ``FAIL`` with the device's reason, raised as AdbError naming the path); returns the
+        bytes received."""
+        AdbTransport._request(c, b"RECV", path)
+        size = 0
+        with open(dest, "wb") as f:
+            while True:
+                ident = c.read_exact(4)
+                length = struct.unpack("<I", c.read_exact(4))[0]
+                if ident == b"DONE":
+                    return size
+                if ident == b"FAIL":
+                    reason = c.read_exact(length).decode("utf-8", "replace")
+                    raise adbutils.AdbError(f"{path}: {reason}")
+                if ident != b"DATA":
+                    raise adbutils.AdbError(f"bad sync RECV reply {ident!r} for {path}")
+                f.write(c.read_exact(length))
+                size += length
 
     def stat(self, path: str) -> tuple[int, int]:
         """(mode, size_bytes) of a device path; (0, 0) when it does not exist."""
-        with self._sync(b"STAT", path) as c:
-            if c.read_exact(4) != b"STAT":
-                raise adbutils.AdbError(f"bad sync STAT reply for {path}")
-            mode, size, _mtime = struct.unpack("<III", c.read_exact(12))
-        return mode, size
+        with self._sync_open() as c:
+            return self._stat_on(c, path)
 
     def listdir(self, path: str) -> list[tuple[str, int, int]]:
         """(name, mode, size_bytes) of each entry of a device folder, without . and .."""
-        out = []
-        with self._sync(b"LIST", path) as c:
-            while True:
-                ident = c.read_exact(4)
-                mode, size, _mtime, namelen = struct.unpack("<IIII", c.read_exact(16))
-                if ident == b"DONE":
-                    return out
-                if ident != b"DENT":
-                    raise adbutils.AdbError(f"bad sync LIST reply {ident!r} for {path}")
-                name = c.read_exact(namelen).decode("utf-8", "replace")
-                if name not in (".", ".."):
-                    out.append((name, mode, size))
+        with self._sync_open() as c:
+            return self._list_on(c, path)
 
     # -- facts, readings, cool-down --------------------------------------------------------
     def facts(self) -> dict[str, str]:
