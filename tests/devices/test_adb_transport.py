@@ -107,7 +107,11 @@ def test_pull_of_a_nested_folder_over_one_connection_checks_every_file(adb_serve
                            r"part13\.bin: 6503 of 13007 bytes"):
             t.pull("out/r1", dest, expect=["run.json"])
         assert not dest.exists() and list(dest.parent.iterdir()) == []  # no temp dirs left
-        vd.faults.short_recv = None
+        vd.faults.short_recv, vd.faults.fail_recv = None, "*/part5.bin"
+        with pytest.raises(TransportError, match=r"pull of .*/out/r1 failed: .*/out/r1/ckpt/"
+                           r"step0/part5\.bin: No such file or directory"):
+            t.pull("out/r1", dest, expect=["run.json"])
+        vd.faults.fail_recv = None
         with pytest.raises(TransportError, match=r"expected output missing or empty: "
                            r".*/out/r1/trace\.csv"):
             t.pull("out/r1", dest, expect=["run.json", "trace.csv"])

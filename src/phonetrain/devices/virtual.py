@@ -17,7 +17,7 @@ Commands run with ``/bin/sh -c`` in the sandbox folder ``root``; the device path
 optional fake sysfs folder, and ``getprop`` answers from the props. Fault injection
 (:class:`Faults`): drop the TCP connection after N received bytes, fail pushes to matching
 paths, hang matching commands, drop the connection once a matching command runs, a full
-storage (writes meet ENOSPC), RECV of matching paths cut to half the file.
+storage (writes meet ENOSPC), RECV of matching paths cut to half the file or refused.
 
 Written from AOSP's ``protocol.txt``, ``SYNC.TXT`` and ``shell_protocol.h`` (packet layouts
 and constants); the header's ``data_check`` is the byte sum those documents call a checksum.
@@ -86,6 +86,8 @@ class Faults:
         failed: No space left on device" as adbd does.
     short_recv: fnmatch pattern of device paths whose sync RECV sends only the first half of
         the file, then DONE (a file that shrank after it was listed).
+    fail_recv: fnmatch pattern of device paths whose sync RECV answers FAIL "No such file
+        or directory" (a file removed after it was listed).
     """
 
     drop_after_bytes: int | None = None
@@ -97,6 +99,7 @@ class Faults:
     storage_full: bool = False
     drop_on: str | None = None
     short_recv: str | None = None
+    fail_recv: str | None = None
 
 
 def default_props() -> dict[str, str]:
@@ -608,6 +611,9 @@ class _SyncService:
         try:
             if host is None:
                 raise PermissionError(f"{path}: Permission denied")
+            if device.faults.fail_recv and \
+                    fnmatch.fnmatch(posixpath.normpath(path), device.faults.fail_recv):
+                raise FileNotFoundError(2, "No such file or directory")
             short = device.faults.short_recv
             with open(host, "rb") as f:
                 left = os.fstat(f.fileno()).st_size // 2 if short and \
