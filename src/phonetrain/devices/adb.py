@@ -15,8 +15,9 @@
   ``shell_v2`` run the command with its stdout, stderr and exit status redirected into files
   that are then read with sync: nothing parses output that an early exit could cut short.
 - Pull: into a temporary sibling folder over one sync connection (a LIST per folder, then
-  the files' RECV requests pipelined a window ahead of the replies), every file's size checked against the device's
-  listing, every expected file checked present and non-empty, then renamed into place.
+  the files' RECV requests pipelined a window ahead of the replies), every file's size
+  checked against the device's listing, every expected file checked present and non-empty,
+  then renamed into place.
 - Facts and readings: getprop, sysfs clocks/temperatures/battery (docs/device-sensors.md).
 """
 
