@@ -85,6 +85,44 @@ def test_pull_verifies_expected_files_before_writing(adb_server, vdev, tmp_path)
     assert (dest / "trace.csv").exists()
 
 
+def plant_tree(out):
+    """A run's output folder: nested, 60 files of distinct contents, one of them empty."""
+    files = {"run.json": b'{"status": "ok"}', "trace.csv": b""}
+    for i in range(58):
+        files[f"ckpt/step{i // 10}/part{i}.bin"] = bytes([i]) * (1000 * i + 7)
+    files["ckpt/big.bin"] = bytes(range(256)) * 1000  # several 64 KiB DATA chunks
+    for rel, data in files.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(data)
+    return files
+
+
+def test_pull_of_a_nested_folder_over_one_connection_checks_every_file(adb_server, tmp_path):
+    vd = connect_vdev(adb_server, tmp_path / "device", Faults(short_recv="*/part13.bin"))
+    try:
+        t = transport(adb_server, vd)
+        files = plant_tree(vd.root / "phonetrain/out/r1")
+        dest = tmp_path / "results/raw/r1"
+        with pytest.raises(TransportError, match=r"pull incomplete: .*/out/r1/ckpt/step1/"
+                           r"part13\.bin: 6503 of 13007 bytes"):
+            t.pull("out/r1", dest, expect=["run.json"])
+        assert not dest.exists() and list(dest.parent.iterdir()) == []  # no temp dirs left
+        vd.faults.short_recv, vd.faults.fail_recv = None, "*/part5.bin"
+        with pytest.raises(TransportError, match=r"pull of .*/out/r1 failed: .*/out/r1/ckpt/"
+                           r"step0/part5\.bin: No such file or directory"):
+            t.pull("out/r1", dest, expect=["run.json"])
+        vd.faults.fail_recv = None
+        with pytest.raises(TransportError, match=r"expected output missing or empty: "
+                           r".*/out/r1/trace\.csv"):
+            t.pull("out/r1", dest, expect=["run.json", "trace.csv"])
+        t.pull("out/r1", dest, expect=["run.json", "ckpt/big.bin"])
+        got = {p.relative_to(dest).as_posix(): p.read_bytes()
+               for p in dest.rglob("*") if p.is_file()}
+        assert got == files
+    finally:
+        disconnect_vdev(adb_server, vd)
+
+
 def test_facts_come_from_getprop(adb_server, tmp_path):
     vd = connect_vdev(adb_server, tmp_path / "dev",
                       props={"ro.product.model": "Pixel 7", "ro.soc.model": "GS201",

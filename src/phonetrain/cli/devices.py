@@ -165,8 +165,12 @@ def _probe(serial: str, runner: Path, adb_host: str, adb_port: int | None) -> di
               help="Fault: drop the connection once a shell command matching REGEX runs.")
 @click.option("--storage-full", is_flag=True,
               help="Fault: the phone's storage is full (sync pushes meet ENOSPC).")
+@click.option("--short-recv", default=None, metavar="GLOB",
+              help="Fault: sync pulls of matching device paths send half the file.")
+@click.option("--fail-recv", default=None, metavar="GLOB",
+              help="Fault: sync pulls of matching device paths fail (no such file).")
 def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, crash,
-                   hide, no_parent_dirs, drop_on, storage_full) -> None:
+                   hide, no_parent_dirs, drop_on, storage_full, short_recv, fail_recv) -> None:
     """Serve a virtual phone (device side of ADB) until interrupted; then run
     'phonetrain adb connect 127.0.0.1:PORT'."""
     from phonetrain.devices.virtual import Faults, VirtualDevice, load_props
@@ -177,7 +181,7 @@ def virtual_device(port, root, props, sysfs, drop_after_bytes, fail_push, hang, 
     try:
         vd = VirtualDevice(root, port, load_props(props),
                            Faults(drop_after_bytes, fail_push, hang, crash, hide, no_parent_dirs,
-                                  storage_full, drop_on),
+                                  storage_full, drop_on, short_recv, fail_recv),
                            sysfs_root=sysfs)
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -14,13 +14,16 @@
   deadline; on expiry the stream is closed, which makes adbd kill the command. Devices without
   ``shell_v2`` run the command with its stdout, stderr and exit status redirected into files
   that are then read with sync: nothing parses output that an early exit could cut short.
-- Pull: into a temporary sibling folder, every file's size checked against the device's
-  listing, every expected file checked present and non-empty, then renamed into place.
+- Pull: into a temporary sibling folder over one sync connection (a LIST per folder, then
+  the files' RECV requests pipelined a window ahead of the replies), every file's size
+  checked against the device's listing, every expected file checked present and non-empty,
+  then renamed into place.
 - Facts and readings: getprop, sysfs clocks/temperatures/battery (docs/device-sensors.md).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import posixpath
 import re
@@ -43,6 +46,7 @@ from phonetrain.io import make_temp_dir, sha256_file
 
 DEVICE_ROOT = "/data/local/tmp/phonetrain"
 SYNC_CHUNK_BYTES = 64 * 1024  # SYNC.TXT: a DATA chunk holds at most 64 KiB
+RECV_WINDOW = 32  # sync RECV requests sent ahead of the replies read (a pull of a folder)
 DEFAULT_ADB_PORT = 5037
 ADB_PORT_ENV = "ANDROID_ADB_SERVER_PORT"   # adb's own variable: the default server's port
 FACT_PROPS = {  # fact name -> getprop key
@@ -506,11 +510,11 @@ class AdbTransport:
         remote = f"{self.root}/{remote_rel}".rstrip("/")
         tmp = make_temp_dir(local.parent, f".{local.name}.pull-")
         try:
-            sync = self.device().sync
-            if not stat.S_ISDIR(self.stat(remote)[0]):
-                raise self._fail("output folder missing", remote,
-                                 "the runner did not write its outputs; see its stderr")
-            self._pull_tree(sync, remote, tmp)
+            with self._sync_open() as c:
+                if not stat.S_ISDIR(self._stat_on(c, remote)[0]):
+                    raise self._fail("output folder missing", remote,
+                                     "the runner did not write its outputs; see its stderr")
+                self._pull_tree(c, remote, tmp)
             for name in expect:
                 f = tmp / name
                 if not f.is_file() or f.stat().st_size == 0:
@@ -524,48 +528,113 @@ class AdbTransport:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _pull_tree(self, sync, remote: str, dest: Path) -> None:
-        dest.mkdir(exist_ok=True)
-        for name, mode, expected in self.listdir(remote):
-            src = f"{remote}/{name}"
-            if stat.S_ISDIR(mode):
-                self._pull_tree(sync, src, dest / name)
-            elif stat.S_ISREG(mode):
-                size = sync.pull_file(src, dest / name)
-                if size != expected:
-                    raise self._fail("pull incomplete", f"{src}: {size} of {expected} bytes")
+    def _pull_tree(self, c, remote: str, dest: Path) -> None:
+        """Every file under the device folder ``remote`` into ``dest`` over the one sync
+        connection ``c``: the folders listed (one LIST each), then the files' RECV requests
+        pipelined, :data:`RECV_WINDOW` ahead of the replies read. A request sent only after
+        the previous reply arrived would wait for that reply's last small packet, which the
+        adb server holds (Nagle) until the host acknowledges the packets before it (up to
+        40 ms a file). Each file's size is checked against the listing (TransportError
+        "pull incomplete" naming the file and both sizes)."""
+        files = self._list_tree(c, remote, dest)
+        pending = iter(files)
+        self._send_recvs(c, pending, RECV_WINDOW)
+        for src, target, expected in files:
+            size = self._recv_on(c, src, target)
+            if size != expected:
+                raise self._fail("pull incomplete", f"{src}: {size} of {expected} bytes")
+            self._send_recvs(c, pending, 1)
 
-    # -- sync v1 STAT and LIST, read exactly (adbutils' versions assume whole recv()s) ------
-    def _sync(self, request: bytes, path: str):
+    def _list_tree(self, c, remote: str, dest: Path) -> list[tuple[str, Path, int]]:
+        """(device path, local path, size_bytes) of every regular file under ``remote``,
+        the local folders made under ``dest``."""
+        dest.mkdir(exist_ok=True)
+        files = []
+        for name, mode, size in self._list_on(c, remote):
+            if stat.S_ISDIR(mode):
+                files += self._list_tree(c, f"{remote}/{name}", dest / name)
+            elif stat.S_ISREG(mode):
+                files.append((f"{remote}/{name}", dest / name, size))
+        return files
+
+    @staticmethod
+    def _send_recvs(c, pending, n: int) -> None:
+        """Send the RECV requests of the next ``n`` files of the iterator ``pending`` (of
+        (device path, ...) tuples) in one write."""
+        raws = [src.encode() for src, *_ in itertools.islice(pending, n)]
+        if raws:
+            c.conn.sendall(b"".join(b"RECV" + struct.pack("<I", len(r)) + r for r in raws))
+
+    # -- sync v1 STAT, LIST and RECV, read exactly (adbutils' versions assume whole recv()s) -
+    def _sync_open(self):
+        """A new ``sync:`` connection; requests may follow one another on it (SYNC.TXT)."""
         conn = self.device().open_transport(timeout=60)
         conn.send_command("sync:")
         conn.check_okay()
-        raw = path.encode()
-        conn.conn.sendall(request + struct.pack("<I", len(raw)) + raw)
         return conn
+
+    @staticmethod
+    def _request(c, request: bytes, path: str) -> None:
+        raw = path.encode()
+        c.conn.sendall(request + struct.pack("<I", len(raw)) + raw)
+
+    def _sync(self, request: bytes, path: str):
+        conn = self._sync_open()
+        self._request(conn, request, path)
+        return conn
+
+    @staticmethod
+    def _stat_on(c, path: str) -> tuple[int, int]:
+        AdbTransport._request(c, b"STAT", path)
+        if c.read_exact(4) != b"STAT":
+            raise adbutils.AdbError(f"bad sync STAT reply for {path}")
+        mode, size, _mtime = struct.unpack("<III", c.read_exact(12))
+        return mode, size
+
+    @staticmethod
+    def _list_on(c, path: str) -> list[tuple[str, int, int]]:
+        AdbTransport._request(c, b"LIST", path)
+        out = []
+        while True:
+            ident = c.read_exact(4)
+            mode, size, _mtime, namelen = struct.unpack("<IIII", c.read_exact(16))
+            if ident == b"DONE":
+                return out
+            if ident != b"DENT":
+                raise adbutils.AdbError(f"bad sync LIST reply {ident!r} for {path}")
+            name = c.read_exact(namelen).decode("utf-8", "replace")
+            if name not in (".", ".."):
+                out.append((name, mode, size))
+
+    @staticmethod
+    def _recv_on(c, path: str, dest: Path) -> int:
+        """Read the reply to a RECV request of ``path`` already sent, into the file ``dest``
+        (SYNC.TXT: ``DATA`` chunks then ``DONE``, or ``FAIL`` with the device's reason,
+        raised as AdbError naming the path); returns the bytes received."""
+        size = 0
+        with open(dest, "wb") as f:
+            while True:
+                ident = c.read_exact(4)
+                length = struct.unpack("<I", c.read_exact(4))[0]
+                if ident == b"DONE":
+                    return size
+                if ident == b"FAIL":
+                    reason = c.read_exact(length).decode("utf-8", "replace")
+                    raise adbutils.AdbError(f"{path}: {reason}")
+                if ident != b"DATA":
+                    raise adbutils.AdbError(f"bad sync RECV reply {ident!r} for {path}")
+                f.write(c.read_exact(length))
+                size += length
 
     def stat(self, path: str) -> tuple[int, int]:
         """(mode, size_bytes) of a device path; (0, 0) when it does not exist."""
-        with self._sync(b"STAT", path) as c:
-            if c.read_exact(4) != b"STAT":
-                raise adbutils.AdbError(f"bad sync STAT reply for {path}")
-            mode, size, _mtime = struct.unpack("<III", c.read_exact(12))
-        return mode, size
+        with self._sync_open() as c:
+            return self._stat_on(c, path)
 
     def listdir(self, path: str) -> list[tuple[str, int, int]]:
         """(name, mode, size_bytes) of each entry of a device folder, without . and .."""
-        out = []
-        with self._sync(b"LIST", path) as c:
-            while True:
-                ident = c.read_exact(4)
-                mode, size, _mtime, namelen = struct.unpack("<IIII", c.read_exact(16))
-                if ident == b"DONE":
-                    return out
-                if ident != b"DENT":
-                    raise adbutils.AdbError(f"bad sync LIST reply {ident!r} for {path}")
-                name = c.read_exact(namelen).decode("utf-8", "replace")
-                if name not in (".", ".."):
-                    out.append((name, mode, size))
+        with self._sync_open() as c:
+            return self._list_on(c, path)
 
     # -- facts, readings, cool-down --------------------------------------------------------
     def facts(self) -> dict[str, str]:

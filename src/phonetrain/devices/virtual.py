@@ -17,7 +17,7 @@ Commands run with ``/bin/sh -c`` in the sandbox folder ``root``; the device path
 optional fake sysfs folder, and ``getprop`` answers from the props. Fault injection
 (:class:`Faults`): drop the TCP connection after N received bytes, fail pushes to matching
 paths, hang matching commands, drop the connection once a matching command runs, a full
-storage (writes meet ENOSPC).
+storage (writes meet ENOSPC), RECV of matching paths cut to half the file or refused.
 
 Written from AOSP's ``protocol.txt``, ``SYNC.TXT`` and ``shell_protocol.h`` (packet layouts
 and constants); the header's ``data_check`` is the byte sum those documents call a checksum.
@@ -84,6 +84,10 @@ class Faults:
     storage_full: the phone's storage is full: every byte sync SEND writes goes to
         ``/dev/full``, so the kernel itself answers ENOSPC, and SEND replies FAIL "write
         failed: No space left on device" as adbd does.
+    short_recv: fnmatch pattern of device paths whose sync RECV sends only the first half of
+        the file, then DONE (a file that shrank after it was listed).
+    fail_recv: fnmatch pattern of device paths whose sync RECV answers FAIL "No such file
+        or directory" (a file removed after it was listed).
     """
 
     drop_after_bytes: int | None = None
@@ -94,6 +98,8 @@ class Faults:
     no_parent_dirs: bool = False
     storage_full: bool = False
     drop_on: str | None = None
+    short_recv: str | None = None
+    fail_recv: str | None = None
 
 
 def default_props() -> dict[str, str]:
@@ -605,9 +611,17 @@ class _SyncService:
         try:
             if host is None:
                 raise PermissionError(f"{path}: Permission denied")
+            if device.faults.fail_recv and \
+                    fnmatch.fnmatch(posixpath.normpath(path), device.faults.fail_recv):
+                raise FileNotFoundError(2, "No such file or directory")
+            short = device.faults.short_recv
             with open(host, "rb") as f:
-                while chunk := f.read(SYNC_DATA_MAX_BYTES):
+                left = os.fstat(f.fileno()).st_size // 2 if short and \
+                    fnmatch.fnmatch(posixpath.normpath(path), short) else None
+                while chunk := f.read(SYNC_DATA_MAX_BYTES if left is None else
+                                      min(left, SYNC_DATA_MAX_BYTES)):
                     stream.write(b"DATA" + struct.pack("<I", len(chunk)) + chunk)
+                    left = None if left is None else left - len(chunk)
         except OSError as exc:
             _sync_fail(stream, f"{path}: {exc.strerror or exc}")
             return
