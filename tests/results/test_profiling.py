@@ -131,6 +131,78 @@ def test_per_iteration_median_resists_a_disturbed_iteration():
     assert s["per_iteration_ms"] == pytest.approx(9.2 / 3)
 
 
+def _grouped_summary(iv: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.DataFrame:
+    """The command summary written as pandas group-bys: the definition the array code in
+    :func:`profiling.command_summary` must reproduce value for value."""
+    m = per_iteration[per_iteration["measured"]]
+    n_iter, wall_ns = max(len(m), 1), float(m["wall_ms"].sum()) * 1e6
+    iv = iv[iv["iteration"].isin(m["iteration"])]
+    keys = ["kind", "name", "layer", "phase"]
+    out = iv.groupby(keys, sort=False).agg(
+        count=("dur_ns", "size"), total_ns=("dur_ns", "sum"), median_ns=("dur_ns", "median"),
+        bytes=("bytes", "sum"), flops=("flops", "sum")).reset_index()
+    med = iv.groupby(keys + ["iteration"], sort=False)["dur_ns"].sum().groupby(
+        level=keys, sort=False).median() / 1e6
+    out = out.merge(med.rename("per_iteration_median_ms").reset_index(), on=keys, how="left")
+    t = out["total_ns"].where(out["total_ns"] > 0)
+    out = out.assign(per_iteration_ms=out["total_ns"] / n_iter / 1e6,
+                     median_ms=out["median_ns"] / 1e6, total_ms=out["total_ns"] / 1e6,
+                     bytes_per_iteration=(out["bytes"] // n_iter).astype("int64"),
+                     flops_per_iteration=(out["flops"] // n_iter).astype("int64"),
+                     gflops=(out["flops"] / t).where(out["flops"] > 0),
+                     gbps=(out["bytes"] / t).where(out["bytes"] > 0),
+                     share_of_wall=out["total_ns"] / wall_ns if wall_ns > 0 else np.nan)
+    return out[keys + ["count", "per_iteration_ms", "per_iteration_median_ms", "median_ms",
+                       "total_ms", "bytes_per_iteration", "flops_per_iteration", "gflops",
+                       "gbps", "share_of_wall"]]
+
+
+def _grouped_gaps(iv: pd.DataFrame, per_iteration: pd.DataFrame) -> float | None:
+    """The median kernel-to-kernel gap (us) written as a pandas group-by shift."""
+    m = per_iteration[per_iteration["measured"]]
+    iv = iv[iv["iteration"].isin(m["iteration"])].sort_values(["iteration", "seq"])
+    nxt = iv.groupby("iteration").shift(-1)
+    gaps = (nxt["begin_ns"] - iv["end_ns"])[(iv["kind"] == "kernel")
+                                            & (nxt["kind"] == "kernel")] / 1e3
+    return float(gaps.median()) if len(gaps) else None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_array_summaries_equal_the_group_by_definition(seed):
+    """A shuffled trace of 6 iterations (warm-up first), kernels run back to back and
+    repeated names across kinds, layers and phases, whole-ns durations up to 1 s, zero
+    bytes/flops on some rows, a command absent from some iterations: the command summary and
+    the kernel gaps equal the group-by definitions exactly; with no measured iteration the
+    summary is empty with the same columns."""
+    rng = np.random.default_rng(seed)
+    rows, t = [], 0
+    for it in range(6):
+        for seq in range(int(rng.integers(3, 9))):
+            kind = str(rng.choice(["kernel", "kernel", "h2d", "d2h", "host"]))
+            dur = int(rng.integers(0, 10**9))
+            rows.append({"iteration": it, "seq": seq, "kind": kind,
+                         "name": str(rng.choice(["gemm", "relu", "copy"])),
+                         "layer": str(rng.choice(["fc1", "fc2"])),
+                         "phase": str(rng.choice(["forward", "backward"])),
+                         "bytes": int(rng.integers(0, 3)) * 4096,
+                         "flops": int(rng.integers(0, 3)) * 10**12, "queued_ns": 0,
+                         "submit_ns": 0, "start_ns": 0, "end_ns": 0,
+                         "host_begin_ns": t, "host_end_ns": t + dur})
+            t += dur + int(rng.integers(0, 50_000))
+    trace = pd.DataFrame(rows).sample(frac=1, random_state=seed)
+    iters = pd.DataFrame({"iteration": range(6), "wall_ms": 5000.0,
+                          "measured": [False] + [True] * 5})
+    b = profiling.breakdown(trace, iters)
+    iv = profiling.host_intervals(profiling.check_trace(trace))
+    pd.testing.assert_frame_equal(profiling.command_summary(trace, b),
+                                  _grouped_summary(iv, b), check_exact=True)
+    assert profiling.launch_stats(trace, b)["kernel_gap_median_us"] == _grouped_gaps(iv, b)
+    none = b.assign(measured=False)
+    pd.testing.assert_frame_equal(profiling.command_summary(trace, none),
+                                  _grouped_summary(iv, none), check_exact=True,
+                                  check_index_type=False)
+
+
 def test_bad_trace_names_the_problem(tmp_path):
     p = tmp_path / "trace.csv"
     trace, _ = hand_trace()

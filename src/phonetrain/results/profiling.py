@@ -334,9 +334,10 @@ def _launch_stats(iv: pd.DataFrame, per_iteration: pd.DataFrame) -> dict[str, ob
         m["iteration"], fill_value=0)
     if not counts.any():
         return none
-    nxt = iv.groupby("iteration").shift(-1)
-    pair = (iv["kind"] == "kernel") & (nxt["kind"] == "kernel")
-    gaps = (nxt["begin_ns"] - iv["end_ns"])[pair] / 1e3
+    it, kern = iv["iteration"].to_numpy(), (iv["kind"] == "kernel").to_numpy(dtype=bool)
+    pair = kern[:-1] & kern[1:] & (it[:-1] == it[1:])  # a kernel, then one of its iteration
+    gaps = pd.Series((iv["begin_ns"].to_numpy(dtype=float)[1:]
+                      - iv["end_ns"].to_numpy(dtype=float)[:-1])[pair] / 1e3)
     per_launch = (m.set_index("iteration")["gap_ms"] * 1e3 / counts.replace(0, np.nan)).dropna()
     return {"launches_per_iteration": int(round(float(counts.median()))),
             "kernel_gap_median_us": float(gaps.median()) if len(gaps) else None,
@@ -353,33 +354,51 @@ def command_summary(trace: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.Data
     return _command_summary(host_intervals(check_trace(trace)), per_iteration)
 
 
+def _group_medians(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """The median of ``values`` in each group ``0..n-1`` of ``codes`` (float64, shape (n,);
+    every group holds at least one value)."""
+    if n == 0:
+        return np.zeros(0, dtype=float)
+    order = np.argsort(codes, kind="stable")
+    starts = np.searchsorted(codes[order], np.arange(n))
+    return np.array([np.median(v) for v in np.split(values[order], starts[1:])], dtype=float)
+
+
 def _command_summary(iv: pd.DataFrame, per_iteration: pd.DataFrame) -> pd.DataFrame:
-    """:func:`command_summary` of a checked trace's :func:`host_intervals` ``iv``."""
+    """:func:`command_summary` of a checked trace's :func:`host_intervals` ``iv``: the
+    commands numbered once by key (in order of first appearance) and every sum and median
+    taken over plain arrays (a run's trace is short; pandas' group-by costs more per call than
+    the arithmetic)."""
     measured = per_iteration.loc[per_iteration["measured"], "iteration"]
     n_iter = max(len(measured), 1)
     wall_ns = float(per_iteration.loc[per_iteration["measured"], "wall_ms"].sum()) * NS_PER_MS
     iv = iv[iv["iteration"].isin(measured)]
     keys = ["kind", "name", "layer", "phase"]
-    g = iv.groupby(keys, sort=False)
-    out = g.agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"),
-                median_ns=("dur_ns", "median"), bytes=("bytes", "sum"),
-                flops=("flops", "sum")).reset_index()
-    out["per_iteration_ms"] = out["total_ns"] / n_iter / NS_PER_MS
-    per_it = iv.groupby(keys + ["iteration"], sort=False)["dur_ns"].sum()
-    med = per_it.groupby(level=keys, sort=False).median() / NS_PER_MS
-    out = out.merge(med.rename("per_iteration_median_ms").reset_index(), on=keys, how="left")
-    out["median_ms"] = out["median_ns"] / NS_PER_MS
-    out["total_ms"] = out["total_ns"] / NS_PER_MS
-    out["bytes_per_iteration"] = (out["bytes"] // n_iter).astype("int64")
-    out["flops_per_iteration"] = (out["flops"] // n_iter).astype("int64")
-    t = out["total_ns"].where(out["total_ns"] > 0)
-    out["gflops"] = (out["flops"] / t).where(out["flops"] > 0)
-    out["gbps"] = (out["bytes"] / t).where(out["bytes"] > 0)
-    out["share_of_wall"] = out["total_ns"] / wall_ns if wall_ns > 0 else np.nan
-    return out[keys + ["count", "per_iteration_ms", "per_iteration_median_ms", "median_ms",
-                       "total_ms",
-                       "bytes_per_iteration", "flops_per_iteration", "gflops", "gbps",
-                       "share_of_wall"]]
+    codes, uniq = pd.MultiIndex.from_arrays([iv[k] for k in keys]).factorize()
+    n = len(uniq)
+    dur = iv["dur_ns"].to_numpy(dtype=float)
+    count = np.bincount(codes, minlength=n)
+    total_ns = np.bincount(codes, weights=dur, minlength=n)
+    nbytes, flops = np.zeros(n, dtype="int64"), np.zeros(n, dtype="int64")
+    np.add.at(nbytes, codes, iv["bytes"].to_numpy(dtype="int64"))
+    np.add.at(flops, codes, iv["flops"].to_numpy(dtype="int64"))
+    it_codes, it_of = np.unique(np.stack([codes, iv["iteration"].to_numpy(dtype="int64")]),
+                                axis=1, return_inverse=True)
+    per_it = np.bincount(it_of.ravel(), weights=dur, minlength=it_codes.shape[1])
+    out = pd.DataFrame({k: uniq.get_level_values(i) for i, k in enumerate(keys)})
+    out["count"] = count
+    out["per_iteration_ms"] = total_ns / n_iter / NS_PER_MS
+    out["per_iteration_median_ms"] = _group_medians(it_codes[0], per_it, n) / NS_PER_MS
+    out["median_ms"] = _group_medians(codes, dur, n) / NS_PER_MS
+    out["total_ms"] = total_ns / NS_PER_MS
+    out["bytes_per_iteration"] = nbytes // n_iter
+    out["flops_per_iteration"] = flops // n_iter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(total_ns > 0, total_ns, np.nan)
+        out["gflops"] = np.where(flops > 0, flops / t, np.nan)
+        out["gbps"] = np.where(nbytes > 0, nbytes / t, np.nan)
+    out["share_of_wall"] = total_ns / wall_ns if wall_ns > 0 else np.nan
+    return out
 
 
 def analyse(trace: pd.DataFrame, iterations: pd.DataFrame,

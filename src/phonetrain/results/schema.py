@@ -309,9 +309,10 @@ def frame(rows: Iterable[dict] | pd.DataFrame, table: str) -> pd.DataFrame:
     order; columns the rows lack are null."""
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     names = schema(table).names
-    for n in names:
-        if n not in df:
-            df[n] = None
+    missing = [n for n in names if n not in df]
+    if missing:  # object columns of None, added at once (one insert per column costs more)
+        df = pd.concat([df, pd.DataFrame({n: [None] * len(df) for n in missing},
+                                         index=df.index, dtype=object)], axis=1)
     return df[names]
 
 
