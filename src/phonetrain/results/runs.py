@@ -48,7 +48,7 @@ import pandas as pd
 
 from phonetrain import layout
 from phonetrain.errors import ResultsFileError
-from phonetrain.io import read_json, sha256_file, short_hash
+from phonetrain.io import read_json, short_hash
 from phonetrain.results import memory, profiling, provenance, schema, stats
 from phonetrain.results.folders import (EVAL_COLUMNS, EVAL_POINT_KEYS,  # noqa: F401
                                         RUN_KEYS, eval_points, folder_problems, processes,
