@@ -56,8 +56,8 @@ class _PlantedBench:
 
 def _sweep(tmp_path: Path, monkeypatch, gflops: dict[int, float], plateau_gain: float,
            shapes: list[dict] | None = None, version: str = CPU_VERSION,
-           max_launch_s: float = 1e6, bench: _PlantedBench | None = None
-           ) -> tuple[dict, _PlantedBench]:
+           max_launch_s: float = 1e6, bench: _PlantedBench | None = None,
+           min_time_ms: float = 1.0) -> tuple[dict, _PlantedBench]:
     shapes = shapes or []
     sf = tmp_path / "shapes.json"
     sf.write_text(json.dumps({"shapes": shapes}))
@@ -66,7 +66,7 @@ def _sweep(tmp_path: Path, monkeypatch, gflops: dict[int, float], plateau_gain: 
     p = {"device": "host", "device_config": {"name": "host", "transport": "local"},
          "stage_root": "stage", "version": version,
          "kernel_hash": None if version == CPU_VERSION else "planted",
-         "shapes_hash": shapes_hash(shapes), "sizes": SIZES, "min_time_ms": 1.0,
+         "shapes_hash": shapes_hash(shapes), "sizes": SIZES, "min_time_ms": min_time_ms,
          "max_launch_s": max_launch_s, "tune": False, "tune_min_time_ms": 1.0,
          "tune_max_launch_s": 1.0, "threads": 0, "plateau_gain": plateau_gain}
     runner = tmp_path / "runner"
@@ -179,3 +179,18 @@ def test_a_configuration_that_does_not_build_fails_the_sweep(tmp_path, monkeypat
     with pytest.raises(gemm_stage.StageError, match='options "-DTSM=7" failed; fix the kernel'):
         _sweep(tmp_path, monkeypatch, {n: 10.0 for n in SIZES}, 0.0, version="baseline",
                bench=broken)
+
+
+def test_a_clblast_sweep_rerun_after_a_settings_change_is_measured_alone(tmp_path, monkeypatch):
+    # another measure.gemm_min_time_ms changes the sweep's build key, which makes an OpenCL
+    # kernel version's rerun a side-by-side one; clblast's calls run the library, not its
+    # gemm.cl, and the runner pairs kernel sources only: measured alone, as a first sweep
+    shapes = [{"kernel": "gemm_nt", "M": 32, "N": 16, "K": 16, "source": "model:mlp_16_16"}]
+    gflops = {n: 10.0 for n in SIZES}
+    first, _ = _sweep(tmp_path, monkeypatch, gflops, 0.0, shapes, "clblast")
+    again, bench = _sweep(tmp_path, monkeypatch, gflops, 0.0, shapes, "clblast",
+                          min_time_ms=2.0)
+    assert first["ran"]["build_key"] != again["ran"]["build_key"]
+    assert bench.specs and all("previous" not in s and s["source"] == "clblast"
+                               for s in bench.specs)
+    assert all(r["status"] == "ok" and "paired" not in r for r in again["rows"])

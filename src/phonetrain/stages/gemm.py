@@ -372,7 +372,8 @@ def gemm(job: Job) -> dict:
         if same:
             return _identical(job, doc_out, prev, same)
     with bench.r.lock():
-        before = _previous_specs(bench, prev, version, doc_out.get("ran"), p.kernel_hash)
+        before = _previous_specs(bench, prev, version, doc_out.get("ran"), p.kernel_hash,
+                                 planned)
         batched = _paired_batches(bench, planned, before, prev)
         calls = [sp for source, g, _, sp in planned
                  if source != "square" and (g.kernel, g.M, g.N, g.K) not in before]
@@ -620,13 +621,17 @@ def paired_budget_s(call_ms: float | None, repeats: int) -> float:
 
 
 def _previous_specs(bench: _Bench, prev: dict[str, Any] | None, version: str,
-                    ran: dict[str, Any] | None, kernel_hash: str | None
+                    ran: dict[str, Any] | None, kernel_hash: str | None,
+                    planned: list[tuple[str, GemmShape, str | None, dict]]
                     ) -> dict[tuple, dict[str, Any]]:
     """For a rerun whose build changed (the previous sweep kept what it ran, another kernel
     hash or build key): push the previous ``gemm.cl`` beside the new one
     (``kernels/<version>.previous/``) and return its bench-gemm spec per shape ``(kernel, M,
-    N, K)``, pointed there; {} otherwise (measured alone)."""
+    N, K)``, pointed there; {} otherwise (measured alone), and for a version whose calls run
+    a library rather than its ``gemm.cl`` (``clblast``: the runner pairs kernel sources only)."""
     if prev is None or ran is None or "gemm.cl" not in prev["ran"].get("sources", {}):
+        return {}
+    if not any(sp.get("source", "").endswith("/gemm.cl") for _, _, _, sp in planned):
         return {}
     if prev.get("kernel_hash") == kernel_hash and \
             prev["ran"].get("build_key") == ran["build_key"]:
