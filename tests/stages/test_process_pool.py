@@ -48,16 +48,40 @@ def test_wide_attempts_pool_their_processes(seeded_results: Path):
     assert walls.min() <= m["estimate_ms"] <= walls.max()
 
 
-def test_contended_attempts_are_set_aside(seeded_results: Path):
-    """Every attempt's probe reads far slower than a planted quiet figure: nothing is pooled,
-    and the last attempt's processes are kept with the reason."""
+def test_a_host_contended_to_the_end_of_an_attempt_is_not_measured_again(
+        seeded_results: Path):
+    """Every probe reads far slower than a planted quiet figure, the first attempt's closing
+    probe too: a second attempt would be set aside as well, so none runs, and the first
+    attempt's processes are kept with the reason and why it stopped."""
     R = seeded_results
     (R / "probe").mkdir(parents=True)
     (R / "probe/host.json").write_text(json.dumps({"quiet_ms": {"1": 1e-6}}))
     m, run_dir = _run(R, "measure.ci_target=0")
-    assert m["unstable"] and m["attempts"] == 3
+    assert m["unstable"] and m["attempts"] == 1 and m["max_attempts"] == 3
     assert "slower than its quiet figure" in m["reasons"][0]
-    assert m["process_attempts"] == [3, 3] and _repeats(run_dir) == ["repeat_1"]
+    assert "attempt 1 ended with the host still contended" in m["stopped_contended"]
+    assert "measure.max_probe_slowdown 1.5" in m["stopped_contended"]
+    assert m["process_attempts"] == [1, 1] and _repeats(run_dir) == ["repeat_1"]
+
+
+def test_a_contended_attempt_that_ends_quiet_is_measured_again(seeded_results: Path,
+                                                               monkeypatch):
+    """The first attempt's verdict says the host was contended, but against its planted quiet
+    figure (far above any probe) its closing probe reads quiet: the contention passed, so the
+    next attempt runs and the pooled verdict is the later attempts'."""
+    real = train.judge_measurement
+
+    def judged(dirs, ms, records=()):
+        v = real(dirs, ms, records)
+        if any(d.parent.name == "attempt_1" for d in dirs):
+            v |= {"unstable": True, "reasons": ["planted contention"], "quiet_probe_ms": 1e9}
+        return v
+
+    monkeypatch.setattr(train, "judge_measurement", judged)
+    m, _ = _run(seeded_results, "measure.ci_target=0", "measure.max_probe_slowdown=1e12")
+    assert m["attempts"] == 2 and m["process_attempts"] == [2, 2]
+    assert m["earlier_reasons"] == [["planted contention"]]
+    assert "stopped_contended" not in m and not m["unstable"]
 
 
 def test_a_contended_first_attempt_is_left_out_of_the_pool(seeded_results: Path, monkeypatch):

@@ -139,7 +139,8 @@ def closing_line(wall_s: float, jobs_run: int, jobs: list[JobCost]) -> str:
 def bounds_line(measure: dict) -> str:
     """What one invocation may spend measuring, from the ``measure`` settings
     (phonetrain.config.MeasureConfig): per run its runner processes (``repeats`` per attempt,
-    at most ``max_attempts`` attempts, one more recording events with ``events_apart``,
+    at most ``max_attempts`` attempts (none after an attempt that ends contended), one more
+    recording events with ``events_apart``,
     exactly ``iterations`` unless ``events_adaptive``), each process's warm-up and adaptive
     stop, and the measured seconds that implies per run at most; the GEMM sweep's sizes,
     calibration, launch limit, the seconds of a shape's timed repeats
@@ -174,7 +175,8 @@ def bounds_line(measure: dict) -> str:
         tune += (f" x 3 for each class's {m['tune_finalists']} finalists after a "
                  f"{m.get('tune_screen_min_time_ms', 5.0):g} ms screen of every candidate")
     return (f"phonetrain: measuring bounds: per run {m['repeats']} runner processes per "
-            f"attempt, <= {m['max_attempts']} attempts{events}, each warm-up {m['warmup']} + "
+            f"attempt, <= {m['max_attempts']} attempts (none after one that ends with the "
+            f"host contended){events}, each warm-up {m['warmup']} + "
             f"{stop}{cap}; {gemm}; {tune}; bandwidth <= "
             f"{m['bandwidth_max_bytes'] / 2**20:g} MiB; cool-down {m['cooldown_s']:g} s "
             "before each process")

@@ -18,7 +18,8 @@
   ``probe/<device>.json`` of the results folder and, for a local device, in this machine's
   record outside it: :mod:`phonetrain.stages.quiet`). An attempt that is unstable (a
   contended host) or whose interval is wider than ``measure.ci_target`` is followed by
-  another of ``repeats`` more processes, at most ``measure.max_attempts`` attempts in all;
+  another of ``repeats`` more processes, at most ``measure.max_attempts`` attempts in all,
+  none after an attempt that ends with the host still contended (``stopped_contended``);
   the processes of every attempt whose host was not contended are pooled and judged together
   (an attempt on a contended host is set aside), and the result is kept, unstable or not, in
   ``measurement.json`` with ``attempts``, ``max_attempts``, ``earlier_reasons`` (the reasons
@@ -265,7 +266,9 @@ def _attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dic
     processes. The processes of every attempt whose host was not contended (its probe at the
     quiet figure) are pooled, so an interval too wide for a few processes narrows with more of
     them (pyperf samples many worker processes for the variation between them); an attempt on
-    a contended host is set aside, unless nothing else was measured. Returns the run folder
+    a contended host is set aside, unless nothing else was measured; one that ends with the
+    host still contended (:func:`contended_at_end`) is the last, its verdict saying so under
+    ``stopped_contended``. Returns the run folder
     when the device cannot do the run (skipped or oom), else ``(verdict, [(attempt, process
     folder), ...] kept, attempts, earlier reasons)``."""
     ms = s.measure
@@ -283,13 +286,41 @@ def _attempts(r: Runner, manifest: dict[str, Any], tmp: Path, s: RunSpec, p: dic
         verdict = alone if kept == tagged else \
             judge_measurement([f for _, f in kept], ms, records)
         why = verdict["reasons"] + verdict["notes"]
-        if not why or attempt == ms.max_attempts:
+        slow = contended_at_end(fresh, alone) if alone["unstable"] else None
+        if slow is not None and attempt < ms.max_attempts:
+            verdict["stopped_contended"] = (
+                f"attempt {attempt} ended with the host still contended (closing probe "
+                f"{slow:.2f}x its quiet figure, over measure.max_probe_slowdown "
+                f"{ms.max_probe_slowdown:g}): no further attempt, which would be set aside "
+                "as well; measure it again once the host is quieter (phonetrain refresh "
+                "--unstable)")
+            print(f"phonetrain: run {s.device}/{s.run_id}: {verdict['stopped_contended']}",
+                  file=sys.stderr)
+        if not why or attempt == ms.max_attempts or slow is not None:
             return verdict, kept, attempt, earlier
         earlier.append(why)
         print(f"phonetrain: run {s.device}/{s.run_id}, attempt {attempt} of {ms.max_attempts} "
               f"({len(kept)} processes kept): {'; '.join(why)}; measuring {ms.repeats} more",
               file=sys.stderr)
     raise AssertionError("unreachable: the last attempt returns")
+
+
+def contended_at_end(run_dirs: list[Path], verdict: dict[str, Any]) -> float | None:
+    """How many times slower than the device's quiet figure (``verdict["quiet_probe_ms"]``)
+    the closing calibration probe of the last process in ``run_dirs`` ran (``run.json``'s
+    ``probe.after_ms``: the latest reading of the host), when that is over
+    ``verdict["max_probe_slowdown"]``; None otherwise (quiet again, no probe, no figure, or
+    the rule off). A contended attempt whose host is still contended as it ends is not
+    followed by another: that one would be set aside too, as each attempt on a contended
+    host is (:func:`_attempts`), and under a host busy for the whole study the retries were
+    most of its measuring time."""
+    quiet, limit = verdict.get("quiet_probe_ms"), verdict.get("max_probe_slowdown")
+    if not run_dirs or not quiet or not limit:
+        return None
+    after = (read_json(run_dirs[-1] / layout.RUN).get("probe") or {}).get("after_ms")
+    if not after or after / quiet <= limit:
+        return None
+    return after / quiet
 
 
 def _identical(prev: Path, tmp: Path, rdir: Path, s: RunSpec, p: dict[str, Any],
