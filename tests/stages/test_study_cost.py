@@ -91,16 +91,17 @@ def test_the_process_start_is_before_now():
 
 
 MEASURE = {"ci_target": 0.05, "iterations": 10, "max_iterations": 60, "max_seconds": 1.5,
-           "events_apart": True, "gemm_sizes": [128, 4096], "gemm_min_time_ms": 100.0,
+           "events_apart": True, "gemm_sizes": [128, 4096], "gemm_min_time_ms": 30.0,
            "gemm_max_launch_s": 5.0, "tune": True, "tune_min_time_ms": 20.0, "repeats": 2,
            "max_attempts": 3, "warmup": 2, "bandwidth_max_bytes": 2**30, "cooldown_s": 0.0}
 
 
 def test_the_bounds_line_states_each_limit():
     line = cost.bounds_line(MEASURE)
-    for part in ("2 runner processes per attempt, <= 3 attempts (+1 recording events",
+    for part in ("2 runner processes per attempt, <= 3 attempts (none after one that ends "
+                 "with the host contended) (+1 recording events",
                  "warm-up 2 + 10..60 iterations, stopping at +-5% or after 1.5 s",
-                 "GEMM sizes 128..4096, 100 ms per timed repeat, launches <= 5 s",
+                 "GEMM sizes 128..4096, 30 ms per timed repeat, launches <= 5 s",
                  "tuning 20 ms per trial", "bandwidth <= 1024 MiB", "cool-down 0 s"):
         assert part in line
     fixed = cost.bounds_line(MEASURE | {"ci_target": 0, "tune": False, "events_apart": False,

@@ -256,8 +256,11 @@ class MeasureConfig:
     knee."""
     gemm_sizes: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096])
     """Square sizes of the GEMM sweep."""
-    gemm_min_time_ms: float = 100.0
-    """bench-gemm calibration: each timed repeat lasts this long (ms)."""
+    gemm_min_time_ms: float = 30.0
+    """bench-gemm calibration: each timed repeat lasts this long (ms). 30 ms spans several
+    scheduler time slices (a Linux CFS slice is 0.75-6 ms) and the median of a shape's
+    repeats sets one slow repeat aside; 100 ms cost the default study's sweeps twice the time
+    with no narrower spread between sweeps (docs/benchmarks.md)."""
     gemm_max_launch_s: float = 5.0
     """Skip a version's larger sizes once one launch would take longer than this (s)."""
     gemm_max_shape_s: float = 2.0
