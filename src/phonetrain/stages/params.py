@@ -280,7 +280,6 @@ def job_params(sweep: Sweep) -> dict[str, Any]:
     """Every job's params dict (a spec of :mod:`phonetrain.stages.specs`), keyed by job:
     ``device[d]``, ``runner[d]``, ``bandwidth[d]``, ``kernel[(d, k)]``, ``data[data_dir]``,
     ``plan[exp_id]``, ``run[(d, exp_id)]``, and ``gemm`` and ``shapes`` (one dict each)."""
-    L = Layout(sweep.results_dir)
     out: dict[str, Any] = {"device": {}, "runner": {}, "bandwidth": {}, "kernel": {},
                            "data": {}, "plan": {}, "run": {}}
     ms = sweep.root["measure"]
