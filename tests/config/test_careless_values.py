@@ -30,16 +30,26 @@ def test_values_no_run_could_use_are_refused_at_composition(override, needle):
     assert needle in str(e.value)
 
 
-def test_a_results_folder_that_is_a_file_is_one_line(tmp_path: Path):
+@pytest.mark.parametrize("under", [False, True], ids=["the-file", "under-the-file"])
+@pytest.mark.parametrize("command", [
+    ["run", "model=mlp_16_16", "device=host", "backend=cpu", "measure.iterations=2"],
+    ["aggregate", "sweep=test"], ["report", "sweep=test"], ["check", "sweep=test"]],
+    ids=lambda c: c[0])
+def test_a_results_folder_that_is_a_file_is_one_line(tmp_path: Path, command, under):
+    """Every study command says what the workflow says (the override, the file, a folder to
+    give), before the results folder's lock or any stage."""
     afile = tmp_path / "afile"
     afile.write_text("not a folder")
-    res = CliRunner().invoke(main, ["run", "model=mlp_16_16", "backend=cpu",
-                                    f"results_dir={afile}", "measure.iterations=2"])
-    assert res.exit_code == 1
-    assert f"{afile}: results_dir names a file, not a folder" in res.output, res.output
-    assert afile.read_text() == "not a folder"
+    results = afile / "sub" if under else afile
+    res = CliRunner().invoke(main, [*command, f"results_dir={results}"])
+    assert res.exit_code == 1, res.output
     errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
     assert "Traceback" not in res.output and len(errors) == 1, res.output
+    assert (f"Error: override 'results_dir={results}' (on " in errors[0]
+            and f"results_dir '{results}' " in errors[0]
+            and "not a folder; give results_dir a folder (new or existing)" in errors[0]), errors
+    assert (f"lies under the file {afile}" in errors[0]) == under, errors
+    assert afile.read_text() == "not a folder"
 
 
 def test_adb_port_out_of_range_is_refused():

@@ -18,8 +18,8 @@ def study_runs(overrides: tuple[str, ...], conf_dir: str | None, results: str | 
     """(the results folder's layout, the study's run params by (device, experiment), how many
     of them are measured there, the study's other outputs with their jobs' params), for
     :func:`phonetrain.stages.current.study_findings`. Raises
-    :class:`click.ClickException` with the configuration error's message, for a results folder
-    that is a file, and (``must_exist``) for one that does not exist."""
+    :class:`click.ClickException` with the configuration error's message (a results folder
+    that is a file among them), and (``must_exist``) for one that does not exist."""
     from phonetrain import layout
     from phonetrain.layout import Layout
     from phonetrain.stages.current import study_outputs
@@ -28,11 +28,7 @@ def study_runs(overrides: tuple[str, ...], conf_dir: str | None, results: str | 
         sweep = _sweep(overrides, conf_dir, results)
         require_study_folder(sweep.results_dir, overrides, conf_dir, results)
         L = Layout(sweep.results_dir)
-        root = Path(L.root)
-        if root.exists() and not root.is_dir():
-            raise click.ClickException(
-                f"{root}: is a file, not a results folder; pass the folder the study writes "
-                "(results_dir=... or --results)")
+        root = Path(L.root)   # not a file: the composition refuses that, naming the key
         if must_exist and not root.exists():
             raise click.ClickException(
                 f"{root}: no such results folder, nothing to check; pass the folder the study "

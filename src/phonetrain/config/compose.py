@@ -501,7 +501,9 @@ def check_host(conf_dir: Path, root: dict[str, Any], members: dict[str, dict[str
 def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple[Sweep, Experiment]:
     """Compose a single experiment (``model=... device=... backend=... kernel=...`` overrides;
     the defaults of ``conf/config.yaml`` fill the rest). Used by ``phonetrain run``; the
-    record equals the one a sweep holds for the same cell. Raises :class:`ConfigError`."""
+    record equals the one a sweep holds for the same cell. Checks this host as a sweep does
+    (:func:`check_host`: ``results_dir`` not a file, before the results folder's lock).
+    Raises :class:`ConfigError`."""
     overrides = normalize_overrides(overrides)
     _check_override_keys(overrides, axes_refused=False)
     conf_dir = Path(conf_dir).resolve()
@@ -513,10 +515,8 @@ def compose_one(overrides: Any = None, conf_dir: Path | str = CONF_DIR) -> tuple
         _validate_member(conf_dir, axis, choices[axis], root[axis], overrides)
     _refuse_cpu_kernel(root, choices, overrides)
     _check_dataset_fits(conf_dir, root, choices["model"], root["model"], overrides)
-    _check_dataset_source(conf_dir, root, [root["model"].get("dataset") or
-                                           root["dataset"]["name"]], overrides)
     members = {axis: {choices[axis]: root[axis]} for axis in AXES}
-    _check_batches_fit(conf_dir, root, members["model"], overrides)
+    check_host(conf_dir, root, members, overrides)
     root["sweep"] = {"name": "single", **{a + "s": list(members[a]) for a in AXES}}
     exps = _cross(root, members)
     if not exps:   # the one cell crossed out: a Vulkan backend with a version without shaders

@@ -86,7 +86,7 @@ def folder_problems(run_dir: str | Path, *, hashes: bool = True) -> list[str]:
         try:
             run = read_json(d / layout.RUN)
         except ResultsFileError as e:
-            problems.append(str(e))
+            problems.append(e.message)
             continue
         if run.get("status", "ok") != "ok":
             continue
@@ -147,19 +147,19 @@ def _companion_problems(run_dir: Path, hashes: bool = True) -> list[str]:
         try:
             docs[name] = read_json(run_dir / name)
         except ResultsFileError as e:
-            out.append(str(e) if (run_dir / name).exists() else f"{run_dir / name}: missing")
+            out.append(e.message if (run_dir / name).exists() else f"{run_dir / name}: missing")
     if (run_dir / layout.MEASUREMENT).exists():
         try:
             read_json(run_dir / layout.MEASUREMENT)
         except ResultsFileError as e:
-            out.append(str(e))
+            out.append(e.message)
     if _eval_expected(docs.get(layout.PARAMS, {})):   # measure.eval_every > 0: eval.json too
         try:
             if not eval_points(run_dir):
                 out.append(f"{run_dir / layout.EVAL}: missing or without points "
                            "(measure.eval_every > 0)")
         except ResultsFileError as e:
-            out.append(str(e))
+            out.append(e.message)
     want = docs.get(layout.VERIFY, {}).get("plan_sha256")
     plan = run_dir / layout.PLAN
     if want and (not plan.is_file() or (hashes and sha256_file(plan) != want)):

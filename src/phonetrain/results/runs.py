@@ -291,6 +291,23 @@ def absent_run(params: Mapping[str, Any], run_dir: str | Path,
             "iterations": schema.empty("iterations"), "commands": schema.empty("commands")}
 
 
+DAMAGED = "damaged, not a measurement"
+"""How the ``status_reason`` of a run whose folder is damaged begins (:func:`damaged_reason`)."""
+
+
+def damaged_reason(problems: list[str], run_dir: str | Path, rid: str) -> str:
+    """The ``status_reason`` of the run ``rid`` (``DEVICE/EXPERIMENT``) whose folder
+    ``run_dir`` is damaged: :data:`DAMAGED`, the ``problems`` (each naming its file) and the
+    remedy. The workflow's start checks sizes only (a file changed in place stays), so the
+    remedy is ``phonetrain refresh``, which moves the folder aside whatever the damage, with
+    ``--results`` the folder above ``runs/`` (:meth:`phonetrain.layout.Layout.run_dir`)."""
+    parents = Path(run_dir).parents
+    results = f" --results {parents[2]}" if len(parents) > 2 and parents[1].name == "runs" else ""
+    return (f"{DAMAGED}: {'; '.join(problems)}; phonetrain refresh {rid}{results} moves it "
+            "aside, then snakemake all (or phonetrain run, for a one-off run) measures it "
+            "again")
+
+
 def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, pd.DataFrame]:
     """Aggregate one run folder into ``{"runs": 1 row, "iterations": ..., "commands": ...}``
     (DataFrames with the schema's columns). A failure marker, a missing ``run.json`` or a
@@ -310,16 +327,15 @@ def read_run(run_dir: str | Path, *, write_perfetto: bool = False) -> dict[str, 
     try:
         top = read_json(run_dir / layout.RUN)
     except ResultsFileError as e:  # damaged: a failed row, the other runs still aggregate
-        reason = f"damaged, not a measurement: {e}"
+        reason = damaged_reason([e.message], run_dir, params["run_id"])
         return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
     if top.get("status") in ("skipped", "oom"):  # a library missing; the batch does not fit
         st = top["status"]
         row = _failed_row(params, top.get("reason") or st, run_dir)
         return {"runs": schema.frame([{**row, "status": st}], "runs"), **none}
     damaged = folder_problems(run_dir)
-    if damaged:  # never tabulate a folder cut short: the next workflow run re-measures it
-        reason = f"damaged, not a measurement: {'; '.join(damaged)}; rerun snakemake to " \
-                 "re-measure it"
+    if damaged:  # never tabulate a folder cut short or changed
+        reason = damaged_reason(damaged, run_dir, params["run_id"])
         return {"runs": schema.frame([_failed_row(params, reason, run_dir)], "runs"), **none}
     per_iter, per_cmd, runs, below, launches, uncertain = [], [], [], [], [], []
     for rep, (d, role) in enumerate(processes(run_dir)):

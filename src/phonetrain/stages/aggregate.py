@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+import pandas as pd
 
 from phonetrain import layout
 from phonetrain.config import NO_KERNEL
@@ -29,7 +32,7 @@ from phonetrain.report import build_report
 from phonetrain.report.build import OTHER_FORMAT
 from phonetrain.report.registry import FIGURES
 from phonetrain.results.aggregate import aggregate
-from phonetrain.results.runs import changed_params
+from phonetrain.results.runs import DAMAGED, changed_params
 from phonetrain.results.schema import read_table
 from phonetrain.stages.params import kernel_hash
 from phonetrain.stages.specs import CPU_VERSION
@@ -153,7 +156,8 @@ def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
 
     ``jp``: the study's job params (:func:`phonetrain.stages.params.job_params`), which give
     the rows of absent runs and builds (:func:`absent_runs`, :func:`absent_builds`); None
-    aggregates what ``expected`` lists as found (``phonetrain aggregate --found``). Raises
+    aggregates what ``expected`` lists as found (``phonetrain aggregate --found``). Prints
+    one line on stderr per run whose folder is damaged (:func:`damaged_lines`). Raises
     :class:`StageError` instead of writing ``complete`` when a run of the study has no valid
     measurement (a folder damaged since it was measured): a summary with such a row is not
     complete."""
@@ -169,8 +173,10 @@ def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
                       build_jsons=builds, gemm_jsons=exist("gemm"),
                       peaks_jsons=exist("peaks"), ledger=L.history_ledger(),
                       sources=measured_sources(), not_ok=not_ok, absent=absent)
+    runs = read_table(paths["runs"], "runs")
+    for line in damaged_lines(runs):
+        print(line, file=sys.stderr)
     if complete:
-        runs = read_table(paths["runs"], "runs")
         bad = runs[runs["status"] == "failed"]
         if len(bad):
             raise StageError("aggregate: no COMPLETE marker: runs without a valid measurement: "
@@ -179,6 +185,15 @@ def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
                              + "; rerun snakemake to measure them")
         write_text(complete, COMPLETE_TEXT)
     return paths
+
+
+def damaged_lines(runs: pd.DataFrame) -> list[str]:
+    """One line per run of the ``runs`` table whose folder is damaged (a ``failed`` row whose
+    ``status_reason`` begins with :data:`phonetrain.results.runs.DAMAGED`): ``phonetrain:
+    aggregate: <run folder>: <reason>``, the reason naming what is damaged and the remedy."""
+    bad = runs[(runs["status"] == "failed")
+               & runs["status_reason"].fillna("").str.startswith(DAMAGED)]
+    return [f"phonetrain: aggregate: {r.run_dir}: {r.status_reason}" for r in bad.itertuples()]
 
 
 def report_outputs(L: Layout, figure_format: str) -> dict[str, str]:
