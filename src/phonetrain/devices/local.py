@@ -217,8 +217,11 @@ class LocalTransport:
         # exits: Popen.wait(timeout) polls, sleeping up to 50 ms between looks, which added
         # ~17 ms to every runner process (a default study starts about 200).
         expired = threading.Event()
-        timer = threading.Timer(max(0.0, timeout_s - (time.monotonic() - t0)),
-                                lambda: (expired.set(), p.kill()))
+
+        def expire() -> None:
+            expired.set()
+            p.kill()
+        timer = threading.Timer(max(0.0, timeout_s - (time.monotonic() - t0)), expire)
         timer.daemon = True
         timer.start()
         try:
