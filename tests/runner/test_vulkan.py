@@ -14,11 +14,9 @@ import pytest
 
 from helpers.case_plans import case_steps, mismatches, read_dumps
 from helpers.kernel_cases import Case, gemm_cases, group_cases
-from helpers.spirv_cache import compile_once
 from phonetrain import reference
 from phonetrain import runner as runner_api
 from phonetrain.kernels import load_version
-from phonetrain.kernels import spirv
 from phonetrain.kernels.spirv import (ShaderError, device_misfit, resolve_shaders,
                                       shader_candidates, spec_options, stage_spirv)
 from phonetrain.kernels.tuning import candidate_version
@@ -33,17 +31,6 @@ GROUPS = [(g, "baseline") for g in
           ["gemm", "elementwise", "conv", "pool", "loss", "optimizer", "mobile"]] + \
     [("fused", "fused"), ("fused_bn", "fused")]
 PLACEMENTS = [("resident", "copy"), ("staged", "copy"), ("resident", "map"), ("staged", "map")]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def shaders_compiled_once(tmp_path_factory):
-    """The checkout's shaders compiled by glslc once for this module's bundles and plans
-    (:mod:`helpers.spirv_cache`): the tests compare what the shaders compute, and each
-    compiled file is the one glslc made for them; a shader of another kernels folder (the
-    planted compile error) is compiled every time."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(spirv, "compile_shader", compile_once(tmp_path_factory.mktemp("spirv")))
-        yield
 
 
 def _kernel_plan(cases: list[Case], root: Path, padded: bool, version: str = "baseline",

@@ -246,14 +246,49 @@ def glslc() -> str:
 
 
 def compile_shader(src: Path, out: Path, kernels_root: Path = KERNELS_ROOT) -> None:
-    """Compile one shader to SPIR-V at ``out``. Raises :class:`ShaderError` with glslc's
-    messages (``<file>:<line>: error: ...``) when it does not compile."""
-    src = Path(src)
-    cmd = [glslc(), *GLSLC_FLAGS, f"-DPT_KERNEL_{src.stem}", "-I", str(kernels_root),
+    """Compile one shader to SPIR-V at ``out``, or copy the SPIR-V of an earlier compile with
+    the same :func:`compile_key` from this user's cache (``<cache>/spirv/``,
+    :func:`phonetrain.devices.toolchains.cache_dir`): a Vulkan run's shaders are compiled by
+    its deploy and again for its record of what ran, each about 70 ms a shader. Raises
+    :class:`ShaderError` with glslc's messages (``<file>:<line>: error: ...``) when it does
+    not compile."""
+    from ..devices.toolchains import cache_dir   # devices build on kernels, not the reverse
+
+    src, exe = Path(src), glslc()
+    cached = cache_dir() / "spirv" / f"{compile_key(src, exe, kernels_root)}.spv"
+    if cached.is_file():
+        shutil.copyfile(cached, out)
+        return
+    cmd = [exe, *GLSLC_FLAGS, f"-DPT_KERNEL_{src.stem}", "-I", str(kernels_root),
            str(src), "-o", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ShaderError(f"shader {src} does not compile (glslc):\n{proc.stderr.strip()}")
+    try:   # atomically: a reader sees a whole module or none
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+        shutil.copyfile(out, tmp)
+        os.replace(tmp, cached)
+    except OSError:
+        pass   # an unwritable cache costs the next compile, nothing else
+
+
+def compile_key(src: Path, exe: str, kernels_root: Path = KERNELS_ROOT) -> str:
+    """sha256 (hex) of what decides a shader's SPIR-V: glslc (its resolved path, size and
+    modification time), :data:`GLSLC_FLAGS`, the kernel's define, the shader's folder (its
+    ``#include "x.glsl"`` looks there first) and bytes, and every file it may include (each
+    ``*.glsl`` under ``kernels_root``, where :data:`SHADER_INCLUDES` and the versions' bodies
+    live)."""
+    real = Path(shutil.which(exe) or exe).resolve()
+    st = real.stat()
+    folder = src.resolve().parent
+    root = Path(kernels_root).resolve()
+    where = folder.relative_to(root) if folder.is_relative_to(root) else folder
+    h = hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{' '.join(GLSLC_FLAGS)}\0"
+                       f"{src.stem}\0{where}\0".encode() + src.read_bytes())
+    for p in sorted(Path(kernels_root).rglob(f"*{BODY_SUFFIX}")):
+        h.update(b"\0" + str(p.relative_to(kernels_root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
 
 
 def stage_spirv(version_name: str, dest_root: Path, kernels_root: Path = KERNELS_ROOT,
