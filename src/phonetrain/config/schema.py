@@ -261,8 +261,11 @@ class MeasureConfig:
     scheduler time slices (a Linux CFS slice is 0.75-6 ms) and the median of a shape's
     repeats sets one slow repeat aside; 100 ms cost the default study's sweeps twice the time
     with no narrower spread between sweeps (docs/benchmarks.md)."""
-    gemm_max_launch_s: float = 5.0
-    """Skip a version's larger sizes once one launch would take longer than this (s)."""
+    gemm_max_launch_s: float = 2.0
+    """Skip a version's larger sizes once one launch would take longer than this (s), as
+    estimated from the GFLOPS of the square before it. A square past it still takes at least
+    3 repeats and a checked launch: at 5 s, CLBlast's 4096^3 on PoCL (estimated 4.9 s, took
+    7.8 s a launch) cost one default study 30 s (docs/notebook/2026-12-08.md)."""
     gemm_max_shape_s: float = 2.0
     """Timed repeats of one GEMM sweep shape fit in about this (s): a square whose launch is
     expected (from the GFLOPS of the square before it) to take over a fifth of it gets
