@@ -182,7 +182,8 @@ def aggregate_study(jp: Mapping[str, Any] | None, L: Layout,
             raise StageError("aggregate: no COMPLETE marker: runs without a valid measurement: "
                              + "; ".join(f"{r.run_id}: {r.status_reason}"
                                          for r in bad.itertuples())
-                             + "; rerun snakemake to measure them")
+                             + "; rerun snakemake to measure them (a damaged one after the "
+                             "phonetrain refresh its reason names)")
         write_text(complete, COMPLETE_TEXT)
     return paths
 
