@@ -259,8 +259,8 @@ class MeasureConfig:
     gemm_min_time_ms: float = 30.0
     """bench-gemm calibration: each timed repeat lasts this long (ms). 30 ms spans several
     scheduler time slices (a Linux CFS slice is 0.75-6 ms) and the median of a shape's
-    repeats sets one slow repeat aside; 100 ms cost the default study's sweeps twice the time
-    with no narrower spread between sweeps (docs/benchmarks.md)."""
+    repeats sets one slow repeat aside; 100 ms cost the default study's sweeps 2.7 times the
+    time with no narrower spread between sweeps (docs/notebook/2026-12-08.md)."""
     gemm_max_launch_s: float = 2.0
     """Skip a version's larger sizes once one launch would take longer than this (s), as
     estimated from the GFLOPS of the square before it. A square past it still takes at least
